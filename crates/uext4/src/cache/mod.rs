@@ -1,0 +1,185 @@
+//! The metadata buffer cache.
+//!
+//! Every metadata block (group descriptors, inode tables, extent and
+//! directory blocks, xattr blocks) is read through this cache. File data is
+//! not: it goes straight between the device and the caller (and, later, the
+//! page cache of the data path).
+//!
+//! Locking: the cache is split into shards by block number, each a
+//! `RwLock<HashMap>`. A hit takes one shard's lock *shared* for a hash
+//! lookup and an `Arc` clone, so readers on different (or the same) blocks
+//! never exclude each other. A miss reads the device with no lock held,
+//! then takes the shard's lock exclusively to insert; if another thread
+//! inserted the same block meanwhile, its buffer wins and ours is dropped.
+//! Eviction is CLOCK (second chance) within a shard, under the shard's
+//! write lock.
+
+use crate::device::BlockDevice;
+use crate::error::Result;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+const SHARDS: usize = 64;
+
+/// One cached metadata block.
+#[derive(Debug)]
+pub struct Buffer {
+    block: u64,
+    data: Box<[u8]>,
+    referenced: AtomicBool,
+}
+
+impl Buffer {
+    /// The block number.
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+    /// The block's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// Hit and miss counters.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups answered from memory.
+    pub hits: u64,
+    /// Lookups that read the device.
+    pub misses: u64,
+    /// Buffers dropped to stay within capacity.
+    pub evictions: u64,
+}
+
+/// A sharded, concurrent cache of metadata blocks.
+pub struct BufferCache {
+    dev: Arc<dyn BlockDevice>,
+    block_size: usize,
+    per_shard: usize,
+    shards: Vec<RwLock<HashMap<u64, Arc<Buffer>>>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+}
+
+impl std::fmt::Debug for BufferCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferCache").field("block_size", &self.block_size).finish_non_exhaustive()
+    }
+}
+
+impl BufferCache {
+    /// A cache over `dev` for blocks of `block_size` bytes, holding about
+    /// `capacity` blocks.
+    pub fn new(dev: Arc<dyn BlockDevice>, block_size: usize, capacity: usize) -> BufferCache {
+        BufferCache {
+            dev,
+            block_size,
+            per_shard: (capacity / SHARDS).max(4),
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    /// The device under the cache.
+    pub fn device(&self) -> &Arc<dyn BlockDevice> {
+        &self.dev
+    }
+
+    /// The block size.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn shard(&self, block: u64) -> &RwLock<HashMap<u64, Arc<Buffer>>> {
+        // Multiplicative hash so that runs of consecutive blocks (an inode
+        // table) spread over all shards.
+        let h = block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        &self.shards[h as usize % SHARDS]
+    }
+
+    /// Returns block `block`, reading it from the device on a miss.
+    pub fn get(&self, block: u64) -> Result<Arc<Buffer>> {
+        let shard = self.shard(block);
+        if let Some(b) = shard.read().get(&block) {
+            b.referenced.store(true, Ordering::Relaxed);
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(b.clone());
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let offset = block.checked_mul(self.block_size as u64).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
+        })?;
+        let mut data = vec![0u8; self.block_size].into_boxed_slice();
+        self.dev.read_at(&mut data, offset)?;
+        let buf = Arc::new(Buffer { block, data, referenced: AtomicBool::new(false) });
+        let mut map = shard.write();
+        if let Some(existing) = map.get(&block) {
+            return Ok(existing.clone());
+        }
+        if map.len() >= self.per_shard {
+            self.evict(&mut map);
+        }
+        map.insert(block, buf.clone());
+        Ok(buf)
+    }
+
+    /// CLOCK sweep: drop unreferenced buffers, clearing the bit of the
+    /// others, until a quarter of the shard is free.
+    fn evict(&self, map: &mut HashMap<u64, Arc<Buffer>>) {
+        let target = self.per_shard - self.per_shard / 4;
+        for _pass in 0..2 {
+            map.retain(|_, b| {
+                b.referenced.swap(false, Ordering::Relaxed) || Arc::strong_count(b) > 1
+            });
+            if map.len() <= target {
+                break;
+            }
+        }
+        // Everything is hot or in use: drop arbitrary unused entries.
+        if map.len() > target {
+            let excess = map.len() - target;
+            let victims: Vec<u64> =
+                map.iter().filter(|(_, b)| Arc::strong_count(b) == 1).map(|(k, _)| *k).take(excess).collect();
+            for k in victims {
+                map.remove(&k);
+            }
+        }
+        self.evictions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Hit/miss counters since creation.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemoryDevice;
+
+    #[test]
+    fn hits_misses_and_eviction_bound() {
+        let dev = Arc::new(MemoryDevice::new(1024 * 1024));
+        dev.write_at(&[7u8; 1024], 5 * 1024).unwrap();
+        let c = BufferCache::new(dev, 1024, 256);
+        assert_eq!(c.get(5).unwrap().data()[0], 7);
+        assert_eq!(c.get(5).unwrap().data()[0], 7);
+        assert_eq!(c.stats().hits, 1);
+        for b in 0..1024 {
+            c.get(b).unwrap();
+        }
+        let total: usize = c.shards.iter().map(|s| s.read().len()).sum();
+        assert!(total <= 256 + SHARDS * 4, "cache grew to {total}");
+        assert!(c.get(5000).is_err());
+    }
+}

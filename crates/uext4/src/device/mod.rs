@@ -1,0 +1,59 @@
+//! Block devices: where the filesystem's bytes live.
+//!
+//! A [`BlockDevice`] is positional (every call names its byte offset; there
+//! is no shared cursor), so any number of threads use one device at once
+//! without coordination. Backends: a regular image file, a raw block
+//! device, and memory (a RAM disk for tests and benchmarks).
+
+mod file;
+mod memory;
+
+pub use file::FileDevice;
+pub use memory::MemoryDevice;
+
+use std::io;
+
+/// A random-access store of bytes shared by many threads.
+pub trait BlockDevice: Send + Sync {
+    /// Fills `buf` from byte `offset`. Reading past the end is an
+    /// `UnexpectedEof` error, never a short read.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at byte `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable (a flush/FUA barrier).
+    fn flush(&self) -> io::Result<()>;
+    /// Size of the device in bytes.
+    fn size(&self) -> u64;
+    /// True if the device refuses writes.
+    fn read_only(&self) -> bool;
+}
+
+/// Checks that `len` bytes at `offset` lie inside a device of `size`
+/// bytes, so backends never read or write outside the image.
+pub(crate) fn check_range(offset: u64, len: usize, size: u64) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("access at {offset}+{len} beyond device end {size}"),
+        )),
+    }
+}
+
+impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+    fn read_only(&self) -> bool {
+        (**self).read_only()
+    }
+}

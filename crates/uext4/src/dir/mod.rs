@@ -1,0 +1,116 @@
+//! Directories: reading entries (linear and htree), name lookup.
+//!
+//! A directory is a file of blocks. Linear directories are scanned; htree
+//! (dir_index) directories are searched through their hash index, falling
+//! back to a scan, like the kernel, when the index is structurally unusable.
+
+mod block;
+mod htree;
+
+use crate::error::{Error, Result};
+use crate::format::dirent::NAME_MAX;
+use crate::format::features::{compat, incompat};
+use crate::format::inode::{FileType, Inode, FL_INDEX};
+use crate::volume::Volume;
+
+pub use block::DirBlock;
+
+/// One directory entry as returned by readdir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode the entry points to.
+    pub ino: u32,
+    /// The name (any bytes except '/' and NUL).
+    pub name: Vec<u8>,
+    /// File type from the entry (None without the filetype feature).
+    pub file_type: Option<FileType>,
+    /// Cookie to pass to continue reading *after* this entry.
+    pub next_cookie: u64,
+}
+
+/// True if the directory is hash-indexed and the filesystem honours it.
+pub fn is_htree(vol: &Volume, dir: &Inode) -> bool {
+    dir.flags & FL_INDEX != 0 && vol.sb.features.has_compat(compat::DIR_INDEX)
+}
+
+fn filetype(vol: &Volume) -> bool {
+    vol.sb.features.has_incompat(incompat::FILETYPE)
+}
+
+/// Number of blocks the directory spans.
+fn dir_blocks(vol: &Volume, dir: &Inode) -> u64 {
+    dir.size.div_ceil(vol.block_size as u64)
+}
+
+/// Reads up to `max` entries starting at `cookie` (0 = the beginning).
+/// Cookies are byte positions within the directory file, so they stay
+/// valid for the life of a read-only handle. Unused slots are skipped.
+pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    let bs = vol.block_size as u64;
+    let nblocks = dir_blocks(vol, dir);
+    let htree = is_htree(vol, dir);
+    let mut out = Vec::new();
+    let mut lblk = cookie / bs;
+    while lblk < nblocks && out.len() < max {
+        let Some(blk) = block::read(vol, dir, lblk, htree)? else {
+            lblk += 1;
+            continue;
+        };
+        for e in blk.entries(filetype(vol))? {
+            let pos = lblk * bs + e.offset as u64;
+            if pos < cookie || e.inode == 0 {
+                continue;
+            }
+            if out.len() >= max {
+                return Ok(out);
+            }
+            if e.inode > vol.sb.inodes_count {
+                return Err(Error::corrupt(
+                    crate::error::Structure::DirEntry,
+                    blk.block,
+                    format!("entry points at inode {} beyond the inode count", e.inode),
+                ));
+            }
+            out.push(DirEntry {
+                ino: e.inode,
+                name: e.name.to_vec(),
+                file_type: FileType::from_dirent(e.file_type),
+                next_cookie: pos + e.rec_len as u64,
+            });
+        }
+        lblk += 1;
+    }
+    Ok(out)
+}
+
+/// Looks `name` up in `dir`; `Ok(None)` if absent.
+pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::Invalid(format!("bad name {:?}", String::from_utf8_lossy(name))));
+    }
+    if name.len() > NAME_MAX {
+        return Err(Error::NameTooLong(String::from_utf8_lossy(name).into_owned()));
+    }
+    if is_htree(vol, dir) {
+        match htree::lookup(vol, dir, name) {
+            Ok(found) => return Ok(found),
+            // A structurally bad index is not fatal: the leaves still hold
+            // every entry, so scan them (as the kernel does on
+            // ERR_BAD_DX_DIR). Checksum failures are reported.
+            Err(Error::Corrupt { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    linear_lookup(vol, dir, name)
+}
+
+fn linear_lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
+    let htree = is_htree(vol, dir);
+    for lblk in 0..dir_blocks(vol, dir) {
+        let Some(blk) = block::read(vol, dir, lblk, htree)? else { continue };
+        if let Some(found) = blk.find(filetype(vol), name)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,152 @@
+//! Directory leaf blocks: variable-length entries and the checksum tail.
+
+use super::bytes::{le16, le32, u8_at};
+use super::checksum::crc32c;
+use crate::error::{Error, Result, Structure};
+
+/// Size of the fixed part of an entry.
+pub const DIRENT_HEADER: usize = 8;
+/// Size of the metadata_csum tail (a fake entry holding the crc).
+pub const TAIL_SIZE: usize = 12;
+/// File type byte that marks the checksum tail.
+pub const TAIL_FT: u8 = 0xDE;
+/// Longest name ext4 stores.
+pub const NAME_MAX: usize = 255;
+
+/// One entry of a leaf block, borrowing its name from the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawDirent<'a> {
+    /// Inode number; 0 for an unused slot.
+    pub inode: u32,
+    /// Distance to the next entry.
+    pub rec_len: usize,
+    /// The name bytes.
+    pub name: &'a [u8],
+    /// File type byte (0 without the filetype feature).
+    pub file_type: u8,
+    /// Byte offset of the entry within its block.
+    pub offset: usize,
+}
+
+/// Bytes an entry with a name of `name_len` bytes needs (4-byte aligned).
+pub fn rec_len_for(name_len: usize) -> usize {
+    (DIRENT_HEADER + name_len + 3) & !3
+}
+
+/// Decodes an on-disk rec_len: 64 KiB blocks need a special encoding
+/// because 65536 does not fit in 16 bits.
+pub fn rec_len_from_disk(v: u16, block_size: usize) -> usize {
+    if block_size < 65536 {
+        usize::from(v)
+    } else if v == u16::MAX || v == 0 {
+        block_size
+    } else {
+        usize::from(v & 0xFFFC) | (usize::from(v & 3) << 16)
+    }
+}
+
+/// Parses every entry of a leaf block, validating each the way the kernel
+/// does (ext4_check_dir_entry): a corrupt entry fails the whole block
+/// rather than letting a reader walk off it. `block` is for errors.
+pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<'_>>> {
+    let bs = b.len();
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < bs {
+        let bad = |d: String| Error::corrupt(Structure::DirEntry, block, format!("offset {off}: {d}"));
+        if off + DIRENT_HEADER > bs {
+            return Err(bad("entry header crosses the block end".into()));
+        }
+        let inode = le32(b, off);
+        let rec_len = rec_len_from_disk(le16(b, off + 4), bs);
+        let (name_len, file_type) = if filetype {
+            (usize::from(u8_at(b, off + 6)), u8_at(b, off + 7))
+        } else {
+            (usize::from(le16(b, off + 6)), 0)
+        };
+        if rec_len < 12 {
+            return Err(bad(format!("rec_len {rec_len} too small")));
+        }
+        if rec_len % 4 != 0 {
+            return Err(bad(format!("rec_len {rec_len} not a multiple of 4")));
+        }
+        if off + rec_len > bs {
+            return Err(bad(format!("rec_len {rec_len} crosses the block end")));
+        }
+        if name_len > NAME_MAX || rec_len_for(name_len) > rec_len {
+            return Err(bad(format!("name length {name_len} does not fit rec_len {rec_len}")));
+        }
+        out.push(RawDirent {
+            inode,
+            rec_len,
+            name: &b[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len],
+            file_type,
+            offset: off,
+        });
+        off += rec_len;
+    }
+    Ok(out)
+}
+
+/// True if the block ends with a well-formed checksum tail.
+pub fn has_tail(b: &[u8]) -> bool {
+    let Some(t) = b.len().checked_sub(TAIL_SIZE) else { return false };
+    le32(b, t) == 0 && le16(b, t + 4) as usize == TAIL_SIZE && u8_at(b, t + 6) == 0 && u8_at(b, t + 7) == TAIL_FT
+}
+
+/// The crc32c a leaf block's tail should hold.
+pub fn leaf_checksum(b: &[u8], inode_seed: u32) -> u32 {
+    crc32c(inode_seed, &b[..b.len().saturating_sub(TAIL_SIZE)])
+}
+
+/// Verifies a leaf block's checksum tail (metadata_csum only).
+pub fn verify_leaf(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
+    if !has_tail(b) {
+        return Err(Error::corrupt(Structure::DirEntry, block, "missing checksum tail"));
+    }
+    let stored = le32(b, b.len() - 4);
+    let computed = leaf_checksum(b, inode_seed);
+    if stored != computed {
+        return Err(Error::Checksum { structure: Structure::DirEntry, block, stored, computed });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(b: &mut [u8], off: usize, ino: u32, rec_len: u16, name: &[u8]) {
+        b[off..off + 4].copy_from_slice(&ino.to_le_bytes());
+        b[off + 4..off + 6].copy_from_slice(&rec_len.to_le_bytes());
+        b[off + 6] = name.len() as u8;
+        b[off + 7] = 1;
+        b[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    }
+
+    #[test]
+    fn parses_and_validates() {
+        let mut b = vec![0u8; 1024];
+        entry(&mut b, 0, 12, 16, b"abc");
+        entry(&mut b, 16, 13, 1008, b"hello");
+        let v = parse_leaf(&b, true, 0).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].name, b"hello");
+        let mut z = b.clone();
+        z[4] = 0;
+        assert!(parse_leaf(&z, true, 0).is_err(), "rec_len 0");
+        let mut o = b.clone();
+        o[20..22].copy_from_slice(&2000u16.to_le_bytes());
+        assert!(parse_leaf(&o, true, 0).is_err(), "rec_len past end");
+        let mut n = b.clone();
+        n[6] = 200;
+        assert!(parse_leaf(&n, true, 0).is_err(), "name longer than rec_len");
+    }
+
+    #[test]
+    fn big_block_rec_len() {
+        assert_eq!(rec_len_from_disk(0, 65536), 65536);
+        assert_eq!(rec_len_from_disk(65535, 65536), 65536);
+        assert_eq!(rec_len_from_disk(12, 4096), 12);
+    }
+}

@@ -1,0 +1,309 @@
+//! The on-disk inode (128 bytes plus the extra fields of larger inodes).
+
+use super::bytes::{le16, le32, lo_hi};
+use super::checksum::crc32c;
+use super::features::ro_compat;
+use super::superblock::Superblock;
+use crate::error::{Error, Result, Structure};
+
+/// The first 128 bytes every inode has.
+pub const GOOD_OLD_INODE_SIZE: usize = 128;
+/// Bytes of `i_block` (extent root, block map, or fast symlink target).
+pub const I_BLOCK_SIZE: usize = 60;
+
+/// Root directory inode.
+pub const ROOT_INO: u32 = 2;
+/// Resize inode.
+pub const RESIZE_INO: u32 = 7;
+/// Journal inode.
+pub const JOURNAL_INO: u32 = 8;
+
+/// `i_flags`: inode uses an extent tree.
+pub const FL_EXTENTS: u32 = 0x80000;
+/// `i_flags`: directory is hash-indexed.
+pub const FL_INDEX: u32 = 0x1000;
+/// `i_flags`: i_blocks is in filesystem blocks, not sectors.
+pub const FL_HUGE_FILE: u32 = 0x40000;
+/// `i_flags`: data is stored inline in the inode.
+pub const FL_INLINE_DATA: u32 = 0x1000_0000;
+/// `i_flags`: the inode holds a large extended attribute value.
+pub const FL_EA_INODE: u32 = 0x20_0000;
+/// `i_flags`: encrypted.
+pub const FL_ENCRYPT: u32 = 0x800;
+/// `i_flags`: casefolded directory.
+pub const FL_CASEFOLD: u32 = 0x4000_0000;
+/// `i_flags`: fs-verity file.
+pub const FL_VERITY: u32 = 0x10_0000;
+
+/// File type bits of `i_mode`.
+pub const S_IFMT: u16 = 0xF000;
+/// Socket.
+pub const S_IFSOCK: u16 = 0xC000;
+/// Symbolic link.
+pub const S_IFLNK: u16 = 0xA000;
+/// Regular file.
+pub const S_IFREG: u16 = 0x8000;
+/// Block device.
+pub const S_IFBLK: u16 = 0x6000;
+/// Directory.
+pub const S_IFDIR: u16 = 0x4000;
+/// Character device.
+pub const S_IFCHR: u16 = 0x2000;
+/// FIFO.
+pub const S_IFIFO: u16 = 0x1000;
+
+/// The type of an inode, from `i_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// Regular file.
+    Regular,
+    /// Directory.
+    Directory,
+    /// Symbolic link.
+    Symlink,
+    /// Character device.
+    CharDevice,
+    /// Block device.
+    BlockDevice,
+    /// Named pipe.
+    Fifo,
+    /// Unix socket.
+    Socket,
+}
+
+impl FileType {
+    /// Decodes the `S_IFMT` bits of a mode; `None` for invalid types.
+    pub fn from_mode(mode: u16) -> Option<FileType> {
+        Some(match mode & S_IFMT {
+            S_IFREG => FileType::Regular,
+            S_IFDIR => FileType::Directory,
+            S_IFLNK => FileType::Symlink,
+            S_IFCHR => FileType::CharDevice,
+            S_IFBLK => FileType::BlockDevice,
+            S_IFIFO => FileType::Fifo,
+            S_IFSOCK => FileType::Socket,
+            _ => return None,
+        })
+    }
+
+    /// Decodes a directory entry's file type byte (filetype feature).
+    pub fn from_dirent(t: u8) -> Option<FileType> {
+        Some(match t {
+            1 => FileType::Regular,
+            2 => FileType::Directory,
+            3 => FileType::CharDevice,
+            4 => FileType::BlockDevice,
+            5 => FileType::Fifo,
+            6 => FileType::Socket,
+            7 => FileType::Symlink,
+            _ => return None,
+        })
+    }
+}
+
+/// A timestamp with nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Timestamp {
+    /// Seconds since the epoch (may be negative or beyond 2038).
+    pub sec: i64,
+    /// Nanoseconds, 0..1_000_000_000.
+    pub nsec: u32,
+}
+
+impl Timestamp {
+    /// Decodes a 32-bit seconds field and its optional `_extra` word
+    /// (2 epoch bits extending the seconds, 30 bits of nanoseconds).
+    pub fn decode(secs: u32, extra: Option<u32>) -> Timestamp {
+        let mut sec = i64::from(secs as i32);
+        let mut nsec = 0;
+        if let Some(extra) = extra {
+            sec += i64::from(extra & 3) << 32;
+            nsec = (extra >> 2).min(999_999_999);
+        }
+        Timestamp { sec, nsec }
+    }
+}
+
+/// A parsed inode. Integer fields are already combined from their
+/// low/high halves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inode {
+    /// Inode number (not stored in the inode; filled in by the reader).
+    pub ino: u32,
+    /// Mode: type and permission bits.
+    pub mode: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Access time.
+    pub atime: Timestamp,
+    /// Inode change time.
+    pub ctime: Timestamp,
+    /// Modification time.
+    pub mtime: Timestamp,
+    /// Creation time (only with large inodes).
+    pub crtime: Option<Timestamp>,
+    /// Deletion time.
+    pub dtime: u32,
+    /// Hard link count.
+    pub links_count: u16,
+    /// Allocated space in 512-byte sectors (already converted from
+    /// filesystem blocks for huge files).
+    pub blocks_512: u64,
+    /// `i_flags`.
+    pub flags: u32,
+    /// Version (osd1 plus the high half when present).
+    pub version: u64,
+    /// Extent root, block map, or inline symlink target.
+    pub block: [u8; I_BLOCK_SIZE],
+    /// NFS generation number.
+    pub generation: u32,
+    /// Extended attribute block.
+    pub file_acl: u64,
+    /// Extra inode size beyond 128 bytes.
+    pub extra_isize: u16,
+    /// Project id.
+    pub projid: u32,
+    /// The raw inode record, for the in-inode xattr area.
+    pub raw: Vec<u8>,
+}
+
+/// The checksum an inode record should carry.
+pub fn inode_checksum(sb: &Superblock, ino: u32, raw: &[u8]) -> u32 {
+    let generation = le32(raw, 0x64);
+    let mut c = crc32c(sb.csum_seed(), &ino.to_le_bytes());
+    c = crc32c(c, &generation.to_le_bytes());
+    let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && GOOD_OLD_INODE_SIZE + usize::from(le16(raw, 0x80)) >= 0x84;
+    // Checksum fields are summed as zeros.
+    c = crc32c(c, &raw[..0x7C]);
+    c = crc32c(c, &[0, 0]);
+    if raw.len() > GOOD_OLD_INODE_SIZE {
+        c = crc32c(c, &raw[0x7E..0x82]);
+        if has_hi {
+            c = crc32c(c, &[0, 0]);
+        } else {
+            c = crc32c(c, &raw[0x82..0x84]);
+        }
+        c = crc32c(c, &raw[0x84..]);
+    } else {
+        c = crc32c(c, &raw[0x7E..]);
+    }
+    if has_hi {
+        c
+    } else {
+        c & 0xFFFF
+    }
+}
+
+impl Inode {
+    /// Parses inode `ino` from its record `raw` (exactly `inode_size`
+    /// bytes) and verifies its checksum. `block` is the inode table block,
+    /// for error messages.
+    pub fn parse(sb: &Superblock, ino: u32, raw: &[u8], block: u64) -> Result<Inode> {
+        let isz = usize::from(sb.inode_size);
+        if raw.len() < isz || isz < GOOD_OLD_INODE_SIZE {
+            return Err(Error::corrupt(Structure::Inode, block, format!("inode {ino} record truncated")));
+        }
+        let b = &raw[..isz];
+        let extra_isize = if isz > GOOD_OLD_INODE_SIZE { le16(b, 0x80) } else { 0 };
+        if isz > GOOD_OLD_INODE_SIZE
+            && (GOOD_OLD_INODE_SIZE + usize::from(extra_isize) > isz || extra_isize % 4 != 0)
+        {
+            return Err(Error::corrupt(
+                Structure::Inode,
+                block,
+                format!("inode {ino} extra size {extra_isize} invalid"),
+            ));
+        }
+        if sb.has_metadata_csum() {
+            let has_hi = GOOD_OLD_INODE_SIZE + usize::from(extra_isize) >= 0x84;
+            let stored = u32::from(le16(b, 0x7C)) | if has_hi { u32::from(le16(b, 0x82)) << 16 } else { 0 };
+            let computed = inode_checksum(sb, ino, b);
+            // An all-zero record is an inode that was never initialised
+            // (lazy itable init); the kernel accepts it.
+            if stored != computed && b.iter().any(|&x| x != 0) {
+                return Err(Error::Checksum { structure: Structure::Inode, block, stored, computed });
+            }
+        }
+        // A field in the extra area exists only if extra_isize covers it.
+        let extra = |off: usize| -> Option<u32> {
+            (GOOD_OLD_INODE_SIZE + usize::from(extra_isize) >= off + 4).then(|| le32(b, off))
+        };
+        let flags = le32(b, 0x20);
+        let blocks_lo = u64::from(le32(b, 0x1C));
+        let huge = sb.features.has_ro_compat(ro_compat::HUGE_FILE);
+        let blocks_hi = if huge { u64::from(le16(b, 0x74)) } else { 0 };
+        let mut blocks = blocks_lo | (blocks_hi << 32);
+        if huge && flags & FL_HUGE_FILE != 0 {
+            blocks = blocks.saturating_mul(u64::from(sb.block_size() / 512));
+        }
+        let mut block_arr = [0u8; I_BLOCK_SIZE];
+        block_arr.copy_from_slice(&b[0x28..0x28 + I_BLOCK_SIZE]);
+        Ok(Inode {
+            ino,
+            mode: le16(b, 0x0),
+            uid: u32::from(le16(b, 0x2)) | (u32::from(le16(b, 0x78)) << 16),
+            gid: u32::from(le16(b, 0x18)) | (u32::from(le16(b, 0x7A)) << 16),
+            size: lo_hi(le32(b, 0x4), le32(b, 0x6C)),
+            atime: Timestamp::decode(le32(b, 0x8), extra(0x8C)),
+            ctime: Timestamp::decode(le32(b, 0xC), extra(0x84)),
+            mtime: Timestamp::decode(le32(b, 0x10), extra(0x88)),
+            crtime: extra(0x90).map(|s| Timestamp::decode(s, extra(0x94))),
+            dtime: le32(b, 0x14),
+            links_count: le16(b, 0x1A),
+            blocks_512: blocks,
+            flags,
+            version: lo_hi(le32(b, 0x24), extra(0x98).unwrap_or(0)),
+            block: block_arr,
+            generation: le32(b, 0x64),
+            file_acl: lo_hi(le32(b, 0x68), u32::from(le16(b, 0x76))),
+            extra_isize,
+            projid: extra(0x9C).unwrap_or(0),
+            raw: b.to_vec(),
+        })
+    }
+
+    /// The file type, or a corruption error for an invalid mode.
+    pub fn file_type(&self) -> Result<FileType> {
+        FileType::from_mode(self.mode).ok_or_else(|| {
+            Error::corrupt(Structure::Inode, 0, format!("inode {} has invalid mode {:#o}", self.ino, self.mode))
+        })
+    }
+
+    /// Permission bits (including setuid/setgid/sticky).
+    pub fn perm(&self) -> u16 {
+        self.mode & 0o7777
+    }
+
+    /// True if the inode maps its data with an extent tree.
+    pub fn uses_extents(&self) -> bool {
+        self.flags & FL_EXTENTS != 0
+    }
+
+    /// True if the inode has inline data.
+    pub fn has_inline_data(&self) -> bool {
+        self.flags & FL_INLINE_DATA != 0
+    }
+
+    /// Device number of a character or block device node, as (major, minor).
+    /// Old encoding in i_block[0], new (huge) encoding in i_block[1].
+    pub fn device(&self) -> (u32, u32) {
+        let old = le32(&self.block, 0);
+        if old != 0 {
+            ((old >> 8) & 0xFF, old & 0xFF)
+        } else {
+            let new = le32(&self.block, 4);
+            ((new & 0xFFF00) >> 8, (new & 0xFF) | ((new >> 12) & 0xFFF00))
+        }
+    }
+
+    /// The in-inode extended attribute area (after the extra fields), if
+    /// the inode is large enough to have one.
+    pub fn xattr_area(&self) -> &[u8] {
+        let start = GOOD_OLD_INODE_SIZE + usize::from(self.extra_isize);
+        self.raw.get(start..).unwrap_or(&[])
+    }
+}

@@ -1,0 +1,19 @@
+//! On-disk format of ext4: pure encode/decode of every structure, and the
+//! checksums that protect them.
+//!
+//! Nothing in this module performs I/O: each codec takes bytes that a caller
+//! read and returns a typed value or a typed error. Parsers check lengths and
+//! ranges before they index, so no byte pattern can make them panic; the
+//! fuzz target and the corruption tests rely on that.
+
+pub mod bytes;
+pub mod checksum;
+pub mod dir_hash;
+pub mod dirent;
+pub mod dx;
+pub mod extent;
+pub mod features;
+pub mod group_desc;
+pub mod inode;
+pub mod superblock;
+pub mod xattr;

@@ -1,0 +1,415 @@
+//! The ext4 superblock (1024 bytes at byte offset 1024 of the device).
+
+use super::bytes::{le16, le32, le64, lo_hi, u8_at};
+use super::checksum::crc32c;
+use super::features::{incompat, ro_compat, Features};
+use crate::error::{Error, Result, Structure};
+
+/// Size of the on-disk superblock.
+pub const SUPERBLOCK_SIZE: usize = 1024;
+/// Byte offset of the primary superblock on the device.
+pub const SUPERBLOCK_OFFSET: u64 = 1024;
+/// The ext2/3/4 magic number.
+pub const EXT4_MAGIC: u16 = 0xEF53;
+/// Offset of `s_checksum`, the last field: the crc covers everything before.
+const CHECKSUM_OFFSET: usize = 0x3FC;
+
+/// `s_flags` bit: directory hashes use unsigned chars.
+pub const FLAG_UNSIGNED_HASH: u32 = 0x2;
+/// `s_state` bit: cleanly unmounted.
+pub const STATE_VALID: u16 = 0x1;
+/// `s_state` bit: errors detected.
+pub const STATE_ERROR: u16 = 0x2;
+/// `s_state` bit: orphans being recovered.
+pub const STATE_ORPHAN: u16 = 0x4;
+
+/// A parsed, validated superblock.
+///
+/// The raw bytes are kept so that later writers update fields in place and
+/// never lose fields this version does not interpret.
+#[derive(Clone)]
+pub struct Superblock {
+    raw: Box<[u8; SUPERBLOCK_SIZE]>,
+    /// Total inodes.
+    pub inodes_count: u32,
+    /// Total blocks (64-bit when the 64bit feature is on).
+    pub blocks_count: u64,
+    /// Blocks reserved for the superuser.
+    pub r_blocks_count: u64,
+    /// Free blocks as last recorded in the superblock (a hint; groups are authoritative).
+    pub free_blocks_count: u64,
+    /// Free inodes as last recorded in the superblock.
+    pub free_inodes_count: u32,
+    /// First data block: 1 for 1 KiB blocks, 0 otherwise.
+    pub first_data_block: u32,
+    /// log2(block size) - 10.
+    pub log_block_size: u32,
+    /// log2(cluster size) - 10 (bigalloc).
+    pub log_cluster_size: u32,
+    /// Blocks per group.
+    pub blocks_per_group: u32,
+    /// Clusters per group.
+    pub clusters_per_group: u32,
+    /// Inodes per group.
+    pub inodes_per_group: u32,
+    /// Last mount time.
+    pub mtime: u64,
+    /// Last write time.
+    pub wtime: u64,
+    /// Mounts since last check.
+    pub mnt_count: u16,
+    /// Mounts allowed before a check.
+    pub max_mnt_count: i16,
+    /// State flags (`STATE_*`).
+    pub state: u16,
+    /// Behaviour on errors (1 continue, 2 remount-ro, 3 panic).
+    pub errors: u16,
+    /// Minor revision level.
+    pub minor_rev_level: u16,
+    /// Time of last check.
+    pub lastcheck: u64,
+    /// Maximum time between checks.
+    pub checkinterval: u32,
+    /// Creator OS.
+    pub creator_os: u32,
+    /// Revision level (0 = original, 1 = dynamic).
+    pub rev_level: u32,
+    /// Default uid for reserved blocks.
+    pub def_resuid: u16,
+    /// Default gid for reserved blocks.
+    pub def_resgid: u16,
+    /// First non-reserved inode.
+    pub first_ino: u32,
+    /// Inode record size.
+    pub inode_size: u16,
+    /// Feature words.
+    pub features: Features,
+    /// Volume UUID.
+    pub uuid: [u8; 16],
+    /// Volume label.
+    pub volume_name: [u8; 16],
+    /// Directory where last mounted.
+    pub last_mounted: [u8; 64],
+    /// Reserved GDT blocks for online resize.
+    pub reserved_gdt_blocks: u16,
+    /// Journal UUID (external journal).
+    pub journal_uuid: [u8; 16],
+    /// Journal inode number.
+    pub journal_inum: u32,
+    /// External journal device number.
+    pub journal_dev: u32,
+    /// Head of the orphan inode list.
+    pub last_orphan: u32,
+    /// htree hash seed.
+    pub hash_seed: [u32; 4],
+    /// Default hash version for new directories.
+    pub def_hash_version: u8,
+    /// Group descriptor size (32 unless 64bit).
+    pub desc_size: u16,
+    /// Default mount options.
+    pub default_mount_opts: u32,
+    /// First meta block group (meta_bg).
+    pub first_meta_bg: u32,
+    /// Filesystem creation time.
+    pub mkfs_time: u64,
+    /// Backup of the journal inode's i_block and size.
+    pub jnl_blocks: [u32; 17],
+    /// Minimum extra inode size all inodes have.
+    pub min_extra_isize: u16,
+    /// Extra inode size new inodes should have.
+    pub want_extra_isize: u16,
+    /// Miscellaneous flags (`FLAG_*`).
+    pub flags: u32,
+    /// RAID stride.
+    pub raid_stride: u16,
+    /// MMP update interval.
+    pub mmp_interval: u16,
+    /// MMP block.
+    pub mmp_block: u64,
+    /// RAID stripe width.
+    pub raid_stripe_width: u32,
+    /// log2(groups per flex group).
+    pub log_groups_per_flex: u8,
+    /// Metadata checksum algorithm (1 = crc32c).
+    pub checksum_type: u8,
+    /// KiB written over the filesystem's lifetime.
+    pub kbytes_written: u64,
+    /// Number of errors seen.
+    pub error_count: u32,
+    /// User quota inode.
+    pub usr_quota_inum: u32,
+    /// Group quota inode.
+    pub grp_quota_inum: u32,
+    /// Project quota inode.
+    pub prj_quota_inum: u32,
+    /// Overhead blocks (0 = compute).
+    pub overhead_blocks: u32,
+    /// Backup groups (sparse_super2).
+    pub backup_bgs: [u32; 2],
+    /// lost+found inode (0 = look it up).
+    pub lpf_ino: u32,
+    /// Checksum seed stored on disk (metadata_csum_seed).
+    pub checksum_seed: u32,
+    /// Orphan file inode (orphan_file).
+    pub orphan_file_inum: u32,
+    /// Stored superblock checksum.
+    pub checksum: u32,
+}
+
+impl std::fmt::Debug for Superblock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Superblock")
+            .field("blocks_count", &self.blocks_count)
+            .field("inodes_count", &self.inodes_count)
+            .field("block_size", &self.block_size())
+            .field("features", &self.features)
+            .finish_non_exhaustive()
+    }
+}
+
+fn time(lo: u32, hi: u8) -> u64 {
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
+fn bad(detail: impl Into<String>) -> Error {
+    Error::corrupt(Structure::Superblock, 0, detail)
+}
+
+impl Superblock {
+    /// Parses and validates a superblock. `bytes` must be the 1024 bytes read
+    /// at [`SUPERBLOCK_OFFSET`]. Geometry that would make later arithmetic
+    /// overflow or index out of range is rejected here, once.
+    pub fn parse(bytes: &[u8]) -> Result<Self> {
+        let raw: [u8; SUPERBLOCK_SIZE] = bytes
+            .get(..SUPERBLOCK_SIZE)
+            .and_then(|s| s.try_into().ok())
+            .ok_or_else(|| Error::NotExt4("image too small for a superblock".into()))?;
+        let b = &raw[..];
+        if le16(b, 0x38) != EXT4_MAGIC {
+            return Err(Error::NotExt4(format!("bad magic {:#06x}", le16(b, 0x38))));
+        }
+        let features = Features { compat: le32(b, 0x5C), incompat: le32(b, 0x60), ro_compat: le32(b, 0x64) };
+        let is64 = features.has_incompat(incompat::BIT64);
+        let arr = |off: usize, n: usize| -> Vec<u8> { b[off..off + n].to_vec() };
+        let uuid: [u8; 16] = arr(0x68, 16).try_into().unwrap_or([0; 16]);
+        let volume_name: [u8; 16] = arr(0x78, 16).try_into().unwrap_or([0; 16]);
+        let last_mounted: [u8; 64] = arr(0x88, 64).try_into().unwrap_or([0; 64]);
+        let journal_uuid: [u8; 16] = arr(0xD0, 16).try_into().unwrap_or([0; 16]);
+        let mut jnl_blocks = [0u32; 17];
+        for (i, v) in jnl_blocks.iter_mut().enumerate() {
+            *v = le32(b, 0x10C + 4 * i);
+        }
+        let rev_level = le32(b, 0x4C);
+        let sb = Superblock {
+            inodes_count: le32(b, 0x0),
+            blocks_count: lo_hi(le32(b, 0x4), if is64 { le32(b, 0x150) } else { 0 }),
+            r_blocks_count: lo_hi(le32(b, 0x8), if is64 { le32(b, 0x154) } else { 0 }),
+            free_blocks_count: lo_hi(le32(b, 0xC), if is64 { le32(b, 0x158) } else { 0 }),
+            free_inodes_count: le32(b, 0x10),
+            first_data_block: le32(b, 0x14),
+            log_block_size: le32(b, 0x18),
+            log_cluster_size: le32(b, 0x1C),
+            blocks_per_group: le32(b, 0x20),
+            clusters_per_group: le32(b, 0x24),
+            inodes_per_group: le32(b, 0x28),
+            mtime: time(le32(b, 0x2C), u8_at(b, 0x275)),
+            wtime: time(le32(b, 0x30), u8_at(b, 0x274)),
+            mnt_count: le16(b, 0x34),
+            max_mnt_count: le16(b, 0x36) as i16,
+            state: le16(b, 0x3A),
+            errors: le16(b, 0x3C),
+            minor_rev_level: le16(b, 0x3E),
+            lastcheck: time(le32(b, 0x40), u8_at(b, 0x277)),
+            checkinterval: le32(b, 0x44),
+            creator_os: le32(b, 0x48),
+            rev_level,
+            def_resuid: le16(b, 0x50),
+            def_resgid: le16(b, 0x52),
+            first_ino: if rev_level == 0 { 11 } else { le32(b, 0x54) },
+            inode_size: if rev_level == 0 { 128 } else { le16(b, 0x58) },
+            features,
+            uuid,
+            volume_name,
+            last_mounted,
+            reserved_gdt_blocks: le16(b, 0xCE),
+            journal_uuid,
+            journal_inum: le32(b, 0xE0),
+            journal_dev: le32(b, 0xE4),
+            last_orphan: le32(b, 0xE8),
+            hash_seed: [le32(b, 0xEC), le32(b, 0xF0), le32(b, 0xF4), le32(b, 0xF8)],
+            def_hash_version: u8_at(b, 0xFC),
+            desc_size: if is64 { le16(b, 0xFE) } else { 32 },
+            default_mount_opts: le32(b, 0x100),
+            first_meta_bg: le32(b, 0x104),
+            mkfs_time: time(le32(b, 0x108), u8_at(b, 0x276)),
+            jnl_blocks,
+            min_extra_isize: le16(b, 0x15C),
+            want_extra_isize: le16(b, 0x15E),
+            flags: le32(b, 0x160),
+            raid_stride: le16(b, 0x164),
+            mmp_interval: le16(b, 0x166),
+            mmp_block: le64(b, 0x168),
+            raid_stripe_width: le32(b, 0x170),
+            log_groups_per_flex: u8_at(b, 0x174),
+            checksum_type: u8_at(b, 0x175),
+            kbytes_written: le64(b, 0x178),
+            error_count: le32(b, 0x194),
+            usr_quota_inum: le32(b, 0x240),
+            grp_quota_inum: le32(b, 0x244),
+            overhead_blocks: le32(b, 0x248),
+            backup_bgs: [le32(b, 0x24C), le32(b, 0x250)],
+            lpf_ino: le32(b, 0x268),
+            prj_quota_inum: le32(b, 0x26C),
+            checksum_seed: le32(b, 0x270),
+            orphan_file_inum: le32(b, 0x280),
+            checksum: le32(b, CHECKSUM_OFFSET),
+            raw: Box::new(raw),
+        };
+        sb.validate()?;
+        Ok(sb)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.has_metadata_csum() {
+            if self.checksum_type != 1 {
+                return Err(bad(format!("unknown checksum type {}", self.checksum_type)));
+            }
+            let computed = crc32c(!0, &self.raw[..CHECKSUM_OFFSET]);
+            if computed != self.checksum {
+                return Err(Error::Checksum {
+                    structure: Structure::Superblock,
+                    block: 0,
+                    stored: self.checksum,
+                    computed,
+                });
+            }
+        }
+        if self.log_block_size > 6 {
+            return Err(bad(format!("block size 2^(10+{}) too large", self.log_block_size)));
+        }
+        let bs = self.block_size();
+        if self.first_data_block != u32::from(bs == 1024) {
+            return Err(bad(format!("first data block {} impossible for {bs}-byte blocks", self.first_data_block)));
+        }
+        if self.blocks_per_group == 0 || u64::from(self.blocks_per_group) > 8 * u64::from(bs) {
+            return Err(bad(format!("blocks per group {} out of range", self.blocks_per_group)));
+        }
+        if self.features.has_ro_compat(ro_compat::BIGALLOC) {
+            if self.log_cluster_size < self.log_block_size || self.log_cluster_size > 16 + self.log_block_size {
+                return Err(bad("cluster size out of range"));
+            }
+            if self.clusters_per_group == 0 || u64::from(self.clusters_per_group) > 8 * u64::from(bs) {
+                return Err(bad("clusters per group out of range"));
+            }
+        }
+        if self.inodes_per_group == 0 || u64::from(self.inodes_per_group) > 8 * u64::from(bs) {
+            return Err(bad(format!("inodes per group {} out of range", self.inodes_per_group)));
+        }
+        let isz = u32::from(self.inode_size);
+        if isz < 128 || !isz.is_power_of_two() || isz > bs {
+            return Err(bad(format!("inode size {isz} invalid")));
+        }
+        if self.rev_level > 0 && (self.first_ino < 11 || self.first_ino > self.inodes_count) {
+            return Err(bad(format!("first inode {} invalid", self.first_ino)));
+        }
+        if self.features.has_incompat(incompat::BIT64) {
+            let ds = u32::from(self.desc_size);
+            if !(64..=1024).contains(&ds) || !ds.is_power_of_two() {
+                return Err(bad(format!("descriptor size {ds} invalid")));
+            }
+        }
+        if self.blocks_count <= u64::from(self.first_data_block) {
+            return Err(bad("no data blocks"));
+        }
+        // The kernel refuses block counts beyond 2^48 blocks in practice;
+        // also keeps byte offsets within u64.
+        if self.blocks_count >= 1u64 << 48 {
+            return Err(bad("block count too large"));
+        }
+        let groups = self.group_count();
+        if groups == 0 || groups > u64::from(u32::MAX) {
+            return Err(bad("group count out of range"));
+        }
+        if u64::from(self.inodes_count) != groups * u64::from(self.inodes_per_group) {
+            return Err(bad(format!(
+                "inode count {} != groups {groups} x inodes per group {}",
+                self.inodes_count, self.inodes_per_group
+            )));
+        }
+        if self.log_groups_per_flex > 31 {
+            return Err(bad("flex group size out of range"));
+        }
+        Ok(())
+    }
+
+    /// The raw 1024 bytes as read.
+    pub fn raw(&self) -> &[u8; SUPERBLOCK_SIZE] {
+        &self.raw
+    }
+
+    /// Block size in bytes (1 KiB to 64 KiB).
+    pub fn block_size(&self) -> u32 {
+        1024 << self.log_block_size
+    }
+
+    /// Number of block groups.
+    pub fn group_count(&self) -> u64 {
+        let data = self.blocks_count - u64::from(self.first_data_block);
+        data.div_ceil(u64::from(self.blocks_per_group))
+    }
+
+    /// True when metadata_csum is on.
+    pub fn has_metadata_csum(&self) -> bool {
+        self.features.has_ro_compat(ro_compat::METADATA_CSUM)
+    }
+
+    /// True when the older group-descriptor checksum (uninit_bg) is on.
+    pub fn has_gdt_csum(&self) -> bool {
+        self.features.has_ro_compat(ro_compat::GDT_CSUM)
+    }
+
+    /// The seed all metadata_csum checksums start from.
+    pub fn csum_seed(&self) -> u32 {
+        if self.features.has_incompat(incompat::CSUM_SEED) {
+            self.checksum_seed
+        } else {
+            crc32c(!0, &self.uuid)
+        }
+    }
+
+    /// Volume label as text (lossy UTF-8, up to the first NUL).
+    pub fn label(&self) -> String {
+        cstr(&self.volume_name)
+    }
+
+    /// Last mount point as text.
+    pub fn last_mounted_str(&self) -> String {
+        cstr(&self.last_mounted)
+    }
+
+    /// True if the journal has transactions that were never replayed.
+    pub fn needs_recovery(&self) -> bool {
+        self.features.has_incompat(incompat::RECOVER)
+    }
+}
+
+/// Text up to the first NUL byte, lossily decoded.
+pub fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(matches!(Superblock::parse(&[0u8; 1024]), Err(Error::NotExt4(_))));
+        assert!(matches!(Superblock::parse(&[0u8; 10]), Err(Error::NotExt4(_))));
+        let mut b = [0xffu8; 1024];
+        b[0x38] = 0x53;
+        b[0x39] = 0xEF;
+        assert!(Superblock::parse(&b).is_err());
+    }
+}

@@ -1,0 +1,391 @@
+//! The public filesystem API.
+//!
+//! [`Filesystem`] is `Send + Sync`: every method takes `&self`, and the
+//! state under it (the volume geometry) is immutable after open, so any
+//! number of threads call it at once. The only shared mutable structure is
+//! the metadata cache, which is sharded (see [`crate::cache`]).
+
+use crate::device::{BlockDevice, FileDevice};
+use crate::dir::{self, DirEntry};
+use crate::error::{Error, Result, Structure};
+use crate::format::dirent::NAME_MAX;
+use crate::format::group_desc::GroupDesc;
+use crate::format::inode::{FileType, Inode, Timestamp, ROOT_INO};
+use crate::format::superblock::Superblock;
+use crate::inode::{self, MapKind, Mapping};
+use crate::volume::Volume;
+use crate::xattr;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Symlinks followed while resolving one path before giving up (ELOOP),
+/// the kernel's limit.
+const MAX_SYMLINK_FOLLOWS: u32 = 40;
+/// Longest symlink target (PATH_MAX).
+const MAX_SYMLINK_LEN: u64 = 4096;
+
+/// How to open a filesystem.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Metadata blocks the buffer cache keeps (default 16384).
+    pub cache_blocks: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { cache_blocks: 16384 }
+    }
+}
+
+/// Everything `stat(2)` reports, plus the ext4-specific fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// Inode number.
+    pub ino: u32,
+    /// File type.
+    pub file_type: FileType,
+    /// Full mode (type and permission bits).
+    pub mode: u16,
+    /// Hard links.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Allocated 512-byte sectors (including the xattr block).
+    pub blocks: u64,
+    /// Preferred I/O size (the block size).
+    pub blksize: u32,
+    /// Device numbers (major, minor) of device nodes; (0, 0) otherwise.
+    pub rdev: (u32, u32),
+    /// Access time.
+    pub atime: Timestamp,
+    /// Modification time.
+    pub mtime: Timestamp,
+    /// Change time.
+    pub ctime: Timestamp,
+    /// Creation time, when the inode is large enough to record it.
+    pub crtime: Option<Timestamp>,
+    /// ext4 inode flags (`i_flags`).
+    pub flags: u32,
+    /// Generation number.
+    pub generation: u32,
+    /// Extended attribute block, 0 if none.
+    pub file_acl: u64,
+    /// Project id.
+    pub projid: u32,
+}
+
+/// Filesystem-wide counters, as statfs(2) reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    /// Block size.
+    pub block_size: u32,
+    /// Total blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+    /// Free blocks available to unprivileged users.
+    pub avail_blocks: u64,
+    /// Total inodes.
+    pub inodes: u64,
+    /// Free inodes.
+    pub free_inodes: u64,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// An open ext4 filesystem.
+#[derive(Debug)]
+pub struct Filesystem {
+    vol: Volume,
+    notices: Vec<String>,
+}
+
+impl Filesystem {
+    /// Opens an image file or block device read-only.
+    pub fn open(path: impl AsRef<Path>) -> Result<Filesystem> {
+        let dev = FileDevice::open(path, false)?;
+        Filesystem::open_device(Arc::new(dev), OpenOptions::default())
+    }
+
+    /// Opens a filesystem on any device read-only.
+    ///
+    /// Refuses unknown INCOMPAT features (naming them). Unknown RO_COMPAT
+    /// features and a journal that needs recovery are reported in
+    /// [`Filesystem::notices`]; read-only access is allowed for both, as the
+    /// kernel allows with `-o ro,noload`.
+    pub fn open_device(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
+        let vol = Volume::open(dev, opts.cache_blocks)?;
+        let mut notices = Vec::new();
+        let ro = vol.sb.features.readonly_ro_compat();
+        if !ro.is_empty() {
+            notices.push(format!("read-only compatible feature(s) {} not supported for writing", ro.join(", ")));
+        }
+        if vol.sb.needs_recovery() {
+            notices.push(
+                "the journal needs recovery; journal replay is not implemented yet, so the image is \
+                 opened read-only and may not show the most recent committed changes"
+                    .into(),
+            );
+        }
+        Ok(Filesystem { vol, notices })
+    }
+
+    /// Warnings produced while opening (unsupported features, unreplayed journal).
+    pub fn notices(&self) -> &[String] {
+        &self.notices
+    }
+
+    /// The superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.vol.sb
+    }
+
+    /// All group descriptors.
+    pub fn group_descs(&self) -> &[GroupDesc] {
+        &self.vol.groups
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> u32 {
+        self.vol.block_size as u32
+    }
+
+    /// Always true for now: writing arrives with the journal.
+    pub fn is_read_only(&self) -> bool {
+        true
+    }
+
+    /// Metadata cache counters.
+    pub fn cache_stats(&self) -> crate::cache::CacheStats {
+        self.vol.cache.stats()
+    }
+
+    /// The root directory's inode number.
+    pub fn root(&self) -> u32 {
+        ROOT_INO
+    }
+
+    /// Reads an inode that a caller may use (rejects never-used and deleted ones).
+    pub fn inode(&self, ino: u32) -> Result<Inode> {
+        let i = inode::read_inode(&self.vol, ino)?;
+        if i.mode == 0 && i.links_count == 0 {
+            return Err(Error::corrupt(Structure::Inode, 0, format!("inode {ino} is not in use")));
+        }
+        Ok(i)
+    }
+
+    /// Looks `name` up in directory `dir`.
+    pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
+        let d = self.inode(dir)?;
+        if d.file_type()? != FileType::Directory {
+            return Err(Error::NotDir(format!("inode {dir}")));
+        }
+        match dir::lookup(&self.vol, &d, name)? {
+            Some((ino, _)) => Ok(ino),
+            None => Err(Error::NotFound(String::from_utf8_lossy(name).into_owned())),
+        }
+    }
+
+    /// Resolves `path` (absolute, or relative to the root) to an inode,
+    /// following symlinks in every component except the last.
+    pub fn resolve(&self, path: impl AsRef<[u8]>) -> Result<u32> {
+        let mut follows = 0;
+        self.walk(ROOT_INO, path.as_ref(), false, &mut follows)
+    }
+
+    /// Like [`Filesystem::resolve`] but also follows a final symlink.
+    pub fn resolve_follow(&self, path: impl AsRef<[u8]>) -> Result<u32> {
+        let mut follows = 0;
+        self.walk(ROOT_INO, path.as_ref(), true, &mut follows)
+    }
+
+    fn walk(&self, start: u32, path: &[u8], follow_last: bool, follows: &mut u32) -> Result<u32> {
+        let shown = || String::from_utf8_lossy(path).into_owned();
+        let mut cur = if path.first() == Some(&b'/') { ROOT_INO } else { start };
+        let comps: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+        for (i, comp) in comps.iter().enumerate() {
+            if comp.len() > NAME_MAX {
+                return Err(Error::NameTooLong(shown()));
+            }
+            let dir = self.inode(cur)?;
+            if dir.file_type()? != FileType::Directory {
+                return Err(Error::NotDir(shown()));
+            }
+            let next = match dir::lookup(&self.vol, &dir, comp)? {
+                Some((ino, _)) => ino,
+                None => return Err(Error::NotFound(shown())),
+            };
+            let last = i + 1 == comps.len();
+            let node = self.inode(next)?;
+            if node.file_type()? == FileType::Symlink && (!last || follow_last) {
+                *follows += 1;
+                if *follows > MAX_SYMLINK_FOLLOWS {
+                    return Err(Error::Loop(shown()));
+                }
+                let target = self.readlink_inode(&node)?;
+                cur = self.walk(cur, &target, true, follows)?;
+            } else {
+                cur = next;
+            }
+        }
+        Ok(cur)
+    }
+
+    /// stat(2) of an inode.
+    pub fn stat(&self, ino: u32) -> Result<Stat> {
+        let i = self.inode(ino)?;
+        let file_type = i.file_type()?;
+        let rdev = match file_type {
+            FileType::CharDevice | FileType::BlockDevice => i.device(),
+            _ => (0, 0),
+        };
+        Ok(Stat {
+            ino,
+            file_type,
+            mode: i.mode,
+            nlink: u32::from(i.links_count),
+            uid: i.uid,
+            gid: i.gid,
+            size: i.size,
+            blocks: i.blocks_512,
+            blksize: self.block_size(),
+            rdev,
+            atime: i.atime,
+            mtime: i.mtime,
+            ctime: i.ctime,
+            crtime: i.crtime,
+            flags: i.flags,
+            generation: i.generation,
+            file_acl: i.file_acl,
+            projid: i.projid,
+        })
+    }
+
+    /// Reads up to `max` entries of directory `ino` after `cookie`
+    /// (0 = from the start). Pass the last entry's `next_cookie` to go on.
+    pub fn readdir(&self, ino: u32, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let d = self.inode(ino)?;
+        if d.file_type()? != FileType::Directory {
+            return Err(Error::NotDir(format!("inode {ino}")));
+        }
+        dir::readdir(&self.vol, &d, cookie, max)
+    }
+
+    /// Every entry of directory `ino` (including "." and "..").
+    pub fn read_dir_all(&self, ino: u32) -> Result<Vec<DirEntry>> {
+        self.readdir(ino, 0, usize::MAX)
+    }
+
+    /// Reads file data at `offset` into `buf`; returns the bytes read,
+    /// short at end of file. Holes and unwritten extents read as zeros.
+    pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let i = self.inode(ino)?;
+        match i.file_type()? {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
+            _ => return Err(Error::Invalid(format!("inode {ino} is not a regular file"))),
+        }
+        self.read_inode_data(&i, offset, buf)
+    }
+
+    /// Reads a whole regular file.
+    pub fn read_all(&self, ino: u32) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if i.file_type()? != FileType::Regular {
+            return Err(Error::Invalid(format!("inode {ino} is not a regular file")));
+        }
+        let len = usize::try_from(i.size).map_err(|_| Error::Invalid("file too large for memory".into()))?;
+        let mut v = vec![0u8; len];
+        let n = self.read_inode_data(&i, 0, &mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn read_inode_data(&self, i: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if offset >= i.size {
+            return Ok(0);
+        }
+        let bs = self.vol.block_size as u64;
+        let total = (i.size - offset).min(buf.len() as u64) as usize;
+        let mut done = 0usize;
+        while done < total {
+            let pos = offset + done as u64;
+            let lblk = pos / bs;
+            let within = pos % bs;
+            let m = inode::map_block(&self.vol, i, lblk)?;
+            let run_bytes = m.len.saturating_mul(bs) - within;
+            let n = run_bytes.min((total - done) as u64) as usize;
+            let dst = &mut buf[done..done + n];
+            match m.kind {
+                MapKind::Mapped(p) => self.vol.device().read_at(dst, p * bs + within)?,
+                MapKind::Unwritten(_) | MapKind::Hole => dst.fill(0),
+            }
+            done += n;
+        }
+        Ok(total)
+    }
+
+    /// The mapped runs of a file (for inspection and tests).
+    pub fn extents(&self, ino: u32) -> Result<Vec<Mapping>> {
+        let i = self.inode(ino)?;
+        inode::extents(&self.vol, &i)
+    }
+
+    /// The target of symlink `ino`.
+    pub fn readlink(&self, ino: u32) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if i.file_type()? != FileType::Symlink {
+            return Err(Error::Invalid(format!("inode {ino} is not a symlink")));
+        }
+        self.readlink_inode(&i)
+    }
+
+    fn readlink_inode(&self, i: &Inode) -> Result<Vec<u8>> {
+        if i.size == 0 || i.size > MAX_SYMLINK_LEN {
+            return Err(Error::corrupt(Structure::Symlink, 0, format!("inode {}: target length {}", i.ino, i.size)));
+        }
+        let ea_sectors = if i.file_acl != 0 { u64::from(self.block_size() / 512) } else { 0 };
+        let fast = i.size < i.block.len() as u64 && i.blocks_512.saturating_sub(ea_sectors) == 0;
+        if fast {
+            return Ok(i.block[..i.size as usize].to_vec());
+        }
+        let mut v = vec![0u8; i.size as usize];
+        let n = self.read_inode_data(i, 0, &mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    /// Names of the extended attributes of `ino`.
+    pub fn list_xattrs(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
+        let i = self.inode(ino)?;
+        Ok(xattr::list(&self.vol, &i)?.into_iter().map(|e| e.name).collect())
+    }
+
+    /// The value of extended attribute `name` of `ino`.
+    pub fn get_xattr(&self, ino: u32, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        xattr::get(&self.vol, &i, name.as_ref())
+    }
+
+    /// statfs(2): sizes and free counts, summed from the group descriptors.
+    pub fn statfs(&self) -> StatFs {
+        let sb = &self.vol.sb;
+        let free_blocks: u64 = self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum();
+        let free_inodes: u64 = self.vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum();
+        let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
+        let free_blocks = free_blocks * ratio;
+        StatFs {
+            block_size: sb.block_size(),
+            blocks: sb.blocks_count,
+            free_blocks,
+            avail_blocks: free_blocks.saturating_sub(sb.r_blocks_count),
+            inodes: u64::from(sb.inodes_count),
+            free_inodes,
+            name_max: NAME_MAX as u32,
+        }
+    }
+}

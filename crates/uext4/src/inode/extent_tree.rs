@@ -1,0 +1,94 @@
+//! Lookups in an extent tree.
+//!
+//! The walk descends from the root in `i_block`, binary-searching each
+//! node. Every child must have exactly its parent's depth minus one, which
+//! bounds the walk at five levels and rules out cycles in corrupt images;
+//! every physical range is checked against the filesystem size.
+
+use super::{MapKind, Mapping, MAX_LBLK};
+use crate::error::{Error, Result, Structure};
+use crate::format::extent::{parse_node, verify_block_checksum, ExtentNode};
+use crate::format::inode::Inode;
+use crate::volume::Volume;
+
+/// Maps `lblk`; see [`super::map_block`].
+pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
+    let mut node = parse_node(&inode.block, 0).map_err(|e| retag(e, inode.ino))?;
+    let mut node_block = 0u64;
+    // Upper bound of the subtree we are in (start of the next sibling).
+    let mut limit = MAX_LBLK;
+    let seed = vol.has_csum().then(|| vol.inode_csum_seed(inode.ino, inode.generation));
+    loop {
+        match node {
+            ExtentNode::Index(h, ref idx) => {
+                // Last index whose start is <= lblk.
+                let pos = idx.partition_point(|e| u64::from(e.block) <= lblk);
+                if pos == 0 {
+                    // lblk lies before the first subtree: a hole.
+                    let end = idx.first().map_or(limit, |e| u64::from(e.block)).min(limit);
+                    return Ok(hole(lblk, end));
+                }
+                if let Some(next) = idx.get(pos) {
+                    limit = limit.min(u64::from(next.block));
+                }
+                let child = idx[pos - 1].leaf;
+                if !vol.valid_range(child, 1) {
+                    return Err(Error::corrupt(
+                        Structure::Extent,
+                        node_block,
+                        format!("inode {}: index points outside the filesystem ({child})", inode.ino),
+                    ));
+                }
+                let buf = vol.block(child)?;
+                if let Some(seed) = seed {
+                    verify_block_checksum(buf.data(), seed, child)?;
+                }
+                let next = parse_node(buf.data(), child)?;
+                if next.header().depth + 1 != h.depth {
+                    return Err(Error::corrupt(
+                        Structure::Extent,
+                        child,
+                        format!("inode {}: depth {} under a node of depth {}", inode.ino, next.header().depth, h.depth),
+                    ));
+                }
+                node = next;
+                node_block = child;
+            }
+            ExtentNode::Leaf(_, ref ext) => {
+                let pos = ext.partition_point(|e| u64::from(e.block) <= lblk);
+                if pos > 0 {
+                    let e = &ext[pos - 1];
+                    let end = u64::from(e.block) + u64::from(e.len);
+                    if lblk < end {
+                        if !vol.valid_range(e.start, u64::from(e.len)) {
+                            return Err(Error::corrupt(
+                                Structure::Extent,
+                                node_block,
+                                format!("inode {}: extent {}+{} outside the filesystem", inode.ino, e.start, e.len),
+                            ));
+                        }
+                        let pblk = e.start + (lblk - u64::from(e.block));
+                        let kind = if e.unwritten { MapKind::Unwritten(pblk) } else { MapKind::Mapped(pblk) };
+                        return Ok(Mapping { lblk, len: end.min(limit).max(lblk + 1) - lblk, kind });
+                    }
+                }
+                let end = ext.get(pos).map_or(limit, |e| u64::from(e.block)).min(limit);
+                return Ok(hole(lblk, end));
+            }
+        }
+    }
+}
+
+fn hole(lblk: u64, end: u64) -> Mapping {
+    Mapping { lblk, len: end.saturating_sub(lblk).max(1), kind: MapKind::Hole }
+}
+
+/// Root-node errors name the inode rather than block 0.
+fn retag(e: Error, ino: u32) -> Error {
+    match e {
+        Error::Corrupt { structure, detail, .. } => {
+            Error::Corrupt { structure, block: 0, detail: format!("inode {ino} extent root: {detail}") }
+        }
+        other => other,
+    }
+}

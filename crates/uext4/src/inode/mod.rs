@@ -1,0 +1,86 @@
+//! The inode layer: reading inodes from the inode tables and mapping a
+//! file's logical blocks to physical blocks (extent trees, or the block
+//! maps of ext2/ext3-style files).
+
+mod extent_tree;
+mod indirect;
+
+use crate::error::{Error, Result, Structure};
+use crate::format::inode::Inode;
+use crate::volume::Volume;
+
+/// What a run of logical blocks maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    /// Written data at the physical block.
+    Mapped(u64),
+    /// Allocated but unwritten (reads as zeros) at the physical block.
+    Unwritten(u64),
+    /// Not allocated (reads as zeros).
+    Hole,
+}
+
+/// A run of `len` logical blocks starting at `lblk` with one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mapping {
+    /// First logical block.
+    pub lblk: u64,
+    /// Number of blocks in the run (at least 1).
+    pub len: u64,
+    /// Where they are.
+    pub kind: MapKind,
+}
+
+/// Largest logical block number + 1 an ext4 file can address.
+pub const MAX_LBLK: u64 = 1 << 32;
+
+/// Reads inode `ino` from its inode table.
+pub fn read_inode(vol: &Volume, ino: u32) -> Result<Inode> {
+    let sb = &vol.sb;
+    if ino == 0 || ino > sb.inodes_count {
+        return Err(Error::BadInode(u64::from(ino)));
+    }
+    let idx = ino - 1;
+    let group = (idx / sb.inodes_per_group) as usize;
+    let within = u64::from(idx % sb.inodes_per_group) * u64::from(sb.inode_size);
+    let gd = vol.groups.get(group).ok_or(Error::BadInode(u64::from(ino)))?;
+    let bs = vol.block_size as u64;
+    let block = gd.inode_table + within / bs;
+    let off = (within % bs) as usize;
+    let buf = vol.block(block)?;
+    let raw = buf
+        .data()
+        .get(off..off + usize::from(sb.inode_size))
+        .ok_or_else(|| Error::corrupt(Structure::Inode, block, "inode crosses block end"))?;
+    Inode::parse(sb, ino, raw, block)
+}
+
+/// Maps logical block `lblk` of `inode`: returns the run that starts at
+/// `lblk` (possibly a hole) and extends as far as one lookup can tell.
+pub fn map_block(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
+    if lblk >= MAX_LBLK {
+        return Ok(Mapping { lblk, len: 1, kind: MapKind::Hole });
+    }
+    if inode.uses_extents() {
+        extent_tree::map(vol, inode, lblk)
+    } else {
+        indirect::map(vol, inode, lblk)
+    }
+}
+
+/// Every mapped run of the file in logical order (used by `stat`-like
+/// reporting and tests). Holes are omitted.
+pub fn extents(vol: &Volume, inode: &Inode) -> Result<Vec<Mapping>> {
+    let bs = vol.block_size as u64;
+    let end = inode.size.div_ceil(bs).min(MAX_LBLK);
+    let mut out = Vec::new();
+    let mut lblk = 0;
+    while lblk < end {
+        let m = map_block(vol, inode, lblk)?;
+        if m.kind != MapKind::Hole {
+            out.push(m);
+        }
+        lblk = m.lblk.saturating_add(m.len.max(1));
+    }
+    Ok(out)
+}

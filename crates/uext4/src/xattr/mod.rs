@@ -1,0 +1,42 @@
+//! Extended attributes of an inode: the in-inode area first, then the
+//! (possibly shared) xattr block, as the kernel lists them.
+
+use crate::error::{Error, Result, Structure};
+use crate::format::xattr::{acl_to_xattr, parse_block, parse_inode_area, XattrEntry};
+use crate::format::inode::Inode;
+use crate::volume::Volume;
+
+/// All attributes of `inode`, in-inode ones first.
+pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
+    let mut out = parse_inode_area(inode.xattr_area(), inode.ino)?;
+    if inode.file_acl != 0 {
+        let blk = inode.file_acl;
+        if !vol.valid_range(blk, 1) {
+            return Err(Error::corrupt(
+                Structure::Xattr,
+                blk,
+                format!("inode {}: xattr block outside the filesystem", inode.ino),
+            ));
+        }
+        let buf = vol.block(blk)?;
+        let seed = vol.has_csum().then(|| vol.csum_seed());
+        let (_, entries) = parse_block(buf.data(), blk, seed)?;
+        out.extend(entries);
+    }
+    Ok(out)
+}
+
+/// The value of attribute `name`, in the form getxattr(2) returns it
+/// (POSIX ACLs converted from ext4's compact encoding).
+pub fn get(vol: &Volume, inode: &Inode, name: &[u8]) -> Result<Vec<u8>> {
+    let e = list(vol, inode)?
+        .into_iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| Error::NoAttr(String::from_utf8_lossy(name).into_owned()))?;
+    let value = e.value.ok_or_else(|| Error::Unsupported("xattr value in an EA inode".into()))?;
+    if name == b"system.posix_acl_access" || name == b"system.posix_acl_default" {
+        return acl_to_xattr(&value)
+            .ok_or_else(|| Error::corrupt(Structure::Xattr, inode.file_acl, "malformed POSIX ACL"));
+    }
+    Ok(value)
+}
