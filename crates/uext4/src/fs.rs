@@ -298,8 +298,11 @@ impl Filesystem {
         if i.file_type()? != FileType::Regular {
             return Err(Error::Invalid(format!("inode {ino} is not a regular file")));
         }
-        let len = usize::try_from(i.size).map_err(|_| Error::Invalid("file too large for memory".into()))?;
-        let mut v = vec![0u8; len];
+        let too_big = || Error::Invalid(format!("inode {ino}: {} bytes do not fit in memory", i.size));
+        let len = usize::try_from(i.size).map_err(|_| too_big())?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| too_big())?;
+        v.resize(len, 0);
         let n = self.read_inode_data(&i, 0, &mut v)?;
         v.truncate(n);
         Ok(v)

@@ -20,15 +20,16 @@ pub struct DirBlock {
     pub is_dx: bool,
 }
 
-/// Reads logical block `lblk` of directory `dir`. Returns `None` for a
-/// hole (legal in directories since ext4 allows sparse ones, read as
-/// empty). Checksums are verified: leaf tails for leaves, dx tails for
+/// Reads logical block `lblk` of directory `dir`. A hole (ext4 allows
+/// sparse directories; they read as empty) gives `Ok(Err(n))`: the next
+/// `n` blocks hold nothing, so callers skip them in one step instead of
+/// probing a huge, corrupt size block by block. Checksums are verified: leaf tails for leaves, dx tails for
 /// index blocks.
-pub fn read(vol: &Volume, dir: &Inode, lblk: u64, htree: bool) -> Result<Option<DirBlock>> {
+pub fn read(vol: &Volume, dir: &Inode, lblk: u64, htree: bool) -> Result<Result<DirBlock, u64>> {
     let m = map_block(vol, dir, lblk)?;
     let pblk = match m.kind {
         MapKind::Mapped(p) => p,
-        MapKind::Unwritten(_) | MapKind::Hole => return Ok(None),
+        MapKind::Unwritten(_) | MapKind::Hole => return Ok(Err(m.len.max(1))),
     };
     let buf = vol.block(pblk)?;
     let data = buf.data();
@@ -51,7 +52,7 @@ pub fn read(vol: &Volume, dir: &Inode, lblk: u64, htree: bool) -> Result<Option<
             dirent::verify_leaf(data, seed, pblk)?;
         }
     }
-    Ok(Some(DirBlock { block: pblk, buf, is_dx }))
+    Ok(Ok(DirBlock { block: pblk, buf, is_dx }))
 }
 
 impl DirBlock {

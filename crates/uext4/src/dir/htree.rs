@@ -20,7 +20,7 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
     let csum = vol.has_csum();
     let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
     let nblocks = dir.size.div_ceil(vol.block_size as u64);
-    let root = block::read(vol, dir, 0, true)?.ok_or_else(|| bad(0, "htree root is a hole".into()))?;
+    let root = block::read(vol, dir, 0, true)?.map_err(|_| bad(0, "htree root is a hole".into()))?;
     let info = dx::parse_root_info(root.buf.data(), root.block)?;
     let max_levels = if vol.sb.features.has_incompat(incompat::LARGEDIR) { 3 } else { 2 };
     if info.indirect_levels >= max_levels {
@@ -49,7 +49,7 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
             break child;
         }
         let b = block::read(vol, dir, u64::from(child), true)?
-            .ok_or_else(|| bad(node_block, format!("index block {child} is a hole")))?;
+            .map_err(|_| bad(node_block, format!("index block {child} is a hole")))?;
         if !b.is_dx {
             return Err(bad(b.block, "expected an index node".into()));
         }
@@ -59,7 +59,7 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
 
     let mut leaf = leaf;
     loop {
-        if let Some(b) = block::read(vol, dir, u64::from(leaf), true)? {
+        if let Ok(b) = block::read(vol, dir, u64::from(leaf), true)? {
             if let Some(found) = b.find(ft, name)? {
                 return Ok(Some(found));
             }
@@ -106,7 +106,7 @@ fn next_leaf(
             return Err(Error::corrupt(Structure::DxNode, 0, format!("index points at block {child}")));
         }
         let b = block::read(vol, dir, u64::from(child), true)?
-            .ok_or_else(|| Error::corrupt(Structure::DxNode, 0, "index block is a hole"))?;
+            .map_err(|_| Error::corrupt(Structure::DxNode, 0, "index block is a hole"))?;
         let node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
         path.push((node.entries, 0));
     }

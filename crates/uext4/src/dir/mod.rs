@@ -52,9 +52,12 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
     let mut out = Vec::new();
     let mut lblk = cookie / bs;
     while lblk < nblocks && out.len() < max {
-        let Some(blk) = block::read(vol, dir, lblk, htree)? else {
-            lblk += 1;
-            continue;
+        let blk = match block::read(vol, dir, lblk, htree)? {
+            Ok(blk) => blk,
+            Err(skip) => {
+                lblk += skip;
+                continue;
+            }
         };
         for e in blk.entries(filetype(vol))? {
             let pos = lblk * bs + e.offset as u64;
@@ -106,10 +109,17 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
 
 fn linear_lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
     let htree = is_htree(vol, dir);
-    for lblk in 0..dir_blocks(vol, dir) {
-        let Some(blk) = block::read(vol, dir, lblk, htree)? else { continue };
-        if let Some(found) = blk.find(filetype(vol), name)? {
-            return Ok(Some(found));
+    let nblocks = dir_blocks(vol, dir);
+    let mut lblk = 0;
+    while lblk < nblocks {
+        match block::read(vol, dir, lblk, htree)? {
+            Ok(blk) => {
+                if let Some(found) = blk.find(filetype(vol), name)? {
+                    return Ok(Some(found));
+                }
+                lblk += 1;
+            }
+            Err(skip) => lblk += skip,
         }
     }
     Ok(None)

@@ -9,7 +9,7 @@
 /// Reads a little-endian u16 at `off`, or 0 if the slice is too short.
 #[inline]
 pub fn le16(b: &[u8], off: usize) -> u16 {
-    match b.get(off..off + 2) {
+    match off.checked_add(2).and_then(|end| b.get(off..end)) {
         Some(s) => u16::from_le_bytes([s[0], s[1]]),
         None => 0,
     }
@@ -18,7 +18,7 @@ pub fn le16(b: &[u8], off: usize) -> u16 {
 /// Reads a little-endian u32 at `off`, or 0 if the slice is too short.
 #[inline]
 pub fn le32(b: &[u8], off: usize) -> u32 {
-    match b.get(off..off + 4) {
+    match off.checked_add(4).and_then(|end| b.get(off..end)) {
         Some(s) => u32::from_le_bytes([s[0], s[1], s[2], s[3]]),
         None => 0,
     }
@@ -27,7 +27,7 @@ pub fn le32(b: &[u8], off: usize) -> u32 {
 /// Reads a little-endian u64 at `off`, or 0 if the slice is too short.
 #[inline]
 pub fn le64(b: &[u8], off: usize) -> u64 {
-    match b.get(off..off + 8) {
+    match off.checked_add(8).and_then(|end| b.get(off..end)) {
         Some(s) => u64::from_le_bytes(s.try_into().unwrap_or([0; 8])),
         None => 0,
     }
@@ -42,7 +42,7 @@ pub fn u8_at(b: &[u8], off: usize) -> u8 {
 /// Writes a little-endian u16 at `off`; ignored if the slice is too short.
 #[inline]
 pub fn put_le16(b: &mut [u8], off: usize, v: u16) {
-    if let Some(s) = b.get_mut(off..off + 2) {
+    if let Some(s) = off.checked_add(2).and_then(|end| b.get_mut(off..end)) {
         s.copy_from_slice(&v.to_le_bytes());
     }
 }
@@ -50,7 +50,7 @@ pub fn put_le16(b: &mut [u8], off: usize, v: u16) {
 /// Writes a little-endian u32 at `off`; ignored if the slice is too short.
 #[inline]
 pub fn put_le32(b: &mut [u8], off: usize, v: u32) {
-    if let Some(s) = b.get_mut(off..off + 4) {
+    if let Some(s) = off.checked_add(4).and_then(|end| b.get_mut(off..end)) {
         s.copy_from_slice(&v.to_le_bytes());
     }
 }
@@ -58,7 +58,7 @@ pub fn put_le32(b: &mut [u8], off: usize, v: u32) {
 /// Writes a little-endian u64 at `off`; ignored if the slice is too short.
 #[inline]
 pub fn put_le64(b: &mut [u8], off: usize, v: u64) {
-    if let Some(s) = b.get_mut(off..off + 8) {
+    if let Some(s) = off.checked_add(8).and_then(|end| b.get_mut(off..end)) {
         s.copy_from_slice(&v.to_le_bytes());
     }
 }
