@@ -133,9 +133,7 @@ impl BufferCache {
     fn evict(&self, map: &mut HashMap<u64, Arc<Buffer>>) {
         let target = self.per_shard - self.per_shard / 4;
         for _pass in 0..2 {
-            map.retain(|_, b| {
-                b.referenced.swap(false, Ordering::Relaxed) || Arc::strong_count(b) > 1
-            });
+            map.retain(|_, b| b.referenced.swap(false, Ordering::Relaxed) || Arc::strong_count(b) > 1);
             if map.len() <= target {
                 break;
             }

@@ -67,10 +67,7 @@ impl HashVersion {
 
     /// Whether name bytes are zero-extended (true) or sign-extended (false).
     fn is_unsigned(self) -> bool {
-        matches!(
-            self,
-            HashVersion::LegacyUnsigned | HashVersion::HalfMd4Unsigned | HashVersion::TeaUnsigned
-        )
+        matches!(self, HashVersion::LegacyUnsigned | HashVersion::HalfMd4Unsigned | HashVersion::TeaUnsigned)
     }
 }
 
@@ -109,11 +106,7 @@ const HTREE_EOF_32BIT: u32 = 0x7fff_ffff;
 pub fn dx_hash(name: &[u8], version: HashVersion, seed: &[u32; 4]) -> DirHash {
     // Any nonzero word means the whole seed is used as-is, even if some of
     // its words are zero; only an entirely zero seed falls back.
-    let mut state = if seed.iter().any(|&w| w != 0) {
-        *seed
-    } else {
-        DEFAULT_SEED
-    };
+    let mut state = if seed.iter().any(|&w| w != 0) { *seed } else { DEFAULT_SEED };
     let unsigned = version.is_unsigned();
 
     let (hash, minor) = match version {
@@ -206,9 +199,7 @@ fn pack_words(rest: &[u8], out: &mut [u32], unsigned: bool) {
     for group in bytes.chunks(4) {
         // A trailing partial group keeps the pad in its high bytes, shifted
         // up by the bytes that were present.
-        let val = group
-            .iter()
-            .fold(pad, |acc, &b| widen(b, unsigned).wrapping_add(acc << 8));
+        let val = group.iter().fold(pad, |acc, &b| widen(b, unsigned).wrapping_add(acc << 8));
         if let Some(word) = words.next() {
             *word = val;
         }
@@ -274,10 +265,7 @@ fn md4_round(
     for (&word, &shift) in order.iter().zip(shifts.iter().cycle()) {
         // `word` comes from the constant tables above, always < 8.
         let x = input[word].wrapping_add(constant);
-        let t = a
-            .wrapping_add(func(b, c, d))
-            .wrapping_add(x)
-            .rotate_left(shift);
+        let t = a.wrapping_add(func(b, c, d)).wrapping_add(x).rotate_left(shift);
         (a, b, c, d) = (d, t, b, c);
     }
     *regs = [a, b, c, d];
@@ -297,12 +285,8 @@ fn tea_transform(state: &mut [u32; 4], input: &[u32; 4]) {
     let mut sum: u32 = 0;
     for _ in 0..16 {
         sum = sum.wrapping_add(DELTA);
-        v0 = v0.wrapping_add(
-            (v1 << 4).wrapping_add(k0) ^ v1.wrapping_add(sum) ^ (v1 >> 5).wrapping_add(k1),
-        );
-        v1 = v1.wrapping_add(
-            (v0 << 4).wrapping_add(k2) ^ v0.wrapping_add(sum) ^ (v0 >> 5).wrapping_add(k3),
-        );
+        v0 = v0.wrapping_add((v1 << 4).wrapping_add(k0) ^ v1.wrapping_add(sum) ^ (v1 >> 5).wrapping_add(k1));
+        v1 = v1.wrapping_add((v0 << 4).wrapping_add(k2) ^ v0.wrapping_add(sum) ^ (v0 >> 5).wrapping_add(k3));
     }
     state[0] = state[0].wrapping_add(v0);
     state[1] = state[1].wrapping_add(v1);
@@ -334,9 +318,7 @@ mod tests {
 
     /// Deterministic bytes covering 0x20..=0xfe, including `"` and >= 0x80.
     fn pattern(len: usize) -> Vec<u8> {
-        (0..len)
-            .map(|i| 0x20 + ((i * 37 + 11) % 0xdf) as u8)
-            .collect()
+        (0..len).map(|i| 0x20 + ((i * 37 + 11) % 0xdf) as u8).collect()
     }
 
     fn kat_names() -> Vec<Vec<u8>> {
@@ -456,9 +438,7 @@ mod tests {
         }
 
         fn bytes_from(&mut self, len: usize, alphabet: &[u8]) -> Vec<u8> {
-            (0..len)
-                .map(|_| alphabet[self.below(alphabet.len())])
-                .collect()
+            (0..len).map(|_| alphabet[self.below(alphabet.len())]).collect()
         }
     }
 
@@ -517,21 +497,9 @@ mod tests {
     fn empty_name_yields_the_seed_itself() {
         // No chunk is processed, so the hash is the (default) seed words.
         let h = dx_hash(b"", HashVersion::HalfMd4, &[0; 4]);
-        assert_eq!(
-            h,
-            DirHash {
-                major: 0xefcd_ab88,
-                minor: 0x98ba_dcfe
-            }
-        );
+        assert_eq!(h, DirHash { major: 0xefcd_ab88, minor: 0x98ba_dcfe });
         let h = dx_hash(b"", HashVersion::Tea, &SEED_A);
-        assert_eq!(
-            h,
-            DirHash {
-                major: 0x0b61_8da4,
-                minor: 0x404d_81bd
-            }
-        );
+        assert_eq!(h, DirHash { major: 0x0b61_8da4, minor: 0x404d_81bd });
     }
 
     #[test]
@@ -539,13 +507,7 @@ mod tests {
         // debugfs (libext2fs) prints 0xfffffffe for this name; the kernel
         // stores 0xfffffffc, and so must we.
         for v in [HashVersion::Legacy, HashVersion::LegacyUnsigned] {
-            assert_eq!(
-                dx_hash(REMAP_NAME, v, &[0; 4]),
-                DirHash {
-                    major: 0xffff_fffc,
-                    minor: 0
-                }
-            );
+            assert_eq!(dx_hash(REMAP_NAME, v, &[0; 4]), DirHash { major: 0xffff_fffc, minor: 0 });
         }
     }
 
@@ -561,10 +523,7 @@ mod tests {
         }
         // TEA only mixes state words 0 and 1, so with those zero the hash
         // of the empty name is zero.
-        assert_eq!(
-            dx_hash(b"", HashVersion::Tea, &partial),
-            DirHash { major: 0, minor: 0 }
-        );
+        assert_eq!(dx_hash(b"", HashVersion::Tea, &partial), DirHash { major: 0, minor: 0 });
     }
 
     #[test]
@@ -575,20 +534,12 @@ mod tests {
         for len in 0..=255 {
             let name = rng.bytes_from(len, &ascii);
             for v in [HashVersion::Legacy, HashVersion::HalfMd4, HashVersion::Tea] {
-                assert_eq!(
-                    dx_hash(&name, v, &SEED_A),
-                    dx_hash(&name, v.to_unsigned(), &SEED_A),
-                    "{v:?} len {len}"
-                );
+                assert_eq!(dx_hash(&name, v, &SEED_A), dx_hash(&name, v.to_unsigned(), &SEED_A), "{v:?} len {len}");
             }
             if len > 0 {
                 let name = rng.bytes_from(len, &high);
                 for v in [HashVersion::Legacy, HashVersion::HalfMd4, HashVersion::Tea] {
-                    assert_ne!(
-                        dx_hash(&name, v, &SEED_A),
-                        dx_hash(&name, v.to_unsigned(), &SEED_A),
-                        "{v:?} len {len}"
-                    );
+                    assert_ne!(dx_hash(&name, v, &SEED_A), dx_hash(&name, v.to_unsigned(), &SEED_A), "{v:?} len {len}");
                 }
             }
         }
@@ -651,32 +602,20 @@ mod tests {
         let name = body[..tail_pos].to_vec();
         let tail = std::str::from_utf8(&body[tail_pos + 6..]).ok()?;
         let (major, minor) = tail.split_once(" (minor 0x")?;
-        Some((
-            name,
-            u32::from_str_radix(major, 16).ok()?,
-            u32::from_str_radix(minor, 16).ok()?,
-        ))
+        Some((name, u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?))
     }
 
     /// Hashes every (name, version, seed) with one debugfs process, feeding
     /// the commands on stdin. No file system image is needed: dx_hash does
     /// not touch the (unopened) file system when -h and -s are both given.
-    fn debugfs_hashes(
-        debugfs: &str,
-        cases: &[(Vec<u8>, HashVersion, [u32; 4])],
-    ) -> Vec<(Vec<u8>, u32, u32)> {
+    fn debugfs_hashes(debugfs: &str, cases: &[(Vec<u8>, HashVersion, [u32; 4])]) -> Vec<(Vec<u8>, u32, u32)> {
         let mut script = Vec::new();
         for (name, version, seed) in cases {
             // debugfs's line parser splits on blanks and honours double
             // quotes, with "" standing for a literal quote inside them;
             // "--" stops getopt from taking a name like "-x" as an option.
             script.extend_from_slice(
-                format!(
-                    "dx_hash -h {} -s {} -- \"",
-                    disk_value(*version),
-                    seed_uuid(seed)
-                )
-                .as_bytes(),
+                format!("dx_hash -h {} -s {} -- \"", disk_value(*version), seed_uuid(seed)).as_bytes(),
             );
             for &b in name {
                 if b == b'"' {
@@ -699,10 +638,7 @@ mod tests {
         // stdout pipe before all input has been written.
         let writer = std::thread::spawn(move || stdin.write_all(&script));
         let output = child.wait_with_output().expect("run debugfs");
-        writer
-            .join()
-            .expect("writer thread")
-            .expect("write to debugfs");
+        writer.join().expect("writer thread").expect("write to debugfs");
         assert!(output.status.success(), "debugfs failed: {output:?}");
 
         let results: Vec<_> = output
@@ -710,9 +646,7 @@ mod tests {
             .split(|&b| b == b'\n')
             .filter(|l| l.starts_with(b"Hash of "))
             .map(|l| {
-                parse_hash_line(l).unwrap_or_else(|| {
-                    panic!("unparsable debugfs line {:?}", String::from_utf8_lossy(l))
-                })
+                parse_hash_line(l).unwrap_or_else(|| panic!("unparsable debugfs line {:?}", String::from_utf8_lossy(l)))
             })
             .collect();
         assert_eq!(
@@ -748,21 +682,14 @@ mod tests {
             names.push(rng.bytes_from(len, &high));
             names.push(rng.bytes_from(len, &printable));
         }
-        for len in [
-            1, 3, 4, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 254, 255,
-        ] {
+        for len in [1, 3, 4, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 254, 255] {
             for b in [0xff, 0x80, b'a', b'"'] {
                 names.push(vec![b; len]);
             }
         }
         names.push(REMAP_NAME.to_vec());
 
-        let random_seed = [
-            rng.next_u64() as u32,
-            rng.next_u64() as u32,
-            rng.next_u64() as u32,
-            rng.next_u64() as u32,
-        ];
+        let random_seed = [rng.next_u64() as u32, rng.next_u64() as u32, rng.next_u64() as u32, rng.next_u64() as u32];
         let seeds = [[0; 4], random_seed, [0, 0, 0x1234_5678, 0]];
 
         let mut cases = Vec::new();
@@ -787,10 +714,7 @@ mod tests {
             } else {
                 major
             };
-            let expected = DirHash {
-                major: expected_major,
-                minor,
-            };
+            let expected = DirHash { major: expected_major, minor };
             let got = dx_hash(name, *version, seed);
             if got != expected {
                 mismatches.push(format!(

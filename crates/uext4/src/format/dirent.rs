@@ -67,7 +67,7 @@ pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<
         if rec_len < 12 {
             return Err(bad(format!("rec_len {rec_len} too small")));
         }
-        if rec_len % 4 != 0 {
+        if !rec_len.is_multiple_of(4) {
             return Err(bad(format!("rec_len {rec_len} not a multiple of 4")));
         }
         if off + rec_len > bs {

@@ -112,12 +112,7 @@ pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
             let raw_len = le16(e, 4);
             let (len, unwritten) =
                 if raw_len > MAX_INIT_LEN { (raw_len - MAX_INIT_LEN, true) } else { (raw_len, false) };
-            let ext = Extent {
-                block: le32(e, 0),
-                len,
-                start: lo_hi(le32(e, 8), u32::from(le16(e, 6))),
-                unwritten,
-            };
+            let ext = Extent { block: le32(e, 0), len, start: lo_hi(le32(e, 8), u32::from(le16(e, 6))), unwritten };
             if len == 0 {
                 return Err(bad(format!("zero-length extent at logical {}", ext.block)));
             }

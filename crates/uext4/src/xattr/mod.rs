@@ -2,8 +2,8 @@
 //! (possibly shared) xattr block, as the kernel lists them.
 
 use crate::error::{Error, Result, Structure};
-use crate::format::xattr::{acl_to_xattr, parse_block, parse_inode_area, XattrEntry};
 use crate::format::inode::Inode;
+use crate::format::xattr::{acl_to_xattr, parse_block, parse_inode_area, XattrEntry};
 use crate::volume::Volume;
 
 /// All attributes of `inode`, in-inode ones first.
