@@ -110,6 +110,9 @@ pub enum Error {
     /// Too many symbolic links were followed while resolving a path.
     #[error("too many levels of symbolic links: {0}")]
     Loop(String),
+    /// No free space (blocks or inodes) for the request.
+    #[error("no space left on device: {0}")]
+    NoSpace(String),
     /// The named extended attribute does not exist.
     #[error("no such attribute: {0}")]
     NoAttr(String),
@@ -138,6 +141,7 @@ impl Error {
             Error::BadInode(_) => libc::ESTALE,
             Error::Loop(_) => libc::ELOOP,
             Error::NoAttr(_) => libc::ENODATA,
+            Error::NoSpace(_) => libc::ENOSPC,
         }
     }
 }

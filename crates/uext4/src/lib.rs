@@ -17,6 +17,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod cache;
 pub mod device;
 pub mod dir;

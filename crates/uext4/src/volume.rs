@@ -84,7 +84,7 @@ impl Volume {
     }
 
     /// Where the descriptor block `i` (0-based, in GDT order) lives.
-    fn desc_block(&self, i: u64) -> u64 {
+    pub fn desc_block_location(&self, i: u64) -> u64 {
         let sb = &self.sb;
         let first = u64::from(sb.first_data_block);
         if !sb.features.has_incompat(incompat::META_BG) || i < u64::from(sb.first_meta_bg) {
@@ -105,7 +105,7 @@ impl Volume {
         let mut out = Vec::with_capacity(count as usize);
         let blocks = count.div_ceil(per_block as u64);
         for i in 0..blocks {
-            let bno = self.desc_block(i);
+            let bno = self.desc_block_location(i);
             let buf = self.block(bno)?;
             for j in 0..per_block {
                 let g = i * per_block as u64 + j as u64;

@@ -128,6 +128,26 @@ impl BufferCache {
         Ok(buf)
     }
 
+    /// Writes `data` (a whole block) to the device and makes it the cached
+    /// contents of `block`. Callers that read-modify-write a block shared
+    /// by several users (a descriptor block) serialize among themselves.
+    pub fn write(&self, block: u64, data: &[u8]) -> Result<()> {
+        if data.len() != self.block_size {
+            return Err(crate::error::Error::Invalid(format!("write of {} bytes to a block", data.len())));
+        }
+        let offset = block.checked_mul(self.block_size as u64).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
+        })?;
+        self.dev.write_at(data, offset)?;
+        let buf = Arc::new(Buffer { block, data: data.into(), referenced: AtomicBool::new(true) });
+        let mut map = self.shard(block).write();
+        if !map.contains_key(&block) && map.len() >= self.per_shard {
+            self.evict(&mut map);
+        }
+        map.insert(block, buf);
+        Ok(())
+    }
+
     /// CLOCK sweep: drop unreferenced buffers, clearing the bit of the
     /// others, until a quarter of the shard is free.
     fn evict(&self, map: &mut HashMap<u64, Arc<Buffer>>) {

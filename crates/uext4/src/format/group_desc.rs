@@ -1,6 +1,6 @@
 //! Block group descriptors (32 or 64 bytes each) and bitmap checksums.
 
-use super::bytes::{le16, le32, lo_hi};
+use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::{crc16, crc32c};
 use super::superblock::Superblock;
 use crate::error::{Error, Result, Structure};
@@ -82,6 +82,40 @@ impl GroupDesc {
         Ok(gd)
     }
 
+    /// Encodes every field into `raw` (one descriptor, `desc_size` bytes)
+    /// and sets its checksum. Fields the descriptor size cannot hold keep
+    /// only their low halves, as on disk.
+    pub fn encode(&self, sb: &Superblock, group: u32, raw: &mut [u8]) {
+        let ds = usize::from(sb.desc_size).min(raw.len());
+        let b = &mut raw[..ds];
+        let wide = ds >= 64;
+        put_le32(b, 0x0, self.block_bitmap as u32);
+        put_le32(b, 0x4, self.inode_bitmap as u32);
+        put_le32(b, 0x8, self.inode_table as u32);
+        put_le16(b, 0xC, self.free_blocks_count as u16);
+        put_le16(b, 0xE, self.free_inodes_count as u16);
+        put_le16(b, 0x10, self.used_dirs_count as u16);
+        put_le16(b, 0x12, self.flags);
+        put_le32(b, 0x14, self.exclude_bitmap as u32);
+        put_le16(b, 0x18, self.block_bitmap_csum as u16);
+        put_le16(b, 0x1A, self.inode_bitmap_csum as u16);
+        put_le16(b, 0x1C, self.itable_unused as u16);
+        if wide {
+            put_le32(b, 0x20, (self.block_bitmap >> 32) as u32);
+            put_le32(b, 0x24, (self.inode_bitmap >> 32) as u32);
+            put_le32(b, 0x28, (self.inode_table >> 32) as u32);
+            put_le16(b, 0x2C, (self.free_blocks_count >> 16) as u16);
+            put_le16(b, 0x2E, (self.free_inodes_count >> 16) as u16);
+            put_le16(b, 0x30, (self.used_dirs_count >> 16) as u16);
+            put_le16(b, 0x32, (self.itable_unused >> 16) as u16);
+            put_le32(b, 0x34, (self.exclude_bitmap >> 32) as u32);
+            put_le16(b, 0x38, (self.block_bitmap_csum >> 16) as u16);
+            put_le16(b, 0x3A, (self.inode_bitmap_csum >> 16) as u16);
+        }
+        let csum = desc_checksum(sb, group, b).unwrap_or(0);
+        put_le16(b, CSUM_OFFSET, csum);
+    }
+
     /// True if `flag` (a `BG_*` constant) is set and the checksum feature
     /// that gives the flags meaning is on (without a checksum the kernel
     /// ignores the uninit flags).
@@ -127,6 +161,16 @@ pub fn verify_block_bitmap(sb: &Superblock, gd: &GroupDesc, bitmap: &[u8], block
 pub fn verify_inode_bitmap(sb: &Superblock, gd: &GroupDesc, bitmap: &[u8], block: u64) -> Result<()> {
     let n = (sb.inodes_per_group as usize / 8).min(bitmap.len());
     verify_bitmap(sb, gd.inode_bitmap_csum, &bitmap[..n], block)
+}
+
+/// The checksum a block bitmap should carry in its descriptor
+/// (metadata_csum; 0 otherwise).
+pub fn block_bitmap_checksum(sb: &Superblock, bitmap: &[u8]) -> u32 {
+    if !sb.has_metadata_csum() {
+        return 0;
+    }
+    let n = (sb.clusters_per_group as usize / 8).min(bitmap.len());
+    crc32c(sb.csum_seed(), &bitmap[..n])
 }
 
 fn verify_bitmap(sb: &Superblock, stored: u32, data: &[u8], block: u64) -> Result<()> {

@@ -209,7 +209,9 @@ impl Inode {
         }
         let b = &raw[..isz];
         let extra_isize = if isz > GOOD_OLD_INODE_SIZE { le16(b, 0x80) } else { 0 };
-        if isz > GOOD_OLD_INODE_SIZE && (GOOD_OLD_INODE_SIZE + usize::from(extra_isize) > isz || !extra_isize.is_multiple_of(4)) {
+        if isz > GOOD_OLD_INODE_SIZE
+            && (GOOD_OLD_INODE_SIZE + usize::from(extra_isize) > isz || !extra_isize.is_multiple_of(4))
+        {
             return Err(Error::corrupt(
                 Structure::Inode,
                 block,

@@ -342,6 +342,29 @@ impl Superblock {
         Ok(())
     }
 
+    /// Sets the free block and inode counts, in the parsed fields and the
+    /// raw bytes, and recomputes the checksum.
+    pub fn set_free_counts(&mut self, free_blocks: u64, free_inodes: u32) {
+        use super::bytes::put_le32;
+        self.free_blocks_count = free_blocks;
+        self.free_inodes_count = free_inodes;
+        put_le32(&mut self.raw[..], 0xC, free_blocks as u32);
+        if self.features.has_incompat(incompat::BIT64) {
+            put_le32(&mut self.raw[..], 0x158, (free_blocks >> 32) as u32);
+        }
+        put_le32(&mut self.raw[..], 0x10, free_inodes);
+        self.update_checksum();
+    }
+
+    /// Recomputes `s_checksum` over the raw bytes (metadata_csum only).
+    pub fn update_checksum(&mut self) {
+        if self.has_metadata_csum() {
+            let c = crc32c(!0, &self.raw[..CHECKSUM_OFFSET]);
+            super::bytes::put_le32(&mut self.raw[..], CHECKSUM_OFFSET, c);
+            self.checksum = c;
+        }
+    }
+
     /// The raw 1024 bytes as read.
     pub fn raw(&self) -> &[u8; SUPERBLOCK_SIZE] {
         &self.raw

@@ -1,0 +1,225 @@
+//! The regular allocator: the goal block, then the criteria in order.
+//!
+//! - Goal: the free run at the goal block, if it holds the goal length.
+//! - CR0 (power-of-two aligned): for a power-of-two goal, a group from the
+//!   largest-free-order lists, and a buddy chunk of that order in it.
+//! - CR1 (goal length, fast): a group from the average-fragment lists whose
+//!   average fragment is at least the goal; its scan skips shorter free
+//!   extents (they cannot satisfy the goal).
+//! - CR1.5 (best available): the goal trimmed order by order, at most
+//!   `best_avail_max_trim_order` orders and never below the request's
+//!   minimum, each time looking at the list of exactly that order.
+//! - CR2 (goal length, slow): every group in turn, loading as needed.
+//! - CR3 (any free): the first group with a run of at least the minimum.
+//!
+//! Groups are chosen without their lock (lists, hints), then locked and
+//! re-checked: another thread may have taken the space meanwhile.
+
+use super::buddy::{order_of, Buddy};
+use super::stats::Criterion;
+use super::Allocator;
+use crate::error::{Error, Result};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Limits on how many free extents one group scan examines
+/// (the kernel's mb_max_to_scan and mb_min_to_scan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanLimits {
+    /// Stop after this many extents and use the best found.
+    pub max_to_scan: u32,
+    /// Once an extent of the goal length is known, look at least at this
+    /// many before settling for it.
+    pub min_to_scan: u32,
+}
+
+impl Default for ScanLimits {
+    fn default() -> Self {
+        ScanLimits { max_to_scan: 200, min_to_scan: 10 }
+    }
+}
+
+/// Candidate groups copied out of a list per lookup.
+const CANDIDATES: usize = 16;
+
+/// The best free extent of a group for a goal length: an exact fit wins
+/// at once; otherwise the smallest extent that covers the goal, or, while
+/// none does, the largest seen (the kernel's ext4_mb_measure_extent).
+/// Returns (start, len, extents examined).
+pub fn complex_scan(b: &Buddy, goal_len: u32, skip_small: bool, limits: ScanLimits) -> (Option<(u32, u32)>, u64) {
+    let mut best: Option<(u32, u32)> = None;
+    let mut found = 0u32;
+    let mut scanned = 0u64;
+    let mut pos = 0;
+    while let Some((s, l)) = b.next_free_run(pos) {
+        pos = s + l;
+        if skip_small && l < goal_len {
+            continue;
+        }
+        scanned += 1;
+        found += 1;
+        if l == goal_len {
+            return (Some((s, l)), scanned);
+        }
+        best = match best {
+            None => Some((s, l)),
+            Some((_, bl)) if bl < goal_len && l > bl => Some((s, l)),
+            Some((_, bl)) if bl >= goal_len && l >= goal_len && l < bl => Some((s, l)),
+            keep => keep,
+        };
+        if found >= limits.max_to_scan {
+            break;
+        }
+        if best.is_some_and(|(_, bl)| bl >= goal_len) && found >= limits.min_to_scan {
+            break;
+        }
+    }
+    (best, scanned)
+}
+
+/// (group, group-relative start, length, criterion) of a reservation made
+/// in the buddy view; the caller marks the used part on disk.
+pub type Found = (u32, u32, u32, Criterion);
+
+thread_local! {
+    static SPREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A per-thread starting group for requests without a goal, so that
+/// threads spread over the disk instead of all contending on group 0.
+fn spread_group(n: u32) -> u32 {
+    SPREAD.with(|c| {
+        if c.get() == 0 {
+            let id = format!("{:?}", std::thread::current().id());
+            let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+            c.set(h | 1);
+        }
+        (c.get() % u64::from(n.max(1))) as u32
+    })
+}
+
+/// Scans group `g` for `goal_len` blocks, accepting `accept_len` or more;
+/// reserves min(found, goal_len) blocks in the buddy.
+fn try_group(a: &Allocator, g: u32, goal_len: u32, accept_len: u32, cr: Criterion, skip: bool) -> Option<Found> {
+    let grp = &a.groups[g as usize];
+    if grp.free_hint.load(Relaxed) < accept_len {
+        return None;
+    }
+    a.counters.groups_scanned[cr.index()].fetch_add(1, Relaxed);
+    let mut slot = grp.state.lock();
+    let st = slot.as_mut()?;
+    if st.corrupt || st.buddy.free() < accept_len {
+        return None;
+    }
+    let (best, scanned) = complex_scan(&st.buddy, goal_len, skip, a.cfg.limits);
+    a.counters.extents_scanned[cr.index()].fetch_add(scanned, Relaxed);
+    let (s, l) = best.filter(|&(_, l)| l >= accept_len)?;
+    let take = l.min(goal_len);
+    st.buddy.mark_used(s, take);
+    a.relist(g, st);
+    Some((g, s, take, cr))
+}
+
+/// Finds and reserves (in the buddy view) between `min_len` and `goal_len`
+/// blocks near `goal`.
+pub(crate) fn regular(a: &Allocator, goal: u64, goal_len: u32, min_len: u32) -> Result<Found> {
+    let ngroups = a.group_count();
+    let (gg, goff) = if goal == 0 { (spread_group(ngroups), 0) } else { a.group_of(goal) };
+    let max_order = a.lfo.max_order();
+    let note = |found: Found| {
+        if found.2 >= goal_len {
+            a.counters.goal_len_hits.fetch_add(1, Relaxed);
+        }
+        Ok(found)
+    };
+
+    // The goal itself.
+    if goal != 0 {
+        a.ensure_loaded(gg)?;
+        let mut slot = a.groups[gg as usize].state.lock();
+        if let Some(st) = slot.as_mut().filter(|st| !st.corrupt) {
+            if let Some((s, l)) = st.buddy.free_run_at(goff) {
+                if s + l - goff >= goal_len {
+                    st.buddy.mark_used(goff, goal_len);
+                    a.relist(gg, st);
+                    return note((gg, goff, goal_len, Criterion::Goal));
+                }
+            }
+        }
+    }
+    a.prefetch()?;
+    let order = order_of(goal_len);
+
+    // CR0: power-of-two goal, buddy chunk of that order.
+    if goal_len.is_power_of_two() && order >= a.cfg.order2_req {
+        for o in order..=max_order {
+            for g in a.lfo.candidates(o, gg, CANDIDATES) {
+                a.counters.groups_scanned[Criterion::Cr0.index()].fetch_add(1, Relaxed);
+                let mut slot = a.groups[g as usize].state.lock();
+                let Some(st) = slot.as_mut().filter(|st| !st.corrupt) else { continue };
+                a.counters.extents_scanned[Criterion::Cr0.index()].fetch_add(1, Relaxed);
+                if let Some(s) = st.buddy.find_chunk(order) {
+                    st.buddy.mark_used(s, goal_len);
+                    a.relist(g, st);
+                    return note((g, s, goal_len, Criterion::Cr0));
+                }
+            }
+        }
+        a.counters.failures[Criterion::Cr0.index()].fetch_add(1, Relaxed);
+    }
+
+    // CR1: groups whose average free fragment covers the goal.
+    for o in order..=max_order {
+        for g in a.afo.candidates(o, gg, CANDIDATES) {
+            if let Some(f) = try_group(a, g, goal_len, goal_len, Criterion::Cr1, a.cfg.skip_small_extents) {
+                return note(f);
+            }
+        }
+    }
+    a.counters.failures[Criterion::Cr1.index()].fetch_add(1, Relaxed);
+
+    // CR1.5: trim the goal to what the lists say exists.
+    if a.cfg.cr1_5 {
+        let mut min_order = order.saturating_sub(a.cfg.best_avail_max_trim_order);
+        if (1u32 << min_order) < min_len {
+            min_order = order_of(min_len) + u32::from(!min_len.is_power_of_two());
+        }
+        for i in (min_order..=order).rev() {
+            let trimmed = (1u32 << i).min(goal_len);
+            if trimmed == goal_len && i == order && goal_len.is_power_of_two() {
+                continue; // exactly what CR1 already tried
+            }
+            if a.afo.is_empty(i) {
+                continue;
+            }
+            for g in a.afo.candidates(i, gg, CANDIDATES) {
+                let accept = trimmed.max(min_len);
+                if let Some(f) = try_group(a, g, trimmed, accept, Criterion::Cr1_5, a.cfg.skip_small_extents) {
+                    return note(f);
+                }
+            }
+        }
+        a.counters.failures[Criterion::Cr1_5.index()].fetch_add(1, Relaxed);
+    }
+
+    // CR2: every group in turn, loading as we go.
+    for i in 0..ngroups {
+        let g = (gg + i) % ngroups;
+        if a.ensure_loaded(g)? && i % a.cfg.prefetch_batch.max(1) == 0 {
+            a.prefetch()?;
+        }
+        if let Some(f) = try_group(a, g, goal_len, goal_len, Criterion::Cr2, false) {
+            return note(f);
+        }
+    }
+    a.counters.failures[Criterion::Cr2.index()].fetch_add(1, Relaxed);
+
+    // CR3: anything of at least the minimum.
+    for i in 0..ngroups {
+        let g = (gg + i) % ngroups;
+        if let Some(f) = try_group(a, g, goal_len, min_len, Criterion::Cr3, false) {
+            return note(f);
+        }
+    }
+    a.counters.failures[Criterion::Cr3.index()].fetch_add(1, Relaxed);
+    Err(Error::NoSpace(format!("no run of {min_len} free blocks")))
+}

@@ -1,0 +1,129 @@
+//! One block group's allocator state and how it is loaded.
+//!
+//! A group keeps two views of its blocks:
+//! - `disk`: the block bitmap as it will be written (blocks that belong
+//!   to files or metadata);
+//! - `buddy`: what the allocator may hand out, which additionally marks
+//!   blocks held by preallocations and blocks freed in a transaction that
+//!   has not committed yet (so they cannot be reused before the commit).
+//!
+//! Invariant: every block used in `disk` is used in `buddy`.
+
+use super::buddy::Buddy;
+use super::layout::{group_blocks, uninit_used_ranges};
+use crate::error::Result;
+use crate::format::group_desc::{verify_block_bitmap, BG_BLOCK_UNINIT};
+use crate::volume::Volume;
+
+/// The loaded state of a group (behind the group's mutex).
+#[derive(Debug)]
+pub struct GroupState {
+    /// Allocatable view (disk + reservations).
+    pub buddy: Buddy,
+    /// On-disk bitmap bytes (a whole block).
+    pub disk: Vec<u8>,
+    /// Free blocks according to `disk`.
+    pub disk_free: u32,
+    /// `disk` changed since the last flush.
+    pub dirty: bool,
+    /// The descriptor still says BLOCK_UNINIT.
+    pub uninit: bool,
+    /// Bitmap and descriptor disagreed at load: never allocate here.
+    pub corrupt: bool,
+    /// List this group is on in the largest-free-order lists.
+    pub lfo: Option<u32>,
+    /// List this group is on in the average-fragment-order lists.
+    pub afo: Option<u32>,
+}
+
+/// How a group was loaded (for statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadKind {
+    /// Bitmap read from the device.
+    Read,
+    /// BLOCK_UNINIT: computed from the layout, no I/O.
+    Uninit,
+}
+
+/// True if group `g` is BLOCK_UNINIT on disk.
+pub fn is_uninit(vol: &Volume, g: u64) -> bool {
+    vol.groups.get(g as usize).is_some_and(|gd| gd.has_flag(&vol.sb, BG_BLOCK_UNINIT))
+}
+
+/// Builds group `g`'s state. Reads (and verifies) the bitmap unless the
+/// group is BLOCK_UNINIT. Does not take any lock: the caller installs the
+/// result under the group's mutex.
+pub fn load(vol: &Volume, g: u64) -> Result<(GroupState, LoadKind)> {
+    let nblocks = group_blocks(vol, g);
+    let bs = vol.block_size;
+    let gd = &vol.groups[g as usize];
+    let (disk, kind) = if is_uninit(vol, g) {
+        let mut bm = vec![0u8; bs];
+        // Bits past the group's end are set, as the kernel pads them.
+        for i in nblocks..(bs as u32 * 8) {
+            bm[(i / 8) as usize] |= 1 << (i % 8);
+        }
+        for (s, l) in uninit_used_ranges(vol, g) {
+            for i in s..s + l {
+                bm[(i / 8) as usize] |= 1 << (i % 8);
+            }
+        }
+        (bm, LoadKind::Uninit)
+    } else {
+        let buf = vol.block(gd.block_bitmap)?;
+        verify_block_bitmap(&vol.sb, gd, buf.data(), gd.block_bitmap)?;
+        (buf.data().to_vec(), LoadKind::Read)
+    };
+    let buddy = Buddy::from_bitmap(&disk, nblocks);
+    let disk_free = buddy.free();
+    // The kernel refuses to allocate from a group whose bitmap and
+    // descriptor disagree (EXT4_GROUP_INFO_BBITMAP_CORRUPT).
+    let corrupt = kind == LoadKind::Read && disk_free != gd.free_blocks_count;
+    Ok((
+        GroupState {
+            buddy,
+            disk,
+            disk_free,
+            dirty: false,
+            uninit: kind == LoadKind::Uninit,
+            corrupt,
+            lfo: None,
+            afo: None,
+        },
+        kind,
+    ))
+}
+
+impl GroupState {
+    /// Marks `start..start+len` (group-relative) used on disk. The range
+    /// must already be used in the buddy.
+    pub fn disk_mark_used(&mut self, start: u32, len: u32) {
+        for i in start..start + len {
+            self.disk[(i / 8) as usize] |= 1 << (i % 8);
+        }
+        self.disk_free -= len;
+        self.dirty = true;
+    }
+
+    /// True if every block of the range is used on disk.
+    pub fn disk_all_used(&self, start: u32, len: u32) -> bool {
+        (start..start + len).all(|i| self.disk.get((i / 8) as usize).is_some_and(|b| b >> (i % 8) & 1 != 0))
+    }
+
+    /// Marks `start..start+len` free on disk.
+    pub fn disk_mark_free(&mut self, start: u32, len: u32) {
+        for i in start..start + len {
+            self.disk[(i / 8) as usize] &= !(1 << (i % 8));
+        }
+        self.disk_free += len;
+        self.dirty = true;
+    }
+
+    /// The list orders this group belongs on now.
+    pub fn list_orders(&self) -> (Option<u32>, Option<u32>) {
+        if self.corrupt {
+            return (None, None);
+        }
+        (self.buddy.largest_free_order(), self.buddy.avg_fragment_order())
+    }
+}

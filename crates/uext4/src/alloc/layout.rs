@@ -1,0 +1,63 @@
+//! Which blocks of a group hold filesystem metadata, for groups whose
+//! block bitmap was never written (BLOCK_UNINIT): their bitmap is "all
+//! metadata used, everything else free", computed here without I/O.
+
+use crate::format::features::incompat;
+use crate::volume::{group_has_super, Volume};
+
+/// Blocks taken by the superblock backup and descriptor copies at the
+/// start of group `g` (the kernel's ext4_num_base_meta_blocks).
+pub fn base_meta_blocks(vol: &Volume, g: u64) -> u64 {
+    let sb = &vol.sb;
+    let has_super = group_has_super(sb, g);
+    let per_block = vol.block_size as u64 / u64::from(sb.desc_size);
+    let gdt_blocks = sb.group_count().div_ceil(per_block);
+    let meta_bg = sb.features.has_incompat(incompat::META_BG);
+    if !meta_bg || g < u64::from(sb.first_meta_bg) * per_block {
+        if !has_super {
+            return 0;
+        }
+        let gdt = if meta_bg { u64::from(sb.first_meta_bg) } else { gdt_blocks };
+        1 + gdt + u64::from(sb.reserved_gdt_blocks)
+    } else {
+        // meta_bg: descriptor copies in the first, second and last group
+        // of each meta group.
+        let idx = g % per_block;
+        let gdt = u64::from(idx == 0 || idx == 1 || idx == per_block - 1);
+        u64::from(has_super) + gdt
+    }
+}
+
+/// Block count of group `g` (the last group may be short).
+pub fn group_blocks(vol: &Volume, g: u64) -> u32 {
+    let start = vol.group_first_block(g);
+    let end = (start + u64::from(vol.sb.blocks_per_group)).min(vol.sb.blocks_count);
+    end.saturating_sub(start) as u32
+}
+
+/// The in-use ranges (group-relative start, length) of an uninitialised
+/// group: base metadata plus every group's bitmaps and inode table that
+/// happen to lie inside it (with flex_bg they usually live elsewhere).
+pub fn uninit_used_ranges(vol: &Volume, g: u64) -> Vec<(u32, u32)> {
+    let start = vol.group_first_block(g);
+    let nblocks = u64::from(group_blocks(vol, g));
+    let mut out = Vec::new();
+    let base = base_meta_blocks(vol, g).min(nblocks);
+    if base > 0 {
+        out.push((0, base as u32));
+    }
+    let itable = vol.inode_table_blocks();
+    let mut add = |b: u64, n: u64| {
+        let e = b + n;
+        let (lo, hi) = (b.max(start), e.min(start + nblocks));
+        if lo < hi {
+            out.push(((lo - start) as u32, (hi - lo) as u32));
+        }
+    };
+    for gd in &vol.groups {
+        add(gd.block_bitmap, 1);
+        add(gd.inode_bitmap, 1);
+        add(gd.inode_table, itable);
+    }
+    out
+}

@@ -1,0 +1,637 @@
+//! The multiblock allocator (mballoc).
+//!
+//! Every block the filesystem allocates comes from here: file data,
+//! extent-tree and directory blocks, xattr blocks. The design follows the
+//! kernel's fs/ext4/mballoc.c (read, not copied) and the improvements of
+//! seed 004:
+//!
+//! - per-group buddy state ([`buddy::Buddy`]) built lazily from the block
+//!   bitmap, or from the layout for BLOCK_UNINIT groups (no I/O);
+//! - group lists by largest free order (CR0) and by average fragment size
+//!   order (CR1, CR1.5) ([`lists::OrderLists`]);
+//! - the criteria CR0 -> CR1 -> CR1.5 -> CR2 -> CR3 ([`criteria`]);
+//! - request normalisation, per-inode and locality-group preallocation
+//!   ([`prealloc`]);
+//! - bitmap prefetch that also initialises BLOCK_UNINIT groups;
+//! - frees that can be deferred until the freeing transaction commits;
+//! - per-criterion statistics and a free-extent histogram ([`stats`]).
+//!
+//! # Locking
+//!
+//! Lock order (outer first); no path takes them in another order:
+//!
+//! 1. `flush_lock` (Mutex): serializes writers of shared metadata blocks
+//!    (descriptor blocks, superblock) during [`Allocator::flush`]; held
+//!    across device writes, which is its purpose; never on the allocation
+//!    path.
+//! 2. a preallocation lock (per-inode shard or locality group, Mutex);
+//! 3. one group's state lock (Mutex): never two groups at once;
+//! 4. one order list lock (RwLock): taken exclusively only while a group
+//!    lock is held (to move the group between lists); taken shared for a
+//!    lookup with *no* group lock held, and released before any group lock
+//!    is taken.
+//! 5. the pending-free list (Mutex), innermost.
+//!
+//! No allocator-wide lock is taken on the allocation path: threads working
+//! in different groups never contend. Device reads (bitmap loads) happen
+//! with no lock held; the result is installed afterwards (first one wins).
+
+pub mod buddy;
+pub mod criteria;
+pub mod fixture;
+pub mod group;
+pub mod layout;
+pub mod lists;
+pub mod prealloc;
+pub mod stats;
+
+use crate::error::{Error, Result};
+use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT};
+use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::volume::Volume;
+use group::{GroupState, LoadKind};
+use lists::OrderLists;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub use criteria::ScanLimits;
+pub use prealloc::PreallocConfig;
+pub use stats::{AllocStats, Criterion, FreeExtentHistogram};
+
+/// Request flags.
+pub mod flags {
+    /// Filesystem metadata (extent, directory, xattr blocks): never
+    /// normalised or preallocated.
+    pub const METADATA: u32 = 0x1;
+    /// Hint: a small file; use the shared locality-group preallocation.
+    pub const SMALL_FILE: u32 = 0x2;
+    /// Hint: a streaming (growing) file; use per-inode preallocation.
+    pub const STREAM: u32 = 0x4;
+    /// Exactly `len` contiguous blocks, or ENOSPC.
+    pub const EXACT_LEN: u32 = 0x8;
+    /// Do not preallocate beyond the request.
+    pub const NO_PREALLOC: u32 = 0x10;
+}
+
+/// A request for blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AllocRequest {
+    /// Owning inode (0 for none): keys the per-inode preallocation.
+    pub inode: u32,
+    /// Logical block in the file the allocation is for.
+    pub logical: u64,
+    /// Preferred physical block (e.g. right after the file's previous
+    /// extent, or the inode's group for a new file); 0 = no preference.
+    pub goal: u64,
+    /// Blocks wanted.
+    pub len: u32,
+    /// Fewest blocks acceptable (1 if 0); `len` with [`flags::EXACT_LEN`].
+    pub min_len: u32,
+    /// Size the file will have in bytes (drives normalisation).
+    pub file_size: u64,
+    /// [`flags`] bits.
+    pub flags: u32,
+}
+
+/// Blocks handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// First physical block.
+    pub start: u64,
+    /// Number of blocks (between the request's minimum and its length).
+    pub len: u32,
+    /// Which criterion found them.
+    pub criterion: Criterion,
+}
+
+/// Tunables and the seed's before/after switches.
+#[derive(Debug, Clone)]
+pub struct AllocConfig {
+    /// Use CR1.5 when CR1 fails (seed 004, "Problem 3"). Off = before.
+    pub cr1_5: bool,
+    /// Prefetch also initialises BLOCK_UNINIT groups (seed 004,
+    /// "Problem 1"). Off = before: such groups stay unloaded until a
+    /// linear scan reaches them.
+    pub prefetch_uninit: bool,
+    /// During CR1, skip free extents shorter than the goal (seed 004,
+    /// "Problem 2"). Off = before.
+    pub skip_small_extents: bool,
+    /// Groups loaded per prefetch batch (the kernel's mb_prefetch).
+    pub prefetch_batch: u32,
+    /// Extent scan limits (mb_max_to_scan / mb_min_to_scan).
+    pub limits: ScanLimits,
+    /// Smallest order for which CR0 is tried (mb_order2_req).
+    pub order2_req: u32,
+    /// How far CR1.5 may trim the goal, in orders (mb_best_avail_max_trim_order).
+    pub best_avail_max_trim_order: u32,
+    /// Preallocation tunables.
+    pub prealloc: PreallocConfig,
+}
+
+impl Default for AllocConfig {
+    fn default() -> Self {
+        AllocConfig {
+            cr1_5: true,
+            prefetch_uninit: true,
+            skip_small_extents: true,
+            prefetch_batch: 32,
+            limits: ScanLimits::default(),
+            order2_req: 2,
+            best_avail_max_trim_order: 3,
+            prealloc: PreallocConfig::default(),
+        }
+    }
+}
+
+/// One group as the allocator sees it.
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub state: Mutex<Option<GroupState>>,
+    /// Set once `state` is `Some`; lets scans skip unloaded groups
+    /// without locking.
+    pub loaded: AtomicBool,
+    /// Free blocks in the buddy view, updated under the lock; read
+    /// without it as a hint when choosing groups.
+    pub free_hint: AtomicU32,
+}
+
+/// A block freed in a transaction that has not committed: free on disk,
+/// still reserved in the buddy until `commit_frees` releases it.
+#[derive(Debug, Clone, Copy)]
+struct PendingFree {
+    tid: u64,
+    group: u32,
+    start: u32,
+    len: u32,
+}
+
+/// The multiblock allocator of one filesystem.
+#[derive(Debug)]
+pub struct Allocator {
+    vol: Arc<Volume>,
+    cfg: AllocConfig,
+    groups: Vec<Group>,
+    lfo: OrderLists,
+    afo: OrderLists,
+    prealloc: prealloc::Preallocs,
+    pending: Mutex<Vec<PendingFree>>,
+    counters: stats::Counters,
+    prefetch_cursor: AtomicU64,
+    loaded_groups: AtomicU64,
+    system_zone: Vec<(u64, u64)>,
+    flush_lock: Mutex<()>,
+}
+
+impl Allocator {
+    /// An allocator over `vol`. Groups are loaded lazily (and by prefetch).
+    pub fn new(vol: Arc<Volume>, cfg: AllocConfig) -> Result<Allocator> {
+        if vol.sb.log_cluster_size != vol.sb.log_block_size {
+            return Err(Error::Unsupported("allocation on bigalloc filesystems".into()));
+        }
+        let ngroups = vol.groups.len();
+        let max_order = buddy::order_of(vol.sb.blocks_per_group.max(1));
+        let groups = (0..ngroups)
+            .map(|_| Group { state: Mutex::new(None), loaded: AtomicBool::new(false), free_hint: AtomicU32::new(0) })
+            .collect();
+        let system_zone = Self::system_zone(&vol)?;
+        Ok(Allocator {
+            prealloc: prealloc::Preallocs::new(cfg.prealloc.clone()),
+            vol,
+            cfg,
+            groups,
+            lfo: OrderLists::new(max_order),
+            afo: OrderLists::new(max_order),
+            pending: Mutex::new(Vec::new()),
+            counters: stats::Counters::default(),
+            prefetch_cursor: AtomicU64::new(0),
+            loaded_groups: AtomicU64::new(0),
+            system_zone,
+            flush_lock: Mutex::new(()),
+        })
+    }
+
+    /// Every range of fixed metadata: superblock and descriptor copies,
+    /// bitmaps, inode tables, the journal. Sorted and merged.
+    fn system_zone(vol: &Volume) -> Result<Vec<(u64, u64)>> {
+        let mut v = Vec::new();
+        for g in 0..vol.groups.len() as u64 {
+            let base = layout::base_meta_blocks(vol, g);
+            if base > 0 {
+                v.push((vol.group_first_block(g), base));
+            }
+        }
+        let itable = vol.inode_table_blocks();
+        for gd in &vol.groups {
+            v.push((gd.block_bitmap, 1));
+            v.push((gd.inode_bitmap, 1));
+            v.push((gd.inode_table, itable));
+        }
+        if vol.sb.journal_inum != 0 {
+            let j = crate::inode::read_inode(vol, vol.sb.journal_inum)?;
+            for m in crate::inode::extents(vol, &j)? {
+                if let crate::inode::MapKind::Mapped(p) | crate::inode::MapKind::Unwritten(p) = m.kind {
+                    v.push((p, m.len));
+                }
+            }
+        }
+        v.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+        for (s, l) in v {
+            match merged.last_mut() {
+                Some((ps, pl)) if *ps + *pl >= s => *pl = (*pl).max(s + l - *ps),
+                _ => merged.push((s, l)),
+            }
+        }
+        Ok(merged)
+    }
+
+    /// True if any block of `start..start+len` is fixed metadata.
+    pub fn in_system_zone(&self, start: u64, len: u64) -> bool {
+        let i = self.system_zone.partition_point(|&(s, _)| s < start + len);
+        i > 0 && {
+            let (s, l) = self.system_zone[i - 1];
+            s + l > start
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AllocConfig {
+        &self.cfg
+    }
+
+    /// The volume.
+    pub fn volume(&self) -> &Arc<Volume> {
+        &self.vol
+    }
+
+    /// Number of groups.
+    pub fn group_count(&self) -> u32 {
+        self.groups.len() as u32
+    }
+
+    fn group_of(&self, block: u64) -> (u32, u32) {
+        let first = u64::from(self.vol.sb.first_data_block);
+        let bpg = u64::from(self.vol.sb.blocks_per_group);
+        let b = block.max(first) - first;
+        (((b / bpg) as u32).min(self.group_count() - 1), (b % bpg) as u32)
+    }
+
+    fn block_of(&self, g: u32, rel: u32) -> u64 {
+        self.vol.group_first_block(u64::from(g)) + u64::from(rel)
+    }
+
+    /// Loads group `g` if needed. Returns true if this call loaded it.
+    pub(crate) fn ensure_loaded(&self, g: u32) -> Result<bool> {
+        let grp = &self.groups[g as usize];
+        if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(false);
+        }
+        let (state, kind) = group::load(&self.vol, u64::from(g))?;
+        let mut slot = grp.state.lock();
+        if slot.is_some() {
+            return Ok(false);
+        }
+        if state.corrupt {
+            self.counters.corrupt_groups.fetch_add(1, Relaxed);
+        }
+        self.counters.buddy_generations.fetch_add(1, Relaxed);
+        if kind == LoadKind::Uninit {
+            self.counters.uninit_inits.fetch_add(1, Relaxed);
+        }
+        *slot = Some(state);
+        if let Some(st) = slot.as_mut() {
+            self.relist(g, st);
+        }
+        grp.loaded.store(true, std::sync::atomic::Ordering::Release);
+        self.loaded_groups.fetch_add(1, Relaxed);
+        Ok(true)
+    }
+
+    /// Puts a group on the lists its state calls for (group lock held).
+    pub(crate) fn relist(&self, g: u32, st: &mut GroupState) {
+        let (lfo, afo) = st.list_orders();
+        self.lfo.update(g, st.lfo, lfo);
+        self.afo.update(g, st.afo, afo);
+        st.lfo = lfo;
+        st.afo = afo;
+        let free = if st.corrupt { 0 } else { st.buddy.free() };
+        self.groups[g as usize].free_hint.store(free, Relaxed);
+    }
+
+    /// Loads up to `prefetch_batch` not-yet-loaded groups, continuing where
+    /// the previous prefetch stopped. BLOCK_UNINIT groups are initialised
+    /// too unless the `prefetch_uninit` switch is off.
+    pub(crate) fn prefetch(&self) -> Result<()> {
+        let n = self.group_count() as u64;
+        if self.loaded_groups.load(Relaxed) >= n {
+            return Ok(());
+        }
+        let start = self.prefetch_cursor.fetch_add(u64::from(self.cfg.prefetch_batch), Relaxed);
+        for i in 0..u64::from(self.cfg.prefetch_batch).min(n) {
+            let g = ((start + i) % n) as u32;
+            if self.groups[g as usize].loaded.load(Relaxed) {
+                continue;
+            }
+            let uninit = group::is_uninit(&self.vol, u64::from(g));
+            if uninit && !self.cfg.prefetch_uninit {
+                continue;
+            }
+            if self.ensure_loaded(g)? {
+                self.counters.prefetch_groups.fetch_add(1, Relaxed);
+                if !uninit {
+                    self.counters.prefetch_ios.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads every group (for statistics over the whole filesystem).
+    pub fn load_all(&self) -> Result<()> {
+        for g in 0..self.group_count() {
+            self.ensure_loaded(g)?;
+        }
+        Ok(())
+    }
+
+    /// Allocates blocks for `req`.
+    pub fn allocate(&self, req: &AllocRequest) -> Result<Allocation> {
+        let mut req = *req;
+        if req.len == 0 {
+            return Err(Error::Invalid("allocation of 0 blocks".into()));
+        }
+        if req.flags & flags::EXACT_LEN != 0 {
+            req.min_len = req.len;
+        }
+        req.min_len = req.min_len.clamp(1, req.len);
+        // A single allocation never spans groups.
+        let bpg = self.vol.sb.blocks_per_group;
+        req.len = req.len.min(bpg);
+        req.min_len = req.min_len.min(req.len);
+        self.counters.requests.fetch_add(1, Relaxed);
+        let result = self.allocate_inner(&req);
+        match &result {
+            Ok(a) => {
+                self.counters.hits[a.criterion.index()].fetch_add(1, Relaxed);
+                self.counters.blocks_allocated.fetch_add(u64::from(a.len), Relaxed);
+            }
+            Err(Error::NoSpace(_)) => {
+                self.counters.enospc.fetch_add(1, Relaxed);
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    fn allocate_inner(&self, req: &AllocRequest) -> Result<Allocation> {
+        let data = req.flags & flags::METADATA == 0;
+        let may_prealloc = data && req.flags & (flags::NO_PREALLOC | flags::EXACT_LEN) == 0;
+        if may_prealloc {
+            if let Some(a) = self.prealloc.use_existing(self, req)? {
+                return Ok(a);
+            }
+        }
+        let plan = if may_prealloc {
+            prealloc::normalize(&self.cfg.prealloc, req, self.vol.block_size as u64, self.vol.sb.blocks_per_group)
+        } else {
+            prealloc::Plan::exact(req)
+        };
+        let found = criteria::regular(self, req.goal, plan.goal_len, req.min_len)?;
+        let (g, rel, flen, criterion) = found;
+        let take = flen.min(req.len);
+        {
+            let mut slot = self.groups[g as usize].state.lock();
+            if let Some(st) = slot.as_mut() {
+                st.disk_mark_used(rel, take);
+            }
+        }
+        if flen > take {
+            self.prealloc.create(self, req, &plan, g, rel + take, flen - take);
+        }
+        Ok(Allocation { start: self.block_of(g, rel), len: take, criterion })
+    }
+
+    /// Frees `start..start+len`. With `after_commit = Some(tid)`, the blocks
+    /// are free on disk at once but stay reserved until
+    /// [`Allocator::commit_frees`] is called with a tid >= `tid`, so data
+    /// cannot be written into them before the freeing transaction commits.
+    pub fn free(&self, start: u64, len: u64, after_commit: Option<u64>) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let end = start.checked_add(len).filter(|&e| e <= self.vol.sb.blocks_count);
+        if start < u64::from(self.vol.sb.first_data_block) || end.is_none() {
+            return Err(Error::Invalid(format!("free of blocks {start}+{len} outside the filesystem")));
+        }
+        if self.in_system_zone(start, len) {
+            return Err(Error::Invalid(format!("free of blocks {start}+{len} overlaps filesystem metadata")));
+        }
+        // Split at group boundaries.
+        let mut b = start;
+        let end = start + len;
+        while b < end {
+            let (g, rel) = self.group_of(b);
+            let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
+            self.ensure_loaded(g)?;
+            let mut slot = self.groups[g as usize].state.lock();
+            let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
+            if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
+                return Err(Error::Invalid(format!("double free of blocks {b}+{n}")));
+            }
+            st.disk_mark_free(rel, n);
+            match after_commit {
+                Some(tid) => self.pending.lock().push(PendingFree { tid, group: g, start: rel, len: n }),
+                None => {
+                    st.buddy.mark_free(rel, n);
+                    self.relist(g, st);
+                }
+            }
+            drop(slot);
+            self.counters.blocks_freed.fetch_add(u64::from(n), Relaxed);
+            b += u64::from(n);
+        }
+        Ok(())
+    }
+
+    /// Releases the reservations of blocks freed by transactions up to and
+    /// including `tid` (called once that transaction has committed).
+    pub fn commit_frees(&self, tid: u64) {
+        let ready: Vec<PendingFree> = {
+            let mut p = self.pending.lock();
+            let (ready, keep) = p.drain(..).partition(|f| f.tid <= tid);
+            *p = keep;
+            ready
+        };
+        for f in ready {
+            let mut slot = self.groups[f.group as usize].state.lock();
+            if let Some(st) = slot.as_mut() {
+                st.buddy.mark_free(f.start, f.len);
+                self.relist(f.group, st);
+            }
+        }
+    }
+
+    /// Returns inode `ino`'s unused preallocated blocks (on close or truncate).
+    pub fn discard_inode_prealloc(&self, ino: u32) {
+        self.prealloc.discard_inode(self, ino);
+    }
+
+    /// Returns every unused preallocated block (on unmount).
+    pub fn discard_all_prealloc(&self) {
+        self.prealloc.discard_all(self);
+    }
+
+    /// Gives back `len` reserved (preallocated) blocks to the free pool.
+    pub(crate) fn unreserve(&self, g: u32, rel: u32, len: u32) {
+        let mut slot = self.groups[g as usize].state.lock();
+        if let Some(st) = slot.as_mut() {
+            st.buddy.mark_free(rel, len);
+            self.relist(g, st);
+        }
+        self.counters.prealloc_discarded_blocks.fetch_add(u64::from(len), Relaxed);
+    }
+
+    /// True if `block` is free in the on-disk view (loads its group).
+    pub fn is_free_on_disk(&self, block: u64) -> bool {
+        if block < u64::from(self.vol.sb.first_data_block) || block >= self.vol.sb.blocks_count {
+            return false;
+        }
+        let (g, rel) = self.group_of(block);
+        if self.ensure_loaded(g).is_err() {
+            return false;
+        }
+        let slot = self.groups[g as usize].state.lock();
+        slot.as_ref().is_some_and(|st| st.disk[(rel / 8) as usize] >> (rel % 8) & 1 == 0)
+    }
+
+    /// Free blocks on disk (what statfs reports), over all groups.
+    pub fn free_blocks(&self) -> u64 {
+        (0..self.group_count())
+            .map(|g| match self.groups[g as usize].state.lock().as_ref() {
+                Some(st) => u64::from(st.disk_free),
+                None => u64::from(self.vol.groups[g as usize].free_blocks_count),
+            })
+            .sum()
+    }
+
+    /// A snapshot of the statistics.
+    pub fn stats(&self) -> AllocStats {
+        self.counters.snapshot()
+    }
+
+    /// The free-extent histogram over the on-disk bitmaps (loads every
+    /// group). Free runs that continue across a group boundary count as
+    /// one extent, as e2freefrag counts them.
+    pub fn free_extent_histogram(&self) -> Result<FreeExtentHistogram> {
+        self.load_all()?;
+        let mut h = FreeExtentHistogram {
+            block_size: self.vol.block_size as u32,
+            total_blocks: self.vol.sb.blocks_count,
+            ..Default::default()
+        };
+        let mut run = 0u64;
+        for g in 0..self.group_count() {
+            let slot = self.groups[g as usize].state.lock();
+            let Some(st) = slot.as_ref() else { continue };
+            let n = layout::group_blocks(&self.vol, u64::from(g));
+            for i in 0..n {
+                if st.disk[(i / 8) as usize] >> (i % 8) & 1 == 0 {
+                    run += 1;
+                } else if run > 0 {
+                    h.add(run);
+                    run = 0;
+                }
+            }
+        }
+        h.add(run);
+        Ok(h)
+    }
+
+    /// Writes every changed bitmap, its descriptor (free count, flags,
+    /// checksums) and the superblock's free count to the device.
+    ///
+    /// Not crash-safe by itself: the journal makes these writes atomic.
+    pub fn flush(&self) -> Result<()> {
+        if self.vol.device().read_only() {
+            return Err(Error::ReadOnly("the device is read-only".into()));
+        }
+        let _serial = self.flush_lock.lock();
+        let sb = &self.vol.sb;
+        let ds = usize::from(sb.desc_size);
+        let per_block = self.vol.block_size / ds;
+        // (group, bitmap bytes, free) of dirty groups.
+        let mut dirty = Vec::new();
+        for g in 0..self.group_count() {
+            let mut slot = self.groups[g as usize].state.lock();
+            if let Some(st) = slot.as_mut().filter(|st| st.dirty) {
+                st.dirty = false;
+                st.uninit = false;
+                dirty.push((g, st.disk.clone(), st.disk_free));
+            }
+        }
+        let mut gdt: std::collections::BTreeMap<u64, Vec<u8>> = std::collections::BTreeMap::new();
+        for (g, bitmap, free) in &dirty {
+            let gd0 = self.vol.groups[*g as usize];
+            self.vol.cache.write(gd0.block_bitmap, bitmap)?;
+            let mut gd: GroupDesc = gd0;
+            gd.free_blocks_count = *free;
+            gd.flags &= !BG_BLOCK_UNINIT;
+            gd.block_bitmap_csum = block_bitmap_checksum(sb, bitmap);
+            let idx = *g as u64 / per_block as u64;
+            let blk = self.vol.desc_block_location(idx);
+            let raw = match gdt.entry(blk) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.vol.block(blk)?.data().to_vec()),
+            };
+            let off = (*g as usize % per_block) * ds;
+            gd.encode(sb, *g, &mut raw[off..off + ds]);
+        }
+        for (blk, raw) in &gdt {
+            self.vol.cache.write(*blk, raw)?;
+        }
+        let mut raw = [0u8; SUPERBLOCK_SIZE];
+        self.vol.device().read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+        let mut cur = Superblock::parse(&raw)?;
+        let free_inodes = cur.free_inodes_count;
+        cur.set_free_counts(self.free_blocks(), free_inodes);
+        self.vol.device().write_at(cur.raw(), SUPERBLOCK_OFFSET)?;
+        self.vol.device().flush()?;
+        Ok(())
+    }
+
+    /// Checks every loaded group's buddy against its bitmap, the disk
+    /// view against the buddy view and the lists against the groups
+    /// (tests; O(filesystem)).
+    pub fn check_consistency(&self) -> std::result::Result<(), String> {
+        let lfo = self.lfo.snapshot();
+        let afo = self.afo.snapshot();
+        for g in 0..self.group_count() {
+            let slot = self.groups[g as usize].state.lock();
+            let Some(st) = slot.as_ref() else { continue };
+            st.buddy.check().map_err(|e| format!("group {g}: {e}"))?;
+            let n = st.buddy.len();
+            for i in 0..n {
+                let on_disk = st.disk[(i / 8) as usize] >> (i % 8) & 1 != 0;
+                if on_disk && !st.buddy.is_used(i) {
+                    return Err(format!("group {g}: block {i} used on disk but free in the buddy"));
+                }
+            }
+            let (want_lfo, want_afo) = st.list_orders();
+            if st.lfo != want_lfo || st.afo != want_afo {
+                return Err(format!("group {g}: list orders stale"));
+            }
+            for (k, l) in lfo.iter().enumerate() {
+                if l.contains(&g) != (want_lfo == Some(k as u32)) {
+                    return Err(format!("group {g}: largest-free-order list {k} membership wrong"));
+                }
+            }
+            for (k, l) in afo.iter().enumerate() {
+                if l.contains(&g) != (want_afo == Some(k as u32)) {
+                    return Err(format!("group {g}: avg-fragment list {k} membership wrong"));
+                }
+            }
+        }
+        Ok(())
+    }
+}

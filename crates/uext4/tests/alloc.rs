@@ -1,0 +1,418 @@
+//! The multiblock allocator on real mkfs.ext4 images: model checks,
+//! concurrency, on-disk results checked by e2fsck, and the free-extent
+//! histogram checked against e2freefrag.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use uext4::alloc::{flags, AllocConfig, AllocRequest, Allocator, Criterion};
+use uext4::device::{BlockDevice, FileDevice, MemoryDevice};
+use uext4::volume::Volume;
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("-V").output().is_ok()
+}
+
+fn mkfs(dir: &Path, name: &str, args: &[&str], size: &str) -> PathBuf {
+    let img = dir.join(name);
+    let st = Command::new("mkfs.ext4").args(["-q", "-F"]).args(args).arg(&img).arg(size).status().unwrap();
+    assert!(st.success(), "mkfs.ext4 {args:?} failed");
+    img
+}
+
+fn e2fsck(img: &Path) -> (bool, String) {
+    let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+fn mem_volume(img: &Path) -> Arc<Volume> {
+    let bytes = std::fs::read(img).unwrap();
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemoryDevice::from_bytes(&bytes));
+    Arc::new(Volume::open(dev, 4096).unwrap())
+}
+
+fn file_volume(img: &Path) -> Arc<Volume> {
+    let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, true).unwrap());
+    Arc::new(Volume::open(dev, 4096).unwrap())
+}
+
+/// Blocks marked used in the on-disk bitmaps before we touch anything.
+fn initially_used(a: &Allocator) -> BTreeSet<u64> {
+    let vol = a.volume();
+    let mut used = BTreeSet::new();
+    for g in 0..vol.groups.len() as u64 {
+        let first = vol.group_first_block(g);
+        let n = uext4::alloc::layout::group_blocks(vol, g);
+        for i in 0..u64::from(n) {
+            if !a.is_free_on_disk(first + i) {
+                used.insert(first + i);
+            }
+        }
+    }
+    used
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Random allocations and frees against a model: no block is handed out
+/// twice, none is metadata or was in use before, and every derived
+/// structure stays consistent.
+#[test]
+fn model_random_ops() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, args, size) in [("1k", vec!["-b", "1024"], "48M"), ("4k", vec![], "256M")] {
+        let img = mkfs(dir.path(), name, &args, size);
+        for seed in 1..=3u64 {
+            let vol = mem_volume(&img);
+            let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+            let before_free = a.free_blocks();
+            let pre_used = initially_used(&a);
+            let mut owned: Vec<(u64, u32, u32)> = Vec::new(); // (start, len, inode)
+            let mut model: BTreeSet<u64> = BTreeSet::new();
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            for step in 0..600 {
+                if rng.below(3) > 0 || owned.is_empty() {
+                    let ino = 12 + rng.below(20) as u32;
+                    let len = [1, 1, 2, 3, 8, 16, 100, 512, 2000][rng.below(9) as usize];
+                    let fl =
+                        [0, flags::METADATA, flags::SMALL_FILE, flags::STREAM, flags::EXACT_LEN][rng.below(5) as usize];
+                    let goal = if rng.below(2) == 0 { 0 } else { rng.below(vol.sb.blocks_count) };
+                    let req = AllocRequest {
+                        inode: ino,
+                        logical: rng.below(5000),
+                        goal,
+                        len,
+                        min_len: 1,
+                        file_size: rng.below(64 << 20),
+                        flags: fl,
+                    };
+                    match a.allocate(&req) {
+                        Ok(al) => {
+                            assert!(al.len >= 1 && al.len <= len, "{al:?} for {req:?}");
+                            if fl & flags::EXACT_LEN != 0 {
+                                assert_eq!(al.len, len);
+                            }
+                            assert!(!a.in_system_zone(al.start, u64::from(al.len)), "metadata handed out: {al:?}");
+                            for b in al.start..al.start + u64::from(al.len) {
+                                assert!(!pre_used.contains(&b), "block {b} was in use before");
+                                assert!(model.insert(b), "block {b} allocated twice (step {step}, {al:?})");
+                            }
+                            owned.push((al.start, al.len, ino));
+                        }
+                        Err(uext4::Error::NoSpace(_)) => {}
+                        Err(e) => panic!("allocate: {e}"),
+                    }
+                } else {
+                    let i = rng.below(owned.len() as u64) as usize;
+                    let (s, l, ino) = owned.swap_remove(i);
+                    let deferred = rng.below(4) == 0;
+                    a.free(s, u64::from(l), deferred.then_some(step as u64)).unwrap();
+                    for b in s..s + u64::from(l) {
+                        model.remove(&b);
+                    }
+                    if rng.below(5) == 0 {
+                        a.discard_inode_prealloc(ino);
+                    }
+                    if rng.below(7) == 0 {
+                        a.commit_frees(step as u64);
+                    }
+                }
+                if step % 50 == 0 {
+                    a.check_consistency().unwrap();
+                    assert_eq!(a.free_blocks(), before_free - model.len() as u64);
+                }
+            }
+            // Double free and metadata frees are refused.
+            if let Some(&(s, l, _)) = owned.first() {
+                a.free(s, u64::from(l), None).unwrap();
+                assert!(a.free(s, u64::from(l), None).is_err());
+                owned.remove(0);
+            }
+            let gd0 = vol.groups[0];
+            assert!(a.free(gd0.inode_table, 1, None).is_err());
+            for (s, l, _) in owned.drain(..) {
+                a.free(s, u64::from(l), None).unwrap();
+            }
+            a.commit_frees(u64::MAX);
+            a.discard_all_prealloc();
+            a.check_consistency().unwrap();
+            assert_eq!(a.free_blocks(), before_free);
+            assert!(a.stats().requests > 0);
+        }
+    }
+}
+
+/// Many threads allocate and free at once; a shared model catches any
+/// block handed out twice.
+#[test]
+fn concurrent_alloc_free() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "c", &["-b", "1024"], "64M");
+    let vol = mem_volume(&img);
+    let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+    let before = a.free_blocks();
+    let model = Mutex::new(BTreeSet::<u64>::new());
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let a = &a;
+            let model = &model;
+            s.spawn(move || {
+                let mut rng = Rng(0xABCD_EF01 + t * 7919);
+                let mut mine: Vec<(u64, u32)> = Vec::new();
+                for i in 0..800 {
+                    if rng.below(3) > 0 || mine.is_empty() {
+                        let req = AllocRequest {
+                            inode: (t * 100 + rng.below(5)) as u32 + 12,
+                            logical: i * 4,
+                            len: 1 + rng.below(64) as u32,
+                            file_size: rng.below(1 << 22),
+                            flags: if rng.below(4) == 0 { flags::METADATA } else { 0 },
+                            ..Default::default()
+                        };
+                        if let Ok(al) = a.allocate(&req) {
+                            let mut m = model.lock().unwrap();
+                            for b in al.start..al.start + u64::from(al.len) {
+                                assert!(m.insert(b), "block {b} handed out twice");
+                            }
+                            mine.push((al.start, al.len));
+                        }
+                    } else {
+                        let (s, l) = mine.swap_remove(rng.below(mine.len() as u64) as usize);
+                        {
+                            let mut m = model.lock().unwrap();
+                            for b in s..s + u64::from(l) {
+                                m.remove(&b);
+                            }
+                        }
+                        a.free(s, u64::from(l), None).unwrap();
+                    }
+                }
+                for (s, l) in mine {
+                    let mut m = model.lock().unwrap();
+                    for b in s..s + u64::from(l) {
+                        m.remove(&b);
+                    }
+                    drop(m);
+                    a.free(s, u64::from(l), None).unwrap();
+                }
+            });
+        }
+    });
+    a.discard_all_prealloc();
+    a.check_consistency().unwrap();
+    assert_eq!(a.free_blocks(), before);
+}
+
+/// Allocations written back to a real image: e2fsck sees exactly our
+/// blocks as "in use but unowned" (and nothing else: no checksum or count
+/// errors), and after freeing them everything is clean again.
+#[test]
+fn write_back_checked_by_e2fsck() {
+    if !have("mkfs.ext4") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, args, size) in [
+        ("csum4k", vec![], "512M"),
+        ("csum1k", vec!["-b", "1024"], "64M"),
+        ("nocsum", vec!["-O", "^metadata_csum,uninit_bg"], "256M"),
+        ("ext2ish", vec!["-O", "^metadata_csum,^64bit,^flex_bg,^extent"], "128M"),
+    ] {
+        let img = mkfs(dir.path(), name, &args, size);
+        let vol = file_volume(&img);
+        let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+        let mut got = Vec::new();
+        // Spread over many groups, including BLOCK_UNINIT ones.
+        let ngroups = vol.groups.len() as u64;
+        for i in 0..40u64 {
+            let g = i % ngroups;
+            let goal = vol.group_first_block(g) + u64::from(vol.sb.blocks_per_group) / 2;
+            let req =
+                AllocRequest { goal, len: 1 + (i as u32 % 7) * 9, flags: flags::NO_PREALLOC, ..Default::default() };
+            got.push(a.allocate(&req).unwrap());
+        }
+        a.flush().unwrap();
+        drop(a);
+        let (ok, text) = e2fsck(&img);
+        assert!(!ok, "{name}: e2fsck should see unowned blocks");
+        for bad in ["checksum", "Inode", "Directory", "bad block", "Superblock"] {
+            assert!(!text.contains(bad), "{name}: unexpected e2fsck complaint ({bad}):\n{text}");
+        }
+        assert!(text.contains("Block bitmap differences"), "{name}:\n{text}");
+        // Every block we allocated is reported (as marked but unused).
+        let diff_line = text.lines().find(|l| l.contains("Block bitmap differences")).unwrap().to_string();
+        let reported = parse_bitmap_differences(&diff_line);
+        let ours: BTreeSet<u64> = got.iter().flat_map(|al| al.start..al.start + u64::from(al.len)).collect();
+        assert_eq!(reported, ours, "{name}: e2fsck's differences are not exactly our blocks: {diff_line}");
+        // Reopen, free them, flush: clean.
+        let vol = file_volume(&img);
+        let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+        for al in &got {
+            a.free(al.start, u64::from(al.len), None).unwrap();
+        }
+        a.flush().unwrap();
+        drop(a);
+        let (ok, text) = e2fsck(&img);
+        assert!(ok, "{name}: e2fsck after freeing:\n{text}");
+    }
+}
+
+/// Parses e2fsck's "Block bitmap differences:  -(a--b) -c ..." into the
+/// set of blocks marked used but not in use.
+fn parse_bitmap_differences(line: &str) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    let list = line.split(':').nth(1).unwrap_or("");
+    for tok in list.split_whitespace() {
+        let t = tok.trim_start_matches('-').trim_start_matches('(').trim_end_matches(')');
+        assert!(tok.starts_with('-'), "block marked free but in use: {tok}");
+        match t.split_once("--") {
+            Some((a, b)) => out.extend(a.parse::<u64>().unwrap()..=b.parse::<u64>().unwrap()),
+            None => {
+                out.insert(t.parse::<u64>().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The criteria counters move as the seed describes: a fragmented image
+/// makes CR1 fail and CR1.5 succeed; with CR1.5 off, CR2 does the work.
+#[test]
+fn criteria_on_fragmented_image() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "frag", &["-b", "4096"], "256M");
+    for cr15 in [true, false] {
+        let vol = mem_volume(&img);
+        let cfg = AllocConfig { cr1_5: cr15, ..AllocConfig::default() };
+        let a = Allocator::new(vol, cfg).unwrap();
+        // Free runs of 12 blocks: a 16-block (64 KiB) goal never fits.
+        uext4::alloc::fixture::fragment(&a, 12, 4).unwrap();
+        let h = a.free_extent_histogram().unwrap();
+        assert!(h.extents > 100);
+        assert!((h.avg_extent() - 12.0).abs() < 1.0, "avg {}", h.avg_extent());
+        let before = a.stats();
+        for i in 0..200u32 {
+            let req =
+                AllocRequest { inode: 100 + i, len: 16, min_len: 1, flags: flags::NO_PREALLOC, ..Default::default() };
+            a.allocate(&req).unwrap();
+        }
+        let s = a.stats();
+        let d = |c: Criterion| s.hits[c.index()] - before.hits[c.index()];
+        if cr15 {
+            assert!(d(Criterion::Cr1_5) > 150, "CR1.5 hits {}: {s:?}", d(Criterion::Cr1_5));
+        } else {
+            assert_eq!(d(Criterion::Cr1_5), 0);
+            assert!(d(Criterion::Cr2) + d(Criterion::Cr3) > 150, "{s:?}");
+        }
+        a.check_consistency().unwrap();
+    }
+}
+
+/// CR0 serves power-of-two requests from the buddy on a fresh image, and
+/// the goal block is honoured when free.
+#[test]
+fn cr0_and_goal() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "fresh", &[], "256M");
+    let vol = mem_volume(&img);
+    let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+    let al = a.allocate(&AllocRequest { len: 64, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
+    assert_eq!(al.criterion, Criterion::Cr0);
+    assert_eq!(al.len, 64);
+    assert_eq!(al.start % 64, (vol.sb.first_data_block as u64) % 64, "buddy chunks are aligned");
+    let goal = al.start + 64;
+    let b = a.allocate(&AllocRequest { goal, len: 10, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
+    assert_eq!((b.start, b.criterion), (goal, Criterion::Goal));
+    // A growing file's next write lands right after the first through its
+    // per-inode preallocation.
+    let f1 =
+        a.allocate(&AllocRequest { inode: 50, logical: 0, len: 1, file_size: 4096, ..Default::default() }).unwrap();
+    let f2 =
+        a.allocate(&AllocRequest { inode: 50, logical: 1, len: 1, file_size: 8192, ..Default::default() }).unwrap();
+    assert_eq!(f2.criterion, Criterion::Prealloc);
+    assert_eq!(f2.start, f1.start + 1);
+}
+
+/// Prefetch initialises BLOCK_UNINIT groups without I/O unless switched off.
+#[test]
+fn prefetch_inits_uninit_groups() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "big", &[], "2G");
+    for on in [true, false] {
+        let vol = mem_volume(&img);
+        let cfg = AllocConfig { prefetch_uninit: on, ..AllocConfig::default() };
+        let a = Allocator::new(vol, cfg).unwrap();
+        a.allocate(&AllocRequest { len: 8, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
+        let s = a.stats();
+        if on {
+            assert!(s.uninit_inits > 0, "{s:?}");
+            assert!(s.prefetch_groups > s.prefetch_ios, "{s:?}");
+        } else {
+            assert_eq!(s.prefetch_groups, s.prefetch_ios, "{s:?}");
+        }
+    }
+}
+
+/// `free_extent_histogram` agrees with e2freefrag on the same image.
+#[test]
+fn histogram_matches_e2freefrag() {
+    if !have("mkfs.ext4") || Command::new("e2freefrag").arg("-h").output().is_err() {
+        eprintln!("SKIP: e2freefrag not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "ff", &["-b", "1024"], "64M");
+    {
+        let vol = file_volume(&img);
+        let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+        uext4::alloc::fixture::fragment(&a, 37, 5).unwrap();
+        a.flush().unwrap();
+    }
+    let vol = file_volume(&img);
+    let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+    let h = a.free_extent_histogram().unwrap();
+    let out = Command::new("e2freefrag").arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |label: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("{label} in {text}"));
+        line.split(':').nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert_eq!(field("Free blocks"), h.free_blocks, "{text}");
+    assert_eq!(field("Num. free extent"), h.extents, "{text}");
+    assert_eq!(field("Max. free extent"), h.max_extent * u64::from(h.block_size) / 1024, "{text}");
+    assert_eq!(field("Min. free extent"), h.min_extent * u64::from(h.block_size) / 1024, "{text}");
+}
