@@ -5,6 +5,7 @@
 //! number of threads call it at once. The only shared mutable structure is
 //! the metadata cache, which is sharded (see [`crate::cache`]).
 
+use crate::alloc::{AllocConfig, AllocStats, Allocator, FreeExtentHistogram};
 use crate::device::{BlockDevice, FileDevice};
 use crate::dir::{self, DirEntry};
 use crate::error::{Error, Result, Structure};
@@ -16,7 +17,7 @@ use crate::inode::{self, MapKind, Mapping};
 use crate::volume::Volume;
 use crate::xattr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Symlinks followed while resolving one path before giving up (ELOOP),
 /// the kernel's limit.
@@ -100,8 +101,11 @@ pub struct StatFs {
 /// An open ext4 filesystem.
 #[derive(Debug)]
 pub struct Filesystem {
-    vol: Volume,
+    vol: Arc<Volume>,
     notices: Vec<String>,
+    /// Built on first use: inspection commands that never allocate do not
+    /// pay for it.
+    alloc: OnceLock<Allocator>,
 }
 
 impl Filesystem {
@@ -131,7 +135,7 @@ impl Filesystem {
                     .into(),
             );
         }
-        Ok(Filesystem { vol, notices })
+        Ok(Filesystem { vol: Arc::new(vol), notices, alloc: OnceLock::new() })
     }
 
     /// Warnings produced while opening (unsupported features, unreplayed journal).
@@ -157,6 +161,32 @@ impl Filesystem {
     /// Always true for now: writing arrives with the journal.
     pub fn is_read_only(&self) -> bool {
         true
+    }
+
+    /// The block allocator (created on first use with the default
+    /// configuration).
+    pub fn allocator(&self) -> Result<&Allocator> {
+        if let Some(a) = self.alloc.get() {
+            return Ok(a);
+        }
+        let a = Allocator::new(self.vol.clone(), AllocConfig::default())?;
+        Ok(self.alloc.get_or_init(|| a))
+    }
+
+    /// The allocator's counters (mb_stats).
+    pub fn alloc_stats(&self) -> Result<AllocStats> {
+        Ok(self.allocator()?.stats())
+    }
+
+    /// Free-space fragmentation over the whole filesystem (reads every
+    /// block bitmap, verifying its checksum).
+    pub fn free_extent_histogram(&self) -> Result<FreeExtentHistogram> {
+        self.allocator()?.free_extent_histogram()
+    }
+
+    /// The shared volume (superblock, descriptors, metadata cache).
+    pub fn volume(&self) -> &Arc<Volume> {
+        &self.vol
     }
 
     /// Metadata cache counters.
@@ -332,10 +362,24 @@ impl Filesystem {
         Ok(total)
     }
 
-    /// The mapped runs of a file (for inspection and tests).
+    /// The mapped runs of a file, directory or slow symlink (for inspection
+    /// and tests). Inodes whose `i_block` holds no block map (fast
+    /// symlinks, device nodes, fifos, sockets) have none.
     pub fn extents(&self, ino: u32) -> Result<Vec<Mapping>> {
         let i = self.inode(ino)?;
+        match i.file_type()? {
+            FileType::Regular | FileType::Directory => {}
+            FileType::Symlink if !self.is_fast_symlink(&i) => {}
+            _ => return Ok(Vec::new()),
+        }
         inode::extents(&self.vol, &i)
+    }
+
+    /// A symlink whose target lives in `i_block` (no data block), by the
+    /// kernel's test: no blocks besides an xattr block.
+    fn is_fast_symlink(&self, i: &Inode) -> bool {
+        let ea_sectors = if i.file_acl != 0 { u64::from(self.block_size() / 512) } else { 0 };
+        i.size < i.block.len() as u64 && i.blocks_512.saturating_sub(ea_sectors) == 0
     }
 
     /// The target of symlink `ino`.
@@ -351,9 +395,7 @@ impl Filesystem {
         if i.size == 0 || i.size > MAX_SYMLINK_LEN {
             return Err(Error::corrupt(Structure::Symlink, 0, format!("inode {}: target length {}", i.ino, i.size)));
         }
-        let ea_sectors = if i.file_acl != 0 { u64::from(self.block_size() / 512) } else { 0 };
-        let fast = i.size < i.block.len() as u64 && i.blocks_512.saturating_sub(ea_sectors) == 0;
-        if fast {
+        if self.is_fast_symlink(i) {
             return Ok(i.block[..i.size as usize].to_vec());
         }
         let mut v = vec![0u8; i.size as usize];

@@ -86,9 +86,12 @@ impl Volume {
     /// Where the descriptor block `i` (0-based, in GDT order) lives.
     pub fn desc_block_location(&self, i: u64) -> u64 {
         let sb = &self.sb;
-        let first = u64::from(sb.first_data_block);
+        // The descriptors follow the block holding the primary superblock
+        // (block 1 with 1 KiB blocks, else block 0), even on 1 KiB-block
+        // bigalloc filesystems whose first data block is 0.
+        let sb_block = SUPERBLOCK_OFFSET / self.block_size as u64;
         if !sb.features.has_incompat(incompat::META_BG) || i < u64::from(sb.first_meta_bg) {
-            return first + 1 + i;
+            return sb_block + 1 + i;
         }
         // meta_bg: the descriptors of meta group m (one GDT block's worth of
         // groups) sit in the first group of that meta group.

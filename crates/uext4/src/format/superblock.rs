@@ -288,19 +288,26 @@ impl Superblock {
             return Err(bad(format!("block size 2^(10+{}) too large", self.log_block_size)));
         }
         let bs = self.block_size();
-        if self.first_data_block != u32::from(bs == 1024) {
+        let bigalloc = self.features.has_ro_compat(ro_compat::BIGALLOC);
+        // mke2fs puts the first data block at 0 for bigalloc even with
+        // 1 KiB blocks; otherwise 1 KiB blocks start at block 1.
+        let first_ok = self.first_data_block == u32::from(bs == 1024) || (bigalloc && self.first_data_block == 0);
+        if !first_ok {
             return Err(bad(format!("first data block {} impossible for {bs}-byte blocks", self.first_data_block)));
         }
-        if self.blocks_per_group == 0 || u64::from(self.blocks_per_group) > 8 * u64::from(bs) {
-            return Err(bad(format!("blocks per group {} out of range", self.blocks_per_group)));
-        }
-        if self.features.has_ro_compat(ro_compat::BIGALLOC) {
+        if bigalloc {
             if self.log_cluster_size < self.log_block_size || self.log_cluster_size > 16 + self.log_block_size {
                 return Err(bad("cluster size out of range"));
             }
             if self.clusters_per_group == 0 || u64::from(self.clusters_per_group) > 8 * u64::from(bs) {
                 return Err(bad("clusters per group out of range"));
             }
+            let ratio = self.log_cluster_size - self.log_block_size;
+            if u64::from(self.blocks_per_group) != u64::from(self.clusters_per_group) << ratio {
+                return Err(bad(format!("blocks per group {} != clusters per group x cluster ratio", self.blocks_per_group)));
+            }
+        } else if self.blocks_per_group == 0 || u64::from(self.blocks_per_group) > 8 * u64::from(bs) {
+            return Err(bad(format!("blocks per group {} out of range", self.blocks_per_group)));
         }
         if self.inodes_per_group == 0 || u64::from(self.inodes_per_group) > 8 * u64::from(bs) {
             return Err(bad(format!("inodes per group {} out of range", self.inodes_per_group)));

@@ -1,0 +1,133 @@
+//! `uext4 stat`: every inode field, the block mapping and the xattr names.
+
+use crate::util::{describe, fs_err, full_time, inode_flag_names, mode_string, report, shown, type_name, CliResult};
+use std::io::Write;
+use uext4::inode::MapKind;
+use uext4::{FileType, Filesystem, Stat};
+
+/// True if the inode's i_block holds data block pointers (an extent tree
+/// or block map) rather than a device number or an inline symlink target.
+fn maps_blocks(st: &Stat) -> bool {
+    match st.file_type {
+        FileType::Regular | FileType::Directory => true,
+        FileType::Symlink => {
+            let ea = if st.file_acl != 0 { u64::from(st.blksize / 512) } else { 0 };
+            !(st.size < 60 && st.blocks.saturating_sub(ea) == 0)
+        }
+        _ => false,
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// One `Label:  value` line.
+fn kv(out: &mut impl Write, k: &str, v: &dyn std::fmt::Display) -> std::io::Result<()> {
+    writeln!(out, "{:<13}{}", format!("{k}:"), v)
+}
+
+/// Runs `uext4 stat`.
+pub fn run(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
+    let name = shown(path);
+    let ino = if follow { fs.resolve_follow(path) } else { fs.resolve(path) }.map_err(|e| fs_err(&name, e))?;
+    let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;
+
+    let target = if st.file_type == FileType::Symlink {
+        match fs.readlink(ino) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                report(&describe(&name, &e));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    match &target {
+        Some(t) => kv(out, "File", &format!("{name} -> {}", shown(t)))?,
+        None => kv(out, "File", &name)?,
+    }
+    kv(out, "Inode", &st.ino)?;
+    kv(out, "Type", &type_name(st.file_type))?;
+    kv(out, "Mode", &format!("{:04o} ({})", st.mode & 0o7777, mode_string(st.mode)))?;
+    kv(out, "Links", &st.nlink)?;
+    kv(out, "Uid", &st.uid)?;
+    kv(out, "Gid", &st.gid)?;
+    kv(out, "Size", &st.size)?;
+    kv(out, "Blocks", &format!("{} (512-byte units)", st.blocks))?;
+    kv(out, "IO Block", &st.blksize)?;
+    if matches!(st.file_type, FileType::CharDevice | FileType::BlockDevice) {
+        kv(out, "Device", &format!("{}, {} (major, minor)", st.rdev.0, st.rdev.1))?;
+    }
+    let flag_names = inode_flag_names(st.flags);
+    if flag_names.is_empty() {
+        kv(out, "Flags", &format!("{:#010x}", st.flags))?;
+    } else {
+        kv(out, "Flags", &format!("{:#010x} ({})", st.flags, flag_names.join(" ")))?;
+    }
+    kv(out, "Generation", &st.generation)?;
+    kv(out, "Xattr block", &st.file_acl)?;
+    kv(out, "Project", &st.projid)?;
+    kv(out, "Access", &full_time(st.atime))?;
+    kv(out, "Modify", &full_time(st.mtime))?;
+    kv(out, "Change", &full_time(st.ctime))?;
+    match st.crtime {
+        Some(t) => kv(out, "Birth", &full_time(t))?,
+        None => kv(out, "Birth", &"-")?,
+    }
+
+    if maps_blocks(&st) {
+        match fs.extents(ino) {
+            Ok(runs) => {
+                let blocks: u64 = runs.iter().map(|m| m.len).sum();
+                if runs.is_empty() {
+                    kv(out, "Extents", &"(none)")?;
+                } else {
+                    kv(
+                        out,
+                        "Extents",
+                        &format!("{} run{}, {blocks} block{}", runs.len(), plural(runs.len() as u64), plural(blocks)),
+                    )?;
+                }
+                for m in runs {
+                    let last = m.lblk + m.len.saturating_sub(1);
+                    let (phys, note) = match m.kind {
+                        MapKind::Mapped(p) => (p, ""),
+                        MapKind::Unwritten(p) => (p, ", unwritten"),
+                        MapKind::Hole => continue,
+                    };
+                    writeln!(
+                        out,
+                        "  logical {}-{} -> physical {}-{} ({} block{}{note})",
+                        m.lblk,
+                        last,
+                        phys,
+                        phys + m.len.saturating_sub(1),
+                        m.len,
+                        plural(m.len)
+                    )?;
+                }
+            }
+            Err(e) => report(&describe(&format!("{name}: block map"), &e)),
+        }
+    }
+
+    match fs.list_xattrs(ino) {
+        Ok(names) if names.is_empty() => writeln!(out, "{:<13}(none)", "Xattrs:")?,
+        Ok(names) => {
+            writeln!(out, "{:<13}{}", "Xattrs:", names.len())?;
+            for n in names {
+                out.write_all(b"  ")?;
+                out.write_all(&n)?;
+                out.write_all(b"\n")?;
+            }
+        }
+        Err(e) => report(&describe(&format!("{name}: extended attributes"), &e)),
+    }
+    Ok(())
+}

@@ -1,0 +1,568 @@
+//! End-to-end tests of the `uext4` command on images made by mkfs.ext4 -d.
+//!
+//! Every test prints `SKIP: <reason>` and returns when e2fsprogs is missing.
+//! Times are compared in UTC (TZ=UTC for every tool run here).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+/// The time every source entry gets; `NS` is its nanosecond part.
+const DATE: &str = "2021-03-04 05:06:07.123456789";
+const NS: u32 = 123_456_789;
+/// `DATE` as `uext4 stat` prints it.
+const STAT_DATE: &str = "2021-03-04 05:06:07.123456789 +0000";
+/// Size of the big file: over the 1 MiB chunk, not a multiple of it.
+const BIG: usize = (1 << 20) + (1 << 19) + 123;
+
+/// Directories where e2fsprogs lives, for users without sbin in PATH.
+fn tool_path() -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    format!("{path}:/usr/local/sbin:/usr/sbin:/sbin")
+}
+
+fn tool(name: &str) -> Command {
+    let mut c = Command::new(name);
+    c.env("PATH", tool_path()).env("TZ", "UTC");
+    c
+}
+
+/// True if `name` can be run (prints the skip reason otherwise).
+fn have(name: &str) -> bool {
+    let ok = tool(name).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !ok {
+        println!("SKIP: {name} not found (install e2fsprogs)");
+    }
+    ok
+}
+
+fn run_ok(mut c: Command) -> Output {
+    let out = c.output().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+    assert!(out.status.success(), "{c:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// Runs uext4 with TZ=UTC.
+fn uext4<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(BIN).args(args).env("TZ", "UTC").output().expect("run uext4")
+}
+
+/// Runs uext4 and expects success without any stderr output.
+fn uext4_ok<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = uext4(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "uext4 failed ({:?}): {err}", out.status);
+    assert!(err.is_empty(), "unexpected stderr: {err}");
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Asserts a failure with exit status 1, exactly one `uext4: ` line on
+/// stderr containing `needle`, and nothing on stdout.
+fn assert_one_error(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one error line, got: {err:?}");
+    assert!(lines[0].starts_with("uext4: "), "no prefix: {err:?}");
+    assert!(lines[0].contains(needle), "{err:?} does not mention {needle:?}");
+    assert!(out.stdout.is_empty(), "stdout not empty: {:?}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so the big file has no
+/// zero runs that could hide a read at the wrong offset.
+fn pattern(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Sets a user xattr on the source; false if the host filesystem refuses.
+fn try_set_xattr(p: &Path, name: &str, value: &[u8]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: valid NUL-terminated strings and a valid value buffer.
+    unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) == 0 }
+}
+
+fn get_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: valid strings; `buf` is writable for its length.
+    let r = unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (r >= 0).then(|| {
+        buf.truncate(r as usize);
+        buf
+    })
+}
+
+/// A source tree, its image (4 KiB blocks), and where things are.
+struct Fixture {
+    dir: TempDir,
+    src: PathBuf,
+    img: PathBuf,
+    /// The user xattr made it into the image (host supports user xattrs).
+    xattr: bool,
+    /// Nanosecond times are in the image (mkfs kept them or debugfs set them).
+    ns: bool,
+}
+
+/// Builds:
+/// ```text
+/// tree/            0755
+///   hello.txt      0640  "hello world\n"  (user.color = "blue" when possible)
+///   big.bin        0644  BIG bytes of pattern()
+///   empty.txt      0600  ""
+///   suid           4755  "#!/bin/sh\n"
+///   link        -> hello.txt
+///   hard           hard link to dir/nested.txt
+///   fifo           fifo 0644
+///   dir/           0750
+///     nested.txt   0644  "nest\n"
+///     sub/         0700
+///       deep.txt   0644  "deep\n"
+/// ```
+/// with every time set to DATE, then `mkfs.ext4 -b 4096 -d`.
+fn fixture(mkfs_opts: &[&str]) -> Option<Fixture> {
+    if !have("mkfs.ext4") {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let t = src.join("tree");
+    fs::create_dir_all(t.join("dir/sub")).unwrap();
+    fs::write(t.join("hello.txt"), "hello world\n").unwrap();
+    fs::write(t.join("big.bin"), pattern(BIG)).unwrap();
+    fs::write(t.join("empty.txt"), "").unwrap();
+    fs::write(t.join("suid"), "#!/bin/sh\n").unwrap();
+    fs::write(t.join("dir/nested.txt"), "nest\n").unwrap();
+    fs::write(t.join("dir/sub/deep.txt"), "deep\n").unwrap();
+    std::os::unix::fs::symlink("hello.txt", t.join("link")).unwrap();
+    fs::hard_link(t.join("dir/nested.txt"), t.join("hard")).unwrap();
+    run_ok({
+        let mut c = tool("mkfifo");
+        c.arg(t.join("fifo"));
+        c
+    });
+    for (p, m) in [
+        ("hello.txt", 0o640),
+        ("big.bin", 0o644),
+        ("empty.txt", 0o600),
+        ("suid", 0o4755),
+        ("fifo", 0o644),
+        ("dir/nested.txt", 0o644),
+        ("dir/sub/deep.txt", 0o644),
+        ("dir/sub", 0o700),
+        ("dir", 0o750),
+        ("", 0o755),
+    ] {
+        set_mode(&t.join(p), m);
+    }
+    let xattr = try_set_xattr(&t.join("hello.txt"), "user.color", b"blue");
+    if !xattr {
+        println!("note: host filesystem has no user xattrs; xattr checks skipped");
+    }
+    // Times last: adding entries changes directory times.
+    let mut touch = tool("touch");
+    touch.arg("-h").arg("-d").arg(DATE);
+    for p in [
+        "hello.txt",
+        "big.bin",
+        "empty.txt",
+        "suid",
+        "link",
+        "hard",
+        "fifo",
+        "dir/nested.txt",
+        "dir/sub/deep.txt",
+        "dir/sub",
+        "dir",
+        "",
+    ] {
+        touch.arg(t.join(p));
+    }
+    run_ok(touch);
+
+    let img = dir.path().join("test.img");
+    let mut mkfs = tool("mkfs.ext4");
+    mkfs.args(["-q", "-F", "-b", "4096"]).args(mkfs_opts).arg("-d").arg(&src).arg(&img).arg("64M");
+    run_ok(mkfs);
+
+    // mkfs.ext4 before 1.47.1 drops nanoseconds; put them in with debugfs.
+    let ns = ensure_ns(&img, &["/tree/hello.txt", "/tree/link", "/tree/dir"]);
+    Some(Fixture { dir, src, img, xattr, ns })
+}
+
+/// Makes sure the image's mtime and atime of `paths` carry NS nanoseconds.
+fn ensure_ns(img: &Path, paths: &[&str]) -> bool {
+    let has_ns = |p: &str| {
+        let out = uext4(["stat".as_ref(), img.as_os_str(), p.as_ref()]);
+        String::from_utf8_lossy(&out.stdout).contains(&format!("Modify:      {STAT_DATE}"))
+    };
+    if paths.iter().all(|p| has_ns(p)) {
+        return true;
+    }
+    for p in paths {
+        for field in ["mtime_extra", "atime_extra"] {
+            let cmd = format!("set_inode_field {p} {field} {}", u64::from(NS) << 2);
+            let ok = tool("debugfs")
+                .arg("-w")
+                .arg("-R")
+                .arg(&cmd)
+                .arg(img)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                println!("note: debugfs unavailable and mkfs dropped nanoseconds; nanosecond checks skipped");
+                return false;
+            }
+        }
+    }
+    paths.iter().all(|p| has_ns(p))
+}
+
+/// `Key: value` lines of dumpe2fs -h / uext4 info.
+fn fields(text: &str) -> HashMap<String, String> {
+    text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect()
+}
+
+#[test]
+fn info_matches_dumpe2fs() {
+    if !have("dumpe2fs") {
+        return;
+    }
+    for opts in [&[][..], &["-b", "1024"], &["-O", "^metadata_csum,^64bit"], &["-L", "my-label", "-I", "128"]] {
+        let Some(f) = fixture(opts) else { return };
+        let mut d = tool("dumpe2fs");
+        d.arg("-h").arg(&f.img);
+        let theirs = String::from_utf8(run_ok(d).stdout).unwrap();
+        let ours = uext4_ok(["info".as_ref(), f.img.as_os_str()]);
+        let (t, o) = (fields(&theirs), fields(&ours));
+        for key in [
+            "Filesystem volume name",
+            "Filesystem UUID",
+            "Filesystem magic number",
+            "Filesystem revision #",
+            "Filesystem features",
+            "Filesystem flags",
+            "Default mount options",
+            "Filesystem state",
+            "Errors behavior",
+            "Filesystem OS type",
+            "Inode count",
+            "Block count",
+            "Reserved block count",
+            "Free blocks",
+            "Free inodes",
+            "First block",
+            "Block size",
+            "Fragment size",
+            "Reserved GDT blocks",
+            "Blocks per group",
+            "Inodes per group",
+            "Inode blocks per group",
+            "Flex block group size",
+            "Filesystem created",
+            "Last write time",
+            "Mount count",
+            "Maximum mount count",
+            "Inode size",
+            "First inode",
+            "Journal inode",
+            "Default directory hash",
+            "Directory Hash Seed",
+            "Journal backup",
+            "Checksum type",
+            "Checksum",
+            "Total journal blocks",
+        ] {
+            assert_eq!(o.get(key), t.get(key), "field {key:?} with mkfs options {opts:?}");
+        }
+        assert!(o.contains_key("Inode count") && o.contains_key("Filesystem UUID"));
+        let uuid = &o["Filesystem UUID"];
+        let parts: Vec<usize> = uuid.split('-').map(str::len).collect();
+        assert_eq!(parts, [8, 4, 4, 4, 12], "UUID {uuid}");
+
+        // --groups lists as many groups as dumpe2fs does.
+        let mut d = tool("dumpe2fs");
+        d.arg(&f.img);
+        let all = String::from_utf8(run_ok(d).stdout).unwrap();
+        let is_group = |l: &&str| l.starts_with("Group ") && l.contains(": (Blocks ");
+        let theirs = all.lines().filter(is_group).count();
+        let ours = uext4_ok(["info".as_ref(), "--groups".as_ref(), f.img.as_os_str()]);
+        let group_lines: Vec<&str> = ours.lines().filter(is_group).collect();
+        assert_eq!(group_lines.len(), theirs);
+        assert!(group_lines[0].starts_with("Group 0: (Blocks "), "{}", group_lines[0]);
+    }
+}
+
+#[test]
+fn ls_plain_long_recursive() {
+    let Some(f) = fixture(&[]) else { return };
+    let img = f.img.as_os_str();
+    let md = fs::metadata(f.src.join("tree")).unwrap();
+    let (u, g) = (md.uid(), md.gid());
+
+    assert_eq!(uext4_ok(["ls".as_ref(), img]), "lost+found\ntree\n");
+    assert_eq!(
+        uext4_ok(["ls".as_ref(), img, "/tree".as_ref()]),
+        "big.bin\ndir\nempty.txt\nfifo\nhard\nhello.txt\nlink\nsuid\n"
+    );
+    assert_eq!(uext4_ok(["ls".as_ref(), "-a".as_ref(), img, "tree/dir".as_ref()]), ".\n..\nnested.txt\nsub\n");
+
+    let long = uext4_ok(["ls".as_ref(), "-l".as_ref(), img, "/tree".as_ref()]);
+    let expect_rows = [
+        format!("-rw-r--r-- 1 {u} {g} {BIG} Mar  4  2021 big.bin"),
+        format!("drwxr-x--- 3 {u} {g} {:>7} Mar  4  2021 dir", 4096),
+        format!("-rw------- 1 {u} {g} {:>7} Mar  4  2021 empty.txt", 0),
+        format!("prw-r--r-- 1 {u} {g} {:>7} Mar  4  2021 fifo", 0),
+        format!("-rw-r--r-- 2 {u} {g} {:>7} Mar  4  2021 hard", 5),
+        format!("-rw-r----- 1 {u} {g} {:>7} Mar  4  2021 hello.txt", 12),
+        format!("lrwxrwxrwx 1 {u} {g} {:>7} Mar  4  2021 link -> hello.txt", 9),
+        format!("-rwsr-xr-x 1 {u} {g} {:>7} Mar  4  2021 suid", 10),
+    ];
+    let lines: Vec<&str> = long.lines().collect();
+    assert!(lines[0].starts_with("total "), "{long}");
+    assert_eq!(&lines[1..], &expect_rows.iter().map(String::as_str).collect::<Vec<_>>()[..], "{long}");
+
+    let rec = uext4_ok(["ls".as_ref(), "-lR".as_ref(), img, "/tree/dir".as_ref()]);
+    let expect = format!(
+        "/tree/dir:\ntotal 8\n\
+         -rw-r--r-- 2 {u} {g}    5 Mar  4  2021 nested.txt\n\
+         drwx------ 2 {u} {g} 4096 Mar  4  2021 sub\n\
+         \n/tree/dir/sub:\ntotal 4\n\
+         -rw-r--r-- 1 {u} {g} 5 Mar  4  2021 deep.txt\n"
+    );
+    assert_eq!(rec, expect);
+
+    let rec = uext4_ok(["ls".as_ref(), "-R".as_ref(), img, "/tree/dir".as_ref()]);
+    assert_eq!(rec, "/tree/dir:\nnested.txt\nsub\n\n/tree/dir/sub:\ndeep.txt\n");
+
+    // A file operand prints just itself; a symlink operand is followed without -l.
+    assert_eq!(uext4_ok(["ls".as_ref(), img, "/tree/hello.txt".as_ref()]), "/tree/hello.txt\n");
+    assert_eq!(
+        uext4_ok(["ls".as_ref(), "-l".as_ref(), img, "/tree/link".as_ref()]),
+        format!("lrwxrwxrwx 1 {u} {g} 9 Mar  4  2021 /tree/link -> hello.txt\n")
+    );
+}
+
+#[test]
+fn cat_is_byte_exact() {
+    let Some(f) = fixture(&[]) else { return };
+    let img = f.img.as_os_str();
+    let out = uext4(["cat".as_ref(), img, "/tree/big.bin".as_ref()]);
+    assert!(out.status.success() && out.stderr.is_empty());
+    assert_eq!(out.stdout.len(), BIG);
+    assert!(out.stdout == pattern(BIG), "big.bin differs");
+    assert_eq!(uext4_ok(["cat".as_ref(), img, "/tree/hello.txt".as_ref()]), "hello world\n");
+    assert_eq!(uext4_ok(["cat".as_ref(), img, "/tree/empty.txt".as_ref()]), "");
+    // Symlinks are followed.
+    assert_eq!(uext4_ok(["cat".as_ref(), img, "tree/link".as_ref()]), "hello world\n");
+    // A 1 KiB-block image maps the same file through many more blocks.
+    let Some(f1) = fixture(&["-b", "1024", "-O", "^metadata_csum,^64bit"]) else { return };
+    let out = uext4(["cat".as_ref(), f1.img.as_os_str(), "/tree/big.bin".as_ref()]);
+    assert!(out.status.success() && out.stdout == pattern(BIG));
+}
+
+#[test]
+fn cat_into_closed_pipe_is_quiet() {
+    let Some(f) = fixture(&[]) else { return };
+    let mut child = Command::new(BIN)
+        .args(["cat".as_ref(), f.img.as_os_str(), "/tree/big.bin".as_ref()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    stdout.read_exact(&mut one).unwrap();
+    drop(stdout);
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert!(err.is_empty(), "stderr after closed pipe: {err}");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn stat_shows_inode_fields() {
+    let Some(f) = fixture(&[]) else { return };
+    let img = f.img.as_os_str();
+    let out = uext4_ok(["stat".as_ref(), img, "/tree/hello.txt".as_ref()]);
+    let kv = fields(&out);
+    let md = fs::metadata(f.src.join("tree/hello.txt")).unwrap();
+    assert_eq!(kv["File"], "/tree/hello.txt");
+    assert_eq!(kv["Type"], "regular file");
+    assert_eq!(kv["Mode"], "0640 (-rw-r-----)");
+    assert_eq!(kv["Links"], "1");
+    assert_eq!(kv["Uid"], md.uid().to_string());
+    assert_eq!(kv["Gid"], md.gid().to_string());
+    assert_eq!(kv["Size"], "12");
+    assert_eq!(kv["Blocks"], "8 (512-byte units)");
+    assert_eq!(kv["IO Block"], "4096");
+    assert!(kv["Flags"].starts_with("0x00080000 (extents"), "{}", kv["Flags"]);
+    assert!(kv["Inode"].parse::<u32>().unwrap() > 11);
+    assert!(kv.contains_key("Generation") && kv.contains_key("Change") && kv.contains_key("Birth"));
+    assert!(out.contains("Extents:     1 run, 1 block\n  logical 0-0 -> physical "), "{out}");
+    if f.ns {
+        assert!(out.contains(&format!("Modify:      {STAT_DATE}\n")), "{out}");
+        assert!(out.contains(&format!("Access:      {STAT_DATE}\n")), "{out}");
+    }
+    if f.xattr {
+        assert!(out.contains("Xattrs:      1\n  user.color\n"), "{out}");
+    }
+
+    // The symlink itself, then (-L) its target.
+    let out = uext4_ok(["stat".as_ref(), img, "/tree/link".as_ref()]);
+    let kv = fields(&out);
+    assert_eq!(kv["File"], "/tree/link -> hello.txt");
+    assert_eq!(kv["Type"], "symbolic link");
+    assert_eq!(kv["Mode"], "0777 (lrwxrwxrwx)");
+    assert_eq!(kv["Size"], "9");
+    assert!(!out.contains("Extents:"), "fast symlink has no block map: {out}");
+    let out = uext4_ok(["stat".as_ref(), "-L".as_ref(), img, "/tree/link".as_ref()]);
+    assert_eq!(fields(&out)["Type"], "regular file");
+
+    let out = uext4_ok(["stat".as_ref(), img, "/tree/dir".as_ref()]);
+    let kv = fields(&out);
+    assert_eq!(kv["Type"], "directory");
+    assert_eq!(kv["Mode"], "0750 (drwxr-x---)");
+    assert_eq!(kv["Links"], "3");
+
+    let out = uext4_ok(["stat".as_ref(), img, "/tree/suid".as_ref()]);
+    assert_eq!(fields(&out)["Mode"], "4755 (-rwsr-xr-x)");
+    let out = uext4_ok(["stat".as_ref(), img, "/tree/fifo".as_ref()]);
+    assert_eq!(fields(&out)["Type"], "fifo");
+
+    let out = uext4_ok(["stat".as_ref(), img, "/tree/big.bin".as_ref()]);
+    let kv = fields(&out);
+    assert_eq!(kv["Size"], BIG.to_string());
+    let blocks = BIG.div_ceil(4096);
+    assert!(kv["Extents"].ends_with(&format!("{blocks} blocks")), "{}", kv["Extents"]);
+}
+
+fn mtime_ns(md: &fs::Metadata) -> (i64, i64) {
+    (md.mtime(), md.mtime_nsec())
+}
+
+#[test]
+fn get_copies_a_tree() {
+    let Some(f) = fixture(&[]) else { return };
+    let img = f.img.as_os_str();
+    let dest = f.dir.path().join("out");
+    fs::create_dir(&dest).unwrap();
+    // DEST exists: the copy goes to DEST/tree.
+    let out = uext4(["get".as_ref(), img, "/tree".as_ref(), dest.as_os_str()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let root = dest.join("tree");
+    let src = f.src.join("tree");
+
+    // Nanosecond times (the image has them: see ensure_ns). The source's
+    // atime changed when mkfs read it, so only the nanoseconds are compared.
+    if f.ns {
+        let want = fs::metadata(src.join("hello.txt")).unwrap();
+        assert_eq!(want.mtime_nsec(), i64::from(NS), "source lost its nanoseconds");
+        let got = fs::metadata(root.join("hello.txt")).unwrap();
+        assert_eq!(mtime_ns(&got), mtime_ns(&want));
+        assert_eq!(got.atime_nsec(), i64::from(NS));
+        let got = fs::symlink_metadata(root.join("link")).unwrap();
+        assert_eq!(mtime_ns(&got), mtime_ns(&fs::symlink_metadata(src.join("link")).unwrap()));
+        let got = fs::metadata(root.join("dir")).unwrap();
+        assert_eq!(got.mtime_nsec(), i64::from(NS));
+    }
+    if f.xattr {
+        assert_eq!(get_xattr(&root.join("hello.txt"), "user.color").as_deref(), Some(&b"blue"[..]));
+    }
+
+    // Contents last: reading the copies updates their atimes.
+    for p in ["hello.txt", "big.bin", "empty.txt", "suid", "hard", "dir/nested.txt", "dir/sub/deep.txt"] {
+        assert_eq!(fs::read(root.join(p)).unwrap(), fs::read(src.join(p)).unwrap(), "{p}");
+    }
+    for p in ["", "hello.txt", "big.bin", "empty.txt", "suid", "fifo", "dir", "dir/sub", "dir/nested.txt"] {
+        let (a, b) = (fs::symlink_metadata(root.join(p)).unwrap(), fs::symlink_metadata(src.join(p)).unwrap());
+        assert_eq!(a.mode(), b.mode(), "mode of {p:?}: {:o} vs {:o}", a.mode(), b.mode());
+        assert_eq!(a.mtime(), b.mtime(), "mtime of {p:?}");
+    }
+    assert!(fs::symlink_metadata(root.join("fifo")).unwrap().file_type().is_fifo());
+
+    // Symlink kept as a symlink, with its own time.
+    let l = fs::symlink_metadata(root.join("link")).unwrap();
+    assert!(l.file_type().is_symlink());
+    assert_eq!(fs::read_link(root.join("link")).unwrap(), Path::new("hello.txt"));
+    assert_eq!(l.mtime(), fs::symlink_metadata(src.join("link")).unwrap().mtime());
+
+    // Hard links stay hard links.
+    let (a, b) = (fs::metadata(root.join("hard")).unwrap(), fs::metadata(root.join("dir/nested.txt")).unwrap());
+    assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+    assert_eq!(a.nlink(), 2);
+
+    // A single file to a new name, and a symlink as a symlink.
+    let one = f.dir.path().join("one.txt");
+    uext4_ok(["get".as_ref(), img, "/tree/dir/sub/deep.txt".as_ref(), one.as_os_str()]);
+    assert_eq!(fs::read(&one).unwrap(), b"deep\n");
+    let lnk = f.dir.path().join("lnk");
+    uext4_ok(["get".as_ref(), img, "/tree/link".as_ref(), lnk.as_os_str()]);
+    assert_eq!(fs::read_link(&lnk).unwrap(), Path::new("hello.txt"));
+    // Copying again replaces files (like cp).
+    uext4_ok(["get".as_ref(), img, "/tree/hello.txt".as_ref(), one.as_os_str()]);
+    assert_eq!(fs::read(&one).unwrap(), b"hello world\n");
+}
+
+#[test]
+fn errors_are_one_line() {
+    let Some(f) = fixture(&[]) else { return };
+    let img = f.img.as_os_str();
+    let missing = f.dir.path().join("missing.img");
+    assert_one_error(&uext4(["ls".as_ref(), missing.as_os_str()]), "missing.img");
+    assert_one_error(&uext4(["info".as_ref(), missing.as_os_str()]), "No such file");
+    assert_one_error(&uext4(["ls".as_ref(), img, "/nope".as_ref()]), "/nope: no such file or directory");
+    assert_one_error(&uext4(["cat".as_ref(), img, "/tree/nope".as_ref()]), "no such file or directory");
+    assert_one_error(&uext4(["stat".as_ref(), img, "/nope/x".as_ref()]), "no such file or directory");
+    let dest = f.dir.path().join("never");
+    assert_one_error(&uext4(["get".as_ref(), img, "/nope".as_ref(), dest.as_os_str()]), "no such file or directory");
+    assert!(!dest.exists());
+    assert_one_error(&uext4(["cat".as_ref(), img, "/tree/dir".as_ref()]), "/tree/dir: is a directory");
+    assert_one_error(&uext4(["cat".as_ref(), img, "/tree/fifo".as_ref()]), "not a regular file");
+    assert_one_error(&uext4(["cat".as_ref(), img, "/tree/hello.txt/x".as_ref()]), "not a directory");
+    // Not an ext4 image at all.
+    let junk = f.dir.path().join("junk.img");
+    fs::write(&junk, vec![0u8; 8192]).unwrap();
+    assert_one_error(&uext4(["stat".as_ref(), junk.as_os_str(), "/".as_ref()]), "not an ext4 filesystem");
+    // Copy into a directory that does not exist.
+    let bad = f.dir.path().join("no/such/dir/x");
+    assert_one_error(&uext4(["get".as_ref(), img, "/tree/hello.txt".as_ref(), bad.as_os_str()]), "No such file");
+    // Usage errors exit with 2 (clap).
+    assert_eq!(uext4(["ls"]).status.code(), Some(2));
+    assert_eq!(uext4(["frobnicate"]).status.code(), Some(2));
+    let help = uext4(["get", "--help"]);
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("DEST"));
+}
