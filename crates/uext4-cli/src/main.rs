@@ -1,10 +1,13 @@
 //! The `uext4` command: inspect ext4 images and copy files out of them,
 //! without mounting and without root.
 
+mod bench;
 mod cat;
+mod freefrag;
 mod get;
 mod info;
 mod ls;
+mod mbstats;
 mod stat;
 mod util;
 
@@ -110,6 +113,60 @@ enum Cmd {
         /// Where to put the copy on the host
         dest: PathBuf,
     },
+    /// Report free-space fragmentation, in the format of e2freefrag
+    Freefrag {
+        /// The ext4 image file or block device
+        image: PathBuf,
+    },
+    /// Show the block allocator's view: per-group buddy summaries and counters
+    #[command(long_about = "Load every group's block bitmap into the allocator (mballoc) and print, per group,\n\
+                            the free blocks, the number of free fragments, the free buddy chunks of each order,\n\
+                            the largest free order and the average-fragment order (the lists CR0 and CR1 use),\n\
+                            then the allocator's counters (requests, hits, failures and extents scanned per\n\
+                            criterion, prefetch counts).")]
+    Mbstats {
+        /// The ext4 image file or block device
+        image: PathBuf,
+    },
+    /// Run a built-in benchmark
+    Bench {
+        #[command(subcommand)]
+        which: BenchCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// Seed 004: threads allocating files on a fragmented in-memory image, with and without CR1.5
+    Alloc {
+        /// Image size in MiB
+        #[arg(long, default_value_t = 1024)]
+        image_mib: u64,
+        /// Block size in bytes
+        #[arg(long, default_value_t = 1024)]
+        block_size: u32,
+        /// Size of each file in KiB
+        #[arg(long, default_value_t = 64)]
+        file_kib: u64,
+        /// Files per run
+        #[arg(long, default_value_t = 4096)]
+        files: u64,
+        /// Thread counts, comma separated
+        #[arg(long, value_delimiter = ',', default_value = "1,2,64")]
+        threads: Vec<usize>,
+        /// Length of each free run after fragmenting, in KiB
+        #[arg(long, default_value_t = 48)]
+        free_kib: u64,
+        /// Length of the used gap between free runs, in KiB
+        #[arg(long, default_value_t = 16)]
+        used_kib: u64,
+        /// Print JSON instead of a markdown table
+        #[arg(long)]
+        json: bool,
+        /// Also print every run's full counters
+        #[arg(long)]
+        verbose: bool,
+    },
 }
 
 fn run(cli: Cli) -> CliResult {
@@ -141,6 +198,36 @@ fn run(cli: Cli) -> CliResult {
         Cmd::Get { image, path, dest } => {
             let fs = util::open_image(&image)?;
             get::run(&fs, os_bytes(&path), &dest)?;
+        }
+        Cmd::Freefrag { image } => {
+            let fs = util::open_image(&image)?;
+            let mut out = BufWriter::new(io::stdout().lock());
+            freefrag::run(&fs, &image, &mut out)?;
+            out.flush()?;
+        }
+        Cmd::Mbstats { image } => {
+            let fs = util::open_image(&image)?;
+            let mut out = BufWriter::new(io::stdout().lock());
+            mbstats::run(&fs, &mut out)?;
+            out.flush()?;
+        }
+        Cmd::Bench {
+            which:
+                BenchCmd::Alloc { image_mib, block_size, file_kib, files, threads, free_kib, used_kib, json, verbose },
+        } => {
+            let p = bench::AllocBench {
+                image_mib,
+                block_size,
+                file_kib,
+                files,
+                threads,
+                free_kib,
+                used_kib,
+                json,
+                verbose,
+            };
+            let mut out = io::stdout().lock();
+            bench::run_alloc(&p, &mut out)?;
         }
     }
     Ok(())

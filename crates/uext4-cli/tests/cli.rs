@@ -566,3 +566,51 @@ fn errors_are_one_line() {
     let help = uext4(["get", "--help"]);
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("DEST"));
 }
+
+/// `uext4 freefrag` prints exactly what e2freefrag prints, on a fresh
+/// image and on one with files in it, at 1 KiB and 4 KiB blocks.
+#[test]
+fn freefrag_matches_e2freefrag() {
+    if !have("e2freefrag") {
+        return;
+    }
+    for opts in [&["-b", "1024"][..], &["-b", "4096"][..]] {
+        let Some(f) = fixture(opts) else { return };
+        let ours = uext4_ok([OsStr::new("freefrag"), f.img.as_os_str()]);
+        let theirs = run_ok({
+            let mut c = tool("e2freefrag");
+            c.arg(&f.img);
+            c
+        });
+        assert_eq!(ours, String::from_utf8_lossy(&theirs.stdout), "{opts:?}");
+    }
+}
+
+/// `uext4 mbstats` loads every group and prints one line per group with
+/// free counts that add up to the superblock's, then the counters.
+#[test]
+fn mbstats_lists_every_group() {
+    let Some(f) = fixture(&["-b", "1024"]) else { return };
+    let out = uext4_ok([OsStr::new("mbstats"), f.img.as_os_str()]);
+    let info = uext4_ok([OsStr::new("info"), f.img.as_os_str()]);
+    let free_sb: u64 = fields(&info)["Free blocks"].parse().unwrap();
+    let free_groups: u64 = out
+        .lines()
+        .filter(|l| l.starts_with('#') && !l.starts_with("#group"))
+        .map(|l| l.split(':').nth(1).unwrap().split_whitespace().next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(free_groups, free_sb, "{out}");
+    assert!(out.contains("buddies_generated:"), "{out}");
+    assert!(out.contains("cr_best_avail (CR1.5):"), "{out}");
+}
+
+/// `uext4 bench alloc` runs a small configuration and reports both runs.
+#[test]
+fn bench_alloc_small() {
+    if !have("mkfs.ext4") {
+        return;
+    }
+    let out = uext4_ok(["bench", "alloc", "--image-mib", "64", "--files", "64", "--threads", "1,2", "--json"]);
+    assert_eq!(out.matches("\"threads\"").count(), 4, "{out}");
+    assert!(out.contains("\"cr1_5\":true") && out.contains("\"cr1_5\":false"), "{out}");
+}

@@ -144,6 +144,25 @@ impl Default for AllocConfig {
     }
 }
 
+/// A group's buddy summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSummary {
+    /// Group number.
+    pub group: u32,
+    /// Free blocks (allocatable view).
+    pub free: u32,
+    /// Maximal free runs.
+    pub fragments: u32,
+    /// Free buddy chunks per order.
+    pub counters: Vec<u32>,
+    /// Largest order with a free chunk.
+    pub largest_free_order: Option<u32>,
+    /// Order of the average free run.
+    pub avg_fragment_order: Option<u32>,
+    /// Bitmap and descriptor disagree (never allocated from).
+    pub corrupt: bool,
+}
+
 /// One group as the allocator sees it.
 #[derive(Debug)]
 pub(crate) struct Group {
@@ -513,6 +532,22 @@ impl Allocator {
                 None => u64::from(self.vol.groups[g as usize].free_blocks_count),
             })
             .sum()
+    }
+
+    /// Buddy summary of group `g` (None while it is not loaded): what the
+    /// kernel shows in /proc/fs/ext4/DEV/mb_groups.
+    pub fn group_summary(&self, g: u32) -> Option<GroupSummary> {
+        let slot = self.groups.get(g as usize)?.state.lock();
+        let st = slot.as_ref()?;
+        Some(GroupSummary {
+            group: g,
+            free: st.buddy.free(),
+            fragments: st.buddy.fragments(),
+            counters: st.buddy.counters().to_vec(),
+            largest_free_order: st.buddy.largest_free_order(),
+            avg_fragment_order: st.buddy.avg_fragment_order(),
+            corrupt: st.corrupt,
+        })
     }
 
     /// A snapshot of the statistics.

@@ -1,0 +1,48 @@
+//! `uext4 freefrag`: free-space fragmentation in the format of e2freefrag.
+
+use crate::util::{fs_err, CliResult};
+use std::io::Write;
+use std::path::Path;
+use uext4::Filesystem;
+
+/// A size in KiB with the unit e2freefrag would use (K, M, G, T).
+fn unit(kib: u64) -> (u64, char) {
+    let mut v = kib;
+    let mut u = 0;
+    while v >= 1024 && u < 3 {
+        v /= 1024;
+        u += 1;
+    }
+    (v, ['K', 'M', 'G', 'T'][u])
+}
+
+/// Prints the report for `fs` (named `image`).
+pub fn run(fs: &Filesystem, image: &Path, out: &mut impl Write) -> CliResult {
+    let h = fs.free_extent_histogram().map_err(|e| fs_err("block bitmaps", e))?;
+    let bs = u64::from(h.block_size);
+    let kib = |blocks: u64| blocks * bs / 1024;
+    writeln!(out, "Device: {}", image.display())?;
+    writeln!(out, "Blocksize: {} bytes", h.block_size)?;
+    writeln!(out, "Total blocks: {}", h.total_blocks)?;
+    let pct = if h.total_blocks == 0 { 0.0 } else { h.free_blocks as f64 * 100.0 / h.total_blocks as f64 };
+    writeln!(out, "Free blocks: {} ({:.1}%)", h.free_blocks, pct)?;
+    writeln!(out)?;
+    writeln!(out, "Min. free extent: {} KB ", kib(h.min_extent))?;
+    writeln!(out, "Max. free extent: {} KB", kib(h.max_extent))?;
+    let avg = if h.extents == 0 { 0 } else { kib(h.free_blocks) / h.extents };
+    writeln!(out, "Avg. free extent: {avg} KB")?;
+    writeln!(out, "Num. free extent: {}", h.extents)?;
+    writeln!(out)?;
+    writeln!(out, "HISTOGRAM OF FREE EXTENT SIZES:")?;
+    writeln!(out, "Extent Size Range :  Free extents   Free Blocks  Percent")?;
+    for (k, &(n, blocks)) in h.buckets.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let (lo, lu) = unit(kib(1 << k));
+        let (hi, hu) = unit(kib(2 << k));
+        let p = blocks as f64 * 100.0 / h.free_blocks.max(1) as f64;
+        writeln!(out, "{lo:>5}{lu}...{hi:>5}{hu}-  :  {n:>12}  {blocks:>12}  {p:>6.2}%")?;
+    }
+    Ok(())
+}
