@@ -29,7 +29,7 @@ pub fn run(fs: &Filesystem, image: &Path, out: &mut impl Write) -> CliResult {
     writeln!(out)?;
     writeln!(out, "Min. free extent: {} KB ", kib(h.min_extent))?;
     writeln!(out, "Max. free extent: {} KB", kib(h.max_extent))?;
-    let avg = if h.extents == 0 { 0 } else { kib(h.free_blocks) / h.extents };
+    let avg = kib(h.free_blocks).checked_div(h.extents).unwrap_or(0);
     writeln!(out, "Avg. free extent: {avg} KB")?;
     writeln!(out, "Num. free extent: {}", h.extents)?;
     writeln!(out)?;
