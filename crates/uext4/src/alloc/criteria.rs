@@ -223,3 +223,56 @@ pub(crate) fn regular(a: &Allocator, goal: u64, goal_len: u32, min_len: u32) -> 
     a.counters.failures[Criterion::Cr3.index()].fetch_add(1, Relaxed);
     Err(Error::NoSpace(format!("no run of {min_len} free blocks")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group with many 3-block runs and one 40-block run.
+    fn group() -> Buddy {
+        let mut bm = vec![0xFFu8; 128];
+        let mut free = |s: u32, n: u32| {
+            for i in s..s + n {
+                bm[(i / 8) as usize] &= !(1 << (i % 8));
+            }
+        };
+        for k in 0..100 {
+            free(k * 5, 3);
+        }
+        free(600, 40);
+        Buddy::from_bitmap(&bm, 1024)
+    }
+
+    #[test]
+    fn skipping_small_extents_scans_fewer() {
+        let b = group();
+        let limits = ScanLimits::default();
+        let (with_skip, scanned_skip) = complex_scan(&b, 16, true, limits);
+        let (without, scanned_all) = complex_scan(&b, 16, false, limits);
+        assert_eq!(with_skip, Some((600, 40)));
+        assert_eq!(scanned_skip, 1);
+        // Without skipping, the scan wades through every small run first.
+        assert_eq!(scanned_all, 101);
+        assert_eq!(without, Some((600, 40)));
+        let tight = ScanLimits { max_to_scan: 50, min_to_scan: 10 };
+        assert_eq!(complex_scan(&b, 16, false, tight), (Some((0, 3)), 50), "gives up at max_to_scan");
+        assert_eq!(complex_scan(&b, 16, true, tight), (Some((600, 40)), 1));
+    }
+
+    #[test]
+    fn exact_fit_wins_and_smallest_cover_is_kept() {
+        let mut bm = vec![0xFFu8; 128];
+        for (s, n) in [(0u32, 30u32), (100, 20), (200, 16), (300, 50)] {
+            for i in s..s + n {
+                bm[(i / 8) as usize] &= !(1 << (i % 8));
+            }
+        }
+        let b = Buddy::from_bitmap(&bm, 1024);
+        assert_eq!(complex_scan(&b, 16, false, ScanLimits::default()).0, Some((200, 16)));
+        let lim = ScanLimits { max_to_scan: 200, min_to_scan: 1 };
+        assert_eq!(complex_scan(&b, 10, false, lim).0, Some((0, 30)), "settles once min_to_scan is met");
+        let lim = ScanLimits { max_to_scan: 200, min_to_scan: 10 };
+        assert_eq!(complex_scan(&b, 10, false, lim).0, Some((200, 16)), "smallest run covering the goal");
+        assert_eq!(complex_scan(&b, 64, false, lim).0, Some((300, 50)), "largest while none covers");
+    }
+}
