@@ -337,6 +337,20 @@ pub fn inode_flag_names(flags: u32) -> Vec<String> {
     out
 }
 
+/// Parses a size like `65536`, `64K`, `100M`, `2G`, `1T` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        Some('T') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} too large"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

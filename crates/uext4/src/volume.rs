@@ -36,19 +36,10 @@ pub fn group_has_super(sb: &Superblock, g: u64) -> bool {
     if sb.features.has_compat(compat::SPARSE_SUPER2) {
         return g == u64::from(sb.backup_bgs[0]) || g == u64::from(sb.backup_bgs[1]);
     }
-    if g <= 1 || !sb.features.has_ro_compat(ro_compat::SPARSE_SUPER) {
+    if !sb.features.has_ro_compat(ro_compat::SPARSE_SUPER) {
         return true;
     }
-    if g & 1 == 0 {
-        return false;
-    }
-    [3u64, 5, 7].iter().any(|&base| {
-        let mut p = base;
-        while p < g {
-            p *= base;
-        }
-        p == g
-    })
+    crate::format::superblock::sparse_super_group(g)
 }
 
 impl Volume {

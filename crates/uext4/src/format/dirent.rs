@@ -1,6 +1,6 @@
 //! Directory leaf blocks: variable-length entries and the checksum tail.
 
-use super::bytes::{le16, le32, u8_at};
+use super::bytes::{le16, le32, put_le16, put_le32, u8_at};
 use super::checksum::crc32c;
 use crate::error::{Error, Result, Structure};
 
@@ -110,6 +110,60 @@ pub fn verify_leaf(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
         return Err(Error::Checksum { structure: Structure::DirEntry, block, stored, computed });
     }
     Ok(())
+}
+
+/// Encodes an on-disk rec_len (see [`rec_len_from_disk`]).
+pub fn rec_len_to_disk(len: usize, block_size: usize) -> u16 {
+    if block_size < 65536 || len < 65536 {
+        len as u16
+    } else if len == block_size {
+        u16::MAX
+    } else {
+        ((len & 0xFFFC) | ((len >> 16) & 3)) as u16
+    }
+}
+
+/// Writes one entry at `off` of block `b`.
+pub fn write_entry(b: &mut [u8], off: usize, inode: u32, rec_len: usize, name: &[u8], file_type: u8, filetype: bool) {
+    let bs = b.len();
+    put_le32(b, off, inode);
+    put_le16(b, off + 4, rec_len_to_disk(rec_len, bs));
+    if filetype {
+        b[off + 6] = name.len() as u8;
+        b[off + 7] = file_type;
+    } else {
+        put_le16(b, off + 6, name.len() as u16);
+    }
+    b[off + DIRENT_HEADER..off + DIRENT_HEADER + name.len()].copy_from_slice(name);
+}
+
+/// Writes the metadata_csum tail (without its checksum) at the block end.
+pub fn write_tail(b: &mut [u8]) {
+    let t = b.len() - TAIL_SIZE;
+    b[t..].fill(0);
+    put_le16(b, t + 4, TAIL_SIZE as u16);
+    b[t + 7] = TAIL_FT;
+}
+
+/// Sets the leaf block's tail checksum.
+pub fn set_leaf_checksum(b: &mut [u8], inode_seed: u32) {
+    let c = leaf_checksum(b, inode_seed);
+    let n = b.len();
+    put_le32(b, n - 4, c);
+}
+
+/// The dirent file type byte for an inode mode.
+pub fn file_type_of(mode: u16) -> u8 {
+    match mode & super::inode::S_IFMT {
+        super::inode::S_IFREG => 1,
+        super::inode::S_IFDIR => 2,
+        super::inode::S_IFCHR => 3,
+        super::inode::S_IFBLK => 4,
+        super::inode::S_IFIFO => 5,
+        super::inode::S_IFSOCK => 6,
+        super::inode::S_IFLNK => 7,
+        _ => 0,
+    }
 }
 
 #[cfg(test)]

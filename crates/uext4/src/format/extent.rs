@@ -4,7 +4,7 @@
 //! deeper nodes fill whole blocks and end with a crc32c tail when
 //! metadata_csum is on.
 
-use super::bytes::{le16, le32, lo_hi};
+use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::crc32c;
 use crate::error::{Error, Result, Structure};
 
@@ -148,6 +148,57 @@ pub fn verify_block_checksum(b: &[u8], inode_seed: u32, block: u64) -> Result<()
         return Err(Error::Checksum { structure: Structure::Extent, block, stored, computed });
     }
     Ok(())
+}
+
+/// Encodes a node into `b` (the 60-byte root or a whole block): header
+/// with capacity for `b`, then the entries. Entries beyond the capacity
+/// are an error.
+pub fn encode_node(node: &ExtentNode, b: &mut [u8]) -> Result<()> {
+    let capacity = (b.len().saturating_sub(ENTRY_SIZE)) / ENTRY_SIZE;
+    // Blocks keep room for the checksum tail after `max` entries.
+    let max = if b.len() > 60 { (b.len() - ENTRY_SIZE - 4) / ENTRY_SIZE } else { capacity };
+    let (depth, n) = match node {
+        ExtentNode::Index(h, v) => (h.depth, v.len()),
+        ExtentNode::Leaf(_, v) => (0, v.len()),
+    };
+    if n > max {
+        return Err(Error::Invalid(format!("{n} extent entries exceed node capacity {max}")));
+    }
+    b.fill(0);
+    put_le16(b, 0, EXTENT_MAGIC);
+    put_le16(b, 2, n as u16);
+    put_le16(b, 4, max as u16);
+    put_le16(b, 6, depth);
+    match node {
+        ExtentNode::Index(_, v) => {
+            for (i, e) in v.iter().enumerate() {
+                let o = ENTRY_SIZE * (i + 1);
+                put_le32(b, o, e.block);
+                put_le32(b, o + 4, e.leaf as u32);
+                put_le16(b, o + 8, (e.leaf >> 32) as u16);
+            }
+        }
+        ExtentNode::Leaf(_, v) => {
+            for (i, e) in v.iter().enumerate() {
+                let o = ENTRY_SIZE * (i + 1);
+                let len = if e.unwritten { e.len + MAX_INIT_LEN } else { e.len };
+                put_le32(b, o, e.block);
+                put_le16(b, o + 4, len);
+                put_le16(b, o + 6, (e.start >> 32) as u16);
+                put_le32(b, o + 8, e.start as u32);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sets the crc32c tail of a non-root extent block.
+pub fn set_block_checksum(b: &mut [u8], inode_seed: u32) {
+    let off = tail_offset(le16(b, 4));
+    if off + 4 <= b.len() {
+        let c = crc32c(inode_seed, &b[..off]);
+        put_le32(b, off, c);
+    }
 }
 
 #[cfg(test)]

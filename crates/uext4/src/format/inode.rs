@@ -1,6 +1,6 @@
 //! The on-disk inode (128 bytes plus the extra fields of larger inodes).
 
-use super::bytes::{le16, le32, lo_hi};
+use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::crc32c;
 use super::features::ro_compat;
 use super::superblock::Superblock;
@@ -121,6 +121,22 @@ impl Timestamp {
             nsec = (extra >> 2).min(999_999_999);
         }
         Timestamp { sec, nsec }
+    }
+
+    /// Encodes into the 32-bit seconds field and the `_extra` word.
+    /// Seconds outside ext4's range (1901..2446) are clamped to it.
+    pub fn encode(self) -> (u32, u32) {
+        let min = -(1i64 << 31);
+        let max = (1i64 << 34) - (1i64 << 31) - 1;
+        let sec = self.sec.clamp(min, max);
+        let epoch = ((sec - i64::from(sec as i32)) >> 32) as u32 & 3;
+        (sec as u32, epoch | (self.nsec.min(999_999_999) << 2))
+    }
+
+    /// The current time.
+    pub fn now() -> Timestamp {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timestamp { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
     }
 }
 
@@ -264,6 +280,119 @@ impl Inode {
             projid: extra(0x9C).unwrap_or(0),
             raw: b.to_vec(),
         })
+    }
+
+    /// A new, zeroed inode record of the filesystem's inode size with
+    /// room for the extra fields this implementation writes.
+    pub fn new_raw(sb: &Superblock, ino: u32) -> Inode {
+        let isz = usize::from(sb.inode_size);
+        let extra_isize = if isz > GOOD_OLD_INODE_SIZE {
+            sb.want_extra_isize.clamp(32, (isz - GOOD_OLD_INODE_SIZE) as u16)
+        } else {
+            0
+        };
+        Inode {
+            ino,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            crtime: (extra_isize >= 24).then_some(Timestamp::default()),
+            dtime: 0,
+            links_count: 0,
+            blocks_512: 0,
+            flags: 0,
+            version: 0,
+            block: [0; I_BLOCK_SIZE],
+            generation: 0,
+            file_acl: 0,
+            extra_isize,
+            projid: 0,
+            raw: vec![0; isz],
+        }
+    }
+
+    /// Encodes the inode into its record (`raw`, which keeps fields this
+    /// version does not interpret) and sets the checksum; returns the
+    /// record. Fails if `blocks_512` cannot be represented.
+    pub fn encode(&mut self, sb: &Superblock) -> Result<&[u8]> {
+        let isz = usize::from(sb.inode_size);
+        self.raw.resize(isz, 0);
+        let huge = sb.features.has_ro_compat(ro_compat::HUGE_FILE);
+        // i_blocks: 32 bits of sectors, 48 with huge_file, beyond that in
+        // filesystem blocks with the HUGE_FILE flag.
+        let limit = if huge { 1u64 << 48 } else { 1u64 << 32 };
+        let (blocks, flags) = if self.blocks_512 < limit {
+            (self.blocks_512, self.flags & !FL_HUGE_FILE)
+        } else if huge && self.blocks_512 / u64::from(sb.block_size() / 512) < 1 << 48 {
+            (self.blocks_512 / u64::from(sb.block_size() / 512), self.flags | FL_HUGE_FILE)
+        } else {
+            return Err(Error::Invalid(format!("inode {}: {} sectors do not fit i_blocks", self.ino, self.blocks_512)));
+        };
+        let extra_isize = self.extra_isize;
+        let b = &mut self.raw[..];
+        let fits = |off: usize| GOOD_OLD_INODE_SIZE + usize::from(extra_isize) >= off + 4;
+        put_le16(b, 0x0, self.mode);
+        put_le16(b, 0x2, self.uid as u16);
+        put_le32(b, 0x4, self.size as u32);
+        let (a, ax) = self.atime.encode();
+        let (c, cx) = self.ctime.encode();
+        let (m, mx) = self.mtime.encode();
+        put_le32(b, 0x8, a);
+        put_le32(b, 0xC, c);
+        put_le32(b, 0x10, m);
+        put_le32(b, 0x14, self.dtime);
+        put_le16(b, 0x18, self.gid as u16);
+        put_le16(b, 0x1A, self.links_count);
+        put_le32(b, 0x1C, blocks as u32);
+        put_le32(b, 0x20, flags);
+        put_le32(b, 0x24, self.version as u32);
+        b[0x28..0x28 + I_BLOCK_SIZE].copy_from_slice(&self.block);
+        put_le32(b, 0x64, self.generation);
+        put_le32(b, 0x68, self.file_acl as u32);
+        put_le32(b, 0x6C, (self.size >> 32) as u32);
+        put_le16(b, 0x74, if huge { (blocks >> 32) as u16 } else { 0 });
+        put_le16(b, 0x76, (self.file_acl >> 32) as u16);
+        put_le16(b, 0x78, (self.uid >> 16) as u16);
+        put_le16(b, 0x7A, (self.gid >> 16) as u16);
+        if isz > GOOD_OLD_INODE_SIZE {
+            put_le16(b, 0x80, extra_isize);
+            if fits(0x84) {
+                put_le32(b, 0x84, cx);
+            }
+            if fits(0x88) {
+                put_le32(b, 0x88, mx);
+            }
+            if fits(0x8C) {
+                put_le32(b, 0x8C, ax);
+            }
+            if let (Some(cr), true) = (self.crtime, fits(0x90)) {
+                let (s, x) = cr.encode();
+                put_le32(b, 0x90, s);
+                if fits(0x94) {
+                    put_le32(b, 0x94, x);
+                }
+            }
+            if fits(0x98) {
+                put_le32(b, 0x98, (self.version >> 32) as u32);
+            }
+            if fits(0x9C) {
+                put_le32(b, 0x9C, self.projid);
+            }
+        }
+        self.flags = flags;
+        if sb.has_metadata_csum() {
+            let c = inode_checksum(sb, self.ino, &self.raw);
+            let b = &mut self.raw[..];
+            put_le16(b, 0x7C, c as u16);
+            if isz > GOOD_OLD_INODE_SIZE && GOOD_OLD_INODE_SIZE + usize::from(extra_isize) >= 0x84 {
+                put_le16(b, 0x82, (c >> 16) as u16);
+            }
+        }
+        Ok(&self.raw)
     }
 
     /// The file type, or a corruption error for an invalid mode.

@@ -304,7 +304,10 @@ impl Superblock {
             }
             let ratio = self.log_cluster_size - self.log_block_size;
             if u64::from(self.blocks_per_group) != u64::from(self.clusters_per_group) << ratio {
-                return Err(bad(format!("blocks per group {} != clusters per group x cluster ratio", self.blocks_per_group)));
+                return Err(bad(format!(
+                    "blocks per group {} != clusters per group x cluster ratio",
+                    self.blocks_per_group
+                )));
             }
         } else if self.blocks_per_group == 0 || u64::from(self.blocks_per_group) > 8 * u64::from(bs) {
             return Err(bad(format!("blocks per group {} out of range", self.blocks_per_group)));
@@ -360,6 +363,13 @@ impl Superblock {
             put_le32(&mut self.raw[..], 0x158, (free_blocks >> 32) as u32);
         }
         put_le32(&mut self.raw[..], 0x10, free_inodes);
+        self.update_checksum();
+    }
+
+    /// Sets `s_block_group_nr` (which group a backup copy lives in) and
+    /// recomputes the checksum.
+    pub fn set_block_group_nr(&mut self, g: u16) {
+        super::bytes::put_le16(&mut self.raw[..], 0x5A, g);
         self.update_checksum();
     }
 
@@ -421,6 +431,24 @@ impl Superblock {
     pub fn needs_recovery(&self) -> bool {
         self.features.has_incompat(incompat::RECOVER)
     }
+}
+
+/// True if group `g` holds a superblock backup under sparse_super:
+/// groups 0 and 1 and the powers of 3, 5 and 7.
+pub fn sparse_super_group(g: u64) -> bool {
+    if g <= 1 {
+        return true;
+    }
+    if g.is_multiple_of(2) {
+        return false;
+    }
+    [3u64, 5, 7].iter().any(|&base| {
+        let mut p = base;
+        while p < g {
+            p = p.saturating_mul(base);
+        }
+        p == g
+    })
 }
 
 /// Text up to the first NUL byte, lossily decoded.

@@ -1,0 +1,355 @@
+//! Where everything goes: geometry and block placement of a new
+//! filesystem, computed without I/O.
+
+use crate::error::{Error, Result};
+
+/// What to create.
+#[derive(Debug, Clone)]
+pub struct MkfsOptions {
+    /// Device or image size in bytes.
+    pub size: u64,
+    /// Block size; default 1 KiB below 512 MiB, else 4 KiB (as mke2fs).
+    pub block_size: Option<u32>,
+    /// Inode record size (default 256).
+    pub inode_size: u16,
+    /// Bytes per inode; default 4096 below 512 MiB, 8192 below 3 MiB, else 16384.
+    pub inode_ratio: Option<u64>,
+    /// Volume label (up to 16 bytes).
+    pub label: String,
+    /// Journal size in blocks: `None` = mke2fs's default for the size,
+    /// `Some(0)` = no journal.
+    pub journal_blocks: Option<u32>,
+    /// Filesystem UUID (random if `None`).
+    pub uuid: Option<[u8; 16]>,
+    /// metadata_csum (default on; off gives uninit_bg's crc16 descriptor
+    /// checksums instead).
+    pub metadata_csum: bool,
+    /// Percentage of blocks reserved for root.
+    pub reserved_percent: u32,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            size: 0,
+            block_size: None,
+            inode_size: 256,
+            inode_ratio: None,
+            label: String::new(),
+            journal_blocks: None,
+            uuid: None,
+            metadata_csum: true,
+            reserved_percent: 5,
+        }
+    }
+}
+
+/// Groups per flex group.
+pub const FLEX_SIZE: u32 = 16;
+/// Descriptor size (64bit feature).
+pub const DESC_SIZE: u32 = 64;
+/// First non-reserved inode.
+pub const FIRST_INO: u32 = 11;
+/// lost+found's inode.
+pub const LPF_INO: u32 = 11;
+
+/// Metadata locations of one group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupMeta {
+    /// Block bitmap.
+    pub block_bitmap: u64,
+    /// Inode bitmap.
+    pub inode_bitmap: u64,
+    /// First inode table block.
+    pub inode_table: u64,
+}
+
+/// The computed layout.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Block size.
+    pub block_size: u32,
+    /// Blocks in the filesystem.
+    pub blocks_count: u64,
+    /// First data block (1 for 1 KiB blocks).
+    pub first_data_block: u32,
+    /// Blocks per group.
+    pub blocks_per_group: u32,
+    /// Groups.
+    pub groups: u32,
+    /// Inodes per group.
+    pub inodes_per_group: u32,
+    /// Inode record size.
+    pub inode_size: u16,
+    /// Inode table blocks per group.
+    pub itable_blocks: u32,
+    /// Descriptor blocks.
+    pub gdt_blocks: u32,
+    /// Per-group metadata.
+    pub meta: Vec<GroupMeta>,
+    /// Journal runs (start, len) in logical order; empty without a journal.
+    pub journal: Vec<(u64, u32)>,
+    /// Extent leaf block for a journal with more than 4 runs.
+    pub journal_leaf: Option<u64>,
+    /// Root directory's block.
+    pub root_block: u64,
+    /// lost+found's blocks (contiguous).
+    pub lpf: (u64, u32),
+    used: Vec<u64>,
+}
+
+fn has_super(g: u32) -> bool {
+    crate::format::superblock::sparse_super_group(u64::from(g))
+}
+
+/// mke2fs's default journal size for a filesystem of `blocks` blocks.
+pub fn default_journal_blocks(blocks: u64) -> u32 {
+    match blocks {
+        0..2048 => 0,
+        2048..32768 => 1024,
+        32768..262144 => 4096,
+        262144..524288 => 8192,
+        524288..4194304 => 16384,
+        4194304..8388608 => 32768,
+        8388608..16777216 => 65536,
+        16777216..33554432 => 131072,
+        _ => 262144,
+    }
+}
+
+impl Layout {
+    /// True if group `g` carries a superblock backup.
+    pub fn has_super(&self, g: u32) -> bool {
+        has_super(g)
+    }
+
+    /// First block of group `g`.
+    pub fn group_start(&self, g: u32) -> u64 {
+        u64::from(self.first_data_block) + u64::from(g) * u64::from(self.blocks_per_group)
+    }
+
+    /// Blocks in group `g`.
+    pub fn group_len(&self, g: u32) -> u32 {
+        let s = self.group_start(g);
+        (self.blocks_count.min(s + u64::from(self.blocks_per_group)) - s) as u32
+    }
+
+    /// Blocks at the start of group `g` taken by superblock + descriptors.
+    pub fn super_blocks(&self, g: u32) -> u32 {
+        if has_super(g) {
+            1 + self.gdt_blocks
+        } else {
+            0
+        }
+    }
+
+    /// True if `b` is in use.
+    pub fn is_used(&self, b: u64) -> bool {
+        self.used.get((b / 64) as usize).is_some_and(|w| w >> (b % 64) & 1 != 0)
+    }
+
+    fn mark(&mut self, start: u64, len: u64) {
+        for b in start..start + len {
+            self.used[(b / 64) as usize] |= 1 << (b % 64);
+        }
+    }
+
+    /// First run of `len` free blocks at or after `from`.
+    fn find_free(&self, from: u64, len: u64) -> Option<u64> {
+        let mut b = from.max(u64::from(self.first_data_block));
+        let mut run = 0;
+        let mut start = b;
+        while b < self.blocks_count {
+            if self.is_used(b) {
+                run = 0;
+                start = b + 1;
+            } else {
+                run += 1;
+                if run == len {
+                    return Some(start);
+                }
+            }
+            b += 1;
+        }
+        None
+    }
+
+    fn take(&mut self, from: u64, len: u64, what: &str) -> Result<u64> {
+        let s = self.find_free(from, len).ok_or_else(|| Error::NoSpace(format!("no room for {what}")))?;
+        self.mark(s, len);
+        Ok(s)
+    }
+
+    /// Used blocks of group `g` (for its bitmap and free count).
+    pub fn used_in_group(&self, g: u32) -> u32 {
+        let s = self.group_start(g);
+        (s..s + u64::from(self.group_len(g))).filter(|&b| self.is_used(b)).count() as u32
+    }
+
+    /// Computes the layout for `opts`.
+    pub fn compute(opts: &MkfsOptions) -> Result<Layout> {
+        let small = opts.size < 512 << 20;
+        let bs = opts.block_size.unwrap_or(if small { 1024 } else { 4096 });
+        if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
+            return Err(Error::Invalid(format!("block size {bs}")));
+        }
+        let isz = opts.inode_size;
+        if isz < 128 || !isz.is_power_of_two() || u32::from(isz) > bs {
+            return Err(Error::Invalid(format!("inode size {isz}")));
+        }
+        let ratio = opts.inode_ratio.unwrap_or(if opts.size < 3 << 20 {
+            8192
+        } else if small {
+            4096
+        } else {
+            16384
+        });
+        if ratio < u64::from(bs).min(1024) {
+            return Err(Error::Invalid(format!("inode ratio {ratio}")));
+        }
+        let first = u32::from(bs == 1024);
+        let bpg = 8 * bs;
+        let mut blocks = opts.size / u64::from(bs);
+        if blocks >= 1 << 48 {
+            return Err(Error::Invalid("filesystem too large".into()));
+        }
+        let inodes_per_block = bs / u32::from(isz);
+        let (groups, ipg, gdt_blocks) = loop {
+            if blocks < u64::from(first) + 64 {
+                return Err(Error::Invalid(format!("{} bytes is too small for a filesystem", opts.size)));
+            }
+            let groups = (blocks - u64::from(first)).div_ceil(u64::from(bpg));
+            if groups > u64::from(u32::MAX) {
+                return Err(Error::Invalid("too many groups".into()));
+            }
+            let groups = groups as u32;
+            let target = (blocks * u64::from(bs) / ratio).max(u64::from(FIRST_INO) + 5);
+            let mut ipg = target.div_ceil(u64::from(groups)) as u32;
+            ipg = ipg.div_ceil(inodes_per_block) * inodes_per_block;
+            ipg = ipg.div_ceil(8) * 8;
+            ipg = ipg.min(8 * bs).max(16);
+            let gdt_blocks = (u64::from(groups) * u64::from(DESC_SIZE)).div_ceil(u64::from(bs)) as u32;
+            let last = blocks - u64::from(first) - u64::from(groups - 1) * u64::from(bpg);
+            let itable = u64::from(ipg) * u64::from(isz) / u64::from(bs);
+            let overhead = if has_super(groups - 1) { 1 + u64::from(gdt_blocks) } else { 0 } + 2 + itable;
+            // Like mke2fs: drop a last group too small to be useful.
+            if groups > 1 && last < overhead + 50 {
+                blocks -= last;
+                continue;
+            }
+            break (groups, ipg, gdt_blocks);
+        };
+        let itable_blocks = ipg * u32::from(isz) / bs;
+        let mut l = Layout {
+            block_size: bs,
+            blocks_count: blocks,
+            first_data_block: first,
+            blocks_per_group: bpg,
+            groups,
+            inodes_per_group: ipg,
+            inode_size: isz,
+            itable_blocks,
+            gdt_blocks,
+            meta: Vec::with_capacity(groups as usize),
+            journal: Vec::new(),
+            journal_leaf: None,
+            root_block: 0,
+            lpf: (0, 0),
+            used: vec![0; blocks.div_ceil(64) as usize],
+        };
+        // Block 0 holds the boot sector (and, with 4 KiB blocks, the
+        // superblock): never free.
+        l.mark(0, 1);
+        for g in 0..groups {
+            let s = l.group_start(g);
+            let n = u64::from(l.super_blocks(g));
+            l.mark(s, n);
+        }
+        // Flex groups: all block bitmaps, then inode bitmaps, then inode
+        // tables, packed at the start of the flex group's first group.
+        let mut meta = vec![GroupMeta { block_bitmap: 0, inode_bitmap: 0, inode_table: 0 }; groups as usize];
+        for leader in (0..groups).step_by(FLEX_SIZE as usize) {
+            let members = leader..(leader + FLEX_SIZE).min(groups);
+            let from = l.group_start(leader);
+            for g in members.clone() {
+                meta[g as usize].block_bitmap = l.take(from, 1, "block bitmaps")?;
+            }
+            for g in members.clone() {
+                meta[g as usize].inode_bitmap = l.take(from, 1, "inode bitmaps")?;
+            }
+            for g in members {
+                meta[g as usize].inode_table = l.take(from, u64::from(itable_blocks), "inode tables")?;
+            }
+        }
+        l.meta = meta;
+        l.root_block = l.take(l.group_start(0), 1, "the root directory")?;
+        let lpf_len = (16384 / bs).max(2);
+        l.lpf = (l.take(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
+        let jblocks = opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks));
+        if jblocks > 0 {
+            if jblocks < 1024 {
+                return Err(Error::Invalid(format!("journal of {jblocks} blocks is too small (minimum 1024)")));
+            }
+            l.place_journal(jblocks)?;
+        }
+        Ok(l)
+    }
+
+    /// Places the journal near the middle of the disk, as mke2fs does, in
+    /// as few runs as free space allows (each at most 32768 blocks, the
+    /// longest extent).
+    fn place_journal(&mut self, jblocks: u32) -> Result<()> {
+        let goal = self.group_start(self.groups / 2);
+        let mut left = u64::from(jblocks);
+        let mut runs = Vec::new();
+        let mut from = goal;
+        let mut wrapped = false;
+        while left > 0 {
+            // Longest free run from `from` (up to the extent limit).
+            let Some(s) = self.find_free(from, 1) else {
+                if wrapped {
+                    return Err(Error::NoSpace("no room for the journal".into()));
+                }
+                wrapped = true;
+                from = 0;
+                continue;
+            };
+            let mut e = s;
+            while e < self.blocks_count && !self.is_used(e) && e - s < left.min(32768) {
+                e += 1;
+            }
+            self.mark(s, e - s);
+            runs.push((s, (e - s) as u32));
+            left -= e - s;
+            from = e;
+        }
+        if runs.len() > 4 {
+            let cap = (self.block_size as usize - 12 - 4) / 12;
+            if runs.len() > cap {
+                return Err(Error::NoSpace("journal too fragmented".into()));
+            }
+            self.journal_leaf = Some(self.take(goal.saturating_sub(1), 1, "the journal's extent block")?);
+        }
+        self.journal = runs;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_and_large_layouts() {
+        let l = Layout::compute(&MkfsOptions { size: 64 << 20, ..Default::default() }).unwrap();
+        assert_eq!((l.block_size, l.groups, l.first_data_block), (1024, 8, 1));
+        assert_eq!(l.journal.iter().map(|r| r.1).sum::<u32>(), 4096);
+        for m in &l.meta {
+            assert!(l.is_used(m.block_bitmap) && l.is_used(m.inode_table));
+        }
+        let l = Layout::compute(&MkfsOptions { size: 8 << 30, ..Default::default() }).unwrap();
+        assert_eq!((l.block_size, l.groups), (4096, 64));
+        assert_eq!(l.journal.iter().map(|r| r.1).sum::<u32>(), 32768);
+        assert!(Layout::compute(&MkfsOptions { size: 10_000, ..Default::default() }).is_err());
+    }
+}

@@ -1,0 +1,417 @@
+//! Writing a computed layout to a device.
+
+use super::layout::{Layout, MkfsOptions, DESC_SIZE, FIRST_INO, FLEX_SIZE, LPF_INO};
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::format::bytes::{put_le16, put_le32};
+use crate::format::checksum::crc32c;
+use crate::format::dirent::{file_type_of, set_leaf_checksum, write_entry, write_tail};
+use crate::format::extent::{encode_node, set_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode};
+use crate::format::features::{compat, incompat, ro_compat};
+use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
+use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, ROOT_INO, S_IFDIR, S_IFREG};
+use crate::format::superblock::{Superblock, EXT4_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+
+fn random_bytes() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    b
+}
+
+/// A random (version 4) UUID.
+fn uuid_v4() -> [u8; 16] {
+    let mut u = random_bytes();
+    u[6] = (u[6] & 0x0F) | 0x40;
+    u[8] = (u[8] & 0x3F) | 0x80;
+    u
+}
+
+struct Writer<'a> {
+    dev: &'a dyn BlockDevice,
+    bs: usize,
+}
+
+impl Writer<'_> {
+    fn block(&self, b: u64, data: &[u8]) -> Result<()> {
+        Ok(self.dev.write_at(data, b * self.bs as u64)?)
+    }
+}
+
+/// The superblock's raw bytes for group `g` (backups record their group).
+fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, free_inodes: u32) -> Result<Superblock> {
+    let mut b = [0u8; SUPERBLOCK_SIZE];
+    let now = ids.now;
+    let log = l.block_size.trailing_zeros() - 10;
+    let r_blocks = l.blocks_count * u64::from(opts.reserved_percent) / 100;
+    put_le32(&mut b, 0x0, l.inodes_per_group * l.groups);
+    put_le32(&mut b, 0x4, l.blocks_count as u32);
+    put_le32(&mut b, 0x8, r_blocks as u32);
+    put_le32(&mut b, 0xC, free_blocks as u32);
+    put_le32(&mut b, 0x10, free_inodes);
+    put_le32(&mut b, 0x14, l.first_data_block);
+    put_le32(&mut b, 0x18, log);
+    put_le32(&mut b, 0x1C, log);
+    put_le32(&mut b, 0x20, l.blocks_per_group);
+    put_le32(&mut b, 0x24, l.blocks_per_group);
+    put_le32(&mut b, 0x28, l.inodes_per_group);
+    put_le32(&mut b, 0x30, now.sec as u32);
+    put_le16(&mut b, 0x36, 0xFFFF);
+    put_le16(&mut b, 0x38, EXT4_MAGIC);
+    put_le16(&mut b, 0x3A, 1);
+    put_le16(&mut b, 0x3C, 1);
+    put_le32(&mut b, 0x40, now.sec as u32);
+    put_le32(&mut b, 0x4C, 1);
+    put_le32(&mut b, 0x54, FIRST_INO);
+    put_le16(&mut b, 0x58, l.inode_size);
+    let journal = !l.journal.is_empty();
+    let mut compat_f = compat::EXT_ATTR | compat::DIR_INDEX;
+    if journal {
+        compat_f |= compat::HAS_JOURNAL;
+    }
+    put_le32(&mut b, 0x5C, compat_f);
+    put_le32(&mut b, 0x60, incompat::FILETYPE | incompat::EXTENTS | incompat::BIT64 | incompat::FLEX_BG);
+    let mut ro = ro_compat::SPARSE_SUPER
+        | ro_compat::LARGE_FILE
+        | ro_compat::HUGE_FILE
+        | ro_compat::DIR_NLINK
+        | ro_compat::EXTRA_ISIZE;
+    // Without metadata_csum, uninit_bg (crc16 descriptor checksums) is
+    // what makes the uninitialised-group flags valid, as mke2fs does.
+    ro |= if opts.metadata_csum { ro_compat::METADATA_CSUM } else { ro_compat::GDT_CSUM };
+    put_le32(&mut b, 0x64, ro);
+    b[0x68..0x78].copy_from_slice(&ids.uuid);
+    let label = opts.label.as_bytes();
+    b[0x78..0x78 + label.len().min(16)].copy_from_slice(&label[..label.len().min(16)]);
+    if journal {
+        put_le32(&mut b, 0xE0, u32::from(JOURNAL_INO as u16));
+    }
+    b[0xEC..0xFC].copy_from_slice(&ids.hash_seed);
+    b[0xFC] = 1; // half_md4
+    if journal {
+        b[0xFD] = 1; // EXT3_JNL_BACKUP_BLOCKS
+        for (i, w) in ids.journal_iblock.iter().enumerate() {
+            put_le32(&mut b, 0x10C + 4 * i, *w);
+        }
+        let jsize = l.journal.iter().map(|r| u64::from(r.1)).sum::<u64>() * u64::from(l.block_size);
+        put_le32(&mut b, 0x10C + 4 * 15, (jsize >> 32) as u32);
+        put_le32(&mut b, 0x10C + 4 * 16, jsize as u32);
+    }
+    put_le16(&mut b, 0xFE, DESC_SIZE as u16);
+    put_le32(&mut b, 0x100, 0x0004 | 0x0008); // user_xattr, acl
+    put_le32(&mut b, 0x108, now.sec as u32);
+    put_le32(&mut b, 0x150, (l.blocks_count >> 32) as u32);
+    put_le32(&mut b, 0x154, (r_blocks >> 32) as u32);
+    put_le32(&mut b, 0x158, (free_blocks >> 32) as u32);
+    put_le16(&mut b, 0x15C, 32);
+    put_le16(&mut b, 0x15E, 32);
+    // Directory hashes follow the host's char signedness, as mke2fs does.
+    let signed_char = std::ffi::c_char::MIN != 0;
+    put_le32(&mut b, 0x160, if signed_char { 0x1 } else { 0x2 });
+    b[0x174] = FLEX_SIZE.trailing_zeros() as u8;
+    if opts.metadata_csum {
+        b[0x175] = 1;
+    }
+    let hi = (now.sec >> 32) as u8;
+    b[0x274] = hi; // wtime
+    b[0x276] = hi; // mkfs_time
+    b[0x277] = hi; // lastcheck
+    if opts.metadata_csum {
+        let c = crc32c(!0, &b[..0x3FC]);
+        put_le32(&mut b, 0x3FC, c);
+    }
+    Superblock::parse(&b).map_err(|e| Error::Invalid(format!("mkfs built a bad superblock: {e}")))
+}
+
+struct Ids {
+    uuid: [u8; 16],
+    hash_seed: [u8; 16],
+    now: Timestamp,
+    journal_iblock: [u32; 15],
+}
+
+/// The extents mapping `runs` consecutively from logical block 0.
+fn extents_of(runs: &[(u64, u32)]) -> Vec<Extent> {
+    let mut logical = 0u32;
+    runs.iter()
+        .map(|&(start, len)| {
+            let e = Extent { block: logical, len: len as u16, start, unwritten: false };
+            logical += len;
+            e
+        })
+        .collect()
+}
+
+/// The 60-byte extent root for `runs`: a leaf when they fit, else an
+/// index pointing at `leaf_block`.
+fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]> {
+    let mut root = [0u8; 60];
+    let node = match leaf_block {
+        None => ExtentNode::Leaf(ExtentHeader { entries: 0, max: 4, depth: 0 }, extents_of(runs)),
+        Some(lb) => {
+            ExtentNode::Index(ExtentHeader { entries: 1, max: 4, depth: 1 }, vec![ExtentIndex { block: 0, leaf: lb }])
+        }
+    };
+    encode_node(&node, &mut root)?;
+    Ok(root)
+}
+
+/// An empty jbd2 (v2) superblock for an internal journal of `blocks`
+/// blocks: log starts at block 1, sequence 1, nothing to recover.
+fn journal_superblock(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Vec<u8> {
+    let mut b = vec![0u8; block_size as usize];
+    let be = |b: &mut [u8], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_be_bytes());
+    be(&mut b, 0x0, 0xC03B_3998); // magic
+    be(&mut b, 0x4, 4); // superblock v2
+    be(&mut b, 0xC, block_size);
+    be(&mut b, 0x10, blocks);
+    be(&mut b, 0x14, 1); // first log block
+    be(&mut b, 0x18, 1); // first expected sequence
+    b[0x30..0x40].copy_from_slice(uuid);
+    be(&mut b, 0x40, 1); // one user: this filesystem
+    b
+}
+
+/// Writes a fresh filesystem to `dev`. With `zeroed`, the device is known
+/// to read as zeros (a new sparse file): inode tables and the journal are
+/// not written and are marked zeroed.
+pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) -> Result<Layout> {
+    let mut opts = opts.clone();
+    opts.size = opts.size.min(dev.size());
+    let l = Layout::compute(&opts)?;
+    let bs = l.block_size as usize;
+    let w = Writer { dev, bs };
+    let now = Timestamp::now();
+    let mut ids = Ids { uuid: opts.uuid.unwrap_or_else(uuid_v4), hash_seed: uuid_v4(), now, journal_iblock: [0; 15] };
+
+    // Inodes of the root, lost+found and the journal.
+    let (uid, gid) = {
+        // SAFETY: getuid/getgid have no preconditions and cannot fail.
+        unsafe { (libc::getuid(), libc::getgid()) }
+    };
+    let stub = superblock_raw(&l, &opts, &ids, 0, 0)?;
+    let seed = stub.csum_seed();
+    let inode_seed = |ino: u32| crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
+    let mut journal_leaf = None;
+    let jblocks: u64 = l.journal.iter().map(|r| u64::from(r.1)).sum();
+    if !l.journal.is_empty() {
+        let root = extent_root(&l.journal, l.journal_leaf)?;
+        for (i, w) in ids.journal_iblock.iter_mut().enumerate() {
+            *w = u32::from_le_bytes([root[i * 4], root[i * 4 + 1], root[i * 4 + 2], root[i * 4 + 3]]);
+        }
+        if let Some(lb) = l.journal_leaf {
+            let mut buf = vec![0u8; bs];
+            let leaf = ExtentNode::Leaf(ExtentHeader { entries: 0, max: 0, depth: 0 }, extents_of(&l.journal));
+            encode_node(&leaf, &mut buf)?;
+            if opts.metadata_csum {
+                set_block_checksum(&mut buf, inode_seed(JOURNAL_INO));
+            }
+            journal_leaf = Some((lb, buf));
+        }
+    }
+    let sb0 = superblock_raw(&l, &opts, &ids, 0, 0)?;
+    let mut itable0: Vec<u8> = vec![0u8; (FIRST_INO as usize + 1) * usize::from(l.inode_size)];
+    let mut put_inode = |ino: &mut Inode| -> Result<()> {
+        let raw = ino.encode(&sb0)?.to_vec();
+        let off = (ino.ino as usize - 1) * usize::from(l.inode_size);
+        itable0[off..off + raw.len()].copy_from_slice(&raw);
+        Ok(())
+    };
+    for n in 1..FIRST_INO {
+        if n == ROOT_INO || (n == JOURNAL_INO && !l.journal.is_empty()) {
+            continue;
+        }
+        // Reserved inodes: empty, but stamped and checksummed like mke2fs's.
+        let mut i = Inode::new_raw(&sb0, n);
+        i.extra_isize = 0;
+        i.crtime = None;
+        i.atime = now;
+        i.ctime = now;
+        i.mtime = now;
+        put_inode(&mut i)?;
+    }
+    let dir_inode = |ino: u32, mode: u16, links: u16, start: u64, len: u32| -> Result<Inode> {
+        let mut i = Inode::new_raw(&sb0, ino);
+        i.mode = S_IFDIR | mode;
+        i.links_count = links;
+        i.uid = uid;
+        i.gid = gid;
+        i.size = u64::from(len) * bs as u64;
+        i.blocks_512 = u64::from(len) * bs as u64 / 512;
+        i.flags = FL_EXTENTS;
+        (i.atime, i.ctime, i.mtime, i.crtime) = (now, now, now, Some(now));
+        i.block = extent_root(&[(start, len)], None)?;
+        Ok(i)
+    };
+    let mut root = dir_inode(ROOT_INO, 0o755, 3, l.root_block, 1)?;
+    put_inode(&mut root)?;
+    let mut lpf = dir_inode(LPF_INO, 0o700, 2, l.lpf.0, l.lpf.1)?;
+    lpf.uid = 0;
+    lpf.gid = 0;
+    put_inode(&mut lpf)?;
+    if !l.journal.is_empty() {
+        let mut j = Inode::new_raw(&sb0, JOURNAL_INO);
+        j.mode = S_IFREG | 0o600;
+        j.links_count = 1;
+        j.size = jblocks * bs as u64;
+        j.blocks_512 = (jblocks + u64::from(journal_leaf.is_some())) * bs as u64 / 512;
+        j.flags = FL_EXTENTS;
+        (j.atime, j.ctime, j.mtime, j.crtime) = (now, now, now, Some(now));
+        j.block = extent_root(&l.journal, l.journal_leaf)?;
+        put_inode(&mut j)?;
+    }
+
+    // Directory blocks.
+    let csum = opts.metadata_csum;
+    let end = if csum { bs - 12 } else { bs };
+    let mut rb = vec![0u8; bs];
+    write_entry(&mut rb, 0, ROOT_INO, 12, b".", file_type_of(S_IFDIR), true);
+    write_entry(&mut rb, 12, ROOT_INO, 12, b"..", file_type_of(S_IFDIR), true);
+    write_entry(&mut rb, 24, LPF_INO, end - 24, b"lost+found", file_type_of(S_IFDIR), true);
+    if csum {
+        write_tail(&mut rb);
+        set_leaf_checksum(&mut rb, inode_seed(ROOT_INO));
+    }
+    w.block(l.root_block, &rb)?;
+    for k in 0..l.lpf.1 {
+        let mut b = vec![0u8; bs];
+        if k == 0 {
+            write_entry(&mut b, 0, LPF_INO, 12, b".", file_type_of(S_IFDIR), true);
+            write_entry(&mut b, 12, ROOT_INO, end - 12, b"..", file_type_of(S_IFDIR), true);
+        } else {
+            write_entry(&mut b, 0, 0, end, b"", 0, true);
+        }
+        if csum {
+            write_tail(&mut b);
+            set_leaf_checksum(&mut b, inode_seed(LPF_INO));
+        }
+        w.block(l.lpf.0 + u64::from(k), &b)?;
+    }
+    if let Some((lb, buf)) = &journal_leaf {
+        w.block(*lb, buf)?;
+    }
+    if !l.journal.is_empty() {
+        let jsb = journal_superblock(l.block_size, jblocks as u32, &ids.uuid);
+        w.block(l.journal[0].0, &jsb)?;
+        if !zeroed {
+            let zero = vec![0u8; bs];
+            for &(s, n) in &l.journal {
+                for b in s..s + u64::from(n) {
+                    if b != l.journal[0].0 {
+                        w.block(b, &zero)?;
+                    }
+                }
+            }
+        }
+    }
+
+    // Bitmaps, inode tables and descriptors.
+    let ipg = l.inodes_per_group;
+    let mut descs = Vec::with_capacity(l.groups as usize);
+    let mut total_free = 0u64;
+    let mut total_free_inodes = 0u64;
+    for g in 0..l.groups {
+        let m = l.meta[g as usize];
+        let start = l.group_start(g);
+        let n = l.group_len(g);
+        let used = l.used_in_group(g);
+        let free = n - used;
+        total_free += u64::from(free);
+        let used_inodes = if g == 0 { FIRST_INO } else { 0 };
+        total_free_inodes += u64::from(ipg - used_inodes);
+        // Only a superblock backup in it: leave the bitmap uninitialised.
+        let block_uninit = g != 0 && g + 1 != l.groups && used == l.super_blocks(g);
+        let mut gd = GroupDesc {
+            block_bitmap: m.block_bitmap,
+            inode_bitmap: m.inode_bitmap,
+            inode_table: m.inode_table,
+            free_blocks_count: free,
+            free_inodes_count: ipg - used_inodes,
+            used_dirs_count: if g == 0 { 2 } else { 0 },
+            flags: 0,
+            exclude_bitmap: 0,
+            block_bitmap_csum: 0,
+            inode_bitmap_csum: 0,
+            itable_unused: ipg - used_inodes,
+            checksum: 0,
+        };
+        if zeroed {
+            gd.flags |= BG_INODE_ZEROED;
+        }
+        if block_uninit {
+            gd.flags |= BG_BLOCK_UNINIT;
+        } else {
+            let mut bm = vec![0xFFu8; bs];
+            for i in 0..n {
+                if !l.is_used(start + u64::from(i)) {
+                    bm[(i / 8) as usize] &= !(1 << (i % 8));
+                }
+            }
+            if csum {
+                gd.block_bitmap_csum = crc32c(seed, &bm[..(l.blocks_per_group / 8) as usize]);
+            }
+            w.block(m.block_bitmap, &bm)?;
+        }
+        if used_inodes == 0 {
+            gd.flags |= BG_INODE_UNINIT;
+        } else {
+            let mut ib = vec![0u8; bs];
+            for i in 0..used_inodes {
+                ib[(i / 8) as usize] |= 1 << (i % 8);
+            }
+            for i in ipg..(bs as u32 * 8) {
+                ib[(i / 8) as usize] |= 1 << (i % 8);
+            }
+            if csum {
+                gd.inode_bitmap_csum = crc32c(seed, &ib[..(ipg / 8) as usize]);
+            }
+            w.block(m.inode_bitmap, &ib)?;
+        }
+        if g == 0 {
+            // The first inode table block(s) hold inodes 1..=11.
+            let mut t = vec![0u8; itable0.len().div_ceil(bs) * bs];
+            t[..itable0.len()].copy_from_slice(&itable0);
+            for (k, chunk) in t.chunks(bs).enumerate() {
+                w.block(m.inode_table + k as u64, chunk)?;
+            }
+        }
+        if !zeroed && g == 0 {
+            let zero = vec![0u8; bs];
+            let first = itable0.len().div_ceil(bs) as u64;
+            for k in first..u64::from(l.itable_blocks) {
+                w.block(m.inode_table + k, &zero)?;
+            }
+        }
+        descs.push(gd);
+    }
+    let sb = superblock_raw(&l, &opts, &ids, total_free, total_free_inodes as u32)?;
+    let mut gdt = vec![0u8; l.gdt_blocks as usize * bs];
+    for (g, gd) in descs.iter().enumerate() {
+        let off = g * DESC_SIZE as usize;
+        gd.encode(&sb, g as u32, &mut gdt[off..off + DESC_SIZE as usize]);
+    }
+    for g in 0..l.groups {
+        if !l.has_super(g) {
+            continue;
+        }
+        let start = l.group_start(g);
+        let mut copy = sb.clone();
+        copy.set_block_group_nr(g as u16);
+        if g == 0 {
+            dev.write_at(copy.raw(), SUPERBLOCK_OFFSET)?;
+        } else {
+            // Backups sit at the start of their group's first block.
+            let mut blk = vec![0u8; bs];
+            blk[..SUPERBLOCK_SIZE].copy_from_slice(copy.raw());
+            w.block(start, &blk)?;
+        }
+        let gdt_start = if g == 0 { SUPERBLOCK_OFFSET / bs as u64 + 1 } else { start + 1 };
+        for (k, chunk) in gdt.chunks(bs).enumerate() {
+            w.block(gdt_start + k as u64, chunk)?;
+        }
+    }
+    dev.flush()?;
+    Ok(l)
+}
