@@ -237,6 +237,11 @@ impl Filesystem {
         let shown = || String::from_utf8_lossy(path).into_owned();
         let mut cur = if path.first() == Some(&b'/') { ROOT_INO } else { start };
         let comps: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+        // A trailing slash (or "/.") demands a directory: the last
+        // component's symlink is followed and the result must be a
+        // directory, as in POSIX path resolution.
+        let must_be_dir = path.ends_with(b"/") || path.ends_with(b"/.") || path == b".";
+        let follow_last = follow_last || must_be_dir;
         for (i, comp) in comps.iter().enumerate() {
             if comp.len() > NAME_MAX {
                 return Err(Error::NameTooLong(shown()));
@@ -261,6 +266,9 @@ impl Filesystem {
             } else {
                 cur = next;
             }
+        }
+        if must_be_dir && self.inode(cur)?.file_type()? != FileType::Directory {
+            return Err(Error::NotDir(shown()));
         }
         Ok(cur)
     }
@@ -378,7 +386,9 @@ impl Filesystem {
     /// A symlink whose target lives in `i_block` (no data block), by the
     /// kernel's test: no blocks besides an xattr block.
     fn is_fast_symlink(&self, i: &Inode) -> bool {
-        let ea_sectors = if i.file_acl != 0 { u64::from(self.block_size() / 512) } else { 0 };
+        // The xattr block occupies a whole cluster (bigalloc) in i_blocks.
+        let cluster = 1u64 << (10 + self.vol.sb.log_cluster_size.max(self.vol.sb.log_block_size));
+        let ea_sectors = if i.file_acl != 0 { cluster / 512 } else { 0 };
         i.size < i.block.len() as u64 && i.blocks_512.saturating_sub(ea_sectors) == 0
     }
 

@@ -95,6 +95,14 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
         return Err(Error::NameTooLong(String::from_utf8_lossy(name).into_owned()));
     }
     if is_htree(vol, dir) {
+        // "." and ".." live in the index root, which no hash leads to: the
+        // kernel looks for them in block 0 only.
+        if name == b"." || name == b".." {
+            return match block::read(vol, dir, 0, true)? {
+                Ok(b) => b.find(filetype(vol), name),
+                Err(_) => Ok(None),
+            };
+        }
         match htree::lookup(vol, dir, name) {
             Ok(found) => return Ok(found),
             // A structurally bad index is not fatal: the leaves still hold
