@@ -416,3 +416,48 @@ fn histogram_matches_e2freefrag() {
     assert_eq!(field("Max. free extent"), h.max_extent * u64::from(h.block_size) / 1024, "{text}");
     assert_eq!(field("Min. free extent"), h.min_extent * u64::from(h.block_size) / 1024, "{text}");
 }
+
+/// A block bitmap that calls the inode table free is not trusted: the
+/// group is never allocated from, and nothing overlapping metadata is
+/// handed out.
+#[test]
+fn bitmap_freeing_metadata_is_distrusted() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "bad", &["-b", "1024", "-O", "^metadata_csum,^flex_bg"], "32M");
+    let mut bytes = std::fs::read(&img).unwrap();
+    let vol = mem_volume(&img);
+    let gd = vol.groups[1];
+    // Clear the bitmap bits of group 1's inode table (no checksums here).
+    let bm_off = gd.block_bitmap as usize * 1024;
+    let first = vol.group_first_block(1);
+    for b in gd.inode_table..gd.inode_table + vol.inode_table_blocks() {
+        let i = (b - first) as usize;
+        bytes[bm_off + i / 8] &= !(1 << (i % 8));
+    }
+    // Make the descriptor agree with the bad bitmap, so that only the
+    // metadata check can catch it.
+    let mut gd1 = gd;
+    gd1.free_blocks_count += vol.inode_table_blocks() as u32;
+    let ds = usize::from(vol.sb.desc_size);
+    let gdt = vol.desc_block_location(0) as usize * 1024 + ds;
+    gd1.encode(&vol.sb, 1, &mut bytes[gdt..gdt + ds]);
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemoryDevice::from_bytes(&bytes));
+    let vol = Arc::new(Volume::open(dev, 64).unwrap());
+    assert_eq!(vol.groups[1].free_blocks_count, gd1.free_blocks_count);
+    let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+    a.load_all().unwrap();
+    assert!(a.group_summary(1).unwrap().corrupt);
+    for _ in 0..2000 {
+        let Ok(al) = a.allocate(&AllocRequest { len: 64, min_len: 1, flags: flags::METADATA, ..Default::default() })
+        else {
+            break;
+        };
+        assert!(!a.in_system_zone(al.start, u64::from(al.len)), "{al:?}");
+        let g = (al.start - u64::from(vol.sb.first_data_block)) / u64::from(vol.sb.blocks_per_group);
+        assert_ne!(g, 1, "allocated from the distrusted group: {al:?}");
+    }
+}

@@ -306,7 +306,12 @@ impl Allocator {
         if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(false);
         }
-        let (state, kind) = group::load(&self.vol, u64::from(g))?;
+        let (mut state, kind) = group::load(&self.vol, u64::from(g))?;
+        if !state.corrupt && self.metadata_marked_free(g, &state) {
+            // Like the kernel's "overlap fs metadata" check: a bitmap that
+            // calls fixed metadata free is not trusted for allocation.
+            state.corrupt = true;
+        }
         let mut slot = grp.state.lock();
         if slot.is_some() {
             return Ok(false);
@@ -325,6 +330,23 @@ impl Allocator {
         grp.loaded.store(true, std::sync::atomic::Ordering::Release);
         self.loaded_groups.fetch_add(1, Relaxed);
         Ok(true)
+    }
+
+    /// True if the group's bitmap shows any fixed-metadata block as free.
+    fn metadata_marked_free(&self, g: u32, st: &GroupState) -> bool {
+        let start = self.vol.group_first_block(u64::from(g));
+        let end = start + u64::from(st.buddy.len());
+        let first = self.system_zone.partition_point(|&(s, l)| s + l <= start);
+        for &(s, l) in &self.system_zone[first..] {
+            if s >= end {
+                break;
+            }
+            let (a, b) = (s.max(start), (s + l).min(end));
+            if a < b && !st.buddy.is_used_range((a - start) as u32, (b - a) as u32) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Puts a group on the lists its state calls for (group lock held).
