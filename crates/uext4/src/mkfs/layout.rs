@@ -349,7 +349,7 @@ mod tests {
         }
         let l = Layout::compute(&MkfsOptions { size: 8 << 30, ..Default::default() }).unwrap();
         assert_eq!((l.block_size, l.groups), (4096, 64));
-        assert_eq!(l.journal.iter().map(|r| r.1).sum::<u32>(), 32768);
+        assert_eq!(l.journal.iter().map(|r| r.1).sum::<u32>(), 16384);
         assert!(Layout::compute(&MkfsOptions { size: 10_000, ..Default::default() }).is_err());
     }
 }
