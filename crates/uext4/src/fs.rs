@@ -118,22 +118,34 @@ impl Filesystem {
     /// Opens a filesystem on any device read-only.
     ///
     /// Refuses unknown INCOMPAT features (naming them). Unknown RO_COMPAT
-    /// features and a journal that needs recovery are reported in
-    /// [`Filesystem::notices`]; read-only access is allowed for both, as the
-    /// kernel allows with `-o ro,noload`.
+    /// features are reported in [`Filesystem::notices`]. A journal that
+    /// needs recovery is replayed into an in-memory overlay (the device is
+    /// never written) and the notices say so; if the replay fails, the
+    /// filesystem is opened un-replayed (as `-o ro,noload`) with a notice.
     pub fn open_device(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
-        let vol = Volume::open(dev, opts.cache_blocks)?;
+        let mut vol = Volume::open(dev.clone(), opts.cache_blocks)?;
         let mut notices = Vec::new();
         let ro = vol.sb.features.readonly_ro_compat();
         if !ro.is_empty() {
             notices.push(format!("read-only compatible feature(s) {} not supported for writing", ro.join(", ")));
         }
         if vol.sb.needs_recovery() {
-            notices.push(
-                "the journal needs recovery; journal replay is not implemented yet, so the image is \
-                 opened read-only and may not show the most recent committed changes"
-                    .into(),
-            );
+            let replayed =
+                crate::journal::replay_in_memory(dev).and_then(|(ov, r)| Ok((Volume::open(ov, opts.cache_blocks)?, r)));
+            match replayed {
+                Ok((replayed, r)) => {
+                    vol = replayed;
+                    notices.push(format!(
+                        "the journal was replayed in memory ({} transaction(s)); the image file was not modified",
+                        r.transactions
+                    ));
+                    notices.extend(r.warnings);
+                }
+                Err(e) => notices.push(format!(
+                    "the journal needs recovery but replaying it failed ({e}); the image is opened without \
+                     replay and may not show the most recent committed changes"
+                )),
+            }
         }
         Ok(Filesystem { vol: Arc::new(vol), notices, alloc: OnceLock::new() })
     }

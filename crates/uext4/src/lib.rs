@@ -25,6 +25,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod inode;
+pub mod journal;
 pub mod mkfs;
 pub mod volume;
 pub mod xattr;

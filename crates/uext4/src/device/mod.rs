@@ -7,6 +7,8 @@
 
 mod file;
 mod memory;
+mod overlay;
+pub use overlay::OverlayDevice;
 
 pub use file::FileDevice;
 pub use memory::MemoryDevice;

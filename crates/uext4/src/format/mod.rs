@@ -15,5 +15,6 @@ pub mod extent;
 pub mod features;
 pub mod group_desc;
 pub mod inode;
+pub mod journal;
 pub mod superblock;
 pub mod xattr;

@@ -309,6 +309,12 @@ impl Superblock {
                     self.blocks_per_group
                 )));
             }
+        } else if self.log_cluster_size != self.log_block_size {
+            // The kernel refuses this too ("fragment/cluster size != block size").
+            return Err(bad(format!(
+                "cluster size 2^(10+{}) differs from block size without bigalloc",
+                self.log_cluster_size
+            )));
         } else if self.blocks_per_group == 0 || u64::from(self.blocks_per_group) > 8 * u64::from(bs) {
             return Err(bad(format!("blocks per group {} out of range", self.blocks_per_group)));
         }

@@ -30,7 +30,8 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
         }
         match found {
             Some(f) => f,
-            None => return Ok(Mapping { lblk, len: 1, kind: MapKind::Hole }),
+            // Past the triple-indirect range nothing is addressable.
+            None => return Ok(Mapping { lblk, len: u64::MAX - lblk, kind: MapKind::Hole }),
         }
     };
     if depth == 0 {

@@ -59,7 +59,9 @@ pub fn read_inode(vol: &Volume, ino: u32) -> Result<Inode> {
 /// `lblk` (possibly a hole) and extends as far as one lookup can tell.
 pub fn map_block(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
     if lblk >= MAX_LBLK {
-        return Ok(Mapping { lblk, len: 1, kind: MapKind::Hole });
+        // Nothing is addressable past the format's limit: one hole to the
+        // end, so a walk over a corrupt, huge i_size ends in one step.
+        return Ok(Mapping { lblk, len: u64::MAX - lblk, kind: MapKind::Hole });
     }
     if inode.uses_extents() {
         extent_tree::map(vol, inode, lblk)
