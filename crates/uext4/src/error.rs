@@ -116,6 +116,24 @@ pub enum Error {
     /// The named extended attribute does not exist.
     #[error("no such attribute: {0}")]
     NoAttr(String),
+    /// The name already exists.
+    #[error("file exists: {0}")]
+    Exists(String),
+    /// A directory to remove or replace is not empty.
+    #[error("directory not empty: {0}")]
+    NotEmpty(String),
+    /// The link count would exceed the limit.
+    #[error("too many links: {0}")]
+    TooManyLinks(String),
+    /// An offset or size beyond the largest file ext4 can hold.
+    #[error("file too large: {0}")]
+    FileTooBig(String),
+    /// The object is in use (the root directory, a mountpoint).
+    #[error("device or resource busy: {0}")]
+    Busy(String),
+    /// The operation is not permitted (e.g. a hard link to a directory).
+    #[error("operation not permitted: {0}")]
+    NotPermitted(String),
 }
 
 impl Error {
@@ -142,6 +160,12 @@ impl Error {
             Error::Loop(_) => libc::ELOOP,
             Error::NoAttr(_) => libc::ENODATA,
             Error::NoSpace(_) => libc::ENOSPC,
+            Error::Exists(_) => libc::EEXIST,
+            Error::NotEmpty(_) => libc::ENOTEMPTY,
+            Error::TooManyLinks(_) => libc::EMLINK,
+            Error::FileTooBig(_) => libc::EFBIG,
+            Error::Busy(_) => libc::EBUSY,
+            Error::NotPermitted(_) => libc::EPERM,
         }
     }
 }

@@ -18,6 +18,9 @@ use crate::volume::Volume;
 use crate::xattr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+mod rw;
 
 /// Symlinks followed while resolving one path before giving up (ELOOP),
 /// the kernel's limit.
@@ -30,11 +33,15 @@ const MAX_SYMLINK_LEN: u64 = 4096;
 pub struct OpenOptions {
     /// Metadata blocks the buffer cache keeps (default 16384).
     pub cache_blocks: usize,
+    /// Open read-write (replays the journal onto the device first).
+    pub write: bool,
+    /// Interval of the periodic journal commit (default 5 s).
+    pub commit_interval: Duration,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { cache_blocks: 16384 }
+        OpenOptions { cache_blocks: 16384, write: false, commit_interval: Duration::from_secs(5) }
     }
 }
 
@@ -105,7 +112,9 @@ pub struct Filesystem {
     notices: Vec<String>,
     /// Built on first use: inspection commands that never allocate do not
     /// pay for it.
-    alloc: OnceLock<Allocator>,
+    alloc: OnceLock<Arc<Allocator>>,
+    /// Present when opened read-write.
+    rw: Option<rw::RwState>,
 }
 
 impl Filesystem {
@@ -113,6 +122,13 @@ impl Filesystem {
     pub fn open(path: impl AsRef<Path>) -> Result<Filesystem> {
         let dev = FileDevice::open(path, false)?;
         Filesystem::open_device(Arc::new(dev), OpenOptions::default())
+    }
+
+    /// Opens an image file or block device read-write (journal replayed
+    /// onto it first, if needed).
+    pub fn open_rw(path: impl AsRef<Path>) -> Result<Filesystem> {
+        let dev = FileDevice::open(path, true)?;
+        Filesystem::open_device(Arc::new(dev), OpenOptions { write: true, ..Default::default() })
     }
 
     /// Opens a filesystem on any device read-only.
@@ -123,6 +139,9 @@ impl Filesystem {
     /// never written) and the notices say so; if the replay fails, the
     /// filesystem is opened un-replayed (as `-o ro,noload`) with a notice.
     pub fn open_device(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
+        if opts.write {
+            return Filesystem::open_device_rw(dev, opts);
+        }
         let mut vol = Volume::open(dev.clone(), opts.cache_blocks)?;
         let mut notices = Vec::new();
         let ro = vol.sb.features.readonly_ro_compat();
@@ -147,7 +166,30 @@ impl Filesystem {
                 )),
             }
         }
-        Ok(Filesystem { vol: Arc::new(vol), notices, alloc: OnceLock::new() })
+        Ok(Filesystem { vol: Arc::new(vol), notices, alloc: OnceLock::new(), rw: None })
+    }
+
+    fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
+        if dev.read_only() {
+            return Err(Error::ReadOnly("the device is read-only".into()));
+        }
+        let mut notices = Vec::new();
+        let probe = Volume::open(dev.clone(), 64)?;
+        rw::check_writable(&probe.sb)?;
+        if probe.sb.needs_recovery() {
+            drop(probe);
+            let r = crate::journal::recover(dev.clone())?;
+            notices.push(format!("the journal was replayed ({} transaction(s))", r.transactions));
+            notices.extend(r.warnings);
+        } else {
+            drop(probe);
+        }
+        let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
+        let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
+        let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval)?;
+        let alloc_cell = OnceLock::new();
+        let _ = alloc_cell.set(alloc);
+        Ok(Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) })
     }
 
     /// Warnings produced while opening (unsupported features, unreplayed journal).
@@ -170,9 +212,9 @@ impl Filesystem {
         self.vol.block_size as u32
     }
 
-    /// Always true for now: writing arrives with the journal.
+    /// True unless opened read-write (and not yet unmounted).
     pub fn is_read_only(&self) -> bool {
-        true
+        self.rw.is_none()
     }
 
     /// The block allocator (created on first use with the default
@@ -181,7 +223,7 @@ impl Filesystem {
         if let Some(a) = self.alloc.get() {
             return Ok(a);
         }
-        let a = Allocator::new(self.vol.clone(), AllocConfig::default())?;
+        let a = Arc::new(Allocator::new(self.vol.clone(), AllocConfig::default())?);
         Ok(self.alloc.get_or_init(|| a))
     }
 

@@ -26,7 +26,9 @@ pub mod format;
 pub mod fs;
 pub mod inode;
 pub mod journal;
+pub mod locks;
 pub mod mkfs;
+pub mod txn;
 pub mod volume;
 pub mod xattr;
 

@@ -22,7 +22,7 @@ pub struct Volume {
     /// One descriptor per group.
     pub groups: Vec<GroupDesc>,
     /// The metadata cache (owns the device).
-    pub cache: BufferCache,
+    pub cache: Arc<BufferCache>,
     /// Block size in bytes.
     pub block_size: usize,
     csum_seed: u32,
@@ -68,7 +68,7 @@ impl Volume {
             ));
         }
         let csum_seed = sb.csum_seed();
-        let cache = BufferCache::new(dev, block_size, cache_blocks);
+        let cache = Arc::new(BufferCache::new(dev, block_size, cache_blocks));
         let mut vol = Volume { sb, groups: Vec::new(), cache, block_size, csum_seed };
         vol.groups = vol.read_group_descs()?;
         Ok(vol)

@@ -40,6 +40,7 @@ pub mod buddy;
 pub mod criteria;
 pub mod fixture;
 pub mod group;
+pub mod inodes;
 pub mod layout;
 pub mod lists;
 pub mod prealloc;
@@ -510,6 +511,28 @@ impl Allocator {
                 st.buddy.mark_free(f.start, f.len);
                 self.relist(f.group, st);
             }
+        }
+    }
+
+    /// Runs `f(bitmap, free)` on group `g`'s on-disk view under the
+    /// group's lock (the journal copies it into the transaction).
+    pub fn with_group_bitmap<R>(&self, g: u32, f: impl FnOnce(&[u8], u32) -> R) -> Result<R> {
+        self.ensure_loaded(g)?;
+        let mut slot = self.groups[g as usize].state.lock();
+        let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
+        // The journal now owns writing it; flush() need not.
+        st.dirty = false;
+        st.uninit = false;
+        Ok(f(&st.disk, st.disk_free))
+    }
+
+    /// Free blocks of group `g` (a lock-free hint).
+    pub fn group_free_hint(&self, g: u32) -> u32 {
+        let Some(grp) = self.groups.get(g as usize) else { return 0 };
+        if grp.loaded.load(Relaxed) {
+            grp.free_hint.load(Relaxed)
+        } else {
+            self.vol.groups[g as usize].free_blocks_count
         }
     }
 

@@ -12,16 +12,30 @@
 //! then takes the shard's lock exclusively to insert; if another thread
 //! inserted the same block meanwhile, its buffer wins and ours is dropped.
 //! Eviction is CLOCK (second chance) within a shard, under the shard's
-//! write lock.
+//! write lock. A buffer someone still holds (`Arc` count > 1: a running or
+//! committing transaction, the checkpoint list) is never evicted, so a
+//! block whose newest version is not yet on disk always stays cached.
+//!
+//! Buffers are immutable. A metadata change is copy-on-write
+//! ([`BufferCache::lock_block`]): take the block's stripe lock, copy the
+//! current version, change the copy and install it as the new version.
+//! Readers holding the old `Arc` keep a consistent old version; the
+//! journal gets its "frozen" copies for free (a committing transaction
+//! simply keeps the versions it closed with). The stripe lock serializes
+//! read-modify-write of one block (two inodes in one inode-table block,
+//! two groups in one descriptor block); it is never held while another
+//! block's stripe lock is taken.
 
 use crate::device::BlockDevice;
 use crate::error::Result;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
+/// Stripe locks for copy-on-write modification.
+const STRIPES: usize = 256;
 
 /// One cached metadata block.
 #[derive(Debug)]
@@ -59,6 +73,7 @@ pub struct BufferCache {
     block_size: usize,
     per_shard: usize,
     shards: Vec<RwLock<HashMap<u64, Arc<Buffer>>>>,
+    stripes: Vec<Mutex<()>>,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
@@ -79,6 +94,7 @@ impl BufferCache {
             block_size,
             per_shard: (capacity / SHARDS).max(4),
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -148,6 +164,31 @@ impl BufferCache {
         Ok(())
     }
 
+    /// Locks `block` for a copy-on-write change (see the module docs).
+    ///
+    /// The caller must not lock another block while holding the guard
+    /// (two blocks can share a stripe).
+    pub fn lock_block(&self, block: u64) -> BlockGuard<'_> {
+        let h = (block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % STRIPES;
+        BlockGuard { cache: self, block, _lock: self.stripes[h].lock() }
+    }
+
+    fn install(&self, block: u64, data: Box<[u8]>) -> Arc<Buffer> {
+        let buf = Arc::new(Buffer { block, data, referenced: AtomicBool::new(true) });
+        let mut map = self.shard(block).write();
+        if !map.contains_key(&block) && map.len() >= self.per_shard {
+            self.evict(&mut map);
+        }
+        map.insert(block, buf.clone());
+        buf
+    }
+
+    /// Drops `block` from the cache (a freed metadata block that may be
+    /// reused for file data, which bypasses the cache).
+    pub fn forget(&self, block: u64) {
+        self.shard(block).write().remove(&block);
+    }
+
     /// CLOCK sweep: drop unreferenced buffers, clearing the bit of the
     /// others, until a quarter of the shard is free.
     fn evict(&self, map: &mut HashMap<u64, Arc<Buffer>>) {
@@ -177,6 +218,31 @@ impl BufferCache {
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// Exclusive right to change one block (see [`BufferCache::lock_block`]).
+pub struct BlockGuard<'a> {
+    cache: &'a BufferCache,
+    block: u64,
+    _lock: MutexGuard<'a, ()>,
+}
+
+impl BlockGuard<'_> {
+    /// The block's current version (read from the device on a miss; the
+    /// stripe lock is then held across the read, which only happens for a
+    /// block being changed that is not cached).
+    pub fn current(&self) -> Result<Arc<Buffer>> {
+        self.cache.get(self.block)
+    }
+
+    /// Installs `data` as the block's new version and returns it. Nothing
+    /// is written to the device.
+    pub fn install(&self, data: Box<[u8]>) -> Result<Arc<Buffer>> {
+        if data.len() != self.cache.block_size {
+            return Err(crate::error::Error::Invalid(format!("install of {} bytes as a block", data.len())));
+        }
+        Ok(self.cache.install(self.block, data))
     }
 }
 

@@ -197,6 +197,13 @@ impl Features {
         v
     }
 
+    /// Names of the RO_COMPAT bits in `bits`.
+    pub fn ro_compat_names(&self, bits: u32) -> Vec<String> {
+        let mut v = Vec::new();
+        names(bits, RO_COMPAT_NAMES, &mut v);
+        v
+    }
+
     /// Names of RO_COMPAT features that prevent opening read-write.
     pub fn readonly_ro_compat(&self) -> Vec<String> {
         let mut v = Vec::new();

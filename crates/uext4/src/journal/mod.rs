@@ -1,15 +1,17 @@
 //! The jbd2 journal.
 //!
-//! Today: locating an internal journal (the journal inode's block map and
-//! its superblock) and [`recovery`] (replaying the log left by a crash or
-//! by a kernel that did not checkpoint). Handles, transactions, commit and
-//! checkpoint arrive with the journal writer.
+//! Locating an internal journal (the journal inode's block map and its
+//! superblock), [`recovery`] (replaying the log left by a crash or by a
+//! kernel that did not checkpoint) and [`writer`] (handles, transactions,
+//! commit, checkpoint, revoke).
 //!
 //! The on-disk codecs live in [`crate::format::journal`].
 
 pub mod recovery;
+pub mod writer;
 
 pub use recovery::{recover, replay_in_memory, RecoveryReport};
+pub use writer::{Handle, JournalWriter};
 
 use crate::error::{Error, Result, Structure};
 use crate::format::features::compat;

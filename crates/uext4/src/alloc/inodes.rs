@@ -1,0 +1,206 @@
+//! The inode allocator: per-group inode bitmaps in memory, group choice
+//! like the kernel's ialloc.c (Orlov spreading for top-level directories,
+//! near the parent for everything else).
+//!
+//! Locking: one mutex per group, never two at once; the totals are
+//! atomics. Bitmaps are loaded lazily (INODE_UNINIT groups without I/O)
+//! with no lock held during the read.
+
+use super::Allocator;
+use crate::error::{Error, Result, Structure};
+use crate::format::checksum::crc32c;
+use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
+use crate::format::superblock::Superblock;
+use crate::volume::Volume;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// The checksum an inode bitmap carries in its descriptor (metadata_csum).
+pub fn bitmap_checksum(sb: &Superblock, bitmap: &[u8]) -> u32 {
+    if !sb.has_metadata_csum() {
+        return 0;
+    }
+    let n = (sb.inodes_per_group as usize / 8).min(bitmap.len());
+    crc32c(sb.csum_seed(), &bitmap[..n])
+}
+
+#[derive(Debug)]
+struct IGroup {
+    bitmap: Vec<u8>,
+    free: u32,
+    dirs: u32,
+}
+
+/// Inode allocation state of a filesystem opened read-write.
+#[derive(Debug)]
+pub struct InodeAllocator {
+    vol: Arc<Volume>,
+    groups: Vec<Mutex<Option<IGroup>>>,
+    /// Free inodes per group (a hint readable without the lock).
+    free_hint: Vec<AtomicU32>,
+    dirs_hint: Vec<AtomicU32>,
+    total_free: AtomicU64,
+    /// Rotor for spreading top-level directories.
+    rotor: AtomicU32,
+}
+
+impl InodeAllocator {
+    /// Builds the allocator from the descriptors (bitmaps load lazily).
+    pub fn new(vol: Arc<Volume>) -> InodeAllocator {
+        let n = vol.groups.len();
+        let free_hint: Vec<AtomicU32> = vol.groups.iter().map(|g| AtomicU32::new(g.free_inodes_count)).collect();
+        let total = vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum();
+        InodeAllocator {
+            dirs_hint: vol.groups.iter().map(|g| AtomicU32::new(g.used_dirs_count)).collect(),
+            groups: (0..n).map(|_| Mutex::new(None)).collect(),
+            free_hint,
+            total_free: AtomicU64::new(total),
+            rotor: AtomicU32::new(0),
+            vol,
+        }
+    }
+
+    /// Free inodes in the filesystem.
+    pub fn free_inodes(&self) -> u32 {
+        self.total_free.load(Relaxed).min(u64::from(u32::MAX)) as u32
+    }
+
+    fn load(&self, g: u32) -> Result<()> {
+        if self.groups[g as usize].lock().is_some() {
+            return Ok(());
+        }
+        let sb = &self.vol.sb;
+        let ipg = sb.inodes_per_group as usize;
+        let gd = &self.vol.groups[g as usize];
+        let bitmap = if gd.has_flag(sb, BG_INODE_UNINIT) {
+            vec![0u8; ipg.div_ceil(8)]
+        } else {
+            let buf = self.vol.block(gd.inode_bitmap)?;
+            verify_inode_bitmap(sb, gd, buf.data(), gd.inode_bitmap)?;
+            buf.data()[..ipg.div_ceil(8)].to_vec()
+        };
+        let used: u32 = (0..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum();
+        let free = sb.inodes_per_group - used;
+        if free != gd.free_inodes_count {
+            return Err(Error::corrupt(
+                Structure::Bitmap,
+                gd.inode_bitmap,
+                format!("group {g}: inode bitmap has {free} free inodes, the descriptor says {}", gd.free_inodes_count),
+            ));
+        }
+        let mut slot = self.groups[g as usize].lock();
+        if slot.is_none() {
+            *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
+        }
+        Ok(())
+    }
+
+    /// Runs `f(bitmap, free, used_dirs)` on group `g`'s state under its lock.
+    pub fn with_group<R>(&self, g: u32, f: impl FnOnce(&[u8], u32, u32) -> R) -> Result<R> {
+        self.load(g)?;
+        let slot = self.groups[g as usize].lock();
+        let st = slot.as_ref().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
+        Ok(f(&st.bitmap, st.free, st.dirs))
+    }
+
+    /// Allocates an inode for a child of `parent`.
+    pub fn allocate(&self, balloc: &Allocator, parent: u32, is_dir: bool) -> Result<u32> {
+        let sb = &self.vol.sb;
+        let ngroups = self.groups.len() as u32;
+        let ipg = sb.inodes_per_group;
+        let parent_group = parent.saturating_sub(1) / ipg % ngroups.max(1);
+        let order = self.group_order(balloc, parent, parent_group, is_dir);
+        for g in order {
+            if self.free_hint[g as usize].load(Relaxed) == 0 {
+                continue;
+            }
+            self.load(g)?;
+            let mut slot = self.groups[g as usize].lock();
+            let Some(st) = slot.as_mut() else { continue };
+            let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };
+            let Some(i) = (first..ipg).find(|&i| st.bitmap[(i / 8) as usize] >> (i % 8) & 1 == 0) else {
+                continue;
+            };
+            st.bitmap[(i / 8) as usize] |= 1 << (i % 8);
+            st.free -= 1;
+            if is_dir {
+                st.dirs += 1;
+                self.dirs_hint[g as usize].store(st.dirs, Relaxed);
+            }
+            self.free_hint[g as usize].store(st.free, Relaxed);
+            self.total_free.fetch_sub(1, Relaxed);
+            return Ok(g * ipg + i + 1);
+        }
+        Err(Error::NoSpace("no free inodes".into()))
+    }
+
+    /// Groups to try, best first.
+    fn group_order(&self, balloc: &Allocator, parent: u32, pg: u32, is_dir: bool) -> Vec<u32> {
+        let n = self.groups.len() as u32;
+        let mut order = Vec::with_capacity(n as usize);
+        if is_dir && (parent == crate::format::inode::ROOT_INO || n == 1) {
+            // Orlov: spread top-level directories over groups with at
+            // least average free inodes and blocks, fewest directories
+            // first, starting from a rotor.
+            let avg_inodes = self.total_free.load(Relaxed) / u64::from(n);
+            let avg_blocks = balloc.free_blocks() / u64::from(n);
+            let start = self.rotor.fetch_add(1, Relaxed) % n;
+            let mut best: Option<(u32, u32)> = None;
+            for k in 0..n {
+                let g = (start + k) % n;
+                let fi = u64::from(self.free_hint[g as usize].load(Relaxed));
+                let fb = u64::from(balloc.group_free_hint(g));
+                if fi < avg_inodes.max(1) || fb < avg_blocks {
+                    continue;
+                }
+                let d = self.dirs_hint[g as usize].load(Relaxed);
+                if best.is_none_or(|(_, bd)| d < bd) {
+                    best = Some((g, d));
+                }
+            }
+            if let Some((g, _)) = best {
+                order.push(g);
+            }
+        } else {
+            // Near the parent: its group if it has room for both inodes
+            // and blocks, then onwards.
+            let fb = balloc.group_free_hint(pg);
+            if fb > 0 || !is_dir {
+                order.push(pg);
+            }
+        }
+        for k in 0..n {
+            let g = (pg + k) % n;
+            if !order.contains(&g) {
+                order.push(g);
+            }
+        }
+        order
+    }
+
+    /// Frees inode `ino` (a directory if `is_dir`).
+    pub fn release(&self, ino: u32, is_dir: bool) -> Result<()> {
+        let sb = &self.vol.sb;
+        if ino < sb.first_ino || ino > sb.inodes_count {
+            return Err(Error::Invalid(format!("free of reserved or invalid inode {ino}")));
+        }
+        let g = (ino - 1) / sb.inodes_per_group;
+        let i = (ino - 1) % sb.inodes_per_group;
+        self.load(g)?;
+        let mut slot = self.groups[g as usize].lock();
+        let st = slot.as_mut().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
+        if st.bitmap[(i / 8) as usize] >> (i % 8) & 1 == 0 {
+            return Err(Error::Invalid(format!("double free of inode {ino}")));
+        }
+        st.bitmap[(i / 8) as usize] &= !(1 << (i % 8));
+        st.free += 1;
+        if is_dir {
+            st.dirs = st.dirs.saturating_sub(1);
+            self.dirs_hint[g as usize].store(st.dirs, Relaxed);
+        }
+        self.free_hint[g as usize].store(st.free, Relaxed);
+        self.total_free.fetch_add(1, Relaxed);
+        Ok(())
+    }
+}

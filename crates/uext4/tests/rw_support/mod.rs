@@ -1,0 +1,45 @@
+//! Shared helpers of the read-write tests: fresh images and the oracles.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// True if `tool` runs.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool).arg("-V").output().is_ok()
+}
+
+/// A fresh image made by mkfs.ext4 with `args` (e.g. `["-b", "1024"]`),
+/// `size_mb` MiB, in a temporary directory. None (with a printed reason)
+/// when mkfs.ext4 is missing.
+pub fn mkfs(size_mb: u64, args: &[&str]) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let f = std::fs::File::create(&img).unwrap();
+    f.set_len(size_mb << 20).unwrap();
+    let out = Command::new("mkfs.ext4").arg("-q").arg("-F").args(args).arg(&img).output().unwrap();
+    assert!(out.status.success(), "mkfs.ext4: {}", String::from_utf8_lossy(&out.stderr));
+    Some((dir, img))
+}
+
+/// Asserts `e2fsck -fn` finds nothing wrong.
+pub fn fsck_clean(img: &Path) {
+    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
+    assert!(
+        out.status.success(),
+        "e2fsck -fn {}:\n{}{}",
+        img.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `debugfs -R cmd img` output.
+pub fn debugfs(img: &Path, cmd: &str) -> String {
+    let out = Command::new("debugfs").arg("-R").arg(cmd).arg(img).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
