@@ -483,8 +483,13 @@ impl Filesystem {
     /// statfs(2): sizes and free counts, summed from the group descriptors.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.vol.sb;
-        let free_blocks: u64 = self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum();
-        let free_inodes: u64 = self.vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum();
+        let (free_blocks, free_inodes) = match (&self.rw, self.alloc.get()) {
+            (Some(rw), Some(a)) => (a.free_blocks(), u64::from(rw.ialloc.free_inodes())),
+            _ => (
+                self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum(),
+                self.vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum(),
+            ),
+        };
         let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
         let free_blocks = free_blocks * ratio;
         StatFs {

@@ -15,7 +15,6 @@ use crate::alloc::{AllocRequest, Allocation, Allocator};
 use crate::error::{Error, Result};
 use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use crate::format::inode::Inode;
-use crate::format::superblock::SUPERBLOCK_OFFSET;
 use crate::journal::Handle;
 use crate::volume::Volume;
 
@@ -145,7 +144,7 @@ impl<'a> Tx<'a> {
     /// parent for other files) and journals its bitmap and descriptor.
     pub fn alloc_inode(&self, parent: u32, is_dir: bool) -> Result<u32> {
         let ino = self.ialloc.allocate(self.alloc, parent, is_dir)?;
-        if let Err(e) = self.journal_inode_group(ino, is_dir, true) {
+        if let Err(e) = self.journal_inode_group(ino, true) {
             let _ = self.ialloc.release(ino, is_dir);
             return Err(e);
         }
@@ -155,24 +154,24 @@ impl<'a> Tx<'a> {
     /// Frees inode `ino` in its bitmap and descriptor.
     pub fn free_inode(&self, ino: u32, is_dir: bool) -> Result<()> {
         self.ialloc.release(ino, is_dir)?;
-        self.journal_inode_group(ino, is_dir, false)
+        self.journal_inode_group(ino, false)
     }
 
-    fn journal_inode_group(&self, ino: u32, is_dir: bool, allocated: bool) -> Result<()> {
+    fn journal_inode_group(&self, ino: u32, allocated: bool) -> Result<()> {
         let sb = &self.vol.sb;
         let ipg = sb.inodes_per_group;
         let g = (ino - 1) / ipg;
         let idx = (ino - 1) % ipg;
         let gd0 = self.vol.groups[g as usize];
-        let (csum, free, dirs, was_unused) = self.ialloc.with_group(g, |bitmap, free, dirs| {
+        let (csum, free, dirs) = self.ialloc.with_group(g, |bitmap, free, dirs| {
             self.handle.init(gd0.inode_bitmap, |b| {
+                // Bits past inodes_per_group are set, as the kernel pads them.
                 b.fill(0xFF);
                 b[..bitmap.len()].copy_from_slice(bitmap);
                 Ok(())
             })?;
-            Ok::<_, Error>((crate::alloc::inodes::bitmap_checksum(sb, bitmap), free, dirs, ()))
+            Ok::<_, Error>((crate::alloc::inodes::bitmap_checksum(sb, bitmap), free, dirs))
         })??;
-        let _ = was_unused;
         let mut zero_from = None;
         self.modify_desc(g, |gd| {
             gd.free_inodes_count = free;
@@ -191,7 +190,6 @@ impl<'a> Tx<'a> {
                 }
             }
         })?;
-        let _ = is_dir;
         // Inode slots newly brought below the high-water mark must be
         // zero (the table may never have been initialised).
         if let Some(from) = zero_from {
@@ -237,22 +235,6 @@ impl<'a> Tx<'a> {
         let raw = inode.encode(sb)?.to_vec();
         self.handle.modify(block, |b| {
             b[off..off + raw.len()].copy_from_slice(&raw);
-            Ok(())
-        })
-    }
-
-    /// Writes the superblock's free counts (and checksum) into the
-    /// journal: the close hook of every transaction.
-    pub fn write_super_counts(&self, free_blocks: u64, free_inodes: u32) -> Result<()> {
-        let bs = self.vol.block_size as u64;
-        let blk = SUPERBLOCK_OFFSET / bs;
-        let off = (SUPERBLOCK_OFFSET % bs) as usize;
-        let mut sb = self.vol.sb.clone();
-        self.handle.modify(blk, |b| {
-            let cur = crate::format::superblock::Superblock::parse(&b[off..off + 1024])?;
-            sb = cur;
-            sb.set_free_counts(free_blocks, free_inodes);
-            b[off..off + 1024].copy_from_slice(sb.raw());
             Ok(())
         })
     }

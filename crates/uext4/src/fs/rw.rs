@@ -12,7 +12,8 @@ use crate::locks::InodeLocks;
 use crate::txn::Tx;
 use crate::volume::Volume;
 use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -36,7 +37,13 @@ pub(crate) struct RwState {
     pub rename_lock: Mutex<()>,
     committer: Option<Committer>,
     closed: AtomicBool,
+    /// Transaction that last changed each inode (fsync commits only
+    /// when that one has not committed yet).
+    dirty: Vec<Mutex<HashMap<u32, u64>>>,
+    generation: AtomicU32,
 }
+
+const DIRTY_SHARDS: usize = 64;
 
 impl std::fmt::Debug for RwState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,6 +77,9 @@ pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {
             "read-only compatible feature(s) {} cannot be written by uext4",
             names.join(", ")
         )));
+    }
+    if !sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
+        return Err(Error::ReadOnly("filesystems without the extent feature (ext2/ext3) are opened read-only".into()));
     }
     if sb.features.has_compat(compat::ORPHAN_FILE) {
         return Err(Error::ReadOnly("the orphan_file feature cannot be written by uext4".into()));
@@ -171,7 +181,35 @@ impl RwState {
             rename_lock: Mutex::new(()),
             committer,
             closed: AtomicBool::new(false),
+            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            generation: AtomicU32::new(now.wrapping_mul(2_654_435_761)),
         })
+    }
+
+    /// Records that `inos` were changed in transaction `tid`.
+    pub(crate) fn note_dirty(&self, inos: &[u32], tid: u64) {
+        if tid == 0 {
+            return;
+        }
+        let committed = self.journal.as_ref().map_or(0, |j| j.committed_tid());
+        for &ino in inos.iter().filter(|&&i| i != 0) {
+            let mut m = self.dirty[ino as usize % DIRTY_SHARDS].lock();
+            if m.len() > 1024 {
+                m.retain(|_, t| *t > committed);
+            }
+            m.insert(ino, tid);
+        }
+    }
+
+    /// The transaction that last changed `ino`, if it may be uncommitted.
+    pub(crate) fn dirty_tid(&self, ino: u32) -> Option<u64> {
+        let committed = self.journal.as_ref()?.committed_tid();
+        self.dirty[ino as usize % DIRTY_SHARDS].lock().get(&ino).copied().filter(|&t| t > committed)
+    }
+
+    /// A generation number for a new inode.
+    pub(crate) fn next_generation(&self) -> u32 {
+        self.generation.fetch_add(0x9E37_79B9, Ordering::Relaxed)
     }
 
     /// Flushes everything and marks the filesystem clean. Idempotent.

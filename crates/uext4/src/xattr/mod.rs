@@ -1,6 +1,8 @@
 //! Extended attributes of an inode: the in-inode area first, then the
 //! (possibly shared) xattr block, as the kernel lists them.
 
+pub mod write;
+
 use crate::error::{Error, Result, Structure};
 use crate::format::inode::Inode;
 use crate::format::xattr::{acl_to_xattr, parse_block, parse_inode_area, XattrEntry};

@@ -43,3 +43,21 @@ pub fn debugfs(img: &Path, cmd: &str) -> String {
     let out = Command::new("debugfs").arg("-R").arg(cmd).arg(img).output().unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// True when running as root (loop mounts possible).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Unmounts a kernel mount when dropped (lazily if busy).
+pub struct Umount(pub PathBuf);
+
+impl Drop for Umount {
+    fn drop(&mut self) {
+        let ok = Command::new("umount").arg(&self.0).status().map(|s| s.success()).unwrap_or(false);
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
