@@ -37,11 +37,14 @@ pub struct OpenOptions {
     pub write: bool,
     /// Interval of the periodic journal commit (default 5 s).
     pub commit_interval: Duration,
+    /// Writes may use the blocks reserved for root (`s_r_blocks_count`),
+    /// as a process with CAP_SYS_RESOURCE may (default false).
+    pub use_reserved: bool,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { cache_blocks: 16384, write: false, commit_interval: Duration::from_secs(5) }
+        OpenOptions { cache_blocks: 16384, write: false, commit_interval: Duration::from_secs(5), use_reserved: false }
     }
 }
 
@@ -186,7 +189,7 @@ impl Filesystem {
         }
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval)?;
+        let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved)?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         Ok(Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) })

@@ -28,6 +28,8 @@ pub struct Tx<'a> {
     pub ialloc: &'a InodeAllocator,
     /// The journal handle.
     pub handle: Handle,
+    /// May allocate the blocks reserved for root (`s_r_blocks_count`).
+    pub use_reserved: bool,
 }
 
 impl std::fmt::Debug for Tx<'_> {
@@ -74,6 +76,13 @@ impl<'a> Tx<'a> {
     /// Allocates blocks through mballoc and journals the bitmap and
     /// descriptor of the group they came from.
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
+        if !self.use_reserved {
+            let free = self.alloc.free_blocks();
+            let want = u64::from(req.min_len.max(1));
+            if free < self.vol.sb.r_blocks_count.saturating_add(want) {
+                return Err(Error::NoSpace("only blocks reserved for root are left".into()));
+            }
+        }
         let a = self.alloc.allocate(req)?;
         if let Err(e) = self.journal_block_group(a.start) {
             // Give the blocks back rather than leak them in memory.

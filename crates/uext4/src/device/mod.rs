@@ -8,7 +8,9 @@
 mod file;
 mod memory;
 mod overlay;
+mod recording;
 pub use overlay::OverlayDevice;
+pub use recording::{Event, RecordingDevice};
 
 pub use file::FileDevice;
 pub use memory::MemoryDevice;

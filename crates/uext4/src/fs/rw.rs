@@ -30,6 +30,9 @@ const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::METADATA_CSUM;
 
 /// What a filesystem opened read-write has besides the read path.
+// The namespace operations (fs/ops.rs) use every field; they are wired in
+// once the extent and directory writers they call have landed.
+#[allow(dead_code)]
 pub(crate) struct RwState {
     pub journal: Option<Arc<JournalWriter>>,
     pub ialloc: Arc<InodeAllocator>,
@@ -41,6 +44,8 @@ pub(crate) struct RwState {
     /// when that one has not committed yet).
     dirty: Vec<Mutex<HashMap<u32, u64>>>,
     generation: AtomicU32,
+    /// Operations may use the blocks reserved for root.
+    pub use_reserved: bool,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -132,10 +137,16 @@ const S_FEATURE_INCOMPAT: usize = 0x60;
 /// INCOMPAT_RECOVER.
 const RECOVER: u32 = 0x4;
 
+#[allow(dead_code)]
 impl RwState {
     /// Sets up writing on `vol` (recovery already done): allocators,
     /// journal, the superblock marked in use.
-    pub(crate) fn start(vol: &Arc<Volume>, alloc: &Arc<Allocator>, commit_interval: Duration) -> Result<RwState> {
+    pub(crate) fn start(
+        vol: &Arc<Volume>,
+        alloc: &Arc<Allocator>,
+        commit_interval: Duration,
+        use_reserved: bool,
+    ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
         let journal = match Journal::open(vol)? {
@@ -183,6 +194,7 @@ impl RwState {
             closed: AtomicBool::new(false),
             dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             generation: AtomicU32::new(now.wrapping_mul(2_654_435_761)),
+            use_reserved,
         })
     }
 
@@ -291,7 +303,7 @@ impl Filesystem {
             Some(j) => j.start_handle(credits)?,
             None => Handle::direct(self.vol.cache.clone()),
         };
-        Ok(Tx { vol: &self.vol, alloc, ialloc: &rw.ialloc, handle })
+        Ok(Tx { vol: &self.vol, alloc, ialloc: &rw.ialloc, handle, use_reserved: rw.use_reserved })
     }
 
     /// The inode locks (for the data path and the front ends).
