@@ -1,15 +1,18 @@
-//! The `uext4` command: inspect ext4 images and copy files out of them,
-//! without mounting and without root.
+//! The `uext4` command: inspect ext4 images, copy files out of and into
+//! them and change them, without mounting and without root.
 
 mod bench;
 mod cat;
+mod edit;
 mod freefrag;
 mod get;
 mod info;
 mod ls;
 mod mbstats;
+mod put;
 mod stat;
 mod util;
+mod write;
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -23,9 +26,12 @@ use util::{eprint_line, os_bytes, CliError, CliResult};
 #[command(
     name = "uext4",
     version,
-    about = "Inspect ext4 images and copy files out of them, without mounting",
-    long_about = "Inspect ext4 images and copy files out of them, without mounting and without root.\n\n\
-                  IMAGE is an image file or a block device; it is only ever opened read-only.\n\
+    about = "Inspect, read and write ext4 images, without mounting",
+    long_about = "Inspect ext4 images, copy files out of and into them and change them, without mounting\n\
+                  and without root.\n\n\
+                  IMAGE is an image file or a block device. The inspection commands open it read-only;\n\
+                  put, mkdir, rm, mv, ln, truncate and fallocate open it read-write (replaying its journal\n\
+                  first) and always unmount it cleanly before exiting, also after an error.\n\
                   PATH is a path inside the image, absolute or relative to its root directory.\n\n\
                   Errors are printed as one line starting with \"uext4: \"; the exit status is then 1\n\
                   (2 for a wrong command line)."
@@ -112,6 +118,122 @@ enum Cmd {
         path: OsString,
         /// Where to put the copy on the host
         dest: PathBuf,
+    },
+    /// Copy a host file, symlink or directory tree into the image
+    #[command(long_about = "Copy SRC (recursively, if it is a directory) from the host into the image, like\n\
+                            `cp -a`. If DEST is an existing directory (symlinks followed) the copy goes into it\n\
+                            as DEST/<name of SRC> (for SRC \"/\", \".\" or \"..\" its contents go straight into\n\
+                            DEST); otherwise DEST's parent must exist and DEST names the copy. Existing\n\
+                            directories are merged into; existing non-directories are replaced.\n\n\
+                            Kept: file data (all-zero 4 KiB pieces and holes are left as holes, the size is\n\
+                            exact), permission bits including setuid/setgid/sticky, owner and group, access\n\
+                            and modification times with nanoseconds, symlinks as symlinks (SRC itself too),\n\
+                            hard links within the copied tree, FIFOs, sockets and device nodes. Not kept:\n\
+                            extended attributes and ACLs. Host errors on single entries are reported and the\n\
+                            copy goes on (exit status 1); a full or failing image stops it.")]
+    Put {
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// File, symlink or directory on the host
+        src: PathBuf,
+        /// Where to put the copy inside the image
+        dest: OsString,
+    },
+    /// Create directories (mode 0755, owned by the caller)
+    Mkdir {
+        /// Make missing parent directories too; existing directories are no error
+        #[arg(short = 'p', long = "parents")]
+        parents: bool,
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// Directories to create inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Remove files, symlinks, nodes and (with -r) directory trees
+    #[command(long_about = "Remove each PATH. A directory needs -r, which removes its whole tree depth-first.\n\
+                            A final symlink is removed itself, never followed. The root directory, \".\" and\n\
+                            \"..\" are refused. Errors are reported per PATH and the others are still removed.")]
+    Rm {
+        /// Remove directories and their contents
+        #[arg(short = 'r', short_alias = 'R', long = "recursive")]
+        recursive: bool,
+        /// Ignore paths that do not exist
+        #[arg(short = 'f', long = "force")]
+        force: bool,
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// Paths inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Rename or move a file or directory
+    #[command(long_about = "Rename SRC to DEST, atomically. If DEST is an existing directory (symlinks\n\
+                            followed), SRC moves into it under its own name. An existing DEST is replaced if\n\
+                            it is a non-directory and SRC is one too, or an empty directory and SRC a directory.")]
+    Mv {
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// Path inside the image to move (a final symlink is moved itself)
+        src: OsString,
+        /// New path, or an existing directory to move into
+        dest: OsString,
+    },
+    /// Make a hard link, or a symbolic link with -s
+    #[command(long_about = "Make LINKPATH a hard link to TARGET (a path inside the image; a final symlink is\n\
+                            linked itself), or with -s a symlink whose target is the text TARGET. If LINKPATH is\n\
+                            an existing directory, the link goes into it under TARGET's last component.\n\
+                            An existing LINKPATH is an error.")]
+    Ln {
+        /// Make a symbolic link holding TARGET
+        #[arg(short = 's', long = "symbolic")]
+        symbolic: bool,
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// Existing path (hard link) or target text (symlink)
+        target: OsString,
+        /// Path of the new link
+        link: OsString,
+    },
+    /// Shrink or extend a file to a size (created if missing)
+    Truncate {
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// New size, in bytes or with a K, M, G or T suffix (powers of 1024)
+        #[arg(short = 's', long = "size", value_parser = util::parse_size)]
+        size: u64,
+        /// Do not create a missing file
+        #[arg(short = 'c', long = "no-create")]
+        no_create: bool,
+        /// Regular file inside the image (symlinks followed)
+        path: OsString,
+    },
+    /// Preallocate, punch holes in or zero a range of a file, like util-linux fallocate
+    #[command(long_about = "Allocate the byte range OFFSET..OFFSET+LEN of PATH as unwritten extents (reading\n\
+                            as zeros) and extend the size to cover it; with -k keep the size. With -p,\n\
+                            deallocate the range instead (implies -k; partial blocks are zeroed); with -z,\n\
+                            make the range read as zeros, keeping it allocated. A missing PATH is created\n\
+                            (mode 0644).")]
+    Fallocate {
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// Do not change the file size
+        #[arg(short = 'k', long = "keep-size")]
+        keep_size: bool,
+        /// Deallocate the range (implies --keep-size)
+        #[arg(short = 'p', long = "punch-hole", conflicts_with = "zero_range")]
+        punch_hole: bool,
+        /// Zero the range (keeping it allocated)
+        #[arg(short = 'z', long = "zero-range")]
+        zero_range: bool,
+        /// Start of the range, in bytes or with a K, M, G or T suffix
+        #[arg(short = 'o', long = "offset", value_parser = util::parse_size, default_value = "0")]
+        offset: u64,
+        /// Length of the range, in bytes or with a K, M, G or T suffix
+        #[arg(short = 'l', long = "length", value_parser = util::parse_size)]
+        len: u64,
+        /// Regular file inside the image (symlinks followed)
+        path: OsString,
     },
     /// Report free-space fragmentation, in the format of e2freefrag
     Freefrag {
@@ -254,6 +376,30 @@ fn run(cli: Cli) -> CliResult {
                 u64::from(l.inodes_per_group) * u64::from(l.groups),
                 l.journal.iter().map(|r| u64::from(r.1)).sum::<u64>()
             );
+        }
+        Cmd::Put { image, src, dest } => {
+            write::with_rw(&image, |fs| put::run(fs, &image, &src, os_bytes(&dest)))?;
+        }
+        Cmd::Mkdir { parents, image, paths } => {
+            let paths: Vec<Vec<u8>> = paths.iter().map(|p| os_bytes(p).to_vec()).collect();
+            write::with_rw(&image, |fs| edit::mkdir(fs, &paths, parents))?;
+        }
+        Cmd::Rm { recursive, force, image, paths } => {
+            let paths: Vec<Vec<u8>> = paths.iter().map(|p| os_bytes(p).to_vec()).collect();
+            write::with_rw(&image, |fs| edit::rm(fs, &paths, recursive, force))?;
+        }
+        Cmd::Mv { image, src, dest } => {
+            write::with_rw(&image, |fs| edit::mv(fs, os_bytes(&src), os_bytes(&dest)))?;
+        }
+        Cmd::Ln { symbolic, image, target, link } => {
+            write::with_rw(&image, |fs| edit::ln(fs, os_bytes(&target), os_bytes(&link), symbolic))?;
+        }
+        Cmd::Truncate { image, size, no_create, path } => {
+            write::with_rw(&image, |fs| edit::truncate(fs, os_bytes(&path), size, no_create))?;
+        }
+        Cmd::Fallocate { image, keep_size, punch_hole, zero_range, offset, len, path } => {
+            let opts = edit::FallocOpts { keep_size, punch_hole, zero_range };
+            write::with_rw(&image, |fs| edit::fallocate(fs, os_bytes(&path), opts, offset, len))?;
         }
         Cmd::Freefrag { image } => {
             let fs = util::open_image(&image)?;

@@ -80,6 +80,9 @@ pub fn describe(what: &str, e: &uext4::Error) -> String {
         E::NameTooLong(_) => format!("{what}: file name too long"),
         E::Loop(_) => format!("{what}: too many levels of symbolic links"),
         E::Io(io) => format!("{what}: I/O error: {io}"),
+        E::Exists(_) => format!("{what}: file exists"),
+        E::NotEmpty(_) => format!("{what}: directory not empty"),
+        E::TooManyLinks(_) => format!("{what}: too many links"),
         other => format!("{what}: {other}"),
     }
 }

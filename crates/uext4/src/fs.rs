@@ -20,7 +20,11 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub mod ops;
+mod orphan;
 mod rw;
+
+pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};
 
 /// Symlinks followed while resolving one path before giving up (ELOOP),
 /// the kernel's limit.
@@ -192,7 +196,12 @@ impl Filesystem {
         let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved)?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
-        Ok(Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) })
+        let mut fs = Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) };
+        let (deleted, truncated) = fs.orphan_cleanup()?;
+        if deleted + truncated > 0 {
+            fs.notices.push(format!("orphan list: {deleted} inode(s) deleted, {truncated} truncated"));
+        }
+        Ok(fs)
     }
 
     /// Warnings produced while opening (unsupported features, unreplayed journal).

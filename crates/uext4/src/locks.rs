@@ -13,15 +13,17 @@
 //!    every inode lock the operation needs is held, and never while
 //!    holding another handle (a handle waits for a commit, which waits for
 //!    all handles to stop).
-//! 5. Allocator group locks ([`crate::alloc`]: block and inode groups),
+//! 5. The orphan-list mutex (`RwState::orphan_lock`), only around a change
+//!    of the orphan chain.
+//! 6. Allocator group locks ([`crate::alloc`]: block and inode groups),
 //!    one at a time.
-//! 6. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
+//! 7. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
 //!    one at a time.
-//! 7. The journal's state lock, then cache shard locks (innermost, short).
+//! 8. The journal's state lock, then cache shard locks (innermost, short).
 //!
 //! Why: 1-3 are the VFS rules, so that the FUSE front end (which issues
 //! operations in any order) cannot deadlock; 4 is jbd2's rule that
-//! `i_rwsem` is taken outside `journal_start`; 5-7 are leaf locks held
+//! `i_rwsem` is taken outside `journal_start`; 5-8 are leaf locks held
 //! for a few hundred nanoseconds and never across device I/O (except a
 //! stripe lock across the read of a block being changed that was not
 //! cached, see the cache).

@@ -229,9 +229,36 @@ impl<'a> Tx<'a> {
     }
 
     /// Writes `inode` into its inode-table slot (checksum computed).
+    ///
+    /// For an inode with no links, `i_dtime` is the orphan-list link that
+    /// other threads may change (removing the next orphan); the slot's
+    /// current value is kept. [`Tx::write_inode_dtime`] sets it instead.
     pub fn write_inode(&self, inode: &mut Inode) -> Result<()> {
+        self.write_inode_with(inode, inode.links_count != 0)
+    }
+
+    /// Writes `inode` including its `i_dtime` as given (deletion time or
+    /// orphan-list link).
+    pub fn write_inode_dtime(&self, inode: &mut Inode) -> Result<()> {
+        self.write_inode_with(inode, true)
+    }
+
+    /// Sets only the `i_dtime` of inode `ino` (an orphan-list link).
+    pub fn set_inode_dtime(&self, ino: u32, dtime: u32) -> Result<()> {
+        let (block, off) = self.inode_slot(ino)?;
         let sb = &self.vol.sb;
-        let ino = inode.ino;
+        let isz = usize::from(sb.inode_size);
+        self.handle.modify(block, |b| {
+            let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
+            cur.dtime = dtime;
+            let raw = cur.encode(sb)?;
+            b[off..off + isz].copy_from_slice(raw);
+            Ok(())
+        })
+    }
+
+    fn inode_slot(&self, ino: u32) -> Result<(u64, usize)> {
+        let sb = &self.vol.sb;
         if ino == 0 || ino > sb.inodes_count {
             return Err(Error::BadInode(u64::from(ino)));
         }
@@ -239,11 +266,28 @@ impl<'a> Tx<'a> {
         let g = (idx / sb.inodes_per_group) as usize;
         let within = u64::from(idx % sb.inodes_per_group) * u64::from(sb.inode_size);
         let bs = self.vol.block_size as u64;
-        let block = self.vol.groups[g].inode_table + within / bs;
-        let off = (within % bs) as usize;
-        let raw = inode.encode(sb)?.to_vec();
+        Ok((self.vol.groups[g].inode_table + within / bs, (within % bs) as usize))
+    }
+
+    fn write_inode_with(&self, inode: &mut Inode, own_dtime: bool) -> Result<()> {
+        let sb = &self.vol.sb;
+        let (block, off) = self.inode_slot(inode.ino)?;
+        let isz = usize::from(sb.inode_size);
+        if own_dtime {
+            let raw = inode.encode(sb)?.to_vec();
+            return self.handle.modify(block, |b| {
+                b[off..off + raw.len()].copy_from_slice(&raw);
+                Ok(())
+            });
+        }
         self.handle.modify(block, |b| {
-            b[off..off + raw.len()].copy_from_slice(&raw);
+            // The slot's dtime wins (see write_inode). A never-used slot
+            // may not parse; its dtime is then ours.
+            let slot = &b[off..off + isz];
+            let dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
+            inode.dtime = dtime;
+            let raw = inode.encode(sb)?;
+            b[off..off + isz].copy_from_slice(raw);
             Ok(())
         })
     }

@@ -6,6 +6,7 @@
 
 mod block;
 mod htree;
+pub mod write;
 
 use crate::error::{Error, Result};
 use crate::format::dirent::NAME_MAX;

@@ -1,20 +1,20 @@
 //! htree (dx) index blocks: the root in directory block 0 and interior
 //! nodes, each a count/limit header followed by (hash, block) entries.
 
-use super::bytes::{le16, le32, u8_at};
+use super::bytes::{le16, le32, put_le16, put_le32, u8_at};
 use super::checksum::crc32c;
 use crate::error::{Error, Result, Structure};
 
 /// Offset of the dx_root_info in block 0 (after the fake "." and "..").
-const ROOT_INFO_OFFSET: usize = 0x18;
+pub const ROOT_INFO_OFFSET: usize = 0x18;
 /// Offset of the count/limit header in the root.
-const ROOT_ENTRIES_OFFSET: usize = 0x20;
+pub const ROOT_ENTRIES_OFFSET: usize = 0x20;
 /// Offset of the count/limit header in an interior node (after a fake entry).
-const NODE_ENTRIES_OFFSET: usize = 0x8;
+pub const NODE_ENTRIES_OFFSET: usize = 0x8;
 /// Size of one (hash, block) entry.
-const DX_ENTRY_SIZE: usize = 8;
+pub const DX_ENTRY_SIZE: usize = 8;
 /// Size of the metadata_csum tail of a dx block.
-const DX_TAIL_SIZE: usize = 8;
+pub const DX_TAIL_SIZE: usize = 8;
 
 /// One index entry: names hashing at or above `hash` live under `block`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,4 +112,117 @@ pub fn verify_checksum(b: &[u8], node: &DxNode, inode_seed: u32, block: u64) -> 
 /// empty entry spanning the whole block.
 pub fn is_node_block(b: &[u8]) -> bool {
     le32(b, 0) == 0 && super::dirent::rec_len_from_disk(le16(b, 4), b.len()) == b.len() && u8_at(b, 6) == 0
+}
+
+/// Entry capacity of a dx block of `block_size` bytes whose entries start
+/// at `entries_offset` (room for the dx tail kept when `csum`).
+fn limit_for(block_size: usize, entries_offset: usize, csum: bool) -> u16 {
+    let room = block_size.saturating_sub(entries_offset + if csum { DX_TAIL_SIZE } else { 0 }) / DX_ENTRY_SIZE;
+    room.min(usize::from(u16::MAX)) as u16
+}
+
+/// Entry capacity of the root block.
+pub fn root_limit(block_size: usize, csum: bool) -> u16 {
+    limit_for(block_size, ROOT_ENTRIES_OFFSET, csum)
+}
+
+/// Entry capacity of an interior node.
+pub fn node_limit(block_size: usize, csum: bool) -> u16 {
+    limit_for(block_size, NODE_ENTRIES_OFFSET, csum)
+}
+
+/// Writes the dx_root_info of block 0 (the fake "." and ".." entries are
+/// the caller's): reserved word, hash version, info length 8, levels.
+pub fn write_root_info(b: &mut [u8], hash_version: u8, indirect_levels: u8) {
+    let o = ROOT_INFO_OFFSET;
+    if b.len() < ROOT_ENTRIES_OFFSET {
+        return;
+    }
+    b[o..o + 4].fill(0);
+    b[o + 4] = hash_version;
+    b[o + 5] = 8;
+    b[o + 6] = indirect_levels;
+    b[o + 7] = 0;
+}
+
+/// Writes the fake entry that starts an interior node: an unused entry
+/// spanning the whole block.
+pub fn write_node_header(b: &mut [u8]) {
+    let bs = b.len();
+    b[..NODE_ENTRIES_OFFSET.min(bs)].fill(0);
+    put_le16(b, 4, super::dirent::rec_len_to_disk(bs, bs));
+}
+
+/// Writes a count/limit header at `entries_offset` followed by `entries`
+/// (the first entry's hash is not stored: its slot holds count and
+/// limit); unused slots up to `limit` are zeroed. Fails if the entries do
+/// not fit.
+pub fn write_entries(b: &mut [u8], entries_offset: usize, limit: u16, entries: &[DxEntry]) -> Result<()> {
+    let end = entries_offset + usize::from(limit) * DX_ENTRY_SIZE;
+    if entries.is_empty() || entries.len() > usize::from(limit) || end > b.len() {
+        return Err(Error::Invalid(format!("{} dx entries do not fit limit {limit}", entries.len())));
+    }
+    b[entries_offset..end].fill(0);
+    put_le16(b, entries_offset, limit);
+    put_le16(b, entries_offset + 2, entries.len() as u16);
+    for (i, e) in entries.iter().enumerate() {
+        let o = entries_offset + i * DX_ENTRY_SIZE;
+        if i > 0 {
+            put_le32(b, o, e.hash);
+        }
+        put_le32(b, o + 4, e.block);
+    }
+    Ok(())
+}
+
+/// Computes and stores a dx block's tail checksum (metadata_csum), for a
+/// block whose count/limit header is at `entries_offset`.
+pub fn set_checksum(b: &mut [u8], entries_offset: usize, inode_seed: u32) {
+    let limit = usize::from(le16(b, entries_offset));
+    let count = usize::from(le16(b, entries_offset + 2)).min(limit);
+    let tail = entries_offset + limit * DX_ENTRY_SIZE;
+    if tail + DX_TAIL_SIZE > b.len() {
+        return;
+    }
+    b[tail..tail + 4].fill(0);
+    let covered = entries_offset + count * DX_ENTRY_SIZE;
+    let mut c = crc32c(inode_seed, &b[..covered]);
+    c = crc32c(c, &b[tail..tail + 4]);
+    c = crc32c(c, &[0; 4]);
+    put_le32(b, tail + 4, c);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_parse_round_trip() {
+        for (bs, csum) in [(1024usize, true), (1024, false), (4096, true), (65536, true)] {
+            let mut b = vec![0u8; bs];
+            write_node_header(&mut b);
+            assert!(is_node_block(&b));
+            let limit = node_limit(bs, csum);
+            let entries: Vec<DxEntry> =
+                (0..5u32).map(|i| DxEntry { hash: if i == 0 { 0 } else { i * 100 + 1 }, block: i + 1 }).collect();
+            write_entries(&mut b, NODE_ENTRIES_OFFSET, limit, &entries).unwrap();
+            if csum {
+                set_checksum(&mut b, NODE_ENTRIES_OFFSET, 0x1234);
+            }
+            let n = parse_node(&b, false, csum, 7).unwrap();
+            assert_eq!(n.entries, entries);
+            assert_eq!(n.limit, limit);
+            if csum {
+                verify_checksum(&b, &n, 0x1234, 7).unwrap();
+                assert!(verify_checksum(&b, &n, 0x1235, 7).is_err());
+            }
+            let mut r = vec![0u8; bs];
+            write_root_info(&mut r, 1, 1);
+            write_entries(&mut r, ROOT_ENTRIES_OFFSET, root_limit(bs, csum), &entries[..2]).unwrap();
+            let info = parse_root_info(&r, 0).unwrap();
+            assert_eq!((info.hash_version, info.indirect_levels), (1, 1));
+            assert_eq!(parse_node(&r, true, csum, 0).unwrap().entries, entries[..2].to_vec());
+            assert!(write_entries(&mut r, ROOT_ENTRIES_OFFSET, 1, &entries).is_err());
+        }
+    }
 }

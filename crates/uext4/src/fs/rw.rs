@@ -46,6 +46,12 @@ pub(crate) struct RwState {
     generation: AtomicU32,
     /// Operations may use the blocks reserved for root.
     pub use_reserved: bool,
+    /// Open handles per inode, and the inodes unlinked while open
+    /// (deleted on their last close).
+    open: Mutex<(HashMap<u32, u32>, std::collections::HashSet<u32>)>,
+    /// Serializes changes of the orphan list (taken inside inode locks
+    /// and a handle, before any allocator or cache lock).
+    pub orphan_lock: Mutex<()>,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -195,6 +201,8 @@ impl RwState {
             dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             generation: AtomicU32::new(now.wrapping_mul(2_654_435_761)),
             use_reserved,
+            open: Mutex::new((HashMap::new(), std::collections::HashSet::new())),
+            orphan_lock: Mutex::new(()),
         })
     }
 
@@ -217,6 +225,37 @@ impl RwState {
     pub(crate) fn dirty_tid(&self, ino: u32) -> Option<u64> {
         let committed = self.journal.as_ref()?.committed_tid();
         self.dirty[ino as usize % DIRTY_SHARDS].lock().get(&ino).copied().filter(|&t| t > committed)
+    }
+
+    /// True if `ino` has open handles.
+    pub(crate) fn is_open(&self, ino: u32) -> bool {
+        self.open.lock().0.contains_key(&ino)
+    }
+
+    pub(crate) fn open_ref(&self, ino: u32) {
+        *self.open.lock().0.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Drops one handle; true if it was the last one of an unlinked inode.
+    pub(crate) fn close_ref(&self, ino: u32) -> bool {
+        let mut g = self.open.lock();
+        let (counts, doomed) = &mut *g;
+        match counts.get_mut(&ino) {
+            Some(c) if *c > 1 => {
+                *c -= 1;
+                false
+            }
+            Some(_) => {
+                counts.remove(&ino);
+                doomed.remove(&ino)
+            }
+            None => false,
+        }
+    }
+
+    /// Marks `ino` as unlinked while open.
+    pub(crate) fn doom(&self, ino: u32) {
+        self.open.lock().1.insert(ino);
     }
 
     /// A generation number for a new inode.
@@ -342,6 +381,18 @@ impl Filesystem {
     /// `s_state` valid without a journal). The filesystem stays readable
     /// but refuses further writes.
     pub fn unmount(&mut self) -> Result<()> {
+        // Files unlinked while open are deleted as at their last close.
+        let doomed: Vec<u32> = match &self.rw {
+            Some(rw) => rw.open.lock().1.iter().copied().collect(),
+            None => return Ok(()),
+        };
+        for ino in doomed {
+            if let Some(rw) = &self.rw {
+                let mut g = rw.open.lock();
+                g.0.insert(ino, 1);
+            }
+            self.close_inode(ino)?;
+        }
         let Some(mut rw) = self.rw.take() else { return Ok(()) };
         let alloc = self.alloc.get().cloned();
         match alloc {

@@ -3,6 +3,7 @@
 //! maps of ext2/ext3-style files).
 
 mod extent_tree;
+pub mod extent_write;
 mod indirect;
 
 use crate::error::{Error, Result, Structure};

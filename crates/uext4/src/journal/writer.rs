@@ -497,10 +497,16 @@ impl JournalWriter {
             self.dev.write_at(buf.data(), b * self.bs as u64)?;
         }
         self.dev.flush()?;
-        // The running transaction's first id is what the empty log expects.
+        // The empty log expects the next transaction written to it: the
+        // one being committed (a checkpoint made room for it), else the
+        // running one, else the next to start.
         let expect = {
             let st = self.state.lock();
-            st.running.as_ref().map(|t| t.tid).unwrap_or(next)
+            match (&st.committing, &st.running) {
+                (Some((tid, _)), _) => *tid,
+                (None, Some(t)) => t.tid,
+                (None, None) => next,
+            }
         };
         self.write_jsb(head, expect)?;
         let mut st = self.state.lock();

@@ -1,0 +1,611 @@
+//! End-to-end tests of the `uext4` commands that change an image: put,
+//! mkdir, rm, mv, ln, truncate and fallocate, on images made by
+//! `uext4 mkfs`, checked by reading back with `uext4 get`/`cat`/`stat`, by
+//! debugfs and by `e2fsck -fn` (which must find the image clean after every
+//! command sequence, including ones that failed).
+//!
+//! Every test prints `SKIP: <reason>` and returns when e2fsck or debugfs is
+//! missing.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr};
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+
+/// Directories where e2fsprogs lives, for users without sbin in PATH.
+fn tool_path() -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    format!("{path}:/usr/local/sbin:/usr/sbin:/sbin")
+}
+
+fn tool(name: &str) -> Command {
+    let mut c = Command::new(name);
+    c.env("PATH", tool_path()).env("TZ", "UTC");
+    c
+}
+
+/// True if e2fsck and debugfs can be run (prints the skip reason otherwise).
+fn have_tools() -> bool {
+    for name in ["e2fsck", "debugfs"] {
+        let ok = tool(name).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+        if !ok {
+            eprintln!("SKIP: {name} not found (install e2fsprogs)");
+            return false;
+        }
+    }
+    true
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn uext4<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(BIN).args(args).env("TZ", "UTC").output().expect("run uext4")
+}
+
+/// Runs uext4, expects success without stderr, returns stdout.
+fn ok<I, S>(args: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let out = uext4(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "uext4 {args:?} failed ({:?}): {err}", out.status);
+    assert!(err.is_empty(), "uext4 {args:?}: unexpected stderr: {err}");
+    out.stdout
+}
+
+/// Runs uext4 and expects exit status 1 with exactly one `uext4: ` line
+/// containing `needle`.
+fn fails<I, S>(args: I, needle: &str)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let out = uext4(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "uext4 {args:?}: stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "uext4 {args:?}: expected one error line, got: {err:?}");
+    assert!(lines[0].starts_with("uext4: "), "no prefix: {err:?}");
+    assert!(lines[0].to_lowercase().contains(needle), "uext4 {args:?}: {err:?} does not mention {needle:?}");
+}
+
+/// A temporary directory with a fresh 64 MiB image (1 KiB blocks) made by
+/// `uext4 mkfs`.
+struct Img {
+    dir: TempDir,
+    img: PathBuf,
+}
+
+impl Img {
+    fn new() -> Img {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("test.img");
+        ok([OsStr::new("mkfs"), img.as_os_str(), OsStr::new("--size"), OsStr::new("64M")]);
+        Img { dir, img }
+    }
+
+    /// Runs `uext4 CMD IMG ARGS...` and expects success.
+    fn run(&self, cmd: &str, args: &[&str]) -> Vec<u8> {
+        ok(self.args(cmd, args))
+    }
+
+    /// Runs `uext4 CMD IMG ARGS...` and expects one error line with `needle`.
+    fn fails(&self, cmd: &str, args: &[&str], needle: &str) {
+        fails(self.args(cmd, args), needle)
+    }
+
+    fn args(&self, cmd: &str, args: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut v = vec![cmd.into(), self.img.clone().into_os_string()];
+        v.extend(args.iter().map(|a| a.into()));
+        v
+    }
+
+    /// `uext4 put IMG SRC DEST`.
+    fn put(&self, src: &Path, dest: &str) {
+        ok([OsStr::new("put"), self.img.as_os_str(), src.as_os_str(), OsStr::new(dest)]);
+    }
+
+    fn cat(&self, path: &str) -> Vec<u8> {
+        self.run("cat", &[path])
+    }
+
+    /// `Key: value` fields of `uext4 stat`.
+    fn stat(&self, path: &str) -> BTreeMap<String, String> {
+        let out = String::from_utf8(self.run("stat", &[path])).unwrap();
+        out.lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect()
+    }
+
+    fn size(&self, path: &str) -> u64 {
+        self.stat(path)["Size"].parse().unwrap()
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        let out = uext4(self.args("stat", &[path]));
+        out.status.success()
+    }
+
+    /// `debugfs -R "stat PATH"` output.
+    fn debugfs_stat(&self, path: &str) -> String {
+        let out = tool("debugfs").arg("-R").arg(format!("stat {path}")).arg(&self.img).output().unwrap();
+        assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A number after `key` in debugfs's stat output ("Links: 2").
+    fn debugfs_field(&self, path: &str, key: &str) -> u64 {
+        let s = self.debugfs_stat(path);
+        let i = s.find(key).unwrap_or_else(|| panic!("no {key:?} in debugfs stat {path}: {s}"));
+        s[i + key.len()..].split_whitespace().next().unwrap().parse().unwrap()
+    }
+
+    /// `e2fsck -fn` must report a clean filesystem.
+    fn fsck(&self) {
+        let out = tool("e2fsck").arg("-fn").arg(&self.img).output().unwrap();
+        assert!(
+            out.status.success(),
+            "e2fsck -fn failed ({:?}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Deterministic pseudo-random bytes without zero runs.
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8 | 1
+        })
+        .collect()
+}
+
+fn cpath(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// Sets atime and mtime (with nanoseconds) without following symlinks.
+fn set_times(p: &Path, atime: (i64, i64), mtime: (i64, i64)) {
+    let ts = |(s, ns): (i64, i64)| {
+        // SAFETY: timespec is plain old data.
+        let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+        t.tv_sec = s as libc::time_t;
+        t.tv_nsec = ns as libc::c_long;
+        t
+    };
+    let times = [ts(atime), ts(mtime)];
+    let c = cpath(p);
+    // SAFETY: valid path and two valid timespecs.
+    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    assert_eq!(r, 0, "utimensat {}: {}", p.display(), std::io::Error::last_os_error());
+}
+
+/// Builds the source tree:
+/// ```text
+/// tree/             0750
+///   empty           0600  0 bytes
+///   one             0644  1 byte
+///   f4095 f4096 f4097     pattern bytes
+///   big             0755  1 MiB + 3 bytes
+///   sparse          0640  8 MiB + 17 bytes, data at 0 and 5 MiB only
+///   zeros           0644  200 KiB of written zeros (a hole in the image)
+///   suid            4755
+///   link         -> one
+///   dangling     -> no/such/target
+///   hard1           hard link with sub/hard2
+///   fifo            0620
+///   sock            socket
+///   chr             char device 1:3 (as root only)
+///   sub/            0700
+///     hard2
+///     nested        0600
+///     deeper/       0755 (empty)
+/// ```
+/// with distinct nanosecond times on every entry. Returns the root of the tree.
+fn make_tree(base: &Path) -> PathBuf {
+    let t = base.join("tree");
+    fs::create_dir_all(t.join("sub/deeper")).unwrap();
+    let files: &[(&str, usize, u32)] = &[
+        ("empty", 0, 0o600),
+        ("one", 1, 0o644),
+        ("f4095", 4095, 0o644),
+        ("f4096", 4096, 0o644),
+        ("f4097", 4097, 0o644),
+        ("big", (1 << 20) + 3, 0o755),
+        ("suid", 10, 0o4755),
+        ("hard1", 5000, 0o644),
+        ("sub/nested", 300, 0o600),
+    ];
+    for (i, &(name, len, mode)) in files.iter().enumerate() {
+        fs::write(t.join(name), pattern(i as u64 + 1, len)).unwrap();
+        fs::set_permissions(t.join(name), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    {
+        let f = fs::File::create(t.join("sparse")).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(b"start of the sparse file", 0).unwrap();
+        f.write_all_at(&pattern(99, 5000), 5 << 20).unwrap();
+        f.set_len((8 << 20) + 17).unwrap();
+        fs::set_permissions(t.join("sparse"), fs::Permissions::from_mode(0o640)).unwrap();
+    }
+    fs::write(t.join("zeros"), vec![0u8; 200 << 10]).unwrap();
+    std::os::unix::fs::symlink("one", t.join("link")).unwrap();
+    std::os::unix::fs::symlink("no/such/target", t.join("dangling")).unwrap();
+    fs::hard_link(t.join("hard1"), t.join("sub/hard2")).unwrap();
+    let fifo = cpath(&t.join("fifo"));
+    // SAFETY: valid path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o620) }, 0);
+    fs::set_permissions(t.join("fifo"), fs::Permissions::from_mode(0o620)).unwrap();
+    let sock = std::os::unix::net::UnixListener::bind(t.join("sock")).unwrap();
+    drop(sock);
+    if is_root() {
+        let c = cpath(&t.join("chr"));
+        // SAFETY: valid path.
+        assert_eq!(unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o640, libc::makedev(1, 3)) }, 0);
+        // Owners other than root's survive the round trip.
+        let h = cpath(&t.join("one"));
+        // SAFETY: valid path.
+        assert_eq!(unsafe { libc::lchown(h.as_ptr(), 1234, 5678) }, 0);
+    }
+    fs::set_permissions(t.join("sub"), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(&t, fs::Permissions::from_mode(0o750)).unwrap();
+    // Times last, children before their directories.
+    let mut entries = Vec::new();
+    collect(&t, &mut entries);
+    entries.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for (i, p) in entries.iter().enumerate() {
+        let i = i as i64;
+        set_times(p, (1_600_000_000 + i, 100_000_000 + i), (1_500_000_000 + 7 * i, 123_456_789 + i));
+    }
+    t
+}
+
+/// Every path under `dir` (and `dir` itself).
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    out.push(dir.to_path_buf());
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if fs::symlink_metadata(&p).unwrap().is_dir() {
+            collect(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+/// What is compared between the source tree and the copy.
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    kind: &'static str,
+    perm: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    mtime: (i64, i64),
+    rdev: u64,
+    target: Option<PathBuf>,
+}
+
+/// Relative path -> entry, for the whole tree (metadata only: reading the
+/// files would change their atimes).
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
+    let mut all = Vec::new();
+    collect(root, &mut all);
+    all.into_iter()
+        .map(|p| {
+            let m = fs::symlink_metadata(&p).unwrap();
+            let ft = m.file_type();
+            let kind = if ft.is_dir() {
+                "dir"
+            } else if ft.is_file() {
+                "file"
+            } else if ft.is_symlink() {
+                "symlink"
+            } else if ft.is_fifo() {
+                "fifo"
+            } else if ft.is_socket() {
+                "socket"
+            } else if ft.is_char_device() {
+                "chr"
+            } else {
+                "other"
+            };
+            let e = Entry {
+                kind,
+                perm: if ft.is_symlink() { 0 } else { m.mode() & 0o7777 },
+                uid: m.uid(),
+                gid: m.gid(),
+                size: if ft.is_dir() { 0 } else { m.len() },
+                mtime: (m.mtime(), m.mtime_nsec()),
+                rdev: m.rdev(),
+                target: ft.is_symlink().then(|| fs::read_link(&p).unwrap()),
+            };
+            (p.strip_prefix(root).unwrap().to_path_buf(), e)
+        })
+        .collect()
+}
+
+/// Asserts that `copy` holds the same tree as `src`: types, permission
+/// bits, owners, sizes, mtimes, link targets, device numbers, bytes, and
+/// the hard link pair.
+fn assert_same_tree(src: &Path, copy: &Path) {
+    let (a, b) = (snapshot(src), snapshot(copy));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "entry names differ");
+    for (k, e) in &a {
+        assert_eq!(e, &b[k], "{}", k.display());
+        if e.kind == "file" {
+            assert!(fs::read(src.join(k)).unwrap() == fs::read(copy.join(k)).unwrap(), "contents of {}", k.display());
+        }
+    }
+    let h1 = fs::metadata(copy.join("hard1")).unwrap();
+    let h2 = fs::metadata(copy.join("sub/hard2")).unwrap();
+    assert_eq!((h1.ino(), h1.nlink()), (h2.ino(), 2), "hard link pair not kept");
+}
+
+#[test]
+fn put_tree_round_trips() {
+    if !have_tools() {
+        return;
+    }
+    let im = Img::new();
+    let src = make_tree(&im.dir.path().join("src"));
+    im.put(&src, "/");
+    im.fsck();
+
+    // Copied out again, the tree is the same.
+    let out = im.dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    ok([OsStr::new("get"), im.img.as_os_str(), OsStr::new("/tree"), out.as_os_str()]);
+    assert_same_tree(&src, &out.join("tree"));
+
+    // Inside the image: hard links share an inode with two links, holes
+    // stay holes, atimes keep their nanoseconds.
+    assert_eq!(im.debugfs_field("/tree/hard1", "Links: "), 2);
+    assert_eq!(im.stat("/tree/hard1")["Inode"], im.stat("/tree/sub/hard2")["Inode"]);
+    let sparse_blocks = im.debugfs_field("/tree/sparse", "Blockcount: ");
+    assert!(sparse_blocks <= 64, "sparse file uses {sparse_blocks} sectors");
+    assert_eq!(im.size("/tree/sparse"), (8 << 20) + 17);
+    assert_eq!(im.debugfs_field("/tree/zeros", "Blockcount: "), 0, "written zeros were stored");
+    assert_eq!(im.size("/tree/zeros"), 200 << 10);
+    let big_blocks = im.debugfs_field("/tree/big", "Blockcount: ");
+    assert!(big_blocks >= 2 * 1025, "big file has only {big_blocks} sectors");
+    let atime = &im.stat("/tree/sub/nested")["Access"];
+    let host_atime = {
+        // The source's atime may have changed by reading it; the image keeps
+        // the one `put` saw, which make_tree set with a nanosecond part.
+        atime.split('.').nth(1).unwrap().split(' ').next().unwrap().to_string()
+    };
+    assert!(host_atime.starts_with("1000000"), "atime nanoseconds lost: {atime}");
+    assert_eq!(im.stat("/tree/link")["File"], "/tree/link -> one");
+    assert_eq!(im.stat("/tree/fifo")["Type"], "fifo");
+    assert_eq!(im.stat("/tree/sock")["Type"], "socket");
+    if is_root() {
+        assert_eq!(im.stat("/tree/chr")["Device"], "1, 3 (major, minor)");
+        assert_eq!((im.stat("/tree/one")["Uid"].as_str(), im.stat("/tree/one")["Gid"].as_str()), ("1234", "5678"));
+    }
+
+    // A second put merges into the existing tree and replaces the files.
+    fs::write(src.join("one"), "2").unwrap();
+    set_times(&src.join("one"), (1, 2), (3, 4));
+    im.put(&src, "/");
+    im.fsck();
+    assert_eq!(im.cat("/tree/one"), b"2");
+    assert_eq!(im.stat("/tree/one")["Modify"], "1970-01-01 00:00:03.000000004 +0000");
+    assert_eq!(im.debugfs_field("/tree/hard1", "Links: "), 2);
+}
+
+#[test]
+fn put_destinations_and_errors() {
+    if !have_tools() {
+        return;
+    }
+    let im = Img::new();
+    let host = im.dir.path().join("h");
+    fs::create_dir(&host).unwrap();
+    let f = host.join("file.txt");
+    fs::write(&f, "hello\n").unwrap();
+    let d = host.join("dir");
+    fs::create_dir(&d).unwrap();
+    fs::write(d.join("inner"), "inner\n").unwrap();
+
+    im.run("mkdir", &["/dst"]);
+    // Into an existing directory, under its own name.
+    im.put(&f, "/dst");
+    assert_eq!(im.cat("/dst/file.txt"), b"hello\n");
+    // To a new name (relative to the root).
+    im.put(&f, "dst/renamed");
+    assert_eq!(im.cat("/dst/renamed"), b"hello\n");
+    // Over an existing file: replaced.
+    fs::write(&f, "second\n").unwrap();
+    im.put(&f, "/dst/renamed");
+    assert_eq!(im.cat("/dst/renamed"), b"second\n");
+    // A directory to a new name, and its contents with "dir/.".
+    im.put(&d, "/copy");
+    assert_eq!(im.cat("/copy/inner"), b"inner\n");
+    im.run("mkdir", &["/merged"]);
+    im.put(&d.join("."), "/merged");
+    assert_eq!(im.cat("/merged/inner"), b"inner\n");
+    im.fsck();
+
+    // Errors: one line, exit 1, the image still clean.
+    let fails_put = |src: &Path, dest: &str, needle: &str| {
+        fails([OsStr::new("put"), im.img.as_os_str(), src.as_os_str(), OsStr::new(dest)], needle);
+    };
+    fails_put(&f, "/missing/parent/x", "no such file or directory");
+    fails_put(&host.join("nope"), "/dst", "no such file or directory");
+    fails_put(&d, "/dst/file.txt", "cannot overwrite non-directory with directory");
+    im.fsck();
+}
+
+#[test]
+fn mkdir_rm_mv_ln() {
+    if !have_tools() {
+        return;
+    }
+    let im = Img::new();
+    // mkdir, -p, and errors.
+    im.run("mkdir", &["/a", "b"]);
+    im.fails("mkdir", &["/a"], "file exists");
+    im.fails("mkdir", &["/x/y"], "no such file or directory");
+    im.run("mkdir", &["-p", "/a/b/c", "/a", "p/q/r/"]);
+    assert_eq!(im.stat("/a/b/c")["Type"], "directory");
+    assert_eq!(im.stat("/a/b/c")["Mode"], "0755 (drwxr-xr-x)");
+    assert_eq!(im.stat("/p/q/r")["Type"], "directory");
+    assert_eq!(im.debugfs_field("/a", "Links: "), 3);
+    im.fsck();
+
+    // A tree to work on: many files so directories span several blocks.
+    let host = im.dir.path().join("h");
+    fs::create_dir_all(host.join("t/d1/d2")).unwrap();
+    for i in 0..150 {
+        fs::write(host.join(format!("t/d1/file-with-a-long-name-{i:04}")), format!("{i}")).unwrap();
+    }
+    fs::write(host.join("t/d1/d2/leaf"), "leaf").unwrap();
+    fs::write(host.join("t/x"), "x content").unwrap();
+    fs::write(host.join("t/y"), "y content").unwrap();
+    im.put(&host.join("t"), "/");
+
+    // rm: a directory needs -r; the root, "." and ".." are refused.
+    im.fails("rm", &["/t/d1"], "is a directory");
+    assert!(im.exists("/t/d1/d2/leaf"));
+    im.fails("rm", &["/"], "root directory");
+    im.fails("rm", &["-r", "/t/."], "refusing");
+    im.fails("rm", &["/t/nope"], "no such file or directory");
+    im.run("rm", &["-f", "/t/nope", "/nope/nope"]);
+    im.fsck();
+
+    // ln: a hard link, and into a directory under the target's name.
+    im.run("ln", &["/t/x", "/t/x-hard"]);
+    im.run("ln", &["/t/y", "/a"]);
+    assert_eq!(im.debugfs_field("/t/x", "Links: "), 2);
+    assert_eq!(im.cat("/a/y"), b"y content");
+    im.fails("ln", &["/t/d1", "/t/dirlink"], "directory");
+    im.fails("ln", &["/t/x", "/t/y"], "file exists");
+    // ln -s: the target is text, relative to the link.
+    im.run("ln", &["-s", "../t/x", "/a/sym"]);
+    im.run("ln", &["-s", "/t/missing", "/a/dangling"]);
+    assert_eq!(im.stat("/a/sym")["File"], "/a/sym -> ../t/x");
+    assert_eq!(im.cat("/a/sym"), b"x content");
+    assert_eq!(im.stat("/a/dangling")["File"], "/a/dangling -> /t/missing");
+    im.fsck();
+
+    // mv: into a directory, renaming over a file, a directory elsewhere.
+    im.run("mv", &["/t/x-hard", "/a/b"]);
+    assert_eq!(im.cat("/a/b/x-hard"), b"x content");
+    let y_ino = im.stat("/t/y")["Inode"].clone();
+    im.run("mv", &["/t/y", "/t/x"]);
+    assert!(!im.exists("/t/y"));
+    assert_eq!(im.cat("/t/x"), b"y content");
+    assert_eq!(im.stat("/t/x")["Inode"], y_ino);
+    // The old /t/x keeps its other name.
+    assert_eq!(im.cat("/a/b/x-hard"), b"x content");
+    assert_eq!(im.debugfs_field("/a/b/x-hard", "Links: "), 1);
+    im.run("mv", &["/t/d1/d2", "/p"]);
+    assert_eq!(im.cat("/p/d2/leaf"), b"leaf");
+    im.run("mv", &["/p/d2", "/p/renamed"]);
+    assert_eq!(im.cat("/p/renamed/leaf"), b"leaf");
+    im.fails("mv", &["/p", "/p/q"], "invalid argument");
+    im.fails("mv", &["/nope", "/a"], "no such file or directory");
+    im.fsck();
+
+    // rm -r removes a whole tree; rm a symlink removes the link only.
+    im.run("rm", &["/a/sym"]);
+    assert_eq!(im.cat("/t/x"), b"y content");
+    im.run("rm", &["-r", "/t", "/p"]);
+    assert!(!im.exists("/t"));
+    assert!(!im.exists("/p"));
+    im.run("rm", &["/a/y", "/a/dangling"]);
+    im.run("rm", &["-r", "/a"]);
+    assert!(!im.exists("/a"));
+    im.fsck();
+    // Everything but "b" and lost+found (if any) is gone, and all blocks
+    // and inodes are back (e2fsck checks the counts).
+    let ls = String::from_utf8(im.run("ls", &["/"])).unwrap();
+    assert!(ls.lines().all(|l| l == "b" || l == "lost+found"), "{ls}");
+}
+
+#[test]
+fn truncate_and_fallocate() {
+    if !have_tools() {
+        return;
+    }
+    let im = Img::new();
+    let host = im.dir.path().join("data");
+    let data = pattern(7, 70_000);
+    fs::write(&host, &data).unwrap();
+    im.put(&host, "/f");
+
+    // truncate: shrink, grow (zeros), create.
+    im.run("truncate", &["-s", "5000", "/f"]);
+    assert_eq!(im.cat("/f"), &data[..5000]);
+    im.run("truncate", &["/f", "-s", "1M"]);
+    let back = im.cat("/f");
+    assert_eq!(back.len(), 1 << 20);
+    assert_eq!(&back[..5000], &data[..5000]);
+    assert!(back[5000..].iter().all(|&b| b == 0));
+    im.run("truncate", &["-s", "10K", "/new"]);
+    assert_eq!(im.cat("/new"), vec![0u8; 10240]);
+    im.run("truncate", &["-c", "-s", "10K", "/not-created"]);
+    assert!(!im.exists("/not-created"));
+    im.fails("truncate", &["-s", "1", "/"], "is a directory");
+    im.fsck();
+
+    // fallocate: allocate (size grows), keep size.
+    im.run("fallocate", &["-l", "1M", "/g"]);
+    assert_eq!(im.size("/g"), 1 << 20);
+    assert_eq!(im.cat("/g"), vec![0u8; 1 << 20]);
+    assert!(im.debugfs_field("/g", "Blockcount: ") >= 2048);
+    im.run("fallocate", &["-k", "-o", "2M", "-l", "1M", "/g"]);
+    assert_eq!(im.size("/g"), 1 << 20);
+    assert!(im.debugfs_field("/g", "Blockcount: ") >= 4096);
+
+    // Punch a hole and zero ranges in a file with data.
+    im.put(&host, "/h");
+    let mut want = data.clone();
+    im.run("fallocate", &["-p", "-o", "1000", "-l", "20000", "/h"]);
+    want[1000..21000].fill(0);
+    assert_eq!(im.cat("/h"), want);
+    im.run("fallocate", &["--zero-range", "--offset", "30000", "--length", "5000", "/h"]);
+    want[30000..35000].fill(0);
+    assert_eq!(im.cat("/h"), want);
+    // Zero range past the end extends the file, with -k it does not.
+    im.run("fallocate", &["-z", "-o", "65000", "-l", "10000", "/h"]);
+    want[65000..].fill(0);
+    want.resize(75000, 0);
+    assert_eq!(im.cat("/h"), want);
+    im.run("fallocate", &["-z", "-k", "-o", "60000", "-l", "40000", "/h"]);
+    want[60000..].fill(0);
+    assert_eq!(im.size("/h"), 75000);
+    assert_eq!(im.cat("/h"), want);
+    im.fsck();
+
+    im.fails("fallocate", &["-l", "0", "/h"], "length");
+    im.fails("fallocate", &["-l", "1K", "/"], "is a directory");
+    let out = uext4(im.args("fallocate", &["-p", "-z", "-l", "1K", "/h"]));
+    assert_eq!(out.status.code(), Some(2), "conflicting modes are a usage error");
+    im.fsck();
+}

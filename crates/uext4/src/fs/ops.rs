@@ -1,0 +1,883 @@
+//! Namespace and metadata operations of a filesystem opened read-write.
+//!
+//! Every operation follows the same shape: check arguments, take the
+//! inode locks it needs in the order of [`crate::locks`], re-read the
+//! inodes under the locks, start one journal handle, change the inodes,
+//! directory entries and allocations through the [`Tx`], write the inodes
+//! back, and drop the handle (its changes then commit with the running
+//! transaction). Errors before the first change leave nothing behind;
+//! errors after it abort nothing on disk that is not consistent, because
+//! the order of changes keeps every intermediate state valid for fsck
+//! (an entry is added only after its inode is written, removed before its
+//! inode is freed).
+
+use super::{Filesystem, Stat};
+use crate::alloc::flags as aflags;
+use crate::dir::write as dw;
+use crate::error::{Error, Result};
+use crate::format::dirent::{file_type_of, NAME_MAX};
+use crate::format::inode::{
+    FileType, Inode, Timestamp, FL_EXTENTS, I_BLOCK_SIZE, ROOT_INO, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
+};
+use crate::inode::extent_write as ew;
+use crate::inode::{self, MapKind};
+use crate::txn::Tx;
+
+/// Largest link count; directories beyond it count 1 (dir_nlink).
+pub const LINK_MAX: u16 = 65000;
+/// Largest logical block + 1 of an extent-mapped file.
+const MAX_FILE_BLOCKS: u64 = 1 << 32;
+/// Blocks allocated and written per journal handle by a large write.
+const WRITE_CHUNK_BLOCKS: u64 = 8192;
+
+/// `rename` flags (renameat2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    /// Fail with EEXIST if the destination exists.
+    pub noreplace: bool,
+    /// Atomically swap source and destination (both must exist).
+    pub exchange: bool,
+}
+
+/// Attribute changes (None = leave as is).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits (the type bits are kept).
+    pub mode: Option<u16>,
+    /// Owner.
+    pub uid: Option<u32>,
+    /// Group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend).
+    pub size: Option<u64>,
+    /// Access time.
+    pub atime: Option<Timestamp>,
+    /// Modification time.
+    pub mtime: Option<Timestamp>,
+}
+
+/// fallocate(2) modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallocMode {
+    /// Allocate (unwritten) and extend the size.
+    Allocate,
+    /// Allocate without changing the size.
+    KeepSize,
+    /// Deallocate the range (size unchanged).
+    PunchHole,
+    /// Make the range read as zeros (allocated, unwritten).
+    ZeroRange,
+}
+
+/// Checks a single path component.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    let shown = || String::from_utf8_lossy(name).into_owned();
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::Invalid(format!("bad name {:?}", shown())));
+    }
+    if name.len() > NAME_MAX {
+        return Err(Error::NameTooLong(shown()));
+    }
+    Ok(())
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+fn ftype(i: &Inode) -> Result<FileType> {
+    i.file_type()
+}
+
+impl Filesystem {
+    fn load(&self, ino: u32) -> Result<Inode> {
+        self.inode(ino)
+    }
+
+    fn load_dir(&self, ino: u32) -> Result<Inode> {
+        let d = self.load(ino)?;
+        if ftype(&d)? != FileType::Directory {
+            return Err(Error::NotDir(format!("inode {ino}")));
+        }
+        if d.links_count == 0 {
+            return Err(Error::NotFound(format!("directory inode {ino} was removed")));
+        }
+        Ok(d)
+    }
+
+    fn lookup_opt(&self, dir: &Inode, name: &[u8]) -> Result<Option<u32>> {
+        Ok(crate::dir::lookup(&self.vol, dir, name)?.map(|(i, _)| i))
+    }
+
+    fn note_tid(&self, tx: &Tx, inos: &[u32]) {
+        if let Ok(rw) = self.rw() {
+            rw.note_dirty(inos, tx.tid());
+        }
+    }
+
+    /// A fresh inode of `mode` owned by `uid`/`gid`, allocated near `parent`.
+    fn new_inode(&self, tx: &Tx, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Inode> {
+        let is_dir = mode & S_IFMT == S_IFDIR;
+        let ino = tx.alloc_inode(parent, is_dir)?;
+        let mut i = Inode::new_raw(&self.vol.sb, ino);
+        let now = Timestamp::now();
+        i.mode = mode;
+        i.uid = uid;
+        i.gid = gid;
+        i.atime = now;
+        i.mtime = now;
+        i.ctime = now;
+        if i.crtime.is_some() {
+            i.crtime = Some(now);
+        }
+        i.generation = self.rw()?.next_generation();
+        if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
+            ew::init_root(&mut i);
+        }
+        Ok(i)
+    }
+
+    fn bump_dir_links(d: &mut Inode, up: bool) {
+        if up {
+            if d.links_count >= LINK_MAX || d.links_count == 1 {
+                // dir_nlink: past the limit the count is 1 ("many").
+                d.links_count = 1;
+            } else {
+                d.links_count += 1;
+            }
+        } else if d.links_count > 2 {
+            d.links_count -= 1;
+        }
+    }
+
+    /// Creates a node (regular file, device, fifo, socket) in `parent`.
+    pub fn mknod(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
+        check_name(name)?;
+        let t = mode & S_IFMT;
+        let t = if t == 0 { S_IFREG } else { t };
+        if t == S_IFDIR || t == S_IFLNK {
+            return Err(Error::Invalid("mknod of a directory or symlink".into()));
+        }
+        let mode = t | (mode & 0o7777);
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[parent], &[]);
+        let mut dir = self.load_dir(parent)?;
+        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        let tx = self.begin(32)?;
+        let mut i = self.new_inode(&tx, parent, mode, uid, gid)?;
+        i.links_count = 1;
+        if t != S_IFREG {
+            i.flags &= !FL_EXTENTS;
+            i.block = [0; I_BLOCK_SIZE];
+            set_rdev(&mut i, rdev);
+        }
+        tx.write_inode(&mut i)?;
+        dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode))?;
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        self.note_tid(&tx, &[parent, i.ino]);
+        drop(tx);
+        self.stat(i.ino)
+    }
+
+    /// Creates a regular file.
+    pub fn create(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        self.mknod(parent, name, S_IFREG | (mode & 0o7777), (0, 0), uid, gid)
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        check_name(name)?;
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[parent], &[]);
+        let mut dir = self.load_dir(parent)?;
+        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        let tx = self.begin(48)?;
+        let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
+        d.links_count = 2;
+        let runs = ew::allocate_range(&tx, &mut d, 0, 1, false, aflags::METADATA, 0)?;
+        let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
+        dw::init_dir_block(&tx, &mut d, pblk, parent)?;
+        tx.write_inode(&mut d)?;
+        dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))?;
+        Self::bump_dir_links(&mut dir, true);
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        self.note_tid(&tx, &[parent, d.ino]);
+        drop(tx);
+        self.stat(d.ino)
+    }
+
+    /// Creates a symbolic link (fast when the target fits in the inode).
+    pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
+        check_name(name)?;
+        if target.is_empty() || target.contains(&0) {
+            return Err(Error::Invalid("empty symlink target".into()));
+        }
+        if target.len() >= self.vol.block_size.min(4096) {
+            return Err(Error::NameTooLong("symlink target".into()));
+        }
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[parent], &[]);
+        let mut dir = self.load_dir(parent)?;
+        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        let tx = self.begin(40)?;
+        let mut i = self.new_inode(&tx, parent, S_IFLNK | 0o777, uid, gid)?;
+        i.links_count = 1;
+        i.size = target.len() as u64;
+        if target.len() < I_BLOCK_SIZE {
+            i.block = [0; I_BLOCK_SIZE];
+            i.block[..target.len()].copy_from_slice(target);
+        } else {
+            ew::init_root(&mut i);
+            let size = i.size;
+            let runs = ew::allocate_range(&tx, &mut i, 0, 1, false, aflags::SMALL_FILE, size)?;
+            let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the symlink".into()))?;
+            let mut buf = vec![0u8; self.vol.block_size];
+            buf[..target.len()].copy_from_slice(target);
+            self.vol.device().write_at(&buf, pblk * self.vol.block_size as u64)?;
+        }
+        tx.write_inode(&mut i)?;
+        dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))?;
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        self.note_tid(&tx, &[parent, i.ino]);
+        drop(tx);
+        self.stat(i.ino)
+    }
+
+    /// Adds a hard link `newparent/newname` to `ino`.
+    pub fn link(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
+        check_name(newname)?;
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[newparent], &[ino]);
+        let mut dir = self.load_dir(newparent)?;
+        let mut i = self.load(ino)?;
+        if ftype(&i)? == FileType::Directory {
+            return Err(Error::NotPermitted("hard link to a directory".into()));
+        }
+        if i.links_count == 0 {
+            return Err(Error::NotFound(format!("inode {ino} was removed")));
+        }
+        if i.links_count >= LINK_MAX {
+            return Err(Error::TooManyLinks(format!("inode {ino}")));
+        }
+        if is_dot(newname) || self.lookup_opt(&dir, newname)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
+        }
+        let tx = self.begin(24)?;
+        i.links_count += 1;
+        i.ctime = Timestamp::now();
+        tx.write_inode(&mut i)?;
+        dw::add_entry(&tx, &mut dir, newname, ino, file_type_of(i.mode))?;
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        self.note_tid(&tx, &[newparent, ino]);
+        drop(tx);
+        self.stat(ino)
+    }
+
+    /// Removes the name `parent/name` of a non-directory.
+    pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let rw = self.rw()?;
+        let dir0 = self.load_dir(parent)?;
+        let victim = self.lookup_opt(&dir0, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+        let _l = rw.locks.lock_exclusive(&[parent], &[victim]);
+        let mut dir = self.load_dir(parent)?;
+        if self.lookup_opt(&dir, name)? != Some(victim) {
+            return Err(Error::NotFound(lossy(name)));
+        }
+        let mut i = self.load(victim)?;
+        if ftype(&i)? == FileType::Directory {
+            return Err(Error::IsDir(lossy(name)));
+        }
+        let tx = self.begin(64)?;
+        dw::remove_entry(&tx, &mut dir, name)?;
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        i.links_count = i.links_count.saturating_sub(1);
+        i.ctime = Timestamp::now();
+        if i.links_count == 0 {
+            self.drop_last_link(&tx, &mut i)?;
+        } else {
+            tx.write_inode(&mut i)?;
+        }
+        self.note_tid(&tx, &[parent, victim]);
+        Ok(())
+    }
+
+    /// Removes the empty directory `parent/name`.
+    pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
+        if name == b"." {
+            return Err(Error::Invalid("rmdir of \".\"".into()));
+        }
+        if name == b".." {
+            return Err(Error::NotEmpty("rmdir of \"..\"".into()));
+        }
+        check_name(name)?;
+        let rw = self.rw()?;
+        let dir0 = self.load_dir(parent)?;
+        let victim = self.lookup_opt(&dir0, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+        if victim == ROOT_INO {
+            return Err(Error::Busy("the root directory".into()));
+        }
+        let _l = rw.locks.lock_exclusive(&[parent, victim], &[]);
+        let mut dir = self.load_dir(parent)?;
+        if self.lookup_opt(&dir, name)? != Some(victim) {
+            return Err(Error::NotFound(lossy(name)));
+        }
+        let mut d = self.load(victim)?;
+        if ftype(&d)? != FileType::Directory {
+            return Err(Error::NotDir(lossy(name)));
+        }
+        if !dw::is_empty(&self.vol, &d)? {
+            return Err(Error::NotEmpty(lossy(name)));
+        }
+        let tx = self.begin(64)?;
+        dw::remove_entry(&tx, &mut dir, name)?;
+        Self::bump_dir_links(&mut dir, false);
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        d.links_count = 0;
+        self.drop_last_link(&tx, &mut d)?;
+        self.note_tid(&tx, &[parent, victim]);
+        Ok(())
+    }
+
+    /// Frees an inode whose last link is gone: its blocks, its xattr
+    /// block reference and its bitmap bit (dtime set, as the kernel does).
+    pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+        let is_dir = ftype(i)? == FileType::Directory;
+        if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
+            ew::remove_range(tx, i, 0, u64::MAX)?;
+        } else if matches!(ftype(i)?, FileType::Regular | FileType::Directory)
+            || (ftype(i)? == FileType::Symlink && !self.is_fast_symlink(i))
+        {
+            self.free_blockmap(tx, i)?;
+        }
+        if i.file_acl != 0 {
+            crate::xattr::write::release_block(tx, i)?;
+        }
+        i.links_count = 0;
+        i.size = 0;
+        i.dtime = Timestamp::now().sec as u32;
+        i.blocks_512 = 0;
+        tx.write_inode_dtime(i)?;
+        tx.free_inode(i.ino, is_dir)
+    }
+
+    /// Block-mapped (ext2/ext3) files are not written; deleting one is
+    /// refused rather than leaking its blocks.
+    fn free_blockmap(&self, _tx: &Tx, i: &Inode) -> Result<()> {
+        if inode::extents(&self.vol, i)?.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Unsupported("deleting block-mapped (non-extent) files".into()))
+    }
+
+    /// rename(2) / renameat2 with NOREPLACE and EXCHANGE.
+    pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
+        check_name(name)?;
+        check_name(newname)?;
+        if is_dot(name) || is_dot(newname) {
+            return Err(Error::Invalid("rename of \".\" or \"..\"".into()));
+        }
+        if flags.noreplace && flags.exchange {
+            return Err(Error::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE".into()));
+        }
+        let rw = self.rw()?;
+        let _cross = (parent != newparent).then(|| rw.rename_lock.lock());
+        let src = self.lookup_opt(&self.load_dir(parent)?, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+        let dst = self.lookup_opt(&self.load_dir(newparent)?, newname)?;
+        if dst == Some(src) {
+            return Ok(()); // same inode: nothing to do (POSIX)
+        }
+        let src_is_dir = ftype(&self.load(src)?)? == FileType::Directory;
+        let dst_is_dir = match dst {
+            Some(d) => ftype(&self.load(d)?)? == FileType::Directory,
+            None => false,
+        };
+        // Moving a directory into its own subtree.
+        if parent != newparent {
+            if src_is_dir && self.is_ancestor(src, newparent)? {
+                return Err(Error::Invalid("rename of a directory into itself".into()));
+            }
+            if flags.exchange && dst_is_dir {
+                if let Some(d) = dst {
+                    if self.is_ancestor(d, parent)? {
+                        return Err(Error::Invalid("rename of a directory into itself".into()));
+                    }
+                }
+            }
+        }
+        // Parents: an ancestor before its descendant, else by number.
+        let parents = if parent == newparent {
+            vec![parent]
+        } else if self.is_ancestor(parent, newparent)? {
+            vec![parent, newparent]
+        } else if self.is_ancestor(newparent, parent)? {
+            vec![newparent, parent]
+        } else {
+            let mut v = vec![parent, newparent];
+            v.sort_unstable();
+            v
+        };
+        let mut dirs = parents.clone();
+        let mut others = Vec::new();
+        for (ino, is_dir) in [(Some(src), src_is_dir), (dst, dst_is_dir)] {
+            let Some(ino) = ino else { continue };
+            if is_dir {
+                dirs.push(ino);
+            } else {
+                others.push(ino);
+            }
+        }
+        let _l = rw.locks.lock_exclusive(&dirs, &others);
+        // Re-check under the locks.
+        let mut pd = self.load_dir(parent)?;
+        if self.lookup_opt(&pd, name)? != Some(src) {
+            return Err(Error::NotFound(lossy(name)));
+        }
+        let mut nd = if parent == newparent { pd.clone() } else { self.load_dir(newparent)? };
+        if self.lookup_opt(&nd, newname)? != dst {
+            return Err(Error::Invalid("destination changed during rename".into()));
+        }
+        let mut s = self.load(src)?;
+        let now = Timestamp::now();
+        if flags.exchange {
+            let d_ino = dst.ok_or_else(|| Error::NotFound(lossy(newname)))?;
+            let mut d = self.load(d_ino)?;
+            let tx = self.begin(64)?;
+            if parent == newparent {
+                dw::replace_entry(&tx, &mut pd, name, d_ino, file_type_of(d.mode))?;
+                dw::replace_entry(&tx, &mut pd, newname, src, file_type_of(s.mode))?;
+                touch_dir(&mut pd);
+                tx.write_inode(&mut pd)?;
+            } else {
+                dw::replace_entry(&tx, &mut pd, name, d_ino, file_type_of(d.mode))?;
+                dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
+                if src_is_dir {
+                    dw::set_dotdot(&tx, &s, newparent)?;
+                }
+                if dst_is_dir {
+                    dw::set_dotdot(&tx, &d, parent)?;
+                }
+                if src_is_dir != dst_is_dir {
+                    // The directory moved from pd to nd or back.
+                    Self::bump_dir_links(&mut pd, dst_is_dir);
+                    Self::bump_dir_links(&mut nd, src_is_dir);
+                }
+                touch_dir(&mut pd);
+                touch_dir(&mut nd);
+                tx.write_inode(&mut pd)?;
+                tx.write_inode(&mut nd)?;
+            }
+            s.ctime = now;
+            d.ctime = now;
+            tx.write_inode(&mut s)?;
+            tx.write_inode(&mut d)?;
+            self.note_tid(&tx, &[parent, newparent, src, d_ino]);
+            return Ok(());
+        }
+        if let Some(d_ino) = dst {
+            if flags.noreplace {
+                return Err(Error::Exists(lossy(newname)));
+            }
+            let d = self.load(d_ino)?;
+            if src_is_dir && !dst_is_dir {
+                return Err(Error::NotDir(lossy(newname)));
+            }
+            if !src_is_dir && dst_is_dir {
+                return Err(Error::IsDir(lossy(newname)));
+            }
+            if dst_is_dir && !dw::is_empty(&self.vol, &d)? {
+                return Err(Error::NotEmpty(lossy(newname)));
+            }
+        }
+        let tx = self.begin(96)?;
+        // New name first (the inode is then reachable by both names for
+        // an instant inside the transaction, never on disk).
+        match dst {
+            Some(_) => {
+                dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
+            }
+            None => dw::add_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?,
+        }
+        if parent == newparent {
+            // nd is the same directory: continue with its newest state.
+            pd = nd.clone();
+        }
+        dw::remove_entry(&tx, &mut pd, name)?;
+        if src_is_dir && parent != newparent {
+            dw::set_dotdot(&tx, &s, newparent)?;
+            Self::bump_dir_links(&mut pd, false);
+            if !dst_is_dir {
+                Self::bump_dir_links(&mut nd, true);
+            }
+        }
+        if let Some(d_ino) = dst {
+            let mut d = self.load(d_ino)?;
+            if dst_is_dir {
+                // nd loses the victim's ".." reference (src's replaces it
+                // when src is a directory from another parent, counted above
+                // by not bumping).
+                if parent == newparent {
+                    Self::bump_dir_links(&mut pd, false);
+                }
+                d.links_count = 0;
+            } else {
+                d.links_count = d.links_count.saturating_sub(1);
+            }
+            d.ctime = now;
+            if d.links_count == 0 {
+                self.drop_last_link(&tx, &mut d)?;
+            } else {
+                tx.write_inode(&mut d)?;
+            }
+        }
+        s.ctime = now;
+        tx.write_inode(&mut s)?;
+        touch_dir(&mut pd);
+        tx.write_inode(&mut pd)?;
+        if parent != newparent {
+            touch_dir(&mut nd);
+            tx.write_inode(&mut nd)?;
+        }
+        self.note_tid(&tx, &[parent, newparent, src, dst.unwrap_or(0)]);
+        Ok(())
+    }
+
+    /// True if directory `a` is `b` or one of its ancestors.
+    fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
+        let mut cur = b;
+        for _ in 0..4096 {
+            if cur == a {
+                return Ok(true);
+            }
+            if cur == ROOT_INO {
+                return Ok(false);
+            }
+            let d = self.load_dir(cur)?;
+            cur = self.lookup_opt(&d, b"..")?.ok_or_else(|| Error::NotFound("..".into()))?;
+        }
+        Err(Error::Loop("directory tree deeper than 4096 levels".into()))
+    }
+
+    /// Changes attributes; a size change truncates or extends the file.
+    pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let mut i = self.load(ino)?;
+        let now = Timestamp::now();
+        if let Some(size) = attr.size {
+            match ftype(&i)? {
+                FileType::Regular => {}
+                FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
+                _ => return Err(Error::Invalid(format!("truncate of inode {ino}, not a regular file"))),
+            }
+            self.check_offset(size, 0)?;
+        }
+        let tx = self.begin(128)?;
+        if let Some(size) = attr.size {
+            if size < i.size {
+                self.shrink(&tx, &mut i, size)?;
+            }
+            if size != i.size {
+                i.mtime = now;
+            }
+            i.size = size;
+        }
+        if let Some(m) = attr.mode {
+            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+        }
+        if let Some(u) = attr.uid {
+            i.uid = u;
+        }
+        if let Some(g) = attr.gid {
+            i.gid = g;
+        }
+        if let Some(t) = attr.atime {
+            i.atime = t;
+        }
+        if let Some(t) = attr.mtime {
+            i.mtime = t;
+        }
+        i.ctime = now;
+        tx.write_inode(&mut i)?;
+        self.note_tid(&tx, &[ino]);
+        drop(tx);
+        self.stat(ino)
+    }
+
+    fn check_offset(&self, offset: u64, len: u64) -> Result<()> {
+        let bs = self.vol.block_size as u64;
+        let end = offset.checked_add(len).ok_or_else(|| Error::FileTooBig("offset overflows".into()))?;
+        if end > MAX_FILE_BLOCKS * bs {
+            return Err(Error::FileTooBig(format!("offset {end} beyond the largest ext4 file")));
+        }
+        Ok(())
+    }
+
+    /// Frees the blocks past `size` and zeroes the tail of the last block.
+    fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<()> {
+        if i.flags & FL_EXTENTS == 0 {
+            return Err(Error::Unsupported("truncating block-mapped (non-extent) files".into()));
+        }
+        let bs = self.vol.block_size as u64;
+        let keep = size.div_ceil(bs);
+        ew::remove_range(tx, i, keep, u64::MAX)?;
+        let within = size % bs;
+        if within != 0 {
+            if let MapKind::Mapped(p) = inode::map_block(&self.vol, i, size / bs)?.kind {
+                let zeros = vec![0u8; (bs - within) as usize];
+                self.vol.device().write_at(&zeros, p * bs + within)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset` (the simple, correct path: blocks are
+    /// allocated and the data written to the device before the handle
+    /// that maps them ends, so the transaction that makes them reachable
+    /// commits after them: ordered mode).
+    pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.check_offset(offset, data.len() as u64)?;
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let mut i = self.load(ino)?;
+        match ftype(&i)? {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
+            _ => return Err(Error::Invalid(format!("write to inode {ino}, not a regular file"))),
+        }
+        if i.flags & FL_EXTENTS == 0 {
+            return Err(Error::Unsupported("writing block-mapped (non-extent) files".into()));
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let bs = self.vol.block_size as u64;
+        let end = offset + data.len() as u64;
+        let mut pos = offset;
+        while pos < end {
+            let chunk_end = end.min((pos / bs + WRITE_CHUNK_BLOCKS) * bs);
+            let tx = self.begin(256)?;
+            if let Err(e) =
+                self.write_chunk(&tx, &mut i, pos, &data[(pos - offset) as usize..(chunk_end - offset) as usize])
+            {
+                // Blocks this chunk mapped past EOF hold data no size
+                // covers: unmap them (the kernel's truncate of a failed
+                // write), then report a short write if anything landed.
+                let eof = i.size.div_ceil(bs);
+                let end_blk = chunk_end.div_ceil(bs);
+                if end_blk > eof {
+                    ew::remove_range(&tx, &mut i, eof.max(pos / bs), end_blk)?;
+                    tx.write_inode(&mut i)?;
+                }
+                return if pos > offset { Ok((pos - offset) as usize) } else { Err(e) };
+            }
+            if chunk_end > i.size {
+                i.size = chunk_end;
+            }
+            let now = Timestamp::now();
+            i.mtime = now;
+            i.ctime = now;
+            tx.write_inode(&mut i)?;
+            self.note_tid(&tx, &[ino]);
+            pos = chunk_end;
+        }
+        Ok(data.len())
+    }
+
+    fn write_chunk(&self, tx: &Tx, i: &mut Inode, offset: u64, data: &[u8]) -> Result<()> {
+        let bs = self.vol.block_size as u64;
+        let dev = self.vol.device();
+        let first = offset / bs;
+        let last = (offset + data.len() as u64 - 1) / bs;
+        let mut lblk = first;
+        while lblk <= last {
+            let m = inode::map_block(&self.vol, i, lblk)?;
+            let n = m.len.min(last - lblk + 1);
+            let run_start = (lblk * bs).max(offset);
+            let run_end = ((lblk + n) * bs).min(offset + data.len() as u64);
+            let src = &data[(run_start - offset) as usize..(run_end - offset) as usize];
+            match m.kind {
+                MapKind::Mapped(p) => {
+                    dev.write_at(src, p * bs + (run_start - lblk * bs))?;
+                }
+                MapKind::Unwritten(p) => {
+                    write_padded(dev.as_ref(), p, lblk, n, bs, run_start, src)?;
+                    ew::mark_written(tx, i, lblk, n)?;
+                }
+                MapKind::Hole => {
+                    let flags = if i.size > 16 * bs { aflags::STREAM } else { aflags::SMALL_FILE };
+                    let size_hint = i.size.max(offset + data.len() as u64);
+                    let runs = ew::allocate_range(tx, i, lblk, n, false, flags, size_hint)?;
+                    for (rl, rp, rn) in runs {
+                        let rs = (rl * bs).max(run_start);
+                        let re = ((rl + rn) * bs).min(run_end);
+                        let part = &data[(rs - offset) as usize..(re - offset) as usize];
+                        write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part)?;
+                    }
+                }
+            }
+            lblk += n;
+        }
+        Ok(())
+    }
+
+    /// fallocate(2).
+    pub fn fallocate(&self, ino: u32, mode: FallocMode, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Err(Error::Invalid("fallocate of length 0".into()));
+        }
+        self.check_offset(offset, len)?;
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let mut i = self.load(ino)?;
+        if ftype(&i)? != FileType::Regular {
+            return Err(Error::Invalid(format!("fallocate on inode {ino}, not a regular file")));
+        }
+        if i.flags & FL_EXTENTS == 0 {
+            return Err(Error::Unsupported("fallocate on block-mapped (non-extent) files".into()));
+        }
+        let bs = self.vol.block_size as u64;
+        let end = offset + len;
+        let tx = self.begin(256)?;
+        match mode {
+            FallocMode::Allocate | FallocMode::KeepSize => {
+                ew::allocate_range(
+                    &tx,
+                    &mut i,
+                    offset / bs,
+                    end.div_ceil(bs) - offset / bs,
+                    true,
+                    aflags::STREAM,
+                    end,
+                )?;
+                if mode == FallocMode::Allocate && end > i.size {
+                    i.size = end;
+                }
+            }
+            FallocMode::PunchHole | FallocMode::ZeroRange => {
+                // Whole blocks inside the range go; partial edges are zeroed.
+                let (b0, b1) = (offset.div_ceil(bs), end / bs);
+                self.zero_partial(&i, offset, end.min(b0 * bs))?;
+                if b1 > b0 {
+                    ew::remove_range(&tx, &mut i, b0, b1)?;
+                    if mode == FallocMode::ZeroRange {
+                        let hint = i.size.max(end);
+                        ew::allocate_range(&tx, &mut i, b0, b1 - b0, true, aflags::STREAM, hint)?;
+                    }
+                    self.zero_partial(&i, (b1 * bs).max(offset), end)?;
+                } else if b1 * bs > offset {
+                    self.zero_partial(&i, b1 * bs, end)?;
+                }
+                if mode == FallocMode::ZeroRange && end > i.size {
+                    i.size = end;
+                }
+            }
+        }
+        let now = Timestamp::now();
+        i.ctime = now;
+        i.mtime = now;
+        tx.write_inode(&mut i)?;
+        self.note_tid(&tx, &[ino]);
+        Ok(())
+    }
+
+    /// Writes zeros over the written blocks of `[from, to)` (partial-block
+    /// edges of a punch or zero range).
+    fn zero_partial(&self, i: &Inode, from: u64, to: u64) -> Result<()> {
+        let bs = self.vol.block_size as u64;
+        let mut pos = from;
+        while pos < to {
+            let lblk = pos / bs;
+            let m = inode::map_block(&self.vol, i, lblk)?;
+            let run_end = ((lblk + m.len) * bs).min(to);
+            if let MapKind::Mapped(p) = m.kind {
+                let zeros = vec![0u8; (run_end - pos) as usize];
+                self.vol.device().write_at(&zeros, p * bs + (pos - lblk * bs))?;
+            }
+            pos = run_end;
+        }
+        Ok(())
+    }
+
+    /// fsync(2)/fdatasync(2): commits the transaction that last changed
+    /// `ino` unless it has committed already; file data is written
+    /// through, so a device flush covers it.
+    pub fn fsync(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        match rw.dirty_tid(ino) {
+            Some(tid) => self.commit_tid(tid),
+            None => Ok(self.vol.device().flush()?),
+        }
+    }
+}
+
+/// Writes `src` (which starts at byte `start` of the file) into the new or
+/// unwritten blocks `lblk..lblk+n` at physical `p..`, zero-filling the
+/// parts of those blocks `src` does not cover.
+fn write_padded(
+    dev: &dyn crate::device::BlockDevice,
+    p: u64,
+    lblk: u64,
+    n: u64,
+    bs: u64,
+    start: u64,
+    src: &[u8],
+) -> Result<()> {
+    let run0 = lblk * bs;
+    let head = start - run0;
+    let tail = (n * bs).saturating_sub(head + src.len() as u64);
+    if head == 0 && tail == 0 {
+        dev.write_at(src, p * bs)?;
+        return Ok(());
+    }
+    // Zero only the partial blocks at the edges; whole blocks come from src.
+    let covered_first = head / bs;
+    let covered_last = (head + src.len() as u64).div_ceil(bs);
+    let mut buf = vec![0u8; ((covered_last - covered_first) * bs) as usize];
+    let off = (head - covered_first * bs) as usize;
+    buf[off..off + src.len()].copy_from_slice(src);
+    dev.write_at(&buf, (p + covered_first) * bs)?;
+    // Blocks of the run wholly outside src (allocation rounding) are zeroed.
+    if covered_first > 0 {
+        dev.write_at(&vec![0u8; (covered_first * bs) as usize], p * bs)?;
+    }
+    if covered_last < n {
+        dev.write_at(&vec![0u8; ((n - covered_last) * bs) as usize], (p + covered_last) * bs)?;
+    }
+    Ok(())
+}
+
+fn touch_dir(d: &mut Inode) {
+    let now = Timestamp::now();
+    d.mtime = now;
+    d.ctime = now;
+}
+
+fn lossy(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// Stores a device number in i_block as the kernel does (old format when
+/// it fits, else the new one in the second word).
+fn set_rdev(i: &mut Inode, (major, minor): (u32, u32)) {
+    i.block = [0; I_BLOCK_SIZE];
+    if major < 256 && minor < 256 {
+        let old = ((major << 8) | minor) as u16;
+        i.block[0..2].copy_from_slice(&old.to_le_bytes());
+    } else {
+        let new = (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12);
+        i.block[4..8].copy_from_slice(&new.to_le_bytes());
+    }
+}

@@ -1,0 +1,655 @@
+//! Changing an extent tree: insert (allocate), convert unwritten to
+//! written, remove ranges; leaves split and the tree grows a level when a
+//! node overflows, empty nodes are freed and a root with a single small
+//! child pulls it back up (shrink).
+//!
+//! Invariants kept (those `e2fsck` checks): every non-root node has at
+//! least one entry; an index entry's key equals the first logical block of
+//! its subtree; extents are sorted, do not overlap and are at most 32768
+//! blocks long (32767 when unwritten); every non-root node carries its
+//! crc32c tail.
+//!
+//! Locking: the caller holds whatever excludes other changers of this
+//! inode's tree (today the inode lock exclusively; the data path adds the
+//! mapping lock). Every block change goes through the [`Tx`], so readers
+//! walking the tree through the cache see each node either before or after
+//! a change, never torn.
+
+use crate::alloc::{flags as aflags, AllocRequest};
+use crate::error::{Error, Result, Structure};
+use crate::format::extent::{
+    encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
+    ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
+};
+use crate::format::inode::{Inode, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFMT};
+use crate::txn::{FreeKind, Tx};
+
+use super::MAX_LBLK;
+
+/// Longest unwritten extent (the top value of `ee_len` marks "unwritten").
+const MAX_UNWRITTEN_LEN: u64 = MAX_INIT_LEN as u64 - 1;
+/// Entries in the root node inside `i_block`.
+const ROOT_CAPACITY: usize = (I_BLOCK_SIZE - ENTRY_SIZE) / ENTRY_SIZE;
+
+/// A newly mapped run: (logical block, physical block, length).
+pub type Run = (u64, u64, u64);
+
+/// Makes `inode`'s `i_block` an empty extent root and sets the extents flag.
+pub fn init_root(inode: &mut Inode) {
+    inode.flags |= FL_EXTENTS;
+    inode.block = [0; I_BLOCK_SIZE];
+    inode.block[0..2].copy_from_slice(&EXTENT_MAGIC.to_le_bytes());
+    inode.block[4..6].copy_from_slice(&(ROOT_CAPACITY as u16).to_le_bytes());
+}
+
+/// One node on the path from the root to a leaf.
+#[derive(Debug, Clone)]
+struct Level {
+    /// Physical block of the node; 0 for the root in `i_block`.
+    block: u64,
+    /// Height above the leaves.
+    depth: u16,
+    node: Node,
+    /// Index of the entry followed to the next level (interior nodes).
+    pos: usize,
+    /// A newly allocated block: written whole, its old contents unread.
+    fresh: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Index(Vec<ExtentIndex>),
+    Leaf(Vec<Extent>),
+}
+
+impl Node {
+    fn len(&self) -> usize {
+        match self {
+            Node::Index(v) => v.len(),
+            Node::Leaf(v) => v.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// First logical block the node covers (its key in the parent).
+    fn first_key(&self) -> Option<u32> {
+        match self {
+            Node::Index(v) => v.first().map(|e| e.block),
+            Node::Leaf(v) => v.first().map(|e| e.block),
+        }
+    }
+
+    fn to_extent_node(&self, depth: u16) -> ExtentNode {
+        let h = ExtentHeader { entries: self.len() as u16, max: 0, depth };
+        match self {
+            Node::Index(v) => ExtentNode::Index(h, v.clone()),
+            Node::Leaf(v) => ExtentNode::Leaf(h, v.clone()),
+        }
+    }
+
+    /// Splits off everything from entry `at` on.
+    fn split_off(&mut self, at: usize) -> Node {
+        match self {
+            Node::Index(v) => Node::Index(v.split_off(at)),
+            Node::Leaf(v) => Node::Leaf(v.split_off(at)),
+        }
+    }
+}
+
+/// Everything one tree change needs.
+struct Ctx<'t, 'a> {
+    tx: &'t Tx<'a>,
+    seed: Option<u32>,
+    bs: usize,
+}
+
+impl Ctx<'_, '_> {
+    fn new<'t, 'a>(tx: &'t Tx<'a>, inode: &Inode) -> Result<Ctx<'t, 'a>> {
+        if !inode.uses_extents() {
+            return Err(Error::Unsupported(format!("inode {}: changing a block-mapped (non-extent) file", inode.ino)));
+        }
+        let vol = tx.vol;
+        Ok(Ctx {
+            tx,
+            seed: vol.has_csum().then(|| vol.inode_csum_seed(inode.ino, inode.generation)),
+            bs: vol.block_size,
+        })
+    }
+
+    fn block_capacity(&self) -> usize {
+        (self.bs - ENTRY_SIZE - 4) / ENTRY_SIZE
+    }
+
+    fn capacity(&self, level: usize) -> usize {
+        if level == 0 {
+            ROOT_CAPACITY
+        } else {
+            self.block_capacity()
+        }
+    }
+
+    /// Reads and checks the child node at `block`, expected at `depth`.
+    fn read_node(&self, block: u64, depth: u16, ino: u32) -> Result<Node> {
+        let vol = self.tx.vol;
+        if !vol.valid_range(block, 1) {
+            return Err(Error::corrupt(
+                Structure::Extent,
+                block,
+                format!("inode {ino}: extent index points outside the filesystem"),
+            ));
+        }
+        let buf = vol.block(block)?;
+        if let Some(seed) = self.seed {
+            verify_block_checksum(buf.data(), seed, block)?;
+        }
+        let n = parse_node(buf.data(), block)?;
+        if n.header().depth != depth {
+            return Err(Error::corrupt(
+                Structure::Extent,
+                block,
+                format!("inode {ino}: node of depth {} where {depth} was expected", n.header().depth),
+            ));
+        }
+        Ok(match n {
+            ExtentNode::Index(_, v) => Node::Index(v),
+            ExtentNode::Leaf(_, v) => Node::Leaf(v),
+        })
+    }
+
+    /// The path from the root to the leaf that holds (or would hold) `lblk`.
+    fn find_path(&self, inode: &Inode, lblk: u64) -> Result<Vec<Level>> {
+        let root = parse_node(&inode.block, 0)?;
+        let mut depth = root.header().depth;
+        let mut node = match root {
+            ExtentNode::Index(_, v) => Node::Index(v),
+            ExtentNode::Leaf(_, v) => Node::Leaf(v),
+        };
+        let mut path = Vec::with_capacity(usize::from(depth) + 1);
+        let mut block = 0;
+        loop {
+            match &node {
+                Node::Leaf(_) => {
+                    path.push(Level { block, depth, node, pos: 0, fresh: false });
+                    return Ok(path);
+                }
+                Node::Index(v) => {
+                    if v.is_empty() || depth == 0 {
+                        return Err(Error::corrupt(
+                            Structure::Extent,
+                            block,
+                            format!("inode {}: empty extent index node", inode.ino),
+                        ));
+                    }
+                    let pos = v.partition_point(|e| u64::from(e.block) <= lblk).saturating_sub(1);
+                    let child = v[pos].leaf;
+                    let next = self.read_node(child, depth - 1, inode.ino)?;
+                    path.push(Level { block, depth, node, pos, fresh: false });
+                    node = next;
+                    block = child;
+                    depth -= 1;
+                }
+            }
+        }
+    }
+
+    /// Allocates one tree block near `goal`.
+    fn alloc_node_block(&self, inode: &mut Inode, goal: u64) -> Result<u64> {
+        let a = self.tx.alloc_blocks(&AllocRequest {
+            inode: inode.ino,
+            goal,
+            len: 1,
+            min_len: 1,
+            flags: aflags::METADATA,
+            ..Default::default()
+        })?;
+        if a.len > 1 {
+            self.tx.free_blocks(a.start + 1, u64::from(a.len) - 1, FreeKind::Metadata)?;
+        }
+        inode.blocks_512 += self.bs as u64 / 512;
+        Ok(a.start)
+    }
+
+    fn free_node_block(&self, inode: &mut Inode, block: u64) -> Result<()> {
+        self.tx.free_blocks(block, 1, FreeKind::Metadata)?;
+        inode.blocks_512 = inode.blocks_512.saturating_sub(self.bs as u64 / 512);
+        Ok(())
+    }
+
+    /// Writes a node: into `i_block` for the root, else into its block.
+    fn write_level(&self, inode: &mut Inode, lv: &Level) -> Result<()> {
+        let en = lv.node.to_extent_node(lv.depth);
+        if lv.block == 0 {
+            return encode_node(&en, &mut inode.block);
+        }
+        let seed = self.seed;
+        let f = |b: &mut [u8]| {
+            encode_node(&en, b)?;
+            if let Some(seed) = seed {
+                set_block_checksum(b, seed);
+            }
+            Ok(())
+        };
+        if lv.fresh {
+            self.tx.init(lv.block, f)
+        } else {
+            self.tx.modify(lv.block, f)
+        }
+    }
+
+    /// Writes `path[l]` after its entries changed, and everything above it
+    /// that changes in turn: splits overflowing nodes (growing the tree at
+    /// the root), frees emptied ones, keeps parents' keys equal to their
+    /// children's first blocks, and finally shrinks the root.
+    fn settle(&self, inode: &mut Inode, path: &mut Vec<Level>, mut l: usize, goal: u64) -> Result<()> {
+        loop {
+            let n = path[l].node.len();
+            if l == 0 {
+                if n <= ROOT_CAPACITY {
+                    self.write_level(inode, &path[0])?;
+                    return self.shrink(inode);
+                }
+                // Grow: the root's entries move into a new block below it.
+                if path[0].depth >= MAX_DEPTH {
+                    return Err(Error::NoSpace(format!("inode {}: extent tree at its maximum depth", inode.ino)));
+                }
+                let blk = self.alloc_node_block(inode, goal)?;
+                let root = &mut path[0];
+                let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
+                let key = entries.first_key().unwrap_or(0);
+                let child = Level { block: blk, depth: root.depth, node: entries, pos: root.pos, fresh: true };
+                root.node = Node::Index(vec![ExtentIndex { block: key, leaf: blk }]);
+                root.depth += 1;
+                root.pos = 0;
+                // The new child is written (and split) as the next step.
+                path.insert(1, child);
+                l = 1;
+                continue;
+            }
+            if n == 0 {
+                // An emptied node goes, and its entry in the parent.
+                let blk = path[l].block;
+                self.free_node_block(inode, blk)?;
+                let parent = &mut path[l - 1];
+                if let Node::Index(v) = &mut parent.node {
+                    if parent.pos < v.len() {
+                        v.remove(parent.pos);
+                    }
+                }
+                path.truncate(l);
+                l -= 1;
+                if l == 0 && path[0].node.is_empty() {
+                    // The whole tree is empty: back to an empty leaf root.
+                    path[0].node = Node::Leaf(Vec::new());
+                    path[0].depth = 0;
+                }
+                continue;
+            }
+            let cap = self.capacity(l);
+            if n <= cap {
+                self.write_level(inode, &path[l])?;
+                let key = path[l].node.first_key().unwrap_or(0);
+                let parent = &mut path[l - 1];
+                let pos = parent.pos;
+                let Node::Index(v) = &mut parent.node else {
+                    return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
+                };
+                if v.get(pos).is_some_and(|e| e.block == key) {
+                    return self.write_root_if(inode, path, l - 1);
+                }
+                if let Some(e) = v.get_mut(pos) {
+                    e.block = key;
+                }
+                l -= 1;
+                continue;
+            }
+            // Split into nodes of at most `cap` entries. The rightmost
+            // node of the tree is filled completely (appends stay dense);
+            // elsewhere the entries are shared out evenly.
+            let rightmost = path[..l].iter().all(|p| p.pos + 1 >= p.node.len());
+            let chunks = n.div_ceil(cap);
+            let per = if rightmost { cap } else { n.div_ceil(chunks) };
+            let mut rest = path[l].node.split_off(per);
+            let mut new_entries = Vec::new();
+            while !rest.is_empty() {
+                let tail = rest.split_off(per.min(rest.len()));
+                let blk = self.alloc_node_block(inode, goal)?;
+                let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
+                self.write_level(inode, &lv)?;
+                new_entries.push(ExtentIndex { block: lv.node.first_key().unwrap_or(0), leaf: blk });
+                rest = tail;
+            }
+            self.write_level(inode, &path[l])?;
+            let key = path[l].node.first_key().unwrap_or(0);
+            let parent = &mut path[l - 1];
+            let pos = parent.pos;
+            let Node::Index(v) = &mut parent.node else {
+                return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
+            };
+            if let Some(e) = v.get_mut(pos) {
+                e.block = key;
+            }
+            let at = (pos + 1).min(v.len());
+            v.splice(at..at, new_entries);
+            path.truncate(l);
+            l -= 1;
+        }
+    }
+
+    /// Writes `path[l]` when it is the root (non-root nodes above a
+    /// settled level did not change).
+    fn write_root_if(&self, inode: &mut Inode, path: &[Level], l: usize) -> Result<()> {
+        if l == 0 {
+            self.write_level(inode, &path[0])?;
+            return self.shrink(inode);
+        }
+        Ok(())
+    }
+
+    /// While the root is an index with one child whose entries fit in the
+    /// root, the child moves up into the inode and its block is freed.
+    fn shrink(&self, inode: &mut Inode) -> Result<()> {
+        loop {
+            let ExtentNode::Index(h, v) = parse_node(&inode.block, 0)? else { return Ok(()) };
+            if v.len() != 1 {
+                return Ok(());
+            }
+            let child = v[0].leaf;
+            let node = self.read_node(child, h.depth - 1, inode.ino)?;
+            if node.len() > ROOT_CAPACITY {
+                return Ok(());
+            }
+            let lv = Level { block: 0, depth: h.depth - 1, node, pos: 0, fresh: false };
+            self.write_level(inode, &lv)?;
+            self.free_node_block(inode, child)?;
+        }
+    }
+}
+
+/// End (exclusive) of the logical range the leaf at the end of `path` is
+/// responsible for: the key of the next subtree on the way down.
+fn leaf_end(path: &[Level]) -> u64 {
+    let mut hi = MAX_LBLK;
+    for lv in &path[..path.len() - 1] {
+        if let Node::Index(v) = &lv.node {
+            if let Some(next) = v.get(lv.pos + 1) {
+                hi = hi.min(u64::from(next.block));
+            }
+        }
+    }
+    hi
+}
+
+fn ext_end(e: &Extent) -> u64 {
+    u64::from(e.block) + u64::from(e.len)
+}
+
+fn max_len(unwritten: bool) -> u64 {
+    if unwritten {
+        MAX_UNWRITTEN_LEN
+    } else {
+        u64::from(MAX_INIT_LEN)
+    }
+}
+
+/// Appends `(lblk, pblk, len, unwritten)` to `out`, merging with the last
+/// extent when contiguous in both spaces, and cutting at the maximum
+/// extent length.
+fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, unwritten: bool) {
+    while len > 0 {
+        if let Some(last) = out.last_mut() {
+            let room = max_len(unwritten).saturating_sub(u64::from(last.len));
+            if last.unwritten == unwritten
+                && ext_end(last) == lblk
+                && last.start + u64::from(last.len) == pblk
+                && room > 0
+            {
+                let n = room.min(len);
+                last.len += n as u16;
+                lblk += n;
+                pblk += n;
+                len -= n;
+                continue;
+            }
+        }
+        let n = max_len(unwritten).min(len);
+        out.push(Extent { block: lblk as u32, len: n as u16, start: pblk, unwritten });
+        lblk += n;
+        pblk += n;
+        len -= n;
+    }
+}
+
+/// What to do with the part of each extent inside the range.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Edit {
+    /// Drop it and free its blocks.
+    Remove,
+    /// Mark it written.
+    MarkWritten,
+}
+
+/// Rebuilds a leaf's extents with `edit` applied to `[a, b)`, plus the
+/// runs in `insert` (which must lie in holes), merging neighbours.
+/// Returns the physical ranges to free.
+fn edit_leaf(
+    v: &[Extent],
+    a: u64,
+    b: u64,
+    edit: Option<Edit>,
+    insert: &[(u64, u64, u64, bool)],
+) -> (Vec<Extent>, Vec<(u64, u64)>) {
+    let mut pieces: Vec<(u64, u64, u64, bool)> = Vec::with_capacity(v.len() + insert.len() + 2);
+    let mut frees = Vec::new();
+    for e in v {
+        let (s, end) = (u64::from(e.block), ext_end(e));
+        let (is, ie) = (s.max(a), end.min(b));
+        if edit.is_none() || is >= ie {
+            pieces.push((s, e.start, end - s, e.unwritten));
+            continue;
+        }
+        if s < is {
+            pieces.push((s, e.start, is - s, e.unwritten));
+        }
+        match edit {
+            Some(Edit::Remove) => frees.push((e.start + (is - s), ie - is)),
+            Some(Edit::MarkWritten) => pieces.push((is, e.start + (is - s), ie - is, false)),
+            None => {}
+        }
+        if ie < end {
+            pieces.push((ie, e.start + (ie - s), end - ie, e.unwritten));
+        }
+    }
+    pieces.extend_from_slice(insert);
+    pieces.sort_by_key(|p| p.0);
+    let mut out = Vec::with_capacity(pieces.len());
+    for (l, p, n, u) in pieces {
+        push_run(&mut out, l, p, n, u);
+    }
+    (out, frees)
+}
+
+/// Applies `edit` to `[from, to)` leaf by leaf.
+fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit) -> Result<()> {
+    let ctx = Ctx::new(tx, inode)?;
+    // Directory blocks are journaled metadata: revoke them when freed.
+    let kind = if inode.mode & S_IFMT == S_IFDIR { FreeKind::Metadata } else { FreeKind::Data };
+    let to = to.min(MAX_LBLK);
+    let mut cursor = from;
+    while cursor < to {
+        let mut path = ctx.find_path(inode, cursor)?;
+        let hi = leaf_end(&path);
+        let leaf = path.len() - 1;
+        let Node::Leaf(v) = &path[leaf].node else {
+            return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
+        };
+        let (a, b) = (cursor, to.min(hi));
+        let touches = v.iter().any(|e| u64::from(e.block) < b && ext_end(e) > a);
+        if touches {
+            let goal = v.first().map_or(0, |e| e.start);
+            let (out, frees) = edit_leaf(v, a, b, Some(edit), &[]);
+            path[leaf].node = Node::Leaf(out);
+            for (p, n) in frees {
+                tx.free_blocks(p, n, kind)?;
+                inode.blocks_512 = inode.blocks_512.saturating_sub(n * (ctx.bs as u64 / 512));
+            }
+            ctx.settle(inode, &mut path, leaf, goal)?;
+        }
+        if hi <= cursor {
+            break;
+        }
+        cursor = hi;
+    }
+    Ok(())
+}
+
+/// Removes the mappings of logical blocks `[from, to)` (`to` may be
+/// `u64::MAX`: to the end), freeing their blocks.
+pub fn remove_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64) -> Result<()> {
+    edit_range(tx, inode, from, to, Edit::Remove)
+}
+
+/// Marks the unwritten extents inside `[lblk, lblk + n)` written (the data
+/// has reached the device), splitting extents at the range's edges.
+pub fn mark_written(tx: &Tx, inode: &mut Inode, lblk: u64, n: u64) -> Result<()> {
+    edit_range(tx, inode, lblk, lblk.saturating_add(n), Edit::MarkWritten)
+}
+
+/// Inserts the already allocated run `(lblk, pblk, len)` (which must lie
+/// in a hole) into the tree.
+fn insert_run(ctx: &Ctx, inode: &mut Inode, lblk: u64, pblk: u64, len: u64, unwritten: bool) -> Result<()> {
+    let mut left = (lblk, pblk, len);
+    while left.2 > 0 {
+        let mut path = ctx.find_path(inode, left.0)?;
+        let hi = leaf_end(&path);
+        let n = left.2.min(hi.saturating_sub(left.0)).max(1).min(left.2);
+        let leaf = path.len() - 1;
+        let Node::Leaf(v) = &path[leaf].node else {
+            return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
+        };
+        if v.iter().any(|e| u64::from(e.block) < left.0 + n && ext_end(e) > left.0) {
+            return Err(Error::corrupt(
+                Structure::Extent,
+                path[leaf].block,
+                format!("inode {}: new blocks overlap an extent at logical {}", inode.ino, left.0),
+            ));
+        }
+        let (out, _) = edit_leaf(v, 0, 0, None, &[(left.0, left.1, n, unwritten)]);
+        path[leaf].node = Node::Leaf(out);
+        ctx.settle(inode, &mut path, leaf, left.1)?;
+        left = (left.0 + n, left.1 + n, left.2 - n);
+    }
+    Ok(())
+}
+
+/// Physical block that would continue the extent mapping `lblk - 1`, or a
+/// block in the inode's group: where new blocks for `lblk` should go.
+fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
+    let path = ctx.find_path(inode, lblk)?;
+    if let Some(Node::Leaf(v)) = path.last().map(|l| &l.node) {
+        let pos = v.partition_point(|e| u64::from(e.block) <= lblk);
+        if pos > 0 {
+            let e = &v[pos - 1];
+            return Ok(e.start + (lblk - u64::from(e.block)).min(u64::from(e.len)));
+        }
+        if let Some(e) = v.first() {
+            return Ok(e.start.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
+        }
+    }
+    let sb = &ctx.tx.vol.sb;
+    let g = u64::from((inode.ino.max(1) - 1) / sb.inodes_per_group.max(1));
+    Ok(ctx.tx.vol.group_first_block(g))
+}
+
+/// Allocates blocks for every hole in `[lblk, lblk + n)` (mapped parts are
+/// left alone) and maps them, as unwritten extents when `unwritten`.
+/// `flags` are the allocator hints; `size_hint` the size the file is
+/// growing to. Returns the new runs in logical order. On an error (e.g.
+/// ENOSPC part-way) the runs mapped so far stay mapped.
+pub fn allocate_range(
+    tx: &Tx,
+    inode: &mut Inode,
+    lblk: u64,
+    n: u64,
+    unwritten: bool,
+    flags: u32,
+    size_hint: u64,
+) -> Result<Vec<Run>> {
+    let ctx = Ctx::new(tx, inode)?;
+    let end = lblk.checked_add(n).filter(|&e| e <= MAX_LBLK).ok_or_else(|| {
+        Error::FileTooBig(format!("inode {}: blocks {lblk}+{n} beyond the largest extent-mapped file", inode.ino))
+    })?;
+    let mut runs = Vec::new();
+    let mut cur = lblk;
+    while cur < end {
+        let m = super::map_block(tx.vol, inode, cur)?;
+        let len = m.len.min(end - cur);
+        if m.kind != super::MapKind::Hole {
+            cur += len;
+            continue;
+        }
+        let mut hole = (cur, len);
+        while hole.1 > 0 {
+            let goal = goal_for(&ctx, inode, hole.0)?;
+            let a = tx.alloc_blocks(&AllocRequest {
+                inode: inode.ino,
+                logical: hole.0,
+                goal,
+                len: hole.1.min(u64::from(u32::MAX) / 2) as u32,
+                min_len: 1,
+                file_size: size_hint,
+                flags,
+            })?;
+            let got = u64::from(a.len).min(hole.1);
+            if u64::from(a.len) > got {
+                tx.free_blocks(a.start + got, u64::from(a.len) - got, FreeKind::Data)?;
+            }
+            if let Err(e) = insert_run(&ctx, inode, hole.0, a.start, got, unwritten) {
+                let _ = tx.free_blocks(a.start, got, FreeKind::Data);
+                return Err(e);
+            }
+            inode.blocks_512 += got * (ctx.bs as u64 / 512);
+            runs.push((hole.0, a.start, got));
+            hole = (hole.0 + got, hole.1 - got);
+        }
+        cur += len;
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(block: u32, len: u16, start: u64, unwritten: bool) -> Extent {
+        Extent { block, len, start, unwritten }
+    }
+
+    #[test]
+    fn edit_splits_and_merges() {
+        let v = [ext(0, 10, 100, true)];
+        let (out, frees) = edit_leaf(&v, 3, 5, Some(Edit::MarkWritten), &[]);
+        assert!(frees.is_empty());
+        assert_eq!(out, vec![ext(0, 3, 100, true), ext(3, 2, 103, false), ext(5, 5, 105, true)]);
+        let (out, _) = edit_leaf(&out, 0, 3, Some(Edit::MarkWritten), &[]);
+        assert_eq!(out, vec![ext(0, 5, 100, false), ext(5, 5, 105, true)]);
+        let (out, frees) = edit_leaf(&out, 2, 7, Some(Edit::Remove), &[]);
+        assert_eq!(frees, vec![(102, 3), (105, 2)]);
+        assert_eq!(out, vec![ext(0, 2, 100, false), ext(7, 3, 107, true)]);
+        let (out, _) = edit_leaf(&out, 0, 0, None, &[(2, 102, 5, false)]);
+        assert_eq!(out, vec![ext(0, 7, 100, false), ext(7, 3, 107, true)]);
+    }
+
+    #[test]
+    fn long_runs_are_cut_at_the_extent_limit() {
+        let mut out = Vec::new();
+        push_run(&mut out, 0, 1000, 70000, false);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].len, 32768);
+        let mut out = Vec::new();
+        push_run(&mut out, 0, 1000, 32768, true);
+        assert_eq!(out.iter().map(|e| e.len).collect::<Vec<_>>(), vec![32767, 1]);
+    }
+}
