@@ -20,6 +20,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+mod direct;
 pub mod ops;
 mod orphan;
 mod rw;
@@ -44,11 +45,19 @@ pub struct OpenOptions {
     /// Writes may use the blocks reserved for root (`s_r_blocks_count`),
     /// as a process with CAP_SYS_RESOURCE may (default false).
     pub use_reserved: bool,
+    /// The data path's switches (the seeds' behaviour by default).
+    pub data: crate::data::DataPathConfig,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { cache_blocks: 16384, write: false, commit_interval: Duration::from_secs(5), use_reserved: false }
+        OpenOptions {
+            cache_blocks: 16384,
+            write: false,
+            commit_interval: Duration::from_secs(5),
+            use_reserved: false,
+            data: crate::data::DataPathConfig::default(),
+        }
     }
 }
 
@@ -138,6 +147,13 @@ impl Filesystem {
         Filesystem::open_device(Arc::new(dev), OpenOptions { write: true, ..Default::default() })
     }
 
+    /// Opens an image file or block device with `opts` (read-write when
+    /// `opts.write`).
+    pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Filesystem> {
+        let dev = FileDevice::open(path, opts.write)?;
+        Filesystem::open_device(Arc::new(dev), opts)
+    }
+
     /// Opens a filesystem on any device read-only.
     ///
     /// Refuses unknown INCOMPAT features (naming them). Unknown RO_COMPAT
@@ -193,7 +209,7 @@ impl Filesystem {
         }
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved)?;
+        let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved, opts.data)?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut fs = Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) };
@@ -387,6 +403,10 @@ impl Filesystem {
     /// Reads file data at `offset` into `buf`; returns the bytes read,
     /// short at end of file. Holes and unwritten extents read as zeros.
     pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if self.rw.is_some() {
+            // Writers may change the file: read under its shared I/O lock.
+            return self.read_shared(ino, offset, buf);
+        }
         let i = self.inode(ino)?;
         match i.file_type()? {
             FileType::Regular => {}
@@ -407,7 +427,8 @@ impl Filesystem {
         let mut v = Vec::new();
         v.try_reserve_exact(len).map_err(|_| too_big())?;
         v.resize(len, 0);
-        let n = self.read_inode_data(&i, 0, &mut v)?;
+        let n =
+            if self.rw.is_some() { self.read_shared(ino, 0, &mut v)? } else { self.read_inode_data(&i, 0, &mut v)? };
         v.truncate(n);
         Ok(v)
     }

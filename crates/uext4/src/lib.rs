@@ -19,6 +19,7 @@
 
 pub mod alloc;
 pub mod cache;
+pub mod data;
 pub mod device;
 pub mod dir;
 pub mod error;

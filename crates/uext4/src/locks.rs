@@ -5,47 +5,119 @@
 //! 1. `rename_lock` (fs-wide mutex): only renames that move an entry
 //!    between two directories, as the VFS's `s_vfs_rename_mutex`; it keeps
 //!    the ancestor check of a directory move stable.
-//! 2. Inode I/O locks ([`InodeLock::io`], the kernel's `i_rwsem`) of
+//! 2. Inode I/O locks ([`InodeIo::io`], the kernel's `i_rwsem`) of
 //!    directories: a parent before its child; two unrelated directories
 //!    in increasing inode number.
 //! 3. Inode I/O locks of non-directories, in increasing inode number.
+//!    Exclusive holders that change a file's blocks first wait for the
+//!    inode's in-flight direct I/O to drain ([`InodeIo::dio_wait`], the
+//!    kernel's `inode_dio_wait`).
 //! 4. A journal handle ([`crate::journal::Handle`]): started only after
 //!    every inode lock the operation needs is held, and never while
 //!    holding another handle (a handle waits for a commit, which waits for
 //!    all handles to stop).
-//! 5. The orphan-list mutex (`RwState::orphan_lock`), only around a change
+//! 5. The mapping lock ([`InodeIo::map`], the kernel's `i_data_sem`) of
+//!    one inode: shared for extent lookups on the data path, exclusive
+//!    while the extent tree and the inode record change under a *shared*
+//!    I/O lock (unwritten-to-written conversion at direct-I/O completion,
+//!    lazy time updates). Taken inside the handle, as ext4 takes
+//!    `i_data_sem` inside `journal_start`: a thread holding it never waits
+//!    for a commit.
+//! 6. The orphan-list mutex (`RwState::orphan_lock`), only around a change
 //!    of the orphan chain.
-//! 6. Allocator group locks ([`crate::alloc`]: block and inode groups),
+//! 7. Allocator group locks ([`crate::alloc`]: block and inode groups),
 //!    one at a time.
-//! 7. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
+//! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
 //!    one at a time.
-//! 8. The journal's state lock, then cache shard locks (innermost, short).
+//! 9. The journal's state lock, then cache shard locks (innermost, short).
 //!
 //! Why: 1-3 are the VFS rules, so that the FUSE front end (which issues
 //! operations in any order) cannot deadlock; 4 is jbd2's rule that
-//! `i_rwsem` is taken outside `journal_start`; 5-8 are leaf locks held
-//! for a few hundred nanoseconds and never across device I/O (except a
-//! stripe lock across the read of a block being changed that was not
-//! cached, see the cache).
+//! `i_rwsem` is taken outside `journal_start`; 5 follows ext4; 6-9 are
+//! leaf locks held for a few hundred nanoseconds and never across device
+//! I/O (except a stripe lock across the read of a block being changed
+//! that was not cached, see the cache).
 //!
-//! Readers (lookup, stat, read, readdir) take no inode lock: every block
-//! they see is an immutable, consistent version (copy-on-write cache).
+//! Device I/O of file data is never done under the mapping lock: the
+//! direct-I/O paths look the blocks up under it, drop it, write, and take
+//! it again (exclusively, in a handle) only to convert unwritten extents.
+//! They keep the I/O lock (shared) across the device write, which is what
+//! keeps truncate and punch (exclusive) from freeing those blocks under
+//! them.
+//!
+//! Metadata readers (lookup, stat, readdir) take no inode lock: every
+//! block they see is an immutable, consistent version (copy-on-write
+//! cache). File data reads take the I/O lock shared.
 
-use parking_lot::{ArcRwLockReadGuard, ArcRwLockWriteGuard, Mutex, RawRwLock, RwLock};
+use parking_lot::{ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
 
-/// An inode's I/O lock (`i_rwsem`): exclusive for any change of the
-/// inode, its directory entries or its data layout; shared for the data
-/// path's overwrites.
-pub type InodeLock = Arc<RwLock<()>>;
+/// The I/O lock itself (`i_rwsem`): exclusive for any change of the
+/// inode, its directory entries or its data layout; shared for reads and
+/// the data path's overwrites.
+pub type IoLock = Arc<RwLock<()>>;
 
-/// Inode locks, created on demand and dropped when nobody holds them.
+/// The in-memory, per-inode state of the data path: the locks and the
+/// in-flight direct-I/O count. Created on demand, dropped when nobody
+/// holds it.
+#[derive(Debug, Default)]
+pub struct InodeIo {
+    /// `i_rwsem`.
+    pub io: IoLock,
+    /// `i_data_sem`: the extent tree and the inode record under a shared
+    /// I/O lock (see the lock order above).
+    pub map: RwLock<()>,
+    /// Direct I/Os submitted and not completed.
+    dio: AtomicUsize,
+    dio_done: (Mutex<()>, Condvar),
+    /// Second of the last lazy mtime/ctime update by the data path.
+    pub time_sec: AtomicI64,
+}
+
+impl InodeIo {
+    /// Counts a direct I/O in flight until the guard drops.
+    pub fn dio_begin(&self) -> DioGuard<'_> {
+        self.dio.fetch_add(1, Ordering::AcqRel);
+        DioGuard(self)
+    }
+
+    /// Waits until no direct I/O is in flight (`inode_dio_wait`). Called
+    /// with the I/O lock held exclusively, so no new one can start.
+    pub fn dio_wait(&self) {
+        let mut g = self.dio_done.0.lock();
+        while self.dio.load(Ordering::Acquire) != 0 {
+            self.dio_done.1.wait(&mut g);
+        }
+    }
+
+    /// Direct I/Os in flight.
+    pub fn dio_in_flight(&self) -> usize {
+        self.dio.load(Ordering::Acquire)
+    }
+}
+
+/// One in-flight direct I/O (see [`InodeIo::dio_begin`]).
+#[derive(Debug)]
+pub struct DioGuard<'a>(&'a InodeIo);
+
+impl Drop for DioGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.dio.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Taking the mutex orders this with a waiter's check.
+            let _g = self.0.dio_done.0.lock();
+            self.0.dio_done.1.notify_all();
+        }
+    }
+}
+
+/// Inode I/O state, created on demand and dropped when nobody holds it.
 #[derive(Debug)]
 pub struct InodeLocks {
-    shards: Vec<Mutex<HashMap<u32, InodeLock>>>,
+    shards: Vec<Mutex<HashMap<u32, Arc<InodeIo>>>>,
 }
 
 impl Default for InodeLocks {
@@ -66,19 +138,25 @@ impl std::fmt::Debug for Locked {
 }
 
 impl InodeLocks {
-    /// The lock of inode `ino`.
-    pub fn get(&self, ino: u32) -> InodeLock {
+    /// The I/O state of inode `ino`.
+    pub fn inode(&self, ino: u32) -> Arc<InodeIo> {
         let mut m = self.shards[ino as usize % SHARDS].lock();
         if m.len() > 4096 {
             // Drop entries nobody holds (the map's own reference only).
-            m.retain(|_, l| Arc::strong_count(l) > 1);
+            m.retain(|_, l| Arc::strong_count(l) > 1 || Arc::strong_count(&l.io) > 1);
         }
         m.entry(ino).or_default().clone()
     }
 
+    /// The I/O lock of inode `ino`.
+    pub fn get(&self, ino: u32) -> IoLock {
+        self.inode(ino).io.clone()
+    }
+
     /// Locks `dirs` in the order given (the caller orders them: parent
     /// before child, else by inode number) and then `others` sorted by
-    /// inode number, all exclusively; duplicates and 0 are skipped.
+    /// inode number, all exclusively, waiting for the in-flight direct
+    /// I/O of each; duplicates and 0 are skipped.
     pub fn lock_exclusive(&self, dirs: &[u32], others: &[u32]) -> Locked {
         let mut seen = Vec::new();
         let mut guards = Vec::new();
@@ -89,7 +167,9 @@ impl InodeLocks {
                 continue;
             }
             seen.push(ino);
-            guards.push(self.get(ino).write_arc());
+            let st = self.inode(ino);
+            guards.push(st.io.write_arc());
+            st.dio_wait();
         }
         Locked { guards }
     }

@@ -616,7 +616,7 @@ impl Filesystem {
         self.stat(ino)
     }
 
-    fn check_offset(&self, offset: u64, len: u64) -> Result<()> {
+    pub(crate) fn check_offset(&self, offset: u64, len: u64) -> Result<()> {
         let bs = self.vol.block_size as u64;
         let end = offset.checked_add(len).ok_or_else(|| Error::FileTooBig("offset overflows".into()))?;
         if end > MAX_FILE_BLOCKS * bs {
@@ -651,6 +651,14 @@ impl Filesystem {
         self.check_offset(offset, data.len() as u64)?;
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        crate::data::IoStats::bump(&rw.stats.buffered_write_exclusive);
+        self.write_locked(ino, offset, data)
+    }
+
+    /// The allocating write path, with the inode's I/O lock held
+    /// exclusively and its direct I/O drained.
+    pub(crate) fn write_locked(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.check_offset(offset, data.len() as u64)?;
         let mut i = self.load(ino)?;
         match ftype(&i)? {
             FileType::Regular => {}
@@ -769,15 +777,18 @@ impl Filesystem {
             FallocMode::PunchHole | FallocMode::ZeroRange => {
                 // Whole blocks inside the range go; partial edges are zeroed.
                 let (b0, b1) = (offset.div_ceil(bs), end / bs);
-                self.zero_partial(&i, offset, end.min(b0 * bs))?;
-                if b1 > b0 {
-                    ew::remove_range(&tx, &mut i, b0, b1)?;
-                    if mode == FallocMode::ZeroRange {
-                        let hint = i.size.max(end);
-                        ew::allocate_range(&tx, &mut i, b0, b1 - b0, true, aflags::STREAM, hint)?;
+                if b0 > b1 {
+                    // Strictly inside one block.
+                    self.zero_partial(&i, offset, end)?;
+                } else {
+                    self.zero_partial(&i, offset, b0 * bs)?;
+                    if b1 > b0 {
+                        ew::remove_range(&tx, &mut i, b0, b1)?;
+                        if mode == FallocMode::ZeroRange {
+                            let hint = i.size.max(end);
+                            ew::allocate_range(&tx, &mut i, b0, b1 - b0, true, aflags::STREAM, hint)?;
+                        }
                     }
-                    self.zero_partial(&i, (b1 * bs).max(offset), end)?;
-                } else if b1 * bs > offset {
                     self.zero_partial(&i, b1 * bs, end)?;
                 }
                 if mode == FallocMode::ZeroRange && end > i.size {

@@ -4,6 +4,7 @@
 use super::Filesystem;
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
+use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
 use crate::error::{Error, Result};
 use crate::format::features::{compat, ro_compat};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
@@ -52,6 +53,10 @@ pub(crate) struct RwState {
     /// Serializes changes of the orphan list (taken inside inode locks
     /// and a handle, before any allocator or cache lock).
     pub orphan_lock: Mutex<()>,
+    /// The data path's switches.
+    pub data: DataPathConfig,
+    /// Which paths the I/O took.
+    pub stats: IoStats,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -152,6 +157,7 @@ impl RwState {
         alloc: &Arc<Allocator>,
         commit_interval: Duration,
         use_reserved: bool,
+        data: DataPathConfig,
     ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
@@ -203,6 +209,8 @@ impl RwState {
             use_reserved,
             open: Mutex::new((HashMap::new(), std::collections::HashSet::new())),
             orphan_lock: Mutex::new(()),
+            data,
+            stats: IoStats::default(),
         })
     }
 
@@ -338,6 +346,7 @@ impl Filesystem {
     pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
         let rw = self.rw()?;
         let alloc = self.allocator()?;
+        IoStats::bump(&rw.stats.handles);
         let handle = match &rw.journal {
             Some(j) => j.start_handle(credits)?,
             None => Handle::direct(self.vol.cache.clone()),
@@ -348,6 +357,16 @@ impl Filesystem {
     /// The inode locks (for the data path and the front ends).
     pub fn inode_locks(&self) -> Result<&InodeLocks> {
         Ok(&self.rw()?.locks)
+    }
+
+    /// The data path's counters (all zero on a read-only filesystem).
+    pub fn io_stats(&self) -> IoStatsSnapshot {
+        self.rw.as_ref().map(|rw| rw.stats.snapshot()).unwrap_or_default()
+    }
+
+    /// The data path's switches in force.
+    pub fn data_path_config(&self) -> DataPathConfig {
+        self.rw.as_ref().map(|rw| rw.data).unwrap_or_default()
     }
 
     /// Commits the running transaction (if any) and waits for it: after

@@ -1,0 +1,238 @@
+//! The data path's policy: the seeds' switches, the fast-path counters,
+//! and the pure decision of which path a direct write takes.
+//!
+//! The mechanism (locks held, device I/O, conversion at completion) lives
+//! with the filesystem API in `fs/direct.rs`; this module has no I/O, so
+//! the decision rules can be tested on their own.
+
+use crate::inode::{MapKind, Mapping};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which inode lock a direct write takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockPolicy {
+    /// The seeds' behaviour: overwrites (and, with the other switches,
+    /// unwritten and unaligned overwrites) run under the shared lock with
+    /// no journal handle.
+    #[default]
+    Seeds,
+    /// Before the seeds: every write takes the exclusive lock and starts a
+    /// journal handle to map its blocks (ext4 before seed 000, XFS before
+    /// seed 001).
+    Exclusive,
+}
+
+impl std::str::FromStr for LockPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "seeds" => Ok(LockPolicy::Seeds),
+            "exclusive" => Ok(LockPolicy::Exclusive),
+            other => Err(format!("unknown lock policy {other:?} (seeds or exclusive)")),
+        }
+    }
+}
+
+/// The data path's switches; the defaults are the seeds' behaviour, the
+/// alternatives reproduce each seed's "before".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataPathConfig {
+    /// Seed 000 (and 001 for buffered writes).
+    pub lock_policy: LockPolicy,
+    /// Seed 002: a direct write into unwritten extents starts no handle at
+    /// submission (off: a handle maps the range first, as before).
+    pub dio_unwritten_no_handle: bool,
+    /// Seed 003: sub-block direct writes that are pure overwrites of
+    /// written blocks run under the shared lock (off: always exclusive,
+    /// after draining in-flight direct I/O).
+    pub dio_unaligned_concurrent: bool,
+}
+
+impl Default for DataPathConfig {
+    fn default() -> Self {
+        DataPathConfig { lock_policy: LockPolicy::Seeds, dio_unwritten_no_handle: true, dio_unaligned_concurrent: true }
+    }
+}
+
+/// How a direct write is carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectPlan {
+    /// Every block is mapped and written: shared lock, no handle, no
+    /// metadata change (seed 000; seed 003 when unaligned).
+    Overwrite,
+    /// Every block is mapped, some unwritten: shared lock, data written,
+    /// then the unwritten part converted in a transaction (seed 002).
+    Unwritten,
+    /// Holes, growth past EOF, unaligned edges that need zeroing, or a
+    /// switch turned off: exclusive lock, in-flight direct I/O drained.
+    Exclusive,
+}
+
+/// Chooses the path of a direct write of `len > 0` bytes at `off` to a
+/// file of `size` bytes whose blocks in the range map as `maps` (in
+/// order, covering every block of the range), as ext4_dio_write_checks
+/// does.
+pub fn plan_direct_write(cfg: &DataPathConfig, maps: &[Mapping], off: u64, len: u64, size: u64, bs: u64) -> DirectPlan {
+    if cfg.lock_policy == LockPolicy::Exclusive {
+        return DirectPlan::Exclusive;
+    }
+    let end = off.saturating_add(len);
+    if end > size || len == 0 {
+        return DirectPlan::Exclusive;
+    }
+    let (first, last) = (off / bs, (end - 1) / bs);
+    let mut next = first;
+    let mut unwritten = false;
+    for m in maps.iter().filter(|m| m.lblk <= last && m.lblk + m.len > first) {
+        if m.lblk > next || m.kind == MapKind::Hole {
+            return DirectPlan::Exclusive;
+        }
+        unwritten |= matches!(m.kind, MapKind::Unwritten(_));
+        next = next.max(m.lblk + m.len);
+    }
+    if next <= last {
+        return DirectPlan::Exclusive;
+    }
+    let unaligned = !off.is_multiple_of(bs) || !end.is_multiple_of(bs);
+    if unaligned && (unwritten || !cfg.dio_unaligned_concurrent) {
+        // Partial blocks of unwritten extents must be zeroed around the
+        // data; concurrent writers would zero each other's bytes.
+        return DirectPlan::Exclusive;
+    }
+    if unwritten {
+        DirectPlan::Unwritten
+    } else {
+        DirectPlan::Overwrite
+    }
+}
+
+/// Counters that show which path each I/O took (monotonic, relaxed).
+#[derive(Debug, Default)]
+pub struct IoStats {
+    /// Journal handles started (every metadata operation, allocation,
+    /// conversion and time update).
+    pub handles: AtomicU64,
+    /// Direct writes done as pure overwrites under the shared lock,
+    /// without a handle (seed 000).
+    pub dio_overwrite_no_handle: AtomicU64,
+    /// Direct writes into unwritten extents submitted under the shared
+    /// lock without a handle (seed 002).
+    pub dio_unwritten_no_handle: AtomicU64,
+    /// Direct writes into unwritten extents that started a handle at
+    /// submission (seed 002's "before").
+    pub dio_unwritten_with_handle: AtomicU64,
+    /// Unwritten-to-written conversions done at I/O completion.
+    pub dio_conversions: AtomicU64,
+    /// Sub-block direct writes run concurrently under the shared lock
+    /// (seed 003).
+    pub dio_unaligned_shared: AtomicU64,
+    /// Direct writes under the shared lock (any fast path).
+    pub dio_write_shared: AtomicU64,
+    /// Direct writes that took the exclusive lock.
+    pub dio_write_exclusive: AtomicU64,
+    /// Direct reads.
+    pub dio_reads: AtomicU64,
+    /// Buffered writes under the shared lock (seed 001).
+    pub buffered_write_shared: AtomicU64,
+    /// Buffered writes under the exclusive lock.
+    pub buffered_write_exclusive: AtomicU64,
+    /// Lazy mtime/ctime updates made by the shared-lock write paths (one
+    /// handle each, at most once per second per inode).
+    pub time_updates: AtomicU64,
+}
+
+/// A copy of [`IoStats`] at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct IoStatsSnapshot {
+    pub handles: u64,
+    pub dio_overwrite_no_handle: u64,
+    pub dio_unwritten_no_handle: u64,
+    pub dio_unwritten_with_handle: u64,
+    pub dio_conversions: u64,
+    pub dio_unaligned_shared: u64,
+    pub dio_write_shared: u64,
+    pub dio_write_exclusive: u64,
+    pub dio_reads: u64,
+    pub buffered_write_shared: u64,
+    pub buffered_write_exclusive: u64,
+    pub time_updates: u64,
+}
+
+impl IoStats {
+    /// Adds one to `c`.
+    pub fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The current values.
+    pub fn snapshot(&self) -> IoStatsSnapshot {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        IoStatsSnapshot {
+            handles: g(&self.handles),
+            dio_overwrite_no_handle: g(&self.dio_overwrite_no_handle),
+            dio_unwritten_no_handle: g(&self.dio_unwritten_no_handle),
+            dio_unwritten_with_handle: g(&self.dio_unwritten_with_handle),
+            dio_conversions: g(&self.dio_conversions),
+            dio_unaligned_shared: g(&self.dio_unaligned_shared),
+            dio_write_shared: g(&self.dio_write_shared),
+            dio_write_exclusive: g(&self.dio_write_exclusive),
+            dio_reads: g(&self.dio_reads),
+            buffered_write_shared: g(&self.buffered_write_shared),
+            buffered_write_exclusive: g(&self.buffered_write_exclusive),
+            time_updates: g(&self.time_updates),
+        }
+    }
+}
+
+impl IoStatsSnapshot {
+    /// Field-wise `self - earlier`.
+    pub fn since(&self, earlier: &IoStatsSnapshot) -> IoStatsSnapshot {
+        IoStatsSnapshot {
+            handles: self.handles - earlier.handles,
+            dio_overwrite_no_handle: self.dio_overwrite_no_handle - earlier.dio_overwrite_no_handle,
+            dio_unwritten_no_handle: self.dio_unwritten_no_handle - earlier.dio_unwritten_no_handle,
+            dio_unwritten_with_handle: self.dio_unwritten_with_handle - earlier.dio_unwritten_with_handle,
+            dio_conversions: self.dio_conversions - earlier.dio_conversions,
+            dio_unaligned_shared: self.dio_unaligned_shared - earlier.dio_unaligned_shared,
+            dio_write_shared: self.dio_write_shared - earlier.dio_write_shared,
+            dio_write_exclusive: self.dio_write_exclusive - earlier.dio_write_exclusive,
+            dio_reads: self.dio_reads - earlier.dio_reads,
+            buffered_write_shared: self.buffered_write_shared - earlier.buffered_write_shared,
+            buffered_write_exclusive: self.buffered_write_exclusive - earlier.buffered_write_exclusive,
+            time_updates: self.time_updates - earlier.time_updates,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(lblk: u64, len: u64, kind: MapKind) -> Mapping {
+        Mapping { lblk, len, kind }
+    }
+
+    #[test]
+    fn plans_follow_ext4_dio_write_checks() {
+        let cfg = DataPathConfig::default();
+        let bs = 4096;
+        let written = [m(0, 10, MapKind::Mapped(100))];
+        let mixed = [m(0, 2, MapKind::Mapped(100)), m(2, 8, MapKind::Unwritten(102))];
+        let holey = [m(0, 2, MapKind::Mapped(100)), m(2, 8, MapKind::Hole)];
+        let size = 10 * bs;
+        assert_eq!(plan_direct_write(&cfg, &written, 0, 8192, size, bs), DirectPlan::Overwrite);
+        assert_eq!(plan_direct_write(&cfg, &written, 100, 2000, size, bs), DirectPlan::Overwrite);
+        assert_eq!(plan_direct_write(&cfg, &written, size - 10, 20, size, bs), DirectPlan::Exclusive, "extends");
+        assert_eq!(plan_direct_write(&cfg, &mixed, 0, 4 * bs, size, bs), DirectPlan::Unwritten);
+        assert_eq!(plan_direct_write(&cfg, &mixed, 10, 4 * bs, size, bs), DirectPlan::Exclusive, "unaligned unwritten");
+        assert_eq!(plan_direct_write(&cfg, &mixed, 10, 100, size, bs), DirectPlan::Overwrite, "edge block written");
+        assert_eq!(plan_direct_write(&cfg, &holey, 0, 4 * bs, size, bs), DirectPlan::Exclusive);
+        assert_eq!(plan_direct_write(&cfg, &written[..0], 0, bs, size, bs), DirectPlan::Exclusive, "unmapped");
+        let before = DataPathConfig { dio_unaligned_concurrent: false, ..cfg };
+        assert_eq!(plan_direct_write(&before, &written, 100, 2000, size, bs), DirectPlan::Exclusive);
+        assert_eq!(plan_direct_write(&before, &written, 0, bs, size, bs), DirectPlan::Overwrite);
+        let excl = DataPathConfig { lock_policy: LockPolicy::Exclusive, ..cfg };
+        assert_eq!(plan_direct_write(&excl, &written, 0, bs, size, bs), DirectPlan::Exclusive);
+    }
+}
