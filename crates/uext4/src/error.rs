@@ -134,6 +134,13 @@ pub enum Error {
     /// The operation is not permitted (e.g. a hard link to a directory).
     #[error("operation not permitted: {0}")]
     NotPermitted(String),
+    /// A name or value is outside the range the call accepts (an extended
+    /// attribute name that is empty or longer than 255 bytes).
+    #[error("out of range: {0}")]
+    Range(String),
+    /// Access is refused (e.g. a default ACL on a non-directory).
+    #[error("permission denied: {0}")]
+    AccessDenied(String),
 }
 
 impl Error {
@@ -166,6 +173,8 @@ impl Error {
             Error::FileTooBig(_) => libc::EFBIG,
             Error::Busy(_) => libc::EBUSY,
             Error::NotPermitted(_) => libc::EPERM,
+            Error::Range(_) => libc::ERANGE,
+            Error::AccessDenied(_) => libc::EACCES,
         }
     }
 }

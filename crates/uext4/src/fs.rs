@@ -20,12 +20,15 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+mod buffered;
 mod direct;
 pub mod ops;
 mod orphan;
 mod rw;
+pub mod xattr_ops;
 
 pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};
+pub use xattr_ops::XattrSetMode;
 
 /// Symlinks followed while resolving one path before giving up (ELOOP),
 /// the kernel's limit.
@@ -47,6 +50,8 @@ pub struct OpenOptions {
     pub use_reserved: bool,
     /// The data path's switches (the seeds' behaviour by default).
     pub data: crate::data::DataPathConfig,
+    /// Page-cache budget in bytes (0: an eighth of RAM, 64 MiB to 4 GiB).
+    pub cache_bytes: usize,
 }
 
 impl Default for OpenOptions {
@@ -57,6 +62,7 @@ impl Default for OpenOptions {
             commit_interval: Duration::from_secs(5),
             use_reserved: false,
             data: crate::data::DataPathConfig::default(),
+            cache_bytes: 0,
         }
     }
 }
@@ -209,7 +215,8 @@ impl Filesystem {
         }
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw = rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved, opts.data)?;
+        let rw =
+            rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved, opts.data, opts.cache_bytes)?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut fs = Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) };
@@ -404,8 +411,8 @@ impl Filesystem {
     /// short at end of file. Holes and unwritten extents read as zeros.
     pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         if self.rw.is_some() {
-            // Writers may change the file: read under its shared I/O lock.
-            return self.read_shared(ino, offset, buf);
+            // Through the page cache, with no inode I/O lock.
+            return self.read_buffered(ino, offset, buf);
         }
         let i = self.inode(ino)?;
         match i.file_type()? {

@@ -12,6 +12,11 @@
 //!    Exclusive holders that change a file's blocks first wait for the
 //!    inode's in-flight direct I/O to drain ([`InodeIo::dio_wait`], the
 //!    kernel's `inode_dio_wait`).
+//!    Folio locks ([`crate::data::page_cache::Folio::lock`]) come after
+//!    the I/O lock (buffered readers take none), several in increasing
+//!    index order; then the invalidate lock ([`InodeIo::invalidate`]):
+//!    shared by a folio fill, exclusive (with no folio lock held) by
+//!    truncate and punch.
 //! 4. A journal handle ([`crate::journal::Handle`]): started only after
 //!    every inode lock the operation needs is held, and never while
 //!    holding another handle (a handle waits for a commit, which waits for
@@ -76,6 +81,13 @@ pub struct InodeIo {
     dio_done: (Mutex<()>, Condvar),
     /// Second of the last lazy mtime/ctime update by the data path.
     pub time_sec: AtomicI64,
+    /// The file's folios in the page cache.
+    pub pages: Arc<crate::data::page_cache::FileCache>,
+    /// The kernel's `invalidate_lock`: shared while a folio is filled
+    /// from the device (buffered readers hold no I/O lock), exclusive
+    /// while blocks are freed or moved (truncate, punch, zero range), so a
+    /// fill never reads a block that is being freed.
+    pub invalidate: RwLock<()>,
 }
 
 impl InodeIo {

@@ -76,14 +76,18 @@ impl<'a> Tx<'a> {
     /// Allocates blocks through mballoc and journals the bitmap and
     /// descriptor of the group they came from.
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
+        let mut req = *req;
         if !self.use_reserved {
             let free = self.alloc.free_blocks();
             let want = u64::from(req.min_len.max(1));
-            if free < self.vol.sb.r_blocks_count.saturating_add(want) {
+            let avail = free.saturating_sub(self.vol.sb.r_blocks_count);
+            if avail < want {
                 return Err(Error::NoSpace("only blocks reserved for root are left".into()));
             }
+            // Nor may a long request eat into them.
+            req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));
         }
-        let a = self.alloc.allocate(req)?;
+        let a = self.alloc.allocate(&req)?;
         if let Err(e) = self.journal_block_group(a.start) {
             // Give the blocks back rather than leak them in memory.
             let _ = self.alloc.free(a.start, u64::from(a.len), None);

@@ -185,6 +185,9 @@ struct Event {
     stamp: Option<u32>,
 }
 
+/// (file, unused, offset, length) of a stamped write.
+type WriteInfo = (u32, u64, u64, u64);
+
 /// A record is 8 bytes at an 8-aligned file offset: (stamp, offset / 8).
 fn stamp_data(stamp: u32, off: u64, len: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(len as usize);
@@ -226,7 +229,7 @@ fn model_run(img: &Path, threads: usize, ops: usize, seed: u64, cfg: DataPathCon
         .collect();
     let clock = Arc::new(AtomicU64::new(1));
     let log: Arc<Mutex<HashMap<u32, Vec<Event>>>> = Arc::new(Mutex::new(HashMap::new()));
-    let stamps: Arc<Mutex<HashMap<u32, (u32, u64, u64, u64)>>> = Arc::new(Mutex::new(HashMap::new()));
+    let stamps: Arc<Mutex<HashMap<u32, WriteInfo>>> = Arc::new(Mutex::new(HashMap::new()));
     let mut hs = Vec::new();
     for t in 0..threads {
         let (fs, files, clock, log, stamps) = (fs.clone(), files.clone(), clock.clone(), log.clone(), stamps.clone());

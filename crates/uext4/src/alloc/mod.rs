@@ -412,7 +412,14 @@ impl Allocator {
         req.len = req.len.min(bpg);
         req.min_len = req.min_len.min(req.len);
         self.counters.requests.fetch_add(1, Relaxed);
-        let result = self.allocate_inner(&req);
+        let mut result = self.allocate_inner(&req);
+        if matches!(result, Err(Error::NoSpace(_))) && self.prealloc.any() {
+            // Free blocks may all sit in preallocations (other inodes',
+            // the locality groups'): give them back and try once more, as
+            // the kernel's ext4_mb_discard_preallocations_should_retry.
+            self.discard_all_prealloc();
+            result = self.allocate_inner(&req);
+        }
         match &result {
             Ok(a) => {
                 self.counters.hits[a.criterion.index()].fetch_add(1, Relaxed);

@@ -239,6 +239,11 @@ impl Preallocs {
         }
     }
 
+    /// True if any preallocation (per inode or locality group) is held.
+    pub fn any(&self) -> bool {
+        self.inodes.iter().any(|s| !s.lock().is_empty()) || self.lgs.iter().any(|l| !l.lock().is_empty())
+    }
+
     /// Returns every unused preallocation.
     pub fn discard_all(&self, a: &Allocator) {
         for shard in &self.inodes {

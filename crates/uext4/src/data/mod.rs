@@ -5,6 +5,8 @@
 //! with the filesystem API in `fs/direct.rs`; this module has no I/O, so
 //! the decision rules can be tested on their own.
 
+pub mod page_cache;
+
 use crate::inode::{MapKind, Mapping};
 use std::sync::atomic::{AtomicU64, Ordering};
 

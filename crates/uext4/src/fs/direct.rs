@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 
 impl Filesystem {
     /// The blocks of `[off, off + len)` as runs (`len > 0`).
-    fn map_range(&self, i: &Inode, off: u64, len: u64) -> Result<Vec<Mapping>> {
+    pub(super) fn map_range(&self, i: &Inode, off: u64, len: u64) -> Result<Vec<Mapping>> {
         let bs = self.vol.block_size as u64;
         let (first, last) = (off / bs, (off + len - 1) / bs);
         let mut out = Vec::with_capacity(1);
@@ -44,7 +44,7 @@ impl Filesystem {
     }
 
     /// Inode `ino`, checked to be a regular, extent-mapped file.
-    fn regular(&self, ino: u32) -> Result<Inode> {
+    pub(super) fn regular(&self, ino: u32) -> Result<Inode> {
         let i = self.inode(ino)?;
         match i.file_type()? {
             FileType::Regular => Ok(i),
@@ -79,6 +79,7 @@ impl Filesystem {
                 DirectPlan::Overwrite => {
                     let _dio = st.dio_begin();
                     self.dio_write_runs(&maps, offset, data)?;
+                    st.pages.invalidate(offset, offset + len);
                     IoStats::bump(&stats.dio_write_shared);
                     IoStats::bump(&stats.dio_overwrite_no_handle);
                     if !offset.is_multiple_of(bs) || !(offset + len).is_multiple_of(bs) {
@@ -105,6 +106,7 @@ impl Filesystem {
                     IoStats::bump(&stats.dio_write_shared);
                     self.dio_write_runs(&maps, offset, data)?;
                     self.convert_at_completion(&st, ino, &maps, offset, len)?;
+                    st.pages.invalidate(offset, offset + len);
                     self.lazy_times(&st, ino)?;
                     drop(shared);
                     return Ok(data.len());
@@ -132,11 +134,14 @@ impl Filesystem {
                 if plan == DirectPlan::Unwritten {
                     self.convert_at_completion(&st, ino, &maps, offset, len)?;
                 }
+                st.pages.invalidate(offset, end);
                 self.touch_times(ino)?;
                 return Ok(data.len());
             }
         }
-        self.write_locked(ino, offset, data)
+        let r = self.write_locked(ino, offset, data);
+        st.pages.invalidate(offset, end);
+        r
     }
 
     /// Writes `data` (which starts at file offset `offset`) to the blocks
@@ -193,7 +198,7 @@ impl Filesystem {
     }
 
     /// mtime/ctime after a shared-lock write: at most once per second.
-    fn lazy_times(&self, st: &InodeIo, ino: u32) -> Result<()> {
+    pub(super) fn lazy_times(&self, st: &InodeIo, ino: u32) -> Result<()> {
         let now = Timestamp::now();
         if st.time_sec.swap(now.sec, Ordering::Relaxed) == now.sec {
             return Ok(());

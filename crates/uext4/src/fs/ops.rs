@@ -150,6 +150,18 @@ impl Filesystem {
         }
     }
 
+    /// After the steps that give a new inode its contents and its name:
+    /// on failure (e.g. ENOSPC for a block or for growing the directory),
+    /// frees the inode and whatever blocks it got, so nothing is left
+    /// without a name.
+    fn undo_new_inode(&self, tx: &Tx, i: &mut Inode, added: Result<()>) -> Result<()> {
+        if let Err(e) = added {
+            self.release_inode(tx, i)?;
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Creates a node (regular file, device, fifo, socket) in `parent`.
     pub fn mknod(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
         check_name(name)?;
@@ -173,8 +185,8 @@ impl Filesystem {
             i.block = [0; I_BLOCK_SIZE];
             set_rdev(&mut i, rdev);
         }
-        tx.write_inode(&mut i)?;
-        dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode))?;
+        let added = tx.write_inode(&mut i).and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
+        self.undo_new_inode(&tx, &mut i, added)?;
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
         self.note_tid(&tx, &[parent, i.ino]);
@@ -199,11 +211,14 @@ impl Filesystem {
         let tx = self.begin(48)?;
         let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
         d.links_count = 2;
-        let runs = ew::allocate_range(&tx, &mut d, 0, 1, false, aflags::METADATA, 0)?;
-        let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
-        dw::init_dir_block(&tx, &mut d, pblk, parent)?;
-        tx.write_inode(&mut d)?;
-        dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))?;
+        let added = (|| {
+            let runs = ew::allocate_range(&tx, &mut d, 0, 1, false, aflags::METADATA, 0)?;
+            let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
+            dw::init_dir_block(&tx, &mut d, pblk, parent)?;
+            tx.write_inode(&mut d)?;
+            dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))
+        })();
+        self.undo_new_inode(&tx, &mut d, added)?;
         Self::bump_dir_links(&mut dir, true);
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
@@ -231,20 +246,23 @@ impl Filesystem {
         let mut i = self.new_inode(&tx, parent, S_IFLNK | 0o777, uid, gid)?;
         i.links_count = 1;
         i.size = target.len() as u64;
-        if target.len() < I_BLOCK_SIZE {
-            i.block = [0; I_BLOCK_SIZE];
-            i.block[..target.len()].copy_from_slice(target);
-        } else {
-            ew::init_root(&mut i);
-            let size = i.size;
-            let runs = ew::allocate_range(&tx, &mut i, 0, 1, false, aflags::SMALL_FILE, size)?;
-            let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the symlink".into()))?;
-            let mut buf = vec![0u8; self.vol.block_size];
-            buf[..target.len()].copy_from_slice(target);
-            self.vol.device().write_at(&buf, pblk * self.vol.block_size as u64)?;
-        }
-        tx.write_inode(&mut i)?;
-        dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))?;
+        let added = (|| {
+            if target.len() < I_BLOCK_SIZE {
+                i.block = [0; I_BLOCK_SIZE];
+                i.block[..target.len()].copy_from_slice(target);
+            } else {
+                ew::init_root(&mut i);
+                let size = i.size;
+                let runs = ew::allocate_range(&tx, &mut i, 0, 1, false, aflags::SMALL_FILE, size)?;
+                let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the symlink".into()))?;
+                let mut buf = vec![0u8; self.vol.block_size];
+                buf[..target.len()].copy_from_slice(target);
+                self.vol.device().write_at(&buf, pblk * self.vol.block_size as u64)?;
+            }
+            tx.write_inode(&mut i)?;
+            dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))
+        })();
+        self.undo_new_inode(&tx, &mut i, added)?;
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
         self.note_tid(&tx, &[parent, i.ino]);
@@ -275,7 +293,12 @@ impl Filesystem {
         i.links_count += 1;
         i.ctime = Timestamp::now();
         tx.write_inode(&mut i)?;
-        dw::add_entry(&tx, &mut dir, newname, ino, file_type_of(i.mode))?;
+        if let Err(e) = dw::add_entry(&tx, &mut dir, newname, ino, file_type_of(i.mode)) {
+            // No new name (e.g. ENOSPC growing the directory): no new link.
+            i.links_count -= 1;
+            tx.write_inode(&mut i)?;
+            return Err(e);
+        }
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
         self.note_tid(&tx, &[newparent, ino]);
@@ -355,6 +378,9 @@ impl Filesystem {
     /// block reference and its bitmap bit (dtime set, as the kernel does).
     pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let is_dir = ftype(i)? == FileType::Directory;
+        if let Ok(rw) = self.rw() {
+            rw.locks.inode(i.ino).pages.invalidate_all();
+        }
         if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
             ew::remove_range(tx, i, 0, u64::MAX)?;
         } else if matches!(ftype(i)?, FileType::Regular | FileType::Directory)
@@ -396,6 +422,10 @@ impl Filesystem {
         let _cross = (parent != newparent).then(|| rw.rename_lock.lock());
         let src = self.lookup_opt(&self.load_dir(parent)?, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
         let dst = self.lookup_opt(&self.load_dir(newparent)?, newname)?;
+        if flags.noreplace && dst.is_some() {
+            // Before the same-inode shortcut, as Linux checks it.
+            return Err(Error::Exists(lossy(newname)));
+        }
         if dst == Some(src) {
             return Ok(()); // same inode: nothing to do (POSIX)
         }
@@ -584,9 +614,14 @@ impl Filesystem {
             }
             self.check_offset(size, 0)?;
         }
+        let st = rw.locks.inode(ino);
+        let shrinking = attr.size.is_some_and(|s| s < i.size);
+        let _inv = shrinking.then(|| st.invalidate.write());
         let tx = self.begin(128)?;
+        let _m = st.map.write();
         if let Some(size) = attr.size {
             if size < i.size {
+                st.pages.invalidate(size, u64::MAX);
                 self.shrink(&tx, &mut i, size)?;
             }
             if size != i.size {
@@ -649,16 +684,20 @@ impl Filesystem {
     /// commits after them: ordered mode).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.check_offset(offset, data.len() as u64)?;
-        let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
-        crate::data::IoStats::bump(&rw.stats.buffered_write_exclusive);
-        self.write_locked(ino, offset, data)
+        self.write_buffered(ino, offset, data)
     }
 
     /// The allocating write path, with the inode's I/O lock held
     /// exclusively and its direct I/O drained.
+    ///
+    /// The mapping lock is held (exclusively) per chunk, across the
+    /// allocation and the data writes: buffered readers hold no I/O lock
+    /// and must never walk a half-changed tree or read new blocks before
+    /// their data is there. (Allocating unwritten extents first and
+    /// writing outside the lock is the kernel's better way; to do.)
     pub(crate) fn write_locked(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.check_offset(offset, data.len() as u64)?;
+        let st = self.rw()?.locks.inode(ino);
         let mut i = self.load(ino)?;
         match ftype(&i)? {
             FileType::Regular => {}
@@ -677,19 +716,32 @@ impl Filesystem {
         while pos < end {
             let chunk_end = end.min((pos / bs + WRITE_CHUNK_BLOCKS) * bs);
             let tx = self.begin(256)?;
-            if let Err(e) =
+            let _m = st.map.write();
+            if let Err((done, e)) =
                 self.write_chunk(&tx, &mut i, pos, &data[(pos - offset) as usize..(chunk_end - offset) as usize])
             {
-                // Blocks this chunk mapped past EOF hold data no size
-                // covers: unmap them (the kernel's truncate of a failed
-                // write), then report a short write if anything landed.
+                // The runs before the failing one landed: a short write.
+                // Blocks this chunk mapped past the new EOF hold data no
+                // size covers: unmap them (the kernel's truncate of a
+                // failed write). The inode is written in any case: the
+                // chunk may have changed its extent root.
+                let landed = pos + done;
+                if landed > i.size {
+                    i.size = landed;
+                }
+                if landed > offset {
+                    let now = Timestamp::now();
+                    i.mtime = now;
+                    i.ctime = now;
+                }
                 let eof = i.size.div_ceil(bs);
                 let end_blk = chunk_end.div_ceil(bs);
                 if end_blk > eof {
                     ew::remove_range(&tx, &mut i, eof.max(pos / bs), end_blk)?;
-                    tx.write_inode(&mut i)?;
                 }
-                return if pos > offset { Ok((pos - offset) as usize) } else { Err(e) };
+                tx.write_inode(&mut i)?;
+                self.note_tid(&tx, &[ino]);
+                return if landed > offset { Ok((landed - offset) as usize) } else { Err(e) };
             }
             if chunk_end > i.size {
                 i.size = chunk_end;
@@ -704,41 +756,58 @@ impl Filesystem {
         Ok(data.len())
     }
 
-    fn write_chunk(&self, tx: &Tx, i: &mut Inode, offset: u64, data: &[u8]) -> Result<()> {
+    /// Writes `data` at `offset` run by run. On an error, returns how many
+    /// bytes of `data` landed (the runs before the failing one) with it.
+    fn write_chunk(&self, tx: &Tx, i: &mut Inode, offset: u64, data: &[u8]) -> std::result::Result<(), (u64, Error)> {
         let bs = self.vol.block_size as u64;
-        let dev = self.vol.device();
-        let first = offset / bs;
         let last = (offset + data.len() as u64 - 1) / bs;
-        let mut lblk = first;
+        let mut lblk = offset / bs;
         while lblk <= last {
-            let m = inode::map_block(&self.vol, i, lblk)?;
-            let n = m.len.min(last - lblk + 1);
-            let run_start = (lblk * bs).max(offset);
-            let run_end = ((lblk + n) * bs).min(offset + data.len() as u64);
-            let src = &data[(run_start - offset) as usize..(run_end - offset) as usize];
-            match m.kind {
-                MapKind::Mapped(p) => {
-                    dev.write_at(src, p * bs + (run_start - lblk * bs))?;
-                }
-                MapKind::Unwritten(p) => {
-                    write_padded(dev.as_ref(), p, lblk, n, bs, run_start, src)?;
-                    ew::mark_written(tx, i, lblk, n)?;
-                }
-                MapKind::Hole => {
-                    let flags = if i.size > 16 * bs { aflags::STREAM } else { aflags::SMALL_FILE };
-                    let size_hint = i.size.max(offset + data.len() as u64);
-                    let runs = ew::allocate_range(tx, i, lblk, n, false, flags, size_hint)?;
-                    for (rl, rp, rn) in runs {
-                        let rs = (rl * bs).max(run_start);
-                        let re = ((rl + rn) * bs).min(run_end);
-                        let part = &data[(rs - offset) as usize..(re - offset) as usize];
-                        write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part)?;
-                    }
-                }
-            }
-            lblk += n;
+            let done = (lblk * bs).max(offset) - offset;
+            lblk += self.write_run(tx, i, offset, data, lblk, last).map_err(|e| (done, e))?;
         }
         Ok(())
+    }
+
+    /// Writes the run of blocks starting at `lblk` (up to `last`) that one
+    /// mapping covers; returns its length in blocks.
+    fn write_run(&self, tx: &Tx, i: &mut Inode, offset: u64, data: &[u8], lblk: u64, last: u64) -> Result<u64> {
+        let bs = self.vol.block_size as u64;
+        let dev = self.vol.device();
+        let m = inode::map_block(&self.vol, i, lblk)?;
+        let n = m.len.min(last - lblk + 1);
+        let run_start = (lblk * bs).max(offset);
+        let run_end = ((lblk + n) * bs).min(offset + data.len() as u64);
+        let src = &data[(run_start - offset) as usize..(run_end - offset) as usize];
+        match m.kind {
+            MapKind::Mapped(p) => {
+                dev.write_at(src, p * bs + (run_start - lblk * bs))?;
+            }
+            MapKind::Unwritten(p) => {
+                write_padded(dev.as_ref(), p, lblk, n, bs, run_start, src)?;
+                ew::mark_written(tx, i, lblk, n)?;
+            }
+            MapKind::Hole => {
+                let flags = if i.size > 16 * bs { aflags::STREAM } else { aflags::SMALL_FILE };
+                let size_hint = i.size.max(offset + data.len() as u64);
+                let runs = match ew::allocate_range(tx, i, lblk, n, false, flags, size_hint) {
+                    Ok(runs) => runs,
+                    Err(e) => {
+                        // Blocks mapped before the failure hold whatever
+                        // they held before: zero them (the hole's contents).
+                        self.zero_partial(i, lblk * bs, (lblk + n) * bs)?;
+                        return Err(e);
+                    }
+                };
+                for (rl, rp, rn) in runs {
+                    let rs = (rl * bs).max(run_start);
+                    let re = ((rl + rn) * bs).min(run_end);
+                    let part = &data[(rs - offset) as usize..(re - offset) as usize];
+                    write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part)?;
+                }
+            }
+        }
+        Ok(n)
     }
 
     /// fallocate(2).
@@ -756,20 +825,32 @@ impl Filesystem {
         if i.flags & FL_EXTENTS == 0 {
             return Err(Error::Unsupported("fallocate on block-mapped (non-extent) files".into()));
         }
-        let bs = self.vol.block_size as u64;
         let end = offset + len;
+        let st = rw.locks.inode(ino);
+        // Punch and zero free blocks: no folio fill may read them meanwhile.
+        let frees = matches!(mode, FallocMode::PunchHole | FallocMode::ZeroRange);
+        let _inv = frees.then(|| st.invalidate.write());
         let tx = self.begin(256)?;
+        let _m = st.map.write();
+        if frees {
+            st.pages.invalidate(offset, end);
+        }
+        // On an error (ENOSPC part-way) what was done stays, as in Linux;
+        // the inode is written in any case (its extent root may have changed).
+        let r = self.fallocate_tx(&tx, &mut i, mode, offset, end);
+        let now = Timestamp::now();
+        i.ctime = now;
+        i.mtime = now;
+        tx.write_inode(&mut i)?;
+        self.note_tid(&tx, &[ino]);
+        r
+    }
+
+    fn fallocate_tx(&self, tx: &Tx, i: &mut Inode, mode: FallocMode, offset: u64, end: u64) -> Result<()> {
+        let bs = self.vol.block_size as u64;
         match mode {
             FallocMode::Allocate | FallocMode::KeepSize => {
-                ew::allocate_range(
-                    &tx,
-                    &mut i,
-                    offset / bs,
-                    end.div_ceil(bs) - offset / bs,
-                    true,
-                    aflags::STREAM,
-                    end,
-                )?;
+                ew::allocate_range(tx, i, offset / bs, end.div_ceil(bs) - offset / bs, true, aflags::STREAM, end)?;
                 if mode == FallocMode::Allocate && end > i.size {
                     i.size = end;
                 }
@@ -779,28 +860,23 @@ impl Filesystem {
                 let (b0, b1) = (offset.div_ceil(bs), end / bs);
                 if b0 > b1 {
                     // Strictly inside one block.
-                    self.zero_partial(&i, offset, end)?;
+                    self.zero_partial(i, offset, end)?;
                 } else {
-                    self.zero_partial(&i, offset, b0 * bs)?;
+                    self.zero_partial(i, offset, b0 * bs)?;
                     if b1 > b0 {
-                        ew::remove_range(&tx, &mut i, b0, b1)?;
+                        ew::remove_range(tx, i, b0, b1)?;
                         if mode == FallocMode::ZeroRange {
                             let hint = i.size.max(end);
-                            ew::allocate_range(&tx, &mut i, b0, b1 - b0, true, aflags::STREAM, hint)?;
+                            ew::allocate_range(tx, i, b0, b1 - b0, true, aflags::STREAM, hint)?;
                         }
                     }
-                    self.zero_partial(&i, b1 * bs, end)?;
+                    self.zero_partial(i, b1 * bs, end)?;
                 }
                 if mode == FallocMode::ZeroRange && end > i.size {
                     i.size = end;
                 }
             }
         }
-        let now = Timestamp::now();
-        i.ctime = now;
-        i.mtime = now;
-        tx.write_inode(&mut i)?;
-        self.note_tid(&tx, &[ino]);
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 use super::Filesystem;
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
+use crate::data::page_cache::PageCache;
 use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
 use crate::error::{Error, Result};
 use crate::format::features::{compat, ro_compat};
@@ -57,6 +58,8 @@ pub(crate) struct RwState {
     pub data: DataPathConfig,
     /// Which paths the I/O took.
     pub stats: IoStats,
+    /// The page cache's budget and eviction.
+    pub pages: PageCache,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -158,6 +161,7 @@ impl RwState {
         commit_interval: Duration,
         use_reserved: bool,
         data: DataPathConfig,
+        cache_bytes: usize,
     ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
@@ -211,6 +215,7 @@ impl RwState {
             orphan_lock: Mutex::new(()),
             data,
             stats: IoStats::default(),
+            pages: PageCache::new(if cache_bytes == 0 { PageCache::default_budget() } else { cache_bytes }),
         })
     }
 
@@ -362,6 +367,11 @@ impl Filesystem {
     /// The data path's counters (all zero on a read-only filesystem).
     pub fn io_stats(&self) -> IoStatsSnapshot {
         self.rw.as_ref().map(|rw| rw.stats.snapshot()).unwrap_or_default()
+    }
+
+    /// Bytes the page cache holds now, at most, and its budget.
+    pub fn page_cache_usage(&self) -> (usize, usize, usize) {
+        self.rw.as_ref().map_or((0, 0, 0), |rw| (rw.pages.used(), rw.pages.peak(), rw.pages.budget()))
     }
 
     /// The data path's switches in force.

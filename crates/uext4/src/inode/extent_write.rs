@@ -491,11 +491,13 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit) -> Res
             let goal = v.first().map_or(0, |e| e.start);
             let (out, frees) = edit_leaf(v, a, b, Some(edit), &[]);
             path[leaf].node = Node::Leaf(out);
+            // The tree first: if it cannot change (no block for a split),
+            // the blocks it still maps must stay allocated.
+            ctx.settle(inode, &mut path, leaf, goal)?;
             for (p, n) in frees {
                 tx.free_blocks(p, n, kind)?;
                 inode.blocks_512 = inode.blocks_512.saturating_sub(n * (ctx.bs as u64 / 512));
             }
-            ctx.settle(inode, &mut path, leaf, goal)?;
         }
         if hi <= cursor {
             break;

@@ -125,6 +125,8 @@ pub struct Handle {
     tid: u64,
     /// The close hook's pseudo-handle does not count as a handle.
     counted: bool,
+    /// Credits reserved in the transaction until the handle stops.
+    credits: usize,
 }
 
 impl std::fmt::Debug for Handle {
@@ -244,7 +246,9 @@ impl JournalWriter {
                 st.running = Some(Txn { tid, ..Default::default() });
             }
             let Some(t) = st.running.as_mut() else { continue };
-            if !t.blocks.is_empty() && t.credits + credits > self.max_txn {
+            // Like jbd2: the blocks already dirtied plus the credits of the
+            // handles still running must fit.
+            if !t.blocks.is_empty() && t.blocks.len() + t.credits + credits > self.max_txn {
                 // Full: have it committed and join the next one.
                 let tid = t.tid;
                 drop(st);
@@ -254,14 +258,16 @@ impl JournalWriter {
             t.handles += 1;
             t.credits += credits;
             let tid = t.tid;
-            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true });
+            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true, credits });
         }
     }
 
-    fn stop_handle(&self, tid: u64) {
+    fn stop_handle(&self, tid: u64, credits: usize) {
         let mut st = self.state.lock();
         if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
             t.handles -= 1;
+            // Unused credits go back (what the handle dirtied is in `blocks`).
+            t.credits = t.credits.saturating_sub(credits);
             if t.handles == 0 && t.locked {
                 self.cv.notify_all();
             }
@@ -344,7 +350,7 @@ impl JournalWriter {
         let hook = self.close_hook.lock().clone();
         if let Some(hook) = hook {
             // Records into the locked transaction; not counted as a handle.
-            let h = Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: false };
+            let h = Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: false, credits: 0 };
             hook(&h)?;
         }
         let txn = {
@@ -540,7 +546,7 @@ impl JournalWriter {
 impl Handle {
     /// A write-through handle for a filesystem without a journal.
     pub fn direct(cache: Arc<BufferCache>) -> Handle {
-        Handle { journal: None, cache, tid: 0, counted: false }
+        Handle { journal: None, cache, tid: 0, counted: false, credits: 0 }
     }
 
     /// The transaction this handle belongs to (0 without a journal).
@@ -613,7 +619,7 @@ impl Drop for Handle {
     fn drop(&mut self) {
         if self.counted {
             if let Some(j) = &self.journal {
-                j.stop_handle(self.tid);
+                j.stop_handle(self.tid, self.credits);
             }
         }
     }

@@ -1,0 +1,196 @@
+//! Extended attribute writes (setxattr/removexattr) on a filesystem opened
+//! read-write.
+//!
+//! The checks the kernel makes above ext4 (the VFS's name and size
+//! limits, `xattr_permission`'s file-type rule for `user.`, immutable and
+//! append-only inodes, the POSIX ACL conversion and validation, the mode
+//! update of an access ACL) are made here, because a FUSE front end
+//! receives the raw request and the library is the filesystem. What needs
+//! the caller's credentials (owner checks, CAP_SYS_ADMIN for `trusted.`,
+//! clearing setgid after an ACL change) is the front end's business.
+//!
+//! Placement, copy-on-write of shared blocks and the encoders live in
+//! [`crate::xattr::write`] and [`crate::format::xattr`].
+
+use super::Filesystem;
+use crate::error::{Error, Result};
+use crate::format::inode::{FileType, Inode, Timestamp};
+use crate::format::xattr::{
+    acl_equiv_mode, acl_from_xattr, acl_to_disk, AclEntry, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT, INDEX_USER,
+    VALUE_MAX,
+};
+use crate::xattr::write::{self as xw, Presence};
+
+/// Journal credits of one attribute change: the inode's table block, the
+/// old and the new xattr block, a block bitmap and descriptor per
+/// allocation or free, and the superblock.
+const XATTR_CREDITS: usize = 16;
+
+/// `i_flags`: immutable.
+const FL_IMMUTABLE: u32 = 0x10;
+/// `i_flags`: append only.
+const FL_APPEND: u32 = 0x20;
+
+/// How [`Filesystem::set_xattr`] treats an existing attribute
+/// (setxattr(2)'s flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum XattrSetMode {
+    /// Create the attribute or replace its value (flags 0).
+    #[default]
+    Any,
+    /// Fail with EEXIST if it exists (XATTR_CREATE).
+    Create,
+    /// Fail with ENODATA if it does not exist (XATTR_REPLACE).
+    Replace,
+}
+
+impl XattrSetMode {
+    fn presence(self) -> Presence {
+        match self {
+            XattrSetMode::Any => Presence::Any,
+            XattrSetMode::Create => Presence::Absent,
+            XattrSetMode::Replace => Presence::Present,
+        }
+    }
+}
+
+fn is_acl(index: u8) -> bool {
+    index == INDEX_POSIX_ACL_ACCESS || index == INDEX_POSIX_ACL_DEFAULT
+}
+
+/// The VFS's and ext4's refusals that depend on the inode alone.
+fn check_writable(i: &Inode, index: u8) -> Result<()> {
+    if i.flags & (FL_IMMUTABLE | FL_APPEND) != 0 {
+        return Err(Error::NotPermitted(format!("inode {} is immutable or append-only", i.ino)));
+    }
+    let t = i.file_type()?;
+    // xattr_permission: user.* only on regular files and directories.
+    if index == INDEX_USER && !matches!(t, FileType::Regular | FileType::Directory) {
+        return Err(Error::NotPermitted(format!("user.* attributes on inode {} ({t:?})", i.ino)));
+    }
+    // Symlinks have no ACL operations in ext4.
+    if is_acl(index) && t == FileType::Symlink {
+        return Err(Error::Unsupported(format!("POSIX ACLs on symlink inode {}", i.ino)));
+    }
+    Ok(())
+}
+
+impl Filesystem {
+    /// Sets extended attribute `name` (full name: `user.`, `trusted.`,
+    /// `security.` prefixes, or `system.posix_acl_access` /
+    /// `system.posix_acl_default`) of inode `ino` to `value`, as
+    /// setxattr(2) on ext4 does.
+    ///
+    /// The value goes into the inode's extra space when it fits, else into
+    /// the xattr block (allocated, or copied first when other inodes
+    /// share it). ctime changes unless the attribute already had this
+    /// value.
+    ///
+    /// POSIX ACLs are given in the form getxattr(2) returns
+    /// (`posix_acl_xattr`, version 2) and stored in ext4's compact form.
+    /// As in the kernel, `mode` is ignored for them, an access ACL also
+    /// sets the permission bits (and is not stored when the bits say it
+    /// all), an empty ACL removes it, and a default ACL is only for
+    /// directories.
+    ///
+    /// Errors: ERANGE (name empty or over 255 bytes), EOPNOTSUPP (unknown
+    /// namespace, `system.data`, ACL on a symlink), EINVAL (nothing after
+    /// the prefix, malformed ACL), ENOSPC (value larger than 64 KiB or
+    /// fitting neither in the inode nor in one block; no blocks left),
+    /// EEXIST / ENODATA per `mode`, EPERM (`user.` on a special file or
+    /// symlink, immutable or append-only inode), EACCES (default ACL on a
+    /// non-directory), EROFS (read-only open).
+    pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: XattrSetMode) -> Result<()> {
+        let (index, suffix) = xw::resolve_name(name)?;
+        if value.len() > VALUE_MAX {
+            // The VFS says E2BIG; the error type has no such variant and
+            // ext4 itself answers ENOSPC for values that do not fit.
+            return Err(Error::NoSpace(format!("xattr value of {} bytes (at most {VALUE_MAX})", value.len())));
+        }
+        let acl = if is_acl(index) { Some(acl_from_xattr(value)?) } else { None };
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let mut i = self.inode(ino)?;
+        check_writable(&i, index)?;
+        match acl {
+            None => self.xattr_change(&mut i, index, suffix, Some(value), mode.presence(), false),
+            Some(acl) => self.set_acl(&mut i, index, acl),
+        }
+    }
+
+    /// Removes extended attribute `name` of inode `ino`, as removexattr(2)
+    /// on ext4: ENODATA if it does not exist (a missing POSIX ACL is not
+    /// an error, as in the kernel), ctime changes otherwise. The xattr
+    /// block is freed (or its reference dropped) when it becomes empty.
+    /// Name and permission errors as [`Filesystem::set_xattr`].
+    pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
+        let (index, suffix) = xw::resolve_name(name)?;
+        let rw = self.rw()?;
+        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let mut i = self.inode(ino)?;
+        check_writable(&i, index)?;
+        if is_acl(index) {
+            // Removing an ACL is setting none (set_posix_acl with NULL):
+            // no error when there is none; a non-directory has no default
+            // ACL to remove.
+            if index == INDEX_POSIX_ACL_DEFAULT && i.file_type()? != FileType::Directory {
+                return Ok(());
+            }
+            return self.xattr_change(&mut i, index, suffix, None, Presence::Any, false);
+        }
+        self.xattr_change(&mut i, index, suffix, None, Presence::Present, false)
+    }
+
+    /// ext4_set_acl: validates the ACL against the inode and stores it in
+    /// the compact form, updating the mode for an access ACL.
+    fn set_acl(&self, i: &mut Inode, index: u8, acl: Option<Vec<AclEntry>>) -> Result<()> {
+        let is_dir = i.file_type()? == FileType::Directory;
+        if index == INDEX_POSIX_ACL_DEFAULT && !is_dir {
+            return match acl {
+                Some(_) => Err(Error::AccessDenied(format!("default ACL on non-directory inode {}", i.ino))),
+                None => Ok(()),
+            };
+        }
+        let mut stored = acl;
+        let mut mode_changed = false;
+        if index == INDEX_POSIX_ACL_ACCESS {
+            if let Some(a) = &stored {
+                let (mode, not_equiv) = acl_equiv_mode(a, i.mode);
+                mode_changed = mode != i.mode;
+                i.mode = mode;
+                if !not_equiv {
+                    // The permission bits express it: nothing to store.
+                    stored = None;
+                }
+            }
+        }
+        let disk = stored.as_deref().map(acl_to_disk);
+        // The kernel ignores XATTR_CREATE/XATTR_REPLACE for ACLs.
+        self.xattr_change(i, index, b"", disk.as_deref(), Presence::Any, mode_changed)
+    }
+
+    /// One journaled attribute change of `i` (already loaded under its
+    /// lock). `dirty`: `i` has other changes to write even if the
+    /// attributes stay as they are.
+    fn xattr_change(
+        &self,
+        i: &mut Inode,
+        index: u8,
+        name: &[u8],
+        value: Option<&[u8]>,
+        presence: Presence,
+        dirty: bool,
+    ) -> Result<()> {
+        let tx = self.begin(XATTR_CREDITS)?;
+        let changed = xw::set(&tx, i, index, name, value, presence)?;
+        if changed || dirty {
+            i.ctime = Timestamp::now();
+            tx.write_inode(i)?;
+            // fsync of the inode must commit this transaction.
+            if let Ok(rw) = self.rw() {
+                rw.note_dirty(&[i.ino], tx.tid());
+            }
+        }
+        Ok(())
+    }
+}

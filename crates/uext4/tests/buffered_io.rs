@@ -1,0 +1,199 @@
+//! Buffered I/O through the page cache (seed 001): in-folio writes take
+//! the shared lock, readers take none and never see an aligned 8 KiB
+//! write torn, direct and buffered I/O stay coherent, and the cache keeps
+//! its budget. Every image ends `e2fsck -fn` clean.
+
+mod rw_support;
+
+use rw_support::{fsck_clean, mkfs};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use uext4::data::{DataPathConfig, LockPolicy};
+use uext4::fs::ops::{FallocMode, SetAttr};
+use uext4::fs::OpenOptions;
+use uext4::Filesystem;
+
+fn open(img: &Path, data: DataPathConfig, cache_bytes: usize) -> Filesystem {
+    Filesystem::open_with(img, OpenOptions { write: true, data, cache_bytes, ..Default::default() }).unwrap()
+}
+
+/// 8 KiB whose every 8-byte word is `v`.
+fn page8k(v: u64) -> Vec<u8> {
+    (0..1024).flat_map(|_| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn in_folio_writes_take_the_shared_lock() {
+    for args in [&["-b", "4096"][..], &["-b", "1024", "-O", "^metadata_csum"]] {
+        let Some((_d, img)) = mkfs(64, args) else { return };
+        let mut fs = open(&img, DataPathConfig::default(), 0);
+        let f = fs.create(fs.root(), b"db", 0o644, 0, 0).unwrap().ino;
+        let mut model = vec![0u8; 1 << 20];
+        for k in 0..128u64 {
+            // Aligned 8 KiB pages, written once: allocation, exclusive.
+            let p = page8k(k);
+            fs.write(f, k * 8192, &p).unwrap();
+            model[(k * 8192) as usize..(k * 8192 + 8192) as usize].copy_from_slice(&p);
+        }
+        let s0 = fs.io_stats();
+        // Rewrites of cached pages: one folio each, shared, no handle.
+        for k in 0..128u64 {
+            let p = page8k(1000 + k);
+            fs.write(f, k * 8192, &p).unwrap();
+            model[(k * 8192) as usize..(k * 8192 + 8192) as usize].copy_from_slice(&p);
+        }
+        // Small unaligned rewrites inside a folio: shared too.
+        for k in 0..16u64 {
+            let off = k * 8192 + 100;
+            fs.write(f, off, b"hello").unwrap();
+            model[off as usize..off as usize + 5].copy_from_slice(b"hello");
+        }
+        let d = fs.io_stats().since(&s0);
+        assert_eq!((d.buffered_write_shared, d.buffered_write_exclusive), (144, 0), "{d:?}");
+        assert_eq!(d.handles, d.time_updates, "no handle but lazy mtime: {d:?}");
+        // A write across two folios, or growing the file: exclusive.
+        let s0 = fs.io_stats();
+        fs.write(f, 8192 - 2, b"span").unwrap();
+        model[8190..8194].copy_from_slice(b"span");
+        fs.write(f, 1 << 20, b"tail").unwrap();
+        model.extend_from_slice(b"tail");
+        let d = fs.io_stats().since(&s0);
+        assert_eq!((d.buffered_write_shared, d.buffered_write_exclusive), (0, 2), "{d:?}");
+        assert_eq!(fs.read_all(f).unwrap(), model);
+        // Direct I/O sees buffered writes and the cache sees direct ones.
+        let mut buf = vec![0u8; 8192];
+        fs.read_direct(f, 5 * 8192, &mut buf).unwrap();
+        assert_eq!(&buf[..], &model[5 * 8192..6 * 8192]);
+        let p = page8k(77);
+        fs.write_direct(f, 5 * 8192, &p).unwrap();
+        model[5 * 8192..6 * 8192].copy_from_slice(&p);
+        fs.read(f, 5 * 8192, &mut buf).unwrap();
+        assert_eq!(buf, p, "buffered read after a direct write");
+        // Truncate and punch drop cached folios.
+        fs.setattr(f, SetAttr { size: Some(300_000), ..Default::default() }).unwrap();
+        model.truncate(300_000);
+        fs.fallocate(f, FallocMode::PunchHole, 16384, 20000).unwrap();
+        model[16384..36384].fill(0);
+        fs.setattr(f, SetAttr { size: Some(400_000), ..Default::default() }).unwrap();
+        model.resize(400_000, 0);
+        assert_eq!(fs.read_all(f).unwrap(), model);
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        assert_eq!(Filesystem::open(&img).unwrap().read_all(f).unwrap(), model);
+    }
+}
+
+#[test]
+fn exclusive_policy_takes_the_exclusive_lock() {
+    let Some((_d, img)) = mkfs(32, &["-b", "4096"]) else { return };
+    let mut fs = open(&img, DataPathConfig { lock_policy: LockPolicy::Exclusive, ..Default::default() }, 0);
+    let f = fs.create(fs.root(), b"x", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, &page8k(1)).unwrap();
+    let s0 = fs.io_stats();
+    for k in 0..10 {
+        fs.write(f, 0, &page8k(k)).unwrap();
+    }
+    let d = fs.io_stats().since(&s0);
+    assert_eq!((d.buffered_write_shared, d.buffered_write_exclusive), (0, 10), "{d:?}");
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+}
+
+/// Writers rewrite aligned 8 KiB pages (each page all one word), readers
+/// read aligned 8 KiB pages (and larger spans) with no lock: a page must
+/// never mix two writes. Run on folios of every origin: 4 KiB folios
+/// created by small reads, 8 KiB ones by writes, large ones by readahead.
+#[test]
+fn aligned_8k_writes_are_never_seen_torn() {
+    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+    for (round, policy) in [LockPolicy::Seeds, LockPolicy::Exclusive, LockPolicy::Seeds].into_iter().enumerate() {
+        let fs = Arc::new(open(&img, DataPathConfig { lock_policy: policy, ..Default::default() }, 8 << 20));
+        let name = format!("t{round}");
+        let f = fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        const PAGES: u64 = 64;
+        for k in 0..PAGES {
+            fs.write(f, k * 8192, &page8k(k << 32)).unwrap();
+        }
+        // Round 0: 4 KiB reads populate small folios; round 2: big reads.
+        let mut b = vec![0u8; 4096];
+        for k in 0..PAGES * 2 {
+            if round == 0 {
+                fs.read(f, k * 4096, &mut b).unwrap();
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut hs = Vec::new();
+        for t in 0..3u64 {
+            let (fs, stop) = (fs.clone(), stop.clone());
+            hs.push(std::thread::spawn(move || {
+                let mut x = 0x9E37 + t;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) && n < 3000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let k = (x >> 33) % PAGES;
+                    fs.write(f, k * 8192, &page8k((k << 32) | (t << 24) | n)).unwrap();
+                    n += 1;
+                }
+            }));
+        }
+        for t in 0..3u64 {
+            let fs = fs.clone();
+            hs.push(std::thread::spawn(move || {
+                let mut x = 77 + t;
+                let mut buf = vec![0u8; 64 << 10];
+                for _ in 0..3000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let span = if round == 2 { 8 } else { 1 + (x >> 60) % 2 };
+                    let k = (x >> 33) % (PAGES - span + 1);
+                    let len = (span * 8192) as usize;
+                    assert_eq!(fs.read(f, k * 8192, &mut buf[..len]).unwrap(), len);
+                    for (j, page) in buf[..len].chunks(8192).enumerate() {
+                        let w0 = &page[..8];
+                        assert!(page.chunks(8).all(|w| w == w0), "page {} torn", k + j as u64);
+                        let v = u64::from_le_bytes(w0.try_into().unwrap());
+                        assert_eq!(v >> 32, k + j as u64, "page {} holds another page's data", k + j as u64);
+                    }
+                }
+            }));
+        }
+        for (i, h) in hs.into_iter().enumerate() {
+            if i == 3 {
+                stop.store(true, Ordering::Relaxed);
+            }
+            h.join().unwrap();
+        }
+        let stats = fs.io_stats();
+        if policy == LockPolicy::Seeds {
+            assert!(stats.buffered_write_shared > 0, "{stats:?}");
+        } else {
+            assert_eq!(stats.buffered_write_shared, 0, "{stats:?}");
+        }
+        let (_, peak, budget) = fs.page_cache_usage();
+        assert!(peak <= budget + (2 << 20), "page cache peak {peak} over budget {budget}");
+        let mut fs = Arc::try_unwrap(fs).unwrap_or_else(|_| panic!("still shared"));
+        fs.unmount().unwrap();
+    }
+    fsck_clean(&img);
+}
+
+#[test]
+fn cache_keeps_its_budget_on_large_reads() {
+    let Some((_d, img)) = mkfs(128, &["-b", "4096"]) else { return };
+    let mut fs = open(&img, DataPathConfig::default(), 4 << 20);
+    let f = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+    let data: Vec<u8> = (0..(48u32 << 20)).map(|i| (i % 251) as u8).collect();
+    fs.write(f, 0, &data).unwrap();
+    // Sequential reads (readahead grows folios to 2 MiB) and random ones.
+    let mut buf = vec![0u8; 64 << 10];
+    for k in 0..(48 << 4) {
+        fs.read(f, k * (64 << 10), &mut buf).unwrap();
+        assert!(buf[..] == data[(k * (64 << 10)) as usize..((k + 1) * (64 << 10)) as usize]);
+    }
+    let (_, peak, budget) = fs.page_cache_usage();
+    assert!(peak <= budget + (2 << 20), "peak {peak} budget {budget}");
+    assert_eq!(fs.read_all(f).unwrap(), data);
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+}
