@@ -1422,3 +1422,57 @@ fn header_codec_sanity() {
     BlockHeader::new(blocktype::COMMIT, 1).encode(&mut b);
     assert_eq!(&b[..4], &JBD2_MAGIC.to_be_bytes());
 }
+
+/// The kernel leaves an unlinked-but-open file on its orphan list when it
+/// shuts down; uext4's read-write open replays the journal, then finishes
+/// the deletion (the kernel's orphan cleanup): the inode and its blocks
+/// are free and e2fsck finds the image clean without touching it.
+#[test]
+fn kernel_orphan_list_is_processed_after_replay() {
+    if !is_root() {
+        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
+        return;
+    }
+    if !have_e2fsprogs() {
+        return;
+    }
+    let dir = scratch("orphan");
+    let img = dir.path().join("img");
+    mkfs(&img, 4096, "64M", &[]);
+    let mnt = dir.path().join("mnt");
+    let m = match Mount::new(&img, &mnt, "") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIP: {e}");
+            return;
+        }
+    };
+    write_file(&mnt.join("keep"), b"kept", true);
+    let path = mnt.join("doomed");
+    write_file(&path, &vec![7u8; 3 << 20], true);
+    let held = File::open(&path).unwrap();
+    fs::remove_file(&path).unwrap();
+    syncfs(&mnt);
+    shutdown_logflush(&mnt).unwrap();
+    drop(held);
+    m.unmount();
+    assert!(needs_recovery_flag(&img));
+
+    let before_free = {
+        let copy = dir.path().join("e2fsck-copy");
+        fs::copy(&img, &copy).unwrap();
+        // e2fsck -fy replays and processes the orphan itself: the reference.
+        run(Command::new(tool("e2fsck").unwrap()).arg("-fy").arg(&copy), &[0, 1]);
+        Filesystem::open(&copy).unwrap().statfs()
+    };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let notes = fs.notices().join("; ");
+    assert!(notes.contains("orphan list: 1 inode(s) deleted"), "{notes}");
+    assert_eq!(fs.read_all(fs.resolve("/keep").unwrap()).unwrap(), b"kept");
+    assert!(fs.resolve("/doomed").is_err());
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img, "after uext4's orphan cleanup");
+    let after = Filesystem::open(&img).unwrap().statfs();
+    assert_eq!((after.free_blocks, after.free_inodes), (before_free.free_blocks, before_free.free_inodes));
+}
