@@ -8,6 +8,19 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v debugfs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v e2freefrag >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
+# `uext4 mount` needs /dev/fuse and, to unmount, fusermount3 (or umount);
+# the FUSE tests use setfattr/getfattr. Both are installed as root; a user
+# who cannot install them only loses mounting (which needs root anyway).
+want_apt=()
+command -v fusermount3 >/dev/null 2>&1 || want_apt+=(fuse3)
+command -v setfattr >/dev/null 2>&1 || want_apt+=(attr)
+if [ ${#want_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    need_apt+=("${want_apt[@]}")
+  else
+    echo "note: ${want_apt[*]} missing (uext4 mount and its tests need them: sudo apt-get install ${want_apt[*]})" >&2
+  fi
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need_apt[*]}" >&2

@@ -145,7 +145,7 @@ where
 /// Times one operation, keeping every 16th latency.
 fn timed(out: &mut ThreadOut, f: impl FnOnce()) {
     let n = out.reads + out.writes;
-    if n % 16 == 0 {
+    if n.is_multiple_of(16) {
         let t = Instant::now();
         f();
         out.lat.push(t.elapsed().as_nanos() as u64);
@@ -154,16 +154,17 @@ fn timed(out: &mut ThreadOut, f: impl FnOnce()) {
     }
 }
 
-fn summarize(
+/// What a run was: workload, phase, switch, threads, bytes per op.
+struct RunId {
     workload: &'static str,
     phase: &'static str,
     switch: &'static str,
     threads: usize,
     bytes_per_op: u64,
-    fs: &Filesystem,
-    s0: IoStatsSnapshot,
-    (outs, secs): (Vec<ThreadOut>, f64),
-) -> Row {
+}
+
+fn summarize(id: RunId, fs: &Filesystem, s0: IoStatsSnapshot, (outs, secs): (Vec<ThreadOut>, f64)) -> Row {
+    let RunId { workload, phase, switch, threads, bytes_per_op } = id;
     let mut lat: Vec<u64> = outs.iter().flat_map(|o| o.lat.iter().copied()).collect();
     lat.sort_unstable();
     let pct = |q: f64| lat.get(((lat.len() as f64 - 1.0) * q) as usize).map_or(0.0, |&n| n as f64 / 1000.0);
@@ -222,7 +223,7 @@ fn w1(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
         }
         out
     });
-    Ok(summarize("W1", "randrw", switch, threads, 4096, &fs, s0, r))
+    Ok(summarize(RunId { workload: "W1", phase: "randrw", switch, threads, bytes_per_op: 4096 }, &fs, s0, r))
 }
 
 fn w2(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -> CliResult<Row> {
@@ -261,7 +262,7 @@ fn w2(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
         }
         out
     });
-    Ok(summarize("W2", "randrw", switch, threads, 8192, &fs, s0, r))
+    Ok(summarize(RunId { workload: "W2", phase: "randrw", switch, threads, bytes_per_op: 8192 }, &fs, s0, r))
 }
 
 fn w3(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str, random: bool) -> CliResult<Row> {
@@ -273,7 +274,8 @@ fn w3(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str, r
     let root = fs.root();
     let mut inos = Vec::new();
     for t in 0..threads {
-        let ino = fs.create(root, format!("unwritten.{t}").as_bytes(), 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
+        let ino =
+            fs.create(root, format!("unwritten.{t}").as_bytes(), 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
         fs.fallocate(ino, FallocMode::Allocate, 0, file).map_err(|e| fs_err("fallocate", e))?;
         inos.push(ino);
     }
@@ -301,7 +303,7 @@ fn w3(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str, r
         out
     });
     let phase = if random { "randwrite" } else { "write" };
-    Ok(summarize("W3", phase, switch, threads, 4096, &fs, s0, r))
+    Ok(summarize(RunId { workload: "W3", phase, switch, threads, bytes_per_op: 4096 }, &fs, s0, r))
 }
 
 fn w4(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -> CliResult<Row> {
@@ -330,7 +332,7 @@ fn w4(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
         }
         out
     });
-    Ok(summarize("W4", "write", switch, threads, 2048, &fs, s0, r))
+    Ok(summarize(RunId { workload: "W4", phase: "write", switch, threads, bytes_per_op: 2048 }, &fs, s0, r))
 }
 
 /// Runs the chosen workloads and prints a table (or JSON lines).

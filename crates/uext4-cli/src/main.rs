@@ -2,6 +2,7 @@
 //! them and change them, without mounting and without root.
 
 mod bench;
+mod bench_io;
 mod cat;
 mod edit;
 mod freefrag;
@@ -9,6 +10,7 @@ mod get;
 mod info;
 mod ls;
 mod mbstats;
+mod mount;
 mod put;
 mod stat;
 mod util;
@@ -281,6 +283,31 @@ enum Cmd {
         #[arg(long)]
         no_metadata_csum: bool,
     },
+    /// Mount an image through FUSE (needs root and /dev/fuse)
+    #[command(long_about = "Serve IMAGE at MOUNTPOINT through FUSE until it is unmounted (umount MOUNTPOINT,\n\
+                            fusermount3 -u MOUNTPOINT, or SIGINT/SIGTERM to the daemon), then unmount the image\n\
+                            cleanly (journal committed and checkpointed, needs_recovery cleared).\n\n\
+                            Runs in the background once the mount is up, unless --foreground; errors before that\n\
+                            are printed here with exit status 1. The kernel checks permissions\n\
+                            (default_permissions).\n\n\
+                            Options (-o, comma separated): ro, rw, commit=SECONDS (journal commit interval,\n\
+                            default 5), allow_other, lock_policy=seeds|exclusive, dio_unwritten_no_handle=on|off,\n\
+                            dio_unaligned_concurrent=on|off, threads=N (FUSE worker threads), writeback_cache\n\
+                            (kernel write-back caching; off by default), debug (print every request; implies\n\
+                            --foreground), and the generic flags dev, nodev, suid, nosuid, exec, noexec, atime,\n\
+                            noatime, sync, async, dirsync.")]
+    Mount {
+        /// The ext4 image file or block device
+        image: PathBuf,
+        /// An existing directory to mount it on
+        mountpoint: PathBuf,
+        /// Mount options, comma separated (may be repeated)
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        /// Stay in the foreground (stop with Ctrl-C)
+        #[arg(short = 'f', long)]
+        foreground: bool,
+    },
     /// Run a built-in benchmark
     Bench {
         #[command(subcommand)]
@@ -290,6 +317,27 @@ enum Cmd {
 
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
+    /// Seeds 000-003: the fio workloads W1-W4 in process, default switches vs each seed's "before"
+    Io {
+        /// Workloads, comma separated (w1 direct randrw, w2 buffered 8k randrw, w3 unwritten, w4 unaligned 2k)
+        #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3,w4")]
+        workloads: Vec<String>,
+        /// Thread counts, comma separated; 0 = the seed's job count
+        #[arg(long, value_delimiter = ',', default_value = "1,2,0")]
+        threads: Vec<usize>,
+        /// Seconds per run
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// mem (RAM disk) or file (an image file in --dir)
+        #[arg(long, default_value = "mem")]
+        device: String,
+        /// Directory for the image file with --device file
+        #[arg(long, default_value = "/tmp")]
+        dir: PathBuf,
+        /// Print JSON lines instead of a markdown table
+        #[arg(long)]
+        json: bool,
+    },
     /// Seed 004: threads allocating files on a fragmented in-memory image, with and without CR1.5
     Alloc {
         /// Image size in MiB
@@ -413,6 +461,14 @@ fn run(cli: Cli) -> CliResult {
             mbstats::run(&fs, &mut out)?;
             out.flush()?;
         }
+        Cmd::Mount { image, mountpoint, options, foreground } => {
+            mount::run(&image, &mountpoint, &options, foreground)?;
+        }
+        Cmd::Bench { which: BenchCmd::Io { workloads, threads, seconds, device, dir, json } } => {
+            let p = bench_io::IoBench { workloads, threads, seconds, device, dir, json };
+            let mut out = io::stdout().lock();
+            bench_io::run_io(&p, &mut out)?;
+        }
         Cmd::Bench {
             which:
                 BenchCmd::Alloc { image_mib, block_size, file_kib, files, threads, free_kib, used_kib, json, verbose },
@@ -436,6 +492,10 @@ fn run(cli: Cli) -> CliResult {
 }
 
 fn main() -> ExitCode {
+    // `mount -t fuse.uext4`: invoked as a mount helper.
+    if let Some(code) = mount::helper_main(|s| <Cli as clap::CommandFactory>::command().find_subcommand(s).is_some()) {
+        return code;
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) if util::failed() => ExitCode::FAILURE,

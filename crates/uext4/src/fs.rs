@@ -25,6 +25,7 @@ mod direct;
 pub mod ops;
 mod orphan;
 mod rw;
+mod seek;
 pub mod xattr_ops;
 
 pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};

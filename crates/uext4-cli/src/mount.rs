@@ -1,0 +1,503 @@
+//! `uext4 mount IMAGE MOUNTPOINT [-o OPTIONS] [--foreground]`: serves an
+//! image through FUSE (the `uext4-fuse` crate) until it is unmounted.
+//!
+//! Life of a mount:
+//! 1. The options are parsed and the paths checked in the calling process.
+//! 2. Unless `--foreground`: fork, `setsid`, fork again (the daemon is no
+//!    session leader and never gets a terminal), stdio to /dev/null, cwd
+//!    `/`. The first process waits on a pipe until the daemon reports that
+//!    the mount is up (exit 0) or why it failed (the message on its stderr,
+//!    exit 1), so `uext4 mount` behaves like mount(8).
+//! 3. SIGINT, SIGTERM and SIGHUP are blocked in every thread and waited
+//!    for by one thread, which unmounts (lazily if the mount is busy).
+//! 4. The image is locked (`flock`: exclusive read-write, shared
+//!    read-only), opened with the library, mounted, and served.
+//! 5. Once the kernel lets go (`umount`, `fusermount3 -u`, a signal), the
+//!    library's `Filesystem::unmount` commits, checkpoints and clears
+//!    `needs_recovery`; only then does the process exit and the lock go,
+//!    so a waiter can take the lock to know the image is clean.
+//!
+//! It also serves as a mount helper (see [`helper_main`]): as
+//! `mount.fuse.uext4` (mount(8) runs `/sbin/mount.fuse.uext4 IMAGE MNT -o
+//! OPTS` for `mount -t fuse.uext4 IMAGE MNT`), and in the form
+//! `uext4 IMAGE MNT -o OPTS` that fuse3's `mount.fuse3` runs for
+//! `mount -t fuse.uext4` when no such helper exists.
+
+use crate::util::{eprint_line, CliError, CliResult};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use uext4::data::{DataPathConfig, LockPolicy};
+use uext4::{Filesystem, OpenOptions};
+use uext4_fuse::{MountConfig, Unmounted};
+
+/// What `-o` asked for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MountOpts {
+    /// `ro`.
+    pub read_only: bool,
+    /// `commit=SECONDS`.
+    pub commit: Option<Duration>,
+    /// `allow_other`.
+    pub allow_other: bool,
+    /// `lock_policy=`, `dio_unwritten_no_handle=`, `dio_unaligned_concurrent=`.
+    pub data: DataPathConfig,
+    /// `threads=N`.
+    pub threads: Option<usize>,
+    /// `writeback_cache`.
+    pub writeback_cache: bool,
+    /// `debug` (implies foreground).
+    pub debug: bool,
+    /// Generic mount flags passed to the kernel (`noexec`, `noatime`, ...).
+    pub kernel_flags: Vec<String>,
+    /// `fsname=`: the source shown in /proc/mounts (default: the image).
+    pub fsname: Option<String>,
+}
+
+/// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
+const IGNORED: &[&str] =
+    &["defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "default_permissions", "relatime"];
+
+fn on_off(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "1" | "yes" => Ok(true),
+        "off" | "0" | "no" => Ok(false),
+        _ => Err(format!("{key}={v}: expected on or off")),
+    }
+}
+
+/// Parses `-o` values (each a comma-separated list; later ones win).
+pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
+    let mut o = MountOpts::default();
+    let mut unknown = Vec::new();
+    for opt in lists.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|s| !s.is_empty()) {
+        let (key, val) = match opt.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (opt, None),
+        };
+        match (key, val) {
+            ("ro", None) => o.read_only = true,
+            ("rw", None) => o.read_only = false,
+            ("allow_other", None) => o.allow_other = true,
+            ("writeback_cache", None) => o.writeback_cache = true,
+            ("debug", None) => o.debug = true,
+            ("commit", Some(v)) => {
+                let s: u64 = v.parse().map_err(|_| format!("commit={v}: expected a number of seconds"))?;
+                // As ext4: 0 means the default.
+                o.commit = (s > 0).then(|| Duration::from_secs(s.min(24 * 3600)));
+            }
+            ("threads", Some(v)) => match v.parse::<usize>() {
+                Ok(n) if (1..=256).contains(&n) => o.threads = Some(n),
+                _ => return Err(format!("threads={v}: expected a number from 1 to 256")),
+            },
+            ("lock_policy", Some(v)) => o.data.lock_policy = v.parse::<LockPolicy>()?,
+            ("dio_unwritten_no_handle", Some(v)) => o.data.dio_unwritten_no_handle = on_off(key, v)?,
+            ("dio_unaligned_concurrent", Some(v)) => o.data.dio_unaligned_concurrent = on_off(key, v)?,
+            ("fsname", Some(v)) => o.fsname = Some(v.to_string()),
+            // mount.fuse3 may add the subtype; it is always uext4.
+            ("subtype", Some(_)) => {}
+            (k, None) if uext4_fuse::KERNEL_FLAGS.contains(&k) => o.kernel_flags.push(k.to_string()),
+            (k, None) if IGNORED.contains(&k) => {}
+            (k, _) if k.starts_with("x-") || k == "comment" => {}
+            _ => unknown.push(opt.to_string()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
+             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, debug)",
+            if unknown.len() > 1 { "s" } else { "" },
+            unknown.join(", ")
+        ));
+    }
+    Ok(o)
+}
+
+/// How the serving process reports the outcome of mounting.
+enum Notify {
+    /// Messages go to our own stderr.
+    Foreground,
+    /// The daemon writes `W`arnings, then `OK` or an `E`rror, one per
+    /// line, to the pipe the waiting parent reads.
+    Pipe(File),
+}
+
+impl Notify {
+    fn warn(&mut self, msg: &str) {
+        match self {
+            Notify::Foreground => eprint_line(&format!("warning: {msg}")),
+            Notify::Pipe(p) => {
+                let _ = writeln!(p, "W {}", one_line(msg));
+            }
+        }
+    }
+
+    fn ready(self) {
+        if let Notify::Pipe(mut p) = self {
+            let _ = writeln!(p, "OK");
+        }
+    }
+
+    /// Reports a failure before the mount was up; in a daemon, the parent
+    /// prints it, so it is not returned again.
+    fn fail(self, e: CliError) -> CliError {
+        match (self, e) {
+            (Notify::Pipe(mut p), CliError::Msg(m)) => {
+                let _ = writeln!(p, "E {}", one_line(&m));
+                CliError::Msg(String::new())
+            }
+            (_, e) => e,
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.replace('\n', " ")
+}
+
+/// `uext4 mount`.
+pub fn run(image: &Path, mountpoint: &Path, options: &[String], foreground: bool) -> CliResult {
+    let opts = parse_options(options).map_err(CliError::Msg)?;
+    let image = image.canonicalize().map_err(|e| CliError::Msg(format!("{}: {e}", image.display())))?;
+    if image.is_dir() {
+        return Err(CliError::Msg(format!("{}: is a directory, not an image", image.display())));
+    }
+    let mnt = mountpoint.canonicalize().map_err(|e| CliError::Msg(format!("{}: {e}", mountpoint.display())))?;
+    if !mnt.is_dir() {
+        return Err(CliError::Msg(format!("{}: the mount point is not a directory", mnt.display())));
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err(CliError::msg("/dev/fuse does not exist (load the fuse module: modprobe fuse)"));
+    }
+    let foreground = foreground || opts.debug;
+    let notify = if foreground {
+        uext4_fuse::enable_stderr_log(opts.debug);
+        Notify::Foreground
+    } else {
+        Notify::Pipe(daemonize()?)
+    };
+    serve(&image, &mnt, &opts, notify)
+}
+
+/// Forks the daemon. Returns in the daemon (the write end of the status
+/// pipe); the calling process waits for the status and exits.
+fn daemonize() -> CliResult<File> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(CliError::Msg(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: pipe2 succeeded, so both are open descriptors owned by
+    // nothing else; each File takes sole ownership of one.
+    let (rd, wr) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    // SAFETY: the process is single-threaded here (no library or FUSE
+    // thread has been started), so the child may run arbitrary code.
+    match unsafe { libc::fork() } {
+        -1 => Err(CliError::Msg(format!("fork: {}", std::io::Error::last_os_error()))),
+        0 => {
+            drop(rd);
+            // SAFETY: setsid and fork have no memory-safety preconditions;
+            // the process is still single-threaded. _exit ends the
+            // intermediate process without running destructors or atexit
+            // handlers twice.
+            unsafe {
+                libc::setsid();
+                match libc::fork() {
+                    -1 => libc::_exit(1),
+                    0 => {}
+                    _ => libc::_exit(0),
+                }
+            }
+            detach_stdio();
+            let _ = std::env::set_current_dir("/");
+            Ok(wr)
+        }
+        child => {
+            drop(wr);
+            let mut status = 0;
+            // SAFETY: waits for our own child (the intermediate process,
+            // which exits at once); `status` is a valid out pointer.
+            unsafe { libc::waitpid(child, &mut status, 0) };
+            std::process::exit(wait_for_daemon(rd));
+        }
+    }
+}
+
+/// In the calling process: prints what the daemon reports, returns the
+/// exit status.
+fn wait_for_daemon(mut rd: File) -> i32 {
+    let mut s = String::new();
+    let _ = rd.read_to_string(&mut s);
+    let mut code = None;
+    for line in s.lines() {
+        if let Some(w) = line.strip_prefix("W ") {
+            eprint_line(&format!("warning: {w}"));
+        } else if let Some(e) = line.strip_prefix("E ") {
+            eprint_line(e);
+            code = Some(1);
+        } else if line == "OK" {
+            code = code.or(Some(0));
+        }
+    }
+    code.unwrap_or_else(|| {
+        eprint_line("the mount daemon exited before mounting");
+        1
+    })
+}
+
+/// Points stdin, stdout and stderr at /dev/null.
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors, which this
+            // process owns; `null` stays open during the calls.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}
+
+/// Makes sure descriptors 0..2 are open, so the /dev/fuse descriptor never
+/// lands on one of them (fuser refuses that).
+fn ensure_stdio() {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+                // SAFETY: `fd` is closed, so dup2 takes nothing from anyone.
+                unsafe { libc::dup2(null.as_raw_fd(), fd) };
+            }
+        }
+    }
+}
+
+/// Blocks the stop signals in this thread and every thread it starts
+/// later; returns the set to wait for.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a sigset_t we own;
+    // pthread_sigmask only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Takes the image's lock: exclusive for a read-write mount, shared for
+/// a read-only one. Held until the process exits.
+fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
+    let f = File::open(image).map_err(|e| CliError::Msg(format!("{}: {e}", image.display())))?;
+    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(CliError::Msg(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            format!("{}: the image is in use by another uext4 process (already mounted?)", image.display())
+        } else {
+            format!("{}: lock: {e}", image.display())
+        }));
+    }
+    Ok(f)
+}
+
+fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliResult {
+    ensure_stdio();
+    let sigset = block_stop_signals();
+    let name = image.display().to_string();
+    let _lock = match lock_image(image, !opts.read_only) {
+        Ok(l) => l,
+        Err(e) => return Err(notify.fail(e)),
+    };
+    let mut open = OpenOptions { write: !opts.read_only, data: opts.data, ..OpenOptions::default() };
+    if let Some(c) = opts.commit {
+        open.commit_interval = c;
+    }
+    let fs = match Filesystem::open_with(image, open) {
+        Ok(fs) => Arc::new(fs),
+        Err(e) => {
+            let m = match e {
+                uext4::Error::Io(io) => format!("{name}: {io}"),
+                other => format!("{name}: {other}"),
+            };
+            return Err(notify.fail(CliError::Msg(m)));
+        }
+    };
+    for n in fs.notices() {
+        notify.warn(&format!("{name}: {n}"));
+    }
+    let cfg = MountConfig {
+        read_only: opts.read_only,
+        allow_other: opts.allow_other,
+        threads: opts.threads.unwrap_or_else(uext4_fuse::default_threads),
+        writeback_cache: opts.writeback_cache,
+        fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
+        kernel_flags: opts.kernel_flags.clone(),
+        ..MountConfig::default()
+    };
+    let mount = match uext4_fuse::Mount::new(fs.clone(), mnt, &cfg) {
+        Ok(m) => m,
+        Err(e) => {
+            // Nothing was served: close the library cleanly.
+            let unmounted = finish(fs, &name);
+            let m = format!("mount {} on {}: {e}", name, mnt.display());
+            let m = match unmounted {
+                Err(CliError::Msg(u)) => format!("{m} (and {u})"),
+                _ => m,
+            };
+            return Err(notify.fail(CliError::Msg(m)));
+        }
+    };
+    let unmounter = mount.unmounter();
+    let verbose = matches!(notify, Notify::Foreground);
+    let spawned = std::thread::Builder::new().name("uext4-signals".into()).spawn(move || loop {
+        let mut sig = 0;
+        // SAFETY: `sigset` is an initialised set; `sig` a valid out pointer.
+        if unsafe { libc::sigwait(&sigset, &mut sig) } != 0 {
+            continue;
+        }
+        match unmounter.unmount() {
+            Ok(Unmounted::Lazily) if verbose => eprint_line(&format!(
+                "{}: busy; detached, the image is closed when the last file in it is closed",
+                unmounter.path().display()
+            )),
+            Ok(_) => {}
+            Err(e) if verbose => eprint_line(&format!("unmount {}: {e}", unmounter.path().display())),
+            Err(_) => continue,
+        }
+        return;
+    });
+    if let Err(e) = spawned {
+        notify.warn(&format!("no signal thread ({e}): stop with umount {}", mnt.display()));
+    }
+    notify.ready();
+    let served = mount.run();
+    let closed = finish(fs, &name);
+    served.map_err(|e| CliError::Msg(format!("{}: serving requests: {e}", mnt.display())))?;
+    closed
+}
+
+/// The library's clean unmount, once the FUSE session has let go of it.
+fn finish(fs: Arc<Filesystem>, name: &str) -> CliResult {
+    match Arc::try_unwrap(fs) {
+        Ok(mut fs) => fs.unmount().map_err(|e| CliError::Msg(format!("{name}: unmount: {e}"))),
+        // A FUSE worker still holds it (it panicked): dropping the last
+        // reference unmounts on a best-effort basis.
+        Err(_) => {
+            Err(CliError::Msg(format!("{name}: still in use at exit; the journal will be replayed at next mount")))
+        }
+    }
+}
+
+/// Runs as a mount helper when invoked as one; `None` otherwise.
+///
+/// - argv[0] `mount.fuse.uext4` or `mount.uext4` (a symlink to this
+///   binary): `IMAGE MNT [-o OPTS] [-t TYPE] [-n] [-s] [-v] [-f]`, as
+///   mount(8) calls helpers.
+/// - `uext4 IMAGE MNT [-o OPTS]` where IMAGE is an existing file or device
+///   that is not a subcommand name and MNT an existing directory: what
+///   fuse3's mount.fuse3 runs for `mount -t fuse.uext4 IMAGE MNT`.
+pub fn helper_main(is_subcommand: impl Fn(&str) -> bool) -> Option<ExitCode> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = Path::new(args.first()?).file_name()?.to_str()?.to_string();
+    let as_helper = matches!(argv0.as_str(), "mount.fuse.uext4" | "mount.fuse3.uext4" | "mount.uext4");
+    if !as_helper {
+        let first = args.get(1)?;
+        let second = args.get(2)?;
+        let not_a_command = match first.to_str() {
+            Some(s) => !is_subcommand(s) && !s.starts_with('-'),
+            None => true,
+        };
+        let looks_like_mount =
+            not_a_command && Path::new(first).exists() && !Path::new(first).is_dir() && Path::new(second).is_dir();
+        if !looks_like_mount {
+            return None;
+        }
+    }
+    let mut positional = Vec::new();
+    let mut options = Vec::new();
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("-o") => match it.next().and_then(|v| v.to_str()) {
+                Some(v) => options.push(v.to_string()),
+                None => return Some(helper_fail("-o needs a value")),
+            },
+            Some(s) if s.starts_with("-o") && s.len() > 2 => options.push(s[2..].to_string()),
+            // The type (fuse.uext4), no mtab, sloppy, verbose: nothing to do.
+            Some("-t") => {
+                it.next();
+            }
+            Some("-n" | "-s" | "-v") => {}
+            // Fake mount: do everything but the mount.
+            Some("-f") => return Some(ExitCode::SUCCESS),
+            Some(s) if s.starts_with('-') && s.len() > 1 => {
+                return Some(helper_fail(&format!("unknown helper argument {s}")));
+            }
+            _ => positional.push(a.clone()),
+        }
+    }
+    let [source, target] = positional.as_slice() else {
+        return Some(helper_fail("usage: mount.fuse.uext4 IMAGE MOUNTPOINT [-o OPTIONS]"));
+    };
+    // The `uext4#IMAGE` spelling of `mount -t fuse`.
+    let source = match source.as_bytes().strip_prefix(b"uext4#") {
+        Some(rest) => PathBuf::from(std::ffi::OsStr::from_bytes(rest)),
+        None => PathBuf::from(source),
+    };
+    Some(match run(&source, Path::new(target), &options, false) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Msg(m)) => helper_fail(&m),
+        Err(CliError::BrokenPipe) => ExitCode::FAILURE,
+    })
+}
+
+fn helper_fail(m: &str) -> ExitCode {
+    if !m.is_empty() {
+        eprint_line(m);
+    }
+    ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<MountOpts, String> {
+        parse_options(&[s.to_string()])
+    }
+
+    #[test]
+    fn options_parse() {
+        let o = parse("ro,commit=2,allow_other,threads=3,writeback_cache,debug,noatime").unwrap();
+        assert!(o.read_only && o.allow_other && o.writeback_cache && o.debug);
+        assert_eq!(o.commit, Some(Duration::from_secs(2)));
+        assert_eq!(o.threads, Some(3));
+        assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);
+        let o = parse_options(&["ro".into(), "rw,lock_policy=exclusive,dio_unwritten_no_handle=off".into()]).unwrap();
+        assert!(!o.read_only);
+        assert_eq!(o.data.lock_policy, LockPolicy::Exclusive);
+        assert!(!o.data.dio_unwritten_no_handle && o.data.dio_unaligned_concurrent);
+        assert!(!parse("dio_unaligned_concurrent=off").unwrap().data.dio_unaligned_concurrent);
+        assert_eq!(parse("commit=0").unwrap().commit, None);
+        assert_eq!(parse("defaults,x-systemd.automount,nofail,,dev,suid").unwrap().kernel_flags.len(), 2);
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        let e = parse("rw,bogus,frob=1").unwrap_err();
+        assert!(e.contains("bogus") && e.contains("frob=1") && e.starts_with("unknown mount options"), "{e}");
+        assert!(parse("threads=0").unwrap_err().contains("threads=0"));
+        assert!(parse("commit=x").unwrap_err().contains("commit=x"));
+        assert!(parse("lock_policy=fast").unwrap_err().contains("fast"));
+        assert!(parse("dio_unaligned_concurrent=maybe").unwrap_err().contains("maybe"));
+    }
+}

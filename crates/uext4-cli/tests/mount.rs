@@ -1,0 +1,624 @@
+//! End-to-end tests of `uext4 mount`: real programs (cp, diff, git, tar,
+//! dd, fallocate, truncate, setfattr/getfattr) working in a FUSE mount of
+//! an image made by `uext4 mkfs`, then the image checked by `dumpe2fs -h`
+//! (clean unmount), `e2fsck -fn` and a kernel loop mount that must show
+//! the same content; a daemon killed with SIGKILL in the middle of a
+//! workload, whose fsync'd files must survive journal recovery.
+//!
+//! They need root and /dev/fuse and print `SKIP: <reason>` otherwise;
+//! parts that need a tool that is missing (git, setfattr, a loop device)
+//! are skipped with a printed reason.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+
+fn tool(name: &str) -> Command {
+    let mut c = Command::new(name);
+    let path = std::env::var("PATH").unwrap_or_default();
+    c.env("PATH", format!("{path}:/usr/local/sbin:/usr/sbin:/sbin"));
+    c
+}
+
+fn have(name: &str) -> bool {
+    tool("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Why the FUSE tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (mounting needs CAP_SYS_ADMIN)".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    for t in ["e2fsck", "dumpe2fs"] {
+        if !have(t) {
+            return Some(format!("{t} not found (install e2fsprogs)"));
+        }
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    () => {
+        if let Some(r) = skip_reason() {
+            println!("SKIP: {r}");
+            return;
+        }
+    };
+}
+
+/// Runs a command and asserts it succeeded.
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs an unmount command, retrying while the mount is busy: the tests
+/// of this file run in parallel threads, and a child process another test
+/// spawns holds a copy of this test's descriptors (files in the mount)
+/// between its fork and its exec.
+fn unmount_retrying(cmd: &mut Command) {
+    for _ in 0..50 {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        if out.status.success() {
+            return;
+        }
+        if !String::from_utf8_lossy(&out.stderr).contains("busy") {
+            panic!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run(cmd);
+}
+
+fn sh(script: &str) -> Output {
+    run(tool("sh").arg("-c").arg(script))
+}
+
+fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let want = mnt.as_os_str().as_bytes();
+    fs::read("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .split(|&c| c == b'\n')
+        .any(|l| l.split(|&c| c == b' ').nth(4) == Some(want))
+}
+
+/// Waits until no process holds the image's lock: the daemon has
+/// unmounted the library filesystem and exited.
+fn wait_image_free(img: &Path) {
+    let f = File::open(img).expect("open image");
+    let t0 = Instant::now();
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            // SAFETY: as above.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the daemon did not release {}", img.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An image and a mount point in a temporary directory; whatever is still
+/// mounted there is lazily unmounted when it drops (failed tests).
+struct Fixture {
+    dir: TempDir,
+    img: PathBuf,
+    mnt: PathBuf,
+    child: Option<Child>,
+}
+
+impl Fixture {
+    fn new(size: &str) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Other users (the allow_other checks) must reach the mount point.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod tempdir");
+        let img = dir.path().join("img");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mnt = mnt.canonicalize().expect("canonicalize");
+        run(Command::new(BIN).arg("mkfs").arg(&img).arg("--size").arg(size));
+        Fixture { dir, img, mnt, child: None }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// `uext4 mount IMG MNT -o OPTS` (daemon): mounted when it returns.
+    fn mount(&self, opts: &str) {
+        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(opts));
+        assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
+    }
+
+    /// `uext4 mount --foreground` as a child process.
+    fn mount_foreground(&mut self, opts: &str) {
+        let child = Command::new(BIN)
+            .arg("mount")
+            .arg(&self.img)
+            .arg(&self.mnt)
+            .arg("-o")
+            .arg(opts)
+            .arg("--foreground")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn uext4 mount");
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while !is_mounted(&self.mnt) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "foreground mount did not appear");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Unmounts with `fusermount3 -u` (or `umount`) and waits for the
+    /// daemon to finish the clean unmount of the image.
+    fn unmount(&self) {
+        if have("fusermount3") {
+            unmount_retrying(tool("fusermount3").arg("-u").arg(&self.mnt));
+        } else {
+            unmount_retrying(tool("umount").arg(&self.mnt));
+        }
+        wait_image_free(&self.img);
+        assert!(!is_mounted(&self.mnt));
+    }
+
+    fn dumpe2fs(&self) -> String {
+        let out = run(tool("dumpe2fs").arg("-h").arg(&self.img));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The image was unmounted cleanly and e2fsck finds nothing.
+    fn assert_clean(&self) {
+        let d = self.dumpe2fs();
+        let features = d.lines().find(|l| l.starts_with("Filesystem features:")).unwrap_or_default();
+        assert!(!features.contains("needs_recovery"), "needs_recovery still set: {features}");
+        assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.contains("clean")), "{d}");
+        run(tool("e2fsck").arg("-fn").arg(&self.img));
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt) {
+            let _ = tool("umount").arg("-l").arg(&self.mnt).status();
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn crates_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("crates/")
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("no NUL")
+}
+
+/// getxattr(2) with an explicit buffer size: (return value, errno).
+fn getxattr_sized(p: &Path, name: &str, size: usize) -> (isize, i32) {
+    let (p, n) = (cstr(p), CString::new(name).expect("name"));
+    let mut buf = vec![0u8; size];
+    // SAFETY: valid C strings; `buf` has `size` writable bytes (a null
+    // pointer is never passed with a non-zero size).
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), size) };
+    (r, if r < 0 { std::io::Error::last_os_error().raw_os_error().unwrap_or(-1) } else { 0 })
+}
+
+/// listxattr(2) with an explicit buffer size: (return value, errno).
+fn listxattr_sized(p: &Path, size: usize) -> (isize, i32) {
+    let p = cstr(p);
+    let mut buf = vec![0u8; size];
+    // SAFETY: as in getxattr_sized.
+    let r = unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), size) };
+    (r, if r < 0 { std::io::Error::last_os_error().raw_os_error().unwrap_or(-1) } else { 0 })
+}
+
+/// Runs a shell command as uid/gid 65534 (nobody); true if it succeeded.
+fn as_nobody(script: &str) -> bool {
+    use std::os::unix::process::CommandExt;
+    tool("sh")
+        .arg("-c")
+        .arg(script)
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> i32 {
+    let (a, b) = (cstr(from), cstr(to));
+    // SAFETY: valid C strings; AT_FDCWD with absolute paths.
+    let r =
+        unsafe { libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+    }
+}
+
+/// Programs and system calls in a read-write mount; the image afterwards.
+#[test]
+fn fuse_mount_end_to_end() {
+    require_fuse!();
+    let t0 = Instant::now();
+    let fx = Fixture::new("256M");
+    fx.mount("commit=1,threads=4");
+    let crates = crates_dir();
+
+    // A real tree in and out: cp -a, diff -r.
+    sh(&format!("cp -a {} {}", crates.display(), fx.path("crates").display()));
+    sh(&format!("diff -r {} {}", crates.display(), fx.path("crates").display()));
+
+    // tar c | tar x.
+    fs::create_dir(fx.path("tarx")).expect("mkdir tarx");
+    sh(&format!("tar -C {} -cf - . | tar -C {} -xf -", crates.display(), fx.path("tarx").display()));
+    sh(&format!("diff -r {} {}", crates.display(), fx.path("tarx").display()));
+
+    // git init, add, commit (a workload of renames, fsyncs, mmap reads).
+    let git = have("git");
+    if git {
+        let repo = fx.path("repo");
+        fs::create_dir(&repo).expect("mkdir repo");
+        sh(&format!("cp -a {}/uext4-fuse {}/", crates.display(), repo.display()));
+        let home = fx.dir.path().display().to_string();
+        let g = |args: &str| {
+            sh(&format!(
+                "cd {} && HOME={home} GIT_CONFIG_NOSYSTEM=1 git -c user.name=uext4 -c user.email=uext4@example.com {args}",
+                repo.display()
+            ))
+        };
+        g("init -q");
+        g("add -A");
+        g("commit -q -m first");
+        fs::write(repo.join("new.txt"), b"second\n").expect("write");
+        g("add -A");
+        g("commit -q -m second");
+        g("fsck --strict");
+        let log = g("log --oneline");
+        assert_eq!(String::from_utf8_lossy(&log.stdout).lines().count(), 2);
+    } else {
+        println!("SKIP (part): git not found, no git workload");
+    }
+
+    // Hard links and symlinks.
+    let f = fx.path("file");
+    fs::write(&f, b"hello fuse\n").expect("write file");
+    fs::hard_link(&f, fx.path("hard")).expect("link");
+    let (m1, m2) = (fs::metadata(&f).expect("stat"), fs::metadata(fx.path("hard")).expect("stat"));
+    assert_eq!((m1.ino(), m1.nlink()), (m2.ino(), 2));
+    std::os::unix::fs::symlink("file", fx.path("sym")).expect("symlink");
+    assert_eq!(fs::read_link(fx.path("sym")).expect("readlink"), Path::new("file"));
+    assert_eq!(fs::read(fx.path("sym")).expect("read via symlink"), b"hello fuse\n");
+    let long_target = "t".repeat(300);
+    std::os::unix::fs::symlink(&long_target, fx.path("slowsym")).expect("slow symlink");
+    assert_eq!(fs::read_link(fx.path("slowsym")).expect("readlink"), Path::new(&long_target));
+
+    // rename flags.
+    fs::write(fx.path("a"), b"A").expect("write");
+    fs::write(fx.path("b"), b"B").expect("write");
+    assert_eq!(renameat2(&fx.path("a"), &fx.path("b"), libc::RENAME_NOREPLACE), libc::EEXIST);
+    assert_eq!(renameat2(&fx.path("a"), &fx.path("b"), libc::RENAME_EXCHANGE), 0);
+    assert_eq!(fs::read(fx.path("a")).expect("read"), b"B");
+    assert_eq!(fs::read(fx.path("b")).expect("read"), b"A");
+
+    // chmod, chown, utimens with nanoseconds.
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o640)).expect("chmod");
+    std::os::unix::fs::chown(&f, Some(1234), Some(5678)).expect("chown");
+    let times = [
+        libc::timespec { tv_sec: 1_000_000_000, tv_nsec: 123_456_789 },
+        libc::timespec { tv_sec: 1_500_000_000, tv_nsec: 987_654_321 },
+    ];
+    let cf = cstr(&f);
+    // SAFETY: valid C string and a two-element timespec array.
+    assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, cf.as_ptr(), times.as_ptr(), 0) }, 0);
+    let m = fs::metadata(&f).expect("stat");
+    assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o640, 1234, 5678));
+    assert_eq!(
+        (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec()),
+        (1_000_000_000, 123_456_789, 1_500_000_000, 987_654_321)
+    );
+
+    // Extended attributes: size probing, ERANGE, the attr tools.
+    let cf_path = f.clone();
+    {
+        let (p, n, v) = (cstr(&cf_path), CString::new("user.probe").expect("name"), b"0123456789");
+        // SAFETY: valid C strings and a value buffer of v.len() bytes.
+        assert_eq!(unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), 0) }, 0);
+    }
+    assert_eq!(getxattr_sized(&f, "user.probe", 0), (10, 0));
+    assert_eq!(getxattr_sized(&f, "user.probe", 4), (-1, libc::ERANGE));
+    assert_eq!(getxattr_sized(&f, "user.probe", 64), (10, 0));
+    assert_eq!(getxattr_sized(&f, "user.none", 64), (-1, libc::ENODATA));
+    assert_eq!(listxattr_sized(&f, 0), (11, 0));
+    assert_eq!(listxattr_sized(&f, 3), (-1, libc::ERANGE));
+    if have("setfattr") && have("getfattr") {
+        let p = f.display();
+        sh(&format!("setfattr -n user.test -v hello {p}"));
+        let v = sh(&format!("getfattr --only-values -n user.test {p}"));
+        assert_eq!(v.stdout, b"hello");
+        let all = sh(&format!("getfattr -d {p}"));
+        assert!(String::from_utf8_lossy(&all.stdout).contains("user.test=\"hello\""));
+        sh(&format!("setfattr -x user.test {p}"));
+        let gone = tool("getfattr").arg("-n").arg("user.test").arg(&f).output().expect("getfattr");
+        assert!(!gone.status.success());
+        sh(&format!("setfattr -n user.big -v 0x{} {p}", "ab".repeat(600)));
+        let v = sh(&format!("getfattr --only-values -n user.big {p}"));
+        assert_eq!(v.stdout.len(), 600);
+    } else {
+        println!("SKIP (part): setfattr/getfattr not found (install attr), only the syscall checks ran");
+    }
+
+    // fallocate, truncate, SEEK_DATA / SEEK_HOLE.
+    sh(&format!("fallocate -l 1M {}", fx.path("falloc").display()));
+    let m = fs::metadata(fx.path("falloc")).expect("stat");
+    assert_eq!(m.len(), 1 << 20);
+    assert!(m.blocks() >= 2048, "fallocate allocated {} sectors", m.blocks());
+    sh(&format!("truncate -s 12345 {}", fx.path("falloc").display()));
+    assert_eq!(fs::metadata(fx.path("falloc")).expect("stat").len(), 12345);
+    sh(&format!("truncate -s 3G {}", fx.path("sparse3g").display()));
+    assert_eq!(fs::metadata(fx.path("sparse3g")).expect("stat").len(), 3 << 30);
+    {
+        let sp = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(fx.path("sparse"))
+            .expect("open");
+        sp.write_all_at(&[7u8; 4096], 0).expect("write");
+        sp.write_all_at(&[8u8; 4096], 1 << 20).expect("write");
+        let fd = sp.as_raw_fd();
+        // SAFETY: lseek on a descriptor we own.
+        let seek = |off: i64, whence| unsafe { libc::lseek(fd, off, whence) };
+        assert_eq!(seek(0, libc::SEEK_HOLE), 4096);
+        assert_eq!(seek(4096, libc::SEEK_DATA), 1 << 20);
+        assert_eq!(seek((1 << 20) + 10, libc::SEEK_HOLE), (1 << 20) + 4096);
+        assert_eq!(seek((1 << 20) + 4096, libc::SEEK_DATA), -1);
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENXIO));
+    }
+
+    // O_DIRECT: dd oflag=direct in, iflag=direct out; an overwrite.
+    let src = fx.dir.path().join("src.bin");
+    let mut data = vec![0u8; 4 << 20];
+    for (i, b) in data.iter_mut().enumerate() {
+        *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
+    }
+    fs::write(&src, &data).expect("write src");
+    let direct = fx.path("direct.bin");
+    sh(&format!("dd if={} of={} bs=1M oflag=direct status=none", src.display(), direct.display()));
+    let back = fx.dir.path().join("back.bin");
+    sh(&format!("dd if={} of={} bs=1M iflag=direct status=none", direct.display(), back.display()));
+    assert!(fs::read(&back).expect("read back") == data, "O_DIRECT round trip differs");
+    sh(&format!("dd if=/dev/zero of={} bs=4k seek=3 count=2 conv=notrunc oflag=direct status=none", direct.display()));
+    data[3 * 4096..5 * 4096].fill(0);
+    assert!(fs::read(&direct).expect("read") == data, "O_DIRECT overwrite differs");
+    {
+        // An unaligned O_DIRECT write is passed through as is.
+        let fd = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&direct).expect("open O_DIRECT");
+        fd.write_all_at(b"unaligned", 100).expect("unaligned direct write");
+        data[100..109].copy_from_slice(b"unaligned");
+    }
+    assert!(fs::read(&direct).expect("read") == data, "unaligned O_DIRECT write differs");
+
+    // A file unlinked while open stays usable until closed.
+    {
+        let mut o = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(fx.path("doomed"))
+            .expect("open");
+        fs::remove_file(fx.path("doomed")).expect("unlink");
+        o.write_all(b"still here").expect("write after unlink");
+        let mut back = [0u8; 10];
+        o.read_exact_at(&mut back, 0).expect("read after unlink");
+        assert_eq!(&back, b"still here");
+    }
+
+    // Errors: ENAMETOOLONG, EFBIG, ENOTEMPTY, EEXIST.
+    assert_eq!(errno_of(File::create(fx.path(&"n".repeat(256)))), libc::ENAMETOOLONG);
+    File::create(fx.path(&"n".repeat(255))).expect("a 255-byte name is fine");
+    let big = OpenOptions::new().write(true).create(true).truncate(true).open(fx.path("big")).expect("open");
+    assert_eq!(errno_of(big.write_at(b"x", 1 << 44)), libc::EFBIG);
+    drop(big);
+    assert_eq!(errno_of(fs::remove_dir(fx.path("crates"))), libc::ENOTEMPTY);
+    assert_eq!(errno_of(fs::create_dir(fx.path("crates"))), libc::EEXIST);
+
+    // The daemon survived all of it.
+    assert!(is_mounted(&fx.mnt));
+    sh(&format!("df {} && ls -la {} >/dev/null", fx.mnt.display(), fx.mnt.display()));
+    fx.unmount();
+    fx.assert_clean();
+
+    // The kernel reads the same tree.
+    let kmnt = fx.dir.path().join("kernel");
+    fs::create_dir(&kmnt).expect("mkdir");
+    let loop_ok = tool("mount").arg("-o").arg("loop,ro").arg(&fx.img).arg(&kmnt).output().expect("mount");
+    if loop_ok.status.success() {
+        let r = std::panic::catch_unwind(|| {
+            sh(&format!("diff -r {} {}/crates", crates.display(), kmnt.display()));
+            sh(&format!("diff -r {} {}/tarx", crates.display(), kmnt.display()));
+            assert!(fs::read(kmnt.join("direct.bin")).expect("read") == data);
+            assert_eq!(fs::read(kmnt.join("sym")).expect("read"), b"hello fuse\n");
+            let m = fs::metadata(kmnt.join("file")).expect("stat");
+            assert_eq!((m.nlink(), m.mtime_nsec()), (2, 987_654_321));
+            if git {
+                sh(&format!("cd {}/repo && HOME=/nonexistent git -c safe.directory='*' log --oneline", kmnt.display()));
+            }
+        });
+        unmount_retrying(tool("umount").arg(&kmnt));
+        if let Err(p) = r {
+            std::panic::resume_unwind(p);
+        }
+    } else {
+        println!("SKIP (part): kernel loop mount failed: {}", String::from_utf8_lossy(&loop_ok.stderr).trim());
+    }
+
+    // Read-only: the content is there, writes fail with EROFS.
+    fx.mount("ro");
+    assert_eq!(fs::read(fx.path("b")).expect("read"), b"A");
+    assert_eq!(errno_of(File::create(fx.path("new"))), libc::EROFS);
+    assert_eq!(errno_of(fs::create_dir(fx.path("newdir"))), libc::EROFS);
+    assert_eq!(errno_of(OpenOptions::new().write(true).open(fx.path("file"))), libc::EROFS);
+    unmount_retrying(tool("umount").arg(&fx.mnt));
+    wait_image_free(&fx.img);
+    fx.assert_clean();
+    println!("fuse_mount_end_to_end: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+fn pattern(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (j.wrapping_mul(31).wrapping_add(i * 7919) % 251) as u8).collect()
+}
+
+/// SIGKILL during a write workload: fsync'd files survive journal replay.
+#[test]
+fn fuse_sigkill_then_recovery() {
+    require_fuse!();
+    let mut fx = Fixture::new("128M");
+    // A long commit interval: only fsync commits.
+    fx.mount_foreground("commit=600");
+    fs::create_dir(fx.path("synced")).expect("mkdir");
+    for i in 0..20 {
+        let mut f = File::create(fx.path(&format!("synced/f{i}"))).expect("create");
+        f.write_all(&pattern(i, 40_000 + i * 1000)).expect("write");
+        f.sync_all().expect("fsync");
+    }
+    let dir = File::open(fx.path("synced")).expect("open dir");
+    dir.sync_all().expect("fsync dir");
+    let mnt = fx.mnt.clone();
+    let writer = std::thread::spawn(move || {
+        let mut n = 0usize;
+        for i in 0.. {
+            let r = File::create(mnt.join(format!("w{i}"))).and_then(|mut f| f.write_all(&pattern(i, 100_000)));
+            if r.is_err() || i > 100_000 {
+                break;
+            }
+            n += 1;
+        }
+        n
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let mut child = fx.child.take().expect("daemon");
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let written = writer.join().expect("writer");
+    assert!(written > 0, "the workload wrote nothing before the kill");
+    let d = fx.dumpe2fs();
+    assert!(d.contains("needs_recovery"), "a killed daemon must leave the journal to replay");
+    // The dead mount ("Transport endpoint is not connected").
+    if have("fusermount3") {
+        run(tool("fusermount3").arg("-u").arg("-z").arg(&fx.mnt));
+    } else {
+        run(tool("umount").arg("-l").arg(&fx.mnt));
+    }
+    assert!(!is_mounted(&fx.mnt));
+    // Remount: the journal is replayed.
+    fx.mount("rw");
+    for i in 0..20 {
+        let got = fs::read(fx.path(&format!("synced/f{i}"))).expect("fsync'd file");
+        assert!(got == pattern(i, 40_000 + i * 1000), "synced/f{i} differs after recovery");
+    }
+    fx.unmount();
+    fx.assert_clean();
+}
+
+/// SIGTERM and SIGINT unmount cleanly; the mount.fuse.uext4 helper form;
+/// errors are one line on stderr with a non-zero status.
+#[test]
+fn fuse_signals_helper_and_errors() {
+    // Option errors come before anything needs root.
+    let out = Command::new(BIN).args(["mount", "img", "mnt", "-o", "rw,bogus,frob=1"]).output().expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("uext4: unknown mount options bogus, frob=1"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    require_fuse!();
+
+    let mut fx = Fixture::new("64M");
+    // Daemon-side errors reach the caller: a missing image, a busy image.
+    let out = Command::new(BIN).arg("mount").arg(fx.dir.path().join("nope")).arg(&fx.mnt).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("uext4: "), "{out:?}");
+    fs::write(fx.dir.path().join("garbage"), vec![0u8; 1 << 20]).expect("write");
+    let out = Command::new(BIN).arg("mount").arg(fx.dir.path().join("garbage")).arg(&fx.mnt).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.starts_with("uext4: ") && err.lines().count() == 1, "{err}");
+    assert!(!is_mounted(&fx.mnt));
+
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        fx.mount_foreground("rw");
+        fs::write(fx.path(&format!("sig{sig}")), b"x").expect("write");
+        // Without allow_other, only the mounting user gets in.
+        assert!(!as_nobody(&format!("ls {}", fx.mnt.display())), "nobody listed a mount without allow_other");
+        let out = Command::new(BIN).arg("mount").arg(&fx.img).arg(fx.dir.path()).output().expect("run");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("in use"), "second mount of a mounted image: {out:?}");
+        let mut child = fx.child.take().expect("daemon");
+        let pid = i32::try_from(child.id()).expect("pid");
+        // SAFETY: signals our own child.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "daemon exit after signal {sig}: {status}");
+        assert!(!is_mounted(&fx.mnt));
+        fx.assert_clean();
+    }
+
+    // As mount(8)'s helper for `mount -t fuse.uext4`.
+    let helper = fx.dir.path().join("mount.fuse.uext4");
+    std::os::unix::fs::symlink(BIN, &helper).expect("symlink helper");
+    run(Command::new(&helper).arg(&fx.img).arg(&fx.mnt).args([
+        "-o",
+        "rw,noatime,commit=1,allow_other",
+        "-t",
+        "fuse.uext4",
+    ]));
+    assert!(is_mounted(&fx.mnt));
+    assert_eq!(fs::read(fx.path(&format!("sig{}", libc::SIGTERM))).expect("read"), b"x");
+    // allow_other lets others in; the kernel checks permissions
+    // (default_permissions): nobody may read but not write root's files.
+    let m = fx.mnt.display();
+    assert!(as_nobody(&format!("ls {m} && cat {m}/sig{}", libc::SIGTERM)), "allow_other");
+    assert!(!as_nobody(&format!("touch {m}/by-nobody")), "nobody wrote into a root-owned 0755 directory");
+    fs::create_dir(fx.path("shared")).expect("mkdir");
+    fs::set_permissions(fx.path("shared"), fs::Permissions::from_mode(0o1777)).expect("chmod");
+    assert!(as_nobody(&format!("echo hi > {m}/shared/mine")));
+    let st = fs::metadata(fx.path("shared/mine")).expect("stat");
+    assert_eq!((st.uid(), st.gid()), (65534, 65534));
+    unmount_retrying(tool("umount").arg(&fx.mnt));
+    wait_image_free(&fx.img);
+    fx.assert_clean();
+}

@@ -1,0 +1,228 @@
+//! The FUSE front end of uext4: serves a [`uext4::Filesystem`] to the
+//! kernel through `/dev/fuse`.
+//!
+//! This crate is the only code of the project that knows about FUSE. The
+//! adapter ([`Uext4Fuse`]) maps every request to one library call and
+//! every library error through [`uext4::Error::errno`]; it keeps no lock of
+//! its own (the library's `Filesystem` is `Send + Sync` and is shared
+//! through an [`Arc`]), so the session's worker threads, each reading its
+//! own cloned `/dev/fuse` descriptor, run requests in parallel.
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! use std::sync::{Arc, Mutex};
+//! let fs = uext4::Filesystem::open_rw("disk.img").map_err(std::io::Error::other)?;
+//! let fs = Arc::new(fs);
+//! let mount = uext4_fuse::Mount::new(fs.clone(), "/mnt".as_ref(), &uext4_fuse::MountConfig::default())?;
+//! let unmounter = mount.unmounter(); // give it to a signal handler
+//! mount.run()?;                      // until `umount /mnt`
+//! drop(unmounter);
+//! let mut fs = Arc::try_unwrap(fs).expect("the session is over");
+//! fs.unmount().map_err(std::io::Error::other)?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod adapter;
+mod conv;
+mod debug_log;
+
+pub use adapter::Uext4Fuse;
+pub use debug_log::enable_stderr_log;
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Mount flags passed to the kernel as they are (mount(8)'s generic
+/// options). `nodev` and `nosuid` are the default, as for every FUSE mount.
+pub const KERNEL_FLAGS: &[&str] =
+    &["dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "async", "dirsync"];
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// Mount read-only (the kernel refuses writes with EROFS). The
+    /// filesystem should then be opened read-only too.
+    pub read_only: bool,
+    /// Let other users than the mounting one use the mount (`allow_other`).
+    /// Permissions are checked by the kernel (`default_permissions`).
+    pub allow_other: bool,
+    /// Worker threads, each with its own `/dev/fuse` descriptor.
+    pub threads: usize,
+    /// Let the kernel cache writes and write them back later
+    /// (FUSE_WRITEBACK_CACHE). Off by default: every write reaches the
+    /// library at once, so `fsync` and crash behaviour are the library's.
+    pub writeback_cache: bool,
+    /// How long the kernel may cache names and attributes.
+    pub ttl: Duration,
+    /// Shown as the mount's source in /proc/mounts (the image path).
+    pub fsname: String,
+    /// Generic mount flags from [`KERNEL_FLAGS`].
+    pub kernel_flags: Vec<String>,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig {
+            read_only: false,
+            allow_other: false,
+            threads: default_threads(),
+            writeback_cache: false,
+            ttl: Duration::from_secs(1),
+            fsname: "uext4".into(),
+            kernel_flags: Vec::new(),
+        }
+    }
+}
+
+/// Worker threads by default: one per CPU, at least 4 (requests block on
+/// the device) and at most 16.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(4, 16)
+}
+
+/// A mounted filesystem whose requests are not served yet: [`Mount::run`]
+/// serves them until the mount goes away.
+pub struct Mount {
+    session: fuser::Session<Uext4Fuse>,
+    unmounter: Unmounter,
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mount").field("mountpoint", &self.unmounter.path).finish_non_exhaustive()
+    }
+}
+
+impl Mount {
+    /// Mounts `fs` on `mountpoint` (mount(2) and the INIT handshake; the
+    /// caller needs CAP_SYS_ADMIN, or fuser falls back to a fusermount
+    /// binary).
+    pub fn new(fs: Arc<uext4::Filesystem>, mountpoint: &Path, cfg: &MountConfig) -> io::Result<Mount> {
+        let mountpoint = mountpoint.canonicalize()?;
+        let mut opts = vec![
+            fuser::MountOption::FSName(cfg.fsname.replace([',', '\n'], "_")),
+            // Passed to the kernel (not through fusermount), so that
+            // /proc/mounts says "fuse.uext4".
+            fuser::MountOption::CUSTOM("subtype=uext4".into()),
+            fuser::MountOption::DefaultPermissions,
+        ];
+        opts.push(if cfg.read_only { fuser::MountOption::RO } else { fuser::MountOption::RW });
+        for f in &cfg.kernel_flags {
+            opts.push(kernel_flag(f)?);
+        }
+        let mut config = fuser::Config::default();
+        config.mount_options = opts;
+        config.acl = if cfg.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+        config.n_threads = Some(cfg.threads.max(1));
+        config.clone_fd = true;
+        let adapter = Uext4Fuse::new(fs, cfg);
+        let mut session = fuser::Session::new(adapter, &mountpoint, &config)?;
+        let path = CString::new(mountpoint.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mountpoint path contains NUL"))?;
+        let session_unmounter = Arc::new(Mutex::new(session.unmount_callable()));
+        Ok(Mount {
+            session,
+            unmounter: Unmounter { session: session_unmounter, path: Arc::new(path), shown: mountpoint },
+        })
+    }
+
+    /// Something that unmounts this mount from another thread (a signal
+    /// handler thread), which makes [`Mount::run`] return.
+    pub fn unmounter(&self) -> Unmounter {
+        self.unmounter.clone()
+    }
+
+    /// Serves requests until the filesystem is unmounted (`umount`,
+    /// `fusermount3 -u`, [`Unmounter::unmount`]) or the connection is
+    /// aborted. The library's filesystem is not unmounted here: the caller
+    /// does that once this returns (the adapter's reference is gone then).
+    pub fn run(self) -> io::Result<()> {
+        self.session.run()
+    }
+}
+
+/// Unmounts a mount point (see [`Mount::unmounter`]).
+#[derive(Debug, Clone)]
+pub struct Unmounter {
+    /// fuser's own unmounter (see [`Unmounter::unmount`]).
+    session: Arc<Mutex<fuser::SessionUnmounter>>,
+    path: Arc<CString>,
+    shown: PathBuf,
+}
+
+/// What [`Unmounter::unmount`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmounted {
+    /// Unmounted.
+    Now,
+    /// The mount was busy: it was detached (`umount -l`) and goes away,
+    /// ending the session, when the last file in it is closed.
+    Lazily,
+    /// It was not mounted (any more).
+    NotMounted,
+}
+
+impl Unmounter {
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.shown
+    }
+
+    /// umount(2); if the mount is busy, a lazy unmount (MNT_DETACH).
+    pub fn unmount(&self) -> io::Result<Unmounted> {
+        let done = match umount2(&self.path, 0) {
+            Ok(()) => Unmounted::Now,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                umount2(&self.path, libc::MNT_DETACH)?;
+                Unmounted::Lazily
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Unmounted::NotMounted,
+            Err(e) => return Err(e),
+        };
+        // fuser would try the path again when the session ends; taking
+        // its mount handle now (its own attempt fails harmlessly: the
+        // path is no longer our mount) keeps it from doing so later.
+        if let Ok(mut s) = self.session.lock() {
+            let _ = s.unmount();
+        }
+        Ok(done)
+    }
+}
+
+fn umount2(path: &CString, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the
+    // call; umount2 does not keep the pointer.
+    let r = unsafe { libc::umount2(path.as_ptr(), flags) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn kernel_flag(name: &str) -> io::Result<fuser::MountOption> {
+    use fuser::MountOption as M;
+    Ok(match name {
+        "dev" => M::Dev,
+        "nodev" => M::NoDev,
+        "suid" => M::Suid,
+        "nosuid" => M::NoSuid,
+        "exec" => M::Exec,
+        "noexec" => M::NoExec,
+        "atime" => M::Atime,
+        "noatime" => M::NoAtime,
+        "sync" => M::Sync,
+        "async" => M::Async,
+        "dirsync" => M::DirSync,
+        other => {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("unknown mount flag {other:?}")));
+        }
+    })
+}
