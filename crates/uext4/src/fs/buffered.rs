@@ -172,7 +172,12 @@ impl Filesystem {
         while pos < end {
             let piece_end = end.min((pos / WRITE_PIECE + 1) * WRITE_PIECE);
             let piece = &data[(pos - offset) as usize..(piece_end - offset) as usize];
-            let n = self.write_piece(&st, ino, pos, piece)?;
+            let n = match self.write_piece(&st, ino, pos, piece) {
+                Ok(n) => n,
+                // The earlier pieces landed: a short write (POSIX).
+                Err(_) if pos > offset => break,
+                Err(e) => return Err(e),
+            };
             pos += n as u64;
             if n < piece.len() {
                 break;

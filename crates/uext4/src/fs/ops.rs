@@ -726,10 +726,10 @@ impl Filesystem {
                 // failed write). The inode is written in any case: the
                 // chunk may have changed its extent root.
                 let landed = pos + done;
-                if landed > i.size {
+                if landed > pos && landed > i.size {
                     i.size = landed;
                 }
-                if landed > offset {
+                if landed > pos {
                     let now = Timestamp::now();
                     i.mtime = now;
                     i.ctime = now;

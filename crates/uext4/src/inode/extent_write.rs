@@ -243,7 +243,61 @@ impl Ctx<'_, '_> {
     /// that changes in turn: splits overflowing nodes (growing the tree at
     /// the root), frees emptied ones, keeps parents' keys equal to their
     /// children's first blocks, and finally shrinks the root.
-    fn settle(&self, inode: &mut Inode, path: &mut Vec<Level>, mut l: usize, goal: u64) -> Result<()> {
+    ///
+    /// Every block the splits need is allocated before anything is
+    /// written (as the kernel's ext4_ext_split does), so ENOSPC leaves
+    /// the tree as it was, never a node written whose new sibling or
+    /// parent entry is missing.
+    fn settle(&self, inode: &mut Inode, path: &mut Vec<Level>, l: usize, goal: u64) -> Result<()> {
+        let mut spare = Vec::new();
+        for _ in 0..self.blocks_needed(path, l) {
+            match self.alloc_node_block(inode, goal) {
+                Ok(b) => spare.push(b),
+                Err(e) => {
+                    for b in spare {
+                        self.free_node_block(inode, b)?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        spare.reverse();
+        let r = self.settle_with(inode, path, l, goal, &mut spare);
+        for b in spare {
+            self.free_node_block(inode, b)?;
+        }
+        r
+    }
+
+    /// How many new blocks settling `path[l]` takes at most: a split of
+    /// each overflowing node up the path, and one to grow the root.
+    fn blocks_needed(&self, path: &[Level], l: usize) -> usize {
+        let mut need = 0;
+        let mut n = path[l].node.len();
+        let mut k = l;
+        loop {
+            if k == 0 {
+                return need + usize::from(n > ROOT_CAPACITY);
+            }
+            let cap = self.capacity(k);
+            if n <= cap {
+                return need;
+            }
+            let extra = n.div_ceil(cap) - 1;
+            need += extra;
+            n = path[k - 1].node.len() + extra;
+            k -= 1;
+        }
+    }
+
+    fn settle_with(
+        &self,
+        inode: &mut Inode,
+        path: &mut Vec<Level>,
+        mut l: usize,
+        goal: u64,
+        spare: &mut Vec<u64>,
+    ) -> Result<()> {
         loop {
             let n = path[l].node.len();
             if l == 0 {
@@ -255,7 +309,10 @@ impl Ctx<'_, '_> {
                 if path[0].depth >= MAX_DEPTH {
                     return Err(Error::NoSpace(format!("inode {}: extent tree at its maximum depth", inode.ino)));
                 }
-                let blk = self.alloc_node_block(inode, goal)?;
+                let blk = match spare.pop() {
+                    Some(b) => b,
+                    None => self.alloc_node_block(inode, goal)?,
+                };
                 let root = &mut path[0];
                 let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
                 let key = entries.first_key().unwrap_or(0);
@@ -315,7 +372,10 @@ impl Ctx<'_, '_> {
             let mut new_entries = Vec::new();
             while !rest.is_empty() {
                 let tail = rest.split_off(per.min(rest.len()));
-                let blk = self.alloc_node_block(inode, goal)?;
+                let blk = match spare.pop() {
+                    Some(b) => b,
+                    None => self.alloc_node_block(inode, goal)?,
+                };
                 let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
                 self.write_level(inode, &lv)?;
                 new_entries.push(ExtentIndex { block: lv.node.first_key().unwrap_or(0), leaf: blk });
