@@ -19,6 +19,7 @@
 
 pub mod alloc;
 pub mod cache;
+pub mod counter;
 pub mod data;
 pub mod device;
 pub mod dir;

@@ -26,11 +26,12 @@
 //! two groups in one descriptor block); it is never held while another
 //! block's stripe lock is taken.
 
+use crate::counter::StripedCounter;
 use crate::device::BlockDevice;
 use crate::error::Result;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
@@ -74,9 +75,9 @@ pub struct BufferCache {
     per_shard: usize,
     shards: Vec<RwLock<HashMap<u64, Arc<Buffer>>>>,
     stripes: Vec<Mutex<()>>,
-    hits: AtomicU64,
-    misses: AtomicU64,
-    evictions: AtomicU64,
+    hits: StripedCounter,
+    misses: StripedCounter,
+    evictions: StripedCounter,
 }
 
 impl std::fmt::Debug for BufferCache {
@@ -95,9 +96,9 @@ impl BufferCache {
             per_shard: (capacity / SHARDS).max(4),
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
+            hits: StripedCounter::default(),
+            misses: StripedCounter::default(),
+            evictions: StripedCounter::default(),
         }
     }
 
@@ -122,11 +123,15 @@ impl BufferCache {
     pub fn get(&self, block: u64) -> Result<Arc<Buffer>> {
         let shard = self.shard(block);
         if let Some(b) = shard.read().get(&block) {
-            b.referenced.store(true, Ordering::Relaxed);
-            self.hits.fetch_add(1, Ordering::Relaxed);
+            // Only a store when the bit changes: hot buffers are read by
+            // every core and must not bounce on a needless write.
+            if !b.referenced.load(Ordering::Relaxed) {
+                b.referenced.store(true, Ordering::Relaxed);
+            }
+            self.hits.bump();
             return Ok(b.clone());
         }
-        self.misses.fetch_add(1, Ordering::Relaxed);
+        self.misses.bump();
         let offset = block.checked_mul(self.block_size as u64).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
         })?;
@@ -208,16 +213,12 @@ impl BufferCache {
                 map.remove(&k);
             }
         }
-        self.evictions.fetch_add(1, Ordering::Relaxed);
+        self.evictions.bump();
     }
 
     /// Hit/miss counters since creation.
     pub fn stats(&self) -> CacheStats {
-        CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
-        }
+        CacheStats { hits: self.hits.get(), misses: self.misses.get(), evictions: self.evictions.get() }
     }
 }
 

@@ -7,8 +7,8 @@
 
 pub mod page_cache;
 
+use crate::counter::StripedCounter;
 use crate::inode::{MapKind, Mapping};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which inode lock a direct write takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,34 +113,34 @@ pub fn plan_direct_write(cfg: &DataPathConfig, maps: &[Mapping], off: u64, len: 
 pub struct IoStats {
     /// Journal handles started (every metadata operation, allocation,
     /// conversion and time update).
-    pub handles: AtomicU64,
+    pub handles: StripedCounter,
     /// Direct writes done as pure overwrites under the shared lock,
     /// without a handle (seed 000).
-    pub dio_overwrite_no_handle: AtomicU64,
+    pub dio_overwrite_no_handle: StripedCounter,
     /// Direct writes into unwritten extents submitted under the shared
     /// lock without a handle (seed 002).
-    pub dio_unwritten_no_handle: AtomicU64,
+    pub dio_unwritten_no_handle: StripedCounter,
     /// Direct writes into unwritten extents that started a handle at
     /// submission (seed 002's "before").
-    pub dio_unwritten_with_handle: AtomicU64,
+    pub dio_unwritten_with_handle: StripedCounter,
     /// Unwritten-to-written conversions done at I/O completion.
-    pub dio_conversions: AtomicU64,
+    pub dio_conversions: StripedCounter,
     /// Sub-block direct writes run concurrently under the shared lock
     /// (seed 003).
-    pub dio_unaligned_shared: AtomicU64,
+    pub dio_unaligned_shared: StripedCounter,
     /// Direct writes under the shared lock (any fast path).
-    pub dio_write_shared: AtomicU64,
+    pub dio_write_shared: StripedCounter,
     /// Direct writes that took the exclusive lock.
-    pub dio_write_exclusive: AtomicU64,
+    pub dio_write_exclusive: StripedCounter,
     /// Direct reads.
-    pub dio_reads: AtomicU64,
+    pub dio_reads: StripedCounter,
     /// Buffered writes under the shared lock (seed 001).
-    pub buffered_write_shared: AtomicU64,
+    pub buffered_write_shared: StripedCounter,
     /// Buffered writes under the exclusive lock.
-    pub buffered_write_exclusive: AtomicU64,
+    pub buffered_write_exclusive: StripedCounter,
     /// Lazy mtime/ctime updates made by the shared-lock write paths (one
     /// handle each, at most once per second per inode).
-    pub time_updates: AtomicU64,
+    pub time_updates: StripedCounter,
 }
 
 /// A copy of [`IoStats`] at one instant.
@@ -163,13 +163,13 @@ pub struct IoStatsSnapshot {
 
 impl IoStats {
     /// Adds one to `c`.
-    pub fn bump(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
+    pub fn bump(c: &StripedCounter) {
+        c.bump();
     }
 
     /// The current values.
     pub fn snapshot(&self) -> IoStatsSnapshot {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let g = |c: &StripedCounter| c.get();
         IoStatsSnapshot {
             handles: g(&self.handles),
             dio_overwrite_no_handle: g(&self.dio_overwrite_no_handle),

@@ -149,17 +149,22 @@ impl FileCache {
     /// Removes every folio overlapping bytes `[from, to)` and bumps the
     /// generation. Readers holding such a folio finish with it; new
     /// lookups go to the device.
+    ///
+    /// When no folio overlaps the range nothing is bumped: a fill that
+    /// could see the old bytes must have inserted its folio before this
+    /// check (insertion and the check are ordered by the map's lock), and
+    /// a folio inserted after it reads the device after the change.
     pub fn invalidate(&self, from: u64, to: u64) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
         if to <= from {
             return;
         }
         let (first, last) = (from / PAGE_SIZE, (to - 1) / PAGE_SIZE);
         if self.find_range(first, last).is_empty() {
-            // The common case on the direct-I/O path: nothing cached, and
-            // no exclusive lock of the map taken.
+            // The common case on the direct-I/O path: nothing cached, no
+            // shared counter written, no exclusive lock of the map taken.
             return;
         }
+        self.generation.fetch_add(1, Ordering::AcqRel);
         let victims: Vec<Arc<Folio>> = {
             let mut m = self.folios.write();
             let keys: Vec<u64> = {
@@ -181,6 +186,7 @@ impl FileCache {
     /// Removes every folio (file deleted).
     pub fn invalidate_all(&self) {
         self.invalidate(0, u64::MAX);
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Number of cached folios.

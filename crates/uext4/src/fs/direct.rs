@@ -200,7 +200,8 @@ impl Filesystem {
     /// mtime/ctime after a shared-lock write: at most once per second.
     pub(super) fn lazy_times(&self, st: &InodeIo, ino: u32) -> Result<()> {
         let now = Timestamp::now();
-        if st.time_sec.swap(now.sec, Ordering::Relaxed) == now.sec {
+        // A load first: the common case writes nothing to the shared line.
+        if st.time_sec.load(Ordering::Relaxed) == now.sec || st.time_sec.swap(now.sec, Ordering::Relaxed) == now.sec {
             return Ok(());
         }
         let rw = self.rw()?;
