@@ -6,6 +6,8 @@
 
 mod rw_support;
 
+use rw_support::Rng;
+
 use rw_support::{fsck_clean, have};
 use std::process::Command;
 use std::sync::Arc;
@@ -14,19 +16,6 @@ use uext4::device::{BlockDevice, RecordingDevice};
 use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
 use uext4::fs::OpenOptions;
 use uext4::Filesystem;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// A file that was fsync'd: its contents must survive a crash at any
 /// event index >= `durable_at`.

@@ -5,6 +5,8 @@
 
 mod rw_support;
 
+use rw_support::pattern;
+
 use rw_support::{fsck_clean, is_root, mkfs};
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,18 +20,6 @@ use uext4::Filesystem;
 
 fn open(img: &Path, data: DataPathConfig) -> Filesystem {
     Filesystem::open_with(img, OpenOptions { write: true, data, ..Default::default() }).unwrap()
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// Handles beyond the lazy time updates: the mapping/allocation handles.

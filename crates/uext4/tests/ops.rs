@@ -5,6 +5,8 @@
 
 mod rw_support;
 
+use rw_support::pattern;
+
 use rw_support::{fsck_clean, have, mkfs};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,18 +16,6 @@ use uext4::{Error, Filesystem};
 
 const VARIANTS: &[&[&str]] =
     &[&["-b", "1024"], &["-b", "4096"], &["-b", "1024", "-O", "^metadata_csum"], &["-b", "4096", "-O", "^has_journal"]];
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn read_all(fs: &Filesystem, path: &str) -> Vec<u8> {
     let ino = fs.resolve(path).unwrap_or_else(|e| panic!("{path}: {e}"));

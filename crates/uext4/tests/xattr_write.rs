@@ -7,6 +7,8 @@
 
 mod rw_support;
 
+use rw_support::pattern;
+
 use rw_support::{fsck_clean, is_root, mkfs, Umount};
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -28,18 +30,6 @@ const VARIANTS: &[&[&str]] = &[
 
 /// Expected attributes per path.
 type Expect = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn errno<T: std::fmt::Debug>(r: uext4::Result<T>) -> i32 {
     r.expect_err("expected an error").errno()

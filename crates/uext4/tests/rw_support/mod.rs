@@ -61,3 +61,27 @@ impl Drop for Umount {
         }
     }
 }
+
+/// xorshift64: the tests' deterministic random numbers.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// `len` pseudo-random bytes determined by `seed`.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    (0..len).map(|_| r.next() as u8).collect()
+}
