@@ -9,11 +9,13 @@ command -v debugfs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v e2freefrag >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
 # `uext4 mount` needs /dev/fuse and, to unmount, fusermount3 (or umount);
-# the FUSE tests use setfattr/getfattr. Both are installed as root; a user
-# who cannot install them only loses mounting (which needs root anyway).
+# the FUSE tests use setfattr/getfattr and fio (verify jobs). They are
+# installed as root; a user who cannot install them only loses mounting
+# (which needs root anyway).
 want_apt=()
 command -v fusermount3 >/dev/null 2>&1 || want_apt+=(fuse3)
 command -v setfattr >/dev/null 2>&1 || want_apt+=(attr)
+command -v fio >/dev/null 2>&1 || want_apt+=(fio)
 if [ ${#want_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     need_apt+=("${want_apt[@]}")

@@ -197,3 +197,46 @@ fn cache_keeps_its_budget_on_large_reads() {
     fs.unmount().unwrap();
     fsck_clean(&img);
 }
+
+/// A direct read never sees half of a buffered write that runs under the
+/// shared lock inside one folio (found through FUSE with O_DIRECT readers).
+#[test]
+fn direct_reads_see_whole_in_folio_writes() {
+    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+    let fs = Arc::new(open(&img, DataPathConfig::default(), 0));
+    let f = fs.create(fs.root(), b"db", 0o644, 0, 0).unwrap().ino;
+    const UNITS: u64 = 32;
+    for u in 0..UNITS {
+        fs.write(f, u * 8192, &page8k(u << 32)).unwrap();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (fs, done) = (fs.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut x = 1u64;
+            for n in 1..=20_000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let u = (x >> 33) % UNITS;
+                fs.write(f, u * 8192, &page8k((u << 32) | n)).unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        })
+    };
+    let mut x = 7u64;
+    let mut buf = vec![0u8; 8192];
+    let mut reads = 0;
+    while !done.load(Ordering::Relaxed) || reads < 1000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let u = (x >> 33) % UNITS;
+        fs.read_direct(f, u * 8192, &mut buf).unwrap();
+        let w0 = &buf[..8];
+        assert!(buf.chunks(8).all(|w| w == w0), "unit {u} torn after {reads} reads");
+        assert_eq!(u64::from_le_bytes(w0.try_into().unwrap()) >> 32, u);
+        reads += 1;
+    }
+    writer.join().unwrap();
+    assert!(fs.io_stats().buffered_write_shared > 0);
+    let mut fs = Arc::try_unwrap(fs).unwrap_or_else(|_| panic!("still shared"));
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+}

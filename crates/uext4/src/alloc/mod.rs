@@ -503,6 +503,12 @@ impl Allocator {
         Ok(())
     }
 
+    /// True if blocks freed by a transaction that has not committed yet
+    /// are waiting (a commit would make them allocatable).
+    pub fn has_pending_frees(&self) -> bool {
+        !self.pending.lock().is_empty()
+    }
+
     /// Releases the reservations of blocks freed by transactions up to and
     /// including `tid` (called once that transaction has committed).
     pub fn commit_frees(&self, tid: u64) {

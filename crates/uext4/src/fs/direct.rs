@@ -57,6 +57,10 @@ impl Filesystem {
     /// bytes written (short only when the disk fills part-way).
     pub fn write_direct(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.check_offset(offset, data.len() as u64)?;
+        self.write_retrying(offset, data, |o, d| self.write_direct_once(ino, o, d))
+    }
+
+    fn write_direct_once(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let rw = self.rw()?;
         if data.is_empty() {
             self.regular(ino)?;
@@ -259,6 +263,13 @@ impl Filesystem {
         };
         let bs = self.vol.block_size as u64;
         let end = offset + total;
+        // A buffered write inside one folio runs under the shared I/O lock
+        // and reaches the device while holding that folio's lock: hold the
+        // locks of the cached folios of the range while reading, so a
+        // direct read sees such a write whole or not at all.
+        use crate::data::page_cache::PAGE_SIZE;
+        let folios = st.pages.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
+        let _held: Vec<_> = folios.iter().map(|f| f.lock()).collect();
         for m in &maps {
             let s = (m.lblk * bs).max(offset);
             let e = ((m.lblk + m.len) * bs).min(end);

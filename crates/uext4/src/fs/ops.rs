@@ -164,6 +164,10 @@ impl Filesystem {
 
     /// Creates a node (regular file, device, fifo, socket) in `parent`.
     pub fn mknod(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, uid, gid))
+    }
+
+    fn mknod_once(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
         check_name(name)?;
         let t = mode & S_IFMT;
         let t = if t == 0 { S_IFREG } else { t };
@@ -201,6 +205,10 @@ impl Filesystem {
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.mkdir_once(parent, name, mode, uid, gid))
+    }
+
+    fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         check_name(name)?;
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[parent], &[]);
@@ -229,6 +237,10 @@ impl Filesystem {
 
     /// Creates a symbolic link (fast when the target fits in the inode).
     pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.symlink_once(parent, name, target, uid, gid))
+    }
+
+    fn symlink_once(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
         check_name(name)?;
         if target.is_empty() || target.contains(&0) {
             return Err(Error::Invalid("empty symlink target".into()));
@@ -684,7 +696,7 @@ impl Filesystem {
     /// commits after them: ordered mode).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.check_offset(offset, data.len() as u64)?;
-        self.write_buffered(ino, offset, data)
+        self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))
     }
 
     /// The allocating write path, with the inode's I/O lock held
@@ -812,6 +824,14 @@ impl Filesystem {
 
     /// fallocate(2).
     pub fn fallocate(&self, ino: u32, mode: FallocMode, offset: u64, len: u64) -> Result<()> {
+        if mode == FallocMode::PunchHole {
+            return self.fallocate_once(ino, mode, offset, len);
+        }
+        // Allocating again fills only what is still a hole: safe to repeat.
+        self.retry_nospc(|| self.fallocate_once(ino, mode, offset, len))
+    }
+
+    fn fallocate_once(&self, ino: u32, mode: FallocMode, offset: u64, len: u64) -> Result<()> {
         if len == 0 {
             return Err(Error::Invalid("fallocate of length 0".into()));
         }

@@ -430,6 +430,61 @@ impl Filesystem {
         }
     }
 
+    /// Runs `op` again (at most 3 times) when it fails with ENOSPC while
+    /// blocks freed by uncommitted transactions wait: a commit makes them
+    /// allocatable (the kernel's `ext4_should_retry_alloc`). For operations
+    /// that leave nothing behind when they fail. Called with no lock held.
+    pub(crate) fn retry_nospc<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut r = op();
+        for _ in 0..3 {
+            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc() {
+                break;
+            }
+            r = op();
+        }
+        r
+    }
+
+    /// A write that comes back short or with ENOSPC goes on from where it
+    /// stopped after a commit, as long as freed blocks are waiting for one
+    /// (see [`Filesystem::retry_nospc`]).
+    pub(crate) fn write_retrying(
+        &self,
+        offset: u64,
+        data: &[u8],
+        mut op: impl FnMut(u64, &[u8]) -> Result<usize>,
+    ) -> Result<usize> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        loop {
+            let err = match op(offset + done as u64, &data[done..]) {
+                Ok(n) => {
+                    done += n;
+                    if done == data.len() {
+                        return Ok(done);
+                    }
+                    None // short: the disk filled part-way
+                }
+                Err(e) => Some(e),
+            };
+            let nospc = err.as_ref().is_none_or(|e| matches!(e, Error::NoSpace(_)));
+            if !nospc || retries >= 3 || !self.can_retry_alloc() {
+                return match err {
+                    Some(e) if done == 0 => Err(e),
+                    _ => Ok(done),
+                };
+            }
+            retries += 1;
+        }
+    }
+
+    /// Commits if blocks freed by uncommitted transactions are waiting;
+    /// true if that may have made space.
+    fn can_retry_alloc(&self) -> bool {
+        let pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
+        pending && self.commit().is_ok()
+    }
+
     /// Re-reads the primary superblock from the device (tests).
     pub fn read_superblock(&self) -> Result<Superblock> {
         read_sb(&self.vol)

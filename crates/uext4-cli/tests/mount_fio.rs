@@ -1,0 +1,590 @@
+//! Data integrity of `uext4 mount` under concurrent load, through the
+//! kernel's FUSE client:
+//!
+//! - fio verify jobs (`verify=crc32c`, several jobs at once): direct and
+//!   buffered random writes of 4 KiB and 8 KiB, direct writes into
+//!   fallocated (unwritten) files, 2 KiB direct overwrites of one shared
+//!   file with libaio; the data is verified again after a remount
+//!   (`--verify_only`), and the image is clean afterwards (`e2fsck -fn`).
+//! - 8 KiB buffered writes are never seen torn: 2 writer and 2 reader
+//!   threads on one file, each 8 KiB unit always filled with one 8-byte
+//!   word; readers (O_DIRECT, so that they reach the daemon: see
+//!   `torn_run`) check every unit they read is uniform. Passes with
+//!   `-o lock_policy=exclusive`; with the default policy it is an ignored
+//!   test of a known bug (`buffered_8k_writes_never_torn`, and in process
+//!   `library_read_direct_sees_whole_buffered_writes`).
+//! - ENOSPC with 8 writers at once on a small image (1 KiB and 4 KiB
+//!   blocks): every writer gets ENOSPC (the daemon survives), what was
+//!   written completely reads back, deleting frees space, writing works
+//!   again at once, the image is clean. (The library alone still has the
+//!   bug the adapter works around: `library_space_freed_by_unlink_is_reusable_at_once`.)
+//!
+//! The ignored tests fail today: `cargo test --test mount_fio -- --ignored`.
+//! They need root and /dev/fuse (and fio for the fio part) and print
+//! `SKIP: <reason>` otherwise; nothing is installed from here.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+
+fn tool(name: &str) -> Command {
+    let mut c = Command::new(name);
+    let path = std::env::var("PATH").unwrap_or_default();
+    c.env("PATH", format!("{path}:/usr/local/sbin:/usr/sbin:/sbin"));
+    c
+}
+
+fn have(name: &str) -> bool {
+    tool("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Why the FUSE tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (mounting needs CAP_SYS_ADMIN)".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    for t in ["e2fsck", "dumpe2fs"] {
+        if !have(t) {
+            return Some(format!("{t} not found (install e2fsprogs)"));
+        }
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    () => {
+        if let Some(r) = skip_reason() {
+            println!("SKIP: {r}");
+            return;
+        }
+    };
+}
+
+/// Runs a command and asserts it succeeded.
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs an unmount command, retrying while the mount is busy (a child
+/// process another test of this file spawns holds a copy of this test's
+/// descriptors between its fork and its exec).
+fn unmount_retrying(cmd: &mut Command) {
+    for _ in 0..50 {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        if out.status.success() {
+            return;
+        }
+        if !String::from_utf8_lossy(&out.stderr).contains("busy") {
+            panic!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run(cmd);
+}
+
+fn errno_of<T>(r: &std::io::Result<T>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let want = mnt.as_os_str().as_bytes();
+    fs::read("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .split(|&c| c == b'\n')
+        .any(|l| l.split(|&c| c == b' ').nth(4) == Some(want))
+}
+
+/// Waits until no process holds the image's lock: the daemon has
+/// unmounted the library filesystem and exited.
+fn wait_image_free(img: &Path) {
+    let f = File::open(img).expect("open image");
+    let t0 = Instant::now();
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            // SAFETY: as above.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the daemon did not release {}", img.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// statfs(2) of a path: (free blocks for unprivileged users, block size).
+fn statfs(p: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("no NUL");
+    // SAFETY: a zeroed statfs is a valid out buffer; `c` is a valid path.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut s) }, 0, "statfs {}", p.display());
+    (s.f_bavail as u64, s.f_bsize as u64)
+}
+
+/// An image and a mount point in a temporary directory; whatever is still
+/// mounted there is lazily unmounted when it drops (failed tests).
+struct Fixture {
+    _dir: TempDir,
+    img: PathBuf,
+    mnt: PathBuf,
+}
+
+impl Fixture {
+    /// An image of `size` with `block_size`-byte blocks.
+    fn new_bs(size: &str, block_size: u32) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod tempdir");
+        let img = dir.path().join("img");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mnt = mnt.canonicalize().expect("canonicalize");
+        let bs = block_size.to_string();
+        run(Command::new(BIN).arg("mkfs").arg(&img).args(["--size", size, "-b", &bs]));
+        Fixture { _dir: dir, img, mnt }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// `uext4 mount IMG MNT -o OPTS` (daemon): mounted when it returns.
+    fn mount(&self, opts: &str) {
+        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(opts));
+        assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
+    }
+
+    /// Unmounts and waits for the daemon to finish the clean unmount.
+    fn unmount(&self) {
+        if have("fusermount3") {
+            unmount_retrying(tool("fusermount3").arg("-u").arg(&self.mnt));
+        } else {
+            unmount_retrying(tool("umount").arg(&self.mnt));
+        }
+        wait_image_free(&self.img);
+        assert!(!is_mounted(&self.mnt));
+    }
+
+    /// The image was unmounted cleanly and e2fsck finds nothing.
+    fn assert_clean(&self) {
+        let out = run(tool("dumpe2fs").arg("-h").arg(&self.img));
+        let d = String::from_utf8_lossy(&out.stdout);
+        let features = d.lines().find(|l| l.starts_with("Filesystem features:")).unwrap_or_default();
+        assert!(!features.contains("needs_recovery"), "needs_recovery still set: {features}");
+        assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.contains("clean")), "{d}");
+        run(tool("e2fsck").arg("-fn").arg(&self.img));
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt) {
+            let _ = tool("umount").arg("-l").arg(&self.mnt).status();
+        }
+    }
+}
+
+/// A small xorshift generator: the tests need no crate for randomness.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One fio verify job set: what it is called and its arguments.
+struct FioJob {
+    name: String,
+    args: Vec<String>,
+}
+
+impl FioJob {
+    fn new(name: &str, dir: &Path, args: &[&str]) -> FioJob {
+        let mut all = vec![
+            format!("--name={name}"),
+            format!("--directory={}", dir.display()),
+            "--verify=crc32c".into(),
+            "--verify_fatal=1".into(),
+            "--do_verify=1".into(),
+            "--group_reporting=1".into(),
+            "--numjobs=4".into(),
+        ];
+        all.extend(args.iter().map(|a| a.to_string()));
+        FioJob { name: name.into(), args: all }
+    }
+}
+
+/// Each with 4 jobs at once: random writes of 4 MiB per job, then fio
+/// reads everything back and checks the crc32c of every block.
+fn fio_jobs(dir: &Path) -> Vec<FioJob> {
+    let mut jobs = Vec::new();
+    for (direct, bs) in [("1", "4k"), ("1", "8k"), ("0", "4k"), ("0", "8k")] {
+        let name = format!("{}-{bs}", if direct == "1" { "direct" } else { "buffered" });
+        let (bs, direct) = (format!("--bs={bs}"), format!("--direct={direct}"));
+        jobs.push(FioJob::new(&name, dir, &["--rw=randwrite", &bs, &direct, "--ioengine=psync", "--size=4m"]));
+    }
+    // Seed 002: direct writes into fallocated (unwritten) extents.
+    jobs.push(FioJob::new(
+        "unwritten-4k",
+        dir,
+        &["--rw=randwrite", "--bs=4k", "--direct=1", "--ioengine=psync", "--size=4m", "--fallocate=native"],
+    ));
+    // Seed 003: 2 KiB (sub-block) direct overwrites of one shared file,
+    // libaio, each job in its own 2 MiB so that verification is exact.
+    jobs.push(FioJob::new(
+        "shared-2k",
+        dir,
+        &[
+            "--rw=randwrite",
+            "--bs=2k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=32",
+            "--filename=shared",
+            "--size=2m",
+            "--offset_increment=2m",
+            "--overwrite=1",
+        ],
+    ));
+    jobs
+}
+
+/// Runs fio in `cwd` (where it keeps its verify state files).
+fn fio(cwd: &Path, args: &[String], extra: &[&str]) -> Output {
+    let out = tool("fio").current_dir(cwd).args(args).args(extra).output().expect("run fio");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "fio {} failed ({}):\n{text}", args.join(" "), out.status);
+    assert!(!text.contains("verify: bad") && !text.contains("verify failed"), "fio verify failed:\n{text}");
+    assert!(text.contains("err= 0"), "fio reported an error:\n{text}");
+    assert!(text.contains("read:"), "fio verified nothing (no read phase):\n{text}");
+    out
+}
+
+/// fio verify jobs, direct and buffered, on 4 KiB- and 1 KiB-block
+/// images; then a remount and a verify-only pass over the same data; the
+/// image is clean after each.
+#[test]
+fn fio_verify_jobs_pass() {
+    require_fuse!();
+    if !have("fio") {
+        println!("SKIP: fio not found (apt-get install fio)");
+        return;
+    }
+    let t0 = Instant::now();
+    for bs in [4096, 1024] {
+        let fx = Fixture::new_bs("256M", bs);
+        let cwd = fx.img.parent().expect("tempdir").to_path_buf();
+        fx.mount("rw");
+        let jobs = fio_jobs(&fx.mnt);
+        for j in &jobs {
+            let t = Instant::now();
+            fio(&cwd, &j.args, &[]);
+            println!("fio {} ({bs}-byte blocks): {:.1} s", j.name, t.elapsed().as_secs_f64());
+        }
+        fx.unmount();
+        fx.assert_clean();
+        // The data reached the image: read back and checked after a remount.
+        fx.mount("rw");
+        for j in &jobs {
+            fio(&cwd, &j.args, &["--verify_only"]);
+        }
+        assert!(fs::metadata(fx.path("shared")).expect("stat shared").len() >= 8 << 20);
+        fx.unmount();
+        fx.assert_clean();
+    }
+    println!("fio_verify_jobs_pass: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// The 8 KiB unit size of the torn-write check (seed 001: databases count
+/// on 8 KiB buffered writes being atomic).
+const UNIT: usize = 8192;
+const UNITS: u64 = 64;
+
+/// The word of a unit's content: who wrote it, when, and which unit.
+fn word(writer: u64, iter: u64, unit: u64) -> u64 {
+    (writer << 56) | (iter << 16) | unit
+}
+
+/// Checks that every 8 KiB unit of `buf` (read at unit `first`) is one
+/// word repeated, and that the word belongs to that unit.
+fn check_units(buf: &[u8], first: u64) -> Result<(), String> {
+    for (k, u) in buf.chunks_exact(UNIT).enumerate() {
+        let unit = first + k as u64;
+        let w0 = u64::from_le_bytes(u[..8].try_into().expect("8 bytes"));
+        if let Some(bad) = u.chunks_exact(8).position(|c| c != &u[..8]) {
+            let w = u64::from_le_bytes(u[bad * 8..bad * 8 + 8].try_into().expect("8 bytes"));
+            return Err(format!("unit {unit} torn: word {w0:#x} at byte 0, {w:#x} at byte {}", bad * 8));
+        }
+        if w0 & 0xffff != unit {
+            return Err(format!("unit {unit} holds {w0:#x}, written for unit {}", w0 & 0xffff));
+        }
+    }
+    Ok(())
+}
+
+/// What a torn-write run did.
+struct TornRun {
+    writes: u64,
+    reads: u64,
+    torn: Vec<String>,
+}
+
+/// 2 writer threads rewrite random 8 KiB-aligned units of one file in the
+/// mount with 8 KiB buffered pwrites (each unit all one word); 2 reader
+/// threads pread 1 to 4 units at a time with O_DIRECT and check each unit.
+///
+/// The readers use O_DIRECT so that every read reaches the daemon: through
+/// the kernel's page cache (buffered reads of a FUSE file) 8 KiB writes are
+/// seen torn whatever the daemon does, as on the kernel's own ext4 and
+/// tmpfs, whose buffered reads take no inode lock: the kernel copies each
+/// page to the reader while the writer may be copying into it.
+fn torn_run(opts: &str) -> TornRun {
+    const WRITES: u64 = 5000;
+    const MAX_TIME: Duration = Duration::from_secs(6);
+    let fx = Fixture::new_bs("64M", 4096);
+    fx.mount(opts);
+    let path = fx.path("db");
+    {
+        let f = File::create(&path).expect("create");
+        for u in 0..UNITS {
+            f.write_all_at(&word(0, 0, u).to_le_bytes().repeat(UNIT / 8), u * UNIT as u64).expect("fill");
+        }
+        f.sync_all().expect("fsync");
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(4));
+    let t0 = Instant::now();
+    let mut writers = Vec::new();
+    for w in 1..=2u64 {
+        let (path, start) = (path.clone(), start.clone());
+        writers.push(std::thread::spawn(move || {
+            let f = OpenOptions::new().write(true).open(&path).expect("open for writing");
+            let mut rng = Rng::new(w);
+            start.wait();
+            let mut n = 0;
+            while n < WRITES && t0.elapsed() < MAX_TIME {
+                n += 1;
+                let unit = rng.below(UNITS);
+                let buf = word(w, n, unit).to_le_bytes().repeat(UNIT / 8);
+                f.write_all_at(&buf, unit * UNIT as u64).expect("pwrite 8 KiB");
+            }
+            n
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let (path, start, done) = (path.clone(), start.clone(), done.clone());
+        readers.push(std::thread::spawn(move || {
+            let f = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).expect("open O_DIRECT");
+            let mut rng = Rng::new(100 + r);
+            // Aligned, as O_DIRECT wants it on most filesystems.
+            let mut raw = vec![0u8; 5 * UNIT];
+            let a = raw.as_ptr().align_offset(4096);
+            let buf = &mut raw[a..a + 4 * UNIT];
+            let (mut reads, mut torn) = (0u64, Vec::new());
+            start.wait();
+            while !done.load(Ordering::Relaxed) {
+                let first = rng.below(UNITS);
+                let n = (1 + rng.below(4)).min(UNITS - first) as usize;
+                f.read_exact_at(&mut buf[..n * UNIT], first * UNIT as u64).expect("pread O_DIRECT");
+                if let Err(e) = check_units(&buf[..n * UNIT], first) {
+                    torn.push(format!("reader {r}: {e}"));
+                }
+                reads += 1;
+            }
+            (reads, torn)
+        }));
+    }
+    let writes = writers.into_iter().map(|w| w.join().expect("writer")).sum();
+    done.store(true, Ordering::Relaxed);
+    let (mut reads, mut torn) = (0, Vec::new());
+    for r in readers {
+        let (n, t) = r.join().expect("reader");
+        reads += n;
+        torn.extend(t);
+    }
+    // Whatever the readers saw, the file is whole at the end.
+    let all = fs::read(&path).expect("read all");
+    assert_eq!(all.len(), UNITS as usize * UNIT);
+    check_units(&all, 0).expect("final content");
+    fx.unmount();
+    fx.assert_clean();
+    TornRun { writes, reads, torn }
+}
+
+/// With `lock_policy=exclusive` (every buffered write exclusive, as in
+/// the kernel's ext4), direct readers never see a torn 8 KiB write.
+#[test]
+fn buffered_8k_writes_never_torn_exclusive() {
+    require_fuse!();
+    let t0 = Instant::now();
+    let r = torn_run("lock_policy=exclusive");
+    assert!(r.reads > 100 && r.writes > 1000, "{} reads, {} writes", r.reads, r.writes);
+    assert!(r.torn.is_empty(), "{} of {} reads saw a torn 8 KiB write: {:?}", r.torn.len(), r.reads, &r.torn[..1]);
+    println!(
+        "buffered_8k_writes_never_torn_exclusive: {} writes, {} reads, {:.1} s",
+        r.writes,
+        r.reads,
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// The same with the default (seeds) lock policy: an in-folio buffered
+/// write runs under the inode's shared lock (seed 001) and reaches the
+/// device under its folio lock; O_DIRECT reads hold the cached folios'
+/// locks while they read the device, so they see it whole.
+#[test]
+fn buffered_8k_writes_never_torn() {
+    require_fuse!();
+    let t0 = Instant::now();
+    let r = torn_run("rw");
+    assert!(r.reads > 100 && r.writes > 1000, "{} reads, {} writes", r.reads, r.writes);
+    assert!(r.torn.is_empty(), "{} of {} reads saw a torn 8 KiB write: {:?}", r.torn.len(), r.reads, &r.torn[..1]);
+    println!(
+        "buffered_8k_writes_never_torn: {} writes, {} reads, {:.1} s",
+        r.writes,
+        r.reads,
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+fn fill(thread: usize, file: usize, len: usize) -> Vec<u8> {
+    let seed = (thread as u64) << 32 | file as u64;
+    let mut rng = Rng::new(seed + 1);
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        v.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// What one ENOSPC writer did: files written completely, the error that
+/// stopped it.
+struct Filled {
+    complete: usize,
+    errno: i32,
+    error: String,
+}
+
+/// 8 writers fill a 32 MiB image through the mount (half buffered, half
+/// O_DIRECT): each stops at ENOSPC; the daemon is alive, complete files
+/// read back, deleting frees space, writing works again, the image is
+/// clean.
+#[test]
+fn enospc_with_many_writers() {
+    require_fuse!();
+    let t0 = Instant::now();
+    let mut files = Vec::new();
+    for bs in [1024, 4096] {
+        files.push(enospc_run(bs));
+    }
+    println!("enospc_with_many_writers: {files:?} files before ENOSPC, {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// One ENOSPC round on an image with `bs`-byte blocks; returns how many
+/// files were written completely.
+fn enospc_run(bs: u32) -> usize {
+    let fx = Fixture::new_bs("32M", bs);
+    fx.mount("rw");
+    const FILE: usize = 512 << 10;
+    const CHUNK: usize = 64 << 10;
+    let start = Arc::new(Barrier::new(8));
+    let mut threads = Vec::new();
+    for t in 0..8usize {
+        let dir = fx.path(&format!("t{t}"));
+        fs::create_dir(&dir).expect("mkdir");
+        let start = start.clone();
+        threads.push(std::thread::spawn(move || -> Filled {
+            start.wait();
+            for n in 0..10_000 {
+                let mut o = OpenOptions::new();
+                o.write(true).create_new(true);
+                if t % 2 == 1 {
+                    o.custom_flags(libc::O_DIRECT);
+                }
+                let data = fill(t, n, FILE);
+                let r = o.open(dir.join(format!("f{n}"))).and_then(|f| {
+                    for (k, c) in data.chunks(CHUNK).enumerate() {
+                        f.write_all_at(c, (k * CHUNK) as u64)?;
+                    }
+                    Ok(())
+                });
+                if r.is_err() {
+                    return Filled { complete: n, errno: errno_of(&r), error: format!("{:?}", r.err()) };
+                }
+            }
+            Filled { complete: 10_000, errno: 0, error: "never ran out of space".into() }
+        }));
+    }
+    let results: Vec<Filled> = threads.into_iter().map(|t| t.join().expect("writer thread panicked")).collect();
+    let total: usize = results.iter().map(|r| r.complete).sum();
+    for (t, r) in results.iter().enumerate() {
+        assert_eq!(r.errno, libc::ENOSPC, "writer {t} stopped with {} after {} files", r.error, r.complete);
+    }
+    assert!(total * FILE >= 16 << 20, "only {total} files of 512 KiB fit in a 32 MiB image");
+
+    // The daemon is alive: stat, statfs, listing, content.
+    assert!(is_mounted(&fx.mnt));
+    let (free_full, bsize) = statfs(&fx.mnt);
+    assert!(free_full * bsize < 2 << 20, "{free_full} blocks still free after ENOSPC");
+    for (t, r) in results.iter().enumerate() {
+        let dir = fx.path(&format!("t{t}"));
+        for n in 0..r.complete {
+            let got = fs::read(dir.join(format!("f{n}"))).expect("read a complete file");
+            assert!(got == fill(t, n, FILE), "t{t}/f{n} differs after ENOSPC");
+        }
+    }
+    // Deleting frees space; writing works again.
+    for t in 0..8 {
+        fs::remove_dir_all(fx.path(&format!("t{t}"))).expect("rm -r");
+    }
+    let (free_after, _) = statfs(&fx.mnt);
+    assert!((free_after - free_full) * bsize >= 16 << 20, "deleting freed only {} blocks", free_after - free_full);
+    let data = fill(99, 0, 4 << 20);
+    {
+        let mut f = File::create(fx.path("again")).expect("create after ENOSPC");
+        f.write_all(&data).expect("write after ENOSPC");
+        f.sync_all().expect("fsync");
+    }
+    assert!(fs::read(fx.path("again")).expect("read") == data);
+    fx.unmount();
+    fx.assert_clean();
+    total
+}
