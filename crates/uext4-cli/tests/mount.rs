@@ -20,75 +20,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod mount_support;
+
+use mount_support::{have, run, tool, unmount_retrying};
+
 const BIN: &str = env!("CARGO_BIN_EXE_uext4");
-
-fn tool(name: &str) -> Command {
-    let mut c = Command::new(name);
-    let path = std::env::var("PATH").unwrap_or_default();
-    c.env("PATH", format!("{path}:/usr/local/sbin:/usr/sbin:/sbin"));
-    c
-}
-
-fn have(name: &str) -> bool {
-    tool("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-/// Why the FUSE tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (mounting needs CAP_SYS_ADMIN)".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse does not exist".into());
-    }
-    for t in ["e2fsck", "dumpe2fs"] {
-        if !have(t) {
-            return Some(format!("{t} not found (install e2fsprogs)"));
-        }
-    }
-    None
-}
-
-macro_rules! require_fuse {
-    () => {
-        if let Some(r) = skip_reason() {
-            println!("SKIP: {r}");
-            return;
-        }
-    };
-}
-
-/// Runs a command and asserts it succeeded.
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Runs an unmount command, retrying while the mount is busy: the tests
-/// of this file run in parallel threads, and a child process another test
-/// spawns holds a copy of this test's descriptors (files in the mount)
-/// between its fork and its exec.
-fn unmount_retrying(cmd: &mut Command) {
-    for _ in 0..50 {
-        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        if out.status.success() {
-            return;
-        }
-        if !String::from_utf8_lossy(&out.stderr).contains("busy") {
-            panic!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    run(cmd);
-}
 
 fn sh(script: &str) -> Output {
     run(tool("sh").arg("-c").arg(script))

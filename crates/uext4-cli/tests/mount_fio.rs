@@ -10,16 +10,12 @@
 //!   threads on one file, each 8 KiB unit always filled with one 8-byte
 //!   word; readers (O_DIRECT, so that they reach the daemon: see
 //!   `torn_run`) check every unit they read is uniform. Passes with
-//!   `-o lock_policy=exclusive`; with the default policy it is an ignored
-//!   test of a known bug (`buffered_8k_writes_never_torn`, and in process
-//!   `library_read_direct_sees_whole_buffered_writes`).
+//!   the default policy and with `-o lock_policy=exclusive`.
 //! - ENOSPC with 8 writers at once on a small image (1 KiB and 4 KiB
 //!   blocks): every writer gets ENOSPC (the daemon survives), what was
 //!   written completely reads back, deleting frees space, writing works
-//!   again at once, the image is clean. (The library alone still has the
-//!   bug the adapter works around: `library_space_freed_by_unlink_is_reusable_at_once`.)
+//!   again at once, the image is clean.
 //!
-//! The ignored tests fail today: `cargo test --test mount_fio -- --ignored`.
 //! They need root and /dev/fuse (and fio for the fio part) and print
 //! `SKIP: <reason>` otherwise; nothing is installed from here.
 
@@ -29,80 +25,17 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod mount_support;
+
+use mount_support::{have, run, tool, unmount_retrying};
+
 const BIN: &str = env!("CARGO_BIN_EXE_uext4");
-
-fn tool(name: &str) -> Command {
-    let mut c = Command::new(name);
-    let path = std::env::var("PATH").unwrap_or_default();
-    c.env("PATH", format!("{path}:/usr/local/sbin:/usr/sbin:/sbin"));
-    c
-}
-
-fn have(name: &str) -> bool {
-    tool("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-/// Why the FUSE tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (mounting needs CAP_SYS_ADMIN)".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse does not exist".into());
-    }
-    for t in ["e2fsck", "dumpe2fs"] {
-        if !have(t) {
-            return Some(format!("{t} not found (install e2fsprogs)"));
-        }
-    }
-    None
-}
-
-macro_rules! require_fuse {
-    () => {
-        if let Some(r) = skip_reason() {
-            println!("SKIP: {r}");
-            return;
-        }
-    };
-}
-
-/// Runs a command and asserts it succeeded.
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Runs an unmount command, retrying while the mount is busy (a child
-/// process another test of this file spawns holds a copy of this test's
-/// descriptors between its fork and its exec).
-fn unmount_retrying(cmd: &mut Command) {
-    for _ in 0..50 {
-        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        if out.status.success() {
-            return;
-        }
-        if !String::from_utf8_lossy(&out.stderr).contains("busy") {
-            panic!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    run(cmd);
-}
 
 fn errno_of<T>(r: &std::io::Result<T>) -> i32 {
     match r {
