@@ -270,7 +270,8 @@ fn w3(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str, r
     // own fallocated file at most once per block (sequentially, or in a
     // random permutation), stopping early when the time is up.
     let file: u64 = 256 << 20;
-    let fs = Arc::new(fresh_fs(p, (file >> 20) * threads as u64 + 256, data)?);
+    // Room for every file, plus the 5% reserved for root and metadata.
+    let fs = Arc::new(fresh_fs(p, (file >> 20) * threads as u64 * 23 / 20 + 512, data)?);
     let root = fs.root();
     let mut inos = Vec::new();
     for t in 0..threads {

@@ -58,6 +58,8 @@ pub struct MountOpts {
     pub kernel_flags: Vec<String>,
     /// `fsname=`: the source shown in /proc/mounts (default: the image).
     pub fsname: Option<String>,
+    /// `cache=SIZE`: the page-cache budget (default: the library's).
+    pub cache_bytes: Option<u64>,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -100,6 +102,21 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("dio_unwritten_no_handle", Some(v)) => o.data.dio_unwritten_no_handle = on_off(key, v)?,
             ("dio_unaligned_concurrent", Some(v)) => o.data.dio_unaligned_concurrent = on_off(key, v)?,
             ("fsname", Some(v)) => o.fsname = Some(v.to_string()),
+            ("cache", Some(v)) => {
+                o.cache_bytes = Some(crate::util::parse_size(v).map_err(|e| format!("cache={v}: {e}"))?)
+            }
+            // The only journaling mode, and checksums whenever the journal
+            // has the feature: accepted as ext4 accepts them.
+            ("data", Some("ordered")) | ("journal_checksum", None) => {}
+            ("data", Some(v)) => return Err(format!("data={v}: only data=ordered is supported")),
+            // Journal errors already stop all writing (EROFS/EIO) and leave
+            // the journal for recovery: ext4's remount-ro.
+            ("errors", Some("remount-ro")) => {}
+            ("errors", Some(v)) => {
+                return Err(format!(
+                    "errors={v}: only errors=remount-ro is supported (what uext4 does on a journal error)"
+                ))
+            }
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
             (k, None) if uext4_fuse::KERNEL_FLAGS.contains(&k) => o.kernel_flags.push(k.to_string()),
@@ -111,7 +128,8 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
     if !unknown.is_empty() {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
-             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, debug)",
+             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, debug, \
+             cache=SIZE, data=ordered, journal_checksum, errors=remount-ro)",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", ")
         ));
@@ -321,6 +339,9 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
     if let Some(c) = opts.commit {
         open.commit_interval = c;
     }
+    if let Some(b) = opts.cache_bytes {
+        open.cache_bytes = usize::try_from(b).unwrap_or(usize::MAX);
+    }
     let fs = match Filesystem::open_with(image, open) {
         Ok(fs) => Arc::new(fs),
         Err(e) => {
@@ -499,5 +520,14 @@ mod tests {
         assert!(parse("commit=x").unwrap_err().contains("commit=x"));
         assert!(parse("lock_policy=fast").unwrap_err().contains("fast"));
         assert!(parse("dio_unaligned_concurrent=maybe").unwrap_err().contains("maybe"));
+        assert!(parse("data=writeback").unwrap_err().contains("data=ordered"));
+        assert!(parse("errors=panic").unwrap_err().contains("remount-ro"));
+    }
+
+    #[test]
+    fn ext4_options_and_cache_size() {
+        let o = parse("data=ordered,journal_checksum,errors=remount-ro,cache=64M").unwrap();
+        assert_eq!(o.cache_bytes, Some(64 << 20));
+        assert!(parse("cache=lots").is_err());
     }
 }
