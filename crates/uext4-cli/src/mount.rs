@@ -52,6 +52,8 @@ pub struct MountOpts {
     pub threads: Option<usize>,
     /// `writeback_cache`.
     pub writeback_cache: bool,
+    /// `direct_io`: buffered opens bypass the kernel's page cache too.
+    pub direct_io: bool,
     /// `debug` (implies foreground).
     pub debug: bool,
     /// Generic mount flags passed to the kernel (`noexec`, `noatime`, ...).
@@ -88,6 +90,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("rw", None) => o.read_only = false,
             ("allow_other", None) => o.allow_other = true,
             ("writeback_cache", None) => o.writeback_cache = true,
+            ("direct_io", None) => o.direct_io = true,
             ("debug", None) => o.debug = true,
             ("commit", Some(v)) => {
                 let s: u64 = v.parse().map_err(|_| format!("commit={v}: expected a number of seconds"))?;
@@ -128,7 +131,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
     if !unknown.is_empty() {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
-             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, debug, \
+             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, direct_io, debug, \
              cache=SIZE, data=ordered, journal_checksum, errors=remount-ro)",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", ")
@@ -360,6 +363,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         allow_other: opts.allow_other,
         threads: opts.threads.unwrap_or_else(uext4_fuse::default_threads),
         writeback_cache: opts.writeback_cache,
+        direct_io: opts.direct_io,
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
         kernel_flags: opts.kernel_flags.clone(),
         ..MountConfig::default()
@@ -526,8 +530,9 @@ mod tests {
 
     #[test]
     fn ext4_options_and_cache_size() {
-        let o = parse("data=ordered,journal_checksum,errors=remount-ro,cache=64M").unwrap();
+        let o = parse("data=ordered,journal_checksum,errors=remount-ro,cache=64M,direct_io").unwrap();
         assert_eq!(o.cache_bytes, Some(64 << 20));
+        assert!(o.direct_io);
         assert!(parse("cache=lots").is_err());
     }
 }

@@ -75,13 +75,14 @@ pub struct Uext4Fuse {
     ttl: Duration,
     read_only: bool,
     writeback_cache: bool,
+    direct_io: bool,
 }
 
 impl Uext4Fuse {
     /// An adapter serving `fs` with the cache lifetimes and options of `cfg`.
     pub fn new(fs: Arc<Filesystem>, cfg: &MountConfig) -> Uext4Fuse {
         let read_only = cfg.read_only || fs.is_read_only();
-        Uext4Fuse { fs, ttl: cfg.ttl, read_only, writeback_cache: cfg.writeback_cache }
+        Uext4Fuse { fs, ttl: cfg.ttl, read_only, writeback_cache: cfg.writeback_cache, direct_io: cfg.direct_io }
     }
 
     /// The errno for a library error, logged: corruption and device errors
@@ -135,10 +136,13 @@ impl Uext4Fuse {
                 Err(e) => debug!("open_inode({ino}): {e}"),
             }
         }
-        let fopen = if direct {
+        let fopen = if direct || self.direct_io {
             // The kernel sends O_DIRECT I/O straight to us, unaligned as
             // the caller gave it, and lets writes to one file run in
-            // parallel (the library locks what it needs).
+            // parallel (the library locks what it needs). With
+            // `-o direct_io` buffered opens too: the kernel keeps no page
+            // cache of its own and uext4's page cache serves them (they
+            // stay on the library's buffered path).
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
             FopenFlags::empty()

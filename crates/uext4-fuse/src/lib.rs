@@ -59,6 +59,10 @@ pub struct MountConfig {
     /// (FUSE_WRITEBACK_CACHE). Off by default: every write reaches the
     /// library at once, so `fsync` and crash behaviour are the library's.
     pub writeback_cache: bool,
+    /// Answer buffered opens with FOPEN_DIRECT_IO as well (no kernel page
+    /// cache; every read and write reaches uext4's own page cache, and
+    /// writes to one file run in parallel).
+    pub direct_io: bool,
     /// How long the kernel may cache names and attributes.
     pub ttl: Duration,
     /// Shown as the mount's source in /proc/mounts (the image path).
@@ -74,6 +78,7 @@ impl Default for MountConfig {
             allow_other: false,
             threads: default_threads(),
             writeback_cache: false,
+            direct_io: false,
             ttl: Duration::from_secs(1),
             fsname: "uext4".into(),
             kernel_flags: Vec::new(),
