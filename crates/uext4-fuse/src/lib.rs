@@ -28,6 +28,7 @@
 mod adapter;
 mod conv;
 mod debug_log;
+pub mod fusermount;
 
 pub use adapter::Uext4Fuse;
 pub use debug_log::enable_stderr_log;
@@ -106,9 +107,9 @@ impl std::fmt::Debug for Mount {
 }
 
 impl Mount {
-    /// Mounts `fs` on `mountpoint` (mount(2) and the INIT handshake; the
-    /// caller needs CAP_SYS_ADMIN, or fuser falls back to a fusermount
-    /// binary).
+    /// Mounts `fs` on `mountpoint` (mount(2) and the INIT handshake; as
+    /// an ordinary user through the setuid `fusermount3`, see
+    /// [`fusermount`]).
     pub fn new(fs: Arc<uext4::Filesystem>, mountpoint: &Path, cfg: &MountConfig) -> io::Result<Mount> {
         let mountpoint = mountpoint.canonicalize()?;
         let mut opts = vec![
@@ -127,8 +128,30 @@ impl Mount {
         config.acl = if cfg.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
         config.n_threads = Some(cfg.threads.max(1));
         config.clone_fd = true;
-        let adapter = Uext4Fuse::new(fs, cfg);
-        let mut session = fuser::Session::new(adapter, &mountpoint, &config)?;
+        let mut session = match fuser::Session::new(Uext4Fuse::new(fs.clone(), cfg), &mountpoint, &config) {
+            Ok(s) => s,
+            // /dev/fuse closed to us (fuser then fails instead of using the
+            // setuid helper): let fusermount3 mount and hand us the device.
+            // SAFETY: geteuid has no preconditions.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 => {
+                let mut o = vec![
+                    if cfg.read_only { "ro" } else { "rw" }.to_string(),
+                    format!("fsname={}", cfg.fsname.replace([',', '\n'], "_")),
+                    "subtype=uext4".into(),
+                    "default_permissions".into(),
+                ];
+                if cfg.allow_other {
+                    o.push("allow_other".into());
+                }
+                o.extend(cfg.kernel_flags.iter().cloned());
+                let fd = fusermount::mount(&mountpoint, &o.join(","))?;
+                // Cloning the descriptor would open /dev/fuse again, which
+                // is what we may not do: the workers share this one.
+                config.clone_fd = false;
+                fuser::Session::from_fd(Uext4Fuse::new(fs, cfg), fd, config.acl, config)?
+            }
+            Err(e) => return Err(e),
+        };
         let path = CString::new(mountpoint.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mountpoint path contains NUL"))?;
         let session_unmounter = Arc::new(Mutex::new(session.unmount_callable()));
@@ -189,6 +212,17 @@ impl Unmounter {
                 Unmounted::Lazily
             }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Unmounted::NotMounted,
+            // Not privileged: the setuid helper unmounts what it mounted.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                let p = self.shown.as_os_str();
+                if fusermount::unmount(p, false)? {
+                    Unmounted::Now
+                } else if fusermount::unmount(p, true)? {
+                    Unmounted::Lazily
+                } else {
+                    return Err(e);
+                }
+            }
             Err(e) => return Err(e),
         };
         // fuser would try the path again when the session ends; taking
