@@ -119,7 +119,7 @@ impl InodeAllocator {
             let mut slot = self.groups[g as usize].lock();
             let Some(st) = slot.as_mut() else { continue };
             let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };
-            let Some(i) = (first..ipg).find(|&i| st.bitmap[(i / 8) as usize] >> (i % 8) & 1 == 0) else {
+            let Some(i) = first_zero_bit(&st.bitmap, first, ipg) else {
                 continue;
             };
             st.bitmap[(i / 8) as usize] |= 1 << (i % 8);
@@ -202,5 +202,45 @@ impl InodeAllocator {
         self.free_hint[g as usize].store(st.free, Relaxed);
         self.total_free.fetch_add(1, Relaxed);
         Ok(())
+    }
+}
+
+/// The first clear bit of `bitmap` in `[from, to)`, skipping full 64-bit
+/// words (a filling group would otherwise be scanned bit by bit).
+fn first_zero_bit(bitmap: &[u8], from: u32, to: u32) -> Option<u32> {
+    let mut i = from;
+    while i < to {
+        let byte = (i / 8) as usize;
+        if i % 64 == 0 && byte + 8 <= bitmap.len() && bitmap[byte..byte + 8] == [0xFF; 8] {
+            i += 64;
+            continue;
+        }
+        if i % 8 == 0 && bitmap.get(byte) == Some(&0xFF) {
+            i += 8;
+            continue;
+        }
+        if bitmap.get(byte).is_some_and(|b| b >> (i % 8) & 1 == 0) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_zero_bit_skips_full_words() {
+        let mut b = vec![0xFFu8; 64];
+        assert_eq!(first_zero_bit(&b, 0, 512), None);
+        b[40] = 0b1110_1111;
+        assert_eq!(first_zero_bit(&b, 0, 512), Some(324));
+        assert_eq!(first_zero_bit(&b, 325, 512), None);
+        assert_eq!(first_zero_bit(&b, 0, 324), None);
+        b[0] = 0xFE;
+        assert_eq!(first_zero_bit(&b, 1, 512), Some(324));
+        assert_eq!(first_zero_bit(&b, 0, 512), Some(0));
     }
 }
