@@ -211,11 +211,11 @@ fn first_zero_bit(bitmap: &[u8], from: u32, to: u32) -> Option<u32> {
     let mut i = from;
     while i < to {
         let byte = (i / 8) as usize;
-        if i % 64 == 0 && byte + 8 <= bitmap.len() && bitmap[byte..byte + 8] == [0xFF; 8] {
+        if i.is_multiple_of(64) && byte + 8 <= bitmap.len() && bitmap[byte..byte + 8] == [0xFF; 8] {
             i += 64;
             continue;
         }
-        if i % 8 == 0 && bitmap.get(byte) == Some(&0xFF) {
+        if i.is_multiple_of(8) && bitmap.get(byte) == Some(&0xFF) {
             i += 8;
             continue;
         }
