@@ -175,12 +175,7 @@ impl Filesystem {
             return Err(Error::Invalid("mknod of a directory or symlink".into()));
         }
         let mode = t | (mode & 0o7777);
-        let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[parent], &[]);
-        let mut dir = self.load_dir(parent)?;
-        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
-            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-        }
+        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
         let tx = self.begin(32)?;
         let mut i = self.new_inode(&tx, parent, mode, uid, gid)?;
         i.links_count = 1;
@@ -198,6 +193,18 @@ impl Filesystem {
         self.stat(i.ino)
     }
 
+    /// Locks directory `parent` for adding `name` and returns it, loaded
+    /// under the lock; EEXIST if `name` is there (or is "." / "..").
+    fn lock_for_new_entry(&self, parent: u32, name: &[u8]) -> Result<(crate::locks::Locked, Inode)> {
+        let rw = self.rw()?;
+        let l = rw.locks.lock_exclusive(&[parent], &[]);
+        let dir = self.load_dir(parent)?;
+        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        Ok((l, dir))
+    }
+
     /// Creates a regular file.
     pub fn create(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         self.mknod(parent, name, S_IFREG | (mode & 0o7777), (0, 0), uid, gid)
@@ -210,12 +217,7 @@ impl Filesystem {
 
     fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         check_name(name)?;
-        let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[parent], &[]);
-        let mut dir = self.load_dir(parent)?;
-        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
-            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-        }
+        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
         let tx = self.begin(48)?;
         let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
         d.links_count = 2;
@@ -248,12 +250,7 @@ impl Filesystem {
         if target.len() >= self.vol.block_size.min(4096) {
             return Err(Error::NameTooLong("symlink target".into()));
         }
-        let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[parent], &[]);
-        let mut dir = self.load_dir(parent)?;
-        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
-            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-        }
+        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
         let tx = self.begin(40)?;
         let mut i = self.new_inode(&tx, parent, S_IFLNK | 0o777, uid, gid)?;
         i.links_count = 1;
