@@ -22,7 +22,7 @@ use tempfile::TempDir;
 
 mod mount_support;
 
-use mount_support::{have, run, tool, unmount_retrying};
+use mount_support::{have, is_mounted, run, tool, unmount_retrying, wait_image_free};
 
 const BIN: &str = env!("CARGO_BIN_EXE_uext4");
 
@@ -34,31 +34,6 @@ fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
     match r {
         Ok(_) => 0,
         Err(e) => e.raw_os_error().unwrap_or(-1),
-    }
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    let want = mnt.as_os_str().as_bytes();
-    fs::read("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .split(|&c| c == b'\n')
-        .any(|l| l.split(|&c| c == b' ').nth(4) == Some(want))
-}
-
-/// Waits until no process holds the image's lock: the daemon has
-/// unmounted the library filesystem and exited.
-fn wait_image_free(img: &Path) {
-    let f = File::open(img).expect("open image");
-    let t0 = Instant::now();
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            // SAFETY: as above.
-            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "the daemon did not release {}", img.display());
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -2,9 +2,12 @@
 //! running commands, unmounting while the mount is busy.
 #![allow(dead_code)]
 
+use std::fs::{self, File};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub fn tool(name: &str) -> Command {
     let mut c = Command::new(name);
@@ -72,4 +75,29 @@ pub fn unmount_retrying(cmd: &mut Command) {
         std::thread::sleep(Duration::from_millis(100));
     }
     run(cmd);
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let want = mnt.as_os_str().as_bytes();
+    fs::read("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .split(|&c| c == b'\n')
+        .any(|l| l.split(|&c| c == b' ').nth(4) == Some(want))
+}
+
+/// Waits until no process holds the image's lock: the daemon has
+/// unmounted the library filesystem and exited.
+pub fn wait_image_free(img: &Path) {
+    let f = File::open(img).expect("open image");
+    let t0 = Instant::now();
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            // SAFETY: as above.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the daemon did not release {}", img.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
