@@ -96,6 +96,30 @@ impl<'a> Tx<'a> {
         Ok(a)
     }
 
+    /// Allocates one metadata block (extent node, xattr block) for inode
+    /// `ino` near `goal`.
+    pub fn alloc_metadata_block(&self, ino: u32, goal: u64) -> Result<u64> {
+        let a = self.alloc_blocks(&AllocRequest {
+            inode: ino,
+            goal,
+            len: 1,
+            min_len: 1,
+            flags: crate::alloc::flags::METADATA,
+            ..Default::default()
+        })?;
+        if a.len > 1 {
+            self.free_blocks(a.start + 1, u64::from(a.len) - 1, FreeKind::Metadata)?;
+        }
+        Ok(a.start)
+    }
+
+    /// The first block of inode `ino`'s group: where its blocks go when
+    /// nothing better is known (the kernel's ext4_inode_to_goal_block).
+    pub fn inode_goal(&self, ino: u32) -> u64 {
+        let ipg = self.vol.sb.inodes_per_group.max(1);
+        self.vol.group_first_block(u64::from(ino.saturating_sub(1) / ipg))
+    }
+
     /// Frees `start..start+len`. Blocks stay reserved in the allocator
     /// until this transaction commits; metadata blocks are revoked.
     pub fn free_blocks(&self, start: u64, len: u64, kind: FreeKind) -> Result<()> {

@@ -141,9 +141,9 @@ impl Filesystem {
     }
 
     /// Buffered write (see the module comment). Returns the bytes written
-    /// (short only when the disk fills part-way).
+    /// (short only when the disk fills part-way). `Filesystem::write`
+    /// has checked the range.
     pub(crate) fn write_buffered(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.check_offset(offset, data.len() as u64)?;
         let rw = self.rw()?;
         if data.is_empty() {
             self.regular(ino)?;

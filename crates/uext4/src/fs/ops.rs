@@ -704,8 +704,8 @@ impl Filesystem {
     /// and must never walk a half-changed tree or read new blocks before
     /// their data is there. (Allocating unwritten extents first and
     /// writing outside the lock is the kernel's better way; to do.)
+    /// The range is checked by the public entry points.
     pub(crate) fn write_locked(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.check_offset(offset, data.len() as u64)?;
         let st = self.rw()?.locks.inode(ino);
         let mut i = self.load(ino)?;
         match ftype(&i)? {

@@ -15,7 +15,7 @@
 //! walking the tree through the cache see each node either before or after
 //! a change, never torn.
 
-use crate::alloc::{flags as aflags, AllocRequest};
+use crate::alloc::AllocRequest;
 use crate::error::{Error, Result, Structure};
 use crate::format::extent::{
     encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
@@ -197,19 +197,9 @@ impl Ctx<'_, '_> {
 
     /// Allocates one tree block near `goal`.
     fn alloc_node_block(&self, inode: &mut Inode, goal: u64) -> Result<u64> {
-        let a = self.tx.alloc_blocks(&AllocRequest {
-            inode: inode.ino,
-            goal,
-            len: 1,
-            min_len: 1,
-            flags: aflags::METADATA,
-            ..Default::default()
-        })?;
-        if a.len > 1 {
-            self.tx.free_blocks(a.start + 1, u64::from(a.len) - 1, FreeKind::Metadata)?;
-        }
+        let b = self.tx.alloc_metadata_block(inode.ino, goal)?;
         inode.blocks_512 += self.bs as u64 / 512;
-        Ok(a.start)
+        Ok(b)
     }
 
     fn free_node_block(&self, inode: &mut Inode, block: u64) -> Result<()> {
@@ -620,9 +610,7 @@ fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
             return Ok(e.start.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
         }
     }
-    let sb = &ctx.tx.vol.sb;
-    let g = u64::from((inode.ino.max(1) - 1) / sb.inodes_per_group.max(1));
-    Ok(ctx.tx.vol.group_first_block(g))
+    Ok(ctx.tx.inode_goal(inode.ino))
 }
 
 /// Allocates blocks for every hole in `[lblk, lblk + n)` (mapped parts are

@@ -12,20 +12,26 @@ use crate::volume::Volume;
 pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
     let mut out = parse_inode_area(inode.xattr_area(), inode.ino)?;
     if inode.file_acl != 0 {
-        let blk = inode.file_acl;
-        if !vol.valid_range(blk, 1) {
-            return Err(Error::corrupt(
-                Structure::Xattr,
-                blk,
-                format!("inode {}: xattr block outside the filesystem", inode.ino),
-            ));
-        }
-        let buf = vol.block(blk)?;
+        let buf = block_of(vol, inode)?;
         let seed = vol.has_csum().then(|| vol.csum_seed());
-        let (_, entries) = parse_block(buf.data(), blk, seed)?;
+        let (_, entries) = parse_block(buf.data(), inode.file_acl, seed)?;
         out.extend(entries);
     }
     Ok(out)
+}
+
+/// The inode's xattr block (`file_acl`), checked to lie inside the
+/// filesystem before it is read.
+pub(crate) fn block_of(vol: &Volume, inode: &Inode) -> Result<std::sync::Arc<crate::cache::Buffer>> {
+    let blk = inode.file_acl;
+    if !vol.valid_range(blk, 1) {
+        return Err(Error::corrupt(
+            Structure::Xattr,
+            blk,
+            format!("inode {}: xattr block outside the filesystem", inode.ino),
+        ));
+    }
+    vol.block(blk)
 }
 
 /// The value of attribute `name`, in the form getxattr(2) returns it

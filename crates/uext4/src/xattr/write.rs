@@ -20,7 +20,6 @@
 //! their attributes at once cannot both believe they hold the last
 //! reference, or both copy and leave the block unreferenced.
 
-use crate::alloc::{flags as aflags, AllocRequest};
 use crate::error::{Error, Result, Structure};
 use crate::format::bytes::{le32, put_le32};
 use crate::format::checksum::crc32c;
@@ -96,17 +95,9 @@ fn ibody_start(inode: &Inode) -> Option<usize> {
 /// The inode's xattr block: its reference count and entries (validated:
 /// range, magic, checksum, entry bounds).
 fn read_block(vol: &Volume, inode: &Inode) -> Result<(u32, Vec<RawXattr>)> {
-    let blk = inode.file_acl;
-    if !vol.valid_range(blk, 1) {
-        return Err(Error::corrupt(
-            Structure::Xattr,
-            blk,
-            format!("inode {}: xattr block outside the filesystem", inode.ino),
-        ));
-    }
-    let buf = vol.block(blk)?;
+    let buf = super::block_of(vol, inode)?;
     let seed = vol.has_csum().then(|| vol.csum_seed());
-    let (hdr, entries) = parse_block_raw(buf.data(), blk, seed)?;
+    let (hdr, entries) = parse_block_raw(buf.data(), inode.file_acl, seed)?;
     Ok((hdr.refcount, entries))
 }
 
@@ -302,21 +293,7 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
 /// Allocates a block for `inode`'s attributes (near the start of the
 /// inode's group, as the kernel) and fills it with `content`.
 fn new_block(tx: &Tx, inode: &Inode, content: &[u8], seed: Option<u32>) -> Result<u64> {
-    let sb = &tx.vol.sb;
-    let group = u64::from(inode.ino.saturating_sub(1) / sb.inodes_per_group.max(1));
-    let goal = tx.vol.group_first_block(group);
-    let a = tx.alloc_blocks(&AllocRequest {
-        inode: inode.ino,
-        goal,
-        len: 1,
-        min_len: 1,
-        flags: aflags::METADATA,
-        ..Default::default()
-    })?;
-    if a.len > 1 {
-        tx.free_blocks(a.start + 1, u64::from(a.len) - 1, FreeKind::Metadata)?;
-    }
-    let blk = a.start;
+    let blk = tx.alloc_metadata_block(inode.ino, tx.inode_goal(inode.ino))?;
     let filled = tx.init(blk, |b| {
         if b.len() != content.len() {
             return Err(Error::Invalid(format!("xattr block of {} bytes for a {}-byte block", content.len(), b.len())));
