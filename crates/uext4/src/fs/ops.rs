@@ -150,16 +150,25 @@ impl Filesystem {
         }
     }
 
-    /// After the steps that give a new inode its contents and its name:
-    /// on failure (e.g. ENOSPC for a block or for growing the directory),
-    /// frees the inode and whatever blocks it got, so nothing is left
-    /// without a name.
-    fn undo_new_inode(&self, tx: &Tx, i: &mut Inode, added: Result<()>) -> Result<()> {
+    /// Ends the creation of inode `i` named in directory `dir` (`added`:
+    /// whether writing it and its entry worked). On failure (e.g. ENOSPC
+    /// for a block or for growing the directory) the inode and whatever
+    /// blocks it got are freed, so nothing is left without a name; else
+    /// the directory's times (and, for a subdirectory, its link count)
+    /// are updated and the new inode's attributes returned.
+    fn finish_new_entry(&self, tx: Tx, dir: &mut Inode, i: &mut Inode, added: Result<()>) -> Result<Stat> {
         if let Err(e) = added {
-            self.release_inode(tx, i)?;
+            self.release_inode(&tx, i)?;
             return Err(e);
         }
-        Ok(())
+        if ftype(i)? == FileType::Directory {
+            Self::bump_dir_links(dir, true);
+        }
+        touch_dir(dir);
+        tx.write_inode(dir)?;
+        self.note_tid(&tx, &[dir.ino, i.ino]);
+        drop(tx);
+        self.stat(i.ino)
     }
 
     /// Creates a node (regular file, device, fifo, socket) in `parent`.
@@ -185,12 +194,7 @@ impl Filesystem {
             set_rdev(&mut i, rdev);
         }
         let added = tx.write_inode(&mut i).and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
-        self.undo_new_inode(&tx, &mut i, added)?;
-        touch_dir(&mut dir);
-        tx.write_inode(&mut dir)?;
-        self.note_tid(&tx, &[parent, i.ino]);
-        drop(tx);
-        self.stat(i.ino)
+        self.finish_new_entry(tx, &mut dir, &mut i, added)
     }
 
     /// Locks directory `parent` for adding `name` and returns it, loaded
@@ -228,13 +232,7 @@ impl Filesystem {
             tx.write_inode(&mut d)?;
             dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))
         })();
-        self.undo_new_inode(&tx, &mut d, added)?;
-        Self::bump_dir_links(&mut dir, true);
-        touch_dir(&mut dir);
-        tx.write_inode(&mut dir)?;
-        self.note_tid(&tx, &[parent, d.ino]);
-        drop(tx);
-        self.stat(d.ino)
+        self.finish_new_entry(tx, &mut dir, &mut d, added)
     }
 
     /// Creates a symbolic link (fast when the target fits in the inode).
@@ -271,12 +269,7 @@ impl Filesystem {
             tx.write_inode(&mut i)?;
             dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))
         })();
-        self.undo_new_inode(&tx, &mut i, added)?;
-        touch_dir(&mut dir);
-        tx.write_inode(&mut dir)?;
-        self.note_tid(&tx, &[parent, i.ino]);
-        drop(tx);
-        self.stat(i.ino)
+        self.finish_new_entry(tx, &mut dir, &mut i, added)
     }
 
     /// Adds a hard link `newparent/newname` to `ino`.
