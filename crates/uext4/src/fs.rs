@@ -26,6 +26,7 @@ pub mod ops;
 mod orphan;
 mod rw;
 mod seek;
+mod writeback;
 pub mod xattr_ops;
 
 pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};
@@ -128,16 +129,36 @@ pub struct StatFs {
     pub name_max: u32,
 }
 
-/// An open ext4 filesystem.
+/// An open ext4 filesystem: the owning handle.
+///
+/// Every operation is a method of [`FsCore`], reached through `Deref`;
+/// the handle adds what only the owner does: unmounting, by
+/// [`Filesystem::unmount`] or on drop. Background threads (writeback,
+/// the periodic commit) hold weak references to the core, so they never
+/// keep a filesystem alive past its unmount.
 #[derive(Debug)]
 pub struct Filesystem {
+    core: Arc<FsCore>,
+}
+
+/// The state and operations of an open filesystem, shared by its handle
+/// ([`Filesystem`]) and its background threads.
+#[derive(Debug)]
+pub struct FsCore {
     vol: Arc<Volume>,
     notices: Vec<String>,
     /// Built on first use: inspection commands that never allocate do not
     /// pay for it.
     alloc: OnceLock<Arc<Allocator>>,
-    /// Present when opened read-write.
-    rw: Option<rw::RwState>,
+    /// Present when opened read-write (see [`FsCore::live`]).
+    rw_state: Option<rw::RwState>,
+}
+
+impl std::ops::Deref for Filesystem {
+    type Target = FsCore;
+    fn deref(&self) -> &FsCore {
+        &self.core
+    }
 }
 
 impl Filesystem {
@@ -196,7 +217,8 @@ impl Filesystem {
                 )),
             }
         }
-        Ok(Filesystem { vol: Arc::new(vol), notices, alloc: OnceLock::new(), rw: None })
+        let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), rw_state: None };
+        Ok(Filesystem { core: Arc::new(core) })
     }
 
     fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
@@ -220,14 +242,18 @@ impl Filesystem {
             rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved, opts.data, opts.cache_bytes)?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
-        let mut fs = Filesystem { vol, notices, alloc: alloc_cell, rw: Some(rw) };
-        let (deleted, truncated) = fs.orphan_cleanup()?;
+        let mut core = FsCore { vol, notices, alloc: alloc_cell, rw_state: Some(rw) };
+        let (deleted, truncated) = core.orphan_cleanup()?;
         if deleted + truncated > 0 {
-            fs.notices.push(format!("orphan list: {deleted} inode(s) deleted, {truncated} truncated"));
+            core.notices.push(format!("orphan list: {deleted} inode(s) deleted, {truncated} truncated"));
         }
-        Ok(fs)
+        let core = Arc::new(core);
+        core.start_writeback(Arc::downgrade(&core));
+        Ok(Filesystem { core })
     }
+}
 
+impl FsCore {
     /// Warnings produced while opening (unsupported features, unreplayed journal).
     pub fn notices(&self) -> &[String] {
         &self.notices
@@ -250,7 +276,7 @@ impl Filesystem {
 
     /// True unless opened read-write (and not yet unmounted).
     pub fn is_read_only(&self) -> bool {
-        self.rw.is_none()
+        self.live().is_none()
     }
 
     /// The block allocator (created on first use with the default
@@ -365,8 +391,15 @@ impl Filesystem {
 
     /// stat(2) of an inode.
     pub fn stat(&self, ino: u32) -> Result<Stat> {
-        let i = self.inode(ino)?;
+        let mut i = self.inode(ino)?;
         let file_type = i.file_type()?;
+        if let (Some(rw), FileType::Regular) = (self.live(), file_type) {
+            // Buffered data not yet written back: the in-memory size, and
+            // its reserved blocks counted as ext4 counts delayed ones.
+            let st = rw.locks.inode(ino);
+            i.size = i.size.max(st.pages.pending_size());
+            i.blocks_512 += st.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
+        }
         let rdev = match file_type {
             FileType::CharDevice | FileType::BlockDevice => i.device(),
             _ => (0, 0),
@@ -411,7 +444,7 @@ impl Filesystem {
     /// Reads file data at `offset` into `buf`; returns the bytes read,
     /// short at end of file. Holes and unwritten extents read as zeros.
     pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        if self.rw.is_some() {
+        if self.live().is_some() {
             // Through the page cache, with no inode I/O lock.
             return self.read_buffered(ino, offset, buf);
         }
@@ -430,13 +463,20 @@ impl Filesystem {
         if i.file_type()? != FileType::Regular {
             return Err(Error::Invalid(format!("inode {ino} is not a regular file")));
         }
-        let too_big = || Error::Invalid(format!("inode {ino}: {} bytes do not fit in memory", i.size));
-        let len = usize::try_from(i.size).map_err(|_| too_big())?;
+        let size = match self.live() {
+            Some(rw) => self.file_size(&rw.locks.inode(ino), ino)?,
+            None => i.size,
+        };
+        let too_big = || Error::Invalid(format!("inode {ino}: {size} bytes do not fit in memory"));
+        let len = usize::try_from(size).map_err(|_| too_big())?;
         let mut v = Vec::new();
         v.try_reserve_exact(len).map_err(|_| too_big())?;
         v.resize(len, 0);
-        let n =
-            if self.rw.is_some() { self.read_shared(ino, 0, &mut v)? } else { self.read_inode_data(&i, 0, &mut v)? };
+        let n = if self.live().is_some() {
+            self.read_buffered(ino, 0, &mut v)?
+        } else {
+            self.read_inode_data(&i, 0, &mut v)?
+        };
         v.truncate(n);
         Ok(v)
     }
@@ -524,7 +564,7 @@ impl Filesystem {
     /// statfs(2): sizes and free counts, summed from the group descriptors.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.vol.sb;
-        let (free_blocks, free_inodes) = match (&self.rw, self.alloc.get()) {
+        let (free_blocks, free_inodes) = match (self.live(), self.alloc.get()) {
             (Some(rw), Some(a)) => (a.free_blocks(), u64::from(rw.ialloc.free_inodes())),
             _ => (
                 self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum(),
@@ -532,7 +572,10 @@ impl Filesystem {
             ),
         };
         let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
-        let free_blocks = free_blocks * ratio;
+        // Blocks reserved for buffered data are as good as used (ext4's
+        // s_dirtyclusters_counter).
+        let reserved = self.live().map_or(0, |rw| rw.pages.account().reserved_blocks());
+        let free_blocks = free_blocks.saturating_sub(reserved) * ratio;
         StatFs {
             block_size: sb.block_size(),
             blocks: sb.blocks_count,

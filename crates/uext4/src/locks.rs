@@ -16,7 +16,9 @@
 //!    the I/O lock (buffered readers take none), several in increasing
 //!    index order; then the invalidate lock ([`InodeIo::invalidate`]):
 //!    shared by a folio fill, exclusive (with no folio lock held) by
-//!    truncate and punch.
+//!    truncate and punch. Writeback holds the I/O lock exclusively and
+//!    the locks of the folios it writes, then starts a handle (4) for
+//!    the allocation: the same order as any allocating write.
 //! 4. A journal handle ([`crate::journal::Handle`]): started only after
 //!    every inode lock the operation needs is held, and never while
 //!    holding another handle (a handle waits for a commit, which waits for
@@ -154,8 +156,9 @@ impl InodeLocks {
     pub fn inode(&self, ino: u32) -> Arc<InodeIo> {
         let mut m = self.shards[ino as usize % SHARDS].lock();
         if m.len() > 4096 {
-            // Drop entries nobody holds (the map's own reference only).
-            m.retain(|_, l| Arc::strong_count(l) > 1 || Arc::strong_count(&l.io) > 1);
+            // Drop entries nobody holds (the map's own reference only),
+            // unless they hold dirty data: that lives until written back.
+            m.retain(|_, l| Arc::strong_count(l) > 1 || Arc::strong_count(&l.io) > 1 || l.pages.is_dirty());
         }
         m.entry(ino).or_default().clone()
     }

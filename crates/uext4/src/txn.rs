@@ -30,6 +30,12 @@ pub struct Tx<'a> {
     pub handle: Handle,
     /// May allocate the blocks reserved for root (`s_r_blocks_count`).
     pub use_reserved: bool,
+    /// Blocks reserved for delayed allocation, which other allocations
+    /// leave alone (None: no page cache, nothing reserved).
+    pub delalloc: Option<&'a crate::data::page_cache::CacheAccount>,
+    /// This transaction is writeback's: it allocates the blocks that
+    /// were reserved for it.
+    pub writeback: bool,
 }
 
 impl std::fmt::Debug for Tx<'_> {
@@ -77,12 +83,17 @@ impl<'a> Tx<'a> {
     /// descriptor of the group they came from.
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
         let mut req = *req;
-        if !self.use_reserved {
+        let root = if self.use_reserved { 0 } else { self.vol.sb.r_blocks_count };
+        let delalloc = match self.delalloc {
+            Some(acct) if !self.writeback => acct.reserved_blocks(),
+            _ => 0,
+        };
+        if root + delalloc > 0 {
             let free = self.alloc.free_blocks();
             let want = u64::from(req.min_len.max(1));
-            let avail = free.saturating_sub(self.vol.sb.r_blocks_count);
+            let avail = free.saturating_sub(root + delalloc);
             if avail < want {
-                return Err(Error::NoSpace("only blocks reserved for root are left".into()));
+                return Err(Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into()));
             }
             // Nor may a long request eat into them.
             req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));

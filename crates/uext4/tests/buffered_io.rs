@@ -189,7 +189,18 @@ fn cache_keeps_its_budget_on_large_reads() {
     let mut buf = vec![0u8; 64 << 10];
     for k in 0..(48 << 4) {
         fs.read(f, k * (64 << 10), &mut buf).unwrap();
-        assert!(buf[..] == data[(k * (64 << 10)) as usize..((k + 1) * (64 << 10)) as usize]);
+        let want = &data[(k * (64 << 10)) as usize..((k + 1) * (64 << 10)) as usize];
+        if buf[..] != want[..] {
+            let p = buf.iter().zip(want).position(|(a, b)| a != b).unwrap();
+            let q = buf.iter().zip(want).rposition(|(a, b)| a != b).unwrap();
+            panic!(
+                "read {k}: mismatch at {} ..{} got {:?} want {:?}",
+                k * 65536 + p as u64,
+                k * 65536 + q as u64,
+                &buf[p..p + 8],
+                &want[p..p + 8]
+            );
+        }
     }
     let (_, peak, budget) = fs.page_cache_usage();
     assert!(peak <= budget + (2 << 20), "peak {peak} budget {budget}");

@@ -138,6 +138,7 @@ fn before_switches_take_the_old_paths() {
         let name = format!("f{}", n.fetch_add(1, Ordering::Relaxed));
         let f = fs.create(root, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
         fs.write(f, 0, &pattern(5, 256 << 10)).unwrap();
+        fs.fsync(f).unwrap(); // delayed allocation: the blocks exist after writeback
         let u = fs.create(root, format!("u{name}").as_bytes(), 0o644, 0, 0).unwrap().ino;
         fs.fallocate(u, FallocMode::Allocate, 0, 256 << 10).unwrap();
         let s0 = fs.io_stats();

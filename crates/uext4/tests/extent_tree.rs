@@ -121,8 +121,22 @@ impl TestFile {
         self.fs.as_ref().unwrap()
     }
 
-    fn write(&mut self, off: u64, data: &[u8]) {
+    /// A buffered write, written back at once.
+    fn write_buffered(&mut self, off: u64, data: &[u8]) {
         let n = self.fs().write(self.ino, off, data).unwrap_or_else(|e| panic!("write at {off}: {e}"));
+        assert_eq!(n, data.len());
+        self.fs().fsync(self.ino).unwrap();
+        let end = off as usize + data.len();
+        if self.model.len() < end {
+            self.model.resize(end, 0);
+        }
+        self.model[off as usize..end].copy_from_slice(data);
+    }
+
+    /// A direct write: each call allocates at once, so tests shape the
+    /// tree write by write.
+    fn write(&mut self, off: u64, data: &[u8]) {
+        let n = self.fs().write_direct(self.ino, off, data).unwrap_or_else(|e| panic!("write at {off}: {e}"));
         assert_eq!(n, data.len());
         let end = off as usize + data.len();
         if self.model.len() < end {
@@ -424,10 +438,18 @@ fn long_written_extents_are_split_at_32768_blocks() {
     let t0 = Instant::now();
     let args: Vec<&str> = ["-b", "1024"].iter().chain(LONG_RUNS).copied().collect();
     let Some((_d, img)) = mkfs(128, &args) else { return };
+    // The free space before the journal (32 MiB from block 16385) goes
+    // to a filler, so that the file gets the long run after it.
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let filler = fs.create(fs.root(), b"filler", 0o644, 0, 0).unwrap().ino;
+        fs.fallocate(filler, FallocMode::Allocate, 0, 32 << 20).unwrap();
+    }
     let mut f = TestFile::new(&img, "long");
     const N: u64 = 40 * 1024;
     let data: Vec<u8> = (0..N).flat_map(|b| block_data(b, 5, 1024)).collect();
-    f.write(0, &data);
+    // Buffered: delayed allocation asks mballoc for long runs at writeback.
+    f.write_buffered(0, &data);
     f.check_all("40 MiB written", None);
     let ex = debugfs_extents(&img, f.ino);
     let leaves: Vec<_> = ex.iter().filter(|e| e.level == e.depth).collect();
@@ -512,7 +534,7 @@ fn split_that_runs_out_of_blocks_halfway_loses_nothing() {
     let mut model = Vec::new();
     for k in 0..336u64 {
         let d = block_data(2 * k, 8, 1024);
-        fs.write(ino, 2 * k * 1024, &d).unwrap();
+        fs.write_direct(ino, 2 * k * 1024, &d).unwrap();
         model.resize(2 * k as usize * 1024, 0);
         model.extend_from_slice(&d);
     }
@@ -523,7 +545,7 @@ fn split_that_runs_out_of_blocks_halfway_loses_nothing() {
     let mut off = 0;
     for len in [64 << 10, 64 << 10, 4096, 1024, 1024] {
         let chunk = vec![0xA5u8; len];
-        while let Ok(n) = fs.write(hog, off, &chunk) {
+        while let Ok(n) = fs.write_direct(hog, off, &chunk) {
             off += n as u64;
             if n < len {
                 break;
@@ -538,7 +560,7 @@ fn split_that_runs_out_of_blocks_halfway_loses_nothing() {
     assert_eq!(fs.statfs().free_blocks, 2);
     // Block 1 goes into the first (full) leaf: data block, split block,
     // then a block to grow the root: one too many.
-    match fs.write(ino, 1024, &[0x77u8; 1024]) {
+    match fs.write_direct(ino, 1024, &[0x77u8; 1024]) {
         Ok(n) => {
             assert_eq!(n, 1024);
             model[1024..2048].fill(0x77);

@@ -1372,6 +1372,7 @@ fn punch_needing_a_split_on_a_full_filesystem() {
         fs.write(f, b << 10, &d).unwrap();
         want[(b << 10) as usize..((b + n) << 10) as usize].copy_from_slice(&d);
     }
+    fs.fsync(f).unwrap(); // delayed allocation: the extents exist after writeback
     assert_eq!(fs.extents(f).unwrap().iter().filter(|m| m.kind != uext4::inode::MapKind::Hole).count(), 4);
     let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
     fill_up(&fs, hog);

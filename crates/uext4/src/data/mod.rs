@@ -48,11 +48,28 @@ pub struct DataPathConfig {
     /// written blocks run under the shared lock (off: always exclusive,
     /// after draining in-flight direct I/O).
     pub dio_unaligned_concurrent: bool,
+    /// Dirty data older than this is written back by the background
+    /// thread (the kernel's `dirty_expire_centisecs`, 30 s).
+    pub dirty_expire: std::time::Duration,
+    /// How often the background thread looks for expired dirty data
+    /// (`dirty_writeback_centisecs`, 5 s).
+    pub writeback_interval: std::time::Duration,
+    /// Percent of the page-cache budget that may be dirty before writers
+    /// write back themselves (`dirty_ratio`); at half of it the
+    /// background thread starts (`dirty_background_ratio`).
+    pub dirty_ratio: u8,
 }
 
 impl Default for DataPathConfig {
     fn default() -> Self {
-        DataPathConfig { lock_policy: LockPolicy::Seeds, dio_unwritten_no_handle: true, dio_unaligned_concurrent: true }
+        DataPathConfig {
+            lock_policy: LockPolicy::Seeds,
+            dio_unwritten_no_handle: true,
+            dio_unaligned_concurrent: true,
+            dirty_expire: std::time::Duration::from_secs(30),
+            writeback_interval: std::time::Duration::from_secs(5),
+            dirty_ratio: 20,
+        }
     }
 }
 
@@ -141,6 +158,14 @@ pub struct IoStats {
     /// Lazy mtime/ctime updates made by the shared-lock write paths (one
     /// handle each, at most once per second per inode).
     pub time_updates: StripedCounter,
+    /// Dirty folios written back in place (blocks already written): no
+    /// handle.
+    pub writeback_overwrites: StripedCounter,
+    /// Runs of dirty folios written back through the allocating path
+    /// (delayed allocation: one mballoc request per run and chunk).
+    pub writeback_alloc_runs: StripedCounter,
+    /// Bytes written back.
+    pub writeback_bytes: StripedCounter,
 }
 
 /// A copy of [`IoStats`] at one instant.
@@ -159,6 +184,9 @@ pub struct IoStatsSnapshot {
     pub buffered_write_shared: u64,
     pub buffered_write_exclusive: u64,
     pub time_updates: u64,
+    pub writeback_overwrites: u64,
+    pub writeback_alloc_runs: u64,
+    pub writeback_bytes: u64,
 }
 
 impl IoStats {
@@ -183,6 +211,9 @@ impl IoStats {
             buffered_write_shared: g(&self.buffered_write_shared),
             buffered_write_exclusive: g(&self.buffered_write_exclusive),
             time_updates: g(&self.time_updates),
+            writeback_overwrites: g(&self.writeback_overwrites),
+            writeback_alloc_runs: g(&self.writeback_alloc_runs),
+            writeback_bytes: g(&self.writeback_bytes),
         }
     }
 }
@@ -203,6 +234,9 @@ impl IoStatsSnapshot {
             buffered_write_shared: self.buffered_write_shared - earlier.buffered_write_shared,
             buffered_write_exclusive: self.buffered_write_exclusive - earlier.buffered_write_exclusive,
             time_updates: self.time_updates - earlier.time_updates,
+            writeback_overwrites: self.writeback_overwrites - earlier.writeback_overwrites,
+            writeback_alloc_runs: self.writeback_alloc_runs - earlier.writeback_alloc_runs,
+            writeback_bytes: self.writeback_bytes - earlier.writeback_bytes,
         }
     }
 }

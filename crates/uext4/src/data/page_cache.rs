@@ -7,27 +7,77 @@
 //!   index): held only to look up, insert or remove folios, never across a
 //!   copy or I/O.
 //! - [`Folio::state`] (the folio lock, a Mutex): held while the folio's
-//!   bytes are filled, copied out or copied in (and, in this write-through
-//!   cache, while a write reaches the device), so a write that lies in one
-//!   folio is atomic for every reader. An operation that covers several
-//!   folios locks them in increasing index order, which is also what makes
-//!   an aligned 8 KiB write atomic when it spans two 4 KiB folios.
-//! - The eviction queues (one Mutex per shard) are touched only when a
-//!   folio is created or evicted, never on a hit.
+//!   bytes are filled, copied out or copied in, and while writeback sends
+//!   them to the device, so a write that lies in one folio is atomic for
+//!   every reader. An operation that covers several folios locks them in
+//!   increasing index order, which is also what makes an aligned 8 KiB
+//!   write atomic when it spans two 4 KiB folios.
+//! - [`FileCache`]'s dirty index (a Mutex over a set) and the eviction
+//!   queues (one Mutex per shard) are touched only when a folio is
+//!   created, first dirtied, cleaned or evicted, never on a hit.
 //!
-//! The cache is write-through: a buffered write updates the folio and the
-//! device before it returns, so folios are never dirty and eviction never
-//! writes. (Delayed allocation with dirty folios and background writeback
-//! is the next step of the data path.)
+//! # Dirty folios and delayed allocation
+//!
+//! A buffered write copies into folios and marks their blocks dirty;
+//! blocks are allocated when writeback sends them to the device. Each
+//! dirty folio records which of its blocks are dirty (so holes between
+//! writes stay holes) and how many blocks it has *reserved*
+//! for the unallocated ones among them, so the space a write was
+//! promised exists at writeback (ext4's `ext4_da_reserve_space`). The
+//! counters ([`CacheAccount`]) are kept exact by the folio itself: what a
+//! dirty folio holds is given back when it is cleaned or dropped.
+//! Eviction never takes a dirty folio.
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-/// A run of written blocks under a folio: (logical block, physical
-/// block, number of blocks).
-pub type BlockRun = (u64, u64, u64);
+/// A run of allocated blocks under a folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRun {
+    /// First logical block.
+    pub lblk: u64,
+    /// First physical block.
+    pub pblk: u64,
+    /// Number of blocks.
+    pub len: u64,
+    /// Written (false: an unwritten, preallocated extent).
+    pub written: bool,
+}
+
+/// True if written runs cover every block of `[first, end)`.
+pub fn all_written(runs: &[BlockRun], first: u64, end: u64) -> bool {
+    let mut pos = first;
+    for r in runs.iter().filter(|r| r.written) {
+        if r.lblk <= pos && pos < r.lblk + r.len {
+            pos = r.lblk + r.len;
+        }
+    }
+    pos >= end
+}
+
+/// Memory and space the cache holds, shared by every folio.
+#[derive(Debug, Default)]
+pub struct CacheAccount {
+    used: AtomicUsize,
+    dirty: AtomicUsize,
+    /// Blocks reserved for dirty, not yet allocated data.
+    reserved: AtomicU64,
+}
+
+impl CacheAccount {
+    /// Blocks reserved for delayed allocation.
+    pub fn reserved_blocks(&self) -> u64 {
+        self.reserved.load(Ordering::Acquire)
+    }
+
+    /// Reserves `n` more blocks if at most `limit` would then be
+    /// reserved in all.
+    pub fn try_reserve(&self, n: u64, limit: u64) -> bool {
+        self.reserved.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| (r + n <= limit).then_some(r + n)).is_ok()
+    }
+}
 
 /// Bytes in a page, the unit of folio sizes and indexes.
 pub const PAGE_SIZE: u64 = 4096;
@@ -39,7 +89,7 @@ const EVICT_SHARDS: usize = 16;
 #[derive(Debug)]
 pub struct PageCache {
     budget: usize,
-    used: Arc<AtomicUsize>,
+    acct: Arc<CacheAccount>,
     peak: AtomicUsize,
     queues: Vec<Mutex<VecDeque<Weak<Folio>>>>,
     next_queue: AtomicUsize,
@@ -52,7 +102,7 @@ pub struct Folio {
     pub index: u64,
     /// Number of pages (a power of two).
     pub pages: u64,
-    used: Arc<AtomicUsize>,
+    acct: Arc<CacheAccount>,
     referenced: AtomicBool,
     /// Taken out of its file's cache (truncate, direct write, eviction):
     /// its bytes may be stale and new lookups do not find it. An atomic,
@@ -72,14 +122,60 @@ pub struct FolioState {
     pub data: Vec<u8>,
     /// `data` holds the file's current contents.
     pub uptodate: bool,
-    /// Every block under the folio (below EOF) was allocated and written
-    /// when it was filled or last written: a shared-lock write may go
-    /// straight in, to the blocks in `runs`.
-    pub mapped: bool,
-    /// (logical block, physical block, blocks) under the folio when
-    /// `mapped`. Stable while the folio is cached: whatever moves or frees
-    /// written blocks (truncate, punch) removes the folio first.
+    /// The allocated blocks under the folio when it was filled or last
+    /// written back. Whatever frees or moves blocks (truncate, punch)
+    /// removes the folio first, so an allocated run stays allocated while
+    /// the folio is cached (a hole may have been filled since: that only
+    /// over-reserves).
     pub runs: Vec<BlockRun>,
+    /// The folio's blocks not yet written back.
+    pub dirty: DirtyBlocks,
+    /// Blocks reserved for the unallocated blocks among `dirty`.
+    pub reserved: u64,
+}
+
+/// Which blocks of a folio are dirty: bit `i` for the folio's `i`-th
+/// block (no words while clean).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DirtyBlocks(Vec<u64>);
+
+impl DirtyBlocks {
+    /// No block dirty.
+    pub fn is_clean(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Block `i` is dirty.
+    pub fn get(&self, i: u64) -> bool {
+        self.0.get((i / 64) as usize).is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    /// Marks blocks `[first, end)` dirty.
+    pub fn set(&mut self, first: u64, end: u64) {
+        let words = end.div_ceil(64) as usize;
+        if self.0.len() < words {
+            self.0.resize(words, 0);
+        }
+        for i in first..end {
+            self.0[(i / 64) as usize] |= 1 << (i % 64);
+        }
+    }
+
+    /// The maximal runs of dirty blocks, as `[start, end)`, in order.
+    pub fn runs(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for i in (0..self.0.len() as u64 * 64).filter(|&i| self.get(i)) {
+            match out.last_mut() {
+                Some((_, e)) if *e == i => *e += 1,
+                _ => out.push((i, i + 1)),
+            }
+        }
+        out
+    }
+
+    fn clear(&mut self) {
+        self.0 = Vec::new();
+    }
 }
 
 impl Folio {
@@ -107,7 +203,18 @@ impl Folio {
 
 impl Drop for Folio {
     fn drop(&mut self) {
-        self.used.fetch_sub(self.len() as usize, Ordering::Relaxed);
+        let len = self.len();
+        self.acct.used.fetch_sub(len as usize, Ordering::Relaxed);
+        let st = self.state.get_mut();
+        if !st.dirty.is_clean() {
+            // Dropped dirty: the file was deleted (its data is not wanted).
+            self.acct.dirty.fetch_sub(len as usize, Ordering::Relaxed);
+            self.acct.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
+            if let Some(file) = self.file.upgrade() {
+                file.dirty_bytes.fetch_sub(len, Ordering::AcqRel);
+                file.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
+            }
+        }
     }
 }
 
@@ -123,6 +230,20 @@ pub struct FileCache {
     last_read_end: AtomicU64,
     /// Folio order readahead uses next.
     ra_order: AtomicU64,
+    /// First page indexes of the dirty folios (may name folios removed
+    /// since; writeback skips those).
+    dirty_index: Mutex<std::collections::BTreeSet<u64>>,
+    /// Bytes of dirty folios.
+    dirty_bytes: AtomicU64,
+    /// Blocks reserved by the dirty folios.
+    reserved: AtomicU64,
+    /// The file's size in memory when buffered writes extended it past
+    /// the on-disk `i_size` (0: the on-disk size holds). Writeback
+    /// brings `i_size` up to it (ext4's `i_size` vs `i_disksize`).
+    pending_size: AtomicU64,
+    /// When the file went from clean to dirty (milliseconds on the
+    /// writeback clock; 0 while clean).
+    pub dirtied_at: AtomicU64,
 }
 
 impl FileCache {
@@ -183,10 +304,123 @@ impl FileCache {
         }
     }
 
-    /// Removes every folio (file deleted).
+    /// Removes every folio, dirty ones included (file deleted), and
+    /// forgets the in-memory size.
     pub fn invalidate_all(&self) {
         self.invalidate(0, u64::MAX);
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.pending_size.store(0, Ordering::Release);
+        self.dirty_index.lock().clear();
+    }
+
+    /// Copies a direct write's bytes into the cached, uptodate folios of
+    /// its range (after the device write, under the shared I/O lock);
+    /// folios not uptodate are left alone: a fill reads the device, which
+    /// holds the bytes already. Dirty state is kept, so a buffered write
+    /// racing with the direct one is neither lost nor torn: whichever
+    /// took the folio lock last is what the folio (and, after writeback,
+    /// the device) holds.
+    pub fn write_through(&self, offset: u64, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let end = offset + data.len() as u64;
+        for f in self.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE) {
+            let mut g = f.lock();
+            if !g.uptodate || f.removed.load(Ordering::Acquire) {
+                continue;
+            }
+            let (a, b) = (offset.max(f.start()), end.min(f.start() + f.len()));
+            g.data[(a - f.start()) as usize..(b - f.start()) as usize]
+                .copy_from_slice(&data[(a - offset) as usize..(b - offset) as usize]);
+        }
+    }
+
+    /// Marks blocks `[first, end)` (counted from the folio's first block)
+    /// of locked folio `f` dirty, with `reserved` blocks reserved for it
+    /// in all (the caller reserved the increase).
+    pub fn set_dirty(&self, f: &Folio, st: &mut FolioState, first: u64, end: u64, reserved: u64) {
+        let extra = reserved.saturating_sub(st.reserved);
+        if st.dirty.is_clean() {
+            f.acct.dirty.fetch_add(f.len() as usize, Ordering::Relaxed);
+            self.dirty_bytes.fetch_add(f.len(), Ordering::AcqRel);
+            self.dirty_index.lock().insert(f.index);
+        }
+        self.reserved.fetch_add(extra, Ordering::AcqRel);
+        st.reserved += extra;
+        st.dirty.set(first, end);
+    }
+
+    /// Marks locked folio `f` clean after writeback, giving back its
+    /// reservation (its blocks are allocated now).
+    pub fn set_clean(&self, f: &Folio, st: &mut FolioState) {
+        if st.dirty.is_clean() {
+            return;
+        }
+        st.dirty.clear();
+        f.acct.dirty.fetch_sub(f.len() as usize, Ordering::Relaxed);
+        f.acct.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
+        self.dirty_bytes.fetch_sub(f.len(), Ordering::AcqRel);
+        self.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
+        st.reserved = 0;
+        self.dirty_index.lock().remove(&f.index);
+    }
+
+    /// Up to `max_bytes` of dirty folios, in file order, starting with the
+    /// first dirty one; stale index entries are dropped.
+    pub fn dirty_batch(&self, max_bytes: u64) -> Vec<Arc<Folio>> {
+        let keys: Vec<u64> = self.dirty_index.lock().iter().copied().collect();
+        let mut out: Vec<Arc<Folio>> = Vec::new();
+        let mut bytes = 0;
+        let mut stale = Vec::new();
+        {
+            let m = self.folios.read();
+            for k in keys {
+                match m.get(&k) {
+                    Some(f) => {
+                        out.push(f.clone());
+                        bytes += f.len();
+                        if bytes >= max_bytes {
+                            break;
+                        }
+                    }
+                    None => stale.push(k),
+                }
+            }
+        }
+        if !stale.is_empty() {
+            let mut d = self.dirty_index.lock();
+            for k in stale {
+                d.remove(&k);
+            }
+        }
+        out
+    }
+
+    /// True if some folio of the file is dirty (or was, until dropped).
+    pub fn is_dirty(&self) -> bool {
+        self.dirty_bytes.load(Ordering::Acquire) != 0 || self.pending_size() != 0
+    }
+
+    /// Blocks reserved by this file's dirty folios (counted in
+    /// `st_blocks`, as ext4 counts delayed-allocation blocks).
+    pub fn reserved_blocks(&self) -> u64 {
+        self.reserved.load(Ordering::Acquire)
+    }
+
+    /// The in-memory size past the on-disk `i_size` (0 if none).
+    pub fn pending_size(&self) -> u64 {
+        self.pending_size.load(Ordering::Acquire)
+    }
+
+    /// Raises the in-memory size to `size` (I/O lock held exclusively).
+    pub fn raise_size(&self, size: u64) {
+        self.pending_size.fetch_max(size, Ordering::AcqRel);
+    }
+
+    /// Forgets the in-memory size once the on-disk size reached it.
+    pub fn settle_size(&self, disk_size: u64) {
+        let _ = self.pending_size.fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| (p <= disk_size).then_some(0));
     }
 
     /// Number of cached folios.
@@ -222,7 +456,7 @@ impl PageCache {
     pub fn new(budget: usize) -> PageCache {
         PageCache {
             budget: budget.max(4 << 20),
-            used: Arc::new(AtomicUsize::new(0)),
+            acct: Arc::new(CacheAccount::default()),
             peak: AtomicUsize::new(0),
             queues: (0..EVICT_SHARDS).map(|_| Mutex::new(VecDeque::new())).collect(),
             next_queue: AtomicUsize::new(0),
@@ -244,7 +478,17 @@ impl PageCache {
 
     /// Bytes held by folios now.
     pub fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
+        self.acct.used.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of dirty folios now.
+    pub fn dirty(&self) -> usize {
+        self.acct.dirty.load(Ordering::Relaxed)
+    }
+
+    /// The shared counters (reservations).
+    pub fn account(&self) -> &CacheAccount {
+        &self.acct
     }
 
     /// Most bytes ever held at once.
@@ -259,14 +503,22 @@ impl PageCache {
 
     /// The folio covering page `page` of `file`, created (not uptodate)
     /// with `order` if none is cached. A new folio is naturally aligned
-    /// and shrunk until it overlaps no cached folio and does not pass
-    /// `max_page` (the last page worth caching). Returns the folio and
-    /// whether it was created.
-    pub fn get_or_create(&self, file: &Arc<FileCache>, page: u64, order: u32, max_page: u64) -> (Arc<Folio>, bool) {
+    /// and shrunk, down to `min_order` (a folio holds whole blocks),
+    /// until it overlaps no cached folio and does not pass `max_page`
+    /// (the last page worth caching). Returns the folio and whether it
+    /// was created.
+    pub fn get_or_create(
+        &self,
+        file: &Arc<FileCache>,
+        page: u64,
+        order: u32,
+        min_order: u32,
+        max_page: u64,
+    ) -> (Arc<Folio>, bool) {
         if let Some(f) = file.find(page) {
             return (f, false);
         }
-        let mut order = order.min(MAX_ORDER);
+        let mut order = order.clamp(min_order, MAX_ORDER.max(min_order));
         let folio = {
             let mut m = file.folios.write();
             if let Some((_, f)) = m.range(..=page).next_back() {
@@ -279,7 +531,7 @@ impl PageCache {
                 let index = page & !(pages - 1);
                 let overlaps = m.range(index..index + pages).next().is_some()
                     || m.range(..index).next_back().is_some_and(|(_, f)| f.index + f.pages > index);
-                if order == 0 || (!overlaps && index + pages - 1 <= max_page.max(page)) {
+                if order <= min_order || (!overlaps && index + pages - 1 <= max_page.max(page)) {
                     break;
                 }
                 order -= 1;
@@ -289,7 +541,7 @@ impl PageCache {
             let f = Arc::new(Folio {
                 index,
                 pages,
-                used: self.used.clone(),
+                acct: self.acct.clone(),
                 referenced: AtomicBool::new(true),
                 removed: AtomicBool::new(false),
                 file: Arc::downgrade(file),
@@ -298,7 +550,7 @@ impl PageCache {
             m.insert(index, f.clone());
             f
         };
-        let now = self.used.fetch_add(folio.len() as usize, Ordering::Relaxed) + folio.len() as usize;
+        let now = self.acct.used.fetch_add(folio.len() as usize, Ordering::Relaxed) + folio.len() as usize;
         self.peak.fetch_max(now, Ordering::Relaxed);
         let q = self.next_queue.fetch_add(1, Ordering::Relaxed) % EVICT_SHARDS;
         self.queues[q].lock().push_back(Arc::downgrade(&folio));
@@ -310,7 +562,8 @@ impl PageCache {
 
     /// CLOCK over the eviction queues, starting at `q`, until the cache
     /// is back under its budget or a bounded number of folios were seen.
-    /// Only unlocked folios are taken (a locked one is in use).
+    /// Only unlocked, clean folios are taken (a locked one is in use; a
+    /// dirty one waits for writeback).
     fn evict(&self, q: usize) {
         let mut budget_scan = 4 * 1024;
         let mut shard = q;
@@ -320,6 +573,12 @@ impl PageCache {
             shard = (shard + 1) % EVICT_SHARDS;
             let Some(weak) = cand else { continue };
             let Some(f) = weak.upgrade() else { continue };
+            // In use: held by someone besides the file's map and us (a
+            // reader or writer between its lookup and its lock).
+            if Arc::strong_count(&f) > 2 {
+                self.queues[shard].lock().push_back(weak);
+                continue;
+            }
             if f.referenced.swap(false, Ordering::Relaxed) {
                 self.queues[shard].lock().push_back(weak);
                 continue;
@@ -328,6 +587,11 @@ impl PageCache {
                 self.queues[shard].lock().push_back(weak);
                 continue;
             };
+            if !st.dirty.is_clean() {
+                drop(st);
+                self.queues[shard].lock().push_back(weak);
+                continue;
+            }
             f.removed.store(true, Ordering::Release);
             st.uptodate = false;
             st.data = Vec::new();
@@ -350,16 +614,16 @@ mod tests {
     fn folios_align_and_do_not_overlap() {
         let pc = PageCache::new(64 << 20);
         let file = Arc::new(FileCache::default());
-        let (a, new) = pc.get_or_create(&file, 5, 0, u64::MAX);
+        let (a, new) = pc.get_or_create(&file, 5, 0, 0, u64::MAX);
         assert!(new);
         assert_eq!((a.index, a.pages), (5, 1));
         // An order-3 folio at page 2 would cover 0..8 and overlap page 5:
         // it shrinks to order 2 (pages 0..4).
-        let (b, _) = pc.get_or_create(&file, 2, 3, u64::MAX);
+        let (b, _) = pc.get_or_create(&file, 2, 3, 0, u64::MAX);
         assert_eq!((b.index, b.pages), (0, 4));
-        let (c, new) = pc.get_or_create(&file, 3, 0, u64::MAX);
+        let (c, new) = pc.get_or_create(&file, 3, 0, 0, u64::MAX);
         assert!(!new && Arc::ptr_eq(&b, &c));
-        let (d, _) = pc.get_or_create(&file, 16, 9, 20);
+        let (d, _) = pc.get_or_create(&file, 16, 9, 0, 20);
         assert_eq!((d.index, d.pages), (16, 4), "clipped by max_page");
         assert_eq!(file.find_range(0, 100).len(), 3);
         file.invalidate(3 * PAGE_SIZE, 3 * PAGE_SIZE + 1);
@@ -368,11 +632,51 @@ mod tests {
     }
 
     #[test]
+    fn dirty_blocks_runs() {
+        let mut d = DirtyBlocks::default();
+        assert!(d.is_clean() && d.runs().is_empty());
+        d.set(0, 3);
+        d.set(4, 5);
+        d.set(63, 66);
+        d.set(5, 6);
+        assert_eq!(d.runs(), vec![(0, 3), (4, 6), (63, 66)]);
+        assert!(d.get(64) && !d.get(3) && !d.get(1000));
+    }
+
+    #[test]
+    fn dirty_folios_are_not_evicted() {
+        let pc = PageCache::new(4 << 20);
+        let file = Arc::new(FileCache::default());
+        let (keep, _) = pc.get_or_create(&file, 0, 0, 0, u64::MAX);
+        {
+            let mut st = keep.lock();
+            st.data = vec![7; PAGE_SIZE as usize];
+            st.uptodate = true;
+            assert!(pc.account().try_reserve(1, 1) && !pc.account().try_reserve(1, 1));
+            file.set_dirty(&keep, &mut st, 0, 1, 1);
+        }
+        let keep_index = keep.index;
+        drop(keep);
+        for p in 1..5_000u64 {
+            let (f, _) = pc.get_or_create(&file, p, 0, 0, u64::MAX);
+            let mut st = f.lock();
+            st.data = vec![0; PAGE_SIZE as usize];
+            st.uptodate = true;
+        }
+        let f = file.find(keep_index).expect("the dirty folio is still cached");
+        assert_eq!(f.lock().data[0], 7);
+        assert_eq!((pc.dirty(), pc.account().reserved_blocks()), (PAGE_SIZE as usize, 1));
+        file.invalidate_all();
+        drop(f);
+        assert_eq!((pc.dirty(), pc.account().reserved_blocks()), (0, 0), "a dropped dirty folio gives all back");
+    }
+
+    #[test]
     fn budget_is_kept() {
         let pc = PageCache::new(4 << 20);
         let file = Arc::new(FileCache::default());
         for p in 0..10_000u64 {
-            let (f, _) = pc.get_or_create(&file, p, 0, u64::MAX);
+            let (f, _) = pc.get_or_create(&file, p, 0, 0, u64::MAX);
             let mut st = f.lock();
             st.data = vec![0; PAGE_SIZE as usize];
             st.uptodate = true;

@@ -1,28 +1,32 @@
-//! Buffered I/O through the page cache (seed 001).
+//! Buffered I/O through the page cache (seed 001), with delayed
+//! allocation.
 //!
 //! - **Reads take no inode I/O lock.** They work in 64 KiB-aligned
 //!   windows: every folio of the window is found or created, all are
 //!   locked in index order, missing contents are filled from the device
 //!   (under the invalidate lock, shared), and the bytes are copied out.
-//! - **A write that lies inside one cached folio** whose blocks are all
-//!   written and inside EOF takes the I/O lock *shared* and the folio
-//!   lock, copies in and writes the bytes through to their blocks; no
-//!   handle (lazy mtime aside).
+//! - **A write that lies inside one cached, uptodate folio** and inside
+//!   the file takes the I/O lock *shared* and the folio lock, copies in
+//!   and marks the folio dirty; no handle (lazy mtime aside), no device
+//!   I/O.
 //! - **Any other write** takes the I/O lock exclusively, creates (large
 //!   enough: an aligned 8 KiB write gets one 8 KiB folio) and locks the
-//!   folios of its range, writes through the allocating path, and updates
-//!   the folios before unlocking them.
+//!   folios of its range, fills those it covers only in part, copies in
+//!   and marks them dirty; a write past EOF raises the in-memory size.
 //!
-//! Because a writer holds the locks of every folio of its range while the
-//! bytes reach the device, and a reader fills and copies a window with
-//! all its folios locked, a reader sees an aligned write of up to 64 KiB
-//! either entirely or not at all; overlapping writes are serialized by
-//! the folio locks (shared path) or the exclusive I/O lock.
+//! No write allocates: a dirty folio over a hole *reserves* blocks
+//! (ENOSPC is reported by the write, never lost at writeback), and
+//! writeback (fs/writeback.rs) allocates them in large runs. Because a
+//! writer holds the locks of every folio of its range while it copies,
+//! and a reader fills and copies a window with all its folios locked, a
+//! reader sees an aligned write of up to 64 KiB either entirely or not at
+//! all; overlapping writes are serialized by the folio locks (shared
+//! path) or the exclusive I/O lock.
 
-use super::Filesystem;
+use super::FsCore;
 use crate::data::page_cache::{order_for, BlockRun, Folio, FolioState, PAGE_SIZE};
 use crate::data::{IoStats, LockPolicy};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inode::MapKind;
 use crate::locks::InodeIo;
 use parking_lot::MutexGuard;
@@ -35,82 +39,92 @@ const READ_WINDOW: u64 = 64 << 10;
 /// Exclusive writes go through the cache in pieces of this size (aligned).
 const WRITE_PIECE: u64 = 1 << 20;
 
-impl Filesystem {
+impl FsCore {
+    /// The smallest folio order that holds whole blocks.
+    fn min_folio_order(&self) -> u32 {
+        order_for(self.vol.block_size as u64)
+    }
+
     /// Finds or creates the folios covering bytes `[from, to)` in order.
     fn folios_for(&self, st: &InodeIo, from: u64, to: u64, order: u32, max_page: u64) -> Result<Vec<Arc<Folio>>> {
         let rw = self.rw()?;
         let (first, last) = (from / PAGE_SIZE, (to - 1) / PAGE_SIZE);
+        let min_order = self.min_folio_order();
         let mut out = Vec::new();
         let mut page = first;
         while page <= last {
-            let (f, _) = rw.pages.get_or_create(&st.pages, page, order, max_page.max(last));
+            let (f, _) = rw.pages.get_or_create(&st.pages, page, order, min_order, max_page.max(last));
             page = f.index + f.pages;
             out.push(f);
         }
         Ok(out)
     }
 
-    /// Fills a locked folio from the device: blocks below EOF as mapped
-    /// (holes and unwritten extents as zeros), zeros past EOF. It becomes
-    /// uptodate only if nothing changed the file's blocks meanwhile.
+    /// The size of file `ino` as readers and writers see it: the on-disk
+    /// `i_size`, or the end of buffered writes past it that are not
+    /// written back yet.
+    pub(crate) fn file_size(&self, st: &InodeIo, ino: u32) -> Result<u64> {
+        // The in-memory size first: writeback raises i_size before it
+        // clears the in-memory one, so one of the two is always current.
+        let pending = st.pages.pending_size();
+        let _m = st.map.read();
+        Ok(self.regular(ino)?.size.max(pending))
+    }
+
+    /// Fills a locked folio from the device: written blocks below the
+    /// on-disk EOF as mapped, zeros elsewhere (holes, unwritten extents,
+    /// past EOF). It becomes uptodate only if nothing changed the file's
+    /// blocks meanwhile.
     fn fill(&self, st: &InodeIo, ino: u32, f: &Folio, s: &mut FolioState) -> Result<()> {
         let _inv = st.invalidate.read();
         let gen = st.pages.generation.load(Ordering::Acquire);
         let bs = self.vol.block_size as u64;
-        let (end, runs, mapped) = self.folio_runs(st, ino, f)?;
+        let (end, runs) = self.folio_runs(st, ino, f)?;
         s.data.clear();
         s.data.resize(f.len() as usize, 0);
-        for &(l, p, n) in &runs {
-            let a = (l * bs).max(f.start());
-            let b = ((l + n) * bs).min(end);
+        for r in runs.iter().filter(|r| r.written) {
+            let a = (r.lblk * bs).max(f.start());
+            let b = ((r.lblk + r.len) * bs).min(end);
             if a < b {
                 let dst = &mut s.data[(a - f.start()) as usize..(b - f.start()) as usize];
-                self.vol.device().read_at(dst, p * bs + (a - l * bs))?;
+                self.vol.device().read_at(dst, r.pblk * bs + (a - r.lblk * bs))?;
             }
         }
         let same = st.pages.generation.load(Ordering::Acquire) == gen;
         s.uptodate = same && !f.removed.load(Ordering::Acquire);
-        s.mapped = s.uptodate && mapped;
         s.runs = runs;
         Ok(())
     }
 
-    /// The written runs under folio `f` below EOF: (EOF within the
-    /// folio's range, runs, whether every block below EOF is written).
-    fn folio_runs(&self, st: &InodeIo, ino: u32, f: &Folio) -> Result<(u64, Vec<BlockRun>, bool)> {
+    /// The allocated runs under folio `f` (all of it, EOF or not) and the
+    /// on-disk EOF clipped to the folio.
+    pub(super) fn folio_runs(&self, st: &InodeIo, ino: u32, f: &Folio) -> Result<(u64, Vec<BlockRun>)> {
         let bs = self.vol.block_size as u64;
         let _m = st.map.read();
         let i = self.regular(ino)?;
-        let end = i.size.min(f.start() + f.len());
-        let covered = i.size.saturating_sub(f.start()).min(f.len());
-        let maps = if covered > 0 { self.map_range(&i, f.start(), covered)? } else { Vec::new() };
-        let mut mapped = true;
+        let end = i.size.clamp(f.start(), f.start() + f.len());
+        let maps = self.map_range(&i, f.start(), f.len())?;
         let mut runs = Vec::with_capacity(maps.len());
         for m in &maps {
-            let a = (m.lblk * bs).max(f.start());
-            let b = ((m.lblk + m.len) * bs).min(end);
-            if a >= b {
-                continue;
-            }
-            match m.kind {
-                MapKind::Mapped(p) => {
-                    let l0 = a / bs;
-                    runs.push((l0, p + (l0 - m.lblk), b.div_ceil(bs) - l0));
-                }
-                MapKind::Unwritten(_) | MapKind::Hole => mapped = false,
+            let (p, written) = match m.kind {
+                MapKind::Mapped(p) => (p, true),
+                MapKind::Unwritten(p) => (p, false),
+                MapKind::Hole => continue,
+            };
+            let l0 = m.lblk.max(f.start() / bs);
+            let l1 = (m.lblk + m.len).min((f.start() + f.len()).div_ceil(bs));
+            if l0 < l1 {
+                runs.push(BlockRun { lblk: l0, pblk: p + (l0 - m.lblk), len: l1 - l0, written });
             }
         }
-        Ok((end, runs, mapped))
+        Ok((end, runs))
     }
 
     /// Buffered read (no inode I/O lock; see the module comment).
     pub(crate) fn read_buffered(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
         let st = rw.locks.inode(ino);
-        let size = {
-            let _m = st.map.read();
-            self.regular(ino)?.size
-        };
+        let size = self.file_size(&st, ino)?;
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
@@ -174,100 +188,189 @@ impl Filesystem {
             let piece = &data[(pos - offset) as usize..(piece_end - offset) as usize];
             let n = match self.write_piece(&st, ino, pos, piece) {
                 Ok(n) => n,
+                Err(Error::NoSpace(_)) => 0,
                 // The earlier pieces landed: a short write (POSIX).
                 Err(_) if pos > offset => break,
                 Err(e) => return Err(e),
             };
             pos += n as u64;
             if n < piece.len() {
-                break;
+                // No room to reserve blocks for the rest: write it through,
+                // allocating now, as ext4 leaves delayed allocation when
+                // space runs low; the last free blocks can be used.
+                let rest = &data[(pos - offset) as usize..(piece_end - offset) as usize];
+                let m = match self.write_through_locked(&st, ino, pos, rest) {
+                    Ok(m) => m,
+                    Err(_) if pos > offset => break,
+                    Err(e) => return Err(e),
+                };
+                pos += m as u64;
+                if m < rest.len() {
+                    break;
+                }
             }
+            if self.over_dirty_limit() {
+                // A large write would otherwise pin more dirty folios
+                // than the cache's budget holds.
+                self.writeback_locked(&st, ino)?;
+            }
+        }
+        if pos > offset {
+            self.lazy_times(&st, ino)?;
         }
         Ok((pos - offset) as usize)
     }
 
+    /// A buffered write without delayed allocation (I/O lock held
+    /// exclusively): the file's dirty data is written back, then `data`
+    /// goes through the allocating path and the cached folios of its
+    /// range are dropped.
+    fn write_through_locked(&self, st: &InodeIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.writeback_locked(st, ino)?;
+        let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
+        st.pages.invalidate(offset, offset + data.len() as u64);
+        r
+    }
+
     /// One piece of an exclusive buffered write: its folios are created
-    /// (large enough to hold an aligned write whole) and locked, the data
-    /// goes through the allocating path, then into the folios.
+    /// (large enough to hold an aligned write whole), locked, filled where
+    /// the write covers them only in part, and dirtied. Stops short at the
+    /// first folio whose blocks cannot be reserved.
     fn write_piece(&self, st: &InodeIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let len = data.len() as u64;
         let end = offset + len;
-        let size = self.regular(ino)?.size;
+        let size = self.file_size(st, ino)?;
         let max_page = (size.max(end) - 1) / PAGE_SIZE;
-        let folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
-        let mut guards: Vec<MutexGuard<'_, FolioState>> = folios.iter().map(|f| f.lock()).collect();
-        let written = self.write_locked(ino, offset, data);
-        // Update the folios before their locks go. After a complete write
-        // an uptodate folio, or one the write covers whole, gets the new
-        // bytes (and its runs looked up again: blocks may be new); any
-        // other is left for the next reader to fill from the device, which
-        // now holds whatever part of the write landed.
-        let full = matches!(written, Ok(n) if n == data.len());
-        for (f, g) in folios.iter().zip(guards.iter_mut()) {
-            let whole = offset <= f.start() && f.start() + f.len() <= end;
-            if !full || !(g.uptodate || whole) {
-                g.uptodate = false;
-                g.mapped = false;
-                continue;
+        let mut folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
+        let mut guards: Vec<MutexGuard<'_, FolioState>>;
+        let mut tries = 0;
+        loop {
+            guards = folios.iter().map(|f| f.lock()).collect();
+            // Eviction may have taken a folio between its lookup and its
+            // lock (never after: it skips locked folios); look again.
+            if tries == 16 || !folios.iter().any(|f| f.removed.load(Ordering::Acquire)) {
+                break;
             }
+            drop(guards);
+            tries += 1;
+            folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
+        }
+        let mut done = offset;
+        let mut failed = None;
+        for (f, g) in folios.iter().zip(guards.iter_mut()) {
             if !g.uptodate {
-                g.data.clear();
-                g.data.resize(f.len() as usize, 0);
+                if let Err(e) = self.prepare_for_write(st, ino, f, g, offset, end) {
+                    failed = Some(e);
+                    break;
+                }
             }
             let a = offset.max(f.start());
             let b = end.min(f.start() + f.len());
+            if let Err(e) = self.dirty_range(st, ino, f, g, a, b) {
+                failed = Some(e);
+                break;
+            }
             g.data[(a - f.start()) as usize..(b - f.start()) as usize]
                 .copy_from_slice(&data[(a - offset) as usize..(b - offset) as usize]);
-            let (_, runs, mapped) = self.folio_runs(st, ino, f)?;
-            g.uptodate = !f.removed.load(Ordering::Acquire);
-            g.mapped = g.uptodate && mapped;
-            g.runs = runs;
+            done = b;
+        }
+        if done > size {
+            st.pages.raise_size(done);
         }
         drop(guards);
-        written
+        match failed {
+            Some(e) if done == offset => Err(e),
+            _ => Ok((done - offset) as usize),
+        }
+    }
+
+    /// Makes a locked folio that is not uptodate ready for a write of
+    /// `[offset, end)`: zeros and its block map if the write covers it
+    /// whole, else its contents from the device. Nothing but eviction
+    /// (which skips locked folios) changes the file meanwhile: the caller
+    /// holds the I/O lock exclusively.
+    fn prepare_for_write(
+        &self,
+        st: &InodeIo,
+        ino: u32,
+        f: &Folio,
+        g: &mut FolioState,
+        offset: u64,
+        end: u64,
+    ) -> Result<()> {
+        if offset <= f.start() && f.start() + f.len() <= end {
+            g.data.clear();
+            g.data.resize(f.len() as usize, 0);
+            g.runs = self.folio_runs(st, ino, f)?.1;
+            g.uptodate = true;
+        } else {
+            self.fill(st, ino, f, g)?;
+        }
+        if g.uptodate && !f.removed.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(Error::Io(std::io::Error::other("page-cache folio removed during a write")))
+        }
+    }
+
+    /// Marks the blocks of `[a, b)` (inside locked folio `f`) dirty,
+    /// first reserving a block for each that becomes dirty and has none
+    /// allocated (ENOSPC if there is no room).
+    fn dirty_range(&self, st: &InodeIo, ino: u32, f: &Folio, g: &mut FolioState, a: u64, b: u64) -> Result<()> {
+        let bs = self.vol.block_size as u64;
+        let base = f.start() / bs;
+        let (first, end) = (a / bs - base, b.div_ceil(bs) - base);
+        let allocated = |l: u64| g.runs.iter().any(|r| r.lblk <= l && l < r.lblk + r.len);
+        let new = (first..end).filter(|&i| !g.dirty.get(i) && !allocated(base + i)).count() as u64;
+        if new > 0 {
+            self.reserve_blocks(new)?;
+        }
+        let was_clean = !st.pages.is_dirty();
+        let reserved = g.reserved + new;
+        st.pages.set_dirty(f, g, first, end, reserved);
+        if was_clean {
+            self.note_inode_dirty(st, ino);
+        }
+        Ok(())
+    }
+
+    /// Reserves `n` blocks for delayed allocation: they must fit in the
+    /// free blocks less root's reserve, what is reserved already and a
+    /// margin for the extent blocks writeback may need.
+    fn reserve_blocks(&self, n: u64) -> Result<()> {
+        let rw = self.rw()?;
+        let alloc = self.allocator()?;
+        let sb = &self.vol.sb;
+        let margin = (sb.blocks_count / 1024).clamp(16, 4096);
+        let root = if rw.use_reserved { 0 } else { sb.r_blocks_count };
+        let limit = alloc.free_blocks().saturating_sub(root + margin);
+        if rw.pages.account().try_reserve(n, limit) {
+            Ok(())
+        } else {
+            Err(Error::NoSpace("no room to reserve blocks for buffered data".into()))
+        }
     }
 
     /// The shared-lock path: `data` at `offset` lies inside folio `f`.
-    /// Returns false (nothing done) when the folio is not uptodate or not
-    /// entirely written blocks, or the write reaches past EOF.
+    /// Returns false (nothing done) when the folio is not uptodate, the
+    /// write reaches past EOF, or its blocks cannot be reserved (the
+    /// exclusive path then reports the error).
     fn try_write_in_folio(&self, st: &InodeIo, ino: u32, f: &Folio, offset: u64, data: &[u8]) -> Result<bool> {
         let end = offset + data.len() as u64;
-        let size = {
-            let _m = st.map.read();
-            self.regular(ino)?.size
-        };
-        if end > size {
+        if end > self.file_size(st, ino)? {
             return Ok(false);
         }
         let mut g = f.lock();
-        if !g.uptodate || !g.mapped || f.removed.load(Ordering::Acquire) {
+        if !g.uptodate || f.removed.load(Ordering::Acquire) {
             return Ok(false);
         }
-        let bs = self.vol.block_size as u64;
-        // Every byte must lie in a recorded run (the folio may end at EOF).
-        let covered = |a: u64, b: u64| {
-            let mut pos = a;
-            for &(l, _, n) in &g.runs {
-                if l * bs <= pos && pos < (l + n) * bs {
-                    pos = (l + n) * bs;
-                }
-            }
-            pos >= b
-        };
-        if !covered(offset, end) {
-            return Ok(false);
+        match self.dirty_range(st, ino, f, &mut g, offset, end) {
+            Ok(()) => {}
+            Err(Error::NoSpace(_)) => return Ok(false),
+            Err(e) => return Err(e),
         }
         let at = (offset - f.start()) as usize;
         g.data[at..at + data.len()].copy_from_slice(data);
-        for &(l, p, n) in &g.runs {
-            let a = (l * bs).max(offset);
-            let b = ((l + n) * bs).min(end);
-            if a < b {
-                self.vol
-                    .device()
-                    .write_at(&data[(a - offset) as usize..(b - offset) as usize], p * bs + (a - l * bs))?;
-            }
-        }
         Ok(true)
     }
 }

@@ -16,11 +16,19 @@
 //!   before that transaction can commit, so a crash never exposes stale
 //!   blocks and no orphan entry is needed).
 //!
+//! Page cache: a shared-lock write copies its bytes into the uptodate
+//! cached folios of its range after the device write (so dirty folios
+//! stay coherent and keep their other bytes); the exclusive path writes
+//! the file's dirty folios back first and invalidates the range after.
+//! A direct read overlays the uptodate cached folios of its range on
+//! what it read from the device, holding their locks, so it sees dirty
+//! data and never a torn buffered write.
+//!
 //! Timestamps: the shared-lock paths update mtime/ctime lazily, at most
 //! once per second per inode, in a handle of their own (ext4 does the
 //! same through `file_modified` with coarse-grained time).
 
-use super::Filesystem;
+use super::FsCore;
 use crate::data::{plan_direct_write, DirectPlan, IoStats, LockPolicy};
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, Timestamp};
@@ -28,7 +36,7 @@ use crate::inode::{self as inode_layer, extent_write as ew, MapKind, Mapping};
 use crate::locks::InodeIo;
 use std::sync::atomic::Ordering;
 
-impl Filesystem {
+impl FsCore {
     /// The blocks of `[off, off + len)` as runs (`len > 0`).
     pub(super) fn map_range(&self, i: &Inode, off: u64, len: u64) -> Result<Vec<Mapping>> {
         let bs = self.vol.block_size as u64;
@@ -83,7 +91,7 @@ impl Filesystem {
                 DirectPlan::Overwrite => {
                     let _dio = st.dio_begin();
                     self.dio_write_runs(&maps, offset, data)?;
-                    st.pages.invalidate(offset, offset + len);
+                    st.pages.write_through(offset, data);
                     IoStats::bump(&stats.dio_write_shared);
                     IoStats::bump(&stats.dio_overwrite_no_handle);
                     if !offset.is_multiple_of(bs) || !(offset + len).is_multiple_of(bs) {
@@ -110,7 +118,7 @@ impl Filesystem {
                     IoStats::bump(&stats.dio_write_shared);
                     self.dio_write_runs(&maps, offset, data)?;
                     self.convert_at_completion(&st, ino, &maps, offset, len)?;
-                    st.pages.invalidate(offset, offset + len);
+                    st.pages.write_through(offset, data);
                     self.lazy_times(&st, ino)?;
                     drop(shared);
                     return Ok(data.len());
@@ -122,6 +130,12 @@ impl Filesystem {
         // in flight (lock_exclusive drains it).
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
         IoStats::bump(&stats.dio_write_exclusive);
+        if st.pages.is_dirty() {
+            // Buffered data goes to its blocks first (the kernel's
+            // filemap_write_and_wait_range), so that the size and the
+            // map below are the file's.
+            self.writeback_locked(&st, ino)?;
+        }
         let i = self.regular(ino)?;
         let end = offset + len;
         if end <= i.size {
@@ -143,7 +157,7 @@ impl Filesystem {
                 return Ok(data.len());
             }
         }
-        let r = self.write_locked(ino, offset, data);
+        let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
         st.pages.invalidate(offset, end);
         r
     }
@@ -253,23 +267,26 @@ impl Filesystem {
         let _shared = st.io.read();
         let _dio = st.dio_begin();
         let (total, maps) = {
+            let pending = st.pages.pending_size();
             let _m = st.map.read();
             let i = self.regular(ino)?;
-            if offset >= i.size || buf.is_empty() {
+            let size = i.size.max(pending);
+            if offset >= size || buf.is_empty() {
                 return Ok(0);
             }
-            let total = (i.size - offset).min(buf.len() as u64);
+            let total = (size - offset).min(buf.len() as u64);
             (total, self.map_range(&i, offset, total)?)
         };
         let bs = self.vol.block_size as u64;
         let end = offset + total;
-        // A buffered write inside one folio runs under the shared I/O lock
-        // and reaches the device while holding that folio's lock: hold the
-        // locks of the cached folios of the range while reading, so a
-        // direct read sees such a write whole or not at all.
+        // Buffered writes land in folios (under the shared I/O lock, for
+        // those inside one folio): hold the locks of the cached folios of
+        // the range while reading, and take the uptodate ones' bytes over
+        // the device's, so a direct read sees dirty data, and a buffered
+        // write whole or not at all.
         use crate::data::page_cache::PAGE_SIZE;
         let folios = st.pages.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
-        let _held: Vec<_> = folios.iter().map(|f| f.lock()).collect();
+        let held: Vec<_> = folios.iter().map(|f| f.lock()).collect();
         for m in &maps {
             let s = (m.lblk * bs).max(offset);
             let e = ((m.lblk + m.len) * bs).min(end);
@@ -280,6 +297,13 @@ impl Filesystem {
             match m.kind {
                 MapKind::Mapped(p) => self.vol.device().read_at(dst, p * bs + (s - m.lblk * bs))?,
                 MapKind::Unwritten(_) | MapKind::Hole => dst.fill(0),
+            }
+        }
+        for (f, g) in folios.iter().zip(held.iter()) {
+            let (a, b) = (offset.max(f.start()), end.min(f.start() + f.len()));
+            if g.uptodate && !f.removed.load(Ordering::Acquire) && a < b {
+                buf[(a - offset) as usize..(b - offset) as usize]
+                    .copy_from_slice(&g.data[(a - f.start()) as usize..(b - f.start()) as usize]);
             }
         }
         Ok(total as usize)

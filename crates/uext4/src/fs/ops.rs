@@ -11,7 +11,7 @@
 //! (an entry is added only after its inode is written, removed before its
 //! inode is freed).
 
-use super::{Filesystem, Stat};
+use super::{FsCore, Stat};
 use crate::alloc::flags as aflags;
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
@@ -29,6 +29,17 @@ pub const LINK_MAX: u16 = 65000;
 const MAX_FILE_BLOCKS: u64 = 1 << 32;
 /// Blocks allocated and written per journal handle by a large write.
 const WRITE_CHUNK_BLOCKS: u64 = 8192;
+
+/// Who calls the allocating write path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteMode {
+    /// A direct write: mtime and ctime are set.
+    Direct,
+    /// Writeback of dirty folios: times were set by the writes; the
+    /// blocks reserved for the data may be allocated; `size_hint` is the
+    /// file's in-memory size (for the allocator's goal and flags).
+    Writeback { size_hint: u64 },
+}
 
 /// `rename` flags (renameat2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -89,7 +100,7 @@ fn ftype(i: &Inode) -> Result<FileType> {
     i.file_type()
 }
 
-impl Filesystem {
+impl FsCore {
     fn load(&self, ino: u32) -> Result<Inode> {
         self.inode(ino)
     }
@@ -606,6 +617,11 @@ impl Filesystem {
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let st = rw.locks.inode(ino);
+        if attr.size.is_some() && st.pages.is_dirty() {
+            // Truncate works on the blocks: the data goes to them first.
+            self.writeback_locked(&st, ino)?;
+        }
         let mut i = self.load(ino)?;
         let now = Timestamp::now();
         if let Some(size) = attr.size {
@@ -616,7 +632,6 @@ impl Filesystem {
             }
             self.check_offset(size, 0)?;
         }
-        let st = rw.locks.inode(ino);
         let shrinking = attr.size.is_some_and(|s| s < i.size);
         let _inv = shrinking.then(|| st.invalidate.write());
         let tx = self.begin(128)?;
@@ -680,17 +695,19 @@ impl Filesystem {
         Ok(())
     }
 
-    /// Writes `data` at `offset` (the simple, correct path: blocks are
-    /// allocated and the data written to the device before the handle
-    /// that maps them ends, so the transaction that makes them reachable
-    /// commits after them: ordered mode).
+    /// Writes `data` at `offset` through the page cache (buffered: the
+    /// data is in dirty folios when this returns, its blocks reserved;
+    /// writeback allocates them and writes it, see fs/writeback.rs).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.check_offset(offset, data.len() as u64)?;
-        self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))
+        let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
+        self.balance_dirty(ino)?;
+        Ok(n)
     }
 
     /// The allocating write path, with the inode's I/O lock held
-    /// exclusively and its direct I/O drained.
+    /// exclusively and its direct I/O drained (direct writes that
+    /// allocate, and writeback).
     ///
     /// The mapping lock is held (exclusively) per chunk, across the
     /// allocation and the data writes: buffered readers hold no I/O lock
@@ -698,7 +715,11 @@ impl Filesystem {
     /// their data is there. (Allocating unwritten extents first and
     /// writing outside the lock is the kernel's better way; to do.)
     /// The range is checked by the public entry points.
-    pub(crate) fn write_locked(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+    pub(crate) fn write_locked(&self, ino: u32, offset: u64, data: &[u8], mode: WriteMode) -> Result<usize> {
+        let (writeback, hint) = match mode {
+            WriteMode::Direct => (false, 0),
+            WriteMode::Writeback { size_hint } => (true, size_hint),
+        };
         let st = self.rw()?.locks.inode(ino);
         let mut i = self.load(ino)?;
         match ftype(&i)? {
@@ -717,11 +738,10 @@ impl Filesystem {
         let mut pos = offset;
         while pos < end {
             let chunk_end = end.min((pos / bs + WRITE_CHUNK_BLOCKS) * bs);
-            let tx = self.begin(256)?;
+            let tx = self.begin_tx(256, writeback)?;
             let _m = st.map.write();
-            if let Err((done, e)) =
-                self.write_chunk(&tx, &mut i, pos, &data[(pos - offset) as usize..(chunk_end - offset) as usize])
-            {
+            let chunk = &data[(pos - offset) as usize..(chunk_end - offset) as usize];
+            if let Err((done, e)) = self.write_chunk(&tx, &mut i, pos, chunk, hint) {
                 // The runs before the failing one landed: a short write.
                 // Blocks this chunk mapped past the new EOF hold data no
                 // size covers: unmap them (the kernel's truncate of a
@@ -731,7 +751,7 @@ impl Filesystem {
                 if landed > pos && landed > i.size {
                     i.size = landed;
                 }
-                if landed > pos {
+                if landed > pos && !writeback {
                     let now = Timestamp::now();
                     i.mtime = now;
                     i.ctime = now;
@@ -748,9 +768,12 @@ impl Filesystem {
             if chunk_end > i.size {
                 i.size = chunk_end;
             }
-            let now = Timestamp::now();
-            i.mtime = now;
-            i.ctime = now;
+            if !writeback {
+                // Writeback's data was timestamped when it was written.
+                let now = Timestamp::now();
+                i.mtime = now;
+                i.ctime = now;
+            }
             tx.write_inode(&mut i)?;
             self.note_tid(&tx, &[ino]);
             pos = chunk_end;
@@ -760,20 +783,38 @@ impl Filesystem {
 
     /// Writes `data` at `offset` run by run. On an error, returns how many
     /// bytes of `data` landed (the runs before the failing one) with it.
-    fn write_chunk(&self, tx: &Tx, i: &mut Inode, offset: u64, data: &[u8]) -> std::result::Result<(), (u64, Error)> {
+    fn write_chunk(
+        &self,
+        tx: &Tx,
+        i: &mut Inode,
+        offset: u64,
+        data: &[u8],
+        hint: u64,
+    ) -> std::result::Result<(), (u64, Error)> {
         let bs = self.vol.block_size as u64;
         let last = (offset + data.len() as u64 - 1) / bs;
         let mut lblk = offset / bs;
         while lblk <= last {
             let done = (lblk * bs).max(offset) - offset;
-            lblk += self.write_run(tx, i, offset, data, lblk, last).map_err(|e| (done, e))?;
+            lblk += self.write_run(tx, i, offset, data, lblk, last, hint).map_err(|e| (done, e))?;
         }
         Ok(())
     }
 
     /// Writes the run of blocks starting at `lblk` (up to `last`) that one
-    /// mapping covers; returns its length in blocks.
-    fn write_run(&self, tx: &Tx, i: &mut Inode, offset: u64, data: &[u8], lblk: u64, last: u64) -> Result<u64> {
+    /// mapping covers; returns its length in blocks. `hint` is the size
+    /// the file is known to reach (writeback's in-memory size), or 0.
+    #[allow(clippy::too_many_arguments)]
+    fn write_run(
+        &self,
+        tx: &Tx,
+        i: &mut Inode,
+        offset: u64,
+        data: &[u8],
+        lblk: u64,
+        last: u64,
+        hint: u64,
+    ) -> Result<u64> {
         let bs = self.vol.block_size as u64;
         let dev = self.vol.device();
         let m = inode::map_block(&self.vol, i, lblk)?;
@@ -790,8 +831,8 @@ impl Filesystem {
                 ew::mark_written(tx, i, lblk, n)?;
             }
             MapKind::Hole => {
-                let flags = if i.size > 16 * bs { aflags::STREAM } else { aflags::SMALL_FILE };
-                let size_hint = i.size.max(offset + data.len() as u64);
+                let size_hint = i.size.max(offset + data.len() as u64).max(hint);
+                let flags = if size_hint > 16 * bs { aflags::STREAM } else { aflags::SMALL_FILE };
                 let runs = match ew::allocate_range(tx, i, lblk, n, false, flags, size_hint) {
                     Ok(runs) => runs,
                     Err(e) => {
@@ -828,6 +869,11 @@ impl Filesystem {
         self.check_offset(offset, len)?;
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let st = rw.locks.inode(ino);
+        if st.pages.is_dirty() {
+            // fallocate works on the blocks: dirty data goes to them first.
+            self.writeback_locked(&st, ino)?;
+        }
         let mut i = self.load(ino)?;
         if ftype(&i)? != FileType::Regular {
             return Err(Error::Invalid(format!("fallocate on inode {ino}, not a regular file")));
@@ -836,7 +882,6 @@ impl Filesystem {
             return Err(Error::Unsupported("fallocate on block-mapped (non-extent) files".into()));
         }
         let end = offset + len;
-        let st = rw.locks.inode(ino);
         // Punch and zero free blocks: no folio fill may read them meanwhile.
         let frees = matches!(mode, FallocMode::PunchHole | FallocMode::ZeroRange);
         let _inv = frees.then(|| st.invalidate.write());
@@ -908,11 +953,14 @@ impl Filesystem {
         Ok(())
     }
 
-    /// fsync(2)/fdatasync(2): commits the transaction that last changed
-    /// `ino` unless it has committed already; file data is written
-    /// through, so a device flush covers it.
+    /// fsync(2)/fdatasync(2): writes back the file's dirty data, then
+    /// commits the transaction that last changed `ino` unless it has
+    /// committed already (a device flush otherwise).
     pub fn fsync(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
+        if rw.locks.inode(ino).pages.is_dirty() {
+            self.writeback_inode(ino)?;
+        }
         match rw.dirty_tid(ino) {
             Some(tid) => self.commit_tid(tid),
             None => Ok(self.vol.device().flush()?),

@@ -4,7 +4,7 @@
 //! cut the others back to their `i_size` (the kernel's
 //! ext4_orphan_cleanup).
 
-use super::Filesystem;
+use super::FsCore;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, FL_EXTENTS};
 use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
@@ -40,7 +40,7 @@ fn last_orphan(tx: &Tx) -> Result<u32> {
     Ok(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]))
 }
 
-impl Filesystem {
+impl FsCore {
     /// The last link of `i` is gone (its new count is already 0): delete
     /// it now, or, while it is open, put it on the orphan list so that a
     /// crash before the last close still frees it.

@@ -1,7 +1,7 @@
 //! Read-write state of an open filesystem: journal start-up and clean
 //! shutdown, the transaction entry point, the periodic commit.
 
-use super::Filesystem;
+use super::{Filesystem, FsCore};
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
 use crate::data::page_cache::PageCache;
@@ -40,7 +40,7 @@ pub(crate) struct RwState {
     pub ialloc: Arc<InodeAllocator>,
     pub locks: InodeLocks,
     pub rename_lock: Mutex<()>,
-    committer: Option<Committer>,
+    committer: Mutex<Option<Committer>>,
     closed: AtomicBool,
     /// Transaction that last changed each inode (fsync commits only
     /// when that one has not committed yet).
@@ -60,6 +60,8 @@ pub(crate) struct RwState {
     pub stats: IoStats,
     /// The page cache's budget and eviction.
     pub pages: PageCache,
+    /// Dirty files and the background writeback thread.
+    pub wb: super::writeback::Writeback,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -165,11 +167,8 @@ impl RwState {
     ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
-        let journal = match Journal::open(vol)? {
-            Some(j) => Some(JournalWriter::start(vol.device().clone(), vol.cache.clone(), j)?),
-            None => None,
-        };
-        let has_journal = journal.is_some();
+        let log = Journal::open(vol)?;
+        let has_journal = log.is_some();
         let now = crate::format::inode::Timestamp::now().sec as u32;
         write_sb_direct(vol, |b| {
             set_u32(b, S_MTIME, now);
@@ -182,6 +181,14 @@ impl RwState {
                 set_u16(b, S_STATE, |s| s & !STATE_VALID);
             }
         })?;
+        // The log goes live (journal superblock s_start != 0) only once
+        // the superblock says it needs recovery: a crash in between
+        // leaves an empty log to "recover", never a live log the
+        // superblock does not mention (which e2fsck would have to fix).
+        let journal = match log {
+            Some(j) => Some(JournalWriter::start(vol.device().clone(), vol.cache.clone(), j)?),
+            None => None,
+        };
         let mut committer = None;
         if let Some(j) = &journal {
             let (a, ia, v) = (Arc::downgrade(alloc), Arc::downgrade(&ialloc), Arc::downgrade(vol));
@@ -206,7 +213,7 @@ impl RwState {
             ialloc,
             locks: InodeLocks::default(),
             rename_lock: Mutex::new(()),
-            committer,
+            committer: Mutex::new(committer),
             closed: AtomicBool::new(false),
             dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             generation: AtomicU32::new(now.wrapping_mul(2_654_435_761)),
@@ -216,6 +223,7 @@ impl RwState {
             data,
             stats: IoStats::default(),
             pages: PageCache::new(if cache_bytes == 0 { PageCache::default_budget() } else { cache_bytes }),
+            wb: Default::default(),
         })
     }
 
@@ -277,11 +285,11 @@ impl RwState {
     }
 
     /// Flushes everything and marks the filesystem clean. Idempotent.
-    pub(crate) fn shutdown(&mut self, vol: &Volume, alloc: &Allocator) -> Result<()> {
+    pub(crate) fn shutdown(&self, vol: &Volume, alloc: &Allocator) -> Result<()> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.committer = None;
+        *self.committer.lock() = None;
         alloc.discard_all_prealloc();
         match &self.journal {
             Some(j) => {
@@ -341,14 +349,25 @@ fn spawn_committer(j: Weak<JournalWriter>, every: Duration) -> Committer {
     Committer { stop, thread }
 }
 
-impl Filesystem {
+impl FsCore {
     pub(crate) fn rw(&self) -> Result<&RwState> {
-        self.rw.as_ref().ok_or_else(|| Error::ReadOnly("the filesystem is open read-only".into()))
+        self.live().ok_or_else(|| Error::ReadOnly("the filesystem is open read-only".into()))
+    }
+
+    /// The read-write state, unless opened read-only or unmounted.
+    pub(crate) fn live(&self) -> Option<&RwState> {
+        self.rw_state.as_ref().filter(|rw| !rw.closed.load(Ordering::Acquire))
     }
 
     /// Starts a transaction for an operation that dirties at most about
     /// `credits` metadata blocks. Take inode locks before this.
     pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
+        self.begin_tx(credits, false)
+    }
+
+    /// [`FsCore::begin`]; `writeback` transactions may allocate the
+    /// blocks reserved for delayed allocation.
+    pub(crate) fn begin_tx(&self, credits: usize, writeback: bool) -> Result<Tx<'_>> {
         let rw = self.rw()?;
         let alloc = self.allocator()?;
         IoStats::bump(&rw.stats.handles);
@@ -356,7 +375,15 @@ impl Filesystem {
             Some(j) => j.start_handle(credits)?,
             None => Handle::direct(self.vol.cache.clone()),
         };
-        Ok(Tx { vol: &self.vol, alloc, ialloc: &rw.ialloc, handle, use_reserved: rw.use_reserved })
+        Ok(Tx {
+            vol: &self.vol,
+            alloc,
+            ialloc: &rw.ialloc,
+            handle,
+            use_reserved: rw.use_reserved,
+            delalloc: Some(rw.pages.account()),
+            writeback,
+        })
     }
 
     /// The inode locks (for the data path and the front ends).
@@ -366,22 +393,29 @@ impl Filesystem {
 
     /// The data path's counters (all zero on a read-only filesystem).
     pub fn io_stats(&self) -> IoStatsSnapshot {
-        self.rw.as_ref().map(|rw| rw.stats.snapshot()).unwrap_or_default()
+        self.live().map(|rw| rw.stats.snapshot()).unwrap_or_default()
     }
 
     /// Bytes the page cache holds now, at most, and its budget.
     pub fn page_cache_usage(&self) -> (usize, usize, usize) {
-        self.rw.as_ref().map_or((0, 0, 0), |rw| (rw.pages.used(), rw.pages.peak(), rw.pages.budget()))
+        self.live().map_or((0, 0, 0), |rw| (rw.pages.used(), rw.pages.peak(), rw.pages.budget()))
     }
 
     /// The data path's switches in force.
     pub fn data_path_config(&self) -> DataPathConfig {
-        self.rw.as_ref().map(|rw| rw.data).unwrap_or_default()
+        self.live().map(|rw| rw.data).unwrap_or_default()
     }
 
-    /// Commits the running transaction (if any) and waits for it: after
-    /// this returns, every completed operation survives a crash.
+    /// Writes back dirty data, then commits the running transaction (if
+    /// any) and waits for it: after this returns, every completed
+    /// operation survives a crash.
     pub fn commit(&self) -> Result<()> {
+        self.writeback_all()?;
+        self.commit_journal()
+    }
+
+    /// Commits the running transaction without writing back dirty data.
+    pub(crate) fn commit_journal(&self) -> Result<()> {
         match &self.rw()?.journal {
             Some(j) => j.commit(),
             None => Ok(self.vol.device().flush()?),
@@ -400,32 +434,26 @@ impl Filesystem {
     /// sync(2): commits and checkpoints, so the image is complete without
     /// its journal.
     pub fn sync(&self) -> Result<()> {
+        self.writeback_all()?;
         match &self.rw()?.journal {
             Some(j) => j.sync(),
             None => Ok(self.vol.device().flush()?),
         }
     }
 
-    /// Clean unmount: commit, checkpoint, `needs_recovery` cleared (or
-    /// `s_state` valid without a journal). The filesystem stays readable
-    /// but refuses further writes.
-    pub fn unmount(&mut self) -> Result<()> {
+    /// Clean unmount of the core (see [`Filesystem::unmount`]).
+    pub(crate) fn shutdown(&self) -> Result<()> {
+        let Some(rw) = self.live() else { return Ok(()) };
+        self.stop_writeback();
         // Files unlinked while open are deleted as at their last close.
-        let doomed: Vec<u32> = match &self.rw {
-            Some(rw) => rw.open.lock().1.iter().copied().collect(),
-            None => return Ok(()),
-        };
+        let doomed: Vec<u32> = rw.open.lock().1.iter().copied().collect();
         for ino in doomed {
-            if let Some(rw) = &self.rw {
-                let mut g = rw.open.lock();
-                g.0.insert(ino, 1);
-            }
+            rw.open.lock().0.insert(ino, 1);
             self.close_inode(ino)?;
         }
-        let Some(mut rw) = self.rw.take() else { return Ok(()) };
-        let alloc = self.alloc.get().cloned();
-        match alloc {
-            Some(a) => rw.shutdown(&self.vol, &a),
+        self.writeback_all()?;
+        match self.alloc.get() {
+            Some(a) => rw.shutdown(&self.vol, a),
             None => Ok(()),
         }
     }
@@ -482,12 +510,21 @@ impl Filesystem {
     /// true if that may have made space.
     fn can_retry_alloc(&self) -> bool {
         let pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
-        pending && self.commit().is_ok()
+        pending && self.commit_journal().is_ok()
     }
 
     /// Re-reads the primary superblock from the device (tests).
     pub fn read_superblock(&self) -> Result<Superblock> {
         read_sb(&self.vol)
+    }
+}
+
+impl Filesystem {
+    /// Clean unmount: dirty data written back, commit, checkpoint,
+    /// `needs_recovery` cleared (or `s_state` valid without a journal).
+    /// The filesystem stays readable but refuses further writes.
+    pub fn unmount(&mut self) -> Result<()> {
+        self.core.shutdown()
     }
 }
 

@@ -6,12 +6,12 @@
 //! the file counts as a hole, so `SEEK_HOLE` always finds one before
 //! `i_size`, or at it.
 
-use super::Filesystem;
+use super::FsCore;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode};
 use crate::inode::{self, MapKind};
 
-impl Filesystem {
+impl FsCore {
     /// `lseek(fd, offset, SEEK_DATA)` on regular file `ino`: the first
     /// offset at or after `offset` that holds written data. `None` means
     /// there is none before the end of the file (the caller's ENXIO).
@@ -28,8 +28,13 @@ impl Filesystem {
     }
 
     fn seek_with(&self, ino: u32, offset: u64, data: bool) -> Result<Option<u64>> {
-        match &self.rw {
+        match self.live() {
             Some(rw) => {
+                if rw.locks.inode(ino).pages.is_dirty() {
+                    // Data and holes are read from the block map: buffered
+                    // data goes to its blocks first.
+                    self.writeback_inode(ino)?;
+                }
                 // Truncate and punch take the I/O lock exclusively and
                 // change the map under the mapping lock: hold both shared.
                 let st = rw.locks.inode(ino);

@@ -12,7 +12,7 @@
 //! Placement, copy-on-write of shared blocks and the encoders live in
 //! [`crate::xattr::write`] and [`crate::format::xattr`].
 
-use super::Filesystem;
+use super::FsCore;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, Timestamp};
 use crate::format::xattr::{
@@ -75,7 +75,7 @@ fn check_writable(i: &Inode, index: u8) -> Result<()> {
     Ok(())
 }
 
-impl Filesystem {
+impl FsCore {
     /// Sets extended attribute `name` (full name: `user.`, `trusted.`,
     /// `security.` prefixes, or `system.posix_acl_access` /
     /// `system.posix_acl_default`) of inode `ino` to `value`, as

@@ -1,0 +1,361 @@
+//! Writeback: dirty folios to the device, their blocks allocated then,
+//! in large runs (delayed allocation).
+//!
+//! # When
+//! - `fsync` writes back its own file, then commits the transaction that
+//!   last changed it; `commit`, `sync` and unmount write back every file.
+//! - A background thread ("uext4-writeback", the kernel's flusher) wakes
+//!   every `writeback_interval` and writes back files dirty for longer
+//!   than `dirty_expire`; when dirty data passes half of `dirty_ratio`
+//!   of the page-cache budget it is woken at once and writes back the
+//!   oldest files until dirty data is under a quarter of it.
+//! - A writer that leaves more than `dirty_ratio` percent of the budget
+//!   dirty writes back its own file, then the oldest others, before it
+//!   returns (`balance_dirty_pages`): dirty folios cannot be evicted, so
+//!   this is what keeps the cache within its budget.
+//!
+//! # How
+//! A file is written back in batches of up to [`BATCH`] bytes of dirty
+//! folios, each under the file's I/O lock (exclusive) and the batch's
+//! folio locks. A folio whose dirty range lies on written blocks is
+//! written in place, with no handle. Other folios are grouped into runs
+//! of adjacent dirty bytes and written through the allocating path: one
+//! handle per chunk, one mballoc request per run and chunk (so a file
+//! written sequentially gets long extents), the data written before the
+//! handle stops, so the transaction that maps the blocks and raises
+//! `i_size` commits after them (ordered mode). A crash before that
+//! commit leaves the old size and no new mapping: never stale blocks.
+//! On an error the folios stay dirty (and keep their reservation); the
+//! next writeback, or `fsync`, tries again and reports it.
+
+use super::FsCore;
+use crate::data::page_cache::{all_written, Folio, FolioState};
+use crate::data::IoStats;
+use crate::error::Result;
+use crate::locks::InodeIo;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+/// Dirty bytes written back under one hold of a file's I/O lock.
+const BATCH: u64 = 16 << 20;
+const SHARDS: usize = 16;
+
+/// The dirty-inode list and the background thread's controls.
+#[derive(Debug)]
+pub(crate) struct Writeback {
+    /// Dirty files and when they became dirty.
+    dirty: Vec<Mutex<HashMap<u32, Instant>>>,
+    signal: Arc<Signal>,
+    /// Set while a wake-up is pending, so that writers over the
+    /// background threshold notify the thread once, not each.
+    kicked: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[derive(Debug, Default)]
+struct Signal {
+    /// (stop, kicked)
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl Default for Writeback {
+    fn default() -> Self {
+        Writeback {
+            dirty: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            signal: Arc::new(Signal::default()),
+            kicked: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        }
+    }
+}
+
+impl Writeback {
+    fn note(&self, ino: u32) {
+        self.dirty[ino as usize % SHARDS].lock().entry(ino).or_insert_with(Instant::now);
+    }
+
+    fn forget(&self, ino: u32) {
+        self.dirty[ino as usize % SHARDS].lock().remove(&ino);
+    }
+
+    /// Dirty files, oldest first, dirty since at least `older` ago.
+    fn list(&self, older: std::time::Duration) -> Vec<u32> {
+        let now = Instant::now();
+        let mut v: Vec<(Instant, u32)> = self
+            .dirty
+            .iter()
+            .flat_map(|s| s.lock().iter().map(|(&i, &t)| (t, i)).collect::<Vec<_>>())
+            .filter(|(t, _)| now.saturating_duration_since(*t) >= older)
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+
+    fn kick(&self) {
+        if !self.kicked.swap(true, Ordering::AcqRel) {
+            self.signal.state.lock().1 = true;
+            self.signal.cv.notify_all();
+        }
+    }
+}
+
+impl FsCore {
+    /// Starts the background writeback thread (read-write only).
+    pub(super) fn start_writeback(&self, me: Weak<FsCore>) {
+        let Some(rw) = self.live() else { return };
+        let signal = rw.wb.signal.clone();
+        let every = rw.data.writeback_interval;
+        let t = std::thread::Builder::new().name("uext4-writeback".into()).spawn(move || loop {
+            {
+                let mut g = signal.state.lock();
+                if !g.0 && !g.1 {
+                    signal.cv.wait_for(&mut g, every);
+                }
+                if g.0 {
+                    return;
+                }
+                g.1 = false;
+            }
+            let Some(fs) = me.upgrade() else { return };
+            fs.background_writeback();
+        });
+        *rw.wb.thread.lock() = t.ok();
+    }
+
+    /// Stops the background thread and waits for it.
+    pub(super) fn stop_writeback(&self) {
+        let Some(rw) = self.live() else { return };
+        rw.wb.signal.state.lock().0 = true;
+        rw.wb.signal.cv.notify_all();
+        let t = rw.wb.thread.lock().take();
+        if let Some(t) = t {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// One pass of the background thread.
+    fn background_writeback(&self) {
+        let Some(rw) = self.live() else { return };
+        rw.wb.kicked.store(false, Ordering::Release);
+        let (background, _) = self.dirty_limits();
+        let over = rw.pages.dirty() > background;
+        let older = if over { std::time::Duration::ZERO } else { rw.data.dirty_expire };
+        for ino in rw.wb.list(older) {
+            // Errors leave the folios dirty: fsync reports them.
+            let _ = self.writeback_inode(ino);
+            if over && rw.pages.dirty() <= background / 2 {
+                break;
+            }
+        }
+    }
+
+    /// (background, hard) dirty thresholds in bytes.
+    fn dirty_limits(&self) -> (usize, usize) {
+        let Some(rw) = self.live() else { return (usize::MAX, usize::MAX) };
+        let hard = rw.pages.budget() / 100 * usize::from(rw.data.dirty_ratio.clamp(1, 50));
+        (hard / 2, hard)
+    }
+
+    /// True past the hard dirty threshold.
+    pub(super) fn over_dirty_limit(&self) -> bool {
+        self.live().is_some_and(|rw| rw.pages.dirty() > self.dirty_limits().1)
+    }
+
+    /// Records that `ino` has dirty data (first folio dirtied).
+    pub(super) fn note_inode_dirty(&self, _st: &InodeIo, ino: u32) {
+        if let Some(rw) = self.live() {
+            rw.wb.note(ino);
+        }
+    }
+
+    /// After a buffered write, with no lock held: wakes the background
+    /// thread past its threshold, and past the hard one writes back
+    /// `ino`, then the oldest other files, until under it.
+    pub(crate) fn balance_dirty(&self, ino: u32) -> Result<()> {
+        let Some(rw) = self.live() else { return Ok(()) };
+        let (background, hard) = self.dirty_limits();
+        let dirty = rw.pages.dirty();
+        if dirty <= background {
+            return Ok(());
+        }
+        rw.wb.kick();
+        if dirty <= hard {
+            return Ok(());
+        }
+        self.writeback_inode(ino)?;
+        for other in rw.wb.list(std::time::Duration::ZERO) {
+            if rw.pages.dirty() <= hard {
+                break;
+            }
+            self.writeback_inode(other)?;
+        }
+        Ok(())
+    }
+
+    /// Writes back every dirty folio of `ino` (takes its I/O lock).
+    pub fn writeback_inode(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        let st = rw.locks.inode(ino);
+        loop {
+            let _l = rw.locks.lock_exclusive(&[], &[ino]);
+            if !self.writeback_batch(&st, ino)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Writes back every dirty folio of `ino`; the caller holds its I/O
+    /// lock exclusively.
+    pub(crate) fn writeback_locked(&self, st: &InodeIo, ino: u32) -> Result<()> {
+        while self.writeback_batch(st, ino)? {}
+        Ok(())
+    }
+
+    /// Writes back every dirty file.
+    pub fn writeback_all(&self) -> Result<()> {
+        let Some(rw) = self.live() else { return Ok(()) };
+        let mut first_err = None;
+        for ino in rw.wb.list(std::time::Duration::ZERO) {
+            if let Err(e) = self.writeback_inode(ino) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// One batch of `ino`'s dirty folios (I/O lock held exclusively).
+    /// Returns whether there may be more.
+    fn writeback_batch(&self, st: &InodeIo, ino: u32) -> Result<bool> {
+        let folios = st.pages.dirty_batch(BATCH);
+        if folios.is_empty() {
+            self.finish_writeback(st, ino)?;
+            return Ok(false);
+        }
+        let mut guards: Vec<MutexGuard<'_, FolioState>> = folios.iter().map(|f| f.lock()).collect();
+        let r = self.write_folios(st, ino, &folios, &mut guards);
+        drop(guards);
+        r.map(|()| true)
+    }
+
+    /// Writes the dirty ranges of locked folios `folios` (in file order).
+    fn write_folios(
+        &self,
+        st: &InodeIo,
+        ino: u32,
+        folios: &[Arc<Folio>],
+        guards: &mut [MutexGuard<'_, FolioState>],
+    ) -> Result<()> {
+        let rw = self.rw()?;
+        let bs = self.vol.block_size as u64;
+        let size = self.file_size(st, ino)?;
+        let dev = self.vol.device();
+        // Dirty blocks needing allocation, grouped into runs of adjacent
+        // bytes: (start, bytes, indexes into `folios`).
+        let mut runs: Vec<(u64, Vec<u8>, Vec<usize>)> = Vec::new();
+        for (k, (f, g)) in folios.iter().zip(guards.iter_mut()).enumerate() {
+            let mut needs_alloc = false;
+            for (s, e) in g.dirty.runs() {
+                let lo = f.start() + s * bs;
+                let hi = (f.start() + e * bs).min(size);
+                if hi <= lo {
+                    continue; // past EOF: not file data any more
+                }
+                let bytes = &g.data[(lo - f.start()) as usize..(hi - f.start()) as usize];
+                if all_written(&g.runs, lo / bs, hi.div_ceil(bs)) {
+                    for r in &g.runs {
+                        let (a, b) = ((r.lblk * bs).max(lo), ((r.lblk + r.len) * bs).min(hi));
+                        if a < b {
+                            let src = &bytes[(a - lo) as usize..(b - lo) as usize];
+                            dev.write_at(src, r.pblk * bs + (a - r.lblk * bs))?;
+                        }
+                    }
+                    rw.stats.writeback_overwrites.bump();
+                    rw.stats.writeback_bytes.add(hi - lo);
+                    continue;
+                }
+                needs_alloc = true;
+                match runs.last_mut() {
+                    Some((start, buf, idx)) if *start + buf.len() as u64 == lo => {
+                        buf.extend_from_slice(bytes);
+                        if idx.last() != Some(&k) {
+                            idx.push(k);
+                        }
+                    }
+                    _ => runs.push((lo, bytes.to_vec(), vec![k])),
+                }
+            }
+            if !needs_alloc {
+                st.pages.set_clean(f, g);
+            }
+        }
+        let mut failed = None;
+        for (start, buf, idx) in runs {
+            let r = self.write_locked(ino, start, &buf, super::ops::WriteMode::Writeback { size_hint: size });
+            let n = match r {
+                Ok(n) if n == buf.len() => n,
+                Ok(n) => {
+                    failed = Some(crate::error::Error::NoSpace(format!(
+                        "writeback of inode {ino} stopped at byte {}: the filesystem is full",
+                        start + n as u64
+                    )));
+                    n
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    0
+                }
+            };
+            IoStats::bump(&rw.stats.writeback_alloc_runs);
+            rw.stats.writeback_bytes.add(n as u64);
+            for k in idx {
+                // Their blocks are allocated now (or some are, on failure).
+                guards[k].runs = self.folio_runs(st, ino, &folios[k])?.1;
+            }
+            if failed.is_some() {
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // Every run landed: the folios that had some are clean now.
+        for (f, g) in folios.iter().zip(guards.iter_mut()) {
+            st.pages.set_clean(f, g);
+        }
+        Ok(())
+    }
+
+    /// After the last dirty folio of `ino` is written: `i_size` reaches
+    /// the in-memory size, and the file leaves the dirty list.
+    fn finish_writeback(&self, st: &InodeIo, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        let pending = st.pages.pending_size();
+        if pending != 0 {
+            let disk = {
+                let _m = st.map.read();
+                self.regular(ino)?.size
+            };
+            if pending > disk {
+                // Only a size, no data, is left (the data past the old
+                // size was already on written blocks).
+                let tx = self.begin(2)?;
+                let _m = st.map.write();
+                let mut i = self.regular(ino)?;
+                i.size = i.size.max(pending);
+                tx.write_inode(&mut i)?;
+                rw.note_dirty(&[ino], tx.tid());
+            }
+            st.pages.settle_size(pending);
+        }
+        if !st.pages.is_dirty() {
+            rw.wb.forget(ino);
+        }
+        Ok(())
+    }
+}
