@@ -7,10 +7,9 @@ mod rw_support;
 
 use rw_support::pattern;
 
-use rw_support::{fsck_clean, is_root, mkfs};
+use rw_support::{fsck_clean, mkfs};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use uext4::data::{DataPathConfig, IoStatsSnapshot, LockPolicy};
@@ -28,22 +27,6 @@ fn io_handles(d: &IoStatsSnapshot) -> u64 {
 }
 
 /// Reads the files back through a kernel loop mount (root only).
-fn kernel_check(img: &Path, files: &[(&str, Vec<u8>)]) {
-    if !is_root() {
-        eprintln!("SKIP: kernel read-back needs root and loop devices");
-        return;
-    }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").args(["-o", "loop,ro"]).arg(img).arg(mnt.path()).status().unwrap();
-    assert!(st.success(), "kernel refused to mount {}", img.display());
-    let guard = rw_support::Umount(mnt.path().to_path_buf());
-    for (name, want) in files {
-        let got = std::fs::read(mnt.path().join(name)).unwrap();
-        assert!(&got == want, "kernel read of {name} differs");
-    }
-    drop(guard);
-}
-
 #[test]
 fn each_write_kind_takes_its_path() {
     for args in [&["-b", "4096"][..], &["-b", "1024", "-O", "^metadata_csum"]] {
@@ -124,7 +107,7 @@ fn each_write_kind_takes_its_path() {
         fs.unmount().unwrap();
         drop(fs);
         fsck_clean(&img);
-        kernel_check(&img, &[("written", model), ("unwritten", umodel), ("holes", hmodel)]);
+        rw_support::kernel_read_back(&img, &[("written", model), ("unwritten", umodel), ("holes", hmodel)]);
     }
 }
 
@@ -350,7 +333,7 @@ fn many_threads_overlapping_ranges_match_the_model() {
     }
     fsck_clean(&img);
     let files: Vec<(&str, Vec<u8>)> = finals.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
-    kernel_check(&img, &files);
+    rw_support::kernel_read_back(&img, &files);
 }
 
 #[test]
@@ -362,5 +345,5 @@ fn many_threads_overlapping_ranges_1k_blocks() {
     }
     fsck_clean(&img);
     let files: Vec<(&str, Vec<u8>)> = finals.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
-    kernel_check(&img, &files);
+    rw_support::kernel_read_back(&img, &files);
 }

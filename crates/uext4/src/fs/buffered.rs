@@ -274,7 +274,7 @@ impl FsCore {
                 .copy_from_slice(&data[(a - offset) as usize..(b - offset) as usize]);
             done = b;
         }
-        if done > size {
+        if done > offset && done > size {
             st.pages.raise_size(done);
         }
         drop(guards);

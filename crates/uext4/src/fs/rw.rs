@@ -401,6 +401,11 @@ impl FsCore {
         self.live().map_or((0, 0, 0), |rw| (rw.pages.used(), rw.pages.peak(), rw.pages.budget()))
     }
 
+    /// Bytes of dirty folios (buffered data not yet written back).
+    pub fn dirty_bytes(&self) -> usize {
+        self.live().map_or(0, |rw| rw.pages.dirty())
+    }
+
     /// The data path's switches in force.
     pub fn data_path_config(&self) -> DataPathConfig {
         self.live().map(|rw| rw.data).unwrap_or_default()

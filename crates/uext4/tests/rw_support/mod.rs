@@ -85,3 +85,23 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     (0..len).map(|_| r.next() as u8).collect()
 }
+
+/// Mounts `img` read-only with the kernel's ext4 (root and loop devices
+/// needed; skipped with a message otherwise) and compares each named
+/// file with its expected contents.
+#[allow(dead_code)]
+pub fn kernel_read_back(img: &Path, files: &[(&str, Vec<u8>)]) {
+    if !is_root() {
+        eprintln!("SKIP: kernel read-back needs root and loop devices");
+        return;
+    }
+    let mnt = tempfile::tempdir().unwrap();
+    let st = Command::new("mount").args(["-o", "loop,ro"]).arg(img).arg(mnt.path()).status().unwrap();
+    assert!(st.success(), "kernel refused to mount {}", img.display());
+    let guard = Umount(mnt.path().to_path_buf());
+    for (name, want) in files {
+        let got = std::fs::read(mnt.path().join(name)).unwrap();
+        assert!(&got == want, "kernel read of {name} differs");
+    }
+    drop(guard);
+}
