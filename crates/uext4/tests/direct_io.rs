@@ -320,20 +320,25 @@ fn model_run(img: &Path, threads: usize, ops: usize, seed: u64, cfg: DataPathCon
 
 #[test]
 fn many_threads_overlapping_ranges_match_the_model() {
-    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
-    let mut seed = 1;
-    let mut finals = Vec::new();
-    for threads in [2, 4, 8, 32] {
-        for cfg in
-            [DataPathConfig::default(), DataPathConfig { lock_policy: LockPolicy::Exclusive, ..Default::default() }]
-        {
-            finals.extend(model_run(&img, threads, 1200 / threads, seed, cfg));
-            seed += 1;
+    // CI runs one round (8 seeds); UEXT4_MODEL_ROUNDS=N runs N rounds with
+    // other seeds, on a fresh image each.
+    let rounds: u64 = std::env::var("UEXT4_MODEL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    for round in 0..rounds {
+        let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+        let mut seed = 1 + round * 100;
+        let mut finals = Vec::new();
+        for threads in [2, 4, 8, 32] {
+            for cfg in
+                [DataPathConfig::default(), DataPathConfig { lock_policy: LockPolicy::Exclusive, ..Default::default() }]
+            {
+                finals.extend(model_run(&img, threads, 1200 / threads, seed, cfg));
+                seed += 1;
+            }
         }
+        fsck_clean(&img);
+        let files: Vec<(&str, Vec<u8>)> = finals.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+        rw_support::kernel_read_back(&img, &files);
     }
-    fsck_clean(&img);
-    let files: Vec<(&str, Vec<u8>)> = finals.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
-    rw_support::kernel_read_back(&img, &files);
 }
 
 #[test]

@@ -456,11 +456,13 @@ impl FsCore {
             rw.open.lock().0.insert(ino, 1);
             self.close_inode(ino)?;
         }
-        self.writeback_all()?;
-        match self.alloc.get() {
-            Some(a) => rw.shutdown(&self.vol, a),
-            None => Ok(()),
+        // A writeback error (the data stays lost in memory) is reported,
+        // but the metadata is still committed and the log emptied.
+        let written = self.writeback_all();
+        if let Some(a) = self.alloc.get() {
+            rw.shutdown(&self.vol, a)?;
         }
+        written
     }
 
     /// Runs `op` again (at most 3 times) when it fails with ENOSPC while
