@@ -320,11 +320,19 @@ impl FileCache {
     /// racing with the direct one is neither lost nor torn: whichever
     /// took the folio lock last is what the folio (and, after writeback,
     /// the device) holds.
-    pub fn write_through(&self, offset: u64, data: &[u8]) {
+    ///
+    /// The folios it changes become dirty (their blocks are allocated, so
+    /// nothing is reserved): an in-place writeback running at the same
+    /// time (under the shared I/O lock too) may have put a folio's older
+    /// bytes on the device after the direct write; writing the folio
+    /// again makes the device match it. Returns true if the file had no
+    /// dirty folio before (it must join the dirty list).
+    pub fn write_through(&self, offset: u64, data: &[u8], bs: u64) -> bool {
         if data.is_empty() {
-            return;
+            return false;
         }
         let end = offset + data.len() as u64;
+        let mut first_dirty = false;
         for f in self.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE) {
             let mut g = f.lock();
             if !g.uptodate || f.removed.load(Ordering::Acquire) {
@@ -333,22 +341,31 @@ impl FileCache {
             let (a, b) = (offset.max(f.start()), end.min(f.start() + f.len()));
             g.data[(a - f.start()) as usize..(b - f.start()) as usize]
                 .copy_from_slice(&data[(a - offset) as usize..(b - offset) as usize]);
+            let base = f.start() / bs;
+            let reserved = g.reserved;
+            first_dirty |= self.set_dirty(&f, &mut g, a / bs - base, b.div_ceil(bs) - base, reserved);
         }
+        first_dirty
     }
 
     /// Marks blocks `[first, end)` (counted from the folio's first block)
     /// of locked folio `f` dirty, with `reserved` blocks reserved for it
-    /// in all (the caller reserved the increase).
-    pub fn set_dirty(&self, f: &Folio, st: &mut FolioState, first: u64, end: u64, reserved: u64) {
+    /// in all (the caller reserved the increase). Returns true if the
+    /// file had no dirty folio before (it must join the dirty list).
+    pub fn set_dirty(&self, f: &Folio, st: &mut FolioState, first: u64, end: u64, reserved: u64) -> bool {
         let extra = reserved.saturating_sub(st.reserved);
+        let mut first_dirty = false;
         if st.dirty.is_clean() {
             f.acct.dirty.fetch_add(f.len() as usize, Ordering::Relaxed);
-            self.dirty_bytes.fetch_add(f.len(), Ordering::AcqRel);
+            first_dirty = self.dirty_bytes.fetch_add(f.len(), Ordering::AcqRel) == 0;
             self.dirty_index.lock().insert(f.index);
         }
-        self.reserved.fetch_add(extra, Ordering::AcqRel);
-        st.reserved += extra;
+        if extra > 0 {
+            self.reserved.fetch_add(extra, Ordering::AcqRel);
+            st.reserved += extra;
+        }
         st.dirty.set(first, end);
+        first_dirty
     }
 
     /// Marks locked folio `f` clean after writeback, giving back its
@@ -367,9 +384,10 @@ impl FileCache {
     }
 
     /// Up to `max_bytes` of dirty folios, in file order, starting with the
-    /// first dirty one; stale index entries are dropped.
-    pub fn dirty_batch(&self, max_bytes: u64) -> Vec<Arc<Folio>> {
-        let keys: Vec<u64> = self.dirty_index.lock().iter().copied().collect();
+    /// first dirty one at or after page `from`; stale index entries are
+    /// dropped.
+    pub fn dirty_batch(&self, from: u64, max_bytes: u64) -> Vec<Arc<Folio>> {
+        let keys: Vec<u64> = self.dirty_index.lock().range(from..).copied().collect();
         let mut out: Vec<Arc<Folio>> = Vec::new();
         let mut bytes = 0;
         let mut stale = Vec::new();

@@ -325,11 +325,8 @@ impl FsCore {
         if new > 0 {
             self.reserve_blocks(new)?;
         }
-        let was_clean = !st.pages.is_dirty();
-        let reserved = g.reserved + new;
-        st.pages.set_dirty(f, g, first, end, reserved);
-        if was_clean {
-            self.note_inode_dirty(st, ino);
+        if st.pages.set_dirty(f, g, first, end, g.reserved + new) {
+            self.note_inode_dirty(ino);
         }
         Ok(())
     }

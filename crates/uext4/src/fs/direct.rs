@@ -17,8 +17,10 @@
 //!   blocks and no orphan entry is needed).
 //!
 //! Page cache: a shared-lock write copies its bytes into the uptodate
-//! cached folios of its range after the device write (so dirty folios
-//! stay coherent and keep their other bytes); the exclusive path writes
+//! cached folios of its range after the device write and marks them
+//! dirty (so they stay coherent, keep their other bytes, and an in-place
+//! writeback racing with the write cannot leave older bytes on the
+//! device for good); the exclusive path writes
 //! the file's dirty folios back first and invalidates the range after.
 //! A direct read overlays the uptodate cached folios of its range on
 //! what it read from the device, holding their locks, so it sees dirty
@@ -91,7 +93,9 @@ impl FsCore {
                 DirectPlan::Overwrite => {
                     let _dio = st.dio_begin();
                     self.dio_write_runs(&maps, offset, data)?;
-                    st.pages.write_through(offset, data);
+                    if st.pages.write_through(offset, data, bs) {
+                        self.note_inode_dirty(ino);
+                    }
                     IoStats::bump(&stats.dio_write_shared);
                     IoStats::bump(&stats.dio_overwrite_no_handle);
                     if !offset.is_multiple_of(bs) || !(offset + len).is_multiple_of(bs) {
@@ -118,7 +122,9 @@ impl FsCore {
                     IoStats::bump(&stats.dio_write_shared);
                     self.dio_write_runs(&maps, offset, data)?;
                     self.convert_at_completion(&st, ino, &maps, offset, len)?;
-                    st.pages.write_through(offset, data);
+                    if st.pages.write_through(offset, data, bs) {
+                        self.note_inode_dirty(ino);
+                    }
                     self.lazy_times(&st, ino)?;
                     drop(shared);
                     return Ok(data.len());

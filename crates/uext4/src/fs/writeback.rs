@@ -16,15 +16,19 @@
 //!
 //! # How
 //! A file is written back in batches of up to [`BATCH`] bytes of dirty
-//! folios, each under the file's I/O lock (exclusive) and the batch's
-//! folio locks. A folio whose dirty range lies on written blocks is
-//! written in place, with no handle. Other folios are grouped into runs
-//! of adjacent dirty bytes and written through the allocating path: one
-//! handle per chunk, one mballoc request per run and chunk (so a file
-//! written sequentially gets long extents), the data written before the
-//! handle stops, so the transaction that maps the blocks and raises
-//! `i_size` commits after them (ordered mode). A crash before that
-//! commit leaves the old size and no new mapping: never stale blocks.
+//! folios, each batch's folios locked while their bytes go out. First,
+//! under the file's I/O lock *shared*, the dirty blocks that are already
+//! written go back in place, with no handle: writers and direct I/O of
+//! the file go on meanwhile, and truncate and punch (exclusive) cannot
+//! free the blocks. Then, only if some dirty block has no written block
+//! yet or the in-memory size is past `i_size`, under the lock
+//! exclusively: the remaining dirty blocks are grouped into runs of
+//! adjacent bytes and written through the allocating path: one handle per
+//! chunk, one mballoc request per run and chunk (so a file written
+//! sequentially gets long extents), the data written before the handle
+//! stops, so the transaction that maps the blocks and raises `i_size`
+//! commits after them (ordered mode). A crash before that commit leaves
+//! the old size and no new mapping: never stale blocks.
 //! On an error the folios stay dirty (and keep their reservation); the
 //! next writeback, or `fsync`, tries again and reports it.
 
@@ -78,8 +82,14 @@ impl Writeback {
         self.dirty[ino as usize % SHARDS].lock().entry(ino).or_insert_with(Instant::now);
     }
 
-    fn forget(&self, ino: u32) {
-        self.dirty[ino as usize % SHARDS].lock().remove(&ino);
+    /// Takes `ino` off the list unless it is dirty again: the check is
+    /// under the list's lock, which a writer dirtying the file's first
+    /// folio takes to put it back (see `FileCache::set_dirty`).
+    fn forget(&self, ino: u32, file: &crate::data::page_cache::FileCache) {
+        let mut shard = self.dirty[ino as usize % SHARDS].lock();
+        if !file.is_dirty() {
+            shard.remove(&ino);
+        }
     }
 
     /// Dirty files, oldest first, dirty since at least `older` ago.
@@ -168,7 +178,7 @@ impl FsCore {
     }
 
     /// Records that `ino` has dirty data (first folio dirtied).
-    pub(super) fn note_inode_dirty(&self, _st: &InodeIo, ino: u32) {
+    pub(super) fn note_inode_dirty(&self, ino: u32) {
         if let Some(rw) = self.live() {
             rw.wb.note(ino);
         }
@@ -199,22 +209,42 @@ impl FsCore {
     }
 
     /// Writes back every dirty folio of `ino` (takes its I/O lock).
+    ///
+    /// First, under the I/O lock *shared*, every dirty block that is
+    /// already written goes back in place: writers and direct I/O of the
+    /// file go on meanwhile (each folio is locked only while its bytes go
+    /// out), and truncate and punch, which take the lock exclusively,
+    /// cannot free the blocks. Then, only if some dirty block needs
+    /// allocating (or the in-memory size must reach `i_size`), the rest
+    /// under the lock exclusively, as the allocating path requires.
     pub fn writeback_inode(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
         let st = rw.locks.inode(ino);
-        loop {
-            let _l = rw.locks.lock_exclusive(&[], &[ino]);
-            if !self.writeback_batch(&st, ino)? {
-                return Ok(());
-            }
+        let mut from = 0;
+        let mut needs_alloc = false;
+        while let Some(next) = {
+            let _shared = st.io.read();
+            self.writeback_batch(&st, ino, from, false, &mut needs_alloc)?
+        } {
+            from = next;
         }
+        // Blocks dirtied again meanwhile are newer writes: not ours to wait
+        // for (fsync's data was all in the batches above).
+        if needs_alloc || st.pages.pending_size() != 0 {
+            let _l = rw.locks.lock_exclusive(&[], &[ino]);
+            self.writeback_locked(&st, ino)?;
+        } else {
+            rw.wb.forget(ino, &st.pages);
+        }
+        Ok(())
     }
 
     /// Writes back every dirty folio of `ino`; the caller holds its I/O
     /// lock exclusively.
     pub(crate) fn writeback_locked(&self, st: &InodeIo, ino: u32) -> Result<()> {
-        while self.writeback_batch(st, ino)? {}
-        Ok(())
+        let mut ignored = false;
+        while self.writeback_batch(st, ino, 0, true, &mut ignored)?.is_some() {}
+        self.finish_writeback(st, ino)
     }
 
     /// Writes back every dirty file.
@@ -229,28 +259,42 @@ impl FsCore {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// One batch of `ino`'s dirty folios (I/O lock held exclusively).
-    /// Returns whether there may be more.
-    fn writeback_batch(&self, st: &InodeIo, ino: u32) -> Result<bool> {
-        let folios = st.pages.dirty_batch(BATCH);
-        if folios.is_empty() {
-            self.finish_writeback(st, ino)?;
-            return Ok(false);
-        }
+    /// One batch of `ino`'s dirty folios from page `from` on: in place
+    /// only (I/O lock held shared; `needs_alloc` is set if some dirty
+    /// block is not written yet), or everything (`allocate`, I/O lock
+    /// held exclusively). Returns where the next batch starts, or None
+    /// when there was nothing left.
+    fn writeback_batch(
+        &self,
+        st: &InodeIo,
+        ino: u32,
+        from: u64,
+        allocate: bool,
+        needs_alloc: &mut bool,
+    ) -> Result<Option<u64>> {
+        let folios = st.pages.dirty_batch(from, BATCH);
+        let Some(last) = folios.last() else { return Ok(None) };
+        let next = last.index + last.pages;
         let mut guards: Vec<MutexGuard<'_, FolioState>> = folios.iter().map(|f| f.lock()).collect();
-        let r = self.write_folios(st, ino, &folios, &mut guards);
+        let r = self.write_folios(st, ino, &folios, &mut guards, allocate);
         drop(guards);
-        r.map(|()| true)
+        *needs_alloc |= r?;
+        // With allocation every batch cleans its folios: start over from
+        // the first dirty folio (new ones may have appeared before it).
+        Ok(Some(if allocate { 0 } else { next }))
     }
 
-    /// Writes the dirty ranges of locked folios `folios` (in file order).
+    /// Writes the dirty blocks of locked folios `folios` (in file order):
+    /// those already written in place; the others through the allocating
+    /// path if `allocate`, else left dirty (returns true if there were).
     fn write_folios(
         &self,
         st: &InodeIo,
         ino: u32,
         folios: &[Arc<Folio>],
         guards: &mut [MutexGuard<'_, FolioState>],
-    ) -> Result<()> {
+        allocate: bool,
+    ) -> Result<bool> {
         let rw = self.rw()?;
         let bs = self.vol.block_size as u64;
         let size = self.file_size(st, ino)?;
@@ -258,6 +302,7 @@ impl FsCore {
         // Dirty blocks needing allocation, grouped into runs of adjacent
         // bytes: (start, bytes, indexes into `folios`).
         let mut runs: Vec<(u64, Vec<u8>, Vec<usize>)> = Vec::new();
+        let mut left_dirty = false;
         for (k, (f, g)) in folios.iter().zip(guards.iter_mut()).enumerate() {
             let mut needs_alloc = false;
             for (s, e) in g.dirty.runs() {
@@ -280,6 +325,9 @@ impl FsCore {
                     continue;
                 }
                 needs_alloc = true;
+                if !allocate {
+                    continue;
+                }
                 match runs.last_mut() {
                     Some((start, buf, idx)) if *start + buf.len() as u64 == lo => {
                         buf.extend_from_slice(bytes);
@@ -293,6 +341,10 @@ impl FsCore {
             if !needs_alloc {
                 st.pages.set_clean(f, g);
             }
+            left_dirty |= needs_alloc;
+        }
+        if !allocate {
+            return Ok(left_dirty);
         }
         let mut failed = None;
         for (start, buf, idx) in runs {
@@ -328,7 +380,7 @@ impl FsCore {
         for (f, g) in folios.iter().zip(guards.iter_mut()) {
             st.pages.set_clean(f, g);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// After the last dirty folio of `ino` is written: `i_size` reaches
@@ -353,9 +405,7 @@ impl FsCore {
             }
             st.pages.settle_size(pending);
         }
-        if !st.pages.is_dirty() {
-            rw.wb.forget(ino);
-        }
+        rw.wb.forget(ino, &st.pages);
         Ok(())
     }
 }
