@@ -135,36 +135,52 @@ pub struct FolioState {
 }
 
 /// Which blocks of a folio are dirty: bit `i` for the folio's `i`-th
-/// block (no words while clean).
+/// block (no words while clean), and how many bytes they hold.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct DirtyBlocks(Vec<u64>);
+pub struct DirtyBlocks {
+    bits: Vec<u64>,
+    bytes: u64,
+}
 
 impl DirtyBlocks {
     /// No block dirty.
     pub fn is_clean(&self) -> bool {
-        self.0.is_empty()
+        self.bits.is_empty()
     }
 
     /// Block `i` is dirty.
     pub fn get(&self, i: u64) -> bool {
-        self.0.get((i / 64) as usize).is_some_and(|w| w >> (i % 64) & 1 == 1)
+        self.bits.get((i / 64) as usize).is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 
-    /// Marks blocks `[first, end)` dirty.
-    pub fn set(&mut self, first: u64, end: u64) {
+    /// Bytes of the dirty blocks.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Marks blocks `[first, end)` of `bs` bytes dirty; returns the bytes
+    /// that were not dirty before.
+    pub fn set(&mut self, first: u64, end: u64, bs: u64) -> u64 {
         let words = end.div_ceil(64) as usize;
-        if self.0.len() < words {
-            self.0.resize(words, 0);
+        if self.bits.len() < words {
+            self.bits.resize(words, 0);
         }
+        let mut added = 0;
         for i in first..end {
-            self.0[(i / 64) as usize] |= 1 << (i % 64);
+            let w = &mut self.bits[(i / 64) as usize];
+            if *w >> (i % 64) & 1 == 0 {
+                *w |= 1 << (i % 64);
+                added += bs;
+            }
         }
+        self.bytes += added;
+        added
     }
 
     /// The maximal runs of dirty blocks, as `[start, end)`, in order.
     pub fn runs(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        for i in (0..self.0.len() as u64 * 64).filter(|&i| self.get(i)) {
+        for i in (0..self.bits.len() as u64 * 64).filter(|&i| self.get(i)) {
             match out.last_mut() {
                 Some((_, e)) if *e == i => *e += 1,
                 _ => out.push((i, i + 1)),
@@ -173,8 +189,10 @@ impl DirtyBlocks {
         out
     }
 
-    fn clear(&mut self) {
-        self.0 = Vec::new();
+    /// Marks every block clean; returns the bytes that were dirty.
+    fn clear(&mut self) -> u64 {
+        self.bits = Vec::new();
+        std::mem::take(&mut self.bytes)
     }
 }
 
@@ -208,10 +226,11 @@ impl Drop for Folio {
         let st = self.state.get_mut();
         if !st.dirty.is_clean() {
             // Dropped dirty: the file was deleted (its data is not wanted).
-            self.acct.dirty.fetch_sub(len as usize, Ordering::Relaxed);
+            let bytes = st.dirty.bytes();
+            self.acct.dirty.fetch_sub(bytes as usize, Ordering::Relaxed);
             self.acct.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
             if let Some(file) = self.file.upgrade() {
-                file.dirty_bytes.fetch_sub(len, Ordering::AcqRel);
+                file.dirty_bytes.fetch_sub(bytes, Ordering::AcqRel);
                 file.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
             }
         }
@@ -343,28 +362,33 @@ impl FileCache {
                 .copy_from_slice(&data[(a - offset) as usize..(b - offset) as usize]);
             let base = f.start() / bs;
             let reserved = g.reserved;
-            first_dirty |= self.set_dirty(&f, &mut g, a / bs - base, b.div_ceil(bs) - base, reserved);
+            first_dirty |= self.set_dirty(&f, &mut g, a / bs - base, b.div_ceil(bs) - base, bs, reserved);
         }
         first_dirty
     }
 
-    /// Marks blocks `[first, end)` (counted from the folio's first block)
-    /// of locked folio `f` dirty, with `reserved` blocks reserved for it
-    /// in all (the caller reserved the increase). Returns true if the
-    /// file had no dirty folio before (it must join the dirty list).
-    pub fn set_dirty(&self, f: &Folio, st: &mut FolioState, first: u64, end: u64, reserved: u64) -> bool {
-        let extra = reserved.saturating_sub(st.reserved);
+    /// Marks blocks `[first, end)` (counted from the folio's first block,
+    /// `bs` bytes each) of locked folio `f` dirty, with `reserved` blocks
+    /// reserved for it in all (the caller reserved the increase). Returns
+    /// true if the file had no dirty block before (it must join the dirty
+    /// list). Rewriting dirty blocks touches no shared counter.
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_dirty(&self, f: &Folio, st: &mut FolioState, first: u64, end: u64, bs: u64, reserved: u64) -> bool {
+        let was_clean = st.dirty.is_clean();
+        let added = st.dirty.set(first, end, bs);
         let mut first_dirty = false;
-        if st.dirty.is_clean() {
-            f.acct.dirty.fetch_add(f.len() as usize, Ordering::Relaxed);
-            first_dirty = self.dirty_bytes.fetch_add(f.len(), Ordering::AcqRel) == 0;
+        if added > 0 {
+            f.acct.dirty.fetch_add(added as usize, Ordering::Relaxed);
+            first_dirty = self.dirty_bytes.fetch_add(added, Ordering::AcqRel) == 0;
+        }
+        if was_clean && !st.dirty.is_clean() {
             self.dirty_index.lock().insert(f.index);
         }
+        let extra = reserved.saturating_sub(st.reserved);
         if extra > 0 {
             self.reserved.fetch_add(extra, Ordering::AcqRel);
             st.reserved += extra;
         }
-        st.dirty.set(first, end);
         first_dirty
     }
 
@@ -374,10 +398,10 @@ impl FileCache {
         if st.dirty.is_clean() {
             return;
         }
-        st.dirty.clear();
-        f.acct.dirty.fetch_sub(f.len() as usize, Ordering::Relaxed);
+        let bytes = st.dirty.clear();
+        f.acct.dirty.fetch_sub(bytes as usize, Ordering::Relaxed);
         f.acct.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
-        self.dirty_bytes.fetch_sub(f.len(), Ordering::AcqRel);
+        self.dirty_bytes.fetch_sub(bytes, Ordering::AcqRel);
         self.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
         st.reserved = 0;
         self.dirty_index.lock().remove(&f.index);
@@ -653,12 +677,13 @@ mod tests {
     fn dirty_blocks_runs() {
         let mut d = DirtyBlocks::default();
         assert!(d.is_clean() && d.runs().is_empty());
-        d.set(0, 3);
-        d.set(4, 5);
-        d.set(63, 66);
-        d.set(5, 6);
-        assert_eq!(d.runs(), vec![(0, 3), (4, 6), (63, 66)]);
-        assert!(d.get(64) && !d.get(3) && !d.get(1000));
+        assert_eq!(d.set(0, 3, 1024), 3072);
+        d.set(4, 5, 1024);
+        d.set(63, 66, 1024);
+        assert_eq!(d.set(2, 6, 1024), 2048, "blocks 3 and 5 are new");
+        assert_eq!(d.runs(), vec![(0, 6), (63, 66)]);
+        assert_eq!(d.bytes(), 9 * 1024);
+        assert!(d.get(64) && !d.get(6) && !d.get(1000));
     }
 
     #[test]
@@ -671,7 +696,7 @@ mod tests {
             st.data = vec![7; PAGE_SIZE as usize];
             st.uptodate = true;
             assert!(pc.account().try_reserve(1, 1) && !pc.account().try_reserve(1, 1));
-            file.set_dirty(&keep, &mut st, 0, 1, 1);
+            file.set_dirty(&keep, &mut st, 0, 1, PAGE_SIZE, 1);
         }
         let keep_index = keep.index;
         drop(keep);

@@ -325,7 +325,7 @@ impl FsCore {
         if new > 0 {
             self.reserve_blocks(new)?;
         }
-        if st.pages.set_dirty(f, g, first, end, g.reserved + new) {
+        if st.pages.set_dirty(f, g, first, end, bs, g.reserved + new) {
             self.note_inode_dirty(ino);
         }
         Ok(())
