@@ -62,6 +62,8 @@ pub struct MountOpts {
     pub fsname: Option<String>,
     /// `cache=SIZE`: the page-cache budget (default: the library's).
     pub cache_bytes: Option<u64>,
+    /// `errors=continue|remount-ro|panic` (default remount-ro).
+    pub errors: uext4_fuse::OnError,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -112,14 +114,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             // has the feature: accepted as ext4 accepts them.
             ("data", Some("ordered")) | ("journal_checksum", None) => {}
             ("data", Some(v)) => return Err(format!("data={v}: only data=ordered is supported")),
-            // Journal errors already stop all writing (EROFS/EIO) and leave
-            // the journal for recovery: ext4's remount-ro.
-            ("errors", Some("remount-ro")) => {}
-            ("errors", Some(v)) => {
-                return Err(format!(
-                    "errors={v}: only errors=remount-ro is supported (what uext4 does on a journal error)"
-                ))
-            }
+            ("errors", Some(v)) => o.errors = v.parse()?,
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
             (k, None) if uext4_fuse::KERNEL_FLAGS.contains(&k) => o.kernel_flags.push(k.to_string()),
@@ -132,7 +127,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, direct_io, debug, \
-             cache=SIZE, data=ordered, journal_checksum, errors=remount-ro)",
+             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic)",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", ")
         ));
@@ -366,6 +361,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         direct_io: opts.direct_io,
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
         kernel_flags: opts.kernel_flags.clone(),
+        errors: opts.errors,
         ..MountConfig::default()
     };
     let mount = match uext4_fuse::Mount::new(fs.clone(), mnt, &cfg) {
@@ -525,7 +521,9 @@ mod tests {
         assert!(parse("lock_policy=fast").unwrap_err().contains("fast"));
         assert!(parse("dio_unaligned_concurrent=maybe").unwrap_err().contains("maybe"));
         assert!(parse("data=writeback").unwrap_err().contains("data=ordered"));
-        assert!(parse("errors=panic").unwrap_err().contains("remount-ro"));
+        assert_eq!(parse("errors=panic").unwrap().errors, uext4_fuse::OnError::Stop);
+        assert_eq!(parse("errors=continue").unwrap().errors, uext4_fuse::OnError::Continue);
+        assert!(parse("errors=frob").unwrap_err().contains("remount-ro"));
     }
 
     #[test]

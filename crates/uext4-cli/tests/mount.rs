@@ -533,3 +533,65 @@ fn fuse_signals_helper_and_errors() {
     wait_image_free(&fx.img);
     fx.assert_clean();
 }
+
+/// `errors=`: a directory block with a bad checksum is found through the
+/// mount; remount-ro refuses every later change with EROFS, continue
+/// goes on, panic stops the daemon at once (the mount is left dead, the
+/// image with its journal for recovery).
+#[test]
+fn fuse_errors_option() {
+    require_fuse!();
+    let fx = Fixture::new("64M");
+    fx.mount("rw");
+    fs::create_dir(fx.path("d")).expect("mkdir");
+    for i in 0..5 {
+        fs::write(fx.path(&format!("d/f{i}")), b"x").expect("write");
+    }
+    fs::write(fx.path("kept"), b"kept").expect("write");
+    fx.unmount();
+    // Garbage in the middle of d's first block: its checksum no longer matches.
+    let out = run(tool("debugfs").arg("-R").arg("bmap /d 0").arg(&fx.img));
+    let block: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("block number");
+    let bs: u64 = fx
+        .dumpe2fs()
+        .lines()
+        .find_map(|l| l.strip_prefix("Block size:").map(|v| v.trim().parse().expect("block size")))
+        .expect("block size");
+    let f = OpenOptions::new().write(true).open(&fx.img).expect("open image");
+    f.write_all_at(&[0x5A; 8], block * bs + 40).expect("corrupt");
+    drop(f);
+    let corrupt = fs::read(&fx.img).expect("read image");
+    let list = |p: PathBuf| fs::read_dir(p).and_then(|it| it.collect::<std::io::Result<Vec<_>>>()).map(|v| v.len());
+
+    for mode in ["remount-ro", "continue", "panic"] {
+        fs::write(&fx.img, &corrupt).expect("fresh copy");
+        fx.mount(&format!("rw,errors={mode}"));
+        let e = errno_of(list(fx.path("d")));
+        // Under panic the daemon is gone before it answers: the request is aborted.
+        let want = if mode == "panic" { libc::ECONNABORTED } else { libc::EBADMSG };
+        assert!(e == want || e == libc::EUCLEAN, "{mode}: listing the corrupt directory: errno {e}");
+        match mode {
+            "remount-ro" => {
+                assert_eq!(errno_of(fs::write(fx.path("new"), b"y")), libc::EROFS, "{mode}: a write after the error");
+                assert_eq!(errno_of(fs::create_dir(fx.path("nd"))), libc::EROFS, "{mode}: mkdir after the error");
+                assert_eq!(fs::read(fx.path("kept")).expect("read"), b"kept", "{mode}: reads go on");
+                fx.unmount();
+            }
+            "continue" => {
+                fs::write(fx.path("new"), b"y").expect("write after the error");
+                assert_eq!(fs::read(fx.path("new")).expect("read"), b"y");
+                fx.unmount();
+            }
+            _ => {
+                // The daemon is gone: the mount answers ENOTCONN.
+                let t0 = Instant::now();
+                while errno_of(fs::metadata(fx.path("kept"))) != libc::ENOTCONN {
+                    assert!(t0.elapsed() < Duration::from_secs(30), "{mode}: the daemon still serves");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                unmount_retrying(tool("umount").arg("-l").arg(&fx.mnt));
+                wait_image_free(&fx.img);
+            }
+        }
+    }
+}

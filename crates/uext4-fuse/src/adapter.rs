@@ -11,17 +11,18 @@
 //! attributes from non-root callers, and `access(2)` for kernels that ask.
 
 use crate::conv::{self, attr, errno, from_fuse, is_servable, kind, to_fuse};
-use crate::MountConfig;
+use crate::{MountConfig, OnError};
 use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow, WriteFlags,
 };
-use log::{debug, info, warn};
+use log::{debug, error, info, warn};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use uext4::fs::{FallocMode, RenameFlags as LibRename, SetAttr, XattrSetMode};
@@ -76,22 +77,56 @@ pub struct Uext4Fuse {
     read_only: bool,
     writeback_cache: bool,
     direct_io: bool,
+    on_error: OnError,
+    /// Set by the first filesystem error under `errors=remount-ro`.
+    errored: AtomicBool,
 }
 
 impl Uext4Fuse {
     /// An adapter serving `fs` with the cache lifetimes and options of `cfg`.
     pub fn new(fs: Arc<Filesystem>, cfg: &MountConfig) -> Uext4Fuse {
         let read_only = cfg.read_only || fs.is_read_only();
-        Uext4Fuse { fs, ttl: cfg.ttl, read_only, writeback_cache: cfg.writeback_cache, direct_io: cfg.direct_io }
+        Uext4Fuse {
+            fs,
+            ttl: cfg.ttl,
+            read_only,
+            writeback_cache: cfg.writeback_cache,
+            direct_io: cfg.direct_io,
+            on_error: cfg.errors,
+            errored: AtomicBool::new(false),
+        }
+    }
+
+    /// Ok if changes are allowed: a read-write mount that has not met a
+    /// filesystem error under `errors=remount-ro`.
+    fn writable(&self) -> Result<(), Errno> {
+        if self.read_only || self.errored.load(Ordering::Acquire) {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
     }
 
     /// The errno for a library error, logged: corruption and device errors
     /// as warnings, the ordinary ones (ENOENT, EEXIST, ...) for `debug`.
     fn fail(&self, op: &str, e: Error) -> Errno {
         match e {
-            Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_) | Error::NotExt4(_) => {
-                warn!("{op}: {e}")
-            }
+            Error::Corrupt { .. } | Error::Checksum { .. } => match self.on_error {
+                OnError::Continue => warn!("{op}: {e} (errors=continue)"),
+                OnError::RemountRo => {
+                    if !self.errored.swap(true, Ordering::AcqRel) && !self.read_only {
+                        error!("{op}: {e}: refusing all changes from now on (errors=remount-ro)");
+                    } else {
+                        warn!("{op}: {e}");
+                    }
+                }
+                OnError::Stop => {
+                    error!("{op}: {e}: stopping at once (errors=panic); the journal is left for recovery");
+                    // No destructor runs: nothing more reaches the image.
+                    std::process::exit(2);
+                }
+            },
+            Error::Io(_) | Error::NotExt4(_) => warn!("{op}: {e}"),
             _ => debug!("{op}: {e}"),
         }
         errno(&e)
@@ -306,6 +341,7 @@ impl fuser::Filesystem for Uext4Fuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
@@ -335,6 +371,7 @@ impl fuser::Filesystem for Uext4Fuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
         let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0xffff) as u16, false));
@@ -346,6 +383,7 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
         let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0o7777) as u16, true));
@@ -354,6 +392,7 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
         tri!(reply, self.fs.unlink(parent, name).map_err(|e| self.fail("unlink", e)));
@@ -361,6 +400,7 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
         tri!(reply, self.fs.rmdir(parent, name).map_err(|e| self.fail("rmdir", e)));
@@ -368,6 +408,7 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(link_name));
         let (_, uid, gid) = tri!(reply, self.owner(req, parent, S_IFLNK | 0o777, false));
@@ -386,6 +427,7 @@ impl fuser::Filesystem for Uext4Fuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let newparent = tri!(reply, from_fuse(newparent));
         let name = tri!(reply, name_ok(name));
@@ -405,6 +447,7 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let newparent = tri!(reply, from_fuse(newparent));
         let newname = tri!(reply, name_ok(newname));
@@ -457,6 +500,7 @@ impl fuser::Filesystem for Uext4Fuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)
@@ -574,6 +618,7 @@ impl fuser::Filesystem for Uext4Fuse {
         position: u32,
         reply: ReplyEmpty,
     ) {
+        tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         if position != 0 {
             reply.error(Errno::EINVAL);
@@ -615,6 +660,7 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         tri!(reply, self.fs.remove_xattr(ino, name.as_bytes()).map_err(|e| self.fail("removexattr", e)));
         reply.ok();
@@ -626,7 +672,7 @@ impl fuser::Filesystem for Uext4Fuse {
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.stat("access", ino));
-        if mask.contains(AccessFlags::W_OK) && self.read_only {
+        if mask.contains(AccessFlags::W_OK) && self.writable().is_err() {
             reply.error(Errno::EROFS);
             return;
         }
@@ -660,6 +706,7 @@ impl fuser::Filesystem for Uext4Fuse {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
         let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0o7777) as u16, false));
@@ -678,6 +725,7 @@ impl fuser::Filesystem for Uext4Fuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let fs = &self.fs;
         let r = match mode {
@@ -749,6 +797,7 @@ impl fuser::Filesystem for Uext4Fuse {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        tri!(reply, self.writable());
         reply.error(Errno::ENOSYS);
     }
 

@@ -70,6 +70,37 @@ pub struct MountConfig {
     pub fsname: String,
     /// Generic mount flags from [`KERNEL_FLAGS`].
     pub kernel_flags: Vec<String>,
+    /// What a filesystem error (corrupt or badly checksummed metadata)
+    /// does, as ext4's `errors=`.
+    pub errors: OnError,
+}
+
+/// ext4's `errors=` behaviours, for an error that shows the filesystem
+/// itself is inconsistent (corrupt or badly checksummed metadata). A
+/// journal failure always stops writing, whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Report the error to the operation and go on (`errors=continue`).
+    Continue,
+    /// Refuse every later change with EROFS (`errors=remount-ro`).
+    #[default]
+    RemountRo,
+    /// Stop the daemon at once, without unmounting cleanly, so the image
+    /// keeps its journal for recovery (`errors=panic`; the kernel would
+    /// panic the machine).
+    Stop,
+}
+
+impl std::str::FromStr for OnError {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "continue" => Ok(OnError::Continue),
+            "remount-ro" => Ok(OnError::RemountRo),
+            "panic" => Ok(OnError::Stop),
+            v => Err(format!("errors={v}: expected continue, remount-ro or panic")),
+        }
+    }
 }
 
 impl Default for MountConfig {
@@ -83,6 +114,7 @@ impl Default for MountConfig {
             ttl: Duration::from_secs(1),
             fsname: "uext4".into(),
             kernel_flags: Vec::new(),
+            errors: OnError::default(),
         }
     }
 }

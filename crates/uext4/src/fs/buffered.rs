@@ -211,8 +211,9 @@ impl FsCore {
             }
             if self.over_dirty_limit() {
                 // A large write would otherwise pin more dirty folios
-                // than the cache's budget holds.
-                self.writeback_locked(&st, ino)?;
+                // than the cache's budget holds. The data is in the cache
+                // either way: an error here is fsync's to report.
+                let _ = self.writeback_locked(&st, ino);
             }
         }
         if pos > offset {
