@@ -260,9 +260,6 @@ pub struct FileCache {
     /// the on-disk `i_size` (0: the on-disk size holds). Writeback
     /// brings `i_size` up to it (ext4's `i_size` vs `i_disksize`).
     pending_size: AtomicU64,
-    /// When the file went from clean to dirty (milliseconds on the
-    /// writeback clock; 0 while clean).
-    pub dirtied_at: AtomicU64,
 }
 
 impl FileCache {

@@ -34,7 +34,6 @@
 
 use super::FsCore;
 use crate::data::page_cache::{all_written, Folio, FolioState};
-use crate::data::IoStats;
 use crate::error::Result;
 use crate::locks::InodeIo;
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -363,7 +362,7 @@ impl FsCore {
                     0
                 }
             };
-            IoStats::bump(&rw.stats.writeback_alloc_runs);
+            rw.stats.writeback_alloc_runs.bump();
             rw.stats.writeback_bytes.add(n as u64);
             for k in idx {
                 // Their blocks are allocated now (or some are, on failure).
