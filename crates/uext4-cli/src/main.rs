@@ -291,10 +291,17 @@ enum Cmd {
                             are printed here with exit status 1. The kernel checks permissions\n\
                             (default_permissions).\n\n\
                             Options (-o, comma separated): ro, rw, commit=SECONDS (journal commit interval,\n\
-                            default 5), allow_other, lock_policy=seeds|exclusive, dio_unwritten_no_handle=on|off,\n\
-                            dio_unaligned_concurrent=on|off, threads=N (FUSE worker threads), writeback_cache\n\
-                            (kernel write-back caching; off by default), debug (print every request; implies\n\
-                            --foreground), and the generic flags dev, nodev, suid, nosuid, exec, noexec, atime,\n\
+                            default 5), allow_other, errors=continue|remount-ro|panic, cache=SIZE (page cache\n\
+                            budget), data=ordered, journal_checksum, lock_policy=seeds|exclusive,\n\
+                            dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N (FUSE worker\n\
+                            threads), debug (print every request; implies --foreground).\n\
+                            FUSE features (default first): max_write=1M, direct_writes|nodirect_writes (opens that\n\
+                            may write bypass the kernel page cache, writes to a file run in parallel),\n\
+                            direct_odirect|nodirect_odirect (O_DIRECT reaches uext4's direct path),\n\
+                            parallel_direct_writes|noparallel_direct_writes, direct_io (every open bypasses the\n\
+                            kernel page cache), nowriteback_cache|writeback_cache, parallel_dirops|noparallel_dirops,\n\
+                            readdirplus=auto|on|off, entry_timeout=1, attr_timeout=1 (seconds).\n\
+                            Generic flags: dev, nodev, suid, nosuid, exec, noexec, atime,\n\
                             noatime, sync, async, dirsync.")]
     Mount {
         /// The ext4 image file or block device

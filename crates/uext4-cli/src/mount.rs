@@ -50,10 +50,9 @@ pub struct MountOpts {
     pub data: DataPathConfig,
     /// `threads=N`.
     pub threads: Option<usize>,
-    /// `writeback_cache`.
-    pub writeback_cache: bool,
-    /// `direct_io`: buffered opens bypass the kernel's page cache too.
-    pub direct_io: bool,
+    /// The FUSE features (`max_write=`, `direct_writes`, `writeback_cache`,
+    /// timeouts, ...): see [`uext4_fuse::KernelFeatures`].
+    pub kernel: uext4_fuse::KernelFeatures,
     /// `debug` (implies foreground).
     pub debug: bool,
     /// Generic mount flags passed to the kernel (`noexec`, `noatime`, ...).
@@ -91,8 +90,6 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("ro", None) => o.read_only = true,
             ("rw", None) => o.read_only = false,
             ("allow_other", None) => o.allow_other = true,
-            ("writeback_cache", None) => o.writeback_cache = true,
-            ("direct_io", None) => o.direct_io = true,
             ("debug", None) => o.debug = true,
             ("commit", Some(v)) => {
                 let s: u64 = v.parse().map_err(|_| format!("commit={v}: expected a number of seconds"))?;
@@ -115,6 +112,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("data", Some("ordered")) | ("journal_checksum", None) => {}
             ("data", Some(v)) => return Err(format!("data={v}: only data=ordered is supported")),
             ("errors", Some(v)) => o.errors = v.parse()?,
+            (k, v) if o.kernel.set(k, v)? => {}
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
             (k, None) if uext4_fuse::KERNEL_FLAGS.contains(&k) => o.kernel_flags.push(k.to_string()),
@@ -126,10 +124,11 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
     if !unknown.is_empty() {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
-             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, writeback_cache, direct_io, debug, \
-             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic)",
+             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, debug, \
+             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, {})",
             if unknown.len() > 1 { "s" } else { "" },
-            unknown.join(", ")
+            unknown.join(", "),
+            uext4_fuse::FEATURE_OPTIONS
         ));
     }
     Ok(o)
@@ -357,12 +356,10 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         read_only: opts.read_only,
         allow_other: opts.allow_other,
         threads: opts.threads.unwrap_or_else(uext4_fuse::default_threads),
-        writeback_cache: opts.writeback_cache,
-        direct_io: opts.direct_io,
+        kernel: opts.kernel.clone(),
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
         kernel_flags: opts.kernel_flags.clone(),
         errors: opts.errors,
-        ..MountConfig::default()
     };
     let mount = match uext4_fuse::Mount::new(fs.clone(), mnt, &cfg) {
         Ok(m) => m,
@@ -499,7 +496,7 @@ mod tests {
     #[test]
     fn options_parse() {
         let o = parse("ro,commit=2,allow_other,threads=3,writeback_cache,debug,noatime").unwrap();
-        assert!(o.read_only && o.allow_other && o.writeback_cache && o.debug);
+        assert!(o.read_only && o.allow_other && o.kernel.writeback_cache && o.debug);
         assert_eq!(o.commit, Some(Duration::from_secs(2)));
         assert_eq!(o.threads, Some(3));
         assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);
@@ -530,7 +527,7 @@ mod tests {
     fn ext4_options_and_cache_size() {
         let o = parse("data=ordered,journal_checksum,errors=remount-ro,cache=64M,direct_io").unwrap();
         assert_eq!(o.cache_bytes, Some(64 << 20));
-        assert!(o.direct_io);
+        assert!(o.kernel.direct_io);
         assert!(parse("cache=lots").is_err());
     }
 }

@@ -71,6 +71,19 @@ impl Fixture {
 
     /// `uext4 mount --foreground` as a child process.
     fn mount_foreground(&mut self, opts: &str) {
+        self.spawn_foreground(opts, Stdio::inherit());
+    }
+
+    /// `uext4 mount -o debug,OPTS` as a child process whose log goes to
+    /// the returned file.
+    fn mount_debug(&mut self, opts: &str) -> PathBuf {
+        let log = self.dir.path().join("debug.log");
+        let f = File::create(&log).expect("create log");
+        self.spawn_foreground(&format!("debug,{opts}"), Stdio::from(f));
+        log
+    }
+
+    fn spawn_foreground(&mut self, opts: &str, stderr: Stdio) {
         let child = Command::new(BIN)
             .arg("mount")
             .arg(&self.img)
@@ -79,6 +92,7 @@ impl Fixture {
             .arg(opts)
             .arg("--foreground")
             .stdin(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn uext4 mount");
         self.child = Some(child);
@@ -345,6 +359,8 @@ fn fuse_mount_end_to_end() {
     }
     assert!(fs::read(&direct).expect("read") == data, "unaligned O_DIRECT write differs");
 
+    page_cache_coherence(&fx.path("coherent.bin"));
+
     // A file unlinked while open stays usable until closed.
     {
         let mut o = OpenOptions::new()
@@ -410,6 +426,47 @@ fn fuse_mount_end_to_end() {
     wait_image_free(&fx.img);
     fx.assert_clean();
     println!("fuse_mount_end_to_end: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// Opens that may write bypass the kernel's page cache (`direct_writes`,
+/// the default) while read-only opens keep it: a write through one must
+/// reach the cached pages of the other, and a shared mapping must see
+/// writes and be seen by reads.
+fn page_cache_coherence(p: &Path) {
+    const LEN: usize = 64 << 10;
+    fs::write(p, vec![b'A'; LEN]).expect("write");
+    let reader = File::open(p).expect("open O_RDONLY");
+    let mut buf = vec![0u8; LEN];
+    reader.read_exact_at(&mut buf, 0).expect("read");
+    assert!(buf.iter().all(|&b| b == b'A'));
+    let writer = OpenOptions::new().write(true).open(p).expect("open O_WRONLY");
+    writer.write_all_at(&[b'B'; 8192], 4096).expect("pwrite");
+    reader.read_exact_at(&mut buf, 0).expect("read");
+    let mut want = vec![b'A'; LEN];
+    want[4096..12288].fill(b'B');
+    assert!(buf == want, "a cached read-only open missed a write through another open");
+
+    let rw = OpenOptions::new().read(true).write(true).open(p).expect("open O_RDWR");
+    // SAFETY: a fresh shared mapping of LEN bytes of an open file; it is
+    // only touched through `map` below, within LEN, and unmapped before
+    // `rw` is closed.
+    let addr = unsafe {
+        libc::mmap(std::ptr::null_mut(), LEN, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, rw.as_raw_fd(), 0)
+    };
+    assert_ne!(addr, libc::MAP_FAILED, "mmap(MAP_SHARED) of a write open: {}", std::io::Error::last_os_error());
+    // SAFETY: `addr` maps LEN bytes (checked above) until munmap below.
+    let map = unsafe { std::slice::from_raw_parts_mut(addr.cast::<u8>(), LEN) };
+    assert_eq!(&map[4096..4100], b"BBBB", "the mapping misses an earlier write");
+    map[..4].copy_from_slice(b"MMAP");
+    // SAFETY: same mapping, same length.
+    assert_eq!(unsafe { libc::msync(addr, LEN, libc::MS_SYNC) }, 0);
+    let mut four = [0u8; 4];
+    reader.read_exact_at(&mut four, 0).expect("read");
+    assert_eq!(&four, b"MMAP", "a read-only open misses a store through a mapping");
+    rw.write_all_at(b"ZZZZ", 8).expect("pwrite");
+    assert_eq!(&map[8..12], b"ZZZZ", "the mapping misses a later write");
+    // SAFETY: unmapping the mapping made above; `map` is not used again.
+    assert_eq!(unsafe { libc::munmap(addr, LEN) }, 0);
 }
 
 fn pattern(i: usize, len: usize) -> Vec<u8> {
@@ -538,6 +595,101 @@ fn fuse_signals_helper_and_errors() {
 /// mount; remount-ro refuses every later change with EROFS, continue
 /// goes on, panic stops the daemon at once (the mount is left dead, the
 /// image with its journal for recovery).
+/// Each FUSE feature option reaches the kernel: read back from the
+/// daemon's debug log (the INIT reply's flags and max_write, the flags of
+/// each open reply, the requests the kernel sends), on a default mount and
+/// on one with every feature switched.
+#[test]
+fn fuse_feature_options() {
+    require_fuse!();
+    // INIT flags (include/uapi/linux/fuse.h).
+    const DO_READDIRPLUS: u64 = 1 << 13;
+    const READDIRPLUS_AUTO: u64 = 1 << 14;
+    const PARALLEL_DIROPS: u64 = 1 << 18;
+    const WRITEBACK_CACHE: u64 = 1 << 16;
+    const DIRECT_IO_ALLOW_MMAP: u64 = 1 << 36;
+
+    let run_with = |opts: &str| -> (u64, u64, String, usize) {
+        let mut fx = Fixture::new("64M");
+        let log = fx.mount_debug(opts);
+        fs::create_dir(fx.path("d")).expect("mkdir");
+        for i in 0..4 {
+            fs::write(fx.path(&format!("d/f{i}")), vec![7u8; 256 << 10]).expect("write");
+        }
+        drop(File::open(fx.path("d/f0")).expect("open O_RDONLY"));
+        assert_eq!(fs::read_dir(fx.path("d")).expect("readdir").count(), 4);
+        for _ in 0..3 {
+            fs::metadata(fx.path("d/f1")).expect("stat");
+        }
+        fx.unmount();
+        if let Some(mut c) = fx.child.take() {
+            assert!(c.wait().expect("wait").success());
+        }
+        fx.assert_clean();
+        let text = fs::read_to_string(&log).expect("read log");
+        let init =
+            text.lines().find(|l| l.contains("INIT response")).unwrap_or_else(|| panic!("no INIT line:\n{text}"));
+        let num = |key: &str, radix: u32| -> u64 {
+            let rest = &init[init.find(key).unwrap_or_else(|| panic!("{key} in {init}")) + key.len()..];
+            let v: String = rest.trim_start_matches("0x").chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+            u64::from_str_radix(&v, radix).expect("number")
+        };
+        let getattrs = text.lines().filter(|l| l.contains(" GETATTR ") || l.contains(" LOOKUP ")).count();
+        (num("flags ", 16), num("max write ", 10), text, getattrs)
+    };
+
+    let (flags, max_write, log, default_lookups) = run_with("rw");
+    assert_eq!(max_write, 1 << 20);
+    for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS, DIRECT_IO_ALLOW_MMAP] {
+        assert_ne!(flags & f, 0, "INIT flag {f:#x} missing by default: {flags:#x}");
+    }
+    assert_eq!(flags & WRITEBACK_CACHE, 0);
+    assert!(log.lines().any(|l| l.contains(" READDIRPLUS ")), "{log}");
+    // Write opens bypass the kernel's page cache, read-only ones keep it.
+    assert!(log.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES)"), "{log}");
+    assert!(log.lines().any(|l| l.contains("open") && l.ends_with("(read-only): FopenFlags(FOPEN_NOFLUSH)")), "{log}");
+
+    let (flags, max_write, log, lookups) = run_with(
+        "max_write=64K,nodirect_writes,noparallel_dirops,readdirplus=off,writeback_cache,entry_timeout=0,attr_timeout=0",
+    );
+    assert_eq!(max_write, 64 << 10);
+    for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS] {
+        assert_eq!(flags & f, 0, "INIT flag {f:#x} not switched off: {flags:#x}");
+    }
+    assert_ne!(flags & WRITEBACK_CACHE, 0);
+    assert!(!log.contains("FOPEN_DIRECT_IO"), "{log}");
+    assert!(!log.lines().any(|l| l.contains(" READDIRPLUS ")), "{log}");
+    // No cached names or attributes: every stat asks the daemon again.
+    assert!(lookups > default_lookups, "timeouts of 0 sent {lookups} lookups/getattrs, 1 s sent {default_lookups}");
+
+    // O_DIRECT opens: FOPEN_DIRECT_IO unless nodirect_odirect; parallel
+    // writes unless noparallel_direct_writes.
+    let mut fx = Fixture::new("64M");
+    let log = fx.mount_debug("nodirect_writes,noparallel_direct_writes");
+    let p = fx.path("direct");
+    OpenOptions::new().write(true).create(true).custom_flags(libc::O_DIRECT).open(&p).expect("open O_DIRECT");
+    fx.unmount();
+    if let Some(mut c) = fx.child.take() {
+        assert!(c.wait().expect("wait").success());
+    }
+    let text = fs::read_to_string(&log).expect("read log");
+    assert!(
+        text.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_NOFLUSH)\n") && !text.contains("PARALLEL_DIRECT"),
+        "{text}"
+    );
+    let mut fx = Fixture::new("64M");
+    let log = fx.mount_debug("nodirect_odirect");
+    let p = fx.path("direct");
+    OpenOptions::new().write(true).create(true).custom_flags(libc::O_DIRECT).open(&p).expect("open O_DIRECT");
+    OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&p).expect("open O_DIRECT");
+    fx.unmount();
+    if let Some(mut c) = fx.child.take() {
+        assert!(c.wait().expect("wait").success());
+    }
+    let text = fs::read_to_string(&log).expect("read log");
+    assert!(text.lines().any(|l| l.ends_with("(read-only): FopenFlags(FOPEN_NOFLUSH)")), "{text}");
+}
+
 #[test]
 fn fuse_errors_option() {
     require_fuse!();

@@ -11,7 +11,7 @@
 //! attributes from non-root callers, and `access(2)` for kernels that ask.
 
 use crate::conv::{self, attr, errno, from_fuse, is_servable, kind, to_fuse};
-use crate::{MountConfig, OnError};
+use crate::{KernelFeatures, MountConfig, OnError, Readdirplus};
 use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory,
@@ -35,8 +35,6 @@ const FH_DIRECT: u64 = 1;
 /// (read-write mounts), so release must call `close_inode`.
 const FH_COUNTED: u64 = 2;
 
-/// Largest write the kernel is told to send (FUSE `max_write`).
-const MAX_WRITE: u32 = 1 << 20;
 /// Upper bound on the buffer of one read request, whatever it asks.
 const MAX_READ: u32 = 16 << 20;
 /// Directory entries fetched from the library per step of a readdir.
@@ -73,10 +71,8 @@ macro_rules! tri {
 #[derive(Debug)]
 pub struct Uext4Fuse {
     fs: Arc<Filesystem>,
-    ttl: Duration,
+    features: KernelFeatures,
     read_only: bool,
-    writeback_cache: bool,
-    direct_io: bool,
     on_error: OnError,
     /// Set by the first filesystem error under `errors=remount-ro`.
     errored: AtomicBool,
@@ -86,15 +82,7 @@ impl Uext4Fuse {
     /// An adapter serving `fs` with the cache lifetimes and options of `cfg`.
     pub fn new(fs: Arc<Filesystem>, cfg: &MountConfig) -> Uext4Fuse {
         let read_only = cfg.read_only || fs.is_read_only();
-        Uext4Fuse {
-            fs,
-            ttl: cfg.ttl,
-            read_only,
-            writeback_cache: cfg.writeback_cache,
-            direct_io: cfg.direct_io,
-            on_error: cfg.errors,
-            errored: AtomicBool::new(false),
-        }
+        Uext4Fuse { fs, features: cfg.kernel.clone(), read_only, on_error: cfg.errors, errored: AtomicBool::new(false) }
     }
 
     /// Ok if changes are allowed: a read-write mount that has not met a
@@ -141,7 +129,8 @@ impl Uext4Fuse {
     }
 
     fn entry(&self, reply: ReplyEntry, st: &Stat) {
-        reply.entry(&self.ttl, &attr(st), Self::generation(st));
+        let f = &self.features;
+        reply.entry_with_ttls(&f.attr_ttl, &f.entry_ttl, &attr(st), Self::generation(st));
     }
 
     /// Mode, uid and gid of a new inode made by `req` in `parent`, as the
@@ -171,17 +160,29 @@ impl Uext4Fuse {
                 Err(e) => debug!("open_inode({ino}): {e}"),
             }
         }
-        let fopen = if direct || self.direct_io {
-            // The kernel sends O_DIRECT I/O straight to us, unaligned as
-            // the caller gave it, and lets writes to one file run in
-            // parallel (the library locks what it needs). With
-            // `-o direct_io` buffered opens too: the kernel keeps no page
-            // cache of its own and uext4's page cache serves them (they
-            // stay on the library's buffered path).
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
-        } else {
-            FopenFlags::empty()
-        };
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        // Nothing to do at close: every write reached the library already
+        // (with the kernel's writeback cache the kernel ignores this flag
+        // and writes its dirty pages back at close, as it must).
+        let mut fopen = FopenFlags::FOPEN_NOFLUSH;
+        let f = &self.features;
+        if (direct && f.direct_odirect) || f.direct_io || (writes && f.direct_writes) {
+            // The kernel sends the I/O of this open straight to us, as the
+            // caller gave it, and lets writes to one file run in parallel
+            // (the library locks what it needs); without FOPEN_DIRECT_IO
+            // it serializes buffered writes to a file under its inode
+            // lock. Buffered opens stay on the library's buffered path:
+            // uext4's page cache serves them. The kernel writes back and
+            // drops its cached pages of every range written this way, so
+            // read-only opens, which keep the kernel's page cache, and
+            // shared mappings (FUSE_DIRECT_IO_ALLOW_MMAP) see the data.
+            fopen |= FopenFlags::FOPEN_DIRECT_IO;
+            if f.parallel_direct_writes {
+                fopen |= FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
+            }
+        }
+        let access = if writes { "" } else { " (read-only)" };
+        debug!("open {ino}{access}: {fopen:?}");
         (FileHandle(fh), fopen)
     }
 
@@ -271,21 +272,32 @@ fn name_ok(name: &OsStr) -> Result<&[u8], Errno> {
 
 impl fuser::Filesystem for Uext4Fuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        if let Err(max) = config.set_max_write(MAX_WRITE) {
+        let f = &self.features;
+        if let Err(max) = config.set_max_write(f.max_write) {
+            info!("max_write {} refused, the kernel's limit is {max}", f.max_write);
             let _ = config.set_max_write(max);
         }
         let _ = config.set_max_background(64);
         let _ = config.set_congestion_threshold(48);
-        let mut want = InitFlags::FUSE_ASYNC_READ
-            | InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO
+        let mut want = InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_ASYNC_DIO
-            | InitFlags::FUSE_CACHE_SYMLINKS;
-        if self.writeback_cache {
-            want |= InitFlags::FUSE_WRITEBACK_CACHE;
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            // Shared mappings of files opened with FOPEN_DIRECT_IO (write
+            // opens under `direct_writes`, O_DIRECT opens): without it
+            // mmap(MAP_SHARED) of such a file fails with ENODEV.
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        for (on, flag) in [
+            (f.parallel_dirops, InitFlags::FUSE_PARALLEL_DIROPS),
+            (f.readdirplus != Readdirplus::Off, InitFlags::FUSE_DO_READDIRPLUS),
+            (f.readdirplus == Readdirplus::Auto, InitFlags::FUSE_READDIRPLUS_AUTO),
+            (f.writeback_cache, InitFlags::FUSE_WRITEBACK_CACHE),
+        ] {
+            if on {
+                want |= flag;
+            }
         }
+        // FUSE_ASYNC_READ (several reads of a file in flight, readahead
+        // beside the caller's read) is requested by fuser itself, always.
         let have = config.capabilities();
         for flag in want.iter() {
             if have.contains(flag) {
@@ -294,7 +306,7 @@ impl fuser::Filesystem for Uext4Fuse {
                 info!("the kernel does not offer {flag:?}");
             }
         }
-        if self.writeback_cache && !have.contains(InitFlags::FUSE_WRITEBACK_CACHE) {
+        if f.writeback_cache && !have.contains(InitFlags::FUSE_WRITEBACK_CACHE) {
             warn!("writeback_cache requested but the kernel does not support it");
         }
         Ok(())
@@ -320,7 +332,7 @@ impl fuser::Filesystem for Uext4Fuse {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.stat("getattr", ino));
-        reply.attr(&self.ttl, &attr(&st));
+        reply.attr(&self.features.attr_ttl, &attr(&st));
     }
 
     fn setattr(
@@ -352,7 +364,7 @@ impl fuser::Filesystem for Uext4Fuse {
             mtime: mtime.map(time),
         };
         let st = tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", e)));
-        reply.attr(&self.ttl, &attr(&st));
+        reply.attr(&self.features.attr_ttl, &attr(&st));
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -563,12 +575,14 @@ impl fuser::Filesystem for Uext4Fuse {
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let ino = tri!(reply, from_fuse(ino));
         let zero = Duration::ZERO;
+        // One lifetime for name and attributes here: the shorter.
+        let ttl = self.features.entry_ttl.min(self.features.attr_ttl);
         let r = self.fill_dir(ino, offset, |e| match self.fs.stat(e.ino) {
             Ok(st) => reply.add(
                 to_fuse(e.ino),
                 e.next_cookie,
                 OsStr::from_bytes(&e.name),
-                &self.ttl,
+                &ttl,
                 &attr(&st),
                 Self::generation(&st),
             ),
@@ -712,7 +726,10 @@ impl fuser::Filesystem for Uext4Fuse {
         let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0o7777) as u16, false));
         let st = tri!(reply, self.fs.create(parent, name, mode, uid, gid).map_err(|e| self.fail("create", e)));
         let (fh, fopen) = self.open_handle(st.ino, flags);
-        reply.created(&self.ttl, &attr(&st), Self::generation(&st), fh, fopen);
+        // One lifetime for both here (fuser's CREATE reply takes one):
+        // the shorter.
+        let ttl = self.features.entry_ttl.min(self.features.attr_ttl);
+        reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
     }
 
     fn fallocate(

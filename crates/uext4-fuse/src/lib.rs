@@ -28,17 +28,18 @@
 mod adapter;
 mod conv;
 mod debug_log;
+mod features;
 pub mod fusermount;
 
 pub use adapter::Uext4Fuse;
 pub use debug_log::enable_stderr_log;
+pub use features::{KernelFeatures, Readdirplus, MAX_WRITE_LIMIT, OPTIONS as FEATURE_OPTIONS};
 
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Mount flags passed to the kernel as they are (mount(8)'s generic
 /// options). `nodev` and `nosuid` are the default, as for every FUSE mount.
@@ -56,16 +57,8 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// Worker threads, each with its own `/dev/fuse` descriptor.
     pub threads: usize,
-    /// Let the kernel cache writes and write them back later
-    /// (FUSE_WRITEBACK_CACHE). Off by default: every write reaches the
-    /// library at once, so `fsync` and crash behaviour are the library's.
-    pub writeback_cache: bool,
-    /// Answer buffered opens with FOPEN_DIRECT_IO as well (no kernel page
-    /// cache; every read and write reaches uext4's own page cache, and
-    /// writes to one file run in parallel).
-    pub direct_io: bool,
-    /// How long the kernel may cache names and attributes.
-    pub ttl: Duration,
+    /// The FUSE features negotiated with the kernel and answered at open.
+    pub kernel: KernelFeatures,
     /// Shown as the mount's source in /proc/mounts (the image path).
     pub fsname: String,
     /// Generic mount flags from [`KERNEL_FLAGS`].
@@ -109,9 +102,7 @@ impl Default for MountConfig {
             read_only: false,
             allow_other: false,
             threads: default_threads(),
-            writeback_cache: false,
-            direct_io: false,
-            ttl: Duration::from_secs(1),
+            kernel: KernelFeatures::default(),
             fsname: "uext4".into(),
             kernel_flags: Vec::new(),
             errors: OnError::default(),

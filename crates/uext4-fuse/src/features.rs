@@ -1,0 +1,207 @@
+//! The FUSE protocol features uext4 asks the kernel for, each switchable
+//! by a mount option, and the parsing of those options.
+//!
+//! The defaults are the measured best on the project's machine
+//! (docs/BENCHMARKS.md): 1 MiB writes, O_DIRECT opens and opens that may
+//! write served without the kernel's page cache and with parallel writes,
+//! parallel directory operations, readdirplus when the kernel thinks it
+//! helps, one-second entry and attribute timeouts, and no kernel writeback
+//! cache. Asynchronous reads are always on (fuser requests them itself and
+//! offers no way to withdraw them); splice is not offered (fuser 0.18 has
+//! no splice transport).
+
+use std::time::Duration;
+
+/// Largest `max_write` the kernel accepts (FUSE_MAX_MAX_PAGES of 4 KiB
+/// pages is 1 MiB on the kernels that matter here).
+pub const MAX_WRITE_LIMIT: u32 = 1 << 20;
+
+/// When the kernel asks for READDIRPLUS (names with attributes) instead of
+/// READDIR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Readdirplus {
+    /// Never: READDIR only.
+    Off,
+    /// For every listing.
+    On,
+    /// When the kernel sees the caller stat the entries it lists
+    /// (FUSE_READDIRPLUS_AUTO).
+    #[default]
+    Auto,
+}
+
+/// What the adapter negotiates with the kernel at INIT and answers at
+/// open. Every field has a mount option (see [`KernelFeatures::set`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelFeatures {
+    /// `max_write=SIZE`: largest write request, 4 KiB to 1 MiB.
+    pub max_write: u32,
+    /// `[no]parallel_direct_writes`: let the kernel send writes to one
+    /// file in parallel on opens it serves without its page cache
+    /// (FOPEN_PARALLEL_DIRECT_WRITES); without it the kernel sends them one
+    /// at a time.
+    pub parallel_direct_writes: bool,
+    /// `[no]direct_odirect`: answer O_DIRECT opens with FOPEN_DIRECT_IO, so
+    /// their I/O reaches uext4's direct path as the caller gave it
+    /// (unaligned included). Off: the kernel's own O_DIRECT handling for
+    /// FUSE, which serializes writes to a file.
+    pub direct_odirect: bool,
+    /// `[no]direct_writes`: answer buffered opens that may write with
+    /// FOPEN_DIRECT_IO too (read-only opens keep the kernel's page cache).
+    /// The kernel otherwise serializes buffered writes to a file under its
+    /// inode lock; with it they run in parallel. The price: reads through
+    /// such an open reach uext4's page cache by a round trip each.
+    pub direct_writes: bool,
+    /// `direct_io`: answer every open with FOPEN_DIRECT_IO (the kernel
+    /// keeps no page cache of the mount's files).
+    pub direct_io: bool,
+    /// `[no]writeback_cache`: let the kernel cache writes and write them
+    /// back later (FUSE_WRITEBACK_CACHE).
+    pub writeback_cache: bool,
+    /// `[no]parallel_dirops`: let the kernel run lookups and readdirs of
+    /// one directory in parallel (FUSE_PARALLEL_DIROPS).
+    pub parallel_dirops: bool,
+    /// `readdirplus=on|off|auto`.
+    pub readdirplus: Readdirplus,
+    /// `entry_timeout=SECONDS`: how long the kernel may cache a name.
+    pub entry_ttl: Duration,
+    /// `attr_timeout=SECONDS`: how long the kernel may cache attributes.
+    pub attr_ttl: Duration,
+}
+
+impl Default for KernelFeatures {
+    fn default() -> Self {
+        KernelFeatures {
+            max_write: MAX_WRITE_LIMIT,
+            parallel_direct_writes: true,
+            direct_odirect: true,
+            direct_writes: true,
+            direct_io: false,
+            writeback_cache: false,
+            parallel_dirops: true,
+            readdirplus: Readdirplus::Auto,
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The mount options [`KernelFeatures::set`] knows, for help texts.
+pub const OPTIONS: &str = "max_write=SIZE, [no]parallel_direct_writes, [no]direct_odirect, [no]direct_writes, \
+                           direct_io, [no]writeback_cache, [no]parallel_dirops, \
+                           readdirplus=on|off|auto, entry_timeout=SECONDS, attr_timeout=SECONDS";
+
+impl KernelFeatures {
+    /// Applies one mount option (`key` or `key=value`). `Ok(false)` if the
+    /// key is not one of these options, an error if its value is bad.
+    pub fn set(&mut self, key: &str, val: Option<&str>) -> Result<bool, String> {
+        let flag = |on: bool| -> Result<bool, String> {
+            match val {
+                None => Ok(on),
+                Some(v) => Err(format!("{key}={v}: takes no value")),
+            }
+        };
+        match key {
+            "max_write" => {
+                let v = val.ok_or("max_write needs a value")?;
+                let n = parse_bytes(v).map_err(|e| format!("max_write={v}: {e}"))?;
+                if !(4096..=u64::from(MAX_WRITE_LIMIT)).contains(&n) {
+                    return Err(format!("max_write={v}: expected 4K to 1M"));
+                }
+                self.max_write = n as u32;
+            }
+            "parallel_direct_writes" | "noparallel_direct_writes" => {
+                self.parallel_direct_writes = flag(!key.starts_with("no"))?
+            }
+            "direct_odirect" | "nodirect_odirect" => self.direct_odirect = flag(!key.starts_with("no"))?,
+            "direct_writes" | "nodirect_writes" => self.direct_writes = flag(!key.starts_with("no"))?,
+            "direct_io" => self.direct_io = flag(true)?,
+            "writeback_cache" | "nowriteback_cache" => self.writeback_cache = flag(!key.starts_with("no"))?,
+            "parallel_dirops" | "noparallel_dirops" => self.parallel_dirops = flag(!key.starts_with("no"))?,
+            "readdirplus" => {
+                self.readdirplus = match val {
+                    Some("on" | "yes") => Readdirplus::On,
+                    Some("off" | "no") => Readdirplus::Off,
+                    Some("auto") => Readdirplus::Auto,
+                    v => return Err(format!("readdirplus={}: expected on, off or auto", v.unwrap_or(""))),
+                }
+            }
+            "entry_timeout" | "attr_timeout" => {
+                let v = val.ok_or_else(|| format!("{key} needs a number of seconds"))?;
+                let s: f64 = v.parse().map_err(|_| format!("{key}={v}: expected a number of seconds"))?;
+                if !(0.0..=86400.0).contains(&s) {
+                    return Err(format!("{key}={v}: expected 0 to 86400 seconds"));
+                }
+                let d = Duration::from_secs_f64(s);
+                if key == "entry_timeout" {
+                    self.entry_ttl = d;
+                } else {
+                    self.attr_ttl = d;
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// A byte count with an optional K/M suffix (powers of 1024).
+fn parse_bytes(v: &str) -> Result<u64, String> {
+    let (num, mult) = match v.as_bytes().last() {
+        Some(b'k' | b'K') => (&v[..v.len() - 1], 1024),
+        Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
+        _ => (v, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| "expected a number of bytes (K and M suffixes allowed)".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_switch_each_feature() {
+        let mut f = KernelFeatures::default();
+        for (k, v) in [
+            ("max_write", Some("128K")),
+            ("noparallel_direct_writes", None),
+            ("nodirect_odirect", None),
+            ("nodirect_writes", None),
+            ("direct_io", None),
+            ("writeback_cache", None),
+            ("noparallel_dirops", None),
+            ("readdirplus", Some("off")),
+            ("entry_timeout", Some("0")),
+            ("attr_timeout", Some("2.5")),
+        ] {
+            assert_eq!(f.set(k, v), Ok(true), "{k}");
+        }
+        assert_eq!(f.max_write, 128 << 10);
+        assert!(!f.parallel_direct_writes && !f.direct_odirect && !f.direct_writes);
+        assert!(f.direct_io && f.writeback_cache && !f.parallel_dirops);
+        assert_eq!(f.readdirplus, Readdirplus::Off);
+        assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
+        assert_eq!(f.set("ro", None), Ok(false));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let mut f = KernelFeatures::default();
+        for (k, v) in [
+            ("max_write", Some("2M")),
+            ("max_write", Some("1000")),
+            ("max_write", Some("x")),
+            ("max_write", None),
+            ("direct_writes", Some("1")),
+            ("readdirplus", Some("maybe")),
+            ("entry_timeout", Some("-1")),
+            ("attr_timeout", Some("soon")),
+        ] {
+            assert!(f.set(k, v).is_err(), "{k}={v:?} accepted");
+        }
+        assert_eq!(f, KernelFeatures::default());
+    }
+}
