@@ -6,6 +6,8 @@
 #             -o dio_unaligned_concurrent=off (W4: seed 003); none for W5
 #   kernel    the kernel's ext4 on a loop device over an image file in /dev/shm
 #   fuse2fs   e2fsprogs' fuse2fs (FUSE) on an image file in /dev/shm
+#   cached    W2 only: uext4 with -o nodirect_writes (write opens keep the kernel's
+#             page cache, which then sends buffered writes to a file one at a time)
 # Every image: mkfs.ext4 -b 4096 of the same SIZE, inode tables and journal
 # initialised at mkfs (no lazy init running during the measurements).
 #
@@ -24,7 +26,7 @@
 #   bench/fio-compare.sh [SECONDS] [JOBS...]          (root; default: 5 s, jobs 1 2 0)
 #   e.g. bench/fio-compare.sh 2 1 2                   (a short check)
 # Environment: SIZE (image size, default 8G), WORKLOADS (default "w1 w2 w3 w4 w5"),
-#   TARGETS (default "uext4 before kernel fuse2fs"), OUT (raw results, default
+#   TARGETS (default "uext4 before cached kernel fuse2fs"), OUT (raw results, default
 #   target/bench-fio), SVG (chart, default docs/bench-fio.svg), W5_MAX (default 200000),
 #   W5_FSYNC (0), LOOP_DIO (1: the kernel's loop device with --direct-io=on, no double
 #   caching; default 0, a plain `mount -o loop` as bench/io-compare.sh), CARGO_TARGET_DIR
@@ -41,7 +43,7 @@ shift || true
 if [ $# -gt 0 ]; then jobs_list=("$@"); else jobs_list=(1 2 0); fi
 size=${SIZE:-8G}
 workloads=${WORKLOADS:-w1 w2 w3 w4 w5}
-targets=${TARGETS:-uext4 before kernel fuse2fs}
+targets=${TARGETS:-uext4 before cached kernel fuse2fs}
 out=${OUT:-$root/target/bench-fio}
 svg=${SVG:-$root/docs/bench-fio.svg}
 w5_max=${W5_MAX:-200000}
@@ -114,7 +116,7 @@ do_mount() {
   local t=$1 opts=${2:-rw}
   pid=""
   case $t in
-    uext4 | before)
+    uext4 | before | cached)
       "$bin" mount "$img" "$mnt" -o "$opts" --foreground 2>>"$out/$t.daemon.log" &
       pid=$!
       ;;
@@ -279,6 +281,10 @@ for t in $targets; do
       opts=$(before_opt "$w")
       [ -n "$opts" ] || continue
     fi
+    if [ "$t" = cached ]; then
+      [ "$w" = w2 ] || continue
+      opts=nodirect_writes
+    fi
     if ! do_mount "$t" "$opts"; then
       printf '%s\t%s\tmount failed\n' "$t" "$w" >>"$out/fsck.tsv"
       continue
@@ -302,7 +308,7 @@ python3 - "$out" "$svg" "$secs" "$size" <<'PY'
 import collections, json, sys
 
 out, svg_path, secs, size = sys.argv[1:5]
-ORDER = ["uext4", "before", "kernel", "fuse2fs"]
+ORDER = ["uext4", "before", "cached", "kernel", "fuse2fs"]
 BEFORE = {"w1": "lock_policy=exclusive", "w2": "lock_policy=exclusive",
           "w3": "dio_unwritten_no_handle=off", "w4": "dio_unaligned_concurrent=off"}
 res = {}
@@ -351,13 +357,17 @@ def ratio(a, b):
     ta, tb = total(a), total(b)
     return f"{ta / tb:.2f}x" if ta is not None and tb else "-"
 
+def wratio(a, b):
+    ok = lambda r: r is not None and not r.get("failed") and r["write"]
+    return f"{a['write'] / b['write']:.2f}x" if ok(a) and ok(b) else "-"
+
 rows = sorted({k[:3] for k in res}, key=lambda k: (k[0], ["randrw", "write", "randwrite", "create"].index(k[1]), k[2]))
 lines = []
 lines.append(f"fio through the mounts, {secs} s per run, {size} images (4 KiB blocks) in /dev/shm. "
              "IOPS as read / write where the workload does both; W5 in files/s.")
 lines.append("")
-lines.append("| workload | jobs | uext4 | uext4 before | before switch | kernel ext4 | fuse2fs | uext4 / kernel | uext4 / fuse2fs | uext4 peak RSS MiB |")
-lines.append("|---|---|---|---|---|---|---|---|---|---|")
+lines.append("| workload | jobs | uext4 | uext4 before | before switch | kernel ext4 | fuse2fs | uext4 / kernel | uext4 / fuse2fs | writes uext4 / fuse2fs | uext4 peak RSS MiB |")
+lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
 for w, ph, j in rows:
     both = w in ("w1", "w2")
     g = {t: res.get((w, ph, j, t)) for t in ORDER}
@@ -367,8 +377,19 @@ for w, ph, j in rows:
     rss = f"{u['hwm_mib']:.0f}" if u and u["hwm_mib"] else "-"
     lines.append(f"| {name} | {jobs} | {cell(g['uext4'], both)} | {cell(g['before'], both)} | {BEFORE.get(w, 'n/a')} | "
                  f"{cell(g['kernel'], both)} | {cell(g['fuse2fs'], both)} | {ratio(g['uext4'], g['kernel'])} | "
-                 f"{ratio(g['uext4'], g['fuse2fs'])} | {rss} |")
+                 f"{ratio(g['uext4'], g['fuse2fs'])} | {wratio(g['uext4'], g['fuse2fs']) if both else '-'} | {rss} |")
 lines.append("")
+cached = [(w, ph, j) for (w, ph, j) in rows if (w, ph, j, "cached") in res]
+if cached:
+    lines.append("W2 with `-o nodirect_writes` (write opens keep the kernel's page cache) in the same run:")
+    lines.append("")
+    lines.append("| jobs | uext4 (direct_writes) | uext4 nodirect_writes | fuse2fs | writes, nodirect_writes / fuse2fs |")
+    lines.append("|---|---|---|---|---|")
+    for w, ph, j in cached:
+        g = {t: res.get((w, ph, j, t)) for t in ORDER}
+        lines.append(f"| {j}+{j} | {cell(g['uext4'], True)} | {cell(g['cached'], True)} | {cell(g['fuse2fs'], True)} | "
+                     f"{wratio(g['cached'], g['fuse2fs'])} |")
+    lines.append("")
 fsck = collections.defaultdict(list)
 for line in open(f"{out}/fsck.tsv"):
     t, w, verdict = line.rstrip("\n").split("\t", 2)
@@ -384,9 +405,9 @@ print(text, end="")
 
 # The chart: one panel per workload phase, a group of bars per job count,
 # one bar per target (total IOPS or files/s), linear scale per panel.
-COLORS = {"uext4": "#1f77b4", "before": "#9ecae1", "kernel": "#2ca02c", "fuse2fs": "#d62728"}
-LABELS = {"uext4": "uext4 (FUSE)", "before": "uext4, seed's before switch", "kernel": "kernel ext4 (loop)",
-          "fuse2fs": "fuse2fs"}
+COLORS = {"uext4": "#1f77b4", "before": "#9ecae1", "cached": "#9467bd", "kernel": "#2ca02c", "fuse2fs": "#d62728"}
+LABELS = {"uext4": "uext4 (FUSE)", "before": "uext4, seed's before switch", "cached": "uext4 nodirect_writes (W2)",
+          "kernel": "kernel ext4 (loop)", "fuse2fs": "fuse2fs"}
 panels = []
 for w, ph in sorted({k[:2] for k in rows}, key=lambda k: (k[0], ["randrw", "write", "randwrite", "create"].index(k[1]))):
     js = sorted({j for (ww, pp, j) in rows if (ww, pp) == (w, ph)})

@@ -9,7 +9,7 @@ mod htree;
 pub mod write;
 
 use crate::error::{Error, Result};
-use crate::format::dirent::NAME_MAX;
+use crate::format::dirent::{RawDirent, NAME_MAX};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{FileType, Inode, FL_INDEX};
 use crate::volume::Volume;
@@ -44,9 +44,46 @@ fn dir_blocks(vol: &Volume, dir: &Inode) -> u64 {
 }
 
 /// Reads up to `max` entries starting at `cookie` (0 = the beginning).
-/// Cookies are byte positions within the directory file, so they stay
-/// valid for the life of a read-only handle. Unused slots are skipped.
+///
+/// Linear directories use byte positions within the directory file as
+/// cookies. Hash-indexed ones are listed in hash order with hash cookies,
+/// as the kernel does: a leaf split while a listing is under way moves
+/// entries to another block, so a byte position could then skip entries
+/// or return some twice, but it does not change their hashes (see
+/// [`htree::readdir`]). A directory whose index is unusable is listed by
+/// byte position, like a linear one.
 pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    if !is_htree(vol, dir) || (cookie > 1 && cookie & htree::COOKIE_TAG == 0) {
+        return linear_readdir(vol, dir, cookie, max);
+    }
+    // "." and ".." come first, from the index root, with cookies 1 and
+    // the first hash position.
+    let mut out = Vec::new();
+    if cookie < 2 {
+        let dots = linear_readdir(vol, dir, 0, 2)?;
+        for e in dots.into_iter().filter(|e| e.name == b"." || e.name == b"..") {
+            let is_dot = e.name == b".";
+            if (is_dot && cookie == 1) || out.len() >= max {
+                continue;
+            }
+            out.push(DirEntry { next_cookie: if is_dot { 1 } else { htree::COOKIE_TAG }, ..e });
+        }
+    }
+    let from = if cookie < 2 { htree::COOKIE_TAG } else { cookie };
+    match htree::readdir(vol, dir, from, max - out.len()) {
+        Ok(v) => out.extend(v),
+        // The leaves still hold every entry: list them by position, as the
+        // kernel does when the index is bad (only from the start: a hash
+        // cookie cannot be turned into a position).
+        Err(Error::Corrupt { .. }) if cookie == 0 => return linear_readdir(vol, dir, 0, max),
+        Err(e) => return Err(e),
+    }
+    Ok(out)
+}
+
+/// Reads up to `max` entries in block order from byte position `cookie`.
+/// Unused slots are skipped.
+pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
     let bs = vol.block_size as u64;
     let nblocks = dir_blocks(vol, dir);
     let htree = is_htree(vol, dir);
@@ -68,23 +105,23 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
             if out.len() >= max {
                 return Ok(out);
             }
-            if e.inode > vol.sb.inodes_count {
-                return Err(Error::corrupt(
-                    crate::error::Structure::DirEntry,
-                    blk.block,
-                    format!("entry points at inode {} beyond the inode count", e.inode),
-                ));
-            }
-            out.push(DirEntry {
-                ino: e.inode,
-                name: e.name.to_vec(),
-                file_type: FileType::from_dirent(e.file_type),
-                next_cookie: pos + e.rec_len as u64,
-            });
+            out.push(entry(vol, &e, blk.block, pos + e.rec_len as u64)?);
         }
         lblk += 1;
     }
     Ok(out)
+}
+
+/// A live entry as returned by readdir, its inode number checked.
+fn entry(vol: &Volume, e: &RawDirent<'_>, block: u64, next_cookie: u64) -> Result<DirEntry> {
+    if e.inode > vol.sb.inodes_count {
+        return Err(Error::corrupt(
+            crate::error::Structure::DirEntry,
+            block,
+            format!("entry points at inode {} beyond the inode count", e.inode),
+        ));
+    }
+    Ok(DirEntry { ino: e.inode, name: e.name.to_vec(), file_type: FileType::from_dirent(e.file_type), next_cookie })
 }
 
 /// Looks `name` up in `dir`; `Ok(None)` if absent.

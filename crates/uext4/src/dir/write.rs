@@ -23,7 +23,7 @@
 //! written as valid empty leaves as soon as they are mapped, so the
 //! directory stays well-formed even if a later step fails.
 
-use super::{block, is_htree, readdir};
+use super::{block, is_htree, linear_readdir};
 use crate::alloc::flags as aflags;
 use crate::error::{Error, Result, Structure};
 use crate::format::bytes::{le32, put_le16, put_le32};
@@ -181,7 +181,7 @@ pub fn set_dotdot(tx: &Tx, dir: &Inode, parent: u32) -> Result<()> {
 pub fn is_empty(vol: &Volume, dir: &Inode) -> Result<bool> {
     // Any third live entry, or any live entry other than the dots, means
     // the directory is in use.
-    let v = readdir(vol, dir, 0, 3)?;
+    let v = linear_readdir(vol, dir, 0, 3)?;
     Ok(v.len() <= 2 && v.iter().all(|e| e.name == b"." || e.name == b".."))
 }
 
