@@ -660,7 +660,7 @@ fn listing_in_batches_survives_splits() {
         for name in start.iter().filter(|n| !removed.contains(*n)) {
             assert!(seen.contains_key(name), "{:?} never listed", String::from_utf8_lossy(name));
         }
-        assert!(seen.contains_key(&b".".to_vec()) && seen.contains_key(&b"..".to_vec()));
+        assert!(seen.contains_key(b".".as_slice()) && seen.contains_key(b"..".as_slice()));
         assert!(fs.inode(d).unwrap().flags & FL_INDEX != 0);
         check(&fs, d, &model, &removed.into_iter().collect::<Vec<_>>());
         fix_links(&fs, &model, &[f]);
