@@ -11,6 +11,9 @@
 //!   word; readers (O_DIRECT, so that they reach the daemon: see
 //!   `torn_run`) check every unit they read is uniform. Passes with
 //!   the default policy and with `-o lock_policy=exclusive`.
+//! - reads through cached read-only opens never return data from before
+//!   a write through a write open (which bypasses the kernel's page
+//!   cache under `direct_writes`), however they race with it.
 //! - ENOSPC with 8 writers at once on a small image (1 KiB and 4 KiB
 //!   blocks): every writer gets ENOSPC (the daemon survives), what was
 //!   written completely reads back, deleting frees space, writing works
@@ -494,4 +497,62 @@ fn enospc_run(bs: u32) -> usize {
     fx.unmount();
     fx.assert_clean();
     total
+}
+
+/// Opens that may write bypass the kernel's page cache (`direct_writes`,
+/// the default) while read-only opens keep it. While three threads read
+/// one small file through cached read-only opens as fast as they can
+/// (their misses race with every write), a writer writes 8 KiB units with
+/// increasing generation numbers and, after each write, reads the unit
+/// back through another cached read-only open: it must see what it just
+/// wrote, never a page cached from before the write.
+#[test]
+fn cached_reads_never_stale_after_direct_writes() {
+    require_fuse!();
+    const HOT: u64 = 4;
+    const WRITES: u64 = 20_000;
+    const MAX_TIME: Duration = Duration::from_secs(8);
+    let fx = Fixture::new_bs("64M", 4096);
+    fx.mount("rw");
+    let path = fx.path("hot");
+    fs::write(&path, vec![0u8; HOT as usize * UNIT]).expect("create");
+    let done = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for r in 0..3u64 {
+        let (path, done) = (path.clone(), done.clone());
+        readers.push(std::thread::spawn(move || {
+            let f = File::open(&path).expect("open O_RDONLY");
+            let mut rng = Rng::new(200 + r);
+            let mut buf = vec![0u8; UNIT];
+            let mut n = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                f.read_exact_at(&mut buf, rng.below(HOT) * UNIT as u64).expect("pread");
+                n += 1;
+            }
+            n
+        }));
+    }
+    let check = File::open(&path).expect("open O_RDONLY");
+    let w = OpenOptions::new().write(true).open(&path).expect("open O_WRONLY");
+    let mut rng = Rng::new(7);
+    let (mut stale, mut writes) = (Vec::new(), 0u64);
+    let t0 = Instant::now();
+    let mut back = vec![0u8; UNIT];
+    while writes < WRITES && t0.elapsed() < MAX_TIME {
+        writes += 1;
+        let unit = rng.below(HOT);
+        let want = writes.to_le_bytes().repeat(UNIT / 8);
+        w.write_all_at(&want, unit * UNIT as u64).expect("pwrite");
+        check.read_exact_at(&mut back, unit * UNIT as u64).expect("pread");
+        if back != want && stale.len() < 4 {
+            stale.push(format!("write {writes} to unit {unit}: read back {:?}", &back[..8]));
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+    assert!(writes > 1000 && reads > 1000, "{writes} writes, {reads} reads");
+    assert!(stale.is_empty(), "stale cached reads: {stale:?}");
+    drop((check, w));
+    fx.unmount();
+    fx.assert_clean();
 }
