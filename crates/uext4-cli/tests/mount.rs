@@ -525,6 +525,61 @@ fn fuse_sigkill_then_recovery() {
     fx.assert_clean();
 }
 
+/// An ordinary user mounts through the setuid fusermount3 (fuser cannot
+/// mount(2) without CAP_SYS_ADMIN), writes, and unmounts with
+/// `fusermount3 -u`; the image is clean and holds the file. Needs a
+/// /dev/fuse that others may open, as on a normal system (0666).
+#[test]
+fn fuse_unprivileged_mount() {
+    use std::os::unix::process::CommandExt;
+    require_fuse!();
+    let mode = fs::metadata("/dev/fuse").map(|m| m.mode()).unwrap_or(0);
+    if mode & 0o006 != 0o006 {
+        println!(
+            "SKIP: /dev/fuse has mode {:o} here (normal systems: 666), an ordinary user cannot open it",
+            mode & 0o777
+        );
+        return;
+    }
+    let fusermount = ["/usr/bin/fusermount3", "/bin/fusermount3"]
+        .into_iter()
+        .find(|p| fs::metadata(p).is_ok_and(|m| m.mode() & 0o4000 != 0 && m.uid() == 0));
+    let Some(fusermount) = fusermount else {
+        println!("SKIP: no setuid-root fusermount3 (install fuse3)");
+        return;
+    };
+    if !have("mkfs.ext4") {
+        println!("SKIP: mkfs.ext4 not found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let img = dir.path().join("user.img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).expect("mkdir");
+    File::create(&img).expect("create").set_len(64 << 20).expect("size");
+    run(tool("mkfs.ext4").args(["-q", "-F", "-E", "root_owner=65534:65534"]).arg(&img));
+    std::os::unix::fs::chown(&img, Some(65534), Some(65534)).expect("chown image");
+    std::os::unix::fs::chown(&mnt, Some(65534), Some(65534)).expect("chown mountpoint");
+    let as_user = |cmd: &mut Command| {
+        let out = cmd.uid(65534).gid(65534).output().expect("run as nobody");
+        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    as_user(Command::new(BIN).arg("mount").arg(&img).arg(&mnt));
+    assert!(is_mounted(&mnt));
+    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    let line = mounts.lines().find(|l| l.contains(&*mnt.to_string_lossy())).expect("mount line");
+    assert!(line.contains("fuse.uext4") && line.contains("user_id=65534"), "{line}");
+    as_user(tool("sh").arg("-c").arg(format!("echo by-user > {}/mine && cat {}/mine", mnt.display(), mnt.display())));
+    as_user(Command::new(fusermount).arg("-u").arg(&mnt));
+    wait_image_free(&img);
+    assert!(!is_mounted(&mnt));
+    run(tool("e2fsck").arg("-fn").arg(&img));
+    let out = run(Command::new(BIN).arg("cat").arg(&img).arg("/mine"));
+    assert_eq!(out.stdout, b"by-user\n");
+    println!("fuse_unprivileged_mount: uid 65534 mounted through {fusermount}, wrote, unmounted; image clean");
+}
+
 /// SIGTERM and SIGINT unmount cleanly; the mount.fuse.uext4 helper form;
 /// errors are one line on stderr with a non-zero status.
 #[test]
