@@ -103,6 +103,8 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("lock_policy", Some(v)) => o.data.lock_policy = v.parse::<LockPolicy>()?,
             ("dio_unwritten_no_handle", Some(v)) => o.data.dio_unwritten_no_handle = on_off(key, v)?,
             ("dio_unaligned_concurrent", Some(v)) => o.data.dio_unaligned_concurrent = on_off(key, v)?,
+            ("auto_da_alloc", None) => o.data.auto_da_alloc = true,
+            ("noauto_da_alloc", None) => o.data.auto_da_alloc = false,
             ("fsname", Some(v)) => o.fsname = Some(v.to_string()),
             ("cache", Some(v)) => {
                 o.cache_bytes = Some(crate::util::parse_size(v).map_err(|e| format!("cache={v}: {e}"))?)
@@ -124,7 +126,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
     if !unknown.is_empty() {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
-             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, threads=N, debug, \
+             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, \
              cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
@@ -505,6 +507,8 @@ mod tests {
         assert_eq!(o.data.lock_policy, LockPolicy::Exclusive);
         assert!(!o.data.dio_unwritten_no_handle && o.data.dio_unaligned_concurrent);
         assert!(!parse("dio_unaligned_concurrent=off").unwrap().data.dio_unaligned_concurrent);
+        assert!(parse("rw").unwrap().data.auto_da_alloc);
+        assert!(!parse("noauto_da_alloc").unwrap().data.auto_da_alloc);
         assert_eq!(parse("commit=0").unwrap().commit, None);
         assert_eq!(parse("defaults,x-systemd.automount,nofail,,dev,suid").unwrap().kernel_flags.len(), 2);
     }

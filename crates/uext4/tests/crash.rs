@@ -280,3 +280,60 @@ fn crash_points_data_path_4k() {
 fn crash_points_data_path_1k() {
     run_data_path(&["-b", "1024", "-O", "^metadata_csum"], 5, 20);
 }
+
+/// auto_da_alloc under a crash: a file written without fsync and renamed
+/// over another, and a file truncated to zero while open, rewritten and
+/// closed, are written back by the rename and the close. Once the
+/// journal has committed those (its timer, not a sync), a crash leaves
+/// the new contents under the names, where without auto_da_alloc it
+/// leaves empty files (checked too: the test sees the difference).
+#[test]
+fn auto_da_alloc_survives_crash() {
+    if !have("e2fsck") {
+        eprintln!("SKIP: e2fsck not installed");
+        return;
+    }
+    let Some(base) = base_image(&["-b", "4096"]) else { return };
+    for auto in [true, false] {
+        let dev = Arc::new(RecordingDevice::new(base.clone()));
+        let data = uext4::data::DataPathConfig { auto_da_alloc: auto, ..Default::default() };
+        let opts = OpenOptions { write: true, commit_interval: Duration::from_millis(20), data, ..Default::default() };
+        let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+        let root = fs.root();
+        let (old, new) = (vec![b'o'; 20_000], vec![b'n'; 30_000]);
+        // "a": replaced by rename.
+        let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
+        fs.write(a, 0, &old).unwrap();
+        fs.fsync(a).unwrap();
+        let t = fs.create(root, b"a.tmp", 0o644, 0, 0).unwrap().ino;
+        fs.write(t, 0, &new).unwrap();
+        fs.rename(root, b"a.tmp", root, b"a", RenameFlags::default()).unwrap();
+        // "b": truncated to zero while open, rewritten, closed.
+        let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
+        fs.write(b, 0, &old).unwrap();
+        fs.fsync(b).unwrap();
+        fs.open_inode(b).unwrap();
+        fs.setattr(b, SetAttr { size: Some(0), ..Default::default() }).unwrap();
+        fs.write(b, 0, &new).unwrap();
+        fs.close_inode(b).unwrap();
+        // The journal's timer commits the renames and truncates; the
+        // background writeback (30 s) does not run.
+        std::thread::sleep(Duration::from_millis(300));
+        std::mem::forget(fs);
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        std::fs::write(&img, dev.crash_image(dev.events(), |_| true)).unwrap();
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        for name in ["/a", "/b"] {
+            let got = fs.read_all(fs.resolve(name).unwrap()).unwrap();
+            if auto {
+                assert!(got == new, "{name}: {} bytes after the crash, not the new contents", got.len());
+            } else {
+                assert!(got.is_empty(), "{name}: without auto_da_alloc expected empty, got {} bytes", got.len());
+            }
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+    }
+}

@@ -58,6 +58,12 @@ pub struct DataPathConfig {
     /// write back themselves (`dirty_ratio`); at half of it the
     /// background thread starts (`dirty_background_ratio`).
     pub dirty_ratio: u8,
+    /// ext4's `auto_da_alloc`: a rename that replaces a file, and the
+    /// close of a file truncated to zero while open, write the file's
+    /// delayed data back at once, so that the "write a new file, rename it
+    /// over the old one" pattern without fsync does not leave an empty
+    /// file after a crash (off: `noauto_da_alloc`).
+    pub auto_da_alloc: bool,
 }
 
 impl Default for DataPathConfig {
@@ -69,6 +75,7 @@ impl Default for DataPathConfig {
             dirty_expire: std::time::Duration::from_secs(30),
             writeback_interval: std::time::Duration::from_secs(5),
             dirty_ratio: 20,
+            auto_da_alloc: true,
         }
     }
 }

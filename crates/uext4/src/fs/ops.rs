@@ -447,6 +447,15 @@ impl FsCore {
             Some(d) => ftype(&self.load(d)?)? == FileType::Directory,
             None => false,
         };
+        if dst.is_some() && !flags.exchange && !src_is_dir && rw.data.auto_da_alloc {
+            // auto_da_alloc: the file that replaces another goes to disk
+            // now (its allocation in a transaction no later than the
+            // rename's, its data before that commits), so a crash after
+            // the rename commits finds its contents, not an empty file.
+            // Under rename_lock only, before any inode lock: allowed by
+            // the lock order (crate::locks).
+            self.writeback_inode(src)?;
+        }
         // Moving a directory into its own subtree.
         if parent != newparent {
             if src_is_dir && self.is_ancestor(src, newparent)? {
@@ -665,6 +674,11 @@ impl FsCore {
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
         drop(tx);
+        if attr.size == Some(0) && rw.data.auto_da_alloc {
+            // What is written next reaches the disk at close, not 30 s
+            // later (ext4 truncates-to-zero-then-rewrites the same way).
+            rw.alloc_on_close(ino);
+        }
         self.stat(ino)
     }
 

@@ -87,10 +87,16 @@ impl FsCore {
     }
 
     /// Drops an open handle of `ino`; the last close of an unlinked inode
-    /// deletes it.
+    /// deletes it. The close of a file truncated to zero while open writes
+    /// its delayed data back (auto_da_alloc, see
+    /// [`crate::data::DataPathConfig::auto_da_alloc`]).
     pub fn close_inode(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        if !rw.close_ref(ino) {
+        let closed = rw.close_ref(ino);
+        if closed.alloc && !closed.delete {
+            self.writeback_inode(ino)?;
+        }
+        if !closed.delete {
             return Ok(());
         }
         let _l = rw.locks.lock_exclusive(&[], &[ino]);

@@ -31,6 +31,26 @@ const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::EXTRA_ISIZE
     | ro_compat::METADATA_CSUM;
 
+/// Open handles per inode and what their closes must do.
+#[derive(Default)]
+struct OpenFiles {
+    /// Open handles per inode.
+    counts: HashMap<u32, u32>,
+    /// Inodes unlinked while open: deleted at their last close.
+    doomed: std::collections::HashSet<u32>,
+    /// Inodes truncated to zero while open: written back at their next
+    /// close (auto_da_alloc).
+    alloc_on_close: std::collections::HashSet<u32>,
+}
+
+/// What a close must do (see [`RwState::close_ref`]).
+pub(crate) struct Closed {
+    /// It was the last handle of an unlinked inode: delete it.
+    pub delete: bool,
+    /// The file was truncated to zero while open: write it back.
+    pub alloc: bool,
+}
+
 /// What a filesystem opened read-write has besides the read path.
 // The namespace operations (fs/ops.rs) use every field; they are wired in
 // once the extent and directory writers they call have landed.
@@ -48,9 +68,8 @@ pub(crate) struct RwState {
     generation: AtomicU32,
     /// Operations may use the blocks reserved for root.
     pub use_reserved: bool,
-    /// Open handles per inode, and the inodes unlinked while open
-    /// (deleted on their last close).
-    open: Mutex<(HashMap<u32, u32>, std::collections::HashSet<u32>)>,
+    /// Open handles per inode and what their closes must do.
+    open: Mutex<OpenFiles>,
     /// Serializes changes of the orphan list (taken inside inode locks
     /// and a handle, before any allocator or cache lock).
     pub orphan_lock: Mutex<()>,
@@ -218,7 +237,7 @@ impl RwState {
             dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             generation: AtomicU32::new(now.wrapping_mul(2_654_435_761)),
             use_reserved,
-            open: Mutex::new((HashMap::new(), std::collections::HashSet::new())),
+            open: Mutex::new(OpenFiles::default()),
             orphan_lock: Mutex::new(()),
             data,
             stats: IoStats::default(),
@@ -250,33 +269,45 @@ impl RwState {
 
     /// True if `ino` has open handles.
     pub(crate) fn is_open(&self, ino: u32) -> bool {
-        self.open.lock().0.contains_key(&ino)
+        self.open.lock().counts.contains_key(&ino)
     }
 
     pub(crate) fn open_ref(&self, ino: u32) {
-        *self.open.lock().0.entry(ino).or_insert(0) += 1;
+        *self.open.lock().counts.entry(ino).or_insert(0) += 1;
     }
 
-    /// Drops one handle; true if it was the last one of an unlinked inode.
-    pub(crate) fn close_ref(&self, ino: u32) -> bool {
+    /// Drops one handle. Says whether it was the last one of an unlinked
+    /// inode (to delete), and whether the file was truncated to zero while
+    /// open since the last close (to write back now: auto_da_alloc).
+    pub(crate) fn close_ref(&self, ino: u32) -> Closed {
         let mut g = self.open.lock();
-        let (counts, doomed) = &mut *g;
-        match counts.get_mut(&ino) {
+        let alloc = g.alloc_on_close.remove(&ino);
+        let delete = match g.counts.get_mut(&ino) {
             Some(c) if *c > 1 => {
                 *c -= 1;
                 false
             }
             Some(_) => {
-                counts.remove(&ino);
-                doomed.remove(&ino)
+                g.counts.remove(&ino);
+                g.doomed.remove(&ino)
             }
             None => false,
-        }
+        };
+        Closed { delete, alloc }
     }
 
     /// Marks `ino` as unlinked while open.
     pub(crate) fn doom(&self, ino: u32) {
-        self.open.lock().1.insert(ino);
+        self.open.lock().doomed.insert(ino);
+    }
+
+    /// Notes that open file `ino` was truncated to zero: its next close
+    /// writes its delayed data back (ext4's EXT4_STATE_DA_ALLOC_CLOSE).
+    pub(crate) fn alloc_on_close(&self, ino: u32) {
+        let mut g = self.open.lock();
+        if g.counts.contains_key(&ino) {
+            g.alloc_on_close.insert(ino);
+        }
     }
 
     /// A generation number for a new inode.
@@ -451,9 +482,9 @@ impl FsCore {
         let Some(rw) = self.live() else { return Ok(()) };
         self.stop_writeback();
         // Files unlinked while open are deleted as at their last close.
-        let doomed: Vec<u32> = rw.open.lock().1.iter().copied().collect();
+        let doomed: Vec<u32> = rw.open.lock().doomed.iter().copied().collect();
         for ino in doomed {
-            rw.open.lock().0.insert(ino, 1);
+            rw.open.lock().counts.insert(ino, 1);
             self.close_inode(ino)?;
         }
         // A writeback error (the data stays lost in memory) is reported,
