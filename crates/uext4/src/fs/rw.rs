@@ -52,9 +52,6 @@ pub(crate) struct Closed {
 }
 
 /// What a filesystem opened read-write has besides the read path.
-// The namespace operations (fs/ops.rs) use every field; they are wired in
-// once the extent and directory writers they call have landed.
-#[allow(dead_code)]
 pub(crate) struct RwState {
     pub journal: Option<Arc<JournalWriter>>,
     pub ialloc: Arc<InodeAllocator>,
