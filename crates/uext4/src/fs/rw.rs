@@ -169,7 +169,6 @@ const S_FEATURE_INCOMPAT: usize = 0x60;
 /// INCOMPAT_RECOVER.
 const RECOVER: u32 = 0x4;
 
-#[allow(dead_code)]
 impl RwState {
     /// Sets up writing on `vol` (recovery already done): allocators,
     /// journal, the superblock marked in use.
