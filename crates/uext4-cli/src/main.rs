@@ -294,7 +294,9 @@ enum Cmd {
                             default 5), allow_other, errors=continue|remount-ro|panic, cache=SIZE (page cache\n\
                             budget), data=ordered, journal_checksum, lock_policy=seeds|exclusive,\n\
                             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, noauto_da_alloc,\n\
-                            threads=N (FUSE worker threads), debug (print every request; implies --foreground).\n\
+                            threads=N (FUSE worker threads), debug (print every request; implies --foreground),\n\
+                            log=error|warn|info|debug (default warn), logfile=PATH (a background daemon\n\
+                            reports there, else to syslog; in the foreground: stderr).\n\
                             FUSE features (default first): max_write=1M, direct_writes|nodirect_writes (opens that\n\
                             may write bypass the kernel page cache, writes to a file run in parallel),\n\
                             direct_odirect|nodirect_odirect (O_DIRECT reaches uext4's direct path),\n\

@@ -53,8 +53,12 @@ pub struct MountOpts {
     /// The FUSE features (`max_write=`, `direct_writes`, `writeback_cache`,
     /// timeouts, ...): see [`uext4_fuse::KernelFeatures`].
     pub kernel: uext4_fuse::KernelFeatures,
-    /// `debug` (implies foreground).
+    /// `debug` (implies foreground, and `log=debug`).
     pub debug: bool,
+    /// `log=error|warn|info|debug`: how much the daemon reports.
+    pub log_level: Option<uext4_fuse::LevelFilter>,
+    /// `logfile=PATH`: where a background daemon reports (else syslog).
+    pub log_file: Option<PathBuf>,
     /// Generic mount flags passed to the kernel (`noexec`, `noatime`, ...).
     pub kernel_flags: Vec<String>,
     /// `fsname=`: the source shown in /proc/mounts (default: the image).
@@ -91,6 +95,16 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("rw", None) => o.read_only = false,
             ("allow_other", None) => o.allow_other = true,
             ("debug", None) => o.debug = true,
+            ("log", Some(v)) => {
+                o.log_level = Some(match v {
+                    "error" => uext4_fuse::LevelFilter::Error,
+                    "warn" => uext4_fuse::LevelFilter::Warn,
+                    "info" => uext4_fuse::LevelFilter::Info,
+                    "debug" => uext4_fuse::LevelFilter::Debug,
+                    _ => return Err(format!("log={v}: expected error, warn, info or debug")),
+                })
+            }
+            ("logfile", Some(v)) if !v.is_empty() => o.log_file = Some(PathBuf::from(v)),
             ("commit", Some(v)) => {
                 let s: u64 = v.parse().map_err(|_| format!("commit={v}: expected a number of seconds"))?;
                 // As ext4: 0 means the default.
@@ -126,7 +140,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
     if !unknown.is_empty() {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
-             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, \
+             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
              cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
@@ -193,12 +207,30 @@ pub fn run(image: &Path, mountpoint: &Path, options: &[String], foreground: bool
         return Err(CliError::msg("/dev/fuse does not exist (load the fuse module: modprobe fuse)"));
     }
     let foreground = foreground || opts.debug;
-    let notify = if foreground {
-        uext4_fuse::enable_stderr_log(opts.debug);
-        Notify::Foreground
+    let level = if opts.debug {
+        uext4_fuse::LevelFilter::Debug
     } else {
-        Notify::Pipe(daemonize()?)
+        opts.log_level.unwrap_or(uext4_fuse::LevelFilter::Warn)
     };
+    // Opened before forking, so that a bad path is reported here.
+    let log_file = match &opts.log_file {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| CliError::Msg(format!("logfile={}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let target = match log_file {
+        Some(f) => uext4_fuse::LogTarget::File(f),
+        None if foreground => uext4_fuse::LogTarget::Stderr,
+        // The daemon's stdio goes to /dev/null once the mount is up.
+        None => uext4_fuse::LogTarget::Syslog,
+    };
+    let notify = if foreground { Notify::Foreground } else { Notify::Pipe(daemonize()?) };
+    uext4_fuse::init_log(level, target);
     serve(&image, &mnt, &opts, notify)
 }
 
@@ -508,6 +540,9 @@ mod tests {
         assert!(!o.data.dio_unwritten_no_handle && o.data.dio_unaligned_concurrent);
         assert!(!parse("dio_unaligned_concurrent=off").unwrap().data.dio_unaligned_concurrent);
         assert!(parse("rw").unwrap().data.auto_da_alloc);
+        let o = parse("log=info,logfile=/var/log/uext4.log").unwrap();
+        assert_eq!((o.log_level, o.log_file), (Some(uext4_fuse::LevelFilter::Info), Some("/var/log/uext4.log".into())));
+        assert!(parse("log=loud").unwrap_err().contains("log=loud"));
         assert!(!parse("noauto_da_alloc").unwrap().data.auto_da_alloc);
         assert_eq!(parse("commit=0").unwrap().commit, None);
         assert_eq!(parse("defaults,x-systemd.automount,nofail,,dev,suid").unwrap().kernel_flags.len(), 2);

@@ -844,7 +844,10 @@ fn fuse_errors_option() {
 
     for mode in ["remount-ro", "continue", "panic"] {
         fs::write(&fx.img, &corrupt).expect("fresh copy");
-        fx.mount(&format!("rw,errors={mode}"));
+        // The daemon runs in the background: what it reports goes to the
+        // log file.
+        let log = fx.dir.path().join(format!("{mode}.log"));
+        fx.mount(&format!("rw,errors={mode},logfile={}", log.display()));
         let e = errno_of(list(fx.path("d")));
         // Under panic the daemon is gone before it answers: the request is aborted.
         let want = if mode == "panic" { libc::ECONNABORTED } else { libc::EBADMSG };
@@ -872,5 +875,19 @@ fn fuse_errors_option() {
                 wait_image_free(&fx.img);
             }
         }
+        let text = fs::read_to_string(&log).expect("read the log file");
+        let want = match mode {
+            "remount-ro" => "refusing all changes from now on (errors=remount-ro)",
+            "continue" => "(errors=continue)",
+            _ => "stopping at once (errors=panic)",
+        };
+        assert!(text.contains(want), "{mode}: the log file lacks {want:?}:\n{text}");
     }
+    // log=error keeps the warnings out.
+    fs::write(&fx.img, &corrupt).expect("fresh copy");
+    let log = fx.dir.path().join("quiet.log");
+    fx.mount(&format!("rw,errors=continue,log=error,logfile={}", log.display()));
+    let _ = list(fx.path("d"));
+    fx.unmount();
+    assert_eq!(fs::read_to_string(&log).expect("read the log file"), "", "log=error wrote warnings");
 }

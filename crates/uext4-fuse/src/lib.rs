@@ -27,13 +27,14 @@
 
 mod adapter;
 mod conv;
-mod debug_log;
 mod features;
 pub mod fusermount;
+mod logging;
 
 pub use adapter::Uext4Fuse;
-pub use debug_log::enable_stderr_log;
 pub use features::{KernelFeatures, Readdirplus, MAX_WRITE_LIMIT, OPTIONS as FEATURE_OPTIONS};
+pub use log::LevelFilter;
+pub use logging::{init_log, LogTarget};
 
 use std::ffi::CString;
 use std::io;

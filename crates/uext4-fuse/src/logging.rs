@@ -1,0 +1,124 @@
+//! Where the daemon's messages go, through the `log` facade fuser reports
+//! with: the adapter's warnings (corruption found while serving a request,
+//! `errors=` actions), fuser's errors (a reply that could not be sent)
+//! and, at the `debug` level, every request fuser decodes, every error
+//! reply and the negotiated capabilities.
+//!
+//! A daemon in the foreground writes to stderr; one in the background
+//! (whose stdio is /dev/null) writes to a log file if given one, else to
+//! syslog, as daemons do. Without a logger the messages cost nothing.
+
+use log::{Level, LevelFilter, Log, Metadata, Record};
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
+/// Where messages are written.
+#[derive(Debug)]
+pub enum LogTarget {
+    /// The process's stderr (a foreground daemon).
+    Stderr,
+    /// Appended to this file, one line each.
+    File(File),
+    /// syslog(3), facility daemon, identity "uext4".
+    Syslog,
+}
+
+struct Logger {
+    /// The adapter's messages up to this level.
+    level: LevelFilter,
+    sink: Sink,
+}
+
+enum Sink {
+    Stderr,
+    File(Mutex<File>),
+    Syslog,
+}
+
+static LOGGER: OnceLock<Logger> = OnceLock::new();
+
+/// The `log` entry point: forwards to the installed [`Logger`].
+struct Facade;
+
+static FACADE: Facade = Facade;
+
+impl Log for Facade {
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        LOGGER.get().is_some_and(|l| l.enabled(m))
+    }
+
+    fn log(&self, record: &Record<'_>) {
+        if let Some(l) = LOGGER.get() {
+            if l.enabled(record.metadata()) {
+                l.write(record);
+            }
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+impl Logger {
+    /// Below `debug`, fuser's own warnings (an unmount of a path that is
+    /// already gone at the end of every session, unimplemented requests)
+    /// are noise: only its errors are shown, and the adapter's messages up
+    /// to the chosen level.
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        if m.target().starts_with("uext4_fuse") || self.level >= LevelFilter::Debug {
+            m.level() <= self.level
+        } else {
+            m.level() <= Level::Error
+        }
+    }
+
+    fn write(&self, r: &Record<'_>) {
+        let line = format!("uext4-fuse {} {}: {}", r.level(), r.target(), r.args());
+        // A closed or full log is no reason to fail a request: errors
+        // writing it are dropped.
+        match &self.sink {
+            Sink::Stderr => {
+                let _ = writeln!(std::io::stderr().lock(), "{line}");
+            }
+            Sink::File(f) => {
+                let _ = writeln!(f.lock().unwrap_or_else(|p| p.into_inner()), "{line}");
+            }
+            Sink::Syslog => syslog(r.level(), &line),
+        }
+    }
+}
+
+fn syslog(level: Level, line: &str) {
+    let prio = match level {
+        Level::Error => libc::LOG_ERR,
+        Level::Warn => libc::LOG_WARNING,
+        Level::Info => libc::LOG_INFO,
+        Level::Debug | Level::Trace => libc::LOG_DEBUG,
+    };
+    // Interior NULs cannot be sent; they would end the message anyway.
+    let Ok(msg) = std::ffi::CString::new(line.replace('\0', " ")) else { return };
+    // SAFETY: both pointers are valid NUL-terminated strings for the
+    // call's duration; the "%s" format consumes exactly one string
+    // argument, so the message is never read as a format.
+    unsafe { libc::syslog(prio | libc::LOG_DAEMON, c"%s".as_ptr(), msg.as_ptr()) };
+}
+
+/// Sends the daemon's messages up to `level` to `target` from now on (at
+/// `Debug`, fuser's request tracing too). Only the first call installs
+/// the logger.
+pub fn init_log(level: LevelFilter, target: LogTarget) {
+    let sink = match target {
+        LogTarget::Stderr => Sink::Stderr,
+        LogTarget::File(f) => Sink::File(Mutex::new(f)),
+        LogTarget::Syslog => {
+            // SAFETY: the identity is a 'static NUL-terminated string, as
+            // openlog requires (it keeps the pointer).
+            unsafe { libc::openlog(c"uext4".as_ptr(), libc::LOG_PID, libc::LOG_DAEMON) };
+            Sink::Syslog
+        }
+    };
+    if LOGGER.set(Logger { level, sink }).is_ok() && log::set_logger(&FACADE).is_ok() {
+        // fuser's errors pass at any level.
+        log::set_max_level(level.max(LevelFilter::Error));
+    }
+}
