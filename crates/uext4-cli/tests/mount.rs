@@ -467,6 +467,41 @@ fn page_cache_coherence(p: &Path) {
     assert_eq!(&map[8..12], b"ZZZZ", "the mapping misses a later write");
     // SAFETY: unmapping the mapping made above; `map` is not used again.
     assert_eq!(unsafe { libc::munmap(addr, LEN) }, 0);
+
+    // The kernel keeps its pages across opens (`kernel_cache`): what
+    // changes the data without a write must still reach a reader that
+    // opens the file again, or that has it open and cached.
+    let mut want = fs::read(p).expect("read");
+    let reread = |want: &[u8], what: &str| {
+        let again = File::open(p).expect("open again");
+        let mut got = vec![0u8; want.len()];
+        again.read_exact_at(&mut got, 0).expect("read");
+        assert!(got == want, "a new open reads stale data after {what}");
+        let mut got = vec![0u8; want.len()];
+        reader.read_exact_at(&mut got, 0).expect("read");
+        assert!(got == want, "an open cached reader reads stale data after {what}");
+        assert_eq!(fs::metadata(p).expect("stat").len(), want.len() as u64, "size after {what}");
+    };
+    // SAFETY: fallocate on an open descriptor with a range inside the file.
+    let r =
+        unsafe { libc::fallocate(rw.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 4096, 8192) };
+    assert_eq!(r, 0, "punch hole: {}", std::io::Error::last_os_error());
+    want[4096..12288].fill(0);
+    reread(&want, "a punched hole");
+    let src_path = p.with_extension("src");
+    fs::write(&src_path, vec![b'C'; 8192]).expect("write source");
+    let src = File::open(&src_path).expect("open source");
+    let (mut off_in, mut off_out): (libc::loff_t, libc::loff_t) = (0, 16384);
+    // SAFETY: two open descriptors and valid offset pointers.
+    let n = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut off_in, rw.as_raw_fd(), &mut off_out, 8192, 0) };
+    assert_eq!(n, 8192, "copy_file_range: {}", std::io::Error::last_os_error());
+    want[16384..24576].fill(b'C');
+    reread(&want, "copy_file_range");
+    rw.set_len(20000).expect("truncate");
+    want.truncate(20000);
+    reread(&want, "a truncate");
+    fs::write(p, b"rewritten through O_TRUNC").expect("rewrite");
+    reread(b"rewritten through O_TRUNC", "a rewrite with O_TRUNC");
 }
 
 fn pattern(i: usize, len: usize) -> Vec<u8> {
@@ -773,18 +808,25 @@ fn fuse_feature_options() {
     assert_eq!(flags & WRITEBACK_CACHE, 0);
     assert!(log.lines().any(|l| l.contains(" READDIRPLUS ")), "{log}");
     // Write opens bypass the kernel's page cache, read-only ones keep it.
-    assert!(log.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES)"), "{log}");
-    assert!(log.lines().any(|l| l.contains("open") && l.ends_with("(read-only): FopenFlags(FOPEN_NOFLUSH)")), "{log}");
+    assert!(
+        log.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_KEEP_CACHE | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES)"),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("open") && l.ends_with("(read-only): FopenFlags(FOPEN_KEEP_CACHE | FOPEN_NOFLUSH)")),
+        "{log}"
+    );
 
     let (flags, max_write, log, lookups) = run_with(
-        "max_write=64K,nodirect_writes,noparallel_dirops,readdirplus=off,writeback_cache,entry_timeout=0,attr_timeout=0",
+        "max_write=64K,nodirect_writes,noparallel_dirops,readdirplus=off,writeback_cache,nokernel_cache,entry_timeout=0,attr_timeout=0",
     );
     assert_eq!(max_write, 64 << 10);
     for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS] {
         assert_eq!(flags & f, 0, "INIT flag {f:#x} not switched off: {flags:#x}");
     }
     assert_ne!(flags & WRITEBACK_CACHE, 0);
-    assert!(!log.contains("FOPEN_DIRECT_IO"), "{log}");
+    assert!(!log.contains("FOPEN_DIRECT_IO") && !log.contains("FOPEN_KEEP_CACHE"), "{log}");
     assert!(!log.lines().any(|l| l.contains(" READDIRPLUS ")), "{log}");
     // No cached names or attributes: every stat asks the daemon again.
     assert!(lookups > default_lookups, "timeouts of 0 sent {lookups} lookups/getattrs, 1 s sent {default_lookups}");
@@ -792,7 +834,7 @@ fn fuse_feature_options() {
     // O_DIRECT opens: FOPEN_DIRECT_IO unless nodirect_odirect; parallel
     // writes unless noparallel_direct_writes.
     let mut fx = Fixture::new("64M");
-    let log = fx.mount_debug("nodirect_writes,noparallel_direct_writes");
+    let log = fx.mount_debug("nodirect_writes,noparallel_direct_writes,nokernel_cache");
     let p = fx.path("direct");
     OpenOptions::new().write(true).create(true).custom_flags(libc::O_DIRECT).open(&p).expect("open O_DIRECT");
     fx.unmount();
@@ -805,7 +847,7 @@ fn fuse_feature_options() {
         "{text}"
     );
     let mut fx = Fixture::new("64M");
-    let log = fx.mount_debug("nodirect_odirect");
+    let log = fx.mount_debug("nodirect_odirect,nokernel_cache");
     let p = fx.path("direct");
     OpenOptions::new().write(true).create(true).custom_flags(libc::O_DIRECT).open(&p).expect("open O_DIRECT");
     OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&p).expect("open O_DIRECT");

@@ -166,6 +166,11 @@ impl Uext4Fuse {
         // and writes its dirty pages back at close, as it must).
         let mut fopen = FopenFlags::FOPEN_NOFLUSH;
         let f = &self.features;
+        if f.kernel_cache {
+            // Every change of the data goes through this mount, so the
+            // kernel's pages are current: no reason to drop them at open.
+            fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
         if (direct && f.direct_odirect) || f.direct_io || (writes && f.direct_writes) {
             // The kernel sends the I/O of this open straight to us, as the
             // caller gave it, and lets writes to one file run in parallel

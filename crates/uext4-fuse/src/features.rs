@@ -4,7 +4,7 @@
 //! The defaults are the measured best on the project's machine
 //! (docs/BENCHMARKS.md): 1 MiB writes, O_DIRECT opens and opens that may
 //! write served without the kernel's page cache and with parallel writes,
-//! parallel directory operations, readdirplus when the kernel thinks it
+//! cached pages kept across opens, parallel directory operations, readdirplus when the kernel thinks it
 //! helps, one-second entry and attribute timeouts, and no kernel writeback
 //! cache. Asynchronous reads are always on (fuser requests them itself and
 //! offers no way to withdraw them); splice is not offered (fuser 0.18 has
@@ -58,6 +58,14 @@ pub struct KernelFeatures {
     /// `[no]writeback_cache`: let the kernel cache writes and write them
     /// back later (FUSE_WRITEBACK_CACHE).
     pub writeback_cache: bool,
+    /// `[no]kernel_cache` (libfuse's name): the kernel keeps a file's
+    /// cached pages when it is opened again (FOPEN_KEEP_CACHE) instead of
+    /// dropping them at every open. Safe because every change of file data
+    /// goes through this mount, so the kernel already drops or updates
+    /// what changes (buffered writes update its pages; writes of opens it
+    /// does not cache, truncate, fallocate and copy_file_range drop the
+    /// range); the image is locked against any other writer.
+    pub kernel_cache: bool,
     /// `[no]parallel_dirops`: let the kernel run lookups and readdirs of
     /// one directory in parallel (FUSE_PARALLEL_DIROPS).
     pub parallel_dirops: bool,
@@ -78,6 +86,7 @@ impl Default for KernelFeatures {
             direct_writes: true,
             direct_io: false,
             writeback_cache: false,
+            kernel_cache: true,
             parallel_dirops: true,
             readdirplus: Readdirplus::Auto,
             entry_ttl: Duration::from_secs(1),
@@ -88,7 +97,7 @@ impl Default for KernelFeatures {
 
 /// The mount options [`KernelFeatures::set`] knows, for help texts.
 pub const OPTIONS: &str = "max_write=SIZE, [no]parallel_direct_writes, [no]direct_odirect, [no]direct_writes, \
-                           direct_io, [no]writeback_cache, [no]parallel_dirops, \
+                           direct_io, [no]writeback_cache, [no]kernel_cache, [no]parallel_dirops, \
                            readdirplus=on|off|auto, entry_timeout=SECONDS, attr_timeout=SECONDS";
 
 impl KernelFeatures {
@@ -117,6 +126,7 @@ impl KernelFeatures {
             "direct_writes" | "nodirect_writes" => self.direct_writes = flag(!key.starts_with("no"))?,
             "direct_io" => self.direct_io = flag(true)?,
             "writeback_cache" | "nowriteback_cache" => self.writeback_cache = flag(!key.starts_with("no"))?,
+            "kernel_cache" | "nokernel_cache" => self.kernel_cache = flag(!key.starts_with("no"))?,
             "parallel_dirops" | "noparallel_dirops" => self.parallel_dirops = flag(!key.starts_with("no"))?,
             "readdirplus" => {
                 self.readdirplus = match val {
@@ -172,6 +182,7 @@ mod tests {
             ("nodirect_writes", None),
             ("direct_io", None),
             ("writeback_cache", None),
+            ("nokernel_cache", None),
             ("noparallel_dirops", None),
             ("readdirplus", Some("off")),
             ("entry_timeout", Some("0")),
@@ -181,7 +192,7 @@ mod tests {
         }
         assert_eq!(f.max_write, 128 << 10);
         assert!(!f.parallel_direct_writes && !f.direct_odirect && !f.direct_writes);
-        assert!(f.direct_io && f.writeback_cache && !f.parallel_dirops);
+        assert!(f.direct_io && f.writeback_cache && !f.kernel_cache && !f.parallel_dirops);
         assert_eq!(f.readdirplus, Readdirplus::Off);
         assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
         assert_eq!(f.set("ro", None), Ok(false));
