@@ -302,7 +302,8 @@ enum Cmd {
                             direct_odirect|nodirect_odirect (O_DIRECT reaches uext4's direct path),\n\
                             parallel_direct_writes|noparallel_direct_writes, direct_io (every open bypasses the\n\
                             kernel page cache), nowriteback_cache|writeback_cache, parallel_dirops|noparallel_dirops,\n\
-                            readdirplus=auto|on|off, entry_timeout=1, attr_timeout=1 (seconds).\n\
+                            readdirplus=auto|on|off, entry_timeout=1, attr_timeout=1, negative_timeout=1 (seconds),\n\
+                            kernel_cache|nokernel_cache (the kernel keeps file pages across opens).\n\
                             Generic flags: dev, nodev, suid, nosuid, exec, noexec, atime,\n\
                             noatime, sync, async, dirsync.")]
     Mount {

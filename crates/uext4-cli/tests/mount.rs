@@ -774,6 +774,25 @@ fn fuse_feature_options() {
     let run_with = |opts: &str| -> (u64, u64, String, usize) {
         let mut fx = Fixture::new("64M");
         let log = fx.mount_debug(opts);
+        // A name looked up while absent, 50 times, then made by each kind
+        // of namespace change: a cached negative entry must never hide it.
+        for (i, make) in ["create", "mkdir", "symlink", "link", "rename"].iter().enumerate() {
+            let p = fx.path(&format!("absent{i}"));
+            for _ in 0..50 {
+                assert_eq!(errno_of(fs::symlink_metadata(&p)), libc::ENOENT);
+            }
+            match *make {
+                "create" => fs::write(&p, b"x").expect("create"),
+                "mkdir" => fs::create_dir(&p).expect("mkdir"),
+                "symlink" => std::os::unix::fs::symlink("target", &p).expect("symlink"),
+                "link" => fs::hard_link(fx.path("absent0"), &p).expect("link"),
+                _ => {
+                    fs::write(fx.path("src"), b"y").expect("write");
+                    fs::rename(fx.path("src"), &p).expect("rename");
+                }
+            }
+            assert!(fs::symlink_metadata(&p).is_ok(), "{make}: a negative entry hides {}", p.display());
+        }
         fs::create_dir(fx.path("d")).expect("mkdir");
         for i in 0..4 {
             fs::write(fx.path(&format!("d/f{i}")), vec![7u8; 256 << 10]).expect("write");
@@ -796,7 +815,18 @@ fn fuse_feature_options() {
             let v: String = rest.trim_start_matches("0x").chars().take_while(|c| c.is_ascii_hexdigit()).collect();
             u64::from_str_radix(&v, radix).expect("number")
         };
-        let getattrs = text.lines().filter(|l| l.contains(" GETATTR ") || l.contains(" LOOKUP ")).count();
+        let getattrs = text
+            .lines()
+            .filter(|l| l.contains(" GETATTR ") || (l.contains(" LOOKUP ") && !l.contains("\"absent")))
+            .count();
+        let absent = text.lines().filter(|l| l.contains(" LOOKUP ") && l.contains("\"absent")).count();
+        // Cached for 1 s by default: the 250 stats of absent names cost a
+        // lookup or two per name; with no negative caching, one each.
+        if opts.contains("negative_timeout=0") {
+            assert!(absent >= 250, "{absent} lookups of absent names with negative_timeout=0");
+        } else {
+            assert!(absent <= 25, "{absent} lookups of absent names with negative entries cached");
+        }
         (num("flags ", 16), num("max write ", 10), text, getattrs)
     };
 
@@ -819,7 +849,8 @@ fn fuse_feature_options() {
     );
 
     let (flags, max_write, log, lookups) = run_with(
-        "max_write=64K,nodirect_writes,noparallel_dirops,readdirplus=off,writeback_cache,nokernel_cache,entry_timeout=0,attr_timeout=0",
+        "max_write=64K,nodirect_writes,noparallel_dirops,readdirplus=off,writeback_cache,nokernel_cache,entry_timeout=0,attr_timeout=0,\
+         negative_timeout=0",
     );
     assert_eq!(max_write, 64 << 10);
     for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS] {

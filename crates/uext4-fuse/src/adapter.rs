@@ -320,7 +320,23 @@ impl fuser::Filesystem for Uext4Fuse {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
-        let ino = tri!(reply, self.fs.lookup(parent, name).map_err(|e| self.fail("lookup", e)));
+        let ino = match self.fs.lookup(parent, name) {
+            Ok(ino) => ino,
+            Err(Error::NotFound(_)) if !self.features.negative_ttl.is_zero() => {
+                // A negative entry (node id 0): the kernel remembers the
+                // name is absent. Every create or rename of a name goes
+                // through this mount, and the kernel replaces the entry
+                // then, so it cannot hide a file.
+                let mut a = attr(&placeholder(0, None));
+                a.ino = INodeNo(0);
+                reply.entry_with_ttls(&Duration::ZERO, &self.features.negative_ttl, &a, Generation(0));
+                return;
+            }
+            Err(e) => {
+                reply.error(self.fail("lookup", e));
+                return;
+            }
+        };
         if !is_servable(ino) {
             warn!("lookup: {:?} in {parent} points at inode {ino}", String::from_utf8_lossy(name));
             reply.error(Errno::from_i32(libc::EUCLEAN));

@@ -4,11 +4,12 @@
 //! The defaults are the measured best on the project's machine
 //! (docs/BENCHMARKS.md): 1 MiB writes, O_DIRECT opens and opens that may
 //! write served without the kernel's page cache and with parallel writes,
-//! cached pages kept across opens, parallel directory operations, readdirplus when the kernel thinks it
-//! helps, one-second entry and attribute timeouts, and no kernel writeback
-//! cache. Asynchronous reads are always on (fuser requests them itself and
-//! offers no way to withdraw them); splice is not offered (fuser 0.18 has
-//! no splice transport).
+//! cached pages kept across opens, parallel directory operations,
+//! readdirplus when the kernel thinks it helps, one-second entry,
+//! attribute and negative-entry timeouts, and no kernel writeback cache.
+//! Asynchronous reads are always on (fuser requests them itself and offers
+//! no way to withdraw them); splice is not offered (fuser 0.18 has no
+//! splice transport).
 
 use std::time::Duration;
 
@@ -75,6 +76,9 @@ pub struct KernelFeatures {
     pub entry_ttl: Duration,
     /// `attr_timeout=SECONDS`: how long the kernel may cache attributes.
     pub attr_ttl: Duration,
+    /// `negative_timeout=SECONDS`: how long the kernel may remember that a
+    /// name does not exist (0: it asks every time).
+    pub negative_ttl: Duration,
 }
 
 impl Default for KernelFeatures {
@@ -91,6 +95,7 @@ impl Default for KernelFeatures {
             readdirplus: Readdirplus::Auto,
             entry_ttl: Duration::from_secs(1),
             attr_ttl: Duration::from_secs(1),
+            negative_ttl: Duration::from_secs(1),
         }
     }
 }
@@ -98,7 +103,8 @@ impl Default for KernelFeatures {
 /// The mount options [`KernelFeatures::set`] knows, for help texts.
 pub const OPTIONS: &str = "max_write=SIZE, [no]parallel_direct_writes, [no]direct_odirect, [no]direct_writes, \
                            direct_io, [no]writeback_cache, [no]kernel_cache, [no]parallel_dirops, \
-                           readdirplus=on|off|auto, entry_timeout=SECONDS, attr_timeout=SECONDS";
+                           readdirplus=on|off|auto, entry_timeout=SECONDS, attr_timeout=SECONDS, \
+                           negative_timeout=SECONDS";
 
 impl KernelFeatures {
     /// Applies one mount option (`key` or `key=value`). `Ok(false)` if the
@@ -136,17 +142,17 @@ impl KernelFeatures {
                     v => return Err(format!("readdirplus={}: expected on, off or auto", v.unwrap_or(""))),
                 }
             }
-            "entry_timeout" | "attr_timeout" => {
+            "entry_timeout" | "attr_timeout" | "negative_timeout" => {
                 let v = val.ok_or_else(|| format!("{key} needs a number of seconds"))?;
                 let s: f64 = v.parse().map_err(|_| format!("{key}={v}: expected a number of seconds"))?;
                 if !(0.0..=86400.0).contains(&s) {
                     return Err(format!("{key}={v}: expected 0 to 86400 seconds"));
                 }
                 let d = Duration::from_secs_f64(s);
-                if key == "entry_timeout" {
-                    self.entry_ttl = d;
-                } else {
-                    self.attr_ttl = d;
+                match key {
+                    "entry_timeout" => self.entry_ttl = d,
+                    "attr_timeout" => self.attr_ttl = d,
+                    _ => self.negative_ttl = d,
                 }
             }
             _ => return Ok(false),
@@ -187,6 +193,7 @@ mod tests {
             ("readdirplus", Some("off")),
             ("entry_timeout", Some("0")),
             ("attr_timeout", Some("2.5")),
+            ("negative_timeout", Some("0")),
         ] {
             assert_eq!(f.set(k, v), Ok(true), "{k}");
         }
@@ -195,6 +202,7 @@ mod tests {
         assert!(f.direct_io && f.writeback_cache && !f.kernel_cache && !f.parallel_dirops);
         assert_eq!(f.readdirplus, Readdirplus::Off);
         assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
+        assert_eq!(f.negative_ttl, Duration::ZERO);
         assert_eq!(f.set("ro", None), Ok(false));
     }
 
