@@ -596,8 +596,7 @@ impl fuser::Filesystem for Uext4Fuse {
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let ino = tri!(reply, from_fuse(ino));
         let zero = Duration::ZERO;
-        // One lifetime for name and attributes here: the shorter.
-        let ttl = self.features.entry_ttl.min(self.features.attr_ttl);
+        let ttl = self.features.entry_and_attr_ttl();
         let r = self.fill_dir(ino, offset, |e| match self.fs.stat(e.ino) {
             Ok(st) => reply.add(
                 to_fuse(e.ino),
@@ -747,9 +746,7 @@ impl fuser::Filesystem for Uext4Fuse {
         let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0o7777) as u16, false));
         let st = tri!(reply, self.fs.create(parent, name, mode, uid, gid).map_err(|e| self.fail("create", e)));
         let (fh, fopen) = self.open_handle(st.ino, flags);
-        // One lifetime for both here (fuser's CREATE reply takes one):
-        // the shorter.
-        let ttl = self.features.entry_ttl.min(self.features.attr_ttl);
+        let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
     }
 

@@ -64,8 +64,9 @@ pub struct KernelFeatures {
     /// dropping them at every open. Safe because every change of file data
     /// goes through this mount, so the kernel already drops or updates
     /// what changes (buffered writes update its pages; writes of opens it
-    /// does not cache, truncate, fallocate and copy_file_range drop the
-    /// range); the image is locked against any other writer.
+    /// does not cache, truncate and fallocate drop the range;
+    /// copy_file_range falls back to reads and writes); the image is
+    /// locked against any other writer.
     pub kernel_cache: bool,
     /// `[no]parallel_dirops`: let the kernel run lookups and readdirs of
     /// one directory in parallel (FUSE_PARALLEL_DIROPS).
@@ -107,6 +108,12 @@ pub const OPTIONS: &str = "max_write=SIZE, [no]parallel_direct_writes, [no]direc
                            negative_timeout=SECONDS";
 
 impl KernelFeatures {
+    /// The lifetime for replies that carry one for both the name and the
+    /// attributes (CREATE, READDIRPLUS entries): the shorter of the two.
+    pub fn entry_and_attr_ttl(&self) -> Duration {
+        self.entry_ttl.min(self.attr_ttl)
+    }
+
     /// Applies one mount option (`key` or `key=value`). `Ok(false)` if the
     /// key is not one of these options, an error if its value is bad.
     pub fn set(&mut self, key: &str, val: Option<&str>) -> Result<bool, String> {

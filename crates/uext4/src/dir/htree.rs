@@ -171,23 +171,18 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
     };
     found.retain(|f| u64::from(f.0) < limit);
     found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
+    let majors: Vec<u32> = found.iter().map(|f| f.0).collect();
     let mut out = Vec::new();
     let mut ordinal = 0u32;
-    for i in 0..found.len() {
-        let major = found[i].0;
-        if i > 0 && found[i - 1].0 == major {
-            ordinal = (ordinal + 1).min((1 << ORDINAL_BITS) - 1);
-        } else {
-            ordinal = 0;
-        }
+    for (i, (major, _, mut e)) in found.into_iter().enumerate() {
+        ordinal = if i > 0 && majors[i - 1] == major { ordinal.saturating_add(1) } else { 0 };
         if major == start && ordinal < skip {
             continue;
         }
         if out.len() >= max {
             break;
         }
-        let last_of_group = found.get(i + 1).is_none_or(|n| n.0 != major);
-        let mut e = found[i].2.clone();
+        let last_of_group = majors.get(i + 1).is_none_or(|&n| n != major);
         e.next_cookie = if last_of_group { cookie(major + 2, 0) } else { cookie(major, ordinal + 1) };
         out.push(e);
     }
