@@ -437,6 +437,52 @@ impl Superblock {
     pub fn needs_recovery(&self) -> bool {
         self.features.has_incompat(incompat::RECOVER)
     }
+
+    /// The largest size in bytes a file may have: the kernel's
+    /// `ext4_max_size` for extent-mapped files (`extents`) and
+    /// `ext4_max_bitmap_size` for block-mapped ones. The kernel refuses
+    /// ("bad i_size value") any inode larger than this, so writes,
+    /// truncates and fallocates past it answer EFBIG.
+    pub fn max_file_size(&self, extents: bool) -> u64 {
+        let bits = 10 + u64::from(self.log_block_size.min(6));
+        let huge = self.features.has_ro_compat(ro_compat::HUGE_FILE);
+        // What i_blocks can count: 2^32 - 1 sectors without huge_file,
+        // 2^48 - 1 blocks (EXT4_HUGE_FILE_FL) with it.
+        let upper_blocks = if huge { (1u64 << 48) - 1 } else { ((1u64 << 32) - 1) >> (bits - 9) };
+        let blocks = if extents {
+            // ee_block is 32 bits and one extent must be able to cover the
+            // last block, so the last logical block is 2^32 - 2.
+            ((1u64 << 32) - 1).min(if huge { u64::MAX } else { upper_blocks })
+        } else {
+            bitmap_max_blocks(bits, upper_blocks)
+        };
+        // MAX_LFS_FILESIZE on 64-bit kernels.
+        blocks.checked_shl(bits as u32).filter(|&b| b <= i64::MAX as u64).unwrap_or(i64::MAX as u64)
+    }
+}
+
+/// Largest size in blocks of a block-mapped file whose data and indirect
+/// blocks together fit in `upper` blocks of i_blocks (ext4_max_bitmap_size).
+fn bitmap_max_blocks(bits: u64, upper: u64) -> u64 {
+    const NDIR: u64 = 12;
+    let ppb = 1u64 << (bits - 2);
+    let tree = NDIR + ppb + ppb * ppb + ppb * ppb * ppb;
+    let tree_meta = 1 + (1 + ppb) + (1 + ppb + ppb * ppb);
+    if tree + tree_meta <= upper {
+        return tree;
+    }
+    // i_blocks is the limit: take away the indirect blocks needed to map
+    // `upper` data blocks.
+    let mut rest = upper - NDIR - ppb;
+    let mut meta = 1;
+    if rest < ppb * ppb {
+        meta += 1 + rest.div_ceil(ppb);
+        return upper - meta;
+    }
+    meta += 1 + ppb;
+    rest -= ppb * ppb;
+    meta += 1 + rest.div_ceil(ppb) + rest.div_ceil(ppb * ppb);
+    upper - meta
 }
 
 /// True if group `g` holds a superblock backup under sparse_super:

@@ -66,7 +66,7 @@ impl FsCore {
     /// Writes `data` at `offset` with direct I/O (`O_DIRECT`). Returns the
     /// bytes written (short only when the disk fills part-way).
     pub fn write_direct(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.check_offset(offset, data.len() as u64)?;
+        let data = &data[..self.write_limit(offset, data.len())?];
         self.write_retrying(offset, data, |o, d| self.write_direct_once(ino, o, d))
     }
 

@@ -25,8 +25,6 @@ use crate::txn::Tx;
 
 /// Largest link count; directories beyond it count 1 (dir_nlink).
 pub const LINK_MAX: u16 = 65000;
-/// Largest logical block + 1 of an extent-mapped file.
-const MAX_FILE_BLOCKS: u64 = 1 << 32;
 /// Blocks allocated and written per journal handle by a large write.
 const WRITE_CHUNK_BLOCKS: u64 = 8192;
 
@@ -639,7 +637,7 @@ impl FsCore {
                 FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
                 _ => return Err(Error::Invalid(format!("truncate of inode {ino}, not a regular file"))),
             }
-            self.check_offset(size, 0)?;
+            self.check_offset(size, 0, i.flags & FL_EXTENTS != 0)?;
         }
         let shrinking = attr.size.is_some_and(|s| s < i.size);
         let _inv = shrinking.then(|| st.invalidate.write());
@@ -682,13 +680,30 @@ impl FsCore {
         self.stat(ino)
     }
 
-    pub(crate) fn check_offset(&self, offset: u64, len: u64) -> Result<()> {
-        let bs = self.vol.block_size as u64;
+    /// EFBIG unless `offset + len` stays within the largest size of an
+    /// extent-mapped (`extents`) or block-mapped file.
+    pub(crate) fn check_offset(&self, offset: u64, len: u64, extents: bool) -> Result<()> {
         let end = offset.checked_add(len).ok_or_else(|| Error::FileTooBig("offset overflows".into()))?;
-        if end > MAX_FILE_BLOCKS * bs {
-            return Err(Error::FileTooBig(format!("offset {end} beyond the largest ext4 file")));
+        let max = self.vol.sb.max_file_size(extents);
+        if end > max {
+            return Err(Error::FileTooBig(format!("offset {end} beyond the largest file ({max} bytes)")));
         }
         Ok(())
+    }
+
+    /// How much of a write of `len` bytes at `offset` fits below the
+    /// largest file size: as the kernel's generic_write_checks, a write
+    /// that starts below it is cut short there, one that starts at or past
+    /// it fails with EFBIG. Writes go to extent-mapped files only.
+    pub(crate) fn write_limit(&self, offset: u64, len: usize) -> Result<usize> {
+        let max = self.vol.sb.max_file_size(true);
+        if len == 0 {
+            return Ok(0);
+        }
+        if offset >= max {
+            return Err(Error::FileTooBig(format!("offset {offset} at or beyond the largest file ({max} bytes)")));
+        }
+        Ok(usize::try_from(max - offset).map_or(len, |room| len.min(room)))
     }
 
     /// Frees the blocks past `size` and zeroes the tail of the last block.
@@ -713,7 +728,7 @@ impl FsCore {
     /// data is in dirty folios when this returns, its blocks reserved;
     /// writeback allocates them and writes it, see fs/writeback.rs).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.check_offset(offset, data.len() as u64)?;
+        let data = &data[..self.write_limit(offset, data.len())?];
         let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
         // The write is done; a writeback error is reported by fsync.
         let _ = self.balance_dirty(ino);
@@ -881,7 +896,8 @@ impl FsCore {
         if len == 0 {
             return Err(Error::Invalid("fallocate of length 0".into()));
         }
-        self.check_offset(offset, len)?;
+        // Only extent-mapped files can be fallocated (checked below).
+        self.check_offset(offset, len, true)?;
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
         let st = rw.locks.inode(ino);

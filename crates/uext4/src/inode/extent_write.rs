@@ -628,7 +628,9 @@ pub fn allocate_range(
     size_hint: u64,
 ) -> Result<Vec<Run>> {
     let ctx = Ctx::new(tx, inode)?;
-    let end = lblk.checked_add(n).filter(|&e| e <= MAX_LBLK).ok_or_else(|| {
+    // The last block an extent file may have is 2^32 - 2 (ext4_max_size):
+    // the kernel refuses an inode that maps 2^32 - 1.
+    let end = lblk.checked_add(n).filter(|&e| e < MAX_LBLK).ok_or_else(|| {
         Error::FileTooBig(format!("inode {}: blocks {lblk}+{n} beyond the largest extent-mapped file", inode.ino))
     })?;
     let mut runs = Vec::new();
