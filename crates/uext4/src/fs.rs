@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod buffered;
 mod direct;
+mod mmp;
 pub mod ops;
 mod orphan;
 mod rw;
@@ -54,6 +55,11 @@ pub struct OpenOptions {
     pub data: crate::data::DataPathConfig,
     /// Page-cache budget in bytes (0: an eighth of RAM, 64 MiB to 4 GiB).
     pub cache_bytes: usize,
+    /// How long a read-write open of an `mmp` filesystem watches an
+    /// in-use MMP block before claiming it. None (the default): the
+    /// kernel's `2 * interval + 1` s, at least 11 s. Shorter waits are for
+    /// tests; they can miss a live node that updates less often.
+    pub mmp_wait: Option<Duration>,
 }
 
 impl Default for OpenOptions {
@@ -65,6 +71,7 @@ impl Default for OpenOptions {
             use_reserved: false,
             data: crate::data::DataPathConfig::default(),
             cache_bytes: 0,
+            mmp_wait: None,
         }
     }
 }
@@ -228,6 +235,9 @@ impl Filesystem {
         let mut notices = Vec::new();
         let probe = Volume::open(dev.clone(), 64)?;
         rw::check_writable(&probe.sb)?;
+        // Before anything is written (journal recovery included), as the
+        // kernel's ext4_fill_super does.
+        let mmp = mmp::claim(&dev, &probe.sb, opts.mmp_wait)?;
         if probe.sb.needs_recovery() {
             drop(probe);
             let r = crate::journal::recover(dev.clone())?;
@@ -238,8 +248,15 @@ impl Filesystem {
         }
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw =
-            rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved, opts.data, opts.cache_bytes)?;
+        let rw = rw::RwState::start(
+            &vol,
+            &alloc,
+            opts.commit_interval,
+            opts.use_reserved,
+            opts.data,
+            opts.cache_bytes,
+            mmp,
+        )?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut core = FsCore { vol, notices, alloc: alloc_cell, rw_state: Some(rw) };

@@ -16,5 +16,6 @@ pub mod features;
 pub mod group_desc;
 pub mod inode;
 pub mod journal;
+pub mod mmp;
 pub mod superblock;
 pub mod xattr;

@@ -78,6 +78,10 @@ pub(crate) struct RwState {
     pub pages: PageCache,
     /// Dirty files and the background writeback thread.
     pub wb: super::writeback::Writeback,
+    /// The claim on an `mmp` filesystem (marked clean at shutdown).
+    mmp: Mutex<Option<super::mmp::MmpGuard>>,
+    /// Set when another node took the MMP block over: changes are refused.
+    mmp_lost: Option<Arc<std::sync::OnceLock<String>>>,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -179,6 +183,7 @@ impl RwState {
         use_reserved: bool,
         data: DataPathConfig,
         cache_bytes: usize,
+        mmp: Option<super::mmp::MmpGuard>,
     ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
@@ -239,6 +244,8 @@ impl RwState {
             stats: IoStats::default(),
             pages: PageCache::new(if cache_bytes == 0 { PageCache::default_budget() } else { cache_bytes }),
             wb: Default::default(),
+            mmp_lost: mmp.as_ref().map(|m| m.lost()),
+            mmp: Mutex::new(mmp),
         })
     }
 
@@ -334,6 +341,11 @@ impl RwState {
             }
         }
         vol.device().flush()?;
+        // Clean only once everything else is on disk: another node may
+        // take the filesystem the moment it sees this.
+        if let Some(m) = self.mmp.lock().take() {
+            m.stop()?;
+        }
         Ok(())
     }
 }
@@ -396,6 +408,9 @@ impl FsCore {
     /// blocks reserved for delayed allocation.
     pub(crate) fn begin_tx(&self, credits: usize, writeback: bool) -> Result<Tx<'_>> {
         let rw = self.rw()?;
+        if let Some(why) = rw.mmp_lost.as_ref().and_then(|l| l.get()) {
+            return Err(Error::ReadOnly(why.clone()));
+        }
         let alloc = self.allocator()?;
         IoStats::bump(&rw.stats.handles);
         let handle = match &rw.journal {
