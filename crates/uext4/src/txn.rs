@@ -13,7 +13,7 @@
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::{AllocRequest, Allocation, Allocator};
 use crate::error::{Error, Result};
-use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::format::inode::Inode;
 use crate::journal::Handle;
 use crate::volume::Volume;
@@ -205,45 +205,61 @@ impl<'a> Tx<'a> {
         self.journal_inode_group(ino, false)
     }
 
+    /// Journals group `ino`'s inode bitmap, its descriptor (free count,
+    /// used directories, bitmap checksum, itable_unused) and any inode
+    /// slots newly brought below the itable_unused mark, all under the
+    /// group's lock: another thread allocating in the same group must see
+    /// the mark and the zeroing as one step, or it could zero a slot that
+    /// was allocated and written meanwhile (and the bitmap and descriptor
+    /// could be journaled from two different states).
     fn journal_inode_group(&self, ino: u32, allocated: bool) -> Result<()> {
         let sb = &self.vol.sb;
         let ipg = sb.inodes_per_group;
         let g = (ino - 1) / ipg;
         let idx = (ino - 1) % ipg;
         let gd0 = self.vol.groups[g as usize];
-        let (csum, free, dirs) = self.ialloc.with_group(g, |bitmap, free, dirs| {
+        self.ialloc.with_group(g, |bitmap, free, dirs| {
             self.handle.init(gd0.inode_bitmap, |b| {
                 // Bits past inodes_per_group are set, as the kernel pads them.
                 b.fill(0xFF);
                 b[..bitmap.len()].copy_from_slice(bitmap);
                 Ok(())
             })?;
-            Ok::<_, Error>((crate::alloc::inodes::bitmap_checksum(sb, bitmap), free, dirs))
-        })??;
-        let mut zero_from = None;
-        self.modify_desc(g, |gd| {
-            gd.free_inodes_count = free;
-            gd.used_dirs_count = dirs;
-            if gd.flags & BG_INODE_UNINIT != 0 {
-                gd.flags &= !BG_INODE_UNINIT;
-                zero_from = Some(0);
-                gd.itable_unused = ipg;
-            }
-            gd.inode_bitmap_csum = csum;
-            if allocated && (sb.has_metadata_csum() || sb.has_gdt_csum()) {
-                let used_below = ipg - gd.itable_unused.min(ipg);
-                if idx >= used_below {
-                    zero_from.get_or_insert(used_below);
-                    gd.itable_unused = ipg - idx - 1;
+            let csum = crate::alloc::inodes::bitmap_checksum(sb, bitmap);
+            let mut zero_from = None;
+            self.modify_desc(g, |gd| {
+                gd.free_inodes_count = free;
+                gd.used_dirs_count = dirs;
+                // A zeroed table (mkfs or lazy init did it) holds no stale
+                // records; the kernel never zeroes slots when allocating.
+                let zeroed = gd.flags & BG_INODE_ZEROED != 0;
+                if gd.flags & BG_INODE_UNINIT != 0 {
+                    gd.flags &= !BG_INODE_UNINIT;
+                    if !zeroed {
+                        zero_from = Some(0);
+                    }
+                    gd.itable_unused = ipg;
                 }
+                gd.inode_bitmap_csum = csum;
+                if allocated && (sb.has_metadata_csum() || sb.has_gdt_csum()) {
+                    let used_below = ipg - gd.itable_unused.min(ipg);
+                    if idx >= used_below {
+                        if !zeroed {
+                            zero_from.get_or_insert(used_below);
+                        }
+                        gd.itable_unused = ipg - idx - 1;
+                    }
+                }
+            })?;
+            // Inode slots newly brought below the high-water mark must be
+            // zero (the table may never have been initialised). Allocated
+            // slots among them belong to threads that have not journaled
+            // their group yet, so have not written their inode either.
+            if let Some(from) = zero_from {
+                self.zero_inode_slots(g, from, idx)?;
             }
-        })?;
-        // Inode slots newly brought below the high-water mark must be
-        // zero (the table may never have been initialised).
-        if let Some(from) = zero_from {
-            self.zero_inode_slots(g, from, idx)?;
-        }
-        Ok(())
+            Ok(())
+        })?
     }
 
     fn zero_inode_slots(&self, g: u32, from: u32, to_excl: u32) -> Result<()> {
