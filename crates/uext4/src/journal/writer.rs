@@ -290,10 +290,16 @@ impl JournalWriter {
 
     /// `block` was freed in transaction `tid`: forget its pending versions
     /// and revoke older log copies.
+    ///
+    /// Its last committed version stays in the checkpoint map (as jbd2
+    /// keeps the buffer on the older transaction's checkpoint list) until
+    /// the revoking transaction is durable: if that commit first needs a
+    /// checkpoint and the machine stops before its commit block, the
+    /// block's home location must still hold what the log no longer does.
     fn revoke(&self, tid: u64, block: u64) {
         let mut st = self.state.lock();
         let in_log =
-            st.checkpoint.remove(&block).is_some() || st.committing.as_ref().is_some_and(|(_, b)| b.contains(&block));
+            st.checkpoint.contains_key(&block) || st.committing.as_ref().is_some_and(|(_, b)| b.contains(&block));
         if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
             t.blocks.remove(&block);
             if in_log {
@@ -381,11 +387,18 @@ impl JournalWriter {
         self.write_transaction(&txn)?;
         {
             let mut st = self.state.lock();
-            let revoked_later: HashSet<u64> = st.running.as_ref().map(|t| t.revoked.clone()).unwrap_or_default();
+            // Blocks the running transaction has since freed are kept too:
+            // their revoke is not durable yet (see `revoke`).
             for (b, buf) in txn.blocks {
-                if !revoked_later.contains(&b) {
-                    st.checkpoint.insert(b, buf);
-                }
+                st.checkpoint.insert(b, buf);
+            }
+            // This transaction's revokes are durable: the older versions of
+            // the blocks it freed need no checkpoint any more. Commits are
+            // serialized and a freed block is not reallocated before its
+            // freeing transaction commits, so what the map holds for them
+            // is still the version this transaction revoked.
+            for b in &txn.revoked {
+                st.checkpoint.remove(b);
             }
             st.committing = None;
             st.committed = txn.tid;

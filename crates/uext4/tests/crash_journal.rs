@@ -1,0 +1,213 @@
+//! Crash tests of the journal's bookkeeping on a small log (1 KiB
+//! blocks, 1 MiB journal): metadata freed by a transaction whose commit
+//! must first checkpoint (issue 12, defect 1), and work too large for one
+//! transaction split into bounded handles (defect 3). Every crash point
+//! of the interesting window is tried: the image a crash there could
+//! leave is recovered by uext4's own open, walked, unmounted and must be
+//! `e2fsck -fn` clean.
+
+mod rw_support;
+
+use rw_support::{fsck_clean, have};
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+use uext4::device::{BlockDevice, Event, RecordingDevice};
+use uext4::fs::ops::SetAttr;
+use uext4::fs::OpenOptions;
+use uext4::fs::XattrSetMode;
+use uext4::Filesystem;
+
+/// A fresh image with 1 KiB blocks and a 1 MiB journal.
+fn small_journal_image(size_mb: u64) -> Option<Vec<u8>> {
+    if !have("e2fsck") {
+        eprintln!("SKIP: e2fsck not installed");
+        return None;
+    }
+    let (_d, img) = rw_support::mkfs(size_mb, &["-b", "1024", "-J", "size=1"])?;
+    Some(std::fs::read(&img).unwrap())
+}
+
+fn open_recording(base: &[u8]) -> (Arc<RecordingDevice>, Filesystem) {
+    let dev = Arc::new(RecordingDevice::new(base.to_vec()));
+    let opts = OpenOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    (dev, fs)
+}
+
+fn flushes(dev: &RecordingDevice, from: usize, to: usize) -> usize {
+    dev.log()[from..to].iter().filter(|e| matches!(e, Event::Flush)).count()
+}
+
+/// Reads everything reachable from the root: names, attributes, file
+/// contents, xattrs. Any error (a zeroed directory block, a bad extent
+/// node) fails the test.
+fn walk(fs: &Filesystem, what: &str) {
+    let mut todo = vec![(fs.root(), "/".to_string())];
+    while let Some((dir, path)) = todo.pop() {
+        let entries = fs.read_dir_all(dir).unwrap_or_else(|e| panic!("{what}: readdir {path}: {e}"));
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let p = format!("{path}{}", String::from_utf8_lossy(&e.name));
+            let st = fs.stat(e.ino).unwrap_or_else(|err| panic!("{what}: stat {p}: {err}"));
+            fs.list_xattrs(e.ino).unwrap_or_else(|err| panic!("{what}: listxattr {p}: {err}"));
+            if st.mode & 0o170000 == 0o040000 {
+                todo.push((e.ino, format!("{p}/")));
+            } else if st.mode & 0o170000 == 0o100000 {
+                fs.read_all(e.ino).unwrap_or_else(|err| panic!("{what}: read {p}: {err}"));
+            }
+        }
+    }
+}
+
+/// Recovers the image a crash at `point` (keeping the writes after the
+/// last flush that `keep` selects) leaves, with uext4's own open; walks
+/// it, unmounts, runs `e2fsck -fn`. Images already checked are skipped.
+fn check_point(
+    dev: &RecordingDevice,
+    dir: &std::path::Path,
+    seen: &mut HashSet<u64>,
+    point: usize,
+    keep: impl FnMut(usize) -> bool,
+    what: &str,
+    check: &dyn Fn(&Filesystem, &str),
+) {
+    let bytes = dev.crash_image(point, keep);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    if !seen.insert(h.finish()) {
+        return;
+    }
+    let img = dir.join("crash.img");
+    std::fs::write(&img, &bytes).unwrap();
+    let mut fs = Filesystem::open_rw(&img).unwrap_or_else(|e| panic!("{what}: open: {e}"));
+    walk(&fs, what);
+    check(&fs, what);
+    fs.unmount().unwrap_or_else(|e| panic!("{what}: unmount: {e}"));
+    drop(fs);
+    fsck_clean(&img);
+}
+
+/// Every crash point in `from..=to`, each with all, none and an
+/// alternating half of the unflushed writes kept.
+fn every_point(dev: &RecordingDevice, from: usize, to: usize, what: &str, check: &dyn Fn(&Filesystem, &str)) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = HashSet::new();
+    for point in from..=to {
+        let w = format!("{what}: crash at {point} ({from}..={to})");
+        check_point(dev, dir.path(), &mut seen, point, |_| true, &w, check);
+        check_point(dev, dir.path(), &mut seen, point, |_| false, &w, check);
+        check_point(dev, dir.path(), &mut seen, point, |i| i % 2 == 0, &w, check);
+    }
+    seen.len()
+}
+
+/// A metadata-freeing operation, run after enough small transactions
+/// that its own commit has to checkpoint first.
+struct FreeCase {
+    name: &'static str,
+    /// Creates what will be freed (committed before the fillers).
+    setup: fn(&Filesystem),
+    /// Frees metadata blocks (committed in the checkpointing commit).
+    free: fn(&Filesystem),
+}
+
+/// Builds the workload with `fillers` create+commit transactions between
+/// the setup and the freeing operation; returns the device, the events
+/// of the freeing commit, and whether that commit checkpointed (four
+/// flushes: home writes, journal superblock, logged blocks, commit
+/// block), or, for `fillers == None`, the index of the first filler
+/// commit that checkpointed.
+fn build(base: &[u8], case: &FreeCase, fillers: Option<usize>) -> (Arc<RecordingDevice>, usize, usize, Option<usize>) {
+    let (dev, fs) = open_recording(base);
+    (case.setup)(&fs);
+    fs.commit().unwrap();
+    let root = fs.root();
+    let mut first_checkpoint = None;
+    for k in 0..fillers.unwrap_or(600) {
+        let before = dev.events();
+        fs.create(root, format!("filler-{k:04}").as_bytes(), 0o644, 0, 0).unwrap();
+        fs.commit().unwrap();
+        if fillers.is_none() && flushes(&dev, before, dev.events()) >= 4 {
+            first_checkpoint = Some(k);
+            break;
+        }
+    }
+    let mark = dev.events();
+    (case.free)(&fs);
+    fs.commit().unwrap();
+    let end = dev.events();
+    std::mem::forget(fs);
+    let checkpointed = flushes(&dev, mark, end) >= 4;
+    (dev, mark, end, if fillers.is_none() { first_checkpoint } else { checkpointed.then_some(0) })
+}
+
+fn run_free_case(case: &FreeCase) {
+    let Some(base) = small_journal_image(8) else { return };
+    let (_, _, _, first) = build(&base, case, None);
+    let k = first.expect("no filler commit checkpointed: the log never filled");
+    // The freeing commit checkpoints when it comes where the k-th filler's
+    // commit did (or about there: the transactions differ in size).
+    let found = [k, k + 1, k.saturating_sub(1), k + 2, k.saturating_sub(2)]
+        .into_iter()
+        .find_map(|n| {
+            let (dev, mark, end, ok) = build(&base, case, Some(n));
+            ok.map(|_| (dev, mark, end))
+        })
+        .unwrap_or_else(|| panic!("{}: could not make the freeing commit checkpoint", case.name));
+    let (dev, mark, end) = found;
+    let images = every_point(&dev, mark, end, case.name, &|_, _| {});
+    eprintln!("{}: {} crash points, {images} distinct images checked", case.name, end - mark + 1);
+}
+
+/// rmdir of a directory whose block was logged, then checkpointed by
+/// the rmdir's own commit (the issue's reproducer).
+#[test]
+fn freed_dir_block_survives_checkpointing_commit() {
+    run_free_case(&FreeCase {
+        name: "rmdir",
+        setup: |fs| {
+            fs.mkdir(fs.root(), b"d", 0o755, 0, 0).unwrap();
+        },
+        free: |fs| fs.rmdir(fs.root(), b"d").unwrap(),
+    });
+}
+
+/// A file with an extent tree of depth 1 (its leaf block logged) cut
+/// back to one extent: the leaf is freed as the root pulls it up.
+#[test]
+fn freed_extent_leaf_survives_checkpointing_commit() {
+    run_free_case(&FreeCase {
+        name: "extent shrink",
+        setup: |fs| {
+            let ino = fs.create(fs.root(), b"frag", 0o644, 0, 0).unwrap().ino;
+            // Every other block: one extent each, more than the root holds.
+            for b in 0..12u64 {
+                fs.write_direct(ino, b * 2048, &[b as u8 + 1; 1024]).unwrap();
+            }
+        },
+        free: |fs| {
+            let ino = fs.resolve("/frag").unwrap();
+            fs.setattr(ino, SetAttr { size: Some(1024), ..Default::default() }).unwrap();
+        },
+    });
+}
+
+/// An xattr block (logged) released when its last attribute goes.
+#[test]
+fn freed_xattr_block_survives_checkpointing_commit() {
+    run_free_case(&FreeCase {
+        name: "xattr release",
+        setup: |fs| {
+            let ino = fs.create(fs.root(), b"x", 0o644, 0, 0).unwrap().ino;
+            fs.set_xattr(ino, b"user.big", &[7u8; 600], XattrSetMode::Any).unwrap();
+        },
+        free: |fs| {
+            let ino = fs.resolve("/x").unwrap();
+            fs.remove_xattr(ino, b"user.big").unwrap();
+        },
+    });
+}
