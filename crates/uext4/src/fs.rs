@@ -22,6 +22,7 @@ use std::time::Duration;
 
 mod buffered;
 mod direct;
+mod errors;
 pub mod ops;
 mod orphan;
 mod rw;
@@ -236,10 +237,21 @@ impl Filesystem {
         } else {
             drop(probe);
         }
+        // Every flush goes through the error tracker, so a failed one
+        // reaches the files whose data it lost (fs/errors.rs).
+        let errs = Arc::new(errors::WbErrors::default());
+        let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw =
-            rw::RwState::start(&vol, &alloc, opts.commit_interval, opts.use_reserved, opts.data, opts.cache_bytes)?;
+        let rw = rw::RwState::start(
+            &vol,
+            &alloc,
+            opts.commit_interval,
+            opts.use_reserved,
+            opts.data,
+            opts.cache_bytes,
+            errs,
+        )?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut core = FsCore { vol, notices, alloc: alloc_cell, rw_state: Some(rw) };

@@ -393,6 +393,8 @@ impl FsCore {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
             rw.locks.inode(i.ino).pages.invalidate_all();
+            // Its errors are not the next user's of the number.
+            rw.errs.forget(i.ino);
         }
         if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
             ew::remove_range(tx, i, 0, u64::MAX)?;
@@ -714,6 +716,7 @@ impl FsCore {
     /// writeback allocates them and writes it, see fs/writeback.rs).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.check_offset(offset, data.len() as u64)?;
+        self.check_not_aborted()?;
         let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
         // The write is done; a writeback error is reported by fsync.
         let _ = self.balance_dirty(ino);
@@ -971,8 +974,27 @@ impl FsCore {
     /// fsync(2)/fdatasync(2): writes back the file's dirty data, then
     /// commits the transaction that last changed `ino` unless it has
     /// committed already (a device flush otherwise).
+    ///
+    /// EIO at once, before any device I/O, once the journal has aborted.
+    /// A writeback error of the file that happened earlier (in the
+    /// background, or in a flush of other files' data) and that no fsync
+    /// of `ino` has reported yet is reported now, once; see
+    /// [`FsCore::fsync_file`] for per-open-file reporting.
     pub fn fsync(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
+        let r = self.fsync_inner(ino);
+        if r.is_err() {
+            // The caller got it: the same error is not reported twice.
+            rw.errs.advance_anon(ino);
+            return r;
+        }
+        rw.errs.check_and_advance(ino, None)
+    }
+
+    /// [`FsCore::fsync`] without the report of earlier errors.
+    pub(crate) fn fsync_inner(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        self.check_not_aborted_io()?;
         if rw.locks.inode(ino).pages.is_dirty() {
             self.writeback_inode(ino)?;
         }

@@ -78,6 +78,8 @@ pub(crate) struct RwState {
     pub pages: PageCache,
     /// Dirty files and the background writeback thread.
     pub wb: super::writeback::Writeback,
+    /// Per-file writeback errors and flush windows.
+    pub errs: Arc<super::errors::WbErrors>,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -179,6 +181,7 @@ impl RwState {
         use_reserved: bool,
         data: DataPathConfig,
         cache_bytes: usize,
+        errs: Arc<super::errors::WbErrors>,
     ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
@@ -221,6 +224,16 @@ impl RwState {
                     }
                 }),
             );
+            let v2 = Arc::downgrade(vol);
+            j.set_abort_hook(Box::new(move |why| {
+                // ext4_abort: the error goes in the superblock, written
+                // directly since the journal will write nothing more. A
+                // dead disk may refuse this too; the abort stands anyway.
+                if let Some(v) = v2.upgrade() {
+                    let e = Error::Io(std::io::Error::other(why.to_string()));
+                    let _ = write_sb_direct(&v, |raw| super::errors::save_error_info(raw, &e, 0, 0, "jbd2_journal_abort", 0));
+                }
+            }));
             committer = Some(spawn_committer(Arc::downgrade(j), commit_interval));
         }
         Ok(RwState {
@@ -239,6 +252,7 @@ impl RwState {
             stats: IoStats::default(),
             pages: PageCache::new(if cache_bytes == 0 { PageCache::default_budget() } else { cache_bytes }),
             wb: Default::default(),
+            errs,
         })
     }
 
