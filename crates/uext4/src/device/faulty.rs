@@ -74,7 +74,7 @@ struct State {
     /// Dead disk: every call of these kinds fails.
     dead: Option<FaultOps>,
     /// A failing write first writes this fraction (in 1/256) of its
-    /// buffer, rounded down to 512 bytes (0: nothing is written).
+    /// buffer, rounded down to 4 KiB (0: nothing is written).
     short: u16,
 }
 
@@ -147,7 +147,9 @@ impl FaultyDevice {
     }
 
     /// A write that fails first writes `fraction_256 / 256` of its buffer
-    /// (rounded down to whole 512-byte sectors): a torn write.
+    /// (rounded down to whole 4 KiB units, the atomic write unit of a 4Kn
+    /// disk: ext4 itself assumes its 1 KiB superblock is written whole):
+    /// a torn write.
     pub fn set_short_writes(&self, fraction_256: u16) {
         self.state.lock().short = fraction_256.min(256);
     }
@@ -203,7 +205,7 @@ impl FaultyDevice {
             return None;
         }
         self.injected.fetch_add(1, Ordering::Relaxed);
-        Some((len * usize::from(st.short) / 256) & !511)
+        Some((len * usize::from(st.short) / 256) & !4095)
     }
 }
 
