@@ -225,6 +225,7 @@ impl FsCore {
             ew::mark_written(&tx, &mut i, lblk, n)?;
         }
         tx.write_inode(&mut i)?;
+        tx.settle();
         rw.note_dirty(&[ino], tx.tid());
         IoStats::bump(&rw.stats.dio_conversions);
         Ok(())
@@ -245,6 +246,7 @@ impl FsCore {
         i.mtime = now;
         i.ctime = now;
         tx.write_inode(&mut i)?;
+        tx.settle();
         rw.note_dirty(&[ino], tx.tid());
         Ok(())
     }
@@ -258,6 +260,7 @@ impl FsCore {
         i.mtime = now;
         i.ctime = now;
         tx.write_inode(&mut i)?;
+        tx.settle();
         rw.note_dirty(&[ino], tx.tid());
         Ok(())
     }

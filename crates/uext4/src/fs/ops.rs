@@ -120,7 +120,10 @@ impl FsCore {
         Ok(crate::dir::lookup(&self.vol, dir, name)?.map(|(i, _)| i))
     }
 
+    /// Records `tx` as the last change of `inos` (for fsync), and the
+    /// operation as ended consistently ([`Tx::settle`]).
     fn note_tid(&self, tx: &Tx, inos: &[u32]) {
+        tx.settle();
         if let Ok(rw) = self.rw() {
             rw.note_dirty(inos, tx.tid());
         }
@@ -170,6 +173,13 @@ impl FsCore {
     fn finish_new_entry(&self, tx: Tx, dir: &mut Inode, i: &mut Inode, added: Result<()>) -> Result<Stat> {
         if let Err(e) = added {
             self.release_inode(&tx, i)?;
+            // Growing a directory or a new inode's blocks fail with ENOSPC
+            // before changing what they grow: the inode was the only
+            // change, and it is undone. Any other failure may have left a
+            // half-changed directory: the journal aborts (Tx's Drop).
+            if matches!(e, Error::NoSpace(_)) {
+                tx.settle();
+            }
             return Err(e);
         }
         if ftype(i)? == FileType::Directory {
@@ -310,6 +320,9 @@ impl FsCore {
             // No new name (e.g. ENOSPC growing the directory): no new link.
             i.links_count -= 1;
             tx.write_inode(&mut i)?;
+            if matches!(e, Error::NoSpace(_)) {
+                tx.settle();
+            }
             return Err(e);
         }
         touch_dir(&mut dir);
@@ -781,6 +794,10 @@ impl FsCore {
                 }
                 tx.write_inode(&mut i)?;
                 self.note_tid(&tx, &[ino]);
+                // A data write that failed may have left blocks mapped
+                // inside EOF without their data (stale contents): only
+                // ENOSPC stops cleanly here.
+                tx.settle_unless_broken(Some(&e));
                 return if landed > offset { Ok((landed - offset) as usize) } else { Err(e) };
             }
             if chunk_end > i.size {
@@ -916,6 +933,7 @@ impl FsCore {
         i.mtime = now;
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
+        tx.settle_unless_broken(r.as_ref().err());
         r
     }
 

@@ -424,6 +424,7 @@ impl FsCore {
             use_reserved: rw.use_reserved,
             delalloc: Some(rw.pages.account()),
             writeback,
+            settled: Default::default(),
         })
     }
 

@@ -427,6 +427,7 @@ impl FsCore {
                 let mut i = self.regular(ino)?;
                 i.size = i.size.max(pending);
                 tx.write_inode(&mut i)?;
+                tx.settle();
                 rw.note_dirty(&[ino], tx.tid());
             }
             st.pages.settle_size(pending);

@@ -132,6 +132,9 @@ pub struct Handle {
     counted: bool,
     /// Credits reserved in the transaction until the handle stops.
     credits: usize,
+    /// The handle has changed or freed metadata (an operation that fails
+    /// after this must undo or abort: see `Tx`).
+    changed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Handle {
@@ -299,7 +302,7 @@ impl JournalWriter {
             t.handles += 1;
             t.credits += credits;
             let tid = t.tid;
-            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true, credits });
+            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true, credits, changed: Default::default() });
         }
     }
 
@@ -386,12 +389,24 @@ impl JournalWriter {
             while st.running.as_ref().is_some_and(|t| t.handles > 0) {
                 self.cv.wait(&mut st);
             }
+            // A handle that failed half-way aborted the journal before it
+            // stopped: its transaction must not reach the log.
+            if let Some(e) = &st.aborted {
+                return Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}"))));
+            }
             tid
         };
         let hook = self.close_hook.lock().clone();
         if let Some(hook) = hook {
             // Records into the locked transaction; not counted as a handle.
-            let h = Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: false, credits: 0 };
+            let h = Handle {
+                journal: Some(self.clone()),
+                cache: self.cache.clone(),
+                tid,
+                counted: false,
+                credits: 0,
+                changed: Default::default(),
+            };
             hook(&h)?;
         }
         let txn = {
@@ -599,7 +614,7 @@ impl JournalWriter {
 impl Handle {
     /// A write-through handle for a filesystem without a journal.
     pub fn direct(cache: Arc<BufferCache>) -> Handle {
-        Handle { journal: None, cache, tid: 0, counted: false, credits: 0 }
+        Handle { journal: None, cache, tid: 0, counted: false, credits: 0, changed: Default::default() }
     }
 
     /// The transaction this handle belongs to (0 without a journal).
@@ -642,7 +657,22 @@ impl Handle {
         self.install(&guard, block, data)
     }
 
+    /// True once this handle has changed or freed a metadata block.
+    pub fn has_changes(&self) -> bool {
+        self.changed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Aborts the journal this handle belongs to (an operation failed
+    /// after changing metadata and cannot undo it: its transaction must
+    /// never commit). No-op without a journal.
+    pub fn abort_journal(&self, why: &str) {
+        if let Some(j) = &self.journal {
+            j.abort(why);
+        }
+    }
+
     fn install(&self, guard: &crate::cache::BlockGuard<'_>, block: u64, data: Box<[u8]>) -> Result<()> {
+        self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         match self.backend() {
             Backend::Journal(j) => {
                 let buf = guard.install(data)?;
@@ -661,6 +691,7 @@ impl Handle {
     /// of it may reach its home location, and older log copies are
     /// revoked.
     pub fn forget(&self, block: u64) {
+        self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(j) = &self.journal {
             j.revoke(self.tid, block);
         }
