@@ -344,3 +344,45 @@ fn open_on_failing_disk_then_recover() {
     let dir = tempfile::tempdir().unwrap();
     r.recover_and_check(dir.path(), "dead disk at open");
 }
+
+/// Defect 4: unlink removes the entry, then freeing the inode's blocks
+/// meets EIO reading its extent leaf. The half-done unlink must never
+/// commit (it used to: the entry gone, the inode still linked and
+/// allocated, "unattached inode" for e2fsck); the journal aborts and
+/// recovery finds the file as it was.
+#[test]
+fn failed_unlink_never_commits_half() {
+    let Some(image) = base(16, &[]) else { return };
+    let r = rig(&image);
+    let bs = {
+        let mut fs = r.open().unwrap();
+        let f = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+        // Holes between the blocks: one extent each, more than the inode holds.
+        for k in 0..12u64 {
+            fs.write_direct(f, k * 8192, &pattern(k, 4096)).unwrap();
+        }
+        let bs = u64::from(fs.block_size());
+        fs.unmount().unwrap();
+        bs
+    };
+    // A fresh open: the extent leaf is not cached.
+    let fs = r.open().unwrap();
+    let f = fs.resolve("/f").unwrap();
+    let i = fs.inode(f).unwrap();
+    assert_eq!(u16::from_le_bytes([i.block[6], i.block[7]]), 1, "the file needs an extent leaf block");
+    let leaf = u64::from(u32::from_le_bytes(i.block[16..20].try_into().unwrap()))
+        | (u64::from(u16::from_le_bytes([i.block[20], i.block[21]])) << 32);
+    r.dev.fail_range(FaultOps::READ, leaf * bs, (leaf + 1) * bs);
+    let e = fs.unlink(fs.root(), b"f").unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    r.dev.heal();
+    // The device works again: still nothing of the half unlink commits.
+    assert!(fs.commit().is_err(), "the journal aborted");
+    assert_eq!(fs.create(fs.root(), b"g", 0o644, 0, 0).unwrap_err().errno(), libc::EROFS);
+    drop(fs);
+    let dir = tempfile::tempdir().unwrap();
+    let img = r.recover_and_check(dir.path(), "half unlink");
+    let fs = Filesystem::open(&img).unwrap();
+    let f = fs.resolve("/f").expect("the unlink did not happen");
+    assert_eq!(fs.read_all(f).unwrap()[8192..12288], pattern(1, 4096)[..]);
+}

@@ -402,6 +402,11 @@ impl FsCore {
 
     /// Starts a transaction for an operation that dirties at most about
     /// `credits` metadata blocks. Take inode locks before this.
+    ///
+    /// Call [`Tx::settle`] once the operation has reached a consistent
+    /// end (done, or failed after undoing its changes): a `Tx` that
+    /// changed metadata and drops unsettled aborts the journal, so a half
+    /// operation never commits.
     pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
         self.begin_tx(credits, false)
     }
