@@ -107,7 +107,9 @@ impl<'a> Tx<'a> {
 
     fn check_block(&self, block: u64) -> Result<()> {
         if !self.vol.valid_range(block, 1) && block != 0 {
-            return Err(Error::Invalid(format!("metadata write to block {block} outside the filesystem")));
+            // The number came from the image (an extent or xattr pointer).
+            let m = format!("metadata write to block {block} outside the filesystem");
+            return Err(Error::corrupt(crate::error::Structure::Extent, block, m));
         }
         Ok(())
     }
