@@ -248,8 +248,16 @@ impl FsCore {
     /// operation; `ino` is the inode involved (0 if none). Written
     /// through the journal while it works (so no later checkpoint writes
     /// an older superblock over it), else straight to the device.
+    ///
+    /// After a journal abort only corruption is recorded: the abort itself
+    /// was (by the abort hook), and the EIO every later fsync answers is
+    /// its echo, which must not cost device I/O each time.
     pub fn record_error(&self, e: &Error, ino: u32, func: &str) -> Result<()> {
         let rw = self.rw()?;
+        let aborted = rw.journal.as_ref().is_some_and(|j| j.aborted().is_some());
+        if aborted && !matches!(e, Error::Corrupt { .. } | Error::Checksum { .. }) {
+            return Ok(());
+        }
         let block = match e {
             Error::Corrupt { block, .. } | Error::Checksum { block, .. } => *block,
             _ => 0,
