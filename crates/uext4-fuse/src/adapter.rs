@@ -19,10 +19,10 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 use log::{debug, error, info, warn};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

@@ -103,7 +103,12 @@ fn op_index(op: FaultOps) -> usize {
 impl FaultyDevice {
     /// Wraps `inner`; no fault is armed.
     pub fn new(inner: Arc<dyn BlockDevice>) -> FaultyDevice {
-        FaultyDevice { inner, state: Mutex::new(State::default()), calls: Default::default(), injected: AtomicU64::new(0) }
+        FaultyDevice {
+            inner,
+            state: Mutex::new(State::default()),
+            calls: Default::default(),
+            injected: AtomicU64::new(0),
+        }
     }
 
     /// The wrapped device (to inspect what reached it).

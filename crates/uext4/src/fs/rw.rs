@@ -231,7 +231,9 @@ impl RwState {
                 // dead disk may refuse this too; the abort stands anyway.
                 if let Some(v) = v2.upgrade() {
                     let e = Error::Io(std::io::Error::other(why.to_string()));
-                    let _ = write_sb_direct(&v, |raw| super::errors::save_error_info(raw, &e, 0, 0, "jbd2_journal_abort", 0));
+                    let _ = write_sb_direct(&v, |raw| {
+                        super::errors::save_error_info(raw, &e, 0, 0, "jbd2_journal_abort", 0)
+                    });
                 }
             }));
             committer = Some(spawn_committer(Arc::downgrade(j), commit_interval));

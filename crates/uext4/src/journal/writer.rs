@@ -302,7 +302,14 @@ impl JournalWriter {
             t.handles += 1;
             t.credits += credits;
             let tid = t.tid;
-            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true, credits, changed: Default::default() });
+            return Ok(Handle {
+                journal: Some(self.clone()),
+                cache: self.cache.clone(),
+                tid,
+                counted: true,
+                credits,
+                changed: Default::default(),
+            });
         }
     }
 
