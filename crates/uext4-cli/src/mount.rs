@@ -358,6 +358,34 @@ fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
     Ok(f)
 }
 
+/// Test-only: when `UEXT4_TEST_FAULT_TRIGGER` names a path, the image is
+/// opened through a `FaultyDevice` that turns into a dead disk (every
+/// read, write and flush fails with EIO) once that path exists, checked
+/// every 20 ms. The tests use it to make the daemon meet EIO; nothing
+/// else sets it.
+const FAULT_TRIGGER_ENV: &str = "UEXT4_TEST_FAULT_TRIGGER";
+
+fn open_fs(image: &Path, open: OpenOptions) -> uext4::Result<Filesystem> {
+    let Some(trigger) = std::env::var_os(FAULT_TRIGGER_ENV) else {
+        return Filesystem::open_with(image, open);
+    };
+    let file = Arc::new(uext4::FileDevice::open(image, open.write)?);
+    let dev = Arc::new(uext4::device::FaultyDevice::new(file));
+    let weak = Arc::downgrade(&dev);
+    let trigger = std::path::PathBuf::from(trigger);
+    let _ = std::thread::Builder::new().name("uext4-test-fault".into()).spawn(move || {
+        while let Some(d) = weak.upgrade() {
+            if trigger.exists() {
+                d.kill();
+                return;
+            }
+            drop(d);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    Filesystem::open_device(dev, open)
+}
+
 fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliResult {
     ensure_stdio();
     let sigset = block_stop_signals();
@@ -373,7 +401,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
     if let Some(b) = opts.cache_bytes {
         open.cache_bytes = usize::try_from(b).unwrap_or(usize::MAX);
     }
-    let fs = match Filesystem::open_with(image, open) {
+    let fs = match open_fs(image, open) {
         Ok(fs) => Arc::new(fs),
         Err(e) => {
             let m = match e {

@@ -890,6 +890,60 @@ fn fuse_feature_options() {
     assert!(text.lines().any(|l| l.ends_with("(read-only): FopenFlags(FOPEN_NOFLUSH)")), "{text}");
 }
 
+/// errors=remount-ro reacts to EIO (not only to corruption): the daemon
+/// runs over a test-only FaultyDevice (UEXT4_TEST_FAULT_TRIGGER) that
+/// dies when the trigger file appears; the fsync that meets the dead disk
+/// gets EIO, every later change EROFS, reads of cached data go on, and
+/// the image recovers to fsck-clean once the disk works again.
+#[test]
+fn fuse_errors_remount_ro_on_eio() {
+    require_fuse!();
+    let fx = Fixture::new("64M");
+    let trigger = fx.dir.path().join("die");
+    let log = fx.dir.path().join("eio.log");
+    run(Command::new(BIN)
+        .env("UEXT4_TEST_FAULT_TRIGGER", &trigger)
+        .arg("mount")
+        .arg(&fx.img)
+        .arg(&fx.mnt)
+        .arg("-o")
+        .arg(format!("rw,errors=remount-ro,logfile={}", log.display())));
+    assert!(is_mounted(&fx.mnt), "not mounted after uext4 mount returned");
+    fs::write(fx.path("kept"), b"kept").expect("write");
+    File::open(fx.path("kept")).and_then(|f| f.sync_all()).expect("fsync before the fault");
+    fs::write(&trigger, b"").expect("trigger");
+    // The device dies within 20 ms: the first fsync that reaches it fails.
+    let t0 = Instant::now();
+    let mut i = 0u32;
+    let e = loop {
+        let r = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(fx.path(&format!("f{i}")))
+            .and_then(|mut f| f.write_all(b"data").and_then(|()| f.sync_all()));
+        if let Err(e) = r {
+            break e;
+        }
+        i += 1;
+        assert!(t0.elapsed() < Duration::from_secs(30), "no fsync failed after the disk died");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "the fsync on the dead disk: {e}");
+    assert_eq!(errno_of(fs::create_dir(fx.path("nd"))), libc::EROFS, "mkdir after the EIO");
+    assert_eq!(errno_of(fs::write(fx.path("new"), b"y")), libc::EROFS, "a write after the EIO");
+    let text = fs::read_to_string(&log).expect("read the log file");
+    assert!(text.contains("(errors=remount-ro)"), "the log lacks the errors= action:\n{text}");
+    // The clean unmount fails on the dead disk; the daemon still exits.
+    unmount_retrying(tool("umount").arg(&fx.mnt));
+    wait_image_free(&fx.img);
+    // uext4's own next open recovers it (journal replay), then e2fsck.
+    run(Command::new(BIN).arg("mkdir").arg(&fx.img).arg("/after"));
+    run(tool("e2fsck").arg("-fn").arg(&fx.img));
+    let out = run(Command::new(BIN).arg("cat").arg(&fx.img).arg("/kept"));
+    assert_eq!(out.stdout, b"kept", "fsync'd data survives");
+}
+
 #[test]
 fn fuse_errors_option() {
     require_fuse!();

@@ -19,11 +19,12 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 use log::{debug, error, info, warn};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use uext4::fs::{FallocMode, RenameFlags as LibRename, SetAttr, XattrSetMode};
 use uext4::{Error, FileType, Filesystem, Stat, Timestamp};
@@ -34,6 +35,10 @@ const FH_DIRECT: u64 = 1;
 /// File handle bit: the open was counted with `Filesystem::open_inode`
 /// (read-write mounts), so release must call `close_inode`.
 const FH_COUNTED: u64 = 2;
+/// File handle bits above these two: a counted open's id, the key of its
+/// writeback-error cursor (each open file description sees each
+/// writeback error of its file once from fsync, as on Linux).
+const FH_ID_SHIFT: u32 = 2;
 
 /// Upper bound on the buffer of one read request, whatever it asks.
 const MAX_READ: u32 = 16 << 20;
@@ -76,13 +81,25 @@ pub struct Uext4Fuse {
     on_error: OnError,
     /// Set by the first filesystem error under `errors=remount-ro`.
     errored: AtomicBool,
+    /// Writeback-error cursor of each counted open, by file handle
+    /// (Linux's `file->f_wb_err`).
+    wb_cursors: Mutex<HashMap<u64, u64>>,
+    next_fh: AtomicU64,
 }
 
 impl Uext4Fuse {
     /// An adapter serving `fs` with the cache lifetimes and options of `cfg`.
     pub fn new(fs: Arc<Filesystem>, cfg: &MountConfig) -> Uext4Fuse {
         let read_only = cfg.read_only || fs.is_read_only();
-        Uext4Fuse { fs, features: cfg.kernel.clone(), read_only, on_error: cfg.errors, errored: AtomicBool::new(false) }
+        Uext4Fuse {
+            fs,
+            features: cfg.kernel.clone(),
+            read_only,
+            on_error: cfg.errors,
+            errored: AtomicBool::new(false),
+            wb_cursors: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
     }
 
     /// Ok if changes are allowed: a read-write mount that has not met a
@@ -97,9 +114,18 @@ impl Uext4Fuse {
 
     /// The errno for a library error, logged: corruption and device errors
     /// as warnings, the ordinary ones (ENOENT, EEXIST, ...) for `debug`.
+    /// Corruption and device errors (EIO, which includes a journal abort)
+    /// are filesystem errors: recorded in the superblock's error fields
+    /// (as ext4_error does) and handled as `errors=` says.
     fn fail(&self, op: &str, e: Error) -> Errno {
+        if matches!(e, Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_)) && !self.read_only {
+            // A dead disk refuses this too; the error is logged below anyway.
+            if let Err(re) = self.fs.record_error(&e, 0, op) {
+                debug!("{op}: recording the error in the superblock: {re}");
+            }
+        }
         match e {
-            Error::Corrupt { .. } | Error::Checksum { .. } => match self.on_error {
+            Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_) => match self.on_error {
                 OnError::Continue => warn!("{op}: {e} (errors=continue)"),
                 OnError::RemountRo => {
                     if !self.errored.swap(true, Ordering::AcqRel) && !self.read_only {
@@ -114,7 +140,7 @@ impl Uext4Fuse {
                     std::process::exit(2);
                 }
             },
-            Error::Io(_) | Error::NotExt4(_) => warn!("{op}: {e}"),
+            Error::NotExt4(_) => warn!("{op}: {e}"),
             _ => debug!("{op}: {e}"),
         }
         errno(&e)
@@ -156,7 +182,11 @@ impl Uext4Fuse {
         let mut fh = if direct { FH_DIRECT } else { 0 };
         if !self.read_only {
             match self.fs.open_inode(ino) {
-                Ok(()) => fh |= FH_COUNTED,
+                Ok(()) => {
+                    fh |= FH_COUNTED | (self.next_fh.fetch_add(1, Ordering::Relaxed) << FH_ID_SHIFT);
+                    let sample = self.fs.wb_err_sample(ino);
+                    self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, sample);
+                }
                 Err(e) => debug!("open_inode({ino}): {e}"),
             }
         }
@@ -562,13 +592,26 @@ impl fuser::Filesystem for Uext4Fuse {
     ) {
         let ino = tri!(reply, from_fuse(ino));
         if fh.0 & FH_COUNTED != 0 {
+            self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
             // The last close of an unlinked file deletes it.
             tri!(reply, self.fs.close_inode(ino).map_err(|e| self.fail("release", e)));
         }
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let cursor = self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).get(&fh.0).copied();
+        if let (Some(mut c), false) = (cursor, self.read_only) {
+            let ino = tri!(reply, from_fuse(ino));
+            let r = self.fs.fsync_file(ino, &mut c);
+            // Only this description's cursor moves.
+            if let Some(v) = self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&fh.0) {
+                *v = (*v).max(c);
+            }
+            tri!(reply, r.map_err(|e| self.fail("fsync", e)));
+            reply.ok();
+            return;
+        }
         tri!(reply, self.fsync_ino("fsync", ino));
         reply.ok();
     }

@@ -23,6 +23,7 @@ use std::time::Duration;
 mod buffered;
 mod direct;
 mod mmp;
+mod errors;
 pub mod ops;
 mod orphan;
 mod rw;
@@ -246,6 +247,10 @@ impl Filesystem {
         } else {
             drop(probe);
         }
+        // Every flush goes through the error tracker, so a failed one
+        // reaches the files whose data it lost (fs/errors.rs).
+        let errs = Arc::new(errors::WbErrors::default());
+        let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
         let rw = rw::RwState::start(
@@ -256,6 +261,7 @@ impl Filesystem {
             opts.data,
             opts.cache_bytes,
             mmp,
+            errs,
         )?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);

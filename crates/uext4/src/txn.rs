@@ -36,6 +36,8 @@ pub struct Tx<'a> {
     /// This transaction is writeback's: it allocates the blocks that
     /// were reserved for it.
     pub writeback: bool,
+    /// The operation reached a consistent end (see [`Tx::settle`]).
+    pub settled: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Tx<'_> {
@@ -54,7 +56,38 @@ pub enum FreeKind {
     Metadata,
 }
 
+impl Drop for Tx<'_> {
+    /// An operation that changed metadata and ends without
+    /// [`Tx::settle`] failed half-way: whatever it installed in the
+    /// running transaction is an inconsistent step (an entry removed but
+    /// the link count not dropped, a bitmap freed in one group and not the
+    /// next). Like ext4 (ext4_abort on a failed handle), the journal is
+    /// aborted so that it never commits; the last committed state, plus
+    /// the log, stays what a recovery finds.
+    fn drop(&mut self) {
+        if self.handle.has_changes() && !self.settled.load(std::sync::atomic::Ordering::Relaxed) {
+            self.handle.abort_journal("an operation failed after changing metadata");
+        }
+    }
+}
+
 impl<'a> Tx<'a> {
+    /// Marks the operation as ended consistently: done, or failed after
+    /// undoing its changes. A `Tx` that changed metadata and drops without
+    /// this aborts the journal (see the `Drop` impl).
+    pub fn settle(&self) {
+        self.settled.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Settles only if the operation's error `r` is one it undoes or
+    /// stops cleanly at (ENOSPC part-way: what was done stays, as on
+    /// Linux); any other error leaves the `Tx` unsettled, so its drop
+    /// aborts the journal.
+    pub fn settle_unless_broken(&self, err: Option<&Error>) {
+        let ok = matches!(err, None | Some(Error::NoSpace(_)));
+        self.settled.store(ok, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Transaction id (0 without a journal).
     pub fn tid(&self) -> u64 {
         self.handle.tid()
@@ -74,7 +107,9 @@ impl<'a> Tx<'a> {
 
     fn check_block(&self, block: u64) -> Result<()> {
         if !self.vol.valid_range(block, 1) && block != 0 {
-            return Err(Error::Invalid(format!("metadata write to block {block} outside the filesystem")));
+            // The number came from the image (an extent or xattr pointer).
+            let m = format!("metadata write to block {block} outside the filesystem");
+            return Err(Error::corrupt(crate::error::Structure::Extent, block, m));
         }
         Ok(())
     }

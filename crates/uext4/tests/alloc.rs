@@ -461,3 +461,29 @@ fn bitmap_freeing_metadata_is_distrusted() {
         assert_ne!(g, 1, "allocated from the distrusted group: {al:?}");
     }
 }
+
+/// A free spanning two groups that fails in the second (a double free: a
+/// corrupt image) is corruption (EUCLEAN, so `errors=` applies), and it
+/// leaves the first group alone: it used to have freed it in memory
+/// before failing, half an operation.
+#[test]
+fn failed_multi_group_free_changes_nothing() {
+    if !have("mkfs.ext4") {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path(), "fresh", &[], "256M");
+    let vol = mem_volume(&img);
+    let bpg = u64::from(vol.sb.blocks_per_group);
+    let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+    // The last block of group 1 (group 2 starts with data: no backup).
+    let last = 2 * bpg - 1;
+    let al = a.allocate(&AllocRequest { goal: last, len: 1, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
+    assert_eq!(al.start, last);
+    assert!(a.is_free_on_disk(last + 1), "group 2's first block is free");
+    let e = a.free(last, 2, None).unwrap_err();
+    assert_eq!(e.errno(), libc::EUCLEAN, "{e}");
+    assert!(!a.is_free_on_disk(last), "the first group's part was not freed");
+    a.free(last, 1, None).expect("freeing it alone works: it was still in use");
+}

@@ -183,7 +183,7 @@ impl InodeAllocator {
     pub fn release(&self, ino: u32, is_dir: bool) -> Result<()> {
         let sb = &self.vol.sb;
         if ino < sb.first_ino || ino > sb.inodes_count {
-            return Err(Error::Invalid(format!("free of reserved or invalid inode {ino}")));
+            return Err(Error::corrupt(Structure::Inode, 0, format!("free of reserved or invalid inode {ino}")));
         }
         let g = (ino - 1) / sb.inodes_per_group;
         let i = (ino - 1) % sb.inodes_per_group;
@@ -191,7 +191,7 @@ impl InodeAllocator {
         let mut slot = self.groups[g as usize].lock();
         let st = slot.as_mut().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
         if st.bitmap[(i / 8) as usize] >> (i % 8) & 1 == 0 {
-            return Err(Error::Invalid(format!("double free of inode {ino}")));
+            return Err(Error::corrupt(Structure::Bitmap, 0, format!("double free of inode {ino}")));
         }
         st.bitmap[(i / 8) as usize] &= !(1 << (i % 8));
         st.free += 1;

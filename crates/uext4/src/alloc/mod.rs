@@ -46,7 +46,7 @@ pub mod lists;
 pub mod prealloc;
 pub mod stats;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Structure};
 use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::volume::Volume;
@@ -470,15 +470,33 @@ impl Allocator {
             return Ok(());
         }
         let end = start.checked_add(len).filter(|&e| e <= self.vol.sb.blocks_count);
+        // The block numbers come from the image (extents, xattr blocks): a
+        // bad one is corruption (EUCLEAN, `errors=` applies), not EINVAL.
         if start < u64::from(self.vol.sb.first_data_block) || end.is_none() {
-            return Err(Error::Invalid(format!("free of blocks {start}+{len} outside the filesystem")));
+            let m = format!("free of blocks {start}+{len} outside the filesystem");
+            return Err(Error::corrupt(Structure::Bitmap, start, m));
         }
         if self.in_system_zone(start, len) {
-            return Err(Error::Invalid(format!("free of blocks {start}+{len} overlaps filesystem metadata")));
+            let m = format!("free of blocks {start}+{len} overlaps filesystem metadata");
+            return Err(Error::corrupt(Structure::Bitmap, start, m));
+        }
+        let end = start + len;
+        // Every group is checked before any is changed: a free that fails
+        // in its second group must not have freed the first in memory.
+        let mut b = start;
+        while b < end {
+            let (g, rel) = self.group_of(b);
+            let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
+            self.ensure_loaded(g)?;
+            let slot = self.groups[g as usize].state.lock();
+            let st = slot.as_ref().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
+            if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
+                return Err(Error::corrupt(Structure::Bitmap, b, format!("double free of blocks {b}+{n}")));
+            }
+            b += u64::from(n);
         }
         // Split at group boundaries.
         let mut b = start;
-        let end = start + len;
         while b < end {
             let (g, rel) = self.group_of(b);
             let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
@@ -486,7 +504,8 @@ impl Allocator {
             let mut slot = self.groups[g as usize].state.lock();
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
-                return Err(Error::Invalid(format!("double free of blocks {b}+{n}")));
+                // Only a racing double free (a corrupt image) gets here.
+                return Err(Error::corrupt(Structure::Bitmap, b, format!("double free of blocks {b}+{n}")));
             }
             st.disk_mark_free(rel, n);
             match after_commit {

@@ -5,10 +5,12 @@
 //! without coordination. Backends: a regular image file, a raw block
 //! device, and memory (a RAM disk for tests and benchmarks).
 
+mod faulty;
 mod file;
 mod memory;
 mod overlay;
 mod recording;
+pub use faulty::{FaultOps, FaultyDevice};
 pub use overlay::OverlayDevice;
 pub use recording::{Event, RecordingDevice};
 

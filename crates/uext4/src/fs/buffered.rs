@@ -213,7 +213,8 @@ impl FsCore {
                 // A large write would otherwise pin more dirty folios
                 // than the cache's budget holds. The data is in the cache
                 // either way: an error here is fsync's to report.
-                let _ = self.writeback_locked(&st, ino);
+                let r = self.writeback_locked(&st, ino);
+                self.wb_result(ino, true, &r);
             }
         }
         if pos > offset {
@@ -227,8 +228,11 @@ impl FsCore {
     /// goes through the allocating path and the cached folios of its
     /// range are dropped.
     fn write_through_locked(&self, st: &InodeIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.writeback_locked(st, ino)?;
+        let r = self.writeback_locked(st, ino);
+        self.wb_result(ino, true, &r);
+        r?;
         let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
+        self.wb_result(ino, true, &Ok(()));
         st.pages.invalidate(offset, offset + data.len() as u64);
         r
     }

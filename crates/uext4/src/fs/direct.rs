@@ -67,7 +67,16 @@ impl FsCore {
     /// bytes written (short only when the disk fills part-way).
     pub fn write_direct(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let data = &data[..self.write_limit(offset, data.len())?];
-        self.write_retrying(offset, data, |o, d| self.write_direct_once(ino, o, d))
+        // After a journal abort nothing reaches the device, not even an
+        // overwrite that needs no handle.
+        self.check_not_aborted()?;
+        let r = self.write_retrying(offset, data, |o, d| self.write_direct_once(ino, o, d));
+        // Part of the data may be on the device even on failure: the
+        // next flush decides whether it is durable.
+        if let Some(rw) = self.live() {
+            rw.errs.note_written(ino);
+        }
+        r
     }
 
     fn write_direct_once(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
@@ -216,6 +225,7 @@ impl FsCore {
             ew::mark_written(&tx, &mut i, lblk, n)?;
         }
         tx.write_inode(&mut i)?;
+        tx.settle();
         rw.note_dirty(&[ino], tx.tid());
         IoStats::bump(&rw.stats.dio_conversions);
         Ok(())
@@ -236,6 +246,7 @@ impl FsCore {
         i.mtime = now;
         i.ctime = now;
         tx.write_inode(&mut i)?;
+        tx.settle();
         rw.note_dirty(&[ino], tx.tid());
         Ok(())
     }
@@ -249,6 +260,7 @@ impl FsCore {
         i.mtime = now;
         i.ctime = now;
         tx.write_inode(&mut i)?;
+        tx.settle();
         rw.note_dirty(&[ino], tx.tid());
         Ok(())
     }

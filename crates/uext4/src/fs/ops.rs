@@ -118,7 +118,10 @@ impl FsCore {
         Ok(crate::dir::lookup(&self.vol, dir, name)?.map(|(i, _)| i))
     }
 
+    /// Records `tx` as the last change of `inos` (for fsync), and the
+    /// operation as ended consistently ([`Tx::settle`]).
     fn note_tid(&self, tx: &Tx, inos: &[u32]) {
+        tx.settle();
         if let Ok(rw) = self.rw() {
             rw.note_dirty(inos, tx.tid());
         }
@@ -168,6 +171,13 @@ impl FsCore {
     fn finish_new_entry(&self, tx: Tx, dir: &mut Inode, i: &mut Inode, added: Result<()>) -> Result<Stat> {
         if let Err(e) = added {
             self.release_inode(&tx, i)?;
+            // Growing a directory or a new inode's blocks fail with ENOSPC
+            // before changing what they grow: the inode was the only
+            // change, and it is undone. Any other failure may have left a
+            // half-changed directory: the journal aborts (Tx's Drop).
+            if matches!(e, Error::NoSpace(_)) {
+                tx.settle();
+            }
             return Err(e);
         }
         if ftype(i)? == FileType::Directory {
@@ -308,6 +318,9 @@ impl FsCore {
             // No new name (e.g. ENOSPC growing the directory): no new link.
             i.links_count -= 1;
             tx.write_inode(&mut i)?;
+            if matches!(e, Error::NoSpace(_)) {
+                tx.settle();
+            }
             return Err(e);
         }
         touch_dir(&mut dir);
@@ -391,6 +404,8 @@ impl FsCore {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
             rw.locks.inode(i.ino).pages.invalidate_all();
+            // Its errors are not the next user's of the number.
+            rw.errs.forget(i.ino);
         }
         if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
             ew::remove_range(tx, i, 0, u64::MAX)?;
@@ -729,6 +744,7 @@ impl FsCore {
     /// writeback allocates them and writes it, see fs/writeback.rs).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let data = &data[..self.write_limit(offset, data.len())?];
+        self.check_not_aborted()?;
         let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
         // The write is done; a writeback error is reported by fsync.
         let _ = self.balance_dirty(ino);
@@ -793,6 +809,10 @@ impl FsCore {
                 }
                 tx.write_inode(&mut i)?;
                 self.note_tid(&tx, &[ino]);
+                // A data write that failed may have left blocks mapped
+                // inside EOF without their data (stale contents): only
+                // ENOSPC stops cleanly here.
+                tx.settle_unless_broken(Some(&e));
                 return if landed > offset { Ok((landed - offset) as usize) } else { Err(e) };
             }
             if chunk_end > i.size {
@@ -929,6 +949,7 @@ impl FsCore {
         i.mtime = now;
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
+        tx.settle_unless_broken(r.as_ref().err());
         r
     }
 
@@ -987,8 +1008,27 @@ impl FsCore {
     /// fsync(2)/fdatasync(2): writes back the file's dirty data, then
     /// commits the transaction that last changed `ino` unless it has
     /// committed already (a device flush otherwise).
+    ///
+    /// EIO at once, before any device I/O, once the journal has aborted.
+    /// A writeback error of the file that happened earlier (in the
+    /// background, or in a flush of other files' data) and that no fsync
+    /// of `ino` has reported yet is reported now, once; see
+    /// [`FsCore::fsync_file`] for per-open-file reporting.
     pub fn fsync(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
+        let r = self.fsync_inner(ino);
+        if r.is_err() {
+            // The caller got it: the same error is not reported twice.
+            rw.errs.advance_anon(ino);
+            return r;
+        }
+        rw.errs.check_and_advance(ino, None)
+    }
+
+    /// [`FsCore::fsync`] without the report of earlier errors.
+    pub(crate) fn fsync_inner(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        self.check_not_aborted_io()?;
         if rw.locks.inode(ino).pages.is_dirty() {
             self.writeback_inode(ino)?;
         }

@@ -104,7 +104,9 @@ impl FsCore {
         self.orphan_remove(&tx, ino)?;
         let mut i = crate::inode::read_inode(&self.vol, ino)?;
         i.dtime = 0;
-        self.release_inode(&tx, &mut i)
+        self.release_inode(&tx, &mut i)?;
+        tx.settle();
+        Ok(())
     }
 
     /// Processes the orphan list left by a crash (called at read-write
@@ -144,6 +146,7 @@ impl FsCore {
             next = following;
         }
         set_last_orphan(&tx, 0)?;
+        tx.settle();
         drop(tx);
         self.commit()?;
         Ok((deleted, truncated))

@@ -82,6 +82,8 @@ pub(crate) struct RwState {
     mmp: Mutex<Option<super::mmp::MmpGuard>>,
     /// Set when another node took the MMP block over: changes are refused.
     mmp_lost: Option<Arc<std::sync::OnceLock<String>>>,
+    /// Per-file writeback errors and flush windows.
+    pub errs: Arc<super::errors::WbErrors>,
 }
 
 const DIRTY_SHARDS: usize = 64;
@@ -184,6 +186,7 @@ impl RwState {
         data: DataPathConfig,
         cache_bytes: usize,
         mmp: Option<super::mmp::MmpGuard>,
+        errs: Arc<super::errors::WbErrors>,
     ) -> Result<RwState> {
         check_writable(&vol.sb)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
@@ -226,6 +229,18 @@ impl RwState {
                     }
                 }),
             );
+            let v2 = Arc::downgrade(vol);
+            j.set_abort_hook(Box::new(move |why| {
+                // ext4_abort: the error goes in the superblock, written
+                // directly since the journal will write nothing more. A
+                // dead disk may refuse this too; the abort stands anyway.
+                if let Some(v) = v2.upgrade() {
+                    let e = Error::Io(std::io::Error::other(why.to_string()));
+                    let _ = write_sb_direct(&v, |raw| {
+                        super::errors::save_error_info(raw, &e, 0, 0, "jbd2_journal_abort", 0)
+                    });
+                }
+            }));
             committer = Some(spawn_committer(Arc::downgrade(j), commit_interval));
         }
         Ok(RwState {
@@ -246,6 +261,7 @@ impl RwState {
             wb: Default::default(),
             mmp_lost: mmp.as_ref().map(|m| m.lost()),
             mmp: Mutex::new(mmp),
+            errs,
         })
     }
 
@@ -400,6 +416,11 @@ impl FsCore {
 
     /// Starts a transaction for an operation that dirties at most about
     /// `credits` metadata blocks. Take inode locks before this.
+    ///
+    /// Call [`Tx::settle`] once the operation has reached a consistent
+    /// end (done, or failed after undoing its changes): a `Tx` that
+    /// changed metadata and drops unsettled aborts the journal, so a half
+    /// operation never commits.
     pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
         self.begin_tx(credits, false)
     }
@@ -425,6 +446,7 @@ impl FsCore {
             use_reserved: rw.use_reserved,
             delalloc: Some(rw.pages.account()),
             writeback,
+            settled: Default::default(),
         })
     }
 

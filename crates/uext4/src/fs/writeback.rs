@@ -216,7 +216,34 @@ impl FsCore {
     /// cannot free the blocks. Then, only if some dirty block needs
     /// allocating (or the in-memory size must reach `i_size`), the rest
     /// under the lock exclusively, as the allocating path requires.
+    ///
+    /// An error is also recorded on the file (see [`FsCore::fsync`]): the
+    /// folios stay dirty and are tried again, but whoever syncs the file
+    /// hears of it.
     pub fn writeback_inode(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        self.check_not_aborted_io()?;
+        let dirty = rw.locks.inode(ino).pages.is_dirty();
+        let r = self.writeback_inode_inner(ino);
+        self.wb_result(ino, dirty, &r);
+        r
+    }
+
+    /// Notes that writeback wrote data of `ino` (if `wrote`), and records
+    /// its error on the file.
+    pub(crate) fn wb_result<T>(&self, ino: u32, wrote: bool, r: &Result<T>) {
+        let Some(rw) = self.live() else { return };
+        if wrote {
+            rw.errs.note_written(ino);
+        }
+        match r {
+            // After an abort every fsync fails anyway.
+            Err(crate::error::Error::ReadOnly(_)) | Ok(_) => {}
+            Err(e) => rw.errs.record(ino, e),
+        }
+    }
+
+    fn writeback_inode_inner(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
         let st = rw.locks.inode(ino);
         let mut from = 0;
@@ -400,6 +427,7 @@ impl FsCore {
                 let mut i = self.regular(ino)?;
                 i.size = i.size.max(pending);
                 tx.write_inode(&mut i)?;
+                tx.settle();
                 rw.note_dirty(&[ino], tx.tid());
             }
             st.pages.settle_size(pending);

@@ -191,6 +191,7 @@ impl FsCore {
                 rw.note_dirty(&[i.ino], tx.tid());
             }
         }
+        tx.settle();
         Ok(())
     }
 }

@@ -56,6 +56,10 @@ pub type CloseHook = Box<dyn Fn(&Handle) -> Result<()> + Send + Sync>;
 /// Called after a transaction's commit block is durable, with its id (the
 /// allocator releases the blocks that transaction freed).
 pub type CommitHook = Box<dyn Fn(u64) + Send + Sync>;
+/// Called once when the journal aborts, with the reason (the filesystem
+/// records the error in its superblock), with no journal lock held but
+/// the commit lock.
+pub type AbortHook = Box<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
 struct Txn {
@@ -103,6 +107,7 @@ pub struct JournalWriter {
     commit_lock: Mutex<()>,
     close_hook: Mutex<Option<Arc<CloseHook>>>,
     commit_hook: Mutex<Option<Arc<CommitHook>>>,
+    abort_hook: Mutex<Option<Arc<AbortHook>>>,
 }
 
 impl std::fmt::Debug for JournalWriter {
@@ -127,6 +132,9 @@ pub struct Handle {
     counted: bool,
     /// Credits reserved in the transaction until the handle stops.
     credits: usize,
+    /// The handle has changed or freed metadata (an operation that fails
+    /// after this must undo or abort: see `Tx`).
+    changed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Handle {
@@ -190,6 +198,7 @@ impl JournalWriter {
             commit_lock: Mutex::new(()),
             close_hook: Mutex::new(None),
             commit_hook: Mutex::new(None),
+            abort_hook: Mutex::new(None),
         };
         w.write_jsb(first, next_tid)?;
         Ok(Arc::new(w))
@@ -199,6 +208,39 @@ impl JournalWriter {
     pub fn set_hooks(&self, close: CloseHook, commit: CommitHook) {
         *self.close_hook.lock() = Some(Arc::new(close));
         *self.commit_hook.lock() = Some(Arc::new(commit));
+    }
+
+    /// Installs the hook called when the journal aborts.
+    pub fn set_abort_hook(&self, hook: AbortHook) {
+        *self.abort_hook.lock() = Some(Arc::new(hook));
+    }
+
+    /// Why the journal aborted, if it has: from then on nothing more is
+    /// written to the log or home, new handles fail with EROFS and
+    /// commits with EIO (jbd2's JBD2_ABORT).
+    pub fn aborted(&self) -> Option<String> {
+        self.state.lock().aborted.clone()
+    }
+
+    /// Aborts the journal (jbd2_journal_abort): the running transaction
+    /// is never committed and no handle starts again. The first abort
+    /// runs the abort hook.
+    pub fn abort(&self, why: &str) {
+        let first = {
+            let mut st = self.state.lock();
+            let first = st.aborted.is_none();
+            if first {
+                st.aborted = Some(why.to_string());
+            }
+            first
+        };
+        self.cv.notify_all();
+        if first {
+            let hook = self.abort_hook.lock().clone();
+            if let Some(hook) = hook {
+                hook(why);
+            }
+        }
     }
 
     /// Most blocks one transaction may log.
@@ -234,7 +276,9 @@ impl JournalWriter {
         loop {
             let mut st = self.state.lock();
             if let Some(e) = &st.aborted {
-                return Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}"))));
+                // A change after an abort is refused (EROFS), as ext4's
+                // ext4_journal_check_start.
+                return Err(Error::ReadOnly(format!("journal aborted: {e}")));
             }
             if st.running.as_ref().is_some_and(|t| t.locked) {
                 self.cv.wait(&mut st);
@@ -258,7 +302,14 @@ impl JournalWriter {
             t.handles += 1;
             t.credits += credits;
             let tid = t.tid;
-            return Ok(Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: true, credits });
+            return Ok(Handle {
+                journal: Some(self.clone()),
+                cache: self.cache.clone(),
+                tid,
+                counted: true,
+                credits,
+                changed: Default::default(),
+            });
         }
     }
 
@@ -325,14 +376,14 @@ impl JournalWriter {
         }
         let r = self.commit_running();
         if let Err(e) = &r {
-            self.state.lock().aborted = Some(e.to_string());
-            self.cv.notify_all();
+            self.abort(&e.to_string());
         }
         r
     }
 
     /// Commits the running transaction if it changed anything.
     pub fn commit(self: &Arc<Self>) -> Result<()> {
+        self.check_live()?;
         let tid = match self.state.lock().running.as_ref() {
             Some(t) => t.tid,
             None => return Ok(()),
@@ -351,12 +402,24 @@ impl JournalWriter {
             while st.running.as_ref().is_some_and(|t| t.handles > 0) {
                 self.cv.wait(&mut st);
             }
+            // A handle that failed half-way aborted the journal before it
+            // stopped: its transaction must not reach the log.
+            if let Some(e) = &st.aborted {
+                return Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}"))));
+            }
             tid
         };
         let hook = self.close_hook.lock().clone();
         if let Some(hook) = hook {
             // Records into the locked transaction; not counted as a handle.
-            let h = Handle { journal: Some(self.clone()), cache: self.cache.clone(), tid, counted: false, credits: 0 };
+            let h = Handle {
+                journal: Some(self.clone()),
+                cache: self.cache.clone(),
+                tid,
+                counted: false,
+                credits: 0,
+                changed: Default::default(),
+            };
             hook(&h)?;
         }
         let txn = {
@@ -543,7 +606,18 @@ impl JournalWriter {
     pub fn sync(self: &Arc<Self>) -> Result<()> {
         self.commit()?;
         let _c = self.commit_lock.lock();
-        self.checkpoint_locked()
+        self.check_live()?;
+        // A checkpoint that fails leaves the log the only complete copy:
+        // jbd2 aborts then, so nothing is written over it.
+        self.checkpoint_locked().inspect_err(|e| self.abort(&e.to_string()))
+    }
+
+    /// EIO if the journal has aborted.
+    fn check_live(&self) -> Result<()> {
+        match &self.state.lock().aborted {
+            Some(e) => Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}")))),
+            None => Ok(()),
+        }
     }
 
     /// Commits, checkpoints and marks the log empty (`s_start = 0`): a
@@ -551,15 +625,16 @@ impl JournalWriter {
     pub fn shutdown(self: &Arc<Self>) -> Result<()> {
         self.sync()?;
         let _c = self.commit_lock.lock();
+        self.check_live()?;
         let next = self.state.lock().next_tid;
-        self.write_jsb(0, next)
+        self.write_jsb(0, next).inspect_err(|e| self.abort(&e.to_string()))
     }
 }
 
 impl Handle {
     /// A write-through handle for a filesystem without a journal.
     pub fn direct(cache: Arc<BufferCache>) -> Handle {
-        Handle { journal: None, cache, tid: 0, counted: false, credits: 0 }
+        Handle { journal: None, cache, tid: 0, counted: false, credits: 0, changed: Default::default() }
     }
 
     /// The transaction this handle belongs to (0 without a journal).
@@ -602,7 +677,22 @@ impl Handle {
         self.install(&guard, block, data)
     }
 
+    /// True once this handle has changed or freed a metadata block.
+    pub fn has_changes(&self) -> bool {
+        self.changed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Aborts the journal this handle belongs to (an operation failed
+    /// after changing metadata and cannot undo it: its transaction must
+    /// never commit). No-op without a journal.
+    pub fn abort_journal(&self, why: &str) {
+        if let Some(j) = &self.journal {
+            j.abort(why);
+        }
+    }
+
     fn install(&self, guard: &crate::cache::BlockGuard<'_>, block: u64, data: Box<[u8]>) -> Result<()> {
+        self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         match self.backend() {
             Backend::Journal(j) => {
                 let buf = guard.install(data)?;
@@ -621,6 +711,7 @@ impl Handle {
     /// of it may reach its home location, and older log copies are
     /// revoked.
     pub fn forget(&self, block: u64) {
+        self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(j) = &self.journal {
             j.revoke(self.tid, block);
         }

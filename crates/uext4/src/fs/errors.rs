@@ -1,0 +1,321 @@
+//! Error ownership: per-file writeback errors (Linux's errseq), device
+//! flush windows, and the superblock's error record (ext4_error).
+//!
+//! # Writeback errors
+//! A failed writeback of a file, or a failed device flush while data of
+//! the file was written and not yet covered by a successful flush, is
+//! recorded on the file ([`WbErrors::record`]): a sequence number that
+//! moves on at every error. Whoever syncs the file keeps a cursor (an open
+//! file description's sample, [`crate::Filesystem::fsync_file`]; plain
+//! [`crate::Filesystem::fsync`] uses one cursor per inode) and sees each
+//! error once: every description that existed when the error happened
+//! gets EIO from its next fsync, whoever ran the writeback or the flush
+//! that failed. An error no cursor has seen yet is also reported to
+//! descriptions opened after it (Linux since 4.16), so an error that
+//! happens while the file is closed is not lost.
+//!
+//! # Flush windows
+//! The filesystem's device is wrapped in a [`TrackedDevice`]: data paths
+//! note each inode whose data they wrote ([`WbErrors::note_written`]),
+//! and every flush takes the set noted so far (those writes completed
+//! before the flush began, so it covers them). A flush that fails marks
+//! every file of its set. Flushes are serialized so that a later
+//! successful flush never reports a file whose data an earlier one lost.
+
+use super::FsCore;
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::Arc;
+
+const SHARDS: usize = 16;
+
+/// One file's writeback error state (Linux's `mapping->wb_err`).
+#[derive(Debug, Clone)]
+struct FileErr {
+    /// Moves on at every error; 0 = none ever.
+    seq: u64,
+    /// errno of the latest error.
+    errno: i32,
+    /// What failed, for the message.
+    what: String,
+    /// Some cursor has reported `seq` (Linux's ERRSEQ_SEEN).
+    seen: bool,
+    /// The cursor of plain `fsync(ino)`.
+    anon: u64,
+}
+
+/// Per-file writeback errors and the device's flush windows.
+#[derive(Debug)]
+pub(crate) struct WbErrors {
+    /// Inodes whose data reached the device since the current flush
+    /// window began.
+    unflushed: Vec<Mutex<HashSet<u32>>>,
+    /// One flush at a time (see the module docs).
+    flush_lock: Mutex<()>,
+    files: Mutex<HashMap<u32, FileErr>>,
+}
+
+impl Default for WbErrors {
+    fn default() -> Self {
+        WbErrors {
+            unflushed: (0..SHARDS).map(|_| Mutex::new(HashSet::new())).collect(),
+            flush_lock: Mutex::new(()),
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl WbErrors {
+    /// Data of `ino` has been written to the device (call after the write
+    /// returns, whether it failed or not: part of it may have landed).
+    pub(crate) fn note_written(&self, ino: u32) {
+        self.unflushed[ino as usize % SHARDS].lock().insert(ino);
+    }
+
+    /// Records a writeback error on `ino`.
+    pub(crate) fn record(&self, ino: u32, e: &Error) {
+        let errno = if matches!(e, Error::NoSpace(_)) { libc::ENOSPC } else { libc::EIO };
+        let mut m = self.files.lock();
+        let f = m.entry(ino).or_insert(FileErr { seq: 0, errno, what: String::new(), seen: false, anon: 0 });
+        f.seq += 1;
+        f.errno = errno;
+        f.what = e.to_string();
+        f.seen = false;
+    }
+
+    /// A new cursor for `ino` (Linux's errseq_sample at open): errors
+    /// before now are not reported to it, unless nobody has seen the
+    /// latest one yet.
+    pub(crate) fn sample(&self, ino: u32) -> u64 {
+        match self.files.lock().get(&ino) {
+            Some(f) if f.seen => f.seq,
+            Some(f) => f.seq - 1,
+            None => 0,
+        }
+    }
+
+    /// Reports the error of `ino` newer than `cursor` once, moving the
+    /// cursor on (Linux's file_check_and_advance_wb_err). `None` uses the
+    /// inode's own cursor (plain fsync).
+    pub(crate) fn check_and_advance(&self, ino: u32, cursor: Option<&mut u64>) -> Result<()> {
+        let mut m = self.files.lock();
+        let Some(f) = m.get_mut(&ino) else { return Ok(()) };
+        let cur = match cursor {
+            Some(c) => c,
+            None => &mut f.anon,
+        };
+        if *cur >= f.seq {
+            return Ok(());
+        }
+        *cur = f.seq;
+        f.seen = true;
+        let msg = format!("an earlier writeback of inode {ino} failed: {}", f.what);
+        Err(if f.errno == libc::ENOSPC { Error::NoSpace(msg) } else { Error::Io(io::Error::other(msg)) })
+    }
+
+    /// Marks that the cursor of plain fsync has seen everything (a caller
+    /// that got the error directly).
+    pub(crate) fn advance_anon(&self, ino: u32) {
+        if let Some(f) = self.files.lock().get_mut(&ino) {
+            f.anon = f.seq;
+            f.seen = true;
+        }
+    }
+
+    /// Forgets a deleted inode (its number may be reused).
+    pub(crate) fn forget(&self, ino: u32) {
+        self.files.lock().remove(&ino);
+        self.unflushed[ino as usize % SHARDS].lock().remove(&ino);
+    }
+
+    /// Runs `flush` as the end of the current window: on failure every
+    /// file written in the window gets the error.
+    fn flush_window(&self, flush: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        let _f = self.flush_lock.lock();
+        let mut window = Vec::new();
+        for s in &self.unflushed {
+            window.extend(s.lock().drain());
+        }
+        let r = flush();
+        if let Err(e) = &r {
+            let err = Error::Io(io::Error::other(format!("device flush failed: {e}")));
+            for ino in window {
+                self.record(ino, &err);
+            }
+        }
+        r
+    }
+}
+
+/// The device of a filesystem opened read-write: every flush goes
+/// through [`WbErrors`] so a failed flush reaches the files it lost.
+pub(crate) struct TrackedDevice {
+    inner: Arc<dyn BlockDevice>,
+    errs: Arc<WbErrors>,
+}
+
+impl TrackedDevice {
+    pub(crate) fn new(inner: Arc<dyn BlockDevice>, errs: Arc<WbErrors>) -> TrackedDevice {
+        TrackedDevice { inner, errs }
+    }
+}
+
+impl BlockDevice for TrackedDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.errs.flush_window(|| self.inner.flush())
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+}
+
+/// ext4's s_*_error_errcode values (EXT4_ERR_*).
+fn errcode(e: &Error) -> u8 {
+    match e {
+        Error::Io(_) => 1,
+        Error::Checksum { .. } => 3,
+        Error::Corrupt { .. } => 4,
+        Error::NoSpace(_) => 5,
+        Error::ReadOnly(_) => 7,
+        Error::FileTooBig(_) => 8,
+        Error::Exists(_) => 9,
+        Error::Range(_) => 10,
+        Error::Busy(_) => 12,
+        Error::NotDir(_) => 13,
+        Error::NotEmpty(_) => 14,
+        _ => 0,
+    }
+}
+
+/// Superblock offsets of the error record.
+mod off {
+    pub const STATE: usize = 0x3A;
+    pub const ERROR_COUNT: usize = 0x194;
+    /// (time, time_hi, ino, block, func, line, errcode) of the first and
+    /// the last error.
+    pub const FIRST: (usize, usize, usize, usize, usize, usize, usize) =
+        (0x198, 0x278, 0x19C, 0x1A0, 0x1A8, 0x1C8, 0x27A);
+    pub const LAST: (usize, usize, usize, usize, usize, usize, usize) =
+        (0x1CC, 0x279, 0x1D0, 0x1D8, 0x1E0, 0x1D4, 0x27B);
+}
+
+/// Updates the error fields of a raw superblock as ext4's
+/// `__save_error_info` does.
+pub(crate) fn save_error_info(raw: &mut [u8], e: &Error, ino: u32, block: u64, func: &str, line: u32) {
+    let le32 = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let now = crate::format::inode::Timestamp::now().sec.max(0) as u64;
+    let state = u16::from_le_bytes([raw[off::STATE], raw[off::STATE + 1]]) | crate::format::superblock::STATE_ERROR;
+    raw[off::STATE..off::STATE + 2].copy_from_slice(&state.to_le_bytes());
+    let count = le32(raw, off::ERROR_COUNT).saturating_add(1);
+    raw[off::ERROR_COUNT..off::ERROR_COUNT + 4].copy_from_slice(&count.to_le_bytes());
+    let first_time = le32(raw, off::FIRST.0) as u64 | (u64::from(raw[off::FIRST.1]) << 32);
+    let mut put = |(t, thi, i, b, f, l, c): (usize, usize, usize, usize, usize, usize, usize)| {
+        raw[t..t + 4].copy_from_slice(&(now as u32).to_le_bytes());
+        raw[thi] = (now >> 32) as u8;
+        raw[i..i + 4].copy_from_slice(&ino.to_le_bytes());
+        raw[b..b + 8].copy_from_slice(&block.to_le_bytes());
+        let mut name = [0u8; 32];
+        let n = func.len().min(32);
+        name[..n].copy_from_slice(&func.as_bytes()[..n]);
+        raw[f..f + 32].copy_from_slice(&name);
+        raw[l..l + 4].copy_from_slice(&line.to_le_bytes());
+        raw[c] = errcode(e);
+    };
+    if first_time == 0 {
+        put(off::FIRST);
+    }
+    put(off::LAST);
+}
+
+impl FsCore {
+    /// Records a filesystem error in the superblock's error fields
+    /// (`s_error_count`, `s_first_error_*`, `s_last_error_*`, and the
+    /// "errors" state bit), as the kernel's `ext4_error` does, so that
+    /// e2fsck, dumpe2fs and `uext4 info` show it. `func` names the
+    /// operation; `ino` is the inode involved (0 if none). Written
+    /// through the journal while it works (so no later checkpoint writes
+    /// an older superblock over it), else straight to the device.
+    ///
+    /// After a journal abort only corruption is recorded: the abort itself
+    /// was (by the abort hook), and the EIO every later fsync answers is
+    /// its echo, which must not cost device I/O each time.
+    pub fn record_error(&self, e: &Error, ino: u32, func: &str) -> Result<()> {
+        let rw = self.rw()?;
+        let aborted = rw.journal.as_ref().is_some_and(|j| j.aborted().is_some());
+        if aborted && !matches!(e, Error::Corrupt { .. } | Error::Checksum { .. }) {
+            return Ok(());
+        }
+        let block = match e {
+            Error::Corrupt { block, .. } | Error::Checksum { block, .. } => *block,
+            _ => 0,
+        };
+        let bs = self.vol.block_size as u64;
+        let blk = SUPERBLOCK_OFFSET / bs;
+        let o = (SUPERBLOCK_OFFSET % bs) as usize;
+        let update = |b: &mut [u8]| {
+            save_error_info(&mut b[o..o + SUPERBLOCK_SIZE], e, ino, block, func, 0);
+            if self.vol.sb.has_metadata_csum() {
+                let c = crate::format::checksum::crc32c(!0, &b[o..o + 0x3FC]);
+                b[o + 0x3FC..o + 0x400].copy_from_slice(&c.to_le_bytes());
+            }
+        };
+        if let Some(j) = rw.journal.as_ref().filter(|j| j.aborted().is_none()) {
+            // Journaled, then committed at once (ext4's flush_stashed_error_work).
+            let h = j.start_handle(1)?;
+            h.modify(blk, |b| {
+                update(b);
+                Ok(())
+            })?;
+            drop(h);
+            return j.commit();
+        }
+        super::rw::write_sb_direct(&self.vol, |raw| save_error_info(raw, e, ino, block, func, 0))
+    }
+
+    /// The journal failed: every change is refused (EROFS) from now on.
+    pub(crate) fn check_not_aborted(&self) -> Result<()> {
+        if let Some(why) = self.rw()?.journal.as_ref().and_then(|j| j.aborted()) {
+            return Err(Error::ReadOnly(format!("the journal has aborted ({why}); no change is accepted")));
+        }
+        Ok(())
+    }
+
+    /// The journal failed: fsync and writeback answer EIO before any I/O.
+    pub(crate) fn check_not_aborted_io(&self) -> Result<()> {
+        if let Some(why) = self.rw()?.journal.as_ref().and_then(|j| j.aborted()) {
+            return Err(Error::Io(io::Error::other(format!("the journal has aborted: {why}"))));
+        }
+        Ok(())
+    }
+
+    /// A cursor over `ino`'s writeback errors for a new open file
+    /// description (Linux's `f_wb_err`, sampled at open): pass it to
+    /// [`FsCore::fsync_file`].
+    pub fn wb_err_sample(&self, ino: u32) -> u64 {
+        self.live().map_or(0, |rw| rw.errs.sample(ino))
+    }
+
+    /// fsync(2) through an open file description whose error cursor is
+    /// `cursor` (from [`FsCore::wb_err_sample`]): as [`FsCore::fsync`],
+    /// but each writeback error of the file is reported once to every
+    /// description, whoever met it first.
+    pub fn fsync_file(&self, ino: u32, cursor: &mut u64) -> Result<()> {
+        let rw = self.rw()?;
+        let r = self.fsync_inner(ino);
+        let seen = rw.errs.check_and_advance(ino, Some(cursor));
+        r.and(seen)
+    }
+}
