@@ -340,12 +340,17 @@ impl FsCore {
         tx.write_inode(&mut dir)?;
         i.links_count = i.links_count.saturating_sub(1);
         i.ctime = Timestamp::now();
-        if i.links_count == 0 {
-            self.drop_last_link(&tx, &mut i)?;
+        let deferred = if i.links_count == 0 {
+            self.drop_last_link(&tx, &mut i)?
         } else {
             tx.write_inode(&mut i)?;
-        }
+            false
+        };
         self.note_tid(&tx, &[parent, victim]);
+        drop(tx);
+        if deferred {
+            self.delete_orphan(victim)?;
+        }
         Ok(())
     }
 
@@ -382,8 +387,12 @@ impl FsCore {
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
         d.links_count = 0;
-        self.drop_last_link(&tx, &mut d)?;
+        let deferred = self.drop_last_link(&tx, &mut d)?;
         self.note_tid(&tx, &[parent, victim]);
+        drop(tx);
+        if deferred {
+            self.delete_orphan(victim)?;
+        }
         Ok(())
     }
 
@@ -554,6 +563,7 @@ impl FsCore {
             }
         }
         let tx = self.begin(96)?;
+        let mut deferred = None;
         // New name first (the inode is then reachable by both names for
         // an instant inside the transaction, never on disk).
         match dst {
@@ -589,7 +599,9 @@ impl FsCore {
             }
             d.ctime = now;
             if d.links_count == 0 {
-                self.drop_last_link(&tx, &mut d)?;
+                if self.drop_last_link(&tx, &mut d)? {
+                    deferred = Some(d_ino);
+                }
             } else {
                 tx.write_inode(&mut d)?;
             }
@@ -603,6 +615,10 @@ impl FsCore {
             tx.write_inode(&mut nd)?;
         }
         self.note_tid(&tx, &[parent, newparent, src, dst.unwrap_or(0)]);
+        drop(tx);
+        if let Some(v) = deferred {
+            self.delete_orphan(v)?;
+        }
         Ok(())
     }
 
@@ -644,11 +660,12 @@ impl FsCore {
         let shrinking = attr.size.is_some_and(|s| s < i.size);
         let _inv = shrinking.then(|| st.invalidate.write());
         let tx = self.begin(128)?;
-        let _m = st.map.write();
+        let m = st.map.write();
+        let mut truncate_left = false;
         if let Some(size) = attr.size {
             if size < i.size {
                 st.pages.invalidate(size, u64::MAX);
-                self.shrink(&tx, &mut i, size)?;
+                truncate_left = !self.shrink(&tx, &mut i, size)?;
             }
             if size != i.size {
                 i.mtime = now;
@@ -672,8 +689,17 @@ impl FsCore {
         }
         i.ctime = now;
         tx.write_inode(&mut i)?;
+        if truncate_left {
+            // The rest of the blocks are freed in more handles; the orphan
+            // list has a crash finish them (ext4_setattr's orphan_add).
+            self.orphan_add(&tx, &mut i)?;
+        }
         self.note_tid(&tx, &[ino]);
         drop(tx);
+        drop(m);
+        if truncate_left {
+            self.finish_truncate(ino, Some(&st.map))?;
+        }
         if attr.size == Some(0) && rw.data.auto_da_alloc {
             // What is written next reaches the disk at close, not 30 s
             // later (ext4 truncates-to-zero-then-rewrites the same way).
@@ -691,14 +717,16 @@ impl FsCore {
         Ok(())
     }
 
-    /// Frees the blocks past `size` and zeroes the tail of the last block.
-    fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<()> {
+    /// Frees the blocks past `size` (as many as the handle's credits
+    /// allow: false when some are left) and zeroes the tail of the last
+    /// block.
+    fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<bool> {
         if i.flags & FL_EXTENTS == 0 {
             return Err(Error::Unsupported("truncating block-mapped (non-extent) files".into()));
         }
         let bs = self.vol.block_size as u64;
         let keep = size.div_ceil(bs);
-        ew::remove_range(tx, i, keep, u64::MAX)?;
+        let done = self.free_blocks_bounded(tx, i, keep)?;
         let within = size % bs;
         if within != 0 {
             if let MapKind::Mapped(p) = inode::map_block(&self.vol, i, size / bs)?.kind {
@@ -706,7 +734,7 @@ impl FsCore {
                 self.vol.device().write_at(&zeros, p * bs + within)?;
             }
         }
-        Ok(())
+        Ok(done)
     }
 
     /// Writes `data` at `offset` through the page cache (buffered: the
