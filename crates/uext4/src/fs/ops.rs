@@ -784,7 +784,8 @@ impl FsCore {
             let tx = self.begin_tx(256, writeback)?;
             let _m = st.map.write();
             let chunk = &data[(pos - offset) as usize..(chunk_end - offset) as usize];
-            if let Err((done, e)) = self.write_chunk(&tx, &mut i, pos, chunk, hint) {
+            let written = self.write_chunk(&tx, &mut i, pos, chunk, hint);
+            if let Err((done, e)) = written {
                 // The runs before the failing one landed: a short write.
                 // Blocks this chunk mapped past the new EOF hold data no
                 // size covers: unmap them (the kernel's truncate of a
@@ -808,6 +809,9 @@ impl FsCore {
                 self.note_tid(&tx, &[ino]);
                 return if landed > offset { Ok((landed - offset) as usize) } else { Err(e) };
             }
+            // The handle's credits may have ended the chunk early: the
+            // rest goes on in the next handle.
+            let chunk_end = pos + written.unwrap_or(0);
             if chunk_end > i.size {
                 i.size = chunk_end;
             }
@@ -824,8 +828,10 @@ impl FsCore {
         Ok(data.len())
     }
 
-    /// Writes `data` at `offset` run by run. On an error, returns how many
-    /// bytes of `data` landed (the runs before the failing one) with it.
+    /// Writes `data` at `offset` run by run, as far as the handle's
+    /// credits allow (at least the first run): returns how many bytes of
+    /// `data` were written. On an error, returns how many bytes landed
+    /// (the runs before the failing one) with it.
     fn write_chunk(
         &self,
         tx: &Tx,
@@ -833,19 +839,23 @@ impl FsCore {
         offset: u64,
         data: &[u8],
         hint: u64,
-    ) -> std::result::Result<(), (u64, Error)> {
+    ) -> std::result::Result<u64, (u64, Error)> {
         let bs = self.vol.block_size as u64;
         let last = (offset + data.len() as u64 - 1) / bs;
         let mut lblk = offset / bs;
         while lblk <= last {
             let done = (lblk * bs).max(offset) - offset;
+            if done > 0 && tx.handle.credits_left() < ew::alloc_step_credits(i) {
+                return Ok(done);
+            }
             lblk += self.write_run(tx, i, offset, data, lblk, last, hint).map_err(|e| (done, e))?;
         }
-        Ok(())
+        Ok(data.len() as u64)
     }
 
     /// Writes the run of blocks starting at `lblk` (up to `last`) that one
-    /// mapping covers; returns its length in blocks. `hint` is the size
+    /// mapping covers (a hole: as much of it as the handle's credits
+    /// allocate); returns its length in blocks. `hint` is the size
     /// the file is known to reach (writeback's in-memory size), or 0.
     #[allow(clippy::too_many_arguments)]
     fn write_run(
@@ -885,12 +895,18 @@ impl FsCore {
                         return Err(e);
                     }
                 };
+                let mut covered = 0;
                 for (rl, rp, rn) in runs {
                     let rs = (rl * bs).max(run_start);
                     let re = ((rl + rn) * bs).min(run_end);
                     let part = &data[(rs - offset) as usize..(re - offset) as usize];
                     write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part)?;
+                    covered = rl + rn - lblk;
                 }
+                if covered == 0 {
+                    return Err(Error::Invalid(format!("inode {}: allocation mapped nothing", i.ino)));
+                }
+                return Ok(covered.min(n));
             }
         }
         Ok(n)
@@ -928,54 +944,82 @@ impl FsCore {
         // Punch and zero free blocks: no folio fill may read them meanwhile.
         let frees = matches!(mode, FallocMode::PunchHole | FallocMode::ZeroRange);
         let _inv = frees.then(|| st.invalidate.write());
-        let tx = self.begin(256)?;
-        let _m = st.map.write();
         if frees {
+            let _m = st.map.write();
             st.pages.invalidate(offset, end);
         }
-        // On an error (ENOSPC part-way) what was done stays, as in Linux;
-        // the inode is written in any case (its extent root may have changed).
-        let r = self.fallocate_tx(&tx, &mut i, mode, offset, end);
+        let bs = self.vol.block_size as u64;
+        // Whole blocks inside a punched or zeroed range go; partial edges
+        // are zeroed.
+        let (b0, b1) = (offset.div_ceil(bs), end / bs);
+        if frees {
+            if b0 > b1 {
+                // Strictly inside one block.
+                self.zero_partial(&i, offset, end)?;
+            } else {
+                self.zero_partial(&i, offset, b0 * bs)?;
+                self.zero_partial(&i, b1 * bs, end)?;
+            }
+        }
+        // Each phase runs in as many bounded handles as it needs; the
+        // file is consistent (and its size unchanged) between them. On an
+        // error (ENOSPC part-way) what was done stays, as in Linux; the
+        // inode is written in any case (its extent root may have changed).
+        let alloc = |tx: &Tx, i: &mut Inode, from: u64, to: u64, hint: u64| -> Result<bool> {
+            ew::allocate_range(tx, i, from, to - from, true, aflags::STREAM, hint)?;
+            Ok(tx.handle.credits_left() >= ew::alloc_step_credits(i))
+        };
+        match mode {
+            FallocMode::Allocate | FallocMode::KeepSize => {
+                self.in_bounded_handles(&st, &mut i, |tx, i| alloc(tx, i, offset / bs, end.div_ceil(bs), end))?;
+            }
+            FallocMode::PunchHole | FallocMode::ZeroRange if b1 > b0 => {
+                self.in_bounded_handles(&st, &mut i, |tx, i| ew::remove_range_bounded(tx, i, b0, b1))?;
+                if mode == FallocMode::ZeroRange {
+                    let hint = i.size.max(end);
+                    self.in_bounded_handles(&st, &mut i, |tx, i| alloc(tx, i, b0, b1, hint))?;
+                }
+            }
+            _ => {}
+        }
+        let grows = matches!(mode, FallocMode::Allocate | FallocMode::ZeroRange) && end > i.size;
+        let tx = self.begin(1)?;
+        let _m = st.map.write();
+        if grows {
+            i.size = end;
+        }
         let now = Timestamp::now();
         i.ctime = now;
         i.mtime = now;
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
-        r
+        Ok(())
     }
 
-    fn fallocate_tx(&self, tx: &Tx, i: &mut Inode, mode: FallocMode, offset: u64, end: u64) -> Result<()> {
-        let bs = self.vol.block_size as u64;
-        match mode {
-            FallocMode::Allocate | FallocMode::KeepSize => {
-                ew::allocate_range(tx, i, offset / bs, end.div_ceil(bs) - offset / bs, true, aflags::STREAM, end)?;
-                if mode == FallocMode::Allocate && end > i.size {
-                    i.size = end;
+    /// Runs `step` in handles of 256 credits, with the mapping lock, until
+    /// it says it is done; the inode is written at the end of each handle
+    /// (also when the step fails).
+    fn in_bounded_handles(
+        &self,
+        st: &crate::locks::InodeIo,
+        i: &mut Inode,
+        mut step: impl FnMut(&Tx, &mut Inode) -> Result<bool>,
+    ) -> Result<()> {
+        loop {
+            let tx = self.begin(256)?;
+            let _m = st.map.write();
+            let r = step(&tx, i);
+            tx.write_inode(i)?;
+            self.note_tid(&tx, &[i.ino]);
+            match r {
+                Ok(true) => return Ok(()),
+                Ok(false) if tx.handle.credits_left() == tx.handle.credits() => {
+                    return Err(Error::Invalid(format!("inode {}: a step does not fit in a handle", i.ino)));
                 }
-            }
-            FallocMode::PunchHole | FallocMode::ZeroRange => {
-                // Whole blocks inside the range go; partial edges are zeroed.
-                let (b0, b1) = (offset.div_ceil(bs), end / bs);
-                if b0 > b1 {
-                    // Strictly inside one block.
-                    self.zero_partial(i, offset, end)?;
-                } else {
-                    self.zero_partial(i, offset, b0 * bs)?;
-                    if b1 > b0 {
-                        ew::remove_range(tx, i, b0, b1)?;
-                        if mode == FallocMode::ZeroRange {
-                            let hint = i.size.max(end);
-                            ew::allocate_range(tx, i, b0, b1 - b0, true, aflags::STREAM, hint)?;
-                        }
-                    }
-                    self.zero_partial(i, b1 * bs, end)?;
-                }
-                if mode == FallocMode::ZeroRange && end > i.size {
-                    i.size = end;
-                }
+                Ok(false) => {}
+                Err(e) => return Err(e),
             }
         }
-        Ok(())
     }
 
     /// Writes zeros over the written blocks of `[from, to)` (partial-block

@@ -677,11 +677,25 @@ fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
     Ok(ctx.tx.inode_goal(inode.ino))
 }
 
+/// Credits one allocation of a run and its insertion into the tree of
+/// `inode` can take: the tree's change (see [`tree_change_credits`]) and
+/// the data's bitmap and descriptor.
+pub fn alloc_step_credits(inode: &Inode) -> usize {
+    let depth = parse_node(&inode.block, 0).map_or(MAX_DEPTH, |n| n.header().depth);
+    tree_change_credits(depth) + 2
+}
+
 /// Allocates blocks for every hole in `[lblk, lblk + n)` (mapped parts are
 /// left alone) and maps them, as unwritten extents when `unwritten`.
 /// `flags` are the allocator hints; `size_hint` the size the file is
 /// growing to. Returns the new runs in logical order. On an error (e.g.
 /// ENOSPC part-way) the runs mapped so far stay mapped.
+///
+/// Bounded by the handle: after the first allocation, it stops when the
+/// handle's credits left might not cover one more
+/// ([`alloc_step_credits`]); the runs returned then cover only a prefix
+/// of the holes, and the caller goes on in a new handle (a fragmented
+/// free space can take one allocation per block).
 pub fn allocate_range(
     tx: &Tx,
     inode: &mut Inode,
@@ -706,6 +720,9 @@ pub fn allocate_range(
         }
         let mut hole = (cur, len);
         while hole.1 > 0 {
+            if !runs.is_empty() && tx.handle.credits_left() < alloc_step_credits(inode) {
+                return Ok(runs);
+            }
             let goal = goal_for(&ctx, inode, hole.0)?;
             let a = tx.alloc_blocks(&AllocRequest {
                 inode: inode.ino,
