@@ -531,6 +531,12 @@ pub fn tree_change_credits(depth: u16) -> usize {
     6 * (usize::from(depth) + 2) + 4
 }
 
+/// Credits a bounded removal leaves for its caller to finish in the same
+/// handle: the inode, the orphan list (superblock or previous orphan),
+/// the inode's bitmap and descriptor, its xattr block with that block's
+/// bitmap and descriptor.
+pub const FINISH_RESERVE: usize = 16;
+
 /// The end of the part of `[a, b)` whose removal from leaf `v` fits in
 /// `budget` credits: a bitmap and a descriptor block per group its data
 /// lies in. An extent may be cut at a group boundary; `a` when not even
@@ -581,7 +587,7 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
         let (a, mut b) = (cursor, to.min(hi));
         let touches = v.iter().any(|e| u64::from(e.block) < b && ext_end(e) > a);
         if touches && bounded {
-            let budget = tx.handle.credits_left().saturating_sub(tree_change_credits(path[0].depth));
+            let budget = tx.handle.credits_left().saturating_sub(tree_change_credits(path[0].depth) + FINISH_RESERVE);
             b = bounded_end(tx.vol, v, a, b, budget);
             if b == a {
                 return Ok(false);
