@@ -58,6 +58,8 @@ impl FsCore {
     pub(crate) fn drop_last_link(&self, tx: &Tx, i: &mut Inode) -> Result<bool> {
         let rw = self.rw()?;
         if !rw.is_open(i.ino) {
+            // Its cached data goes before its blocks do.
+            rw.locks.inode(i.ino).pages.invalidate_all();
             if self.free_blocks_bounded(tx, i, 0)? {
                 self.release_inode(tx, i)?;
                 return Ok(false);
@@ -112,6 +114,7 @@ impl FsCore {
     /// blocks, and the last one takes it off the list and frees it. A
     /// crash in between leaves an orphan that the next open deletes.
     pub(crate) fn delete_orphan(&self, ino: u32) -> Result<()> {
+        self.rw()?.locks.inode(ino).pages.invalidate_all();
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let mut i = crate::inode::read_inode(&self.vol, ino)?;
