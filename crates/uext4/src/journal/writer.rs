@@ -27,7 +27,12 @@
 //!   in the log gets a revoke record in the running transaction, so that
 //!   replay cannot write the old copy over the block's next user. The
 //!   allocator keeps such blocks reserved until the freeing transaction
-//!   commits, so the revoke is durable before the block is reused.
+//!   commits, so the revoke is durable before the block is reused; until
+//!   then the block's last committed version stays in the checkpoint map.
+//! - **Credits**: a handle reserves an upper bound of the blocks it will
+//!   add to the transaction; each block it adds uses one (over-use is a
+//!   debug assertion). Long operations check [`Handle::credits_left`]
+//!   before each bounded step and go on in a new handle.
 //!
 //! # Locks
 //!
