@@ -218,15 +218,27 @@ impl FsCore {
             return Ok(());
         }
         let rw = self.rw()?;
-        let tx = self.begin(32)?;
-        let _m = st.map.write();
-        let mut i = self.regular(ino)?;
-        for (lblk, n) in todo {
-            ew::mark_written(&tx, &mut i, lblk, n)?;
+        let mut runs = todo.into_iter().peekable();
+        while runs.peek().is_some() {
+            // Each run's conversion is one bounded tree change; many runs
+            // (a write across a fragmented preallocation) take several
+            // handles, each leaving the tree consistent.
+            let tx = self.begin(32)?;
+            let _m = st.map.write();
+            let mut i = self.regular(ino)?;
+            let mut first = true;
+            while let Some(&(lblk, n)) = runs.peek() {
+                if !first && tx.handle.credits_left() < ew::alloc_step_credits(&i) {
+                    break;
+                }
+                ew::mark_written(&tx, &mut i, lblk, n)?;
+                runs.next();
+                first = false;
+            }
+            tx.write_inode(&mut i)?;
+            tx.settle();
+            rw.note_dirty(&[ino], tx.tid());
         }
-        tx.write_inode(&mut i)?;
-        tx.settle();
-        rw.note_dirty(&[ino], tx.tid());
         IoStats::bump(&rw.stats.dio_conversions);
         Ok(())
     }

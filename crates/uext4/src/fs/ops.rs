@@ -351,12 +351,17 @@ impl FsCore {
         tx.write_inode(&mut dir)?;
         i.links_count = i.links_count.saturating_sub(1);
         i.ctime = Timestamp::now();
-        if i.links_count == 0 {
-            self.drop_last_link(&tx, &mut i)?;
+        let deferred = if i.links_count == 0 {
+            self.drop_last_link(&tx, &mut i)?
         } else {
             tx.write_inode(&mut i)?;
-        }
+            false
+        };
         self.note_tid(&tx, &[parent, victim]);
+        drop(tx);
+        if deferred {
+            self.delete_orphan(victim)?;
+        }
         Ok(())
     }
 
@@ -393,8 +398,12 @@ impl FsCore {
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
         d.links_count = 0;
-        self.drop_last_link(&tx, &mut d)?;
+        let deferred = self.drop_last_link(&tx, &mut d)?;
         self.note_tid(&tx, &[parent, victim]);
+        drop(tx);
+        if deferred {
+            self.delete_orphan(victim)?;
+        }
         Ok(())
     }
 
@@ -567,6 +576,7 @@ impl FsCore {
             }
         }
         let tx = self.begin(96)?;
+        let mut deferred = None;
         // New name first (the inode is then reachable by both names for
         // an instant inside the transaction, never on disk).
         match dst {
@@ -602,7 +612,9 @@ impl FsCore {
             }
             d.ctime = now;
             if d.links_count == 0 {
-                self.drop_last_link(&tx, &mut d)?;
+                if self.drop_last_link(&tx, &mut d)? {
+                    deferred = Some(d_ino);
+                }
             } else {
                 tx.write_inode(&mut d)?;
             }
@@ -616,6 +628,10 @@ impl FsCore {
             tx.write_inode(&mut nd)?;
         }
         self.note_tid(&tx, &[parent, newparent, src, dst.unwrap_or(0)]);
+        drop(tx);
+        if let Some(v) = deferred {
+            self.delete_orphan(v)?;
+        }
         Ok(())
     }
 
@@ -657,11 +673,12 @@ impl FsCore {
         let shrinking = attr.size.is_some_and(|s| s < i.size);
         let _inv = shrinking.then(|| st.invalidate.write());
         let tx = self.begin(128)?;
-        let _m = st.map.write();
+        let m = st.map.write();
+        let mut truncate_left = false;
         if let Some(size) = attr.size {
             if size < i.size {
                 st.pages.invalidate(size, u64::MAX);
-                self.shrink(&tx, &mut i, size)?;
+                truncate_left = !self.shrink(&tx, &mut i, size)?;
             }
             if size != i.size {
                 i.mtime = now;
@@ -685,8 +702,17 @@ impl FsCore {
         }
         i.ctime = now;
         tx.write_inode(&mut i)?;
+        if truncate_left {
+            // The rest of the blocks are freed in more handles; the orphan
+            // list has a crash finish them (ext4_setattr's orphan_add).
+            self.orphan_add(&tx, &mut i)?;
+        }
         self.note_tid(&tx, &[ino]);
         drop(tx);
+        drop(m);
+        if truncate_left {
+            self.finish_truncate(ino, Some(&st.map))?;
+        }
         if attr.size == Some(0) && rw.data.auto_da_alloc {
             // What is written next reaches the disk at close, not 30 s
             // later (ext4 truncates-to-zero-then-rewrites the same way).
@@ -721,14 +747,16 @@ impl FsCore {
         Ok(usize::try_from(max - offset).map_or(len, |room| len.min(room)))
     }
 
-    /// Frees the blocks past `size` and zeroes the tail of the last block.
-    fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<()> {
+    /// Frees the blocks past `size` (as many as the handle's credits
+    /// allow: false when some are left) and zeroes the tail of the last
+    /// block.
+    fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<bool> {
         if i.flags & FL_EXTENTS == 0 {
             return Err(Error::Unsupported("truncating block-mapped (non-extent) files".into()));
         }
         let bs = self.vol.block_size as u64;
         let keep = size.div_ceil(bs);
-        ew::remove_range(tx, i, keep, u64::MAX)?;
+        let done = self.free_blocks_bounded(tx, i, keep)?;
         let within = size % bs;
         if within != 0 {
             if let MapKind::Mapped(p) = inode::map_block(&self.vol, i, size / bs)?.kind {
@@ -736,7 +764,7 @@ impl FsCore {
                 self.vol.device().write_at(&zeros, p * bs + within)?;
             }
         }
-        Ok(())
+        Ok(done)
     }
 
     /// Writes `data` at `offset` through the page cache (buffered: the
@@ -787,7 +815,8 @@ impl FsCore {
             let tx = self.begin_tx(256, writeback)?;
             let _m = st.map.write();
             let chunk = &data[(pos - offset) as usize..(chunk_end - offset) as usize];
-            if let Err((done, e)) = self.write_chunk(&tx, &mut i, pos, chunk, hint) {
+            let written = self.write_chunk(&tx, &mut i, pos, chunk, hint);
+            if let Err((done, e)) = written {
                 // The runs before the failing one landed: a short write.
                 // Blocks this chunk mapped past the new EOF hold data no
                 // size covers: unmap them (the kernel's truncate of a
@@ -815,6 +844,9 @@ impl FsCore {
                 tx.settle_unless_broken(Some(&e));
                 return if landed > offset { Ok((landed - offset) as usize) } else { Err(e) };
             }
+            // The handle's credits may have ended the chunk early: the
+            // rest goes on in the next handle.
+            let chunk_end = pos + written.unwrap_or(0);
             if chunk_end > i.size {
                 i.size = chunk_end;
             }
@@ -831,8 +863,10 @@ impl FsCore {
         Ok(data.len())
     }
 
-    /// Writes `data` at `offset` run by run. On an error, returns how many
-    /// bytes of `data` landed (the runs before the failing one) with it.
+    /// Writes `data` at `offset` run by run, as far as the handle's
+    /// credits allow (at least the first run): returns how many bytes of
+    /// `data` were written. On an error, returns how many bytes landed
+    /// (the runs before the failing one) with it.
     fn write_chunk(
         &self,
         tx: &Tx,
@@ -840,19 +874,23 @@ impl FsCore {
         offset: u64,
         data: &[u8],
         hint: u64,
-    ) -> std::result::Result<(), (u64, Error)> {
+    ) -> std::result::Result<u64, (u64, Error)> {
         let bs = self.vol.block_size as u64;
         let last = (offset + data.len() as u64 - 1) / bs;
         let mut lblk = offset / bs;
         while lblk <= last {
             let done = (lblk * bs).max(offset) - offset;
+            if done > 0 && tx.handle.credits_left() < ew::alloc_step_credits(i) {
+                return Ok(done);
+            }
             lblk += self.write_run(tx, i, offset, data, lblk, last, hint).map_err(|e| (done, e))?;
         }
-        Ok(())
+        Ok(data.len() as u64)
     }
 
     /// Writes the run of blocks starting at `lblk` (up to `last`) that one
-    /// mapping covers; returns its length in blocks. `hint` is the size
+    /// mapping covers (a hole: as much of it as the handle's credits
+    /// allocate); returns its length in blocks. `hint` is the size
     /// the file is known to reach (writeback's in-memory size), or 0.
     #[allow(clippy::too_many_arguments)]
     fn write_run(
@@ -892,12 +930,18 @@ impl FsCore {
                         return Err(e);
                     }
                 };
+                let mut covered = 0;
                 for (rl, rp, rn) in runs {
                     let rs = (rl * bs).max(run_start);
                     let re = ((rl + rn) * bs).min(run_end);
                     let part = &data[(rs - offset) as usize..(re - offset) as usize];
                     write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part)?;
+                    covered = rl + rn - lblk;
                 }
+                if covered == 0 {
+                    return Err(Error::Invalid(format!("inode {}: allocation mapped nothing", i.ino)));
+                }
+                return Ok(covered.min(n));
             }
         }
         Ok(n)
@@ -936,55 +980,85 @@ impl FsCore {
         // Punch and zero free blocks: no folio fill may read them meanwhile.
         let frees = matches!(mode, FallocMode::PunchHole | FallocMode::ZeroRange);
         let _inv = frees.then(|| st.invalidate.write());
-        let tx = self.begin(256)?;
-        let _m = st.map.write();
         if frees {
+            let _m = st.map.write();
             st.pages.invalidate(offset, end);
         }
-        // On an error (ENOSPC part-way) what was done stays, as in Linux;
-        // the inode is written in any case (its extent root may have changed).
-        let r = self.fallocate_tx(&tx, &mut i, mode, offset, end);
+        let bs = self.vol.block_size as u64;
+        // Whole blocks inside a punched or zeroed range go; partial edges
+        // are zeroed.
+        let (b0, b1) = (offset.div_ceil(bs), end / bs);
+        if frees {
+            if b0 > b1 {
+                // Strictly inside one block.
+                self.zero_partial(&i, offset, end)?;
+            } else {
+                self.zero_partial(&i, offset, b0 * bs)?;
+                self.zero_partial(&i, b1 * bs, end)?;
+            }
+        }
+        // Each phase runs in as many bounded handles as it needs; the
+        // file is consistent (and its size unchanged) between them. On an
+        // error (ENOSPC part-way) what was done stays, as in Linux; the
+        // inode is written in any case (its extent root may have changed).
+        let alloc = |tx: &Tx, i: &mut Inode, from: u64, to: u64, hint: u64| -> Result<bool> {
+            ew::allocate_range(tx, i, from, to - from, true, aflags::STREAM, hint)?;
+            Ok(tx.handle.credits_left() >= ew::alloc_step_credits(i))
+        };
+        match mode {
+            FallocMode::Allocate | FallocMode::KeepSize => {
+                self.in_bounded_handles(&st, &mut i, |tx, i| alloc(tx, i, offset / bs, end.div_ceil(bs), end))?;
+            }
+            FallocMode::PunchHole | FallocMode::ZeroRange if b1 > b0 => {
+                self.in_bounded_handles(&st, &mut i, |tx, i| ew::remove_range_bounded(tx, i, b0, b1))?;
+                if mode == FallocMode::ZeroRange {
+                    let hint = i.size.max(end);
+                    self.in_bounded_handles(&st, &mut i, |tx, i| alloc(tx, i, b0, b1, hint))?;
+                }
+            }
+            _ => {}
+        }
+        let grows = matches!(mode, FallocMode::Allocate | FallocMode::ZeroRange) && end > i.size;
+        let tx = self.begin(1)?;
+        let _m = st.map.write();
+        if grows {
+            i.size = end;
+        }
         let now = Timestamp::now();
         i.ctime = now;
         i.mtime = now;
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
-        tx.settle_unless_broken(r.as_ref().err());
-        r
+        Ok(())
     }
 
-    fn fallocate_tx(&self, tx: &Tx, i: &mut Inode, mode: FallocMode, offset: u64, end: u64) -> Result<()> {
-        let bs = self.vol.block_size as u64;
-        match mode {
-            FallocMode::Allocate | FallocMode::KeepSize => {
-                ew::allocate_range(tx, i, offset / bs, end.div_ceil(bs) - offset / bs, true, aflags::STREAM, end)?;
-                if mode == FallocMode::Allocate && end > i.size {
-                    i.size = end;
+    /// Runs `step` in handles of 256 credits, with the mapping lock, until
+    /// it says it is done; the inode is written at the end of each handle
+    /// (also when the step fails).
+    fn in_bounded_handles(
+        &self,
+        st: &crate::locks::InodeIo,
+        i: &mut Inode,
+        mut step: impl FnMut(&Tx, &mut Inode) -> Result<bool>,
+    ) -> Result<()> {
+        loop {
+            let tx = self.begin(256)?;
+            let _m = st.map.write();
+            let r = step(&tx, i);
+            tx.write_inode(i)?;
+            self.note_tid(&tx, &[i.ino]);
+            // ENOSPC part-way leaves a consistent file (what was done
+            // stays, as in Linux); any other failure aborts (see `Tx`).
+            tx.settle_unless_broken(r.as_ref().err());
+            match r {
+                Ok(true) => return Ok(()),
+                Ok(false) if tx.handle.credits_left() == tx.handle.credits() => {
+                    return Err(Error::Invalid(format!("inode {}: a step does not fit in a handle", i.ino)));
                 }
-            }
-            FallocMode::PunchHole | FallocMode::ZeroRange => {
-                // Whole blocks inside the range go; partial edges are zeroed.
-                let (b0, b1) = (offset.div_ceil(bs), end / bs);
-                if b0 > b1 {
-                    // Strictly inside one block.
-                    self.zero_partial(i, offset, end)?;
-                } else {
-                    self.zero_partial(i, offset, b0 * bs)?;
-                    if b1 > b0 {
-                        ew::remove_range(tx, i, b0, b1)?;
-                        if mode == FallocMode::ZeroRange {
-                            let hint = i.size.max(end);
-                            ew::allocate_range(tx, i, b0, b1 - b0, true, aflags::STREAM, hint)?;
-                        }
-                    }
-                    self.zero_partial(i, b1 * bs, end)?;
-                }
-                if mode == FallocMode::ZeroRange && end > i.size {
-                    i.size = end;
-                }
+                Ok(false) => {}
+                Err(e) => return Err(e),
             }
         }
-        Ok(())
     }
 
     /// Writes zeros over the written blocks of `[from, to)` (partial-block

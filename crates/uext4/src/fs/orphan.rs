@@ -40,21 +40,121 @@ fn last_orphan(tx: &Tx) -> Result<u32> {
     Ok(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]))
 }
 
+/// Credits of each handle that frees an orphan's blocks or a truncated
+/// file's tail: the work goes on in as many such handles as it needs.
+pub(crate) const TRUNCATE_CREDITS: usize = 128;
+
 impl FsCore {
     /// The last link of `i` is gone (its new count is already 0): delete
     /// it now, or, while it is open, put it on the orphan list so that a
     /// crash before the last close still frees it.
-    pub(crate) fn drop_last_link(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+    ///
+    /// Returns true when the deletion did not fit in this handle's credits
+    /// (a large or fragmented file): the inode is then on the orphan list
+    /// and the caller must call [`FsCore::delete_orphan`] once its handle
+    /// is stopped, still holding the inode's lock (ext4's evict runs the
+    /// truncate in its own restarting handles the same way).
+    #[must_use = "a deferred deletion must be finished with delete_orphan"]
+    pub(crate) fn drop_last_link(&self, tx: &Tx, i: &mut Inode) -> Result<bool> {
         let rw = self.rw()?;
         if !rw.is_open(i.ino) {
-            return self.release_inode(tx, i);
+            // Its cached data goes before its blocks do.
+            rw.locks.inode(i.ino).pages.invalidate_all();
+            if self.free_blocks_bounded(tx, i, 0)? {
+                self.release_inode(tx, i)?;
+                return Ok(false);
+            }
+            self.orphan_add(tx, i)?;
+            return Ok(true);
         }
-        let _o = rw.orphan_lock.lock();
+        self.orphan_add(tx, i)?;
+        rw.doom(i.ino);
+        Ok(false)
+    }
+
+    /// Frees the blocks of `i` from logical block `keep` on as far as the
+    /// handle's credits allow; true when none are left. Only extent-mapped
+    /// files have blocks freed here (others are refused or have none, see
+    /// [`FsCore::release_inode`]).
+    pub(crate) fn free_blocks_bounded(&self, tx: &Tx, i: &mut Inode, keep: u64) -> Result<bool> {
+        if i.flags & FL_EXTENTS == 0 || self.is_fast_symlink(i) {
+            return Ok(true);
+        }
+        let done = ew::remove_range_bounded(tx, i, keep, u64::MAX)?;
+        if !done && tx.handle.credits_left() == tx.handle.credits() {
+            return Err(Error::Invalid(format!(
+                "inode {}: freeing one extent needs more than a handle of {} credits",
+                i.ino,
+                tx.handle.credits()
+            )));
+        }
+        Ok(done)
+    }
+
+    /// Puts inode `i` on the orphan list (its `i_dtime` links to the
+    /// previous head).
+    pub(crate) fn orphan_add(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+        let _o = self.rw()?.orphan_lock.lock();
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
-        set_last_orphan(tx, i.ino)?;
-        rw.doom(i.ino);
-        Ok(())
+        set_last_orphan(tx, i.ino)
+    }
+
+    /// Writes orphan `i`, keeping the orphan-list link its slot holds
+    /// (another thread may have changed it by removing the next orphan).
+    fn write_orphan_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+        let _o = self.rw()?.orphan_lock.lock();
+        i.dtime = crate::inode::read_inode(&self.vol, i.ino)?.dtime;
+        tx.write_inode_dtime(i)
+    }
+
+    /// Deletes orphan `ino` (no links, on the orphan list, not open; its
+    /// inode lock held or no other thread running): its blocks are freed
+    /// in bounded handles, each leaving the inode on the list with fewer
+    /// blocks, and the last one takes it off the list and frees it. A
+    /// crash in between leaves an orphan that the next open deletes.
+    pub(crate) fn delete_orphan(&self, ino: u32) -> Result<()> {
+        self.rw()?.locks.inode(ino).pages.invalidate_all();
+        loop {
+            let tx = self.begin(TRUNCATE_CREDITS)?;
+            let mut i = crate::inode::read_inode(&self.vol, ino)?;
+            if !self.free_blocks_bounded(&tx, &mut i, 0)? {
+                self.write_orphan_inode(&tx, &mut i)?;
+                tx.settle();
+                continue;
+            }
+            self.orphan_remove(&tx, ino)?;
+            i.dtime = 0;
+            self.release_inode(&tx, &mut i)?;
+            tx.settle();
+            return Ok(());
+        }
+    }
+
+    /// Frees the blocks past `i_size` of inode `ino` (on the orphan list
+    /// with links, as a truncate that did not fit in one handle left it)
+    /// in bounded handles, then takes it off the list. `map` is taken
+    /// for each step (after the handle: the data path's order).
+    pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&parking_lot::RwLock<()>>) -> Result<()> {
+        let bs = self.vol.block_size as u64;
+        loop {
+            let tx = self.begin(TRUNCATE_CREDITS)?;
+            let _m = map.map(|m| m.write());
+            let mut i = crate::inode::read_inode(&self.vol, ino)?;
+            let keep = i.size.div_ceil(bs);
+            let done =
+                if i.file_type()? == FileType::Regular { self.free_blocks_bounded(&tx, &mut i, keep)? } else { true };
+            if done {
+                self.orphan_remove(&tx, ino)?;
+                i.dtime = 0;
+                tx.write_inode_dtime(&mut i)?;
+                tx.settle();
+                self.rw()?.note_dirty(&[ino], tx.tid());
+                return Ok(());
+            }
+            self.write_orphan_inode(&tx, &mut i)?;
+            tx.settle();
+        }
     }
 
     /// Takes inode `ino` off the orphan list.
@@ -100,27 +200,29 @@ impl FsCore {
             return Ok(());
         }
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
-        let tx = self.begin(64)?;
-        self.orphan_remove(&tx, ino)?;
-        let mut i = crate::inode::read_inode(&self.vol, ino)?;
-        i.dtime = 0;
-        self.release_inode(&tx, &mut i)?;
-        tx.settle();
-        Ok(())
+        self.delete_orphan(ino)
     }
 
     /// Processes the orphan list left by a crash (called at read-write
     /// open, before anything else runs). Returns how many inodes it
     /// deleted and truncated.
+    ///
+    /// Each orphan is finished in its own bounded handles and taken off
+    /// the list by the last of them (ext4_orphan_cleanup): however long
+    /// the list and however large its files, no transaction outgrows the
+    /// log, and a crash part-way leaves the rest of the list for the next
+    /// open.
     pub(crate) fn orphan_cleanup(&self) -> Result<(u32, u32)> {
-        let mut next = self.read_superblock()?.last_orphan;
-        if next == 0 {
-            return Ok((0, 0));
-        }
         let (mut deleted, mut truncated) = (0, 0);
         let mut seen = std::collections::HashSet::new();
-        let tx = self.begin(256)?;
-        while next != 0 {
+        loop {
+            let next = {
+                let tx = self.begin(1)?;
+                last_orphan(&tx)?
+            };
+            if next == 0 {
+                break;
+            }
             if !seen.insert(next) || next > self.vol.sb.inodes_count || next < self.vol.sb.first_ino {
                 return Err(Error::corrupt(
                     crate::error::Structure::Inode,
@@ -128,27 +230,18 @@ impl FsCore {
                     format!("orphan list loops or points at inode {next}"),
                 ));
             }
-            let mut i = crate::inode::read_inode(&self.vol, next)?;
-            let following = i.dtime;
-            i.dtime = 0;
+            let i = crate::inode::read_inode(&self.vol, next)?;
             if i.links_count == 0 {
-                self.release_inode(&tx, &mut i)?;
+                self.delete_orphan(next)?;
                 deleted += 1;
             } else {
-                if i.file_type()? == FileType::Regular && i.flags & FL_EXTENTS != 0 {
-                    let bs = self.vol.block_size as u64;
-                    let keep = i.size.div_ceil(bs);
-                    ew::remove_range(&tx, &mut i, keep, u64::MAX)?;
-                }
-                tx.write_inode(&mut i)?;
+                self.finish_truncate(next, None)?;
                 truncated += 1;
             }
-            next = following;
         }
-        set_last_orphan(&tx, 0)?;
-        tx.settle();
-        drop(tx);
-        self.commit()?;
+        if deleted + truncated > 0 {
+            self.commit()?;
+        }
         Ok((deleted, truncated))
     }
 }

@@ -521,8 +521,57 @@ fn edit_leaf(
     (out, frees)
 }
 
-/// Applies `edit` to `[from, to)` leaf by leaf.
-fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit) -> Result<()> {
+/// Credits one change of a leaf can take besides the bitmaps of the data
+/// it frees, in a tree whose root is at `depth`: every node on the path
+/// rewritten or freed (its bitmap and descriptor) with its parent, a
+/// split or a new level on the way (the new block, its bitmap and
+/// descriptor), the root shrinking, the inode (ext4's
+/// ext4_ext_calc_credits_for_single_extent, rounded up).
+pub fn tree_change_credits(depth: u16) -> usize {
+    6 * (usize::from(depth) + 2) + 4
+}
+
+/// Credits a bounded removal leaves for its caller to finish in the same
+/// handle: the inode, the orphan list (superblock or previous orphan),
+/// the inode's bitmap and descriptor, its xattr block with that block's
+/// bitmap and descriptor.
+pub const FINISH_RESERVE: usize = 16;
+
+/// The end of the part of `[a, b)` whose removal from leaf `v` fits in
+/// `budget` credits: a bitmap and a descriptor block per group its data
+/// lies in. An extent may be cut at a group boundary; `a` when not even
+/// the first group's part fits.
+fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: u64, b: u64, budget: usize) -> u64 {
+    let bpg = u64::from(vol.sb.blocks_per_group.max(1));
+    let first = u64::from(vol.sb.first_data_block);
+    let mut groups: Vec<u64> = Vec::new();
+    let mut need = 0;
+    for e in v {
+        let (s, end) = (u64::from(e.block), ext_end(e));
+        let (is, ie) = (s.max(a), end.min(b));
+        let mut l = is;
+        while l < ie {
+            let p = e.start + (l - s);
+            let g = p.saturating_sub(first) / bpg;
+            // Logical end of this extent's part in group g.
+            let seg_end = ie.min(l + ((g + 1) * bpg + first).saturating_sub(p).max(1));
+            if !groups.contains(&g) {
+                need += 2;
+                if need > budget {
+                    return l;
+                }
+                groups.push(g);
+            }
+            l = seg_end;
+        }
+    }
+    b
+}
+
+/// Applies `edit` to `[from, to)` leaf by leaf. When `bounded`, stops
+/// before a step that might not fit in the handle's credits left and
+/// says so (false); the tree is consistent after every step.
+fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounded: bool) -> Result<bool> {
     let ctx = Ctx::new(tx, inode)?;
     // Directory blocks are journaled metadata: revoke them when freed.
     let kind = if inode.mode & S_IFMT == S_IFDIR { FreeKind::Metadata } else { FreeKind::Data };
@@ -535,8 +584,15 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit) -> Res
         let Node::Leaf(v) = &path[leaf].node else {
             return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
         };
-        let (a, b) = (cursor, to.min(hi));
+        let (a, mut b) = (cursor, to.min(hi));
         let touches = v.iter().any(|e| u64::from(e.block) < b && ext_end(e) > a);
+        if touches && bounded {
+            let budget = tx.handle.credits_left().saturating_sub(tree_change_credits(path[0].depth) + FINISH_RESERVE);
+            b = bounded_end(tx.vol, v, a, b, budget);
+            if b == a {
+                return Ok(false);
+            }
+        }
         if touches {
             let goal = v.first().map_or(0, |e| e.start);
             let (out, frees) = edit_leaf(v, a, b, Some(edit), &[]);
@@ -548,25 +604,39 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit) -> Res
                 tx.free_blocks(p, n, kind)?;
                 inode.blocks_512 = inode.blocks_512.saturating_sub(n * (ctx.bs as u64 / 512));
             }
+            if b < to.min(hi) {
+                // Cut short by the credits: the rest in the next handle.
+                return Ok(false);
+            }
         }
         if hi <= cursor {
             break;
         }
         cursor = hi;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Removes the mappings of logical blocks `[from, to)` (`to` may be
-/// `u64::MAX`: to the end), freeing their blocks.
+/// `u64::MAX`: to the end), freeing their blocks, all in this handle: for
+/// ranges known to be small. Large ones (truncate, delete) go through
+/// [`remove_range_bounded`] in a loop of handles.
 pub fn remove_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64) -> Result<()> {
-    edit_range(tx, inode, from, to, Edit::Remove)
+    edit_range(tx, inode, from, to, Edit::Remove, false).map(|_| ())
+}
+
+/// Removes the mappings of `[from, to)` as far as the handle's credits
+/// allow: true when the range is empty, false when the caller must go on
+/// in a new handle (the inode written first; the tree and the inode are
+/// consistent after every step, as ext4_ext_remove_space's restarts).
+pub fn remove_range_bounded(tx: &Tx, inode: &mut Inode, from: u64, to: u64) -> Result<bool> {
+    edit_range(tx, inode, from, to, Edit::Remove, true)
 }
 
 /// Marks the unwritten extents inside `[lblk, lblk + n)` written (the data
 /// has reached the device), splitting extents at the range's edges.
 pub fn mark_written(tx: &Tx, inode: &mut Inode, lblk: u64, n: u64) -> Result<()> {
-    edit_range(tx, inode, lblk, lblk.saturating_add(n), Edit::MarkWritten)
+    edit_range(tx, inode, lblk, lblk.saturating_add(n), Edit::MarkWritten, false).map(|_| ())
 }
 
 /// Inserts the already allocated run `(lblk, pblk, len)` (which must lie
@@ -613,11 +683,25 @@ fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
     Ok(ctx.tx.inode_goal(inode.ino))
 }
 
+/// Credits one allocation of a run and its insertion into the tree of
+/// `inode` can take: the tree's change (see [`tree_change_credits`]) and
+/// the data's bitmap and descriptor.
+pub fn alloc_step_credits(inode: &Inode) -> usize {
+    let depth = parse_node(&inode.block, 0).map_or(MAX_DEPTH, |n| n.header().depth);
+    tree_change_credits(depth) + 2
+}
+
 /// Allocates blocks for every hole in `[lblk, lblk + n)` (mapped parts are
 /// left alone) and maps them, as unwritten extents when `unwritten`.
 /// `flags` are the allocator hints; `size_hint` the size the file is
 /// growing to. Returns the new runs in logical order. On an error (e.g.
 /// ENOSPC part-way) the runs mapped so far stay mapped.
+///
+/// Bounded by the handle: after the first allocation, it stops when the
+/// handle's credits left might not cover one more
+/// ([`alloc_step_credits`]); the runs returned then cover only a prefix
+/// of the holes, and the caller goes on in a new handle (a fragmented
+/// free space can take one allocation per block).
 pub fn allocate_range(
     tx: &Tx,
     inode: &mut Inode,
@@ -644,6 +728,9 @@ pub fn allocate_range(
         }
         let mut hole = (cur, len);
         while hole.1 > 0 {
+            if !runs.is_empty() && tx.handle.credits_left() < alloc_step_credits(inode) {
+                return Ok(runs);
+            }
             let goal = goal_for(&ctx, inode, hole.0)?;
             let a = tx.alloc_blocks(&AllocRequest {
                 inode: inode.ino,

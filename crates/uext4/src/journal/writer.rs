@@ -27,7 +27,12 @@
 //!   in the log gets a revoke record in the running transaction, so that
 //!   replay cannot write the old copy over the block's next user. The
 //!   allocator keeps such blocks reserved until the freeing transaction
-//!   commits, so the revoke is durable before the block is reused.
+//!   commits, so the revoke is durable before the block is reused; until
+//!   then the block's last committed version stays in the checkpoint map.
+//! - **Credits**: a handle reserves an upper bound of the blocks it will
+//!   add to the transaction; each block it adds uses one (over-use is a
+//!   debug assertion). Long operations check [`Handle::credits_left`]
+//!   before each bounded step and go on in a new handle.
 //!
 //! # Locks
 //!
@@ -48,6 +53,7 @@ use crate::format::journal::{
 };
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Called with a handle of the closing transaction just before it is
@@ -135,6 +141,8 @@ pub struct Handle {
     /// The handle has changed or freed metadata (an operation that fails
     /// after this must undo or abort: see `Tx`).
     changed: std::sync::atomic::AtomicBool,
+    /// Credits used: blocks this handle added to the transaction.
+    used: AtomicUsize,
 }
 
 impl std::fmt::Debug for Handle {
@@ -309,16 +317,17 @@ impl JournalWriter {
                 counted: true,
                 credits,
                 changed: Default::default(),
+                used: AtomicUsize::new(0),
             });
         }
     }
 
-    fn stop_handle(&self, tid: u64, credits: usize) {
+    fn stop_handle(&self, tid: u64, unused: usize) {
         let mut st = self.state.lock();
         if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
             t.handles -= 1;
-            // Unused credits go back (what the handle dirtied is in `blocks`).
-            t.credits = t.credits.saturating_sub(credits);
+            // Unused credits go back (the used ones became `blocks`).
+            t.credits = t.credits.saturating_sub(unused);
             if t.handles == 0 && t.locked {
                 self.cv.notify_all();
             }
@@ -326,8 +335,10 @@ impl JournalWriter {
     }
 
     /// Records the new version of `block` in transaction `tid` (called
-    /// under the block's stripe lock).
-    fn record(&self, tid: u64, block: u64, buf: Arc<Buffer>) -> Result<()> {
+    /// under the block's stripe lock). Says whether the block is new to
+    /// the transaction: that uses one credit of a counted handle, which
+    /// then stops being reserved (it is counted in `blocks`).
+    fn record(&self, tid: u64, block: u64, buf: Arc<Buffer>, counted: bool) -> Result<bool> {
         let mut st = self.state.lock();
         let t = st
             .running
@@ -335,8 +346,11 @@ impl JournalWriter {
             .filter(|t| t.tid == tid)
             .ok_or_else(|| Error::Invalid(format!("handle of transaction {tid} used after its commit")))?;
         t.revoked.remove(&block);
-        t.blocks.insert(block, buf);
-        Ok(())
+        let new = t.blocks.insert(block, buf).is_none();
+        if new && counted {
+            t.credits = t.credits.saturating_sub(1);
+        }
+        Ok(new)
     }
 
     /// `block` was freed in transaction `tid`: forget its pending versions
@@ -419,6 +433,7 @@ impl JournalWriter {
                 counted: false,
                 credits: 0,
                 changed: Default::default(),
+                used: AtomicUsize::new(0),
             };
             hook(&h)?;
         }
@@ -634,7 +649,32 @@ impl JournalWriter {
 impl Handle {
     /// A write-through handle for a filesystem without a journal.
     pub fn direct(cache: Arc<BufferCache>) -> Handle {
-        Handle { journal: None, cache, tid: 0, counted: false, credits: 0, changed: Default::default() }
+        Handle {
+            journal: None,
+            cache,
+            tid: 0,
+            counted: false,
+            credits: 0,
+            changed: Default::default(),
+            used: AtomicUsize::new(0),
+        }
+    }
+
+    /// Credits this handle has not used yet: how many more blocks it may
+    /// add to its transaction. Unbounded without a journal (and for the
+    /// commit's close hook). Long operations check it before each bounded
+    /// step and continue in a new handle when it runs short (jbd2's
+    /// handle restart).
+    pub fn credits_left(&self) -> usize {
+        if self.journal.is_none() || !self.counted {
+            return usize::MAX;
+        }
+        self.credits.saturating_sub(self.used.load(Ordering::Relaxed))
+    }
+
+    /// Credits reserved when the handle started.
+    pub fn credits(&self) -> usize {
+        self.credits
     }
 
     /// The transaction this handle belongs to (0 without a journal).
@@ -696,7 +736,18 @@ impl Handle {
         match self.backend() {
             Backend::Journal(j) => {
                 let buf = guard.install(data)?;
-                j.record(self.tid, block, buf)
+                if j.record(self.tid, block, buf, self.counted)? && self.counted {
+                    let used = self.used.fetch_add(1, Ordering::Relaxed) + 1;
+                    // A handle is an upper bound of what its operation
+                    // dirties: the transaction was sized from it (jbd2
+                    // warns and aborts on the same over-use).
+                    debug_assert!(
+                        used <= self.credits,
+                        "journal handle over its credits: block {block} is block {used} of a handle of {} credits",
+                        self.credits
+                    );
+                }
+                Ok(())
             }
             Backend::Direct(cache) => {
                 let bs = cache.block_size() as u64;
@@ -723,7 +774,7 @@ impl Drop for Handle {
     fn drop(&mut self) {
         if self.counted {
             if let Some(j) = &self.journal {
-                j.stop_handle(self.tid, self.credits);
+                j.stop_handle(self.tid, self.credits_left());
             }
         }
     }
