@@ -74,6 +74,14 @@ fn env_count(name: &str, default: usize) -> usize {
 /// Returns the outcome and the image left behind, or what went wrong.
 fn run_case(name: &str, image: Vec<u8>, seed: u64) -> Result<(Outcome, Vec<u8>), String> {
     install_panic_hook();
+    // One case at a time across the tests, so that a panic flagged by a
+    // background thread belongs to the case running.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    PANICKED.store(false, Ordering::SeqCst);
+    if let Ok(mut m) = PANIC_MSG.lock() {
+        *m = None;
+    }
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name(format!("case {name}"))
@@ -106,13 +114,12 @@ fn targets(img: &Image) -> Vec<Target> {
         Target { name: "superblock".into(), off: 1024, len: 1024, fix: Fix::Super },
         Target { name: "group desc 0".into(), off: img.gdt_off, len: img.desc_size, fix: Fix::Desc(0) },
     ];
-    let gd = uext4::Filesystem::open_device(
+    let fs = uext4::Filesystem::open_device(
         Arc::new(uext4::MemoryDevice::from_bytes(&img.bytes)),
         uext4::OpenOptions::default(),
     )
-    .unwrap()
-    .group_descs()[0]
-        .clone();
+    .unwrap();
+    let gd = fs.group_descs()[0];
     // Bitmaps: their checksums live in the descriptor and are not
     // recomputed, so on csum images the flips mostly meet the check; on
     // the image without checksums they reach the allocators.
