@@ -246,3 +246,52 @@ fn script_on_random_damage() {
     }
     finish(failures, cases, opened);
 }
+
+/// Extreme values in the inode fields the write path computes with (size,
+/// link count, flags, block count, xattr block, mode), checksum
+/// recomputed: the script then writes, truncates and allocates with them.
+#[test]
+fn script_on_wild_inode_fields() {
+    let Some(images) = images() else { return };
+    let size = |v: u64| vec![(0x4usize, 4usize, v & 0xFFFF_FFFF), (0x6C, 4, v >> 32)];
+    let edits: Vec<(&str, Vec<(usize, usize, u64)>)> = vec![
+        ("size 2^64-1", size(u64::MAX)),
+        ("size 2^63", size(1 << 63)),
+        ("size 2^44", size(1 << 44)),
+        ("size 2^32*bs", size(1 << 42)),
+        ("links 0", vec![(0x1A, 2, 0)]),
+        ("links 65535", vec![(0x1A, 2, 0xFFFF)]),
+        ("flags all", vec![(0x20, 4, 0xFFFF_FFFF)]),
+        ("flags none", vec![(0x20, 4, 0)]),
+        ("blocks max", vec![(0x1C, 4, 0xFFFF_FFFF), (0x74, 2, 0xFFFF)]),
+        ("file_acl 1", vec![(0x68, 4, 1)]),
+        ("file_acl max", vec![(0x68, 4, 0xFFFF_FFFF), (0x76, 2, 0xFFFF)]),
+        ("mode 0", vec![(0x0, 2, 0)]),
+        ("mode dir", vec![(0x0, 2, 0o40755)]),
+        ("mode file", vec![(0x0, 2, 0o100644)]),
+        ("extra_isize max", vec![(0x80, 2, 0xFFFF)]),
+    ];
+    let (mut failures, mut cases, mut opened) = (Vec::new(), 0, 0);
+    for img in images {
+        for path in ["/small.txt", "/d", "/frag", "/big", "/slow"] {
+            let t = img.inode_target(path);
+            for (what, fields) in &edits {
+                let mut b = img.bytes.to_vec();
+                for &(off, width, v) in fields {
+                    let at = t.off + off;
+                    b[at..at + width].copy_from_slice(&v.to_le_bytes()[..width]);
+                }
+                if img.csum {
+                    img.fix(&mut b, t.fix);
+                }
+                let name = format!("{} inode {path} {what}", img.name);
+                cases += 1;
+                match run_case(&name, b, cases as u64) {
+                    Ok((o, _)) => opened += usize::from(o.open_error.is_none()),
+                    Err(e) => failures.push(e),
+                }
+            }
+        }
+    }
+    finish(failures, cases, opened);
+}
