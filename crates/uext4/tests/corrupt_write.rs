@@ -247,6 +247,9 @@ fn script_on_random_damage() {
     finish(failures, cases, opened);
 }
 
+/// (offset, width, value) of one inode field.
+type Field = (usize, usize, u64);
+
 /// Extreme values in the inode fields the write path computes with (size,
 /// link count, flags, block count, xattr block, mode), checksum
 /// recomputed: the script then writes, truncates and allocates with them.
@@ -254,7 +257,7 @@ fn script_on_random_damage() {
 fn script_on_wild_inode_fields() {
     let Some(images) = images() else { return };
     let size = |v: u64| vec![(0x4usize, 4usize, v & 0xFFFF_FFFF), (0x6C, 4, v >> 32)];
-    let edits: Vec<(&str, Vec<(usize, usize, u64)>)> = vec![
+    let edits: Vec<(&str, Vec<Field>)> = vec![
         ("size 2^64-1", size(u64::MAX)),
         ("size 2^63", size(1 << 63)),
         ("size 2^44", size(1 << 44)),
