@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds the seed corpus of the open_walk target: small real images
+# Builds the seed corpus of a target (open_walk by default; also used for
+# write_script: ./make_seeds.sh write_script): small real images
 # (128-256 KiB) made by mkfs.ext4 -d from a tree with a few files, a
 # fragmented file (extent tree of depth 1), an htree directory, fast and
 # slow symlinks and an xattr block, in four layouts.
 set -euo pipefail
 cd "$(dirname "$0")"
-out=corpus/open_walk
+out=corpus/${1:-open_walk}
 mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -29,4 +30,9 @@ make 1k-csum 192K -b 1024
 make 1k-nocsum 192K -b 1024 -O ^metadata_csum
 make 1k-blockmap 192K -b 1024 -O ^metadata_csum,^extent,^64bit,^flex_bg
 make 4k-csum 256K -b 4096
+# The write path also gets a journal (the smallest mkfs.ext4 makes: 1024
+# blocks), so that commits, checkpoints and recovery meet damaged images.
+if [ "${1:-open_walk}" = write_script ]; then
+    make 1k-journal 3M -b 1024 -J size=1
+fi
 ls -l "$out"

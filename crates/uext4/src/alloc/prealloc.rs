@@ -91,7 +91,8 @@ pub fn normalize(cfg: &PreallocConfig, req: &AllocRequest, bs: u64, bpg: u32) ->
         return Plan::exact(req);
     }
     let size = ((req.logical + u64::from(req.len)) * bs).max(req.file_size);
-    let window = size.max(16 << 10).next_power_of_two().min(cfg.max_normalized.max(bs));
+    // i_size comes from the disk: a damaged one may be near 2^64.
+    let window = size.max(16 << 10).checked_next_power_of_two().unwrap_or(u64::MAX).min(cfg.max_normalized.max(bs));
     let window_blocks = (window / bs).max(1);
     // Large windows are aligned in the file, like the kernel's 2/4/8 MiB
     // cases; small ones start at the beginning of the file.
@@ -265,5 +266,22 @@ fn mark_disk(a: &Allocator, g: u32, rel: u32, n: u32) {
     let mut slot = a.groups[g as usize].state.lock();
     if let Some(st) = slot.as_mut() {
         st.disk_mark_used(rel, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the write-path fuzz slice: a damaged i_size near 2^64
+    /// overflowed the window's rounding to a power of two.
+    #[test]
+    fn normalize_survives_a_huge_file_size() {
+        let cfg = PreallocConfig::default();
+        for file_size in [u64::MAX, 1 << 63, (1 << 63) + 1] {
+            let req = AllocRequest { inode: 12, logical: 7, len: 3, file_size, ..Default::default() };
+            let plan = normalize(&cfg, &req, 1024, 8192);
+            assert!(plan.goal_len >= 3 && plan.goal_len <= 8192, "{plan:?}");
+        }
     }
 }

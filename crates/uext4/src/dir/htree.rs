@@ -112,22 +112,82 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
 /// `loff_t`, and lseek(2) (seekdir) refuses negative ones.
 pub const COOKIE_TAG: u64 = 1 << 62;
 
-/// Bits of a cookie that hold the ordinal.
-const ORDINAL_BITS: u32 = 31;
+/// Bits of a position that hold the minor hash (its top 30 bits).
+const MINOR_BITS: u32 = 30;
 
-/// The cookie of hash position (`major`, `ordinal`): the `ordinal`-th
-/// entry, in (minor hash, name) order, of those whose major hash is
-/// `major`. The low bit of a major hash is always clear, so its 31 bits
-/// above it go in bits 31-61, beside a 31-bit ordinal; the largest major
-/// hash is 0xfffffffc, so `major + 2` still fits.
-fn cookie(major: u32, ordinal: u32) -> u64 {
-    COOKIE_TAG | (u64::from(major >> 1) << ORDINAL_BITS) | u64::from(ordinal.min((1 << ORDINAL_BITS) - 1))
+/// The hash position of an entry, as the kernel's hash2pos: the major
+/// hash (whose low bit is always clear) above the minor hash. Both are
+/// shortened by their low bits so that a position fits in 61 bits and
+/// the position after the largest one is still below [`COOKIE_TAG`].
+/// Positions only ever name a hash, never a place in a block or an
+/// ordinal among equals, so removing an entry cannot shift another's.
+fn pos_of(major: u32, minor: u32) -> u64 {
+    (u64::from(major >> 1) << MINOR_BITS) | u64::from(minor >> 2)
 }
 
-/// The (major hash, ordinal) of a hash cookie.
-fn position(cookie: u64) -> (u32, u32) {
-    let major = ((cookie >> ORDINAL_BITS) as u32 & 0x7fff_ffff) << 1;
-    (major, (cookie & ((1 << ORDINAL_BITS) - 1)) as u32)
+/// The cookie that resumes a listing at position `pos`.
+fn cookie_at(pos: u64) -> u64 {
+    COOKIE_TAG | pos
+}
+
+/// The position a hash cookie resumes at.
+fn position(cookie: u64) -> u64 {
+    cookie & (COOKIE_TAG - 1)
+}
+
+/// The major hash of position `pos`.
+fn major_of(pos: u64) -> u32 {
+    ((pos >> MINOR_BITS) as u32) << 1
+}
+
+/// Lists up to `max` of `found` (entries with their major and minor
+/// hashes) in hash order from position `from`, given that `found` holds
+/// every entry at a position in `from..limit`.
+///
+/// As the kernel's ext4_dx_readdir, an entry's `next_cookie` is the
+/// position of the entry after it, so a listing resumes with every entry
+/// that hashes there: entries sharing a position are listed again rather
+/// than skipped (the kernel keeps per-open-file state to avoid even that;
+/// FUSE cookies carry none). Only when more than `max` entries share one
+/// position (61 bits of hash alike) does a listing skip the rest of them,
+/// rather than return the same batch forever.
+fn emit(mut found: Vec<(u32, u32, DirEntry)>, from: u64, limit: u64, max: usize) -> Vec<DirEntry> {
+    found.retain(|f| (from..limit).contains(&pos_of(f.0, f.1)));
+    found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
+    let pos: Vec<u64> = found.iter().map(|f| pos_of(f.0, f.1)).collect();
+    let n = found.len().min(max);
+    let mut out = Vec::with_capacity(n);
+    for (i, (_, _, mut e)) in found.into_iter().take(n).enumerate() {
+        let mut next = match pos.get(i + 1) {
+            Some(&p) => p,
+            None if limit == u64::MAX => pos[i] + 1,
+            None => limit,
+        };
+        if i + 1 == n && next == from {
+            next = from + 1;
+        }
+        e.next_cookie = cookie_at(next);
+        out.push(e);
+    }
+    out
+}
+
+/// Lists a one-block directory that has no index in hash order (as the
+/// kernel does on dir_index filesystems, see `is_dx_dir`), so that its
+/// cookies stay valid when it becomes an htree. The dots are the caller's.
+pub fn readdir_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64, max: usize) -> Result<Vec<DirEntry>> {
+    let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
+    let mut found = Vec::new();
+    if let Ok(b) = block::read(vol, dir, 0, false)? {
+        for e in b.entries(ft)? {
+            if e.inode == 0 || e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let h = dx_hash(e.name, version, &vol.sb.hash_seed);
+            found.push((h.major, h.minor, super::entry(vol, &e, b.block, 0)?));
+        }
+    }
+    Ok(emit(found, position(from), u64::MAX, max))
 }
 
 /// Reads up to `max` entries of a hash-indexed directory in hash order,
@@ -135,14 +195,11 @@ fn position(cookie: u64) -> (u32, u32) {
 ///
 /// Each entry's `next_cookie` names the entry after it by hash, not by
 /// place: entries that move to another leaf when a leaf splits keep their
-/// place in the listing. Entries sharing a major hash are told apart by
-/// their ordinal in (minor hash, name) order, so a listing never stops
-/// inside such a group without a way to resume after the right member
-/// (the kernel keeps that state per open file instead; FUSE has none).
+/// place in the listing (see [`emit`] for entries sharing a hash).
 pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<DirEntry>> {
     let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
-    let (start, skip) = position(from);
-    let mut walk = Walk::down(vol, dir, |_| start)?;
+    let start = position(from);
+    let mut walk = Walk::down(vol, dir, |_| major_of(start))?;
     // Entries with a major hash at least `start`, gathered leaf by leaf
     // until `max` of them lie below the next leaf's first hash (entries of
     // later leaves all hash at or above it).
@@ -154,7 +211,7 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
                     continue;
                 }
                 let h = dx_hash(e.name, walk.version, &vol.sb.hash_seed);
-                if h.major >= start {
+                if pos_of(h.major, h.minor) >= start {
                     found.push((h.major, h.minor, super::entry(vol, &e, b.block, 0)?));
                 }
             }
@@ -162,31 +219,14 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
         match walk.next(vol, dir)? {
             None => break u64::MAX,
             Some(next) => {
-                let below = u64::from(next & !1);
-                if found.len() >= max && found.iter().filter(|f| u64::from(f.0) < below).count() >= max {
-                    break below;
+                let below = next & !1;
+                if found.len() >= max && found.iter().filter(|f| f.0 < below).count() >= max {
+                    break pos_of(below, 0);
                 }
             }
         }
     };
-    found.retain(|f| u64::from(f.0) < limit);
-    found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
-    let majors: Vec<u32> = found.iter().map(|f| f.0).collect();
-    let mut out = Vec::new();
-    let mut ordinal = 0u32;
-    for (i, (major, _, mut e)) in found.into_iter().enumerate() {
-        ordinal = if i > 0 && majors[i - 1] == major { ordinal.saturating_add(1) } else { 0 };
-        if major == start && ordinal < skip {
-            continue;
-        }
-        if out.len() >= max {
-            break;
-        }
-        let last_of_group = majors.get(i + 1).is_none_or(|&n| n != major);
-        e.next_cookie = if last_of_group { cookie(major + 2, 0) } else { cookie(major, ordinal + 1) };
-        out.push(e);
-    }
-    Ok(out)
+    Ok(emit(found, start, limit, max))
 }
 
 /// Advances `path` to the next leaf in hash order; returns the hash that
@@ -236,13 +276,48 @@ mod tests {
 
     #[test]
     fn cookies_round_trip_and_stay_positive() {
-        for (major, ordinal) in [(0, 0), (2, 5), (0x8000_0000, 1), (0xffff_fffc, 0x7fff_fffe), (0xffff_fffe, 0)] {
-            let c = cookie(major, ordinal);
-            assert!(c & COOKIE_TAG != 0 && c < 1 << 63, "{c:#x}");
-            assert_eq!(position(c), (major, ordinal));
+        for (major, minor) in [(0, 0), (2, 5), (0x8000_0000, 1), (0xffff_fffc, 0x7fff_fffe), (0xffff_fffe, !0)] {
+            let p = pos_of(major, minor);
+            for c in [cookie_at(p), cookie_at(p + 1)] {
+                assert!(c & COOKIE_TAG != 0 && c < 1 << 63, "{c:#x}");
+            }
+            assert_eq!(position(cookie_at(p)), p);
+            assert_eq!(major_of(p), major);
         }
         // Hash order is cookie order.
-        assert!(cookie(4, 0x7fff_ffff) < cookie(6, 0));
-        assert!(cookie(0xffff_fffc, 0) < cookie(0xffff_fffc + 2, 0));
+        assert!(cookie_at(pos_of(4, !0)) < cookie_at(pos_of(6, 0)));
+        assert!(cookie_at(pos_of(6, 4)) < cookie_at(pos_of(6, 8)));
+    }
+
+    fn named(name: &str) -> DirEntry {
+        DirEntry { ino: 12, name: name.as_bytes().to_vec(), file_type: None, next_cookie: 0 }
+    }
+
+    #[test]
+    fn emit_resumes_at_the_next_hash_and_always_progresses() {
+        let found = || vec![(4, 0, named("a")), (4, 8, named("b")), (4, 8, named("c")), (6, 0, named("d"))];
+        let all = emit(found(), 0, u64::MAX, 10);
+        let names: Vec<&[u8]> = all.iter().map(|e| e.name.as_slice()).collect();
+        assert_eq!(names, [b"a", b"b", b"c", b"d"]);
+        // After "b" comes "c" at the same position: resuming there lists
+        // "b" again (a duplicate, never a skip).
+        assert_eq!(position(all[1].next_cookie), pos_of(4, 8));
+        let again = emit(found(), position(all[1].next_cookie), u64::MAX, 10);
+        assert_eq!(again.len(), 3);
+        // One at a time through the equal pair still ends.
+        let mut from = 0;
+        let mut seen = 0;
+        loop {
+            let b = emit(found(), from, u64::MAX, 1);
+            let Some(e) = b.last() else { break };
+            assert!(position(e.next_cookie) > from || seen == 0);
+            from = position(e.next_cookie);
+            seen += 1;
+            assert!(seen < 10);
+        }
+        // A limit: the last entry below it resumes at the limit.
+        let part = emit(found(), 0, pos_of(6, 0), 10);
+        assert_eq!(part.len(), 3);
+        assert_eq!(position(part[2].next_cookie), pos_of(6, 0));
     }
 }

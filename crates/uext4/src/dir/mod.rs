@@ -43,17 +43,36 @@ fn dir_blocks(vol: &Volume, dir: &Inode) -> u64 {
     dir.size.div_ceil(vol.block_size as u64)
 }
 
+/// The hash a one-block directory without an index is listed by on a
+/// dir_index filesystem (the one its index will use), if any.
+fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::HashVersion> {
+    if is_htree(vol, dir) || !vol.sb.features.has_compat(compat::DIR_INDEX) || dir_blocks(vol, dir) != 1 {
+        return None;
+    }
+    write::hash_version(vol, vol.sb.def_hash_version)
+}
+
 /// Reads up to `max` entries starting at `cookie` (0 = the beginning).
 ///
-/// Linear directories use byte positions within the directory file as
-/// cookies. Hash-indexed ones are listed in hash order with hash cookies,
+/// Hash-indexed directories are listed in hash order with hash cookies,
 /// as the kernel does: a leaf split while a listing is under way moves
 /// entries to another block, so a byte position could then skip entries
 /// or return some twice, but it does not change their hashes (see
-/// [`htree::readdir`]). A directory whose index is unusable is listed by
-/// byte position, like a linear one.
+/// [`htree::readdir`]). So are one-block directories on dir_index
+/// filesystems (the kernel's `is_dx_dir`): they are the ones that turn
+/// into an htree, and a listing must go on across that. Other linear
+/// directories use byte positions within the directory file. A directory
+/// whose index is unusable is listed by byte position, like a linear one.
 pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-    if !is_htree(vol, dir) || (cookie > 1 && cookie & htree::COOKIE_TAG == 0) {
+    let block_hash = block_hash(vol, dir);
+    if !is_htree(vol, dir) && block_hash.is_none() {
+        // A hash cookie from when the directory was one block, which has
+        // grown since without an index: list it again from the start
+        // (repeating entries rather than skipping them).
+        let from = if cookie & htree::COOKIE_TAG != 0 { 0 } else { cookie };
+        return linear_readdir(vol, dir, from, max);
+    }
+    if cookie > 1 && cookie & htree::COOKIE_TAG == 0 {
         return linear_readdir(vol, dir, cookie, max);
     }
     // "." and ".." come first, from the index root, with cookies 1 and
@@ -70,6 +89,10 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
         }
     }
     let from = if cookie < 2 { htree::COOKIE_TAG } else { cookie };
+    if let Some(version) = block_hash {
+        out.extend(htree::readdir_block(vol, dir, version, from, max - out.len())?);
+        return Ok(out);
+    }
     match htree::readdir(vol, dir, from, max - out.len()) {
         Ok(v) => out.extend(v),
         // The leaves still hold every entry: list them by position, as the

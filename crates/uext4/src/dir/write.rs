@@ -593,7 +593,7 @@ fn choose_split(items: &[Item], new: &Item, space: usize) -> Option<(usize, bool
 // Indexed directories.
 
 /// The hash version a directory with on-disk version `raw` uses.
-fn hash_version(vol: &Volume, raw: u8) -> Option<HashVersion> {
+pub(super) fn hash_version(vol: &Volume, raw: u8) -> Option<HashVersion> {
     let v = HashVersion::from_disk(raw)?;
     Some(if vol.sb.flags & FLAG_UNSIGNED_HASH != 0 { v.to_unsigned() } else { v })
 }

@@ -164,8 +164,10 @@ fn updater(
     lost: Arc<OnceLock<String>>,
 ) -> Result<()> {
     let update = Duration::from_secs(u64::from(update));
-    let mut check = (2 * update.as_secs()).max(u64::from(MIN_CHECK_INTERVAL));
-    m.check_interval = check as u16;
+    // A damaged s_mmp_update_interval may be up to 65535: keep the field
+    // from wrapping.
+    let mut check = (2 * update.as_secs()).clamp(u64::from(MIN_CHECK_INTERVAL), u64::from(u16::MAX));
+    m.check_interval = u16::try_from(check).unwrap_or(u16::MAX);
     let mut seq = m.seq;
     loop {
         seq = if seq >= SEQ_MAX { 1 } else { seq + 1 };
@@ -201,7 +203,7 @@ fn updater(
             }
         }
         check = (2 * took.as_secs()).clamp(u64::from(MIN_CHECK_INTERVAL), u64::from(MAX_CHECK_INTERVAL));
-        m.check_interval = check as u16;
+        m.check_interval = u16::try_from(check).unwrap_or(MAX_CHECK_INTERVAL);
     }
     m.seq = SEQ_CLEAN;
     m.time = now_secs();

@@ -172,8 +172,19 @@ pub fn have_mkfs() -> bool {
 }
 
 fn mkfs(src: &Path, img: &Path, args: &[&str], size: &str, src_xattrs: bool) -> Vec<u8> {
-    let out =
-        Command::new("mkfs.ext4").args(["-q", "-F"]).args(args).arg("-d").arg(src).arg(img).arg(size).output().unwrap();
+    // A fixed UUID and hash seed: the same checksums, hashes and hence
+    // listing orders on every run, so that every case is reproducible.
+    let fixed = ["-U", "c0aac0de-5eed-4a11-8bad-f00dfeedface", "-E", "hash_seed=0d15ea5e-abad-4bad-9ead-c0ffee0ddba1"];
+    let out = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .args(fixed)
+        .args(args)
+        .arg("-d")
+        .arg(src)
+        .arg(img)
+        .arg(size)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "mkfs.ext4 {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     if !src_xattrs {
         for (name, value) in xattrs() {
