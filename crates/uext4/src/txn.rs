@@ -56,6 +56,10 @@ pub enum FreeKind {
     Metadata,
 }
 
+/// Most inode-table blocks an inode allocation zeroes (see
+/// [`Tx::zero_free_inode_slots`]).
+const MAX_ZEROED_ITABLE_BLOCKS: usize = 4;
+
 impl Drop for Tx<'_> {
     /// An operation that changed metadata and ends without
     /// [`Tx::settle`] failed half-way: whatever it installed in the
@@ -286,34 +290,55 @@ impl<'a> Tx<'a> {
                     }
                 }
             })?;
-            // Inode slots newly brought below the high-water mark must be
-            // zero (the table may never have been initialised). Allocated
-            // slots among them belong to threads that have not journaled
-            // their group yet, so have not written their inode either.
+            // Free inode slots newly brought below the high-water mark must
+            // be zero (the table may never have been initialised). Slots
+            // whose bit is set are never touched: either another thread
+            // allocated them and has not journaled its group yet (it writes
+            // its whole record after this), or the mark was wrong and they
+            // are live inodes that zeroing would destroy.
             if let Some(from) = zero_from {
-                self.zero_inode_slots(g, from, idx)?;
+                self.zero_free_inode_slots(g, bitmap, from, idx)?;
             }
             Ok(())
         })?
     }
 
-    fn zero_inode_slots(&self, g: u32, from: u32, to_excl: u32) -> Result<()> {
+    /// Zeroes the slots of `[from, to_excl)` that `bitmap` says are free.
+    /// Allocation takes the lowest free slot, so such slots are the rare
+    /// leftovers of allocations given back (a few at most, within the
+    /// slack of an allocating handle's credits); more means the group's
+    /// itable_unused was corrupt.
+    fn zero_free_inode_slots(&self, g: u32, bitmap: &[u8], from: u32, to_excl: u32) -> Result<()> {
         let isz = u64::from(self.vol.sb.inode_size);
         let bs = self.vol.block_size as u64;
         let table = self.vol.groups[g as usize].inode_table;
-        let mut i = from;
-        while i < to_excl {
+        let is_free = |i: u32| bitmap.get((i / 8) as usize).is_some_and(|b| b & (1 << (i % 8)) == 0);
+        // Group the free slots by inode-table block: (block, byte ranges).
+        let mut blocks: Vec<(u64, Vec<(usize, usize)>)> = Vec::new();
+        for i in (from..to_excl).filter(|&i| is_free(i)) {
             let byte = u64::from(i) * isz;
             let blk = table + byte / bs;
             let start = (byte % bs) as usize;
-            let per = (bs / isz) as u32;
-            let n = (per - (i % per)).min(to_excl - i);
-            let end = start + (u64::from(n) * isz) as usize;
+            let range = (start, start + isz as usize);
+            match blocks.last_mut() {
+                Some((b, ranges)) if *b == blk => ranges.push(range),
+                _ => blocks.push((blk, vec![range])),
+            }
+        }
+        if blocks.len() > MAX_ZEROED_ITABLE_BLOCKS {
+            return Err(Error::corrupt(
+                crate::error::Structure::GroupDesc,
+                u64::from(g),
+                format!("itable_unused of group {g} leaves {} free inode-table blocks below the new mark", blocks.len()),
+            ));
+        }
+        for (blk, ranges) in blocks {
             self.handle.modify(blk, |b| {
-                b[start..end].fill(0);
+                for (start, end) in &ranges {
+                    b[*start..*end].fill(0);
+                }
                 Ok(())
             })?;
-            i += n;
         }
         Ok(())
     }
