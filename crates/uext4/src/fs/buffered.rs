@@ -97,12 +97,21 @@ impl FsCore {
     }
 
     /// The allocated runs under folio `f` (all of it, EOF or not) and the
-    /// on-disk EOF clipped to the folio.
+    /// file's EOF clipped to the folio.
+    ///
+    /// The EOF is the in-memory size (the kernel's i_size), not the
+    /// on-disk one (i_disksize): writeback writes and cleans blocks past
+    /// the on-disk size before it raises that size, so a folio refilled in
+    /// between must read them, or it would show (and a write would store)
+    /// zeros inside the file.
     pub(super) fn folio_runs(&self, st: &InodeIo, ino: u32, f: &Folio) -> Result<(u64, Vec<BlockRun>)> {
         let bs = self.vol.block_size as u64;
+        // Before the inode, as in file_size: writeback raises the on-disk
+        // size before it clears the in-memory one.
+        let pending = st.pages.pending_size();
         let _m = st.map.read();
         let i = self.regular(ino)?;
-        let end = i.size.clamp(f.start(), f.start() + f.len());
+        let end = i.size.max(pending).clamp(f.start(), f.start() + f.len());
         let maps = self.map_range(&i, f.start(), f.len())?;
         let mut runs = Vec::with_capacity(maps.len());
         for m in &maps {
