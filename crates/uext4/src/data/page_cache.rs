@@ -631,16 +631,20 @@ impl PageCache {
                 self.queues[shard].lock().push_back(weak);
                 continue;
             }
+            // Out of the map before the folio lock is released: whoever
+            // locks it next and finds it removed finds a new folio (or
+            // none) on its next lookup. The map lock is a leaf: nobody
+            // takes a folio lock while holding it.
             f.removed.store(true, Ordering::Release);
-            st.uptodate = false;
-            st.data = Vec::new();
-            drop(st);
             if let Some(file) = f.file.upgrade() {
                 let mut m = file.folios.write();
                 if m.get(&f.index).is_some_and(|g| Arc::ptr_eq(g, &f)) {
                     m.remove(&f.index);
                 }
             }
+            st.uptodate = false;
+            st.data = Vec::new();
+            drop(st);
         }
     }
 }
@@ -709,6 +713,46 @@ mod tests {
         file.invalidate_all();
         drop(f);
         assert_eq!((pc.dirty(), pc.account().reserved_blocks()), (0, 0), "a dropped dirty folio gives all back");
+    }
+
+    /// Issue 12 defect 12: eviction marked a folio removed and unlocked it
+    /// before taking it out of the file's map, so a writer could lock it,
+    /// see it removed, look it up again and find the same folio (16 times,
+    /// then EIO). The evictor is stopped inside its map update (this
+    /// thread holds the map shared): the folio must still be locked then.
+    #[test]
+    fn evicted_folio_leaves_the_map_before_its_lock_is_released() {
+        let pc = Arc::new(PageCache::new(4 << 20));
+        let file = Arc::new(FileCache::default());
+        let (f, _) = pc.get_or_create(&file, 0, 0, 0, u64::MAX);
+        {
+            let mut st = f.lock();
+            st.data = vec![1; PAGE_SIZE as usize];
+            st.uptodate = true;
+        }
+        f.referenced.store(false, Ordering::Relaxed);
+        let weak = Arc::downgrade(&f);
+        drop(f);
+        // Over budget, so that eviction takes the folio.
+        pc.acct.used.fetch_add(pc.budget, Ordering::Relaxed);
+        let map = file.folios.read();
+        let evictor = {
+            let pc = pc.clone();
+            std::thread::spawn(move || pc.evict(0))
+        };
+        // A writer waiting for the map lock keeps new readers out: the
+        // evictor is then inside its map update.
+        while file.folios.try_read().is_some() {
+            std::thread::yield_now();
+        }
+        let f = map.get(&0).cloned().expect("still in the map");
+        assert!(weak.upgrade().is_some_and(|w| w.removed.load(Ordering::Acquire)));
+        assert!(f.state.try_lock().is_none(), "an evicted folio is unlocked while still in the file's map");
+        drop(map);
+        evictor.join().unwrap();
+        assert!(file.find(0).is_none());
+        drop(f);
+        pc.acct.used.fetch_sub(pc.budget, Ordering::Relaxed);
     }
 
     #[test]

@@ -253,16 +253,16 @@ impl FsCore {
         let max_page = (size.max(end) - 1) / PAGE_SIZE;
         let mut folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
         let mut guards: Vec<MutexGuard<'_, FolioState>>;
-        let mut tries = 0;
         loop {
             guards = folios.iter().map(|f| f.lock()).collect();
             // Eviction may have taken a folio between its lookup and its
-            // lock (never after: it skips locked folios); look again.
-            if tries == 16 || !folios.iter().any(|f| f.removed.load(Ordering::Acquire)) {
+            // lock (never after: it skips locked folios); look again. It
+            // takes a folio out of the map before unlocking it, so the
+            // next lookup finds a new one: no retry limit is needed.
+            if !folios.iter().any(|f| f.removed.load(Ordering::Acquire)) {
                 break;
             }
             drop(guards);
-            tries += 1;
             folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
         }
         let mut done = offset;
