@@ -201,6 +201,10 @@ impl<'a> Tx<'a> {
 
     /// Frees inode `ino` in its bitmap and descriptor.
     pub fn free_inode(&self, ino: u32, is_dir: bool) -> Result<()> {
+        // Its preallocated blocks would otherwise stay reserved for a
+        // file that no longer exists (the kernel discards them when the
+        // inode is evicted).
+        self.alloc.discard_inode_prealloc(ino);
         self.ialloc.release(ino, is_dir)?;
         self.journal_inode_group(ino, false)
     }
