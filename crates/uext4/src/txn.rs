@@ -54,6 +54,14 @@ pub enum FreeKind {
     Metadata,
 }
 
+/// Blocks kept free for the metadata (extent blocks) that writeback of
+/// buffered data may need: only writeback allocates them, and buffered
+/// writes reserve their data blocks outside them (the kernel's
+/// s_resv_clusters).
+pub fn writeback_reserve(sb: &crate::format::superblock::Superblock) -> u64 {
+    (sb.blocks_count / 1024).clamp(16, 4096)
+}
+
 impl<'a> Tx<'a> {
     /// Transaction id (0 without a journal).
     pub fn tid(&self) -> u64 {
@@ -81,22 +89,36 @@ impl<'a> Tx<'a> {
 
     /// Allocates blocks through mballoc and journals the bitmap and
     /// descriptor of the group they came from.
+    ///
+    /// Writeback allocates the blocks reserved for it and may use the
+    /// pool kept for its metadata ([`writeback_reserve`], the kernel's
+    /// s_resv_clusters); any other allocation leaves the reservations and
+    /// that pool alone, and claims its blocks atomically with the
+    /// reservations (see [`CacheAccount::claim`]).
+    ///
+    /// [`CacheAccount::claim`]: crate::data::page_cache::CacheAccount::claim
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
         let mut req = *req;
         let root = if self.use_reserved { 0 } else { self.vol.sb.r_blocks_count };
-        let delalloc = match self.delalloc {
-            Some(acct) if !self.writeback => acct.reserved_blocks(),
-            _ => 0,
+        let (committed, keep) = match self.delalloc {
+            Some(acct) if !self.writeback => (acct.committed_blocks(), root + writeback_reserve(&self.vol.sb)),
+            _ => (0, root),
         };
-        if root + delalloc > 0 {
+        let mut _claim = None;
+        if committed + keep > 0 {
             let free = self.alloc.free_blocks();
             let want = u64::from(req.min_len.max(1));
-            let avail = free.saturating_sub(root + delalloc);
+            let avail = free.saturating_sub(committed + keep);
             if avail < want {
                 return Err(Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into()));
             }
             // Nor may a long request eat into them.
             req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));
+            if let Some(acct) = self.delalloc.filter(|_| !self.writeback) {
+                _claim = Some(acct.claim(u64::from(req.len), keep, || self.alloc.free_blocks()).ok_or_else(|| {
+                    Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into())
+                })?);
+            }
         }
         let a = self.alloc.allocate(&req)?;
         if let Err(e) = self.journal_block_group(a.start) {

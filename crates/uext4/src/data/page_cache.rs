@@ -64,6 +64,20 @@ pub struct CacheAccount {
     dirty: AtomicUsize,
     /// Blocks reserved for dirty, not yet allocated data.
     reserved: AtomicU64,
+    /// Blocks claimed by allocations in progress that do not come out of
+    /// a reservation (see [`CacheAccount::claim`]).
+    claimed: AtomicU64,
+}
+
+/// Blocks claimed for an allocation in progress, given back on drop
+/// (by then the allocator's free count no longer holds them).
+#[derive(Debug)]
+pub struct Claim<'a>(&'a CacheAccount, u64);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.claimed.fetch_sub(self.1, Ordering::SeqCst);
+    }
 }
 
 impl CacheAccount {
@@ -72,11 +86,39 @@ impl CacheAccount {
         self.reserved.load(Ordering::Acquire)
     }
 
-    /// Reserves `n` more blocks if at most `limit` would then be
-    /// reserved in all.
-    pub fn try_reserve(&self, n: u64, limit: u64) -> bool {
-        self.reserved.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| (r + n <= limit).then_some(r + n)).is_ok()
+    /// Blocks reserved or claimed by allocations in progress.
+    pub fn committed_blocks(&self) -> u64 {
+        self.reserved.load(Ordering::SeqCst) + self.claimed.load(Ordering::SeqCst)
     }
+
+    /// Reserves `n` blocks for delayed allocation if the free blocks
+    /// (`free()`, read after the reservation is counted) then cover every
+    /// reservation, every claim and `keep` blocks more.
+    ///
+    /// Both this and [`CacheAccount::claim`] count first and check after,
+    /// so of a reservation and an allocation that race at least one sees
+    /// the other: both may fail near a full disk, never both take the
+    /// same blocks (a check made on a snapshot taken before the other's
+    /// count let both succeed).
+    pub fn reserve_space(&self, n: u64, keep: u64, free: impl FnOnce() -> u64) -> bool {
+        self.reserved.fetch_add(n, Ordering::SeqCst);
+        if self.committed_blocks() + keep <= free() {
+            return true;
+        }
+        self.reserved.fetch_sub(n, Ordering::SeqCst);
+        false
+    }
+
+    /// Claims `n` blocks for an allocation that does not come out of a
+    /// reservation, if the free blocks then cover every reservation, every
+    /// claim and `keep` blocks more (see [`CacheAccount::reserve_space`]).
+    /// The caller allocates at most `n` blocks while it holds the claim.
+    pub fn claim(&self, n: u64, keep: u64, free: impl FnOnce() -> u64) -> Option<Claim<'_>> {
+        self.claimed.fetch_add(n, Ordering::SeqCst);
+        let c = Claim(self, n);
+        (self.committed_blocks() + keep <= free()).then_some(c)
+    }
+
 }
 
 /// Bytes in a page, the unit of folio sizes and indexes.
@@ -696,7 +738,7 @@ mod tests {
             let mut st = keep.lock();
             st.data = vec![7; PAGE_SIZE as usize];
             st.uptodate = true;
-            assert!(pc.account().try_reserve(1, 1) && !pc.account().try_reserve(1, 1));
+            assert!(pc.account().reserve_space(1, 0, || 1) && !pc.account().reserve_space(1, 0, || 1));
             file.set_dirty(&keep, &mut st, 0, 1, PAGE_SIZE, 1);
         }
         let keep_index = keep.index;

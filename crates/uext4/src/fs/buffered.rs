@@ -342,16 +342,16 @@ impl FsCore {
     }
 
     /// Reserves `n` blocks for delayed allocation: they must fit in the
-    /// free blocks less root's reserve, what is reserved already and a
-    /// margin for the extent blocks writeback may need.
+    /// free blocks less root's reserve, what is reserved or claimed
+    /// already and the pool kept for the extent blocks writeback may need
+    /// ([`crate::txn::writeback_reserve`]).
     fn reserve_blocks(&self, n: u64) -> Result<()> {
         let rw = self.rw()?;
         let alloc = self.allocator()?;
         let sb = &self.vol.sb;
-        let margin = (sb.blocks_count / 1024).clamp(16, 4096);
         let root = if rw.use_reserved { 0 } else { sb.r_blocks_count };
-        let limit = alloc.free_blocks().saturating_sub(root + margin);
-        if rw.pages.account().try_reserve(n, limit) {
+        let keep = root + crate::txn::writeback_reserve(sb);
+        if rw.pages.account().reserve_space(n, keep, || alloc.free_blocks()) {
             Ok(())
         } else {
             Err(Error::NoSpace("no room to reserve blocks for buffered data".into()))
