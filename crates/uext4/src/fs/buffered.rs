@@ -175,7 +175,9 @@ impl FsCore {
         let st = rw.locks.inode(ino);
         let len = data.len() as u64;
         let end = offset + len;
-        if rw.data.lock_policy == LockPolicy::Seeds {
+        // Past the dirty limit the exclusive path writes back first (a
+        // shared write could dirty a clean cached folio).
+        if rw.data.lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
             let shared = st.io.read();
             if let Some(f) = st.pages.find(offset / PAGE_SIZE) {
                 if end <= f.start() + f.len() && self.try_write_in_folio(&st, ino, &f, offset, data)? {
@@ -193,6 +195,21 @@ impl FsCore {
         // in the cache) more than a piece's folios at once.
         let mut pos = offset;
         while pos < end {
+            if self.over_dirty_limit() {
+                // Dirty folios cannot be evicted, so a large write would
+                // otherwise pin more than the cache's budget: write this
+                // file back first. If that fails and the cache stays over
+                // the limit (a persistent ENOSPC or EIO), the write fails
+                // rather than grow memory without bound.
+                if let Err(e) = self.writeback_locked(&st, ino) {
+                    if self.over_dirty_limit() {
+                        if pos > offset {
+                            break;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
             let piece_end = end.min((pos / WRITE_PIECE + 1) * WRITE_PIECE);
             let piece = &data[(pos - offset) as usize..(piece_end - offset) as usize];
             let n = match self.write_piece(&st, ino, pos, piece) {
@@ -217,12 +234,6 @@ impl FsCore {
                 if m < rest.len() {
                     break;
                 }
-            }
-            if self.over_dirty_limit() {
-                // A large write would otherwise pin more dirty folios
-                // than the cache's budget holds. The data is in the cache
-                // either way: an error here is fsync's to report.
-                let _ = self.writeback_locked(&st, ino);
             }
         }
         if pos > offset {
