@@ -420,7 +420,8 @@ fn writes_accepted_while_the_disk_fills_are_all_written_back() {
         let mut fs = open_no_commits(&img);
         let root = fs.root();
         let full = AtomicBool::new(false);
-        let files: Vec<u32> = (0..8).map(|t| fs.create(root, format!("w{t}").as_bytes(), 0o644, 0, 0).unwrap().ino).collect();
+        let files: Vec<u32> =
+            (0..8).map(|t| fs.create(root, format!("w{t}").as_bytes(), 0o644, 0, 0).unwrap().ino).collect();
         let models: Vec<(u32, Vec<u8>)> = std::thread::scope(|s| {
             let (fs, full) = (&fs, &full);
             s.spawn(move || {

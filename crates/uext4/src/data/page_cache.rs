@@ -118,7 +118,6 @@ impl CacheAccount {
         let c = Claim(self, n);
         (self.committed_blocks() + keep <= free()).then_some(c)
     }
-
 }
 
 /// Bytes in a page, the unit of folio sizes and indexes.
