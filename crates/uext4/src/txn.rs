@@ -92,32 +92,34 @@ impl<'a> Tx<'a> {
     ///
     /// Writeback allocates the blocks reserved for it and may use the
     /// pool kept for its metadata ([`writeback_reserve`], the kernel's
-    /// s_resv_clusters); any other allocation leaves the reservations and
-    /// that pool alone, and claims its blocks atomically with the
-    /// reservations (see [`CacheAccount::claim`]).
+    /// s_resv_clusters); any other allocation leaves the reservations
+    /// and, while there are any, that pool alone, and claims its blocks
+    /// atomically with the reservations (see [`CacheAccount::claim`]).
     ///
     /// [`CacheAccount::claim`]: crate::data::page_cache::CacheAccount::claim
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
         let mut req = *req;
         let root = if self.use_reserved { 0 } else { self.vol.sb.r_blocks_count };
-        let (committed, keep) = match self.delalloc {
-            Some(acct) if !self.writeback => (acct.committed_blocks(), root + writeback_reserve(&self.vol.sb)),
-            _ => (0, root),
-        };
+        let acct = self.delalloc.filter(|_| !self.writeback);
+        let pool = writeback_reserve(&self.vol.sb);
+        let committed = acct.map_or(0, |a| {
+            // The pool matters only while some data waits for writeback.
+            a.committed_blocks() + if a.reserved_blocks() > 0 { pool } else { 0 }
+        });
         let mut _claim = None;
-        if committed + keep > 0 {
+        if committed + root > 0 {
             let free = self.alloc.free_blocks();
             let want = u64::from(req.min_len.max(1));
-            let avail = free.saturating_sub(committed + keep);
+            let avail = free.saturating_sub(committed + root);
+            let full = || Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into());
             if avail < want {
-                return Err(Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into()));
+                return Err(full());
             }
             // Nor may a long request eat into them.
             req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));
-            if let Some(acct) = self.delalloc.filter(|_| !self.writeback) {
-                _claim = Some(acct.claim(u64::from(req.len), keep, || self.alloc.free_blocks()).ok_or_else(|| {
-                    Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into())
-                })?);
+            if let Some(acct) = acct {
+                _claim =
+                    Some(acct.claim(u64::from(req.len), root, pool, || self.alloc.free_blocks()).ok_or_else(full)?);
             }
         }
         let a = self.alloc.allocate(&req)?;

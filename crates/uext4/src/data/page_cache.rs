@@ -111,12 +111,16 @@ impl CacheAccount {
 
     /// Claims `n` blocks for an allocation that does not come out of a
     /// reservation, if the free blocks then cover every reservation, every
-    /// claim and `keep` blocks more (see [`CacheAccount::reserve_space`]).
-    /// The caller allocates at most `n` blocks while it holds the claim.
-    pub fn claim(&self, n: u64, keep: u64, free: impl FnOnce() -> u64) -> Option<Claim<'_>> {
+    /// claim, `keep` blocks more and, while anything is reserved, `pool`
+    /// (what writeback of the reserved data may need besides; see
+    /// [`CacheAccount::reserve_space`]). The caller allocates at most `n`
+    /// blocks while it holds the claim.
+    pub fn claim(&self, n: u64, keep: u64, pool: u64, free: impl FnOnce() -> u64) -> Option<Claim<'_>> {
         self.claimed.fetch_add(n, Ordering::SeqCst);
         let c = Claim(self, n);
-        (self.committed_blocks() + keep <= free()).then_some(c)
+        let reserved = self.reserved.load(Ordering::SeqCst);
+        let pool = if reserved > 0 { pool } else { 0 };
+        (reserved + self.claimed.load(Ordering::SeqCst) + keep + pool <= free()).then_some(c)
     }
 }
 
