@@ -263,7 +263,7 @@ fn direct_reads_see_whole_in_folio_writes() {
 fn appends_survive_eviction_past_the_on_disk_size() {
     use std::sync::Mutex;
     let secs: u64 = std::env::var("UEXT4_EVICT_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
-    let Some((_d, img)) = mkfs(128, &["-b", "4096"]) else { return };
+    let Some((_d, img)) = mkfs(256, &["-b", "4096"]) else { return };
     let mut fs = open(&img, DataPathConfig::default(), 4 << 20);
     let root = fs.root();
     let log = fs.create(root, b"log", 0o644, 0, 0).unwrap().ino;
@@ -286,7 +286,8 @@ fn appends_survive_eviction_past_the_on_disk_size() {
             let _stop = StopOnDrop(stop);
             let t0 = std::time::Instant::now();
             let mut k = 0u64;
-            while t0.elapsed().as_secs() < secs {
+            // Well short of filling the disk, however fast the machine.
+            while t0.elapsed().as_secs() < secs && model.lock().unwrap().len() < 160 << 20 {
                 let chunk: Vec<u8> = (0..97u64).map(|j| (k * 97 + j) as u8 | 1).collect();
                 let off = model.lock().unwrap().len() as u64;
                 assert_eq!(fs.write(log, off, &chunk).unwrap(), 97);
