@@ -454,6 +454,9 @@ fn writes_accepted_while_the_disk_fills_are_all_written_back() {
                 .collect();
             writers.into_iter().map(|h| h.join().unwrap()).collect()
         });
+        // The writers did fill the disk (16 MiB, some of it metadata).
+        let accepted: usize = models.iter().map(|(_, m)| m.len()).sum();
+        assert!(accepted > 8 << 20, "only {accepted} bytes accepted");
         fs.sync().unwrap();
         assert_eq!(fs.dirty_bytes(), 0);
         for (ino, model) in &models {
