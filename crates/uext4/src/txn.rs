@@ -75,6 +75,14 @@ impl Drop for Tx<'_> {
     }
 }
 
+/// Blocks kept free for the metadata (extent blocks) that writeback of
+/// buffered data may need: only writeback allocates them, and buffered
+/// writes reserve their data blocks outside them (the kernel's
+/// s_resv_clusters).
+pub fn writeback_reserve(sb: &crate::format::superblock::Superblock) -> u64 {
+    (sb.blocks_count / 1024).clamp(16, 4096)
+}
+
 impl<'a> Tx<'a> {
     /// Marks the operation as ended consistently: done, or failed after
     /// undoing its changes. A `Tx` that changed metadata and drops without
@@ -120,22 +128,38 @@ impl<'a> Tx<'a> {
 
     /// Allocates blocks through mballoc and journals the bitmap and
     /// descriptor of the group they came from.
+    ///
+    /// Writeback allocates the blocks reserved for it and may use the
+    /// pool kept for its metadata ([`writeback_reserve`], the kernel's
+    /// s_resv_clusters); any other allocation leaves the reservations
+    /// and, while there are any, that pool alone, and claims its blocks
+    /// atomically with the reservations (see [`CacheAccount::claim`]).
+    ///
+    /// [`CacheAccount::claim`]: crate::data::page_cache::CacheAccount::claim
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
         let mut req = *req;
         let root = if self.use_reserved { 0 } else { self.vol.sb.r_blocks_count };
-        let delalloc = match self.delalloc {
-            Some(acct) if !self.writeback => acct.reserved_blocks(),
-            _ => 0,
-        };
-        if root + delalloc > 0 {
+        let acct = self.delalloc.filter(|_| !self.writeback);
+        let pool = writeback_reserve(&self.vol.sb);
+        let committed = acct.map_or(0, |a| {
+            // The pool matters only while some data waits for writeback.
+            a.committed_blocks() + if a.reserved_blocks() > 0 { pool } else { 0 }
+        });
+        let mut _claim = None;
+        if committed + root > 0 {
             let free = self.alloc.free_blocks();
             let want = u64::from(req.min_len.max(1));
-            let avail = free.saturating_sub(root + delalloc);
+            let avail = free.saturating_sub(committed + root);
+            let full = || Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into());
             if avail < want {
-                return Err(Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into()));
+                return Err(full());
             }
             // Nor may a long request eat into them.
             req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));
+            if let Some(acct) = acct {
+                _claim =
+                    Some(acct.claim(u64::from(req.len), root, pool, || self.alloc.free_blocks()).ok_or_else(full)?);
+            }
         }
         let a = self.alloc.allocate(&req)?;
         if let Err(e) = self.journal_block_group(a.start) {
@@ -240,6 +264,10 @@ impl<'a> Tx<'a> {
 
     /// Frees inode `ino` in its bitmap and descriptor.
     pub fn free_inode(&self, ino: u32, is_dir: bool) -> Result<()> {
+        // Its preallocated blocks would otherwise stay reserved for a
+        // file that no longer exists (the kernel discards them when the
+        // inode is evicted).
+        self.alloc.discard_inode_prealloc(ino);
         self.ialloc.release(ino, is_dir)?;
         self.journal_inode_group(ino, false)
     }

@@ -251,3 +251,90 @@ fn direct_reads_see_whole_in_folio_writes() {
     fs.unmount().unwrap();
     fsck_clean(&img);
 }
+
+/// Issue 12 defect 11: a folio refilled from the device after eviction
+/// was clipped at the on-disk size, not the in-memory one, so blocks that
+/// writeback had cleaned past the on-disk EOF read back as zeros and an
+/// extending write stored those zeros for good. A 4 MiB cache; one thread
+/// appends 97-byte chunks, one fsyncs in a loop, one re-reads the tail
+/// against the model, one streams another file to force eviction. Runs
+/// UEXT4_EVICT_SECS seconds (default 3).
+#[test]
+fn appends_survive_eviction_past_the_on_disk_size() {
+    use std::sync::Mutex;
+    let secs: u64 = std::env::var("UEXT4_EVICT_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let Some((_d, img)) = mkfs(256, &["-b", "4096"]) else { return };
+    let mut fs = open(&img, DataPathConfig::default(), 4 << 20);
+    let root = fs.root();
+    let log = fs.create(root, b"log", 0o644, 0, 0).unwrap().ino;
+    let other = fs.create(root, b"stream", 0o644, 0, 0).unwrap().ino;
+    let stream: Vec<u8> = (0..(16u32 << 20)).map(|i| (i % 253) as u8).collect();
+    fs.write(other, 0, &stream).unwrap();
+    fs.fsync(other).unwrap();
+    let model = Mutex::new(Vec::<u8>::new());
+    let stop = AtomicBool::new(false);
+    // Whichever thread ends (or panics) first stops the others.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    std::thread::scope(|s| {
+        let (fs, model, stop) = (&fs, &model, &stop);
+        s.spawn(move || {
+            let _stop = StopOnDrop(stop);
+            let t0 = std::time::Instant::now();
+            let mut k = 0u64;
+            // Well short of filling the disk, however fast the machine.
+            while t0.elapsed().as_secs() < secs && model.lock().unwrap().len() < 160 << 20 {
+                let chunk: Vec<u8> = (0..97u64).map(|j| (k * 97 + j) as u8 | 1).collect();
+                let off = model.lock().unwrap().len() as u64;
+                assert_eq!(fs.write(log, off, &chunk).unwrap(), 97);
+                model.lock().unwrap().extend_from_slice(&chunk);
+                k += 1;
+            }
+        });
+        s.spawn(move || {
+            let _stop = StopOnDrop(stop);
+            while !stop.load(Ordering::Acquire) {
+                fs.fsync(log).unwrap();
+            }
+        });
+        s.spawn(move || {
+            let _stop = StopOnDrop(stop);
+            let mut buf = vec![0u8; 64 << 10];
+            while !stop.load(Ordering::Acquire) {
+                // Appends only add bytes: what the model holds now is
+                // what any later read must see.
+                let (from, want) = {
+                    let m = model.lock().unwrap();
+                    let from = m.len().saturating_sub(3 << 13);
+                    (from as u64, m[from..].to_vec())
+                };
+                let n = fs.read(log, from, &mut buf[..want.len()]).unwrap();
+                assert_eq!(n, want.len(), "short read at {from}");
+                if let Some(p) = buf[..n].iter().zip(&want).position(|(a, b)| a != b) {
+                    panic!("tail of log wrong at byte {}: got {} want {}", from + p as u64, buf[p], want[p]);
+                }
+            }
+        });
+        s.spawn(move || {
+            let _stop = StopOnDrop(stop);
+            let mut buf = vec![0u8; 256 << 10];
+            let mut off = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let n = fs.read(other, off, &mut buf).unwrap();
+                assert_eq!(buf[..n], stream[off as usize..off as usize + n]);
+                off = (off + n as u64) % stream.len() as u64;
+            }
+        });
+    });
+    let model = model.into_inner().unwrap();
+    fs.sync().unwrap();
+    assert!(fs.read_all(log).unwrap() == model, "log differs from the model after sync");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    assert!(Filesystem::open(&img).unwrap().read_all(log).unwrap() == model, "log differs after reopening");
+}

@@ -273,3 +273,285 @@ fn dirty_data_stays_coherent_with_direct_io_truncate_and_punch() {
         kernel_read_back(&img, &[("mix", model)]);
     }
 }
+
+/// Opens `img` read-write with no periodic commit or background
+/// writeback: frees stay pending until something commits.
+fn open_no_commits(img: &Path) -> Filesystem {
+    let hour = Duration::from_secs(3600);
+    let data = DataPathConfig { dirty_expire: hour, writeback_interval: hour, ..Default::default() };
+    Filesystem::open_with(img, OpenOptions { write: true, data, commit_interval: hour, ..Default::default() }).unwrap()
+}
+
+/// Issue 12 defect 17: blocks freed by an uncommitted transaction count
+/// as free when a buffered write reserves, but writeback could not
+/// allocate them and failed with ENOSPC (without committing to release
+/// them), `sync` returned before committing, and the data was lost. Fill
+/// three quarters of the disk, delete it, write as much again, with no
+/// commit in between: everything is written back, sync and unmount work.
+#[test]
+fn writeback_reuses_blocks_freed_by_an_uncommitted_transaction() {
+    // A log large enough that no transaction fills it: nothing forces a
+    // commit.
+    let Some((_d, img)) = mkfs(128, &["-b", "4096", "-J", "size=32"]) else { return };
+    let mut fs = open_no_commits(&img);
+    let root = fs.root();
+    let size = (fs.statfs().free_blocks * 3 / 4 * 4096) as usize;
+    let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
+    assert_eq!(fs.write(a, 0, &pattern(1, size)).unwrap(), size);
+    fs.writeback_inode(a).unwrap();
+    fs.unlink(root, b"a").unwrap();
+    assert!(fs.allocator().unwrap().has_pending_frees(), "the delete is not committed yet");
+    let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
+    let want = pattern(2, size);
+    assert_eq!(fs.write(b, 0, &want).unwrap(), size);
+    assert!(fs.allocator().unwrap().has_pending_frees(), "nothing committed yet");
+    fs.sync().unwrap();
+    assert_eq!(fs.dirty_bytes(), 0);
+    same(&fs.read_all(b).unwrap(), &want, "after sync");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    same(&Filesystem::open(&img).unwrap().read_all(b).unwrap(), &want, "after reopening");
+}
+
+/// Issue 12 defect 17: a deleted file's per-inode preallocation was
+/// never given back (blocks held for a file that no longer exists, and
+/// handed to whichever file reused its inode number).
+#[test]
+fn deleting_a_file_returns_its_preallocation() {
+    let Some((_d, img)) = mkfs(128, &["-b", "4096"]) else { return };
+    let mut fs = open_no_commits(&img);
+    let root = fs.root();
+    let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
+    // 1.1 MiB: normalised to a larger request, the rest preallocated.
+    fs.write(a, 0, &pattern(3, 1_100_000)).unwrap();
+    fs.fsync(a).unwrap();
+    let s0 = fs.alloc_stats().unwrap();
+    assert!(s0.prealloc_created > 0, "{s0:?}");
+    fs.unlink(root, b"a").unwrap();
+    let s1 = fs.alloc_stats().unwrap();
+    assert!(s1.prealloc_discarded_blocks > s0.prealloc_discarded_blocks, "before {s0:?}\nafter {s1:?}");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
+/// Issue 12 defect 17: operations that allocate metadata (an xattr
+/// block, a directory block for link and rename) failed with ENOSPC on a
+/// full disk although a delete waiting for its commit had freed blocks;
+/// they commit and retry, as create already did.
+#[test]
+fn link_rename_and_setxattr_reuse_blocks_freed_by_an_uncommitted_transaction() {
+    use uext4::fs::ops::RenameFlags;
+    use uext4::fs::xattr_ops::XattrSetMode;
+    let Some((_d, img)) = mkfs(8, &["-b", "1024", "-N", "64"]) else { return };
+    let hour = Duration::from_secs(3600);
+    let opts = OpenOptions { write: true, use_reserved: true, commit_interval: hour, ..Default::default() };
+    let mut fs = Filesystem::open_with(&img, opts).unwrap();
+    let root = fs.root();
+    let long = |c: u8| vec![c; 200];
+    // Four 200-byte names fill a directory's one 1 KiB block: the next
+    // name needs a new block.
+    let full_dir = |name: &[u8]| {
+        let d = fs.mkdir(root, name, 0o755, 0, 0).unwrap().ino;
+        for c in b'a'..=b'd' {
+            fs.create(d, &long(c), 0o644, 0, 0).unwrap();
+        }
+        d
+    };
+    let (d, d2) = (full_dir(b"d"), full_dir(b"d2"));
+    let file = fs.create(root, b"file", 0o644, 0, 0).unwrap().ino;
+    fs.create(root, b"moved", 0o644, 0, 0).unwrap();
+    let victims: Vec<u32> = (0..3)
+        .map(|k| {
+            let v = fs.create(root, format!("victim{k}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+            fs.write(v, 0, &pattern(k, 16 << 10)).unwrap();
+            v
+        })
+        .collect();
+    // Fill the disk to the last block.
+    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
+    let mut off = 0;
+    while let Ok(n) = fs.write(hog, off, &[7u8; 256 << 10]) {
+        off += n as u64;
+    }
+    fs.commit().unwrap();
+    let off = std::cell::Cell::new(off);
+    // Takes every free block, then deletes victim `k` without a commit.
+    let pending_delete = |k: usize| {
+        while fs.fallocate(hog, FallocMode::KeepSize, off.get(), 1024).is_ok() {
+            off.set(off.get() + 1024);
+        }
+        fs.commit().unwrap();
+        assert_eq!(fs.statfs().free_blocks, 0);
+        fs.unlink(root, format!("victim{k}").as_bytes()).unwrap();
+        assert!(fs.allocator().unwrap().has_pending_frees());
+        victims[k]
+    };
+    pending_delete(0);
+    fs.set_xattr(file, b"user.big", &[5u8; 600], XattrSetMode::Create).unwrap();
+    pending_delete(1);
+    fs.link(file, d, &long(b'e')).unwrap();
+    pending_delete(2);
+    fs.rename(root, b"moved", d2, &long(b'f'), RenameFlags::default()).unwrap();
+    assert_eq!(fs.get_xattr(file, b"user.big").unwrap(), vec![5u8; 600]);
+    assert_eq!(fs.lookup(d, &long(b'e')).unwrap(), file);
+    fs.lookup(d2, &long(b'f')).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
+/// Issue 12 defect 13: delayed allocation must keep its promise while the
+/// disk fills under many threads. Eight threads append to their own files
+/// until the disk is full, while another allocates directly (files written
+/// through, directories, xattr blocks) and so races the reservations;
+/// every byte a write accepted is written back by sync, and the image is
+/// clean. Rounds: UEXT4_FILL_ROUNDS (default 2).
+#[test]
+fn writes_accepted_while_the_disk_fills_are_all_written_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use uext4::fs::xattr_ops::XattrSetMode;
+    let rounds: u64 = std::env::var("UEXT4_FILL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    for round in 0..rounds {
+        let Some((_d, img)) = mkfs(16, &["-b", "1024", "-N", "256"]) else { return };
+        let mut fs = open_no_commits(&img);
+        let root = fs.root();
+        let full = AtomicBool::new(false);
+        let files: Vec<u32> =
+            (0..8).map(|t| fs.create(root, format!("w{t}").as_bytes(), 0o644, 0, 0).unwrap().ino).collect();
+        let models: Vec<(u32, Vec<u8>)> = std::thread::scope(|s| {
+            let (fs, full) = (&fs, &full);
+            s.spawn(move || {
+                // Direct allocations until the disk is full.
+                let mut k = 0u32;
+                while !full.load(Ordering::Acquire) {
+                    let name = format!("direct{k}");
+                    if let Ok(st) = fs.mkdir(root, name.as_bytes(), 0o755, 0, 0) {
+                        let _ = fs.set_xattr(st.ino, b"user.v", &[1u8; 700], XattrSetMode::Any);
+                    }
+                    k += 1;
+                }
+            });
+            let writers: Vec<_> = (0..8u64)
+                .zip(files)
+                .map(|(t, ino)| {
+                    s.spawn(move || {
+                        let mut rng = Rng(round * 100 + t + 1);
+                        let mut model = Vec::new();
+                        loop {
+                            let len = 1 + rng.below(24 << 10) as usize;
+                            let chunk = pattern(rng.next(), len);
+                            match fs.write(ino, model.len() as u64, &chunk) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => model.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        full.store(true, Ordering::Release);
+                        (ino, model)
+                    })
+                })
+                .collect();
+            writers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // The writers did fill the disk (16 MiB, some of it metadata).
+        let accepted: usize = models.iter().map(|(_, m)| m.len()).sum();
+        assert!(accepted > 8 << 20, "only {accepted} bytes accepted");
+        fs.sync().unwrap();
+        assert_eq!(fs.dirty_bytes(), 0);
+        for (ino, model) in &models {
+            same(&fs.read_all(*ino).unwrap(), model, &format!("round {round} inode {ino}"));
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        for (ino, model) in &models {
+            same(&fs.read_all(*ino).unwrap(), model, &format!("round {round} inode {ino} reopened"));
+        }
+    }
+}
+
+/// A file device whose writes outside the journal fail with EIO while
+/// `fail` is set: a data disk that stopped working for a while.
+struct FailingData {
+    inner: uext4::FileDevice,
+    /// Byte ranges of the journal (its writes always work).
+    journal: Vec<std::ops::Range<u64>>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl uext4::BlockDevice for FailingData {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if self.fail.load(std::sync::atomic::Ordering::Acquire) && !self.journal.iter().any(|r| r.contains(&offset)) {
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+}
+
+/// Issue 12 defect 13: dirty folios cannot be evicted, so while writeback
+/// keeps failing, buffered writes grew memory past the cache's budget.
+/// Past the dirty limit a write whose file cannot be written back fails
+/// (EIO) instead; once the disk works again everything accepted is
+/// written back.
+#[test]
+fn dirty_memory_stays_bounded_while_writeback_fails() {
+    use std::sync::atomic::Ordering;
+    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+    let journal = {
+        let fs = Filesystem::open(&img).unwrap();
+        let m = fs.extents(8).unwrap();
+        let runs: Vec<(u64, u64)> = m
+            .iter()
+            .filter_map(|m| match m.kind {
+                MapKind::Mapped(p) => Some((p, m.len)),
+                _ => None,
+            })
+            .collect();
+        runs.iter().map(|&(p, n)| p * 4096..(p + n) * 4096).collect()
+    };
+    let dev = std::sync::Arc::new(FailingData {
+        inner: uext4::FileDevice::open(&img, true).unwrap(),
+        journal,
+        fail: false.into(),
+    });
+    let hour = Duration::from_secs(3600);
+    let data = DataPathConfig { dirty_expire: hour, writeback_interval: hour, ..Default::default() };
+    let opts = OpenOptions { write: true, data, commit_interval: hour, cache_bytes: 4 << 20, ..Default::default() };
+    let mut fs = Filesystem::open_device(dev.clone(), opts).unwrap();
+    let f = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    let budget = fs.page_cache_usage().2;
+    dev.fail.store(true, Ordering::Release);
+    let mut model = Vec::new();
+    let err = loop {
+        let chunk = pattern(model.len() as u64, 64 << 10);
+        match fs.write(f, model.len() as u64, &chunk) {
+            Ok(n) => model.extend_from_slice(&chunk[..n]),
+            Err(e) => break e,
+        }
+        assert!(model.len() <= 4 * budget, "{} bytes accepted while nothing could be written", model.len());
+    };
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(fs.dirty_bytes() <= budget, "{} dirty bytes, budget {budget}", fs.dirty_bytes());
+    dev.fail.store(false, Ordering::Release);
+    fs.fsync(f).unwrap();
+    assert_eq!(fs.dirty_bytes(), 0);
+    same(&fs.read_all(f).unwrap(), &model, "after the disk came back");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    same(&Filesystem::open(&img).unwrap().read_all(f).unwrap(), &model, "after reopening");
+}

@@ -64,6 +64,20 @@ pub struct CacheAccount {
     dirty: AtomicUsize,
     /// Blocks reserved for dirty, not yet allocated data.
     reserved: AtomicU64,
+    /// Blocks claimed by allocations in progress that do not come out of
+    /// a reservation (see [`CacheAccount::claim`]).
+    claimed: AtomicU64,
+}
+
+/// Blocks claimed for an allocation in progress, given back on drop
+/// (by then the allocator's free count no longer holds them).
+#[derive(Debug)]
+pub struct Claim<'a>(&'a CacheAccount, u64);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.claimed.fetch_sub(self.1, Ordering::SeqCst);
+    }
 }
 
 impl CacheAccount {
@@ -72,10 +86,41 @@ impl CacheAccount {
         self.reserved.load(Ordering::Acquire)
     }
 
-    /// Reserves `n` more blocks if at most `limit` would then be
-    /// reserved in all.
-    pub fn try_reserve(&self, n: u64, limit: u64) -> bool {
-        self.reserved.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| (r + n <= limit).then_some(r + n)).is_ok()
+    /// Blocks reserved or claimed by allocations in progress.
+    pub fn committed_blocks(&self) -> u64 {
+        self.reserved.load(Ordering::SeqCst) + self.claimed.load(Ordering::SeqCst)
+    }
+
+    /// Reserves `n` blocks for delayed allocation if the free blocks
+    /// (`free()`, read after the reservation is counted) then cover every
+    /// reservation, every claim and `keep` blocks more.
+    ///
+    /// Both this and [`CacheAccount::claim`] count first and check after,
+    /// so of a reservation and an allocation that race at least one sees
+    /// the other: both may fail near a full disk, never both take the
+    /// same blocks (a check made on a snapshot taken before the other's
+    /// count let both succeed).
+    pub fn reserve_space(&self, n: u64, keep: u64, free: impl FnOnce() -> u64) -> bool {
+        self.reserved.fetch_add(n, Ordering::SeqCst);
+        if self.committed_blocks() + keep <= free() {
+            return true;
+        }
+        self.reserved.fetch_sub(n, Ordering::SeqCst);
+        false
+    }
+
+    /// Claims `n` blocks for an allocation that does not come out of a
+    /// reservation, if the free blocks then cover every reservation, every
+    /// claim, `keep` blocks more and, while anything is reserved, `pool`
+    /// (what writeback of the reserved data may need besides; see
+    /// [`CacheAccount::reserve_space`]). The caller allocates at most `n`
+    /// blocks while it holds the claim.
+    pub fn claim(&self, n: u64, keep: u64, pool: u64, free: impl FnOnce() -> u64) -> Option<Claim<'_>> {
+        self.claimed.fetch_add(n, Ordering::SeqCst);
+        let c = Claim(self, n);
+        let reserved = self.reserved.load(Ordering::SeqCst);
+        let pool = if reserved > 0 { pool } else { 0 };
+        (reserved + self.claimed.load(Ordering::SeqCst) + keep + pool <= free()).then_some(c)
     }
 }
 
@@ -631,16 +676,20 @@ impl PageCache {
                 self.queues[shard].lock().push_back(weak);
                 continue;
             }
+            // Out of the map before the folio lock is released: whoever
+            // locks it next and finds it removed finds a new folio (or
+            // none) on its next lookup. The map lock is a leaf: nobody
+            // takes a folio lock while holding it.
             f.removed.store(true, Ordering::Release);
-            st.uptodate = false;
-            st.data = Vec::new();
-            drop(st);
             if let Some(file) = f.file.upgrade() {
                 let mut m = file.folios.write();
                 if m.get(&f.index).is_some_and(|g| Arc::ptr_eq(g, &f)) {
                     m.remove(&f.index);
                 }
             }
+            st.uptodate = false;
+            st.data = Vec::new();
+            drop(st);
         }
     }
 }
@@ -692,7 +741,7 @@ mod tests {
             let mut st = keep.lock();
             st.data = vec![7; PAGE_SIZE as usize];
             st.uptodate = true;
-            assert!(pc.account().try_reserve(1, 1) && !pc.account().try_reserve(1, 1));
+            assert!(pc.account().reserve_space(1, 0, || 1) && !pc.account().reserve_space(1, 0, || 1));
             file.set_dirty(&keep, &mut st, 0, 1, PAGE_SIZE, 1);
         }
         let keep_index = keep.index;
@@ -709,6 +758,46 @@ mod tests {
         file.invalidate_all();
         drop(f);
         assert_eq!((pc.dirty(), pc.account().reserved_blocks()), (0, 0), "a dropped dirty folio gives all back");
+    }
+
+    /// Issue 12 defect 12: eviction marked a folio removed and unlocked it
+    /// before taking it out of the file's map, so a writer could lock it,
+    /// see it removed, look it up again and find the same folio (16 times,
+    /// then EIO). The evictor is stopped inside its map update (this
+    /// thread holds the map shared): the folio must still be locked then.
+    #[test]
+    fn evicted_folio_leaves_the_map_before_its_lock_is_released() {
+        let pc = Arc::new(PageCache::new(4 << 20));
+        let file = Arc::new(FileCache::default());
+        let (f, _) = pc.get_or_create(&file, 0, 0, 0, u64::MAX);
+        {
+            let mut st = f.lock();
+            st.data = vec![1; PAGE_SIZE as usize];
+            st.uptodate = true;
+        }
+        f.referenced.store(false, Ordering::Relaxed);
+        let weak = Arc::downgrade(&f);
+        drop(f);
+        // Over budget, so that eviction takes the folio.
+        pc.acct.used.fetch_add(pc.budget, Ordering::Relaxed);
+        let map = file.folios.read();
+        let evictor = {
+            let pc = pc.clone();
+            std::thread::spawn(move || pc.evict(0))
+        };
+        // A writer waiting for the map lock keeps new readers out: the
+        // evictor is then inside its map update.
+        while file.folios.try_read().is_some() {
+            std::thread::yield_now();
+        }
+        let f = map.get(&0).cloned().expect("still in the map");
+        assert!(weak.upgrade().is_some_and(|w| w.removed.load(Ordering::Acquire)));
+        assert!(f.state.try_lock().is_none(), "an evicted folio is unlocked while still in the file's map");
+        drop(map);
+        evictor.join().unwrap();
+        assert!(file.find(0).is_none());
+        drop(f);
+        pc.acct.used.fetch_sub(pc.budget, Ordering::Relaxed);
     }
 
     #[test]

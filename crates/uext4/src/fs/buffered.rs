@@ -97,12 +97,21 @@ impl FsCore {
     }
 
     /// The allocated runs under folio `f` (all of it, EOF or not) and the
-    /// on-disk EOF clipped to the folio.
+    /// file's EOF clipped to the folio.
+    ///
+    /// The EOF is the in-memory size (the kernel's i_size), not the
+    /// on-disk one (i_disksize): writeback writes and cleans blocks past
+    /// the on-disk size before it raises that size, so a folio refilled in
+    /// between must read them, or it would show (and a write would store)
+    /// zeros inside the file.
     pub(super) fn folio_runs(&self, st: &InodeIo, ino: u32, f: &Folio) -> Result<(u64, Vec<BlockRun>)> {
         let bs = self.vol.block_size as u64;
+        // Before the inode, as in file_size: writeback raises the on-disk
+        // size before it clears the in-memory one.
+        let pending = st.pages.pending_size();
         let _m = st.map.read();
         let i = self.regular(ino)?;
-        let end = i.size.clamp(f.start(), f.start() + f.len());
+        let end = i.size.max(pending).clamp(f.start(), f.start() + f.len());
         let maps = self.map_range(&i, f.start(), f.len())?;
         let mut runs = Vec::with_capacity(maps.len());
         for m in &maps {
@@ -166,7 +175,9 @@ impl FsCore {
         let st = rw.locks.inode(ino);
         let len = data.len() as u64;
         let end = offset + len;
-        if rw.data.lock_policy == LockPolicy::Seeds {
+        // Past the dirty limit the exclusive path writes back first (a
+        // shared write could dirty a clean cached folio).
+        if rw.data.lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
             let shared = st.io.read();
             if let Some(f) = st.pages.find(offset / PAGE_SIZE) {
                 if end <= f.start() + f.len() && self.try_write_in_folio(&st, ino, &f, offset, data)? {
@@ -184,6 +195,26 @@ impl FsCore {
         // in the cache) more than a piece's folios at once.
         let mut pos = offset;
         while pos < end {
+            if self.over_dirty_limit() {
+                // Dirty folios cannot be evicted, so a large write would
+                // otherwise pin more than the cache's budget: write this
+                // file back first. If that fails and the cache stays over
+                // the limit (a persistent ENOSPC or EIO), the write fails
+                // rather than grow memory without bound.
+                // The error belongs to the file's earlier data as well:
+                // its next fsync reports it (errseq), whatever this write
+                // returns.
+                let r = self.writeback_locked(&st, ino);
+                self.wb_result(ino, true, &r);
+                if let Err(e) = r {
+                    if self.over_dirty_limit() {
+                        if pos > offset {
+                            break;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
             let piece_end = end.min((pos / WRITE_PIECE + 1) * WRITE_PIECE);
             let piece = &data[(pos - offset) as usize..(piece_end - offset) as usize];
             let n = match self.write_piece(&st, ino, pos, piece) {
@@ -208,13 +239,6 @@ impl FsCore {
                 if m < rest.len() {
                     break;
                 }
-            }
-            if self.over_dirty_limit() {
-                // A large write would otherwise pin more dirty folios
-                // than the cache's budget holds. The data is in the cache
-                // either way: an error here is fsync's to report.
-                let r = self.writeback_locked(&st, ino);
-                self.wb_result(ino, true, &r);
             }
         }
         if pos > offset {
@@ -248,16 +272,16 @@ impl FsCore {
         let max_page = (size.max(end) - 1) / PAGE_SIZE;
         let mut folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
         let mut guards: Vec<MutexGuard<'_, FolioState>>;
-        let mut tries = 0;
         loop {
             guards = folios.iter().map(|f| f.lock()).collect();
             // Eviction may have taken a folio between its lookup and its
-            // lock (never after: it skips locked folios); look again.
-            if tries == 16 || !folios.iter().any(|f| f.removed.load(Ordering::Acquire)) {
+            // lock (never after: it skips locked folios); look again. It
+            // takes a folio out of the map before unlocking it, so the
+            // next lookup finds a new one: no retry limit is needed.
+            if !folios.iter().any(|f| f.removed.load(Ordering::Acquire)) {
                 break;
             }
             drop(guards);
-            tries += 1;
             folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
         }
         let mut done = offset;
@@ -337,16 +361,16 @@ impl FsCore {
     }
 
     /// Reserves `n` blocks for delayed allocation: they must fit in the
-    /// free blocks less root's reserve, what is reserved already and a
-    /// margin for the extent blocks writeback may need.
+    /// free blocks less root's reserve, what is reserved or claimed
+    /// already and the pool kept for the extent blocks writeback may need
+    /// ([`crate::txn::writeback_reserve`]).
     fn reserve_blocks(&self, n: u64) -> Result<()> {
         let rw = self.rw()?;
         let alloc = self.allocator()?;
         let sb = &self.vol.sb;
-        let margin = (sb.blocks_count / 1024).clamp(16, 4096);
         let root = if rw.use_reserved { 0 } else { sb.r_blocks_count };
-        let limit = alloc.free_blocks().saturating_sub(root + margin);
-        if rw.pages.account().try_reserve(n, limit) {
+        let keep = root + crate::txn::writeback_reserve(sb);
+        if rw.pages.account().reserve_space(n, keep, || alloc.free_blocks()) {
             Ok(())
         } else {
             Err(Error::NoSpace("no room to reserve blocks for buffered data".into()))

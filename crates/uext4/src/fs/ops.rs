@@ -293,6 +293,11 @@ impl FsCore {
 
     /// Adds a hard link `newparent/newname` to `ino`.
     pub fn link(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
+        // Growing the directory may need blocks a pending free holds.
+        self.retry_nospc(|| self.link_once(ino, newparent, newname))
+    }
+
+    fn link_once(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
         check_name(newname)?;
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[newparent], &[ino]);
@@ -445,6 +450,12 @@ impl FsCore {
 
     /// rename(2) / renameat2 with NOREPLACE and EXCHANGE.
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
+        // The new name may need a directory block a pending free holds;
+        // the new name is added first, so a failure leaves nothing done.
+        self.retry_nospc(|| self.rename_once(parent, name, newparent, newname, flags))
+    }
+
+    fn rename_once(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
         check_name(name)?;
         check_name(newname)?;
         if is_dot(name) || is_dot(newname) {

@@ -479,8 +479,12 @@ impl FsCore {
     /// any) and waits for it: after this returns, every completed
     /// operation survives a crash.
     pub fn commit(&self) -> Result<()> {
-        self.writeback_all()?;
-        self.commit_journal()
+        // The metadata is committed even if some writeback failed: it
+        // frees what the failed data may need (blocks freed by the
+        // running transaction), and the error is still reported.
+        let written = self.writeback_all();
+        self.commit_journal()?;
+        written
     }
 
     /// Commits the running transaction without writing back dirty data.
@@ -503,11 +507,13 @@ impl FsCore {
     /// sync(2): commits and checkpoints, so the image is complete without
     /// its journal.
     pub fn sync(&self) -> Result<()> {
-        self.writeback_all()?;
+        // As commit: a writeback error does not keep the metadata back.
+        let written = self.writeback_all();
         match &self.rw()?.journal {
-            Some(j) => j.sync(),
-            None => Ok(self.vol.device().flush()?),
+            Some(j) => j.sync()?,
+            None => self.vol.device().flush()?,
         }
+        written
     }
 
     /// Clean unmount of the core (see [`Filesystem::unmount`]).

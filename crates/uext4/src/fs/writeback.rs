@@ -374,7 +374,11 @@ impl FsCore {
         }
         let mut failed = None;
         for (start, buf, idx) in runs {
-            let r = self.write_locked(ino, start, &buf, super::ops::WriteMode::Writeback { size_hint: size });
+            // ENOSPC while blocks freed by an uncommitted transaction
+            // wait: commit and go on (the reservation counted them free).
+            let r = self.write_retrying(start, &buf, |off, data| {
+                self.write_locked(ino, off, data, super::ops::WriteMode::Writeback { size_hint: size })
+            });
             let n = match r {
                 Ok(n) if n == buf.len() => n,
                 Ok(n) => {

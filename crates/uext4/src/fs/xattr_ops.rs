@@ -108,14 +108,17 @@ impl FsCore {
             return Err(Error::NoSpace(format!("xattr value of {} bytes (at most {VALUE_MAX})", value.len())));
         }
         let acl = if is_acl(index) { Some(acl_from_xattr(value)?) } else { None };
-        let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
-        let mut i = self.inode(ino)?;
-        check_writable(&i, index)?;
-        match acl {
-            None => self.xattr_change(&mut i, index, suffix, Some(value), mode.presence(), false),
-            Some(acl) => self.set_acl(&mut i, index, acl),
-        }
+        // An xattr block may need blocks a pending free holds.
+        self.retry_nospc(|| {
+            let rw = self.rw()?;
+            let _l = rw.locks.lock_exclusive(&[], &[ino]);
+            let mut i = self.inode(ino)?;
+            check_writable(&i, index)?;
+            match &acl {
+                None => self.xattr_change(&mut i, index, suffix, Some(value), mode.presence(), false),
+                Some(acl) => self.set_acl(&mut i, index, acl.clone()),
+            }
+        })
     }
 
     /// Removes extended attribute `name` of inode `ino`, as removexattr(2)
