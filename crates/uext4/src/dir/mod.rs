@@ -68,8 +68,9 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
     if !is_htree(vol, dir) && block_hash.is_none() {
         // A hash cookie from when the directory was one block, which has
         // grown since without an index: list it again from the start
-        // (repeating entries rather than skipping them).
-        let from = if cookie & htree::COOKIE_TAG != 0 { 0 } else { cookie };
+        // (repeating entries rather than skipping them). Hash cookies stay
+        // below 2^63; anything above (u64::MAX: the end) is past the end.
+        let from = if cookie & htree::COOKIE_TAG != 0 && cookie >> 63 == 0 { 0 } else { cookie };
         return linear_readdir(vol, dir, from, max);
     }
     if cookie > 1 && cookie & htree::COOKIE_TAG == 0 {
