@@ -827,7 +827,7 @@ impl FsCore {
             let _m = st.map.write();
             let chunk = &data[(pos - offset) as usize..(chunk_end - offset) as usize];
             let written = self.write_chunk(&tx, &mut i, pos, chunk, hint);
-            if let Err((done, e)) = written {
+            if let Err((done, e, consistent)) = written {
                 // The runs before the failing one landed: a short write.
                 // Blocks this chunk mapped past the new EOF hold data no
                 // size covers: unmap them (the kernel's truncate of a
@@ -849,10 +849,12 @@ impl FsCore {
                 }
                 tx.write_inode(&mut i)?;
                 self.note_tid(&tx, &[ino]);
-                // A data write that failed may have left blocks mapped
-                // inside EOF without their data (stale contents): only
-                // ENOSPC stops cleanly here.
-                tx.settle_unless_broken(Some(&e));
+                if !consistent {
+                    // The failing run stopped half-way through a metadata
+                    // change: only ENOSPC stops cleanly there, anything
+                    // else must not commit (see `Tx`).
+                    tx.settle_unless_broken(Some(&e));
+                }
                 return if landed > offset { Ok((landed - offset) as usize) } else { Err(e) };
             }
             // The handle's credits may have ended the chunk early: the
@@ -885,7 +887,7 @@ impl FsCore {
         offset: u64,
         data: &[u8],
         hint: u64,
-    ) -> std::result::Result<u64, (u64, Error)> {
+    ) -> std::result::Result<u64, (u64, Error, bool)> {
         let bs = self.vol.block_size as u64;
         let last = (offset + data.len() as u64 - 1) / bs;
         let mut lblk = offset / bs;
@@ -894,7 +896,7 @@ impl FsCore {
             if done > 0 && tx.handle.credits_left() < ew::alloc_step_credits(i) {
                 return Ok(done);
             }
-            lblk += self.write_run(tx, i, offset, data, lblk, last, hint).map_err(|e| (done, e))?;
+            lblk += self.write_run(tx, i, offset, data, lblk, last, hint).map_err(|(e, ok)| (done, e, ok))?;
         }
         Ok(data.len() as u64)
     }
@@ -903,6 +905,12 @@ impl FsCore {
     /// mapping covers (a hole: as much of it as the handle's credits
     /// allocate); returns its length in blocks. `hint` is the size
     /// the file is known to reach (writeback's in-memory size), or 0.
+    ///
+    /// An error comes with whether the run left the file consistent: a
+    /// failed data write changes no metadata (blocks it had just
+    /// allocated are unmapped again, so they never show stale contents),
+    /// so the operation can end there and report it, as a failed
+    /// writeback does on Linux, without aborting the journal.
     #[allow(clippy::too_many_arguments)]
     fn write_run(
         &self,
@@ -913,21 +921,22 @@ impl FsCore {
         lblk: u64,
         last: u64,
         hint: u64,
-    ) -> Result<u64> {
+    ) -> std::result::Result<u64, (Error, bool)> {
         let bs = self.vol.block_size as u64;
         let dev = self.vol.device();
-        let m = inode::map_block(&self.vol, i, lblk)?;
+        let clean = |e: Error| (e, true);
+        let m = inode::map_block(&self.vol, i, lblk).map_err(clean)?;
         let n = m.len.min(last - lblk + 1);
         let run_start = (lblk * bs).max(offset);
         let run_end = ((lblk + n) * bs).min(offset + data.len() as u64);
         let src = &data[(run_start - offset) as usize..(run_end - offset) as usize];
         match m.kind {
             MapKind::Mapped(p) => {
-                dev.write_at(src, p * bs + (run_start - lblk * bs))?;
+                dev.write_at(src, p * bs + (run_start - lblk * bs)).map_err(|e| clean(e.into()))?;
             }
             MapKind::Unwritten(p) => {
-                write_padded(dev.as_ref(), p, lblk, n, bs, run_start, src)?;
-                ew::mark_written(tx, i, lblk, n)?;
+                write_padded(dev.as_ref(), p, lblk, n, bs, run_start, src).map_err(clean)?;
+                ew::mark_written(tx, i, lblk, n).map_err(|e| (e, false))?;
             }
             MapKind::Hole => {
                 let size_hint = i.size.max(offset + data.len() as u64).max(hint);
@@ -937,20 +946,26 @@ impl FsCore {
                     Err(e) => {
                         // Blocks mapped before the failure hold whatever
                         // they held before: zero them (the hole's contents).
-                        self.zero_partial(i, lblk * bs, (lblk + n) * bs)?;
-                        return Err(e);
+                        self.zero_partial(i, lblk * bs, (lblk + n) * bs).map_err(|e| (e, false))?;
+                        return Err((e, false));
                     }
                 };
+                let mapped_end = runs.iter().map(|&(rl, _, rn)| rl + rn).max().unwrap_or(lblk);
                 let mut covered = 0;
                 for (rl, rp, rn) in runs {
                     let rs = (rl * bs).max(run_start);
                     let re = ((rl + rn) * bs).min(run_end);
                     let part = &data[(rs - offset) as usize..(re - offset) as usize];
-                    write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part)?;
+                    if let Err(e) = write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part) {
+                        // Give the hole back rather than map blocks whose
+                        // old contents anyone could then read.
+                        let undone = ew::remove_range(tx, i, lblk, mapped_end).is_ok();
+                        return Err((e, undone));
+                    }
                     covered = rl + rn - lblk;
                 }
                 if covered == 0 {
-                    return Err(Error::Invalid(format!("inode {}: allocation mapped nothing", i.ino)));
+                    return Err(clean(Error::Invalid(format!("inode {}: allocation mapped nothing", i.ino))));
                 }
                 return Ok(covered.min(n));
             }
