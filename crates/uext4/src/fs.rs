@@ -22,8 +22,8 @@ use std::time::Duration;
 
 mod buffered;
 mod direct;
-mod mmp;
 mod errors;
+mod mmp;
 pub mod ops;
 mod orphan;
 mod rw;

@@ -357,7 +357,10 @@ impl<'a> Tx<'a> {
             return Err(Error::corrupt(
                 crate::error::Structure::GroupDesc,
                 u64::from(g),
-                format!("itable_unused of group {g} leaves {} free inode-table blocks below the new mark", blocks.len()),
+                format!(
+                    "itable_unused of group {g} leaves {} free inode-table blocks below the new mark",
+                    blocks.len()
+                ),
             ));
         }
         for (blk, ranges) in blocks {

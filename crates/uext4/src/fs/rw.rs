@@ -177,7 +177,10 @@ const RECOVER: u32 = 0x4;
 
 impl RwState {
     /// Sets up writing on `vol` (recovery already done): allocators,
-    /// journal, the superblock marked in use.
+    /// journal, the superblock marked in use. (Each argument is a piece
+    /// of the open's state handed over once; a struct for them would only
+    /// be unpacked here.)
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         vol: &Arc<Volume>,
         alloc: &Arc<Allocator>,
