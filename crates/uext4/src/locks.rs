@@ -56,28 +56,84 @@
 //! block they see is an immutable, consistent version (copy-on-write
 //! cache). File data reads take the I/O lock shared.
 
-use parking_lot::{ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock};
+use crate::lock_order::{self, Class, Held};
+use parking_lot::{
+    ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
 
+/// A reader-writer lock of one inode whose acquisitions are checked
+/// against the lock order (see [`crate::lock_order`]; debug builds).
+#[derive(Debug)]
+pub struct OrderedLock {
+    class: Class,
+    ino: u32,
+    lock: Arc<RwLock<()>>,
+}
+
+/// A guard of an [`OrderedLock`]: the lock and its record in the
+/// lock-order checker are released together on drop.
+#[derive(Debug)]
+pub struct Ordered<G> {
+    _guard: G,
+    _held: Held,
+}
+
+impl OrderedLock {
+    fn new(class: Class, ino: u32) -> Self {
+        OrderedLock { class, ino, lock: Arc::default() }
+    }
+
+    /// Locks shared.
+    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.read(), _held: held }
+    }
+
+    /// Locks exclusively.
+    pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.write(), _held: held }
+    }
+
+    /// Locks shared, with a guard that owns a reference to the lock.
+    pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.read_arc(), _held: held }
+    }
+
+    /// Locks exclusively, with a guard that owns a reference to the lock.
+    pub fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.write_arc(), _held: held }
+    }
+
+    /// True if a guard that owns a reference to the lock is alive.
+    fn has_arc_guards(&self) -> bool {
+        Arc::strong_count(&self.lock) > 1
+    }
+}
+
 /// The I/O lock itself (`i_rwsem`): exclusive for any change of the
-/// inode, its directory entries or its data layout; shared for reads and
-/// the data path's overwrites.
-pub type IoLock = Arc<RwLock<()>>;
+/// inode, its directory entries or its data layout; shared for reads
+/// (directory lookups and listings included) and the data path's
+/// overwrites.
+pub type IoLock = OrderedLock;
 
 /// The in-memory, per-inode state of the data path: the locks and the
 /// in-flight direct-I/O count. Created on demand, dropped when nobody
 /// holds it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct InodeIo {
     /// `i_rwsem`.
     pub io: IoLock,
     /// `i_data_sem`: the extent tree and the inode record under a shared
     /// I/O lock (see the lock order above).
-    pub map: RwLock<()>,
+    pub map: OrderedLock,
     /// Direct I/Os submitted and not completed.
     dio: AtomicUsize,
     dio_done: (Mutex<()>, Condvar),
@@ -93,6 +149,19 @@ pub struct InodeIo {
 }
 
 impl InodeIo {
+    /// The state of inode `ino`, nobody holding it.
+    pub fn new(ino: u32) -> InodeIo {
+        InodeIo {
+            io: OrderedLock::new(Class::Io, ino),
+            map: OrderedLock::new(Class::Map, ino),
+            dio: AtomicUsize::new(0),
+            dio_done: Default::default(),
+            time_sec: AtomicI64::new(0),
+            pages: Default::default(),
+            invalidate: RwLock::new(()),
+        }
+    }
+
     /// Counts a direct I/O in flight until the guard drops.
     pub fn dio_begin(&self) -> DioGuard<'_> {
         self.dio.fetch_add(1, Ordering::AcqRel);
@@ -142,7 +211,7 @@ impl Default for InodeLocks {
 
 /// Exclusive I/O locks on several inodes, released on drop.
 pub struct Locked {
-    guards: Vec<ArcRwLockWriteGuard<RawRwLock, ()>>,
+    guards: Vec<Ordered<ArcRwLockWriteGuard<RawRwLock, ()>>>,
 }
 
 impl std::fmt::Debug for Locked {
@@ -158,30 +227,21 @@ impl InodeLocks {
         if m.len() > 4096 {
             // Drop entries nobody holds (the map's own reference only),
             // unless they hold dirty data: that lives until written back.
-            m.retain(|_, l| Arc::strong_count(l) > 1 || Arc::strong_count(&l.io) > 1 || l.pages.is_dirty());
+            m.retain(|_, l| Arc::strong_count(l) > 1 || l.io.has_arc_guards() || l.pages.is_dirty());
         }
-        m.entry(ino).or_default().clone()
+        m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
     }
 
-    /// The I/O lock of inode `ino`.
-    pub fn get(&self, ino: u32) -> IoLock {
-        self.inode(ino).io.clone()
-    }
-
-    /// Locks `dirs` in the order given (the caller orders them: parent
-    /// before child, else by inode number) and then `others` sorted by
-    /// inode number, all exclusively, waiting for the in-flight direct
-    /// I/O of each; duplicates and 0 are skipped.
+    /// Locks the inodes of `dirs` and `others` (directories and other
+    /// files alike) exclusively in increasing inode number, the one order
+    /// of inode I/O locks, waiting for the in-flight direct I/O of each;
+    /// duplicates and 0 are skipped. The caller holds no inode lock yet.
     pub fn lock_exclusive(&self, dirs: &[u32], others: &[u32]) -> Locked {
-        let mut seen = Vec::new();
-        let mut guards = Vec::new();
-        let mut others: Vec<u32> = others.to_vec();
-        others.sort_unstable();
-        for &ino in dirs.iter().chain(others.iter()) {
-            if ino == 0 || seen.contains(&ino) {
-                continue;
-            }
-            seen.push(ino);
+        let mut all: Vec<u32> = dirs.iter().chain(others).copied().filter(|&i| i != 0).collect();
+        all.sort_unstable();
+        all.dedup();
+        let mut guards = Vec::with_capacity(all.len());
+        for ino in all {
             let st = self.inode(ino);
             guards.push(st.io.write_arc());
             st.dio_wait();
@@ -189,8 +249,8 @@ impl InodeLocks {
         Locked { guards }
     }
 
-    /// Locks `ino` shared.
-    pub fn lock_shared(&self, ino: u32) -> ArcRwLockReadGuard<RawRwLock, ()> {
-        self.get(ino).read_arc()
+    /// Locks `ino` shared (a reader of a directory: lookups, listings).
+    pub fn lock_shared(&self, ino: u32) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
+        self.inode(ino).io.read_arc()
     }
 }

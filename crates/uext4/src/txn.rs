@@ -36,6 +36,8 @@ pub struct Tx<'a> {
     /// This transaction is writeback's: it allocates the blocks that
     /// were reserved for it.
     pub writeback: bool,
+    /// The handle's record in the lock-order checker.
+    pub order: crate::lock_order::Held,
 }
 
 impl std::fmt::Debug for Tx<'_> {

@@ -46,14 +46,15 @@ impl FsCore {
     /// crash before the last close still frees it.
     pub(crate) fn drop_last_link(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let rw = self.rw()?;
-        if !rw.is_open(i.ino) {
+        if !rw.doom_if_open(i.ino) {
             return self.release_inode(tx, i);
         }
+        // Its last close waits for the I/O lock the caller holds, so the
+        // orphan entry is there before that close takes it off again.
         let _o = rw.orphan_lock.lock();
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
         set_last_orphan(tx, i.ino)?;
-        rw.doom(i.ino);
         Ok(())
     }
 
@@ -100,6 +101,11 @@ impl FsCore {
             return Ok(());
         }
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        // Decided again under the lock unlink dooms it under: another
+        // close may have deleted it, or an open come in meanwhile.
+        if !rw.take_doomed(ino) {
+            return Ok(());
+        }
         let tx = self.begin(64)?;
         self.orphan_remove(&tx, ino)?;
         let mut i = crate::inode::read_inode(&self.vol, ino)?;
