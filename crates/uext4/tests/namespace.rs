@@ -267,26 +267,29 @@ fn unlink_racing_the_last_close_frees_the_inode() {
     let dir = fs.mkdir(root, b"d", 0o755, 0, 0).unwrap().ino;
     fs.commit().unwrap();
     let free0 = fs.statfs().free_inodes;
-    let rounds = env_usize("UEXT4_NS_ROUNDS", 3000) as u64;
+    // The window is a few microseconds of each unlink: before the fix,
+    // 50,000 rounds (about 2 s) leaked a few inodes.
+    let rounds = env_usize("UEXT4_NS_CLOSE_ROUNDS", 50_000) as u64;
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let slot = Arc::new(AtomicU64::new(0));
+    // How long the last unlink took (ns): the close lands at a random
+    // point inside the next one.
+    let took = Arc::new(AtomicU64::new(50_000));
     let (f1, f2, b1, b2, s1, s2) = (fs.clone(), fs.clone(), barrier.clone(), barrier, slot.clone(), slot);
+    let (t1, t2) = (took.clone(), took);
     run_watched(
         "unlink vs close",
         vec![
             Box::new(move || {
-                let mut rng = Rng(0x1234_5678_9abc_def1);
                 for k in 0..rounds {
                     let name = format!("f{k}");
                     let ino = f1.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
                     f1.open_inode(ino).unwrap();
                     s1.store(u64::from(ino), Ordering::Release);
                     b1.wait();
-                    // Spread the unlink over the close's timing.
-                    for _ in 0..rng.below(400) {
-                        std::hint::spin_loop();
-                    }
+                    let t0 = std::time::Instant::now();
                     f1.unlink(dir, name.as_bytes()).unwrap();
+                    t1.store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     b1.wait();
                 }
             }),
@@ -295,7 +298,11 @@ fn unlink_racing_the_last_close_frees_the_inode() {
                 for _ in 0..rounds {
                     b2.wait();
                     let ino = s2.load(Ordering::Acquire) as u32;
-                    for _ in 0..rng.below(4000) {
+                    // In the second half, where the unlink drops the last link.
+                    let t = t2.load(Ordering::Relaxed);
+                    let wait = Duration::from_nanos(t / 2 + rng.below(t * 3 / 4));
+                    let t0 = std::time::Instant::now();
+                    while t0.elapsed() < wait {
                         std::hint::spin_loop();
                     }
                     f2.close_inode(ino).unwrap();
