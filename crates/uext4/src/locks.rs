@@ -4,11 +4,23 @@
 //!
 //! 1. `rename_lock` (fs-wide mutex): only renames that move an entry
 //!    between two directories, as the VFS's `s_vfs_rename_mutex`; it keeps
-//!    the ancestor check of a directory move stable.
+//!    the tree's shape (which directory is an ancestor of which) as the
+//!    rename checked it, before any inode lock, until it is done.
 //! 2. Inode I/O locks ([`InodeIo::io`], the kernel's `i_rwsem`) of
-//!    directories: a parent before its child; two unrelated directories
-//!    in increasing inode number.
-//! 3. Inode I/O locks of non-directories, in increasing inode number.
+//!    directories and other files alike, several always in increasing
+//!    inode number ([`InodeLocks::lock_exclusive`]). An operation finds
+//!    the inodes it must lock (a rename's or unlink's victims) by lookups
+//!    under each directory's lock *shared*, locks them all, then looks
+//!    again and starts over if a name changed meanwhile. What the VFS
+//!    refuses (a directory moved into its own subtree, a rename over an
+//!    ancestor of the source, a hard link to a directory, unlink of "."
+//!    or "..") is refused before any inode lock. Number order is safe for
+//!    a parent and its child because only renames between directories
+//!    change which is which, and they hold `rename_lock`.
+//!    Directory readers (lookup, readdir, path walks, the rename's
+//!    ancestor walk) hold the directory's lock shared, one at a time, so
+//!    they never see a change half done (a block turned into an htree
+//!    root before the inode says so, a leaf split, a new block).
 //!    Exclusive holders that change a file's blocks first wait for the
 //!    inode's in-flight direct I/O to drain ([`InodeIo::dio_wait`], the
 //!    kernel's `inode_dio_wait`).
@@ -38,8 +50,12 @@
 //!    one at a time.
 //! 9. The journal's state lock, then cache shard locks (innermost, short).
 //!
+//! Checked: in debug builds every acquisition of 1, 2, 4 and 5 is
+//! checked against this order by [`crate::lock_order`] (a panic naming
+//! both locks on a violation); nothing is checked in release builds.
+//!
 //! Why: 1-3 are the VFS rules, so that the FUSE front end (which issues
-//! operations in any order) cannot deadlock; 4 is jbd2's rule that
+//! operations in any order) and library users cannot deadlock; 4 is jbd2's rule that
 //! `i_rwsem` is taken outside `journal_start`; 5 follows ext4; 6-9 are
 //! leaf locks held for a few hundred nanoseconds and never across device
 //! I/O (except a stripe lock across the read of a block being changed
@@ -52,9 +68,11 @@
 //! keeps truncate and punch (exclusive) from freeing those blocks under
 //! them.
 //!
-//! Metadata readers (lookup, stat, readdir) take no inode lock: every
-//! block they see is an immutable, consistent version (copy-on-write
-//! cache). File data reads take the I/O lock shared.
+//! Metadata readers see immutable, consistent block versions
+//! (copy-on-write cache), but a directory change spans several blocks
+//! and the inode: directory readers hold its I/O lock shared (above).
+//! `stat` takes no lock (one inode record is one block version).
+//! File data reads take the I/O lock shared.
 
 use crate::lock_order::{self, Class, Held};
 use parking_lot::{

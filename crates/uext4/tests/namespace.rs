@@ -379,7 +379,7 @@ fn directory_readers_never_see_a_half_done_change() {
                     Ok(_) => {}
                     Err(e) => panic!("lookup of existing name {k} in inode {dir}: {e}"),
                 }
-                if k % 16 == 0 {
+                if k.is_multiple_of(16) {
                     let all = fs.read_dir_all(dir).unwrap_or_else(|e| panic!("readdir of inode {dir}: {e}"));
                     assert!(all.len() >= n / chain.len(), "readdir of inode {dir} lost names");
                 }
@@ -394,10 +394,8 @@ fn directory_readers_never_see_a_half_done_change() {
 /// corruption, I/O errors, "changed during" answers or a refusal of a
 /// valid request.
 fn expected(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::NotFound(_) | Error::Exists(_) | Error::NotEmpty(_) | Error::NotDir(_) | Error::IsDir(_)
-    ) || matches!(e, Error::Invalid(m) if m.contains("into itself"))
+    matches!(e, Error::NotFound(_) | Error::Exists(_) | Error::NotEmpty(_) | Error::NotDir(_) | Error::IsDir(_))
+        || matches!(e, Error::Invalid(m) if m.contains("into itself"))
 }
 
 /// Issue 12 machinery: 8-32 threads (UEXT4_NS_THREADS, default 16) run

@@ -479,7 +479,14 @@ impl FsCore {
     /// parents and the inodes named in inode-number order and looks again.
     /// Returns false, having changed nothing, if a name changed between
     /// the lookups and the locks.
-    fn rename_once(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<bool> {
+    fn rename_once(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<bool> {
         let rw = self.rw()?;
         let src = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
         let dst = self.lookup_unlocked(newparent, newname)?;
