@@ -6,6 +6,12 @@
 //! `e2fsck -fn`. Deadlocks are caught by a watchdog (the test fails after
 //! `WATCHDOG`); debug builds also check every lock acquisition against
 //! the documented order (uext4::lock_order).
+//!
+//! Longer runs (defaults in brackets): UEXT4_NS_OPS [100000] and
+//! UEXT4_NS_THREADS [16] for the stress test, UEXT4_NS_ROUNDS [3000;
+//! 30000 for the ancestor cases] for the pairwise races,
+//! UEXT4_NS_CLOSE_ROUNDS [50000] for the unlink/close race,
+//! UEXT4_NS_CREATES [1200] for the directory-reader race.
 
 mod rw_support;
 
