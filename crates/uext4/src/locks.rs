@@ -164,6 +164,11 @@ pub struct InodeIo {
     /// while blocks are freed or moved (truncate, punch, zero range), so a
     /// fill never reads a block that is being freed.
     pub invalidate: RwLock<()>,
+    /// Set when the inode is deleted (under its I/O lock, exclusive):
+    /// a shared-lock write that finds a cached folio then checks that the
+    /// number names a live inode before writing into it (a reader may
+    /// have filled a folio since the deletion dropped them all).
+    pub deleted: std::sync::atomic::AtomicBool,
 }
 
 impl InodeIo {
@@ -177,6 +182,7 @@ impl InodeIo {
             time_sec: AtomicI64::new(0),
             pages: Default::default(),
             invalidate: RwLock::new(()),
+            deleted: Default::default(),
         }
     }
 

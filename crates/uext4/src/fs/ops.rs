@@ -427,7 +427,9 @@ impl FsCore {
     pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
-            rw.locks.inode(i.ino).pages.invalidate_all();
+            let st = rw.locks.inode(i.ino);
+            st.deleted.store(true, std::sync::atomic::Ordering::Release);
+            st.pages.invalidate_all();
         }
         if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
             ew::remove_range(tx, i, 0, u64::MAX)?;
