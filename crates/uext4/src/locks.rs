@@ -224,12 +224,14 @@ impl Drop for DioGuard<'_> {
 /// Inode I/O state, created on demand and dropped when nobody holds it.
 #[derive(Debug)]
 pub struct InodeLocks {
-    shards: Vec<Mutex<HashMap<u32, Arc<InodeIo>>>>,
+    /// Read-locked to find an entry (directory readers of one directory
+    /// then do not queue behind each other), write-locked to add one.
+    shards: Vec<RwLock<HashMap<u32, Arc<InodeIo>>>>,
 }
 
 impl Default for InodeLocks {
     fn default() -> Self {
-        InodeLocks { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        InodeLocks { shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
     }
 }
 
@@ -247,7 +249,11 @@ impl std::fmt::Debug for Locked {
 impl InodeLocks {
     /// The I/O state of inode `ino`.
     pub fn inode(&self, ino: u32) -> Arc<InodeIo> {
-        let mut m = self.shards[ino as usize % SHARDS].lock();
+        let shard = &self.shards[ino as usize % SHARDS];
+        if let Some(st) = shard.read().get(&ino) {
+            return st.clone();
+        }
+        let mut m = shard.write();
         if m.len() > 4096 {
             // Drop entries nobody holds (the map's own reference only),
             // unless they hold dirty data: that lives until written back.
