@@ -1065,11 +1065,6 @@ fn dirstress_worker(dir: &Path, worker: u32, files: u32, seed: u64) {
         let a = &names[rand(files) as usize];
         let b = &names[rand(files) as usize];
         let r = fs::rename(a, b);
-        // Issue 12 defect 16 (fixed separately): a destination another
-        // thread changed before the locking is answered EINVAL.
-        if r.as_ref().err().and_then(|e| e.raw_os_error()) == Some(libc::EINVAL) {
-            continue;
-        }
         tolerated(r, "rename", a);
     }
     for p in &names {

@@ -349,14 +349,25 @@ impl FsCore {
 
     /// Looks `name` up in directory `dir`.
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
-        let d = self.inode(dir)?;
-        if d.file_type()? != FileType::Directory {
-            return Err(Error::NotDir(format!("inode {dir}")));
-        }
-        match dir::lookup(&self.vol, &d, name)? {
+        let found = self.read_dir_with(dir, |d| dir::lookup(&self.vol, d, name))?;
+        match found {
             Some((ino, _)) => Ok(ino),
             None => Err(Error::NotFound(String::from_utf8_lossy(name).into_owned())),
         }
+    }
+
+    /// Reads directory `ino` with `f`: when open read-write, under its
+    /// I/O lock shared (as the VFS holds `i_rwsem` shared for lookups and
+    /// listings), so that a change in progress (the first block turning
+    /// into an htree root before the inode says so, a leaf split, a new
+    /// block) is seen whole or not at all. The caller holds no inode lock.
+    fn read_dir_with<T>(&self, ino: u32, f: impl FnOnce(&Inode) -> Result<T>) -> Result<T> {
+        let _shared = self.live().map(|rw| rw.locks.lock_shared(ino));
+        let d = self.inode(ino)?;
+        if d.file_type()? != FileType::Directory {
+            return Err(Error::NotDir(format!("inode {ino}")));
+        }
+        f(&d)
     }
 
     /// Resolves `path` (absolute, or relative to the root) to an inode,
@@ -385,11 +396,11 @@ impl FsCore {
             if comp.len() > NAME_MAX {
                 return Err(Error::NameTooLong(shown()));
             }
-            let dir = self.inode(cur)?;
-            if dir.file_type()? != FileType::Directory {
-                return Err(Error::NotDir(shown()));
-            }
-            let next = match dir::lookup(&self.vol, &dir, comp)? {
+            let found = match self.read_dir_with(cur, |d| dir::lookup(&self.vol, d, comp)) {
+                Err(Error::NotDir(_)) => return Err(Error::NotDir(shown())),
+                r => r?,
+            };
+            let next = match found {
                 Some((ino, _)) => ino,
                 None => return Err(Error::NotFound(shown())),
             };
@@ -452,11 +463,7 @@ impl FsCore {
     /// Reads up to `max` entries of directory `ino` after `cookie`
     /// (0 = from the start). Pass the last entry's `next_cookie` to go on.
     pub fn readdir(&self, ino: u32, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        let d = self.inode(ino)?;
-        if d.file_type()? != FileType::Directory {
-            return Err(Error::NotDir(format!("inode {ino}")));
-        }
-        dir::readdir(&self.vol, &d, cookie, max)
+        self.read_dir_with(ino, |d| dir::readdir(&self.vol, d, cookie, max))
     }
 
     /// Every entry of directory `ino` (including "." and "..").

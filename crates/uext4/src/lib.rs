@@ -28,6 +28,7 @@ pub mod format;
 pub mod fs;
 pub mod inode;
 pub mod journal;
+pub mod lock_order;
 pub mod locks;
 pub mod mkfs;
 pub mod txn;

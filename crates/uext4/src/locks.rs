@@ -4,11 +4,23 @@
 //!
 //! 1. `rename_lock` (fs-wide mutex): only renames that move an entry
 //!    between two directories, as the VFS's `s_vfs_rename_mutex`; it keeps
-//!    the ancestor check of a directory move stable.
+//!    the tree's shape (which directory is an ancestor of which) as the
+//!    rename checked it, before any inode lock, until it is done.
 //! 2. Inode I/O locks ([`InodeIo::io`], the kernel's `i_rwsem`) of
-//!    directories: a parent before its child; two unrelated directories
-//!    in increasing inode number.
-//! 3. Inode I/O locks of non-directories, in increasing inode number.
+//!    directories and other files alike, several always in increasing
+//!    inode number ([`InodeLocks::lock_exclusive`]). An operation finds
+//!    the inodes it must lock (a rename's or unlink's victims) by lookups
+//!    under each directory's lock *shared*, locks them all, then looks
+//!    again and starts over if a name changed meanwhile. What the VFS
+//!    refuses (a directory moved into its own subtree, a rename over an
+//!    ancestor of the source, a hard link to a directory, unlink of "."
+//!    or "..") is refused before any inode lock. Number order is safe for
+//!    a parent and its child because only renames between directories
+//!    change which is which, and they hold `rename_lock`.
+//!    Directory readers (lookup, readdir, path walks, the rename's
+//!    ancestor walk) hold the directory's lock shared, one at a time, so
+//!    they never see a change half done (a block turned into an htree
+//!    root before the inode says so, a leaf split, a new block).
 //!    Exclusive holders that change a file's blocks first wait for the
 //!    inode's in-flight direct I/O to drain ([`InodeIo::dio_wait`], the
 //!    kernel's `inode_dio_wait`).
@@ -38,8 +50,12 @@
 //!    one at a time.
 //! 9. The journal's state lock, then cache shard locks (innermost, short).
 //!
+//! Checked: in debug builds every acquisition of 1, 2, 4 and 5 is
+//! checked against this order by [`crate::lock_order`] (a panic naming
+//! both locks on a violation); nothing is checked in release builds.
+//!
 //! Why: 1-3 are the VFS rules, so that the FUSE front end (which issues
-//! operations in any order) cannot deadlock; 4 is jbd2's rule that
+//! operations in any order) and library users cannot deadlock; 4 is jbd2's rule that
 //! `i_rwsem` is taken outside `journal_start`; 5 follows ext4; 6-9 are
 //! leaf locks held for a few hundred nanoseconds and never across device
 //! I/O (except a stripe lock across the read of a block being changed
@@ -52,32 +68,90 @@
 //! keeps truncate and punch (exclusive) from freeing those blocks under
 //! them.
 //!
-//! Metadata readers (lookup, stat, readdir) take no inode lock: every
-//! block they see is an immutable, consistent version (copy-on-write
-//! cache). File data reads take the I/O lock shared.
+//! Metadata readers see immutable, consistent block versions
+//! (copy-on-write cache), but a directory change spans several blocks
+//! and the inode: directory readers hold its I/O lock shared (above).
+//! `stat` takes no lock (one inode record is one block version).
+//! File data reads take the I/O lock shared.
 
-use parking_lot::{ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock};
+use crate::lock_order::{self, Class, Held};
+use parking_lot::{
+    ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
 
+/// A reader-writer lock of one inode whose acquisitions are checked
+/// against the lock order (see [`crate::lock_order`]; debug builds).
+#[derive(Debug)]
+pub struct OrderedLock {
+    class: Class,
+    ino: u32,
+    lock: Arc<RwLock<()>>,
+}
+
+/// A guard of an [`OrderedLock`]: the lock and its record in the
+/// lock-order checker are released together on drop.
+#[derive(Debug)]
+pub struct Ordered<G> {
+    _guard: G,
+    _held: Held,
+}
+
+impl OrderedLock {
+    fn new(class: Class, ino: u32) -> Self {
+        OrderedLock { class, ino, lock: Arc::default() }
+    }
+
+    /// Locks shared.
+    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.read(), _held: held }
+    }
+
+    /// Locks exclusively.
+    pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.write(), _held: held }
+    }
+
+    /// Locks shared, with a guard that owns a reference to the lock.
+    pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.read_arc(), _held: held }
+    }
+
+    /// Locks exclusively, with a guard that owns a reference to the lock.
+    pub fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, ()>> {
+        let held = lock_order::acquire(self.class, self.ino);
+        Ordered { _guard: self.lock.write_arc(), _held: held }
+    }
+
+    /// True if a guard that owns a reference to the lock is alive.
+    fn has_arc_guards(&self) -> bool {
+        Arc::strong_count(&self.lock) > 1
+    }
+}
+
 /// The I/O lock itself (`i_rwsem`): exclusive for any change of the
-/// inode, its directory entries or its data layout; shared for reads and
-/// the data path's overwrites.
-pub type IoLock = Arc<RwLock<()>>;
+/// inode, its directory entries or its data layout; shared for reads
+/// (directory lookups and listings included) and the data path's
+/// overwrites.
+pub type IoLock = OrderedLock;
 
 /// The in-memory, per-inode state of the data path: the locks and the
 /// in-flight direct-I/O count. Created on demand, dropped when nobody
 /// holds it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct InodeIo {
     /// `i_rwsem`.
     pub io: IoLock,
     /// `i_data_sem`: the extent tree and the inode record under a shared
     /// I/O lock (see the lock order above).
-    pub map: RwLock<()>,
+    pub map: OrderedLock,
     /// Direct I/Os submitted and not completed.
     dio: AtomicUsize,
     dio_done: (Mutex<()>, Condvar),
@@ -90,9 +164,28 @@ pub struct InodeIo {
     /// while blocks are freed or moved (truncate, punch, zero range), so a
     /// fill never reads a block that is being freed.
     pub invalidate: RwLock<()>,
+    /// Set when the inode is deleted (under its I/O lock, exclusive):
+    /// a shared-lock write that finds a cached folio then checks that the
+    /// number names a live inode before writing into it (a reader may
+    /// have filled a folio since the deletion dropped them all).
+    pub deleted: std::sync::atomic::AtomicBool,
 }
 
 impl InodeIo {
+    /// The state of inode `ino`, nobody holding it.
+    pub fn new(ino: u32) -> InodeIo {
+        InodeIo {
+            io: OrderedLock::new(Class::Io, ino),
+            map: OrderedLock::new(Class::Map, ino),
+            dio: AtomicUsize::new(0),
+            dio_done: Default::default(),
+            time_sec: AtomicI64::new(0),
+            pages: Default::default(),
+            invalidate: RwLock::new(()),
+            deleted: Default::default(),
+        }
+    }
+
     /// Counts a direct I/O in flight until the guard drops.
     pub fn dio_begin(&self) -> DioGuard<'_> {
         self.dio.fetch_add(1, Ordering::AcqRel);
@@ -131,18 +224,20 @@ impl Drop for DioGuard<'_> {
 /// Inode I/O state, created on demand and dropped when nobody holds it.
 #[derive(Debug)]
 pub struct InodeLocks {
-    shards: Vec<Mutex<HashMap<u32, Arc<InodeIo>>>>,
+    /// Read-locked to find an entry (directory readers of one directory
+    /// then do not queue behind each other), write-locked to add one.
+    shards: Vec<RwLock<HashMap<u32, Arc<InodeIo>>>>,
 }
 
 impl Default for InodeLocks {
     fn default() -> Self {
-        InodeLocks { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        InodeLocks { shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
     }
 }
 
 /// Exclusive I/O locks on several inodes, released on drop.
 pub struct Locked {
-    guards: Vec<ArcRwLockWriteGuard<RawRwLock, ()>>,
+    guards: Vec<Ordered<ArcRwLockWriteGuard<RawRwLock, ()>>>,
 }
 
 impl std::fmt::Debug for Locked {
@@ -154,34 +249,29 @@ impl std::fmt::Debug for Locked {
 impl InodeLocks {
     /// The I/O state of inode `ino`.
     pub fn inode(&self, ino: u32) -> Arc<InodeIo> {
-        let mut m = self.shards[ino as usize % SHARDS].lock();
+        let shard = &self.shards[ino as usize % SHARDS];
+        if let Some(st) = shard.read().get(&ino) {
+            return st.clone();
+        }
+        let mut m = shard.write();
         if m.len() > 4096 {
             // Drop entries nobody holds (the map's own reference only),
             // unless they hold dirty data: that lives until written back.
-            m.retain(|_, l| Arc::strong_count(l) > 1 || Arc::strong_count(&l.io) > 1 || l.pages.is_dirty());
+            m.retain(|_, l| Arc::strong_count(l) > 1 || l.io.has_arc_guards() || l.pages.is_dirty());
         }
-        m.entry(ino).or_default().clone()
+        m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
     }
 
-    /// The I/O lock of inode `ino`.
-    pub fn get(&self, ino: u32) -> IoLock {
-        self.inode(ino).io.clone()
-    }
-
-    /// Locks `dirs` in the order given (the caller orders them: parent
-    /// before child, else by inode number) and then `others` sorted by
-    /// inode number, all exclusively, waiting for the in-flight direct
-    /// I/O of each; duplicates and 0 are skipped.
+    /// Locks the inodes of `dirs` and `others` (directories and other
+    /// files alike) exclusively in increasing inode number, the one order
+    /// of inode I/O locks, waiting for the in-flight direct I/O of each;
+    /// duplicates and 0 are skipped. The caller holds no inode lock yet.
     pub fn lock_exclusive(&self, dirs: &[u32], others: &[u32]) -> Locked {
-        let mut seen = Vec::new();
-        let mut guards = Vec::new();
-        let mut others: Vec<u32> = others.to_vec();
-        others.sort_unstable();
-        for &ino in dirs.iter().chain(others.iter()) {
-            if ino == 0 || seen.contains(&ino) {
-                continue;
-            }
-            seen.push(ino);
+        let mut all: Vec<u32> = dirs.iter().chain(others).copied().filter(|&i| i != 0).collect();
+        all.sort_unstable();
+        all.dedup();
+        let mut guards = Vec::with_capacity(all.len());
+        for ino in all {
             let st = self.inode(ino);
             guards.push(st.io.write_arc());
             st.dio_wait();
@@ -189,8 +279,8 @@ impl InodeLocks {
         Locked { guards }
     }
 
-    /// Locks `ino` shared.
-    pub fn lock_shared(&self, ino: u32) -> ArcRwLockReadGuard<RawRwLock, ()> {
-        self.get(ino).read_arc()
+    /// Locks `ino` shared (a reader of a directory: lookups, listings).
+    pub fn lock_shared(&self, ino: u32) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
+        self.inode(ino).io.read_arc()
     }
 }

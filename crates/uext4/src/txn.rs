@@ -38,6 +38,8 @@ pub struct Tx<'a> {
     pub writeback: bool,
     /// The operation reached a consistent end (see [`Tx::settle`]).
     pub settled: std::sync::atomic::AtomicBool,
+    /// The handle's record in the lock-order checker.
+    pub order: crate::lock_order::Held,
 }
 
 impl std::fmt::Debug for Tx<'_> {

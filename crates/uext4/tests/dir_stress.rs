@@ -75,12 +75,6 @@ fn dirstress_worker(fs: &Filesystem, dir: u32, worker: u32, files: u32, seed: u6
         let a = &names[rng.below(u64::from(files)) as usize];
         let b = &names[rng.below(u64::from(files)) as usize];
         let r = fs.rename(dir, a, dir, b, RenameFlags::default());
-        // Issue 12 defect 16 (fixed separately): a destination that
-        // another thread changes between the unlocked lookup and the
-        // locking is answered EINVAL. Tolerated here until that lands.
-        if matches!(&r, Err(Error::Invalid(m)) if m.contains("destination changed")) {
-            continue;
-        }
         tolerated(r, "rename", a);
     }
     for name in &names {

@@ -180,6 +180,11 @@ impl FsCore {
         if rw.data.lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
             let shared = st.io.read();
             if let Some(f) = st.pages.find(offset / PAGE_SIZE) {
+                // A deleted inode's folios are dropped under the exclusive
+                // lock; a reader may have filled one since.
+                if st.deleted.load(Ordering::Acquire) {
+                    self.check_live(&self.regular(ino)?)?;
+                }
                 if end <= f.start() + f.len() && self.try_write_in_folio(&st, ino, &f, offset, data)? {
                     IoStats::bump(&rw.stats.buffered_write_shared);
                     self.lazy_times(&st, ino)?;
@@ -190,6 +195,7 @@ impl FsCore {
             drop(shared);
         }
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        self.check_live(&self.regular(ino)?)?;
         IoStats::bump(&rw.stats.buffered_write_exclusive);
         // In aligned pieces, so that a large write never holds (and pins
         // in the cache) more than a piece's folios at once.

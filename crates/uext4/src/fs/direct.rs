@@ -152,6 +152,7 @@ impl FsCore {
             self.writeback_locked(&st, ino)?;
         }
         let i = self.regular(ino)?;
+        self.check_live(&i)?;
         let end = offset + len;
         if end <= i.size {
             let maps = self.map_range(&i, offset, len)?;

@@ -118,6 +118,25 @@ impl FsCore {
         Ok(crate::dir::lookup(&self.vol, dir, name)?.map(|(i, _)| i))
     }
 
+    /// Looks `name` up in directory `dir` before the operation locks
+    /// anything: under the directory's I/O lock shared, so that it sees
+    /// the directory before or after a change, never in between. The
+    /// answer is a guess to lock by, checked again under the locks.
+    fn lookup_unlocked(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
+        let _s = self.rw()?.locks.lock_shared(dir);
+        self.lookup_opt(&self.load_dir(dir)?, name)
+    }
+
+    /// An inode loaded under its I/O lock, for an operation by inode
+    /// number: one with no links that nobody has open was deleted (its
+    /// number may be free or reused by now), so it is gone (ENOENT).
+    pub(crate) fn check_live(&self, i: &Inode) -> Result<()> {
+        if i.links_count == 0 && !self.rw()?.is_open(i.ino) {
+            return Err(Error::NotFound(format!("inode {} was deleted", i.ino)));
+        }
+        Ok(())
+    }
+
     /// Records `tx` as the last change of `inos` (for fsync), and the
     /// operation as ended consistently ([`Tx::settle`]).
     fn note_tid(&self, tx: &Tx, inos: &[u32]) {
@@ -299,6 +318,14 @@ impl FsCore {
 
     fn link_once(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
         check_name(newname)?;
+        if is_dot(newname) {
+            return Err(Error::Exists(lossy(newname)));
+        }
+        // The VFS's refusal, before any lock: a directory's type never
+        // changes while its number is in use.
+        if ftype(&self.load(ino)?)? == FileType::Directory {
+            return Err(Error::NotPermitted("hard link to a directory".into()));
+        }
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[newparent], &[ino]);
         let mut dir = self.load_dir(newparent)?;
@@ -338,14 +365,20 @@ impl FsCore {
     /// Removes the name `parent/name` of a non-directory.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        let rw = self.rw()?;
-        let dir0 = self.load_dir(parent)?;
-        let victim = self.lookup_opt(&dir0, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
-        let _l = rw.locks.lock_exclusive(&[parent], &[victim]);
-        let mut dir = self.load_dir(parent)?;
-        if self.lookup_opt(&dir, name)? != Some(victim) {
-            return Err(Error::NotFound(lossy(name)));
+        if is_dot(name) {
+            return Err(Error::IsDir(lossy(name)));
         }
+        let rw = self.rw()?;
+        // The victim is found before locking and locked with its parent
+        // in inode-number order; if the name changed meanwhile, again.
+        let (_l, mut dir, victim) = loop {
+            let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+            let l = rw.locks.lock_exclusive(&[parent], &[victim]);
+            let dir = self.load_dir(parent)?;
+            if self.lookup_opt(&dir, name)? == Some(victim) {
+                break (l, dir, victim);
+            }
+        };
         let mut i = self.load(victim)?;
         if ftype(&i)? == FileType::Directory {
             return Err(Error::IsDir(lossy(name)));
@@ -380,16 +413,18 @@ impl FsCore {
         }
         check_name(name)?;
         let rw = self.rw()?;
-        let dir0 = self.load_dir(parent)?;
-        let victim = self.lookup_opt(&dir0, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
-        if victim == ROOT_INO {
-            return Err(Error::Busy("the root directory".into()));
-        }
-        let _l = rw.locks.lock_exclusive(&[parent, victim], &[]);
-        let mut dir = self.load_dir(parent)?;
-        if self.lookup_opt(&dir, name)? != Some(victim) {
-            return Err(Error::NotFound(lossy(name)));
-        }
+        // As unlink: found, locked in inode-number order, checked again.
+        let (_l, mut dir, victim) = loop {
+            let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+            if victim == ROOT_INO {
+                return Err(Error::Busy("the root directory".into()));
+            }
+            let l = rw.locks.lock_exclusive(&[parent, victim], &[]);
+            let dir = self.load_dir(parent)?;
+            if self.lookup_opt(&dir, name)? == Some(victim) {
+                break (l, dir, victim);
+            }
+        };
         let mut d = self.load(victim)?;
         if ftype(&d)? != FileType::Directory {
             return Err(Error::NotDir(lossy(name)));
@@ -417,7 +452,9 @@ impl FsCore {
     pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
-            rw.locks.inode(i.ino).pages.invalidate_all();
+            let st = rw.locks.inode(i.ino);
+            st.deleted.store(true, std::sync::atomic::Ordering::Release);
+            st.pages.invalidate_all();
             // Its errors are not the next user's of the number.
             rw.errs.forget(i.ino);
         }
@@ -452,10 +489,19 @@ impl FsCore {
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
         // The new name may need a directory block a pending free holds;
         // the new name is added first, so a failure leaves nothing done.
-        self.retry_nospc(|| self.rename_once(parent, name, newparent, newname, flags))
+        self.retry_nospc(|| self.rename_checked(parent, name, newparent, newname, flags))
     }
 
-    fn rename_once(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
+    /// The VFS's checks, the rename lock, then attempts until one finds
+    /// the names unchanged under the locks.
+    fn rename_checked(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
         check_name(name)?;
         check_name(newname)?;
         if is_dot(name) || is_dot(newname) {
@@ -465,19 +511,43 @@ impl FsCore {
             return Err(Error::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE".into()));
         }
         let rw = self.rw()?;
-        let _cross = (parent != newparent).then(|| rw.rename_lock.lock());
-        let src = self.lookup_opt(&self.load_dir(parent)?, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
-        let dst = self.lookup_opt(&self.load_dir(newparent)?, newname)?;
+        // Renames between two directories are serialized: the tree's
+        // shape (ancestry) stays as checked until they are done.
+        let _cross = (parent != newparent).then(|| rw.lock_rename());
+        while !self.rename_once(parent, name, newparent, newname, flags)? {}
+        Ok(())
+    }
+
+    /// One attempt of [`FsCore::rename`] (rename lock held if the parents
+    /// differ): looks both names up, does the VFS's checks, locks the
+    /// parents and the inodes named in inode-number order and looks again.
+    /// Returns false, having changed nothing, if a name changed between
+    /// the lookups and the locks.
+    fn rename_once(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<bool> {
+        let rw = self.rw()?;
+        let src = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+        let dst = self.lookup_unlocked(newparent, newname)?;
         if flags.noreplace && dst.is_some() {
             // Before the same-inode shortcut, as Linux checks it.
             return Err(Error::Exists(lossy(newname)));
         }
         if dst == Some(src) {
-            return Ok(()); // same inode: nothing to do (POSIX)
+            return Ok(true); // same inode: nothing to do (POSIX)
         }
-        let src_is_dir = ftype(&self.load(src)?)? == FileType::Directory;
+        if flags.exchange && dst.is_none() {
+            return Err(Error::NotFound(lossy(newname)));
+        }
+        let is_dir = |ino: u32| -> Result<bool> { Ok(ftype(&self.load(ino)?)? == FileType::Directory) };
+        let src_is_dir = is_dir(src)?;
         let dst_is_dir = match dst {
-            Some(d) => ftype(&self.load(d)?)? == FileType::Directory,
+            Some(d) => is_dir(d)?,
             None => false,
         };
         if dst.is_some() && !flags.exchange && !src_is_dir && rw.data.auto_da_alloc {
@@ -489,51 +559,55 @@ impl FsCore {
             // the lock order (crate::locks).
             self.writeback_inode(src)?;
         }
-        // Moving a directory into its own subtree.
         if parent != newparent {
+            // The VFS's traps (lock_rename), before any inode lock: the
+            // rename lock keeps the answer true until the locks are held.
+            // Moving a directory into its own subtree:
             if src_is_dir && self.is_ancestor(src, newparent)? {
                 return Err(Error::Invalid("rename of a directory into itself".into()));
             }
-            if flags.exchange && dst_is_dir {
-                if let Some(d) = dst {
-                    if self.is_ancestor(d, parent)? {
-                        return Err(Error::Invalid("rename of a directory into itself".into()));
-                    }
+            // Replacing (or swapping with) an ancestor of the source:
+            if let Some(d) = dst.filter(|_| dst_is_dir) {
+                if self.is_ancestor(d, parent)? {
+                    return Err(if flags.exchange {
+                        Error::Invalid("rename of a directory into itself".into())
+                    } else {
+                        Error::NotEmpty(lossy(newname))
+                    });
                 }
             }
         }
-        // Parents: an ancestor before its descendant, else by number.
-        let parents = if parent == newparent {
-            vec![parent]
-        } else if self.is_ancestor(parent, newparent)? {
-            vec![parent, newparent]
-        } else if self.is_ancestor(newparent, parent)? {
-            vec![newparent, parent]
-        } else {
-            let mut v = vec![parent, newparent];
-            v.sort_unstable();
-            v
-        };
-        let mut dirs = parents.clone();
-        let mut others = Vec::new();
-        for (ino, is_dir) in [(Some(src), src_is_dir), (dst, dst_is_dir)] {
-            let Some(ino) = ino else { continue };
-            if is_dir {
-                dirs.push(ino);
-            } else {
-                others.push(ino);
-            }
+        let _l = rw.locks.lock_exclusive(&[parent, newparent], &[src, dst.unwrap_or(0)]);
+        // Look again under the locks: the names, and the inodes' types
+        // (a number freed and reused meanwhile may be another file).
+        let pd = self.load_dir(parent)?;
+        let nd = if parent == newparent { pd.clone() } else { self.load_dir(newparent)? };
+        if self.lookup_opt(&pd, name)? != Some(src)
+            || self.lookup_opt(&nd, newname)? != dst
+            || is_dir(src)? != src_is_dir
+            || dst.map(is_dir).transpose()?.is_some_and(|d| d != dst_is_dir)
+        {
+            return Ok(false);
         }
-        let _l = rw.locks.lock_exclusive(&dirs, &others);
-        // Re-check under the locks.
-        let mut pd = self.load_dir(parent)?;
-        if self.lookup_opt(&pd, name)? != Some(src) {
-            return Err(Error::NotFound(lossy(name)));
-        }
-        let mut nd = if parent == newparent { pd.clone() } else { self.load_dir(newparent)? };
-        if self.lookup_opt(&nd, newname)? != dst {
-            return Err(Error::Invalid("destination changed during rename".into()));
-        }
+        self.rename_locked(parent, name, newparent, newname, flags, (src, src_is_dir), (dst, dst_is_dir), pd, nd)?;
+        Ok(true)
+    }
+
+    /// The change of a rename, everything locked and checked; `pd` and
+    /// `nd` are the parents loaded under the locks.
+    #[allow(clippy::too_many_arguments)]
+    fn rename_locked(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+        (src, src_is_dir): (u32, bool),
+        (dst, dst_is_dir): (Option<u32>, bool),
+        mut pd: Inode,
+        mut nd: Inode,
+    ) -> Result<()> {
         let mut s = self.load(src)?;
         let now = Timestamp::now();
         if flags.exchange {
@@ -646,7 +720,8 @@ impl FsCore {
         Ok(())
     }
 
-    /// True if directory `a` is `b` or one of its ancestors.
+    /// True if directory `a` is `b` or one of its ancestors. Called with
+    /// no inode lock held (each directory is read under its lock shared).
     fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
         let mut cur = b;
         for _ in 0..4096 {
@@ -656,8 +731,7 @@ impl FsCore {
             if cur == ROOT_INO {
                 return Ok(false);
             }
-            let d = self.load_dir(cur)?;
-            cur = self.lookup_opt(&d, b"..")?.ok_or_else(|| Error::NotFound("..".into()))?;
+            cur = self.lookup_unlocked(cur, b"..")?.ok_or_else(|| Error::NotFound("..".into()))?;
         }
         Err(Error::Loop("directory tree deeper than 4096 levels".into()))
     }
@@ -672,6 +746,7 @@ impl FsCore {
             self.writeback_locked(&st, ino)?;
         }
         let mut i = self.load(ino)?;
+        self.check_live(&i)?;
         let now = Timestamp::now();
         if let Some(size) = attr.size {
             match ftype(&i)? {
@@ -996,6 +1071,7 @@ impl FsCore {
             self.writeback_locked(&st, ino)?;
         }
         let mut i = self.load(ino)?;
+        self.check_live(&i)?;
         if ftype(&i)? != FileType::Regular {
             return Err(Error::Invalid(format!("fallocate on inode {ino}, not a regular file")));
         }

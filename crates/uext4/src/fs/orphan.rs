@@ -57,7 +57,10 @@ impl FsCore {
     #[must_use = "a deferred deletion must be finished with delete_orphan"]
     pub(crate) fn drop_last_link(&self, tx: &Tx, i: &mut Inode) -> Result<bool> {
         let rw = self.rw()?;
-        if !rw.is_open(i.ino) {
+        // "Is it open" and "doom it" are one step (doom_if_open): a last
+        // close in between would otherwise find it not doomed and delete
+        // nothing.
+        if !rw.doom_if_open(i.ino) {
             // Its cached data goes before its blocks do.
             rw.locks.inode(i.ino).pages.invalidate_all();
             if self.free_blocks_bounded(tx, i, 0)? {
@@ -67,8 +70,9 @@ impl FsCore {
             self.orphan_add(tx, i)?;
             return Ok(true);
         }
+        // Its last close waits for the I/O lock the caller holds, so the
+        // orphan entry is there before that close takes it off again.
         self.orphan_add(tx, i)?;
-        rw.doom(i.ino);
         Ok(false)
     }
 
@@ -135,7 +139,7 @@ impl FsCore {
     /// with links, as a truncate that did not fit in one handle left it)
     /// in bounded handles, then takes it off the list. `map` is taken
     /// for each step (after the handle: the data path's order).
-    pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&parking_lot::RwLock<()>>) -> Result<()> {
+    pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&crate::locks::OrderedLock>) -> Result<()> {
         let bs = self.vol.block_size as u64;
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
@@ -200,6 +204,11 @@ impl FsCore {
             return Ok(());
         }
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        // Decided again under the lock unlink dooms it under: another
+        // close may have deleted it, or an open come in meanwhile.
+        if !rw.take_doomed(ino) {
+            return Ok(());
+        }
         self.delete_orphan(ino)
     }
 

@@ -289,6 +289,12 @@ impl RwState {
         self.dirty[ino as usize % DIRTY_SHARDS].lock().get(&ino).copied().filter(|&t| t > committed)
     }
 
+    /// Takes the rename lock (first in the lock order: the caller holds
+    /// no inode lock).
+    pub(crate) fn lock_rename(&self) -> (crate::lock_order::Held, parking_lot::MutexGuard<'_, ()>) {
+        (crate::lock_order::acquire(crate::lock_order::Class::Rename, 0), self.rename_lock.lock())
+    }
+
     /// True if `ino` has open handles.
     pub(crate) fn is_open(&self, ino: u32) -> bool {
         self.open.lock().counts.contains_key(&ino)
@@ -299,8 +305,10 @@ impl RwState {
     }
 
     /// Drops one handle. Says whether it was the last one of an unlinked
-    /// inode (to delete), and whether the file was truncated to zero while
-    /// open since the last close (to write back now: auto_da_alloc).
+    /// inode (to delete: confirmed under the inode lock by
+    /// [`RwState::take_doomed`]), and whether the file was truncated to
+    /// zero while open since the last close (to write back now:
+    /// auto_da_alloc).
     pub(crate) fn close_ref(&self, ino: u32) -> Closed {
         let mut g = self.open.lock();
         let alloc = g.alloc_on_close.remove(&ino);
@@ -311,16 +319,34 @@ impl RwState {
             }
             Some(_) => {
                 g.counts.remove(&ino);
-                g.doomed.remove(&ino)
+                g.doomed.contains(&ino)
             }
             None => false,
         };
         Closed { delete, alloc }
     }
 
-    /// Marks `ino` as unlinked while open.
-    pub(crate) fn doom(&self, ino: u32) {
-        self.open.lock().doomed.insert(ino);
+    /// Marks `ino` (its last link gone, its I/O lock held) as unlinked
+    /// while open if it is open, in the same critical section as the
+    /// check, so that a close cannot slip between them: true if it is
+    /// open (its last close deletes it), false if it is to be deleted now.
+    pub(crate) fn doom_if_open(&self, ino: u32) -> bool {
+        let mut g = self.open.lock();
+        if g.counts.contains_key(&ino) {
+            g.doomed.insert(ino);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The close-side decision, under the inode's I/O lock: true (and no
+    /// longer doomed) if `ino` is doomed and not open again, so the
+    /// caller deletes it; false if another close did, or it was reopened
+    /// (its own last close deletes it).
+    pub(crate) fn take_doomed(&self, ino: u32) -> bool {
+        let mut g = self.open.lock();
+        !g.counts.contains_key(&ino) && g.doomed.remove(&ino)
     }
 
     /// Notes that open file `ino` was truncated to zero: its next close
@@ -437,6 +463,8 @@ impl FsCore {
         }
         let alloc = self.allocator()?;
         IoStats::bump(&rw.stats.handles);
+        // Checked before waiting: a handle may wait for a commit.
+        let order = crate::lock_order::acquire(crate::lock_order::Class::Handle, 0);
         let handle = match &rw.journal {
             Some(j) => j.start_handle(credits)?,
             None => Handle::direct(self.vol.cache.clone()),
@@ -450,6 +478,7 @@ impl FsCore {
             delalloc: Some(rw.pages.account()),
             writeback,
             settled: Default::default(),
+            order,
         })
     }
 

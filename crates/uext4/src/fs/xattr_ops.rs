@@ -113,6 +113,7 @@ impl FsCore {
             let rw = self.rw()?;
             let _l = rw.locks.lock_exclusive(&[], &[ino]);
             let mut i = self.inode(ino)?;
+            self.check_live(&i)?;
             check_writable(&i, index)?;
             match &acl {
                 None => self.xattr_change(&mut i, index, suffix, Some(value), mode.presence(), false),
@@ -131,6 +132,7 @@ impl FsCore {
         let rw = self.rw()?;
         let _l = rw.locks.lock_exclusive(&[], &[ino]);
         let mut i = self.inode(ino)?;
+        self.check_live(&i)?;
         check_writable(&i, index)?;
         if is_acl(index) {
             // Removing an ACL is setting none (set_posix_acl with NULL):

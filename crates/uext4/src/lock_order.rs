@@ -1,0 +1,211 @@
+//! The lock-order checker (lockdep-like), debug builds only.
+//!
+//! Every acquisition of a lock in the order of [`crate::locks`] goes
+//! through [`acquire`], which checks it against the locks this thread
+//! already holds and panics with both on a violation; the returned
+//! [`Held`] token releases the record when the lock guard drops. A
+//! violation is reported the first time the code path runs, not the
+//! rare time two threads interleave badly enough to deadlock.
+//!
+//! In release builds [`Held`] is an empty type without `Drop` and
+//! [`acquire`] does nothing: the checker costs nothing.
+
+/// The checked lock classes, outer first (their order is the order of
+/// [`crate::locks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// The fs-wide rename lock (`s_vfs_rename_mutex`).
+    Rename,
+    /// An inode's I/O lock (`i_rwsem`), shared or exclusive: several in
+    /// increasing inode number.
+    Io,
+    /// A journal handle: at most one per thread, after every inode lock.
+    Handle,
+    /// An inode's mapping lock (`i_data_sem`): one at a time, inside the
+    /// handle when there is one.
+    Map,
+}
+
+/// Proof that this thread holds a lock of a checked class; the record is
+/// dropped with it. Drop it on the thread that acquired it.
+#[derive(Debug)]
+#[must_use = "the lock is recorded as held until this is dropped"]
+pub struct Held {
+    #[cfg(debug_assertions)]
+    id: u64,
+}
+
+#[cfg(debug_assertions)]
+mod imp {
+    use super::Class;
+    use std::cell::{Cell, RefCell};
+
+    /// One lock this thread holds.
+    #[derive(Debug, Clone, Copy)]
+    pub(super) struct Entry {
+        pub class: Class,
+        pub ino: u32,
+        pub id: u64,
+    }
+
+    thread_local! {
+        pub(super) static HELD: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+        pub(super) static NEXT: Cell<u64> = const { Cell::new(1) };
+    }
+
+    /// Why taking `(class, ino)` while holding `h` breaks the order, if it does.
+    pub(super) fn conflict(h: &Entry, class: Class, ino: u32) -> Option<&'static str> {
+        if h.class > class {
+            return Some("a lock of an outer class is taken after an inner one");
+        }
+        if h.class < class {
+            return None;
+        }
+        match class {
+            Class::Io if h.ino < ino => None,
+            Class::Io if h.ino == ino => Some("the same inode's I/O lock is taken twice"),
+            Class::Io => Some("inode I/O locks are taken in increasing inode number"),
+            Class::Rename => Some("the rename lock is taken twice"),
+            Class::Handle => Some("a handle is started while this thread holds another"),
+            Class::Map => Some("a second mapping lock is taken (one at a time)"),
+        }
+    }
+}
+
+/// Records that this thread takes a lock of `class` (for [`Class::Io`]
+/// and [`Class::Map`], of inode `ino`; 0 otherwise), about to wait for it.
+///
+/// # Panics
+/// In debug builds, when the acquisition breaks the lock order of
+/// [`crate::locks`] given the locks this thread holds: that is a bug that
+/// can deadlock, never a property of the image or the input.
+pub fn acquire(class: Class, ino: u32) -> Held {
+    #[cfg(debug_assertions)]
+    {
+        let id = imp::NEXT.with(|n| {
+            let id = n.get();
+            n.set(id + 1);
+            id
+        });
+        imp::HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some((h, why)) = held.iter().find_map(|h| imp::conflict(h, class, ino).map(|w| (h, w))) {
+                let all: Vec<String> = held.iter().map(|e| format!("{:?}({})", e.class, e.ino)).collect();
+                let msg = format!(
+                    "lock order violation: taking {class:?}({ino}) while holding {:?}({}): {why}; held: [{}] \
+                     (see uext4::locks for the order)",
+                    h.class,
+                    h.ino,
+                    all.join(", ")
+                );
+                // Not recorded: the caller unwinds without the lock.
+                drop(held);
+                panic!("{msg}");
+            }
+            held.push(imp::Entry { class, ino, id });
+        });
+        Held { id }
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = (class, ino);
+        Held {}
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Drop for Held {
+    fn drop(&mut self) {
+        let id = self.id;
+        // try_with: a token dropped during thread teardown finds no list.
+        let _ = imp::HELD.try_with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(pos) = held.iter().rposition(|e| e.id == id) {
+                held.remove(pos);
+            }
+        });
+    }
+}
+
+/// The locks this thread holds, outer first (debug builds; empty in
+/// release builds). For tests and diagnostics.
+pub fn held() -> Vec<(Class, u32)> {
+    #[cfg(debug_assertions)]
+    {
+        imp::HELD.with(|h| h.borrow().iter().map(|e| (e.class, e.ino)).collect())
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        Vec::new()
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use super::*;
+
+    fn violation(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+        let e = std::panic::catch_unwind(f).expect_err("the violation must be detected");
+        e.downcast_ref::<String>().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_documented_order_passes() {
+        let r = acquire(Class::Rename, 0);
+        let a = acquire(Class::Io, 12);
+        let b = acquire(Class::Io, 40);
+        let h = acquire(Class::Handle, 0);
+        let m = acquire(Class::Map, 40);
+        assert_eq!(held().len(), 5);
+        drop((m, h, a, b, r));
+        assert!(held().is_empty());
+        // Released out of order, then taken again.
+        let a = acquire(Class::Io, 7);
+        let b = acquire(Class::Io, 9);
+        drop(a);
+        let m = acquire(Class::Map, 9);
+        drop((b, m));
+        assert!(held().is_empty());
+    }
+
+    #[test]
+    fn violations_are_detected() {
+        let msg = violation(|| {
+            let _a = acquire(Class::Io, 40);
+            let _b = acquire(Class::Io, 12);
+        });
+        assert!(msg.contains("increasing inode number"), "{msg}");
+        let msg = violation(|| {
+            let _a = acquire(Class::Io, 40);
+            let _b = acquire(Class::Io, 40);
+        });
+        assert!(msg.contains("taken twice"), "{msg}");
+        let msg = violation(|| {
+            let _h = acquire(Class::Handle, 0);
+            let _a = acquire(Class::Io, 12);
+        });
+        assert!(msg.contains("outer class"), "{msg}");
+        let msg = violation(|| {
+            let _a = acquire(Class::Io, 12);
+            let _r = acquire(Class::Rename, 0);
+        });
+        assert!(msg.contains("Rename(0) while holding Io(12)"), "{msg}");
+        let msg = violation(|| {
+            let _h = acquire(Class::Handle, 0);
+            let _h2 = acquire(Class::Handle, 0);
+        });
+        assert!(msg.contains("another"), "{msg}");
+        let msg = violation(|| {
+            let _m = acquire(Class::Map, 3);
+            let _n = acquire(Class::Map, 4);
+        });
+        assert!(msg.contains("one at a time"), "{msg}");
+        let msg = violation(|| {
+            let _m = acquire(Class::Map, 3);
+            let _h = acquire(Class::Handle, 0);
+        });
+        assert!(msg.contains("outer class"), "{msg}");
+        // Every token was dropped by the unwinding.
+        assert!(held().is_empty());
+    }
+}
