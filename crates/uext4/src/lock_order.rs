@@ -19,11 +19,25 @@ pub enum Class {
     /// An inode's I/O lock (`i_rwsem`), shared or exclusive: several in
     /// increasing inode number.
     Io,
+    /// A folio lock (key: the folio's first page index): several, in
+    /// increasing index, of one file.
+    Folio,
+    /// An inode's invalidate lock (`invalidate_lock`): one at a time.
+    Invalidate,
     /// A journal handle: at most one per thread, after every inode lock.
     Handle,
     /// An inode's mapping lock (`i_data_sem`): one at a time, inside the
     /// handle when there is one.
     Map,
+    /// The orphan-list mutex.
+    Orphan,
+    /// An allocator group lock (block or inode group; key: the group):
+    /// one at a time.
+    Group,
+    /// A buffer-cache stripe lock (key: the block): one at a time.
+    Stripe,
+    /// The journal's state lock.
+    Journal,
 }
 
 /// Proof that this thread holds a lock of a checked class; the record is
@@ -44,7 +58,7 @@ mod imp {
     #[derive(Debug, Clone, Copy)]
     pub(super) struct Entry {
         pub class: Class,
-        pub ino: u32,
+        pub key: u64,
         pub id: u64,
     }
 
@@ -53,8 +67,8 @@ mod imp {
         pub(super) static NEXT: Cell<u64> = const { Cell::new(1) };
     }
 
-    /// Why taking `(class, ino)` while holding `h` breaks the order, if it does.
-    pub(super) fn conflict(h: &Entry, class: Class, ino: u32) -> Option<&'static str> {
+    /// Why taking `(class, key)` while holding `h` breaks the order, if it does.
+    pub(super) fn conflict(h: &Entry, class: Class, key: u64) -> Option<&'static str> {
         if h.class > class {
             return Some("a lock of an outer class is taken after an inner one");
         }
@@ -62,24 +76,34 @@ mod imp {
             return None;
         }
         match class {
-            Class::Io if h.ino < ino => None,
-            Class::Io if h.ino == ino => Some("the same inode's I/O lock is taken twice"),
+            Class::Io if h.key < key => None,
+            Class::Io if h.key == key => Some("the same inode's I/O lock is taken twice"),
             Class::Io => Some("inode I/O locks are taken in increasing inode number"),
+            Class::Folio if h.key < key => None,
+            Class::Folio => Some("folio locks are taken in increasing index"),
             Class::Rename => Some("the rename lock is taken twice"),
             Class::Handle => Some("a handle is started while this thread holds another"),
             Class::Map => Some("a second mapping lock is taken (one at a time)"),
+            Class::Invalidate => Some("a second invalidate lock is taken (one at a time)"),
+            Class::Orphan => Some("the orphan-list mutex is taken twice"),
+            Class::Group => Some("a second allocator group lock is taken (one at a time)"),
+            Class::Stripe => Some("a second buffer-cache stripe lock is taken (one at a time)"),
+            Class::Journal => Some("the journal state lock is taken twice"),
         }
     }
 }
 
-/// Records that this thread takes a lock of `class` (for [`Class::Io`]
-/// and [`Class::Map`], of inode `ino`; 0 otherwise), about to wait for it.
+/// Records that this thread takes a lock of `class` with `key` (the
+/// inode for [`Class::Io`], [`Class::Map`] and [`Class::Invalidate`], the
+/// folio index for [`Class::Folio`], the group or block for the leaf
+/// classes; 0 otherwise), about to wait for it.
 ///
 /// # Panics
 /// In debug builds, when the acquisition breaks the lock order of
 /// [`crate::locks`] given the locks this thread holds: that is a bug that
 /// can deadlock, never a property of the image or the input.
-pub fn acquire(class: Class, ino: u32) -> Held {
+#[inline]
+pub fn acquire(class: Class, key: u64) -> Held {
     #[cfg(debug_assertions)]
     {
         let id = imp::NEXT.with(|n| {
@@ -89,26 +113,26 @@ pub fn acquire(class: Class, ino: u32) -> Held {
         });
         imp::HELD.with(|held| {
             let mut held = held.borrow_mut();
-            if let Some((h, why)) = held.iter().find_map(|h| imp::conflict(h, class, ino).map(|w| (h, w))) {
-                let all: Vec<String> = held.iter().map(|e| format!("{:?}({})", e.class, e.ino)).collect();
+            if let Some((h, why)) = held.iter().find_map(|h| imp::conflict(h, class, key).map(|w| (h, w))) {
+                let all: Vec<String> = held.iter().map(|e| format!("{:?}({})", e.class, e.key)).collect();
                 let msg = format!(
-                    "lock order violation: taking {class:?}({ino}) while holding {:?}({}): {why}; held: [{}] \
+                    "lock order violation: taking {class:?}({key}) while holding {:?}({}): {why}; held: [{}] \
                      (see uext4::locks for the order)",
                     h.class,
-                    h.ino,
+                    h.key,
                     all.join(", ")
                 );
                 // Not recorded: the caller unwinds without the lock.
                 drop(held);
                 panic!("{msg}");
             }
-            held.push(imp::Entry { class, ino, id });
+            held.push(imp::Entry { class, key, id });
         });
         Held { id }
     }
     #[cfg(not(debug_assertions))]
     {
-        let _ = (class, ino);
+        let _ = (class, key);
         Held {}
     }
 }
@@ -129,10 +153,10 @@ impl Drop for Held {
 
 /// The locks this thread holds, outer first (debug builds; empty in
 /// release builds). For tests and diagnostics.
-pub fn held() -> Vec<(Class, u32)> {
+pub fn held() -> Vec<(Class, u64)> {
     #[cfg(debug_assertions)]
     {
-        imp::HELD.with(|h| h.borrow().iter().map(|e| (e.class, e.ino)).collect())
+        imp::HELD.with(|h| h.borrow().iter().map(|e| (e.class, e.key)).collect())
     }
     #[cfg(not(debug_assertions))]
     {

@@ -101,6 +101,30 @@ pub struct Ordered<G> {
     _held: Held,
 }
 
+impl<G: std::ops::Deref> std::ops::Deref for Ordered<G> {
+    type Target = G::Target;
+    fn deref(&self) -> &G::Target {
+        &self._guard
+    }
+}
+
+impl<G: std::ops::DerefMut> std::ops::DerefMut for Ordered<G> {
+    fn deref_mut(&mut self) -> &mut G::Target {
+        &mut self._guard
+    }
+}
+
+/// Takes a lock with `lock` after recording it in the lock-order checker
+/// as `(class, key)` (see [`lock_order::acquire`]): for the locks of the
+/// order that are plain mutexes (folio, orphan-list, allocator group,
+/// buffer-cache stripe, journal state). In release builds this is
+/// `lock()` itself.
+#[inline]
+pub fn ordered<G>(class: Class, key: u64, lock: impl FnOnce() -> G) -> Ordered<G> {
+    let held = lock_order::acquire(class, key);
+    Ordered { _guard: lock(), _held: held }
+}
+
 impl OrderedLock {
     fn new(class: Class, ino: u32) -> Self {
         OrderedLock { class, ino, lock: Arc::default() }
@@ -108,25 +132,25 @@ impl OrderedLock {
 
     /// Locks shared.
     pub fn read(&self) -> Ordered<RwLockReadGuard<'_, ()>> {
-        let held = lock_order::acquire(self.class, self.ino);
+        let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.read(), _held: held }
     }
 
     /// Locks exclusively.
     pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, ()>> {
-        let held = lock_order::acquire(self.class, self.ino);
+        let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.write(), _held: held }
     }
 
     /// Locks shared, with a guard that owns a reference to the lock.
     pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
-        let held = lock_order::acquire(self.class, self.ino);
+        let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.read_arc(), _held: held }
     }
 
     /// Locks exclusively, with a guard that owns a reference to the lock.
     pub fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, ()>> {
-        let held = lock_order::acquire(self.class, self.ino);
+        let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.write_arc(), _held: held }
     }
 
@@ -163,7 +187,7 @@ pub struct InodeIo {
     /// from the device (buffered readers hold no I/O lock), exclusive
     /// while blocks are freed or moved (truncate, punch, zero range), so a
     /// fill never reads a block that is being freed.
-    pub invalidate: RwLock<()>,
+    pub invalidate: OrderedLock,
     /// Set when the inode is deleted (under its I/O lock, exclusive):
     /// a shared-lock write that finds a cached folio then checks that the
     /// number names a live inode before writing into it (a reader may
@@ -181,7 +205,7 @@ impl InodeIo {
             dio_done: Default::default(),
             time_sec: AtomicI64::new(0),
             pages: Default::default(),
-            invalidate: RwLock::new(()),
+            invalidate: OrderedLock::new(Class::Invalidate, ino),
             deleted: Default::default(),
         }
     }

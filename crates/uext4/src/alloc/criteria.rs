@@ -105,7 +105,7 @@ fn try_group(a: &Allocator, g: u32, goal_len: u32, accept_len: u32, cr: Criterio
         return None;
     }
     a.counters.groups_scanned[cr.index()].fetch_add(1, Relaxed);
-    let mut slot = grp.state.lock();
+    let mut slot = grp.lock();
     let st = slot.as_mut()?;
     if st.corrupt || st.buddy.free() < accept_len {
         return None;
@@ -135,7 +135,7 @@ pub(crate) fn regular(a: &Allocator, goal: u64, goal_len: u32, min_len: u32) -> 
     // The goal itself.
     if goal != 0 {
         a.ensure_loaded(gg)?;
-        let mut slot = a.groups[gg as usize].state.lock();
+        let mut slot = a.groups[gg as usize].lock();
         if let Some(st) = slot.as_mut().filter(|st| !st.corrupt) {
             if let Some((s, l)) = st.buddy.free_run_at(goff) {
                 if s + l - goff >= goal_len {
@@ -154,7 +154,7 @@ pub(crate) fn regular(a: &Allocator, goal: u64, goal_len: u32, min_len: u32) -> 
         for o in order..=max_order {
             for g in a.lfo.candidates(o, gg, CANDIDATES) {
                 a.counters.groups_scanned[Criterion::Cr0.index()].fetch_add(1, Relaxed);
-                let mut slot = a.groups[g as usize].state.lock();
+                let mut slot = a.groups[g as usize].lock();
                 let Some(st) = slot.as_mut().filter(|st| !st.corrupt) else { continue };
                 a.counters.extents_scanned[Criterion::Cr0.index()].fetch_add(1, Relaxed);
                 if let Some(s) = st.buddy.find_chunk(order) {

@@ -66,8 +66,14 @@ impl InodeAllocator {
         self.total_free.load(Relaxed).min(u64::from(u32::MAX)) as u32
     }
 
+    /// Takes group `g`'s lock (checked against the lock order: one
+    /// group lock at a time, block and inode groups alike).
+    fn lock_group(&self, g: u32) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, Option<IGroup>>> {
+        crate::locks::ordered(crate::lock_order::Class::Group, g.into(), || self.groups[g as usize].lock())
+    }
+
     fn load(&self, g: u32) -> Result<()> {
-        if self.groups[g as usize].lock().is_some() {
+        if self.lock_group(g).is_some() {
             return Ok(());
         }
         let sb = &self.vol.sb;
@@ -89,7 +95,7 @@ impl InodeAllocator {
                 format!("group {g}: inode bitmap has {free} free inodes, the descriptor says {}", gd.free_inodes_count),
             ));
         }
-        let mut slot = self.groups[g as usize].lock();
+        let mut slot = self.lock_group(g);
         if slot.is_none() {
             *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
         }
@@ -99,7 +105,7 @@ impl InodeAllocator {
     /// Runs `f(bitmap, free, used_dirs)` on group `g`'s state under its lock.
     pub fn with_group<R>(&self, g: u32, f: impl FnOnce(&[u8], u32, u32) -> R) -> Result<R> {
         self.load(g)?;
-        let slot = self.groups[g as usize].lock();
+        let slot = self.lock_group(g);
         let st = slot.as_ref().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
         Ok(f(&st.bitmap, st.free, st.dirs))
     }
@@ -116,7 +122,7 @@ impl InodeAllocator {
                 continue;
             }
             self.load(g)?;
-            let mut slot = self.groups[g as usize].lock();
+            let mut slot = self.lock_group(g);
             let Some(st) = slot.as_mut() else { continue };
             let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };
             let Some(i) = first_zero_bit(&st.bitmap, first, ipg) else {
@@ -188,7 +194,7 @@ impl InodeAllocator {
         let g = (ino - 1) / sb.inodes_per_group;
         let i = (ino - 1) % sb.inodes_per_group;
         self.load(g)?;
-        let mut slot = self.groups[g as usize].lock();
+        let mut slot = self.lock_group(g);
         let st = slot.as_mut().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
         if st.bitmap[(i / 8) as usize] >> (i % 8) & 1 == 0 {
             return Err(Error::corrupt(Structure::Bitmap, 0, format!("double free of inode {ino}")));

@@ -176,6 +176,14 @@ pub(crate) struct Group {
     pub free_hint: AtomicU32,
 }
 
+impl Group {
+    /// Takes the group's state lock (checked against the lock order:
+    /// one group lock at a time, block and inode groups alike).
+    pub fn lock(&self) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, Option<GroupState>>> {
+        crate::locks::ordered(crate::lock_order::Class::Group, 0, || self.state.lock())
+    }
+}
+
 /// A block freed in a transaction that has not committed: free on disk,
 /// still reserved in the buddy until `commit_frees` releases it.
 #[derive(Debug, Clone, Copy)]
@@ -313,7 +321,7 @@ impl Allocator {
             // calls fixed metadata free is not trusted for allocation.
             state.corrupt = true;
         }
-        let mut slot = grp.state.lock();
+        let mut slot = grp.lock();
         if slot.is_some() {
             return Ok(false);
         }
@@ -450,7 +458,7 @@ impl Allocator {
         let (g, rel, flen, criterion) = found;
         let take = flen.min(req.len);
         {
-            let mut slot = self.groups[g as usize].state.lock();
+            let mut slot = self.groups[g as usize].lock();
             if let Some(st) = slot.as_mut() {
                 st.disk_mark_used(rel, take);
             }
@@ -488,7 +496,7 @@ impl Allocator {
             let (g, rel) = self.group_of(b);
             let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
             self.ensure_loaded(g)?;
-            let slot = self.groups[g as usize].state.lock();
+            let slot = self.groups[g as usize].lock();
             let st = slot.as_ref().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 return Err(Error::corrupt(Structure::Bitmap, b, format!("double free of blocks {b}+{n}")));
@@ -501,7 +509,7 @@ impl Allocator {
             let (g, rel) = self.group_of(b);
             let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
             self.ensure_loaded(g)?;
-            let mut slot = self.groups[g as usize].state.lock();
+            let mut slot = self.groups[g as usize].lock();
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 // Only a racing double free (a corrupt image) gets here.
@@ -538,7 +546,7 @@ impl Allocator {
             ready
         };
         for f in ready {
-            let mut slot = self.groups[f.group as usize].state.lock();
+            let mut slot = self.groups[f.group as usize].lock();
             if let Some(st) = slot.as_mut() {
                 st.buddy.mark_free(f.start, f.len);
                 self.relist(f.group, st);
@@ -550,7 +558,7 @@ impl Allocator {
     /// group's lock (the journal copies it into the transaction).
     pub fn with_group_bitmap<R>(&self, g: u32, f: impl FnOnce(&[u8], u32) -> R) -> Result<R> {
         self.ensure_loaded(g)?;
-        let mut slot = self.groups[g as usize].state.lock();
+        let mut slot = self.groups[g as usize].lock();
         let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
         // The journal now owns writing it; flush() need not.
         st.dirty = false;
@@ -580,7 +588,7 @@ impl Allocator {
 
     /// Gives back `len` reserved (preallocated) blocks to the free pool.
     pub(crate) fn unreserve(&self, g: u32, rel: u32, len: u32) {
-        let mut slot = self.groups[g as usize].state.lock();
+        let mut slot = self.groups[g as usize].lock();
         if let Some(st) = slot.as_mut() {
             st.buddy.mark_free(rel, len);
             self.relist(g, st);
@@ -597,14 +605,14 @@ impl Allocator {
         if self.ensure_loaded(g).is_err() {
             return false;
         }
-        let slot = self.groups[g as usize].state.lock();
+        let slot = self.groups[g as usize].lock();
         slot.as_ref().is_some_and(|st| st.disk[(rel / 8) as usize] >> (rel % 8) & 1 == 0)
     }
 
     /// Free blocks on disk (what statfs reports), over all groups.
     pub fn free_blocks(&self) -> u64 {
         (0..self.group_count())
-            .map(|g| match self.groups[g as usize].state.lock().as_ref() {
+            .map(|g| match self.groups[g as usize].lock().as_ref() {
                 Some(st) => u64::from(st.disk_free),
                 None => u64::from(self.vol.groups[g as usize].free_blocks_count),
             })
@@ -614,7 +622,7 @@ impl Allocator {
     /// Buddy summary of group `g` (None while it is not loaded): what the
     /// kernel shows in /proc/fs/ext4/DEV/mb_groups.
     pub fn group_summary(&self, g: u32) -> Option<GroupSummary> {
-        let slot = self.groups.get(g as usize)?.state.lock();
+        let slot = self.groups.get(g as usize)?.lock();
         let st = slot.as_ref()?;
         Some(GroupSummary {
             group: g,
@@ -644,7 +652,7 @@ impl Allocator {
         };
         let mut run = 0u64;
         for g in 0..self.group_count() {
-            let slot = self.groups[g as usize].state.lock();
+            let slot = self.groups[g as usize].lock();
             let Some(st) = slot.as_ref() else { continue };
             let n = layout::group_blocks(&self.vol, u64::from(g));
             for i in 0..n {
@@ -675,7 +683,7 @@ impl Allocator {
         // (group, bitmap bytes, free) of dirty groups.
         let mut dirty = Vec::new();
         for g in 0..self.group_count() {
-            let mut slot = self.groups[g as usize].state.lock();
+            let mut slot = self.groups[g as usize].lock();
             if let Some(st) = slot.as_mut().filter(|st| st.dirty) {
                 st.dirty = false;
                 st.uninit = false;
@@ -719,7 +727,7 @@ impl Allocator {
         let lfo = self.lfo.snapshot();
         let afo = self.afo.snapshot();
         for g in 0..self.group_count() {
-            let slot = self.groups[g as usize].state.lock();
+            let slot = self.groups[g as usize].lock();
             let Some(st) = slot.as_ref() else { continue };
             st.buddy.check().map_err(|e| format!("group {g}: {e}"))?;
             let n = st.buddy.len();

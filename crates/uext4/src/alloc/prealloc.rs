@@ -263,7 +263,7 @@ impl Preallocs {
 }
 
 fn mark_disk(a: &Allocator, g: u32, rel: u32, n: u32) {
-    let mut slot = a.groups[g as usize].state.lock();
+    let mut slot = a.groups[g as usize].lock();
     if let Some(st) = slot.as_mut() {
         st.disk_mark_used(rel, n);
     }

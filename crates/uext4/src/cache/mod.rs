@@ -175,7 +175,8 @@ impl BufferCache {
     /// (two blocks can share a stripe).
     pub fn lock_block(&self, block: u64) -> BlockGuard<'_> {
         let h = (block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize % STRIPES;
-        BlockGuard { cache: self, block, _lock: self.stripes[h].lock() }
+        let lock = crate::locks::ordered(crate::lock_order::Class::Stripe, block, || self.stripes[h].lock());
+        BlockGuard { cache: self, block, _lock: lock }
     }
 
     fn install(&self, block: u64, data: Box<[u8]>) -> Arc<Buffer> {
@@ -226,7 +227,7 @@ impl BufferCache {
 pub struct BlockGuard<'a> {
     cache: &'a BufferCache,
     block: u64,
-    _lock: MutexGuard<'a, ()>,
+    _lock: crate::locks::Ordered<MutexGuard<'a, ()>>,
 }
 
 impl BlockGuard<'_> {

@@ -160,6 +160,10 @@ pub struct Folio {
     pub state: Mutex<FolioState>,
 }
 
+/// A locked folio ([`Folio::lock`]), checked against the lock order in
+/// debug builds.
+pub type FolioGuard<'a> = crate::locks::Ordered<MutexGuard<'a, FolioState>>;
+
 /// What the folio lock guards.
 #[derive(Debug, Default)]
 pub struct FolioState {
@@ -258,9 +262,9 @@ impl Folio {
     }
 
     /// Locks the folio and marks it recently used.
-    pub fn lock(&self) -> MutexGuard<'_, FolioState> {
+    pub fn lock(&self) -> FolioGuard<'_> {
         self.referenced.store(true, Ordering::Relaxed);
-        self.state.lock()
+        crate::locks::ordered(crate::lock_order::Class::Folio, self.index, || self.state.lock())
     }
 }
 

@@ -24,12 +24,11 @@
 //! path) or the exclusive I/O lock.
 
 use super::FsCore;
-use crate::data::page_cache::{order_for, BlockRun, Folio, FolioState, PAGE_SIZE};
+use crate::data::page_cache::{order_for, BlockRun, Folio, FolioGuard, FolioState, PAGE_SIZE};
 use crate::data::{IoStats, LockPolicy};
 use crate::error::{Error, Result};
 use crate::inode::MapKind;
 use crate::locks::InodeIo;
-use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -145,7 +144,7 @@ impl FsCore {
         while pos < end {
             let wend = end.min((pos / READ_WINDOW + 1) * READ_WINDOW);
             let folios = self.folios_for(&st, pos, wend, order, max_page)?;
-            let mut guards: Vec<MutexGuard<'_, FolioState>> = folios.iter().map(|f| f.lock()).collect();
+            let mut guards: Vec<FolioGuard<'_>> = folios.iter().map(|f| f.lock()).collect();
             for (f, g) in folios.iter().zip(guards.iter_mut()) {
                 if !g.uptodate {
                     self.fill(&st, ino, f, g)?;
@@ -277,7 +276,7 @@ impl FsCore {
         let size = self.file_size(st, ino)?;
         let max_page = (size.max(end) - 1) / PAGE_SIZE;
         let mut folios = self.folios_for(st, offset, end, order_for(len), max_page)?;
-        let mut guards: Vec<MutexGuard<'_, FolioState>>;
+        let mut guards: Vec<FolioGuard<'_>>;
         loop {
             guards = folios.iter().map(|f| f.lock()).collect();
             // Eviction may have taken a folio between its lookup and its

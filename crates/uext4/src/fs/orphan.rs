@@ -98,7 +98,7 @@ impl FsCore {
     /// Puts inode `i` on the orphan list (its `i_dtime` links to the
     /// previous head).
     pub(crate) fn orphan_add(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
-        let _o = self.rw()?.orphan_lock.lock();
+        let _o = self.rw()?.lock_orphans();
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
         set_last_orphan(tx, i.ino)
@@ -107,7 +107,7 @@ impl FsCore {
     /// Writes orphan `i`, keeping the orphan-list link its slot holds
     /// (another thread may have changed it by removing the next orphan).
     fn write_orphan_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
-        let _o = self.rw()?.orphan_lock.lock();
+        let _o = self.rw()?.lock_orphans();
         i.dtime = crate::inode::read_inode(&self.vol, i.ino)?.dtime;
         tx.write_inode_dtime(i)
     }
@@ -164,7 +164,7 @@ impl FsCore {
     /// Takes inode `ino` off the orphan list.
     fn orphan_remove(&self, tx: &Tx, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let _o = rw.orphan_lock.lock();
+        let _o = rw.lock_orphans();
         let next = crate::inode::read_inode(&self.vol, ino)?.dtime;
         let mut cur = last_orphan(tx)?;
         if cur == ino {

@@ -295,6 +295,11 @@ impl RwState {
         (crate::lock_order::acquire(crate::lock_order::Class::Rename, 0), self.rename_lock.lock())
     }
 
+    /// Takes the orphan-list mutex (checked against the lock order).
+    pub(crate) fn lock_orphans(&self) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, ()>> {
+        crate::locks::ordered(crate::lock_order::Class::Orphan, 0, || self.orphan_lock.lock())
+    }
+
     /// True if `ino` has open handles.
     pub(crate) fn is_open(&self, ino: u32) -> bool {
         self.open.lock().counts.contains_key(&ino)

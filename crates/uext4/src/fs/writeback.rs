@@ -33,10 +33,10 @@
 //! next writeback, or `fsync`, tries again and reports it.
 
 use super::FsCore;
-use crate::data::page_cache::{all_written, Folio, FolioState};
+use crate::data::page_cache::{all_written, Folio, FolioGuard};
 use crate::error::Result;
 use crate::locks::InodeIo;
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -301,7 +301,7 @@ impl FsCore {
         let folios = st.pages.dirty_batch(from, BATCH);
         let Some(last) = folios.last() else { return Ok(None) };
         let next = last.index + last.pages;
-        let mut guards: Vec<MutexGuard<'_, FolioState>> = folios.iter().map(|f| f.lock()).collect();
+        let mut guards: Vec<FolioGuard<'_>> = folios.iter().map(|f| f.lock()).collect();
         let r = self.write_folios(st, ino, &folios, &mut guards, allocate);
         drop(guards);
         *needs_alloc |= r?;
@@ -318,7 +318,7 @@ impl FsCore {
         st: &InodeIo,
         ino: u32,
         folios: &[Arc<Folio>],
-        guards: &mut [MutexGuard<'_, FolioState>],
+        guards: &mut [FolioGuard<'_>],
         allocate: bool,
     ) -> Result<bool> {
         let rw = self.rw()?;
