@@ -232,4 +232,60 @@ mod tests {
         // Every token was dropped by the unwinding.
         assert!(held().is_empty());
     }
+
+    #[test]
+    fn the_whole_order_passes() {
+        // An allocating buffered write's writeback, innermost locks one
+        // at a time.
+        let io = acquire(Class::Io, 12);
+        let f0 = acquire(Class::Folio, 0);
+        let f1 = acquire(Class::Folio, 4);
+        let h = acquire(Class::Handle, 0);
+        let m = acquire(Class::Map, 12);
+        let o = acquire(Class::Orphan, 0);
+        let g = acquire(Class::Group, 3);
+        drop(g);
+        let g = acquire(Class::Group, 1);
+        let s = acquire(Class::Stripe, 1000);
+        let j = acquire(Class::Journal, 0);
+        assert_eq!(held().len(), 9);
+        drop((j, s, g, o, m, h, f1, f0, io));
+        // A buffered read's fill: folios, then the invalidate lock, then
+        // the mapping lock, with no I/O lock.
+        let f = acquire(Class::Folio, 8);
+        let i = acquire(Class::Invalidate, 12);
+        let m = acquire(Class::Map, 12);
+        drop((m, i, f));
+        // Truncate: I/O, invalidate (no folio), handle.
+        let io = acquire(Class::Io, 12);
+        let i = acquire(Class::Invalidate, 12);
+        let h = acquire(Class::Handle, 0);
+        drop((h, i, io));
+        assert!(held().is_empty());
+    }
+
+    #[test]
+    fn violations_of_the_inner_classes_are_detected() {
+        let cases: [(&[(Class, u64)], &str); 12] = [
+            (&[(Class::Folio, 4), (Class::Folio, 0)], "increasing index"),
+            (&[(Class::Folio, 4), (Class::Folio, 4)], "increasing index"),
+            (&[(Class::Folio, 0), (Class::Io, 12)], "outer class"),
+            (&[(Class::Handle, 0), (Class::Folio, 0)], "outer class"),
+            (&[(Class::Invalidate, 12), (Class::Folio, 0)], "outer class"),
+            (&[(Class::Invalidate, 12), (Class::Invalidate, 13)], "one at a time"),
+            (&[(Class::Orphan, 0), (Class::Orphan, 0)], "taken twice"),
+            (&[(Class::Group, 0), (Class::Orphan, 0)], "outer class"),
+            (&[(Class::Group, 1), (Class::Group, 2)], "one at a time"),
+            (&[(Class::Stripe, 5), (Class::Group, 0)], "outer class"),
+            (&[(Class::Stripe, 5), (Class::Stripe, 9)], "one at a time"),
+            (&[(Class::Journal, 0), (Class::Stripe, 5)], "outer class"),
+        ];
+        for (locks, why) in cases {
+            let msg = violation(|| {
+                let _held: Vec<Held> = locks.iter().map(|&(c, k)| acquire(c, k)).collect();
+            });
+            assert!(msg.contains(why), "{locks:?}: {msg}");
+        }
+        assert!(held().is_empty());
+    }
 }

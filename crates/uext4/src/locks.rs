@@ -114,6 +114,15 @@ impl<G: std::ops::DerefMut> std::ops::DerefMut for Ordered<G> {
     }
 }
 
+impl<G> Ordered<G> {
+    /// The underlying guard (to wait on a condition variable with it: the
+    /// lock stays recorded as held meanwhile, which is what the waiter
+    /// holds when it wakes).
+    pub fn guard_mut(&mut self) -> &mut G {
+        &mut self._guard
+    }
+}
+
 /// Takes a lock with `lock` after recording it in the lock-order checker
 /// as `(class, key)` (see [`lock_order::acquire`]): for the locks of the
 /// order that are plain mutexes (folio, orphan-list, allocator group,

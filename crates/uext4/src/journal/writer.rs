@@ -227,7 +227,7 @@ impl JournalWriter {
     /// written to the log or home, new handles fail with EROFS and
     /// commits with EIO (jbd2's JBD2_ABORT).
     pub fn aborted(&self) -> Option<String> {
-        self.state.lock().aborted.clone()
+        self.lock_state().aborted.clone()
     }
 
     /// Aborts the journal (jbd2_journal_abort): the running transaction
@@ -235,7 +235,7 @@ impl JournalWriter {
     /// runs the abort hook.
     pub fn abort(&self, why: &str) {
         let first = {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             let first = st.aborted.is_none();
             if first {
                 st.aborted = Some(why.to_string());
@@ -258,12 +258,12 @@ impl JournalWriter {
 
     /// Id of the newest committed transaction.
     pub fn committed_tid(&self) -> u64 {
-        self.state.lock().committed
+        self.lock_state().committed
     }
 
     /// Id of the running transaction, if it has changed anything.
     pub fn running_tid(&self) -> Option<u64> {
-        let st = self.state.lock();
+        let st = self.lock_state();
         st.running.as_ref().filter(|t| !t.blocks.is_empty() || !t.revoked.is_empty()).map(|t| t.tid)
     }
 
@@ -278,18 +278,23 @@ impl JournalWriter {
         Ok(())
     }
 
+    /// Takes the state lock (checked against the lock order).
+    fn lock_state(&self) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, State>> {
+        crate::locks::ordered(crate::lock_order::Class::Journal, 0, || self.state.lock())
+    }
+
     /// Starts a handle that will dirty at most about `credits` blocks.
     pub fn start_handle(self: &Arc<Self>, credits: usize) -> Result<Handle> {
         let credits = credits.clamp(1, self.max_txn);
         loop {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             if let Some(e) = &st.aborted {
                 // A change after an abort is refused (EROFS), as ext4's
                 // ext4_journal_check_start.
                 return Err(Error::ReadOnly(format!("journal aborted: {e}")));
             }
             if st.running.as_ref().is_some_and(|t| t.locked) {
-                self.cv.wait(&mut st);
+                self.cv.wait(st.guard_mut());
                 continue;
             }
             if st.running.is_none() {
@@ -323,7 +328,7 @@ impl JournalWriter {
     }
 
     fn stop_handle(&self, tid: u64, unused: usize) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
             t.handles -= 1;
             // Unused credits go back (the used ones became `blocks`).
@@ -339,7 +344,7 @@ impl JournalWriter {
     /// the transaction: that uses one credit of a counted handle, which
     /// then stops being reserved (it is counted in `blocks`).
     fn record(&self, tid: u64, block: u64, buf: Arc<Buffer>, counted: bool) -> Result<bool> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let t = st
             .running
             .as_mut()
@@ -362,7 +367,7 @@ impl JournalWriter {
     /// checkpoint and the machine stops before its commit block, the
     /// block's home location must still hold what the log no longer does.
     fn revoke(&self, tid: u64, block: u64) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let in_log =
             st.checkpoint.contains_key(&block) || st.committing.as_ref().is_some_and(|(_, b)| b.contains(&block));
         if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
@@ -377,7 +382,7 @@ impl JournalWriter {
     pub fn commit_upto(self: &Arc<Self>, tid: u64) -> Result<()> {
         let _c = self.commit_lock.lock();
         {
-            let st = self.state.lock();
+            let st = self.lock_state();
             if let Some(e) = &st.aborted {
                 return Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}"))));
             }
@@ -398,7 +403,7 @@ impl JournalWriter {
     /// Commits the running transaction if it changed anything.
     pub fn commit(self: &Arc<Self>) -> Result<()> {
         self.check_live()?;
-        let tid = match self.state.lock().running.as_ref() {
+        let tid = match self.lock_state().running.as_ref() {
             Some(t) => t.tid,
             None => return Ok(()),
         };
@@ -409,12 +414,12 @@ impl JournalWriter {
     fn commit_running(self: &Arc<Self>) -> Result<()> {
         // Lock it and wait for its handles.
         let tid = {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             let Some(t) = st.running.as_mut() else { return Ok(()) };
             t.locked = true;
             let tid = t.tid;
             while st.running.as_ref().is_some_and(|t| t.handles > 0) {
-                self.cv.wait(&mut st);
+                self.cv.wait(st.guard_mut());
             }
             // A handle that failed half-way aborted the journal before it
             // stopped: its transaction must not reach the log.
@@ -438,14 +443,14 @@ impl JournalWriter {
             hook(&h)?;
         }
         let txn = {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             let txn = st.running.take().ok_or_else(|| Error::Invalid("running transaction vanished".into()))?;
             st.committing = Some((txn.tid, txn.blocks.keys().copied().collect()));
             self.cv.notify_all();
             txn
         };
         if txn.blocks.is_empty() && txn.revoked.is_empty() {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             st.committing = None;
             st.committed = txn.tid;
             drop(st);
@@ -464,7 +469,7 @@ impl JournalWriter {
         }
         self.write_transaction(&txn)?;
         {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             // Blocks the running transaction has since freed are kept too:
             // their revoke is not durable yet (see `revoke`).
             for (b, buf) in txn.blocks {
@@ -494,7 +499,7 @@ impl JournalWriter {
     }
 
     fn free_log_blocks(&self) -> usize {
-        let st = self.state.lock();
+        let st = self.lock_state();
         let len = (self.last - self.first) as usize;
         let used = (st.head + self.last - self.first - st.tail) % (self.last - self.first);
         len - used as usize
@@ -523,7 +528,7 @@ impl JournalWriter {
 
     fn write_transaction(&self, txn: &Txn) -> Result<()> {
         let seq = txn.tid as u32;
-        let mut pos = self.state.lock().head;
+        let mut pos = self.lock_state().head;
         let per_desc = crate::format::journal::descriptor_capacity(self.bs, &self.features).max(1);
         let blocks: BTreeMap<u64, &Arc<Buffer>> = txn.blocks.iter().map(|(b, v)| (*b, v)).collect();
         let list: Vec<(u64, &Arc<Buffer>)> = blocks.into_iter().collect();
@@ -576,7 +581,7 @@ impl JournalWriter {
         self.write_log(pos, &desc)?;
         pos = self.advance(pos);
         self.dev.flush()?;
-        self.state.lock().head = pos;
+        self.lock_state().head = pos;
         Ok(())
     }
 
@@ -584,7 +589,7 @@ impl JournalWriter {
     /// lock held).
     fn checkpoint_locked(&self) -> Result<()> {
         let (list, head, next) = {
-            let st = self.state.lock();
+            let st = self.lock_state();
             let list: Vec<(u64, Arc<Buffer>)> = st.checkpoint.iter().map(|(b, v)| (*b, v.clone())).collect();
             (list, st.head, st.next_tid)
         };
@@ -598,7 +603,7 @@ impl JournalWriter {
         // one being committed (a checkpoint made room for it), else the
         // running one, else the next to start.
         let expect = {
-            let st = self.state.lock();
+            let st = self.lock_state();
             match (&st.committing, &st.running) {
                 (Some((tid, _)), _) => *tid,
                 (None, Some(t)) => t.tid,
@@ -606,7 +611,7 @@ impl JournalWriter {
             }
         };
         self.write_jsb(head, expect)?;
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         for (b, buf) in sorted {
             if st.checkpoint.get(&b).is_some_and(|cur| Arc::ptr_eq(cur, &buf)) {
                 st.checkpoint.remove(&b);
@@ -629,7 +634,7 @@ impl JournalWriter {
 
     /// EIO if the journal has aborted.
     fn check_live(&self) -> Result<()> {
-        match &self.state.lock().aborted {
+        match &self.lock_state().aborted {
             Some(e) => Err(Error::Io(std::io::Error::other(format!("journal aborted: {e}")))),
             None => Ok(()),
         }
@@ -641,7 +646,7 @@ impl JournalWriter {
         self.sync()?;
         let _c = self.commit_lock.lock();
         self.check_live()?;
-        let next = self.state.lock().next_tid;
+        let next = self.lock_state().next_tid;
         self.write_jsb(0, next).inspect_err(|e| self.abort(&e.to_string()))
     }
 }
