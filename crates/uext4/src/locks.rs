@@ -24,13 +24,15 @@
 //!    Exclusive holders that change a file's blocks first wait for the
 //!    inode's in-flight direct I/O to drain ([`InodeIo::dio_wait`], the
 //!    kernel's `inode_dio_wait`).
-//!    Folio locks ([`crate::data::page_cache::Folio::lock`]) come after
-//!    the I/O lock (buffered readers take none), several in increasing
-//!    index order; then the invalidate lock ([`InodeIo::invalidate`]):
-//!    shared by a folio fill, exclusive (with no folio lock held) by
-//!    truncate and punch. Writeback holds the I/O lock exclusively and
-//!    the locks of the folios it writes, then starts a handle (4) for
-//!    the allocation: the same order as any allocating write.
+//! 3. Folio locks ([`crate::data::page_cache::Folio::lock`]) come after
+//!    the I/O lock (buffered readers take none), several of one file in
+//!    increasing index order; then the invalidate lock
+//!    ([`InodeIo::invalidate`]) of that file: shared by a folio fill
+//!    (inside the folio lock), exclusive (with no folio lock held) by
+//!    truncate and punch, before their handle. Writeback holds the I/O
+//!    lock exclusively and the locks of the folios it writes, then
+//!    starts a handle (4) for the allocation: the same order as any
+//!    allocating write.
 //! 4. A journal handle ([`crate::journal::Handle`]): started only after
 //!    every inode lock the operation needs is held, and never while
 //!    holding another handle (a handle waits for a commit, which waits for
@@ -50,9 +52,13 @@
 //!    one at a time.
 //! 9. The journal's state lock, then cache shard locks (innermost, short).
 //!
-//! Checked: in debug builds every acquisition of 1, 2, 4 and 5 is
-//! checked against this order by [`crate::lock_order`] (a panic naming
-//! both locks on a violation); nothing is checked in release builds.
+//! Checked: in debug builds every acquisition of 1-8 and of the journal
+//! state lock is checked against this order by [`crate::lock_order`] (a
+//! panic naming both locks on a violation); nothing is checked in release
+//! builds. Not checked: try-locks (they never wait: eviction's folio
+//! try-lock), the cache shard locks (innermost), the allocator's internal
+//! locks other than the group locks (see [`crate::alloc`]), and that
+//! several folio locks belong to one file.
 //!
 //! Why: 1-3 are the VFS rules, so that the FUSE front end (which issues
 //! operations in any order) and library users cannot deadlock; 4 is jbd2's rule that
