@@ -174,13 +174,15 @@ pub(crate) struct Group {
     /// Free blocks in the buddy view, updated under the lock; read
     /// without it as a hint when choosing groups.
     pub free_hint: AtomicU32,
+    /// The group's number (names it in lock-order reports).
+    no: u64,
 }
 
 impl Group {
     /// Takes the group's state lock (checked against the lock order:
     /// one group lock at a time, block and inode groups alike).
     pub fn lock(&self) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, Option<GroupState>>> {
-        crate::locks::ordered(crate::lock_order::Class::Group, 0, || self.state.lock())
+        crate::locks::ordered(crate::lock_order::Class::Group, self.no, || self.state.lock())
     }
 }
 
@@ -220,7 +222,12 @@ impl Allocator {
         let ngroups = vol.groups.len();
         let max_order = buddy::order_of(vol.sb.blocks_per_group.max(1));
         let groups = (0..ngroups)
-            .map(|_| Group { state: Mutex::new(None), loaded: AtomicBool::new(false), free_hint: AtomicU32::new(0) })
+            .map(|g| Group {
+                no: g as u64,
+                state: Mutex::new(None),
+                loaded: AtomicBool::new(false),
+                free_hint: AtomicU32::new(0),
+            })
             .collect();
         let system_zone = Self::system_zone(&vol)?;
         Ok(Allocator {
