@@ -25,7 +25,9 @@
 //!    across device writes, which is its purpose; never on the allocation
 //!    path.
 //! 2. a preallocation lock (per-inode shard or locality group, Mutex);
-//! 3. one group's state lock (Mutex): never two groups at once;
+//! 3. one group's state lock (Mutex): never two groups at once (checked
+//!    in debug builds, with the inode allocator's group locks, by
+//!    [`crate::lock_order`]);
 //! 4. one order list lock (RwLock): taken exclusively only while a group
 //!    lock is held (to move the group between lists); taken shared for a
 //!    lookup with *no* group lock held, and released before any group lock

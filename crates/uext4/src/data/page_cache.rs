@@ -12,6 +12,9 @@
 //!   every reader. An operation that covers several folios locks them in
 //!   increasing index order, which is also what makes an aligned 8 KiB
 //!   write atomic when it spans two 4 KiB folios.
+//!   [`Folio::lock`] is checked against that order and the rest of
+//!   [`crate::locks`]'s (inside the I/O lock, outside the invalidate lock
+//!   and the handle) by [`crate::lock_order`] in debug builds.
 //! - [`FileCache`]'s dirty index (a Mutex over a set) and the eviction
 //!   queues (one Mutex per shard) are touched only when a folio is
 //!   created, first dirtied, cleaned or evicted, never on a hit.
