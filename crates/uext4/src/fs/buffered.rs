@@ -53,6 +53,14 @@ impl FsCore {
         let mut page = first;
         while page <= last {
             let (f, _) = rw.pages.get_or_create(&st.pages, page, order, min_order, max_page.max(last));
+            if f.index < page {
+                // Folios taken earlier were dropped from the cache since
+                // (truncate, punch, eviction) and a larger one now covers
+                // their pages: keep only the current one, so the window's
+                // folios never overlap and are locked in strictly
+                // increasing index (the lock order).
+                out.retain(|o: &Arc<Folio>| o.index + o.pages <= f.index);
+            }
             page = f.index + f.pages;
             out.push(f);
         }
