@@ -33,6 +33,17 @@ use std::sync::Arc;
 
 const SHARDS: usize = 16;
 
+/// This thread's shard of [`WbErrors::unflushed`] (threads are spread
+/// over the shards in the order they first write).
+fn writer_shard() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
+}
+
 /// One file's writeback error state (Linux's `mapping->wb_err`).
 #[derive(Debug, Clone)]
 struct FileErr {
@@ -73,7 +84,10 @@ impl WbErrors {
     /// Data of `ino` has been written to the device (call after the write
     /// returns, whether it failed or not: part of it may have landed).
     pub(crate) fn note_written(&self, ino: u32) {
-        self.unflushed[ino as usize % SHARDS].lock().insert(ino);
+        // Sharded by thread, not by inode: threads writing one file (the
+        // seeds' shared-lock direct overwrites) must not meet on one lock
+        // for every write. A flush drains every shard.
+        self.unflushed[writer_shard()].lock().insert(ino);
     }
 
     /// Records a writeback error on `ino`.
@@ -129,7 +143,9 @@ impl WbErrors {
     /// Forgets a deleted inode (its number may be reused).
     pub(crate) fn forget(&self, ino: u32) {
         self.files.lock().remove(&ino);
-        self.unflushed[ino as usize % SHARDS].lock().remove(&ino);
+        for shard in &self.unflushed {
+            shard.lock().remove(&ino);
+        }
     }
 
     /// Runs `flush` as the end of the current window: on failure every
