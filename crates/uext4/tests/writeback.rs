@@ -11,6 +11,7 @@ use rw_support::{fsck_clean, kernel_read_back, mkfs, pattern, Rng};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use uext4::data::DataPathConfig;
+use uext4::device::{FaultOps, FaultyDevice};
 use uext4::fs::ops::{FallocMode, SetAttr};
 use uext4::fs::OpenOptions;
 use uext4::inode::MapKind;
@@ -472,36 +473,6 @@ fn writes_accepted_while_the_disk_fills_are_all_written_back() {
     }
 }
 
-/// A file device whose writes outside the journal fail with EIO while
-/// `fail` is set: a data disk that stopped working for a while.
-struct FailingData {
-    inner: uext4::FileDevice,
-    /// Byte ranges of the journal (its writes always work).
-    journal: Vec<std::ops::Range<u64>>,
-    fail: std::sync::atomic::AtomicBool,
-}
-
-impl uext4::BlockDevice for FailingData {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if self.fail.load(std::sync::atomic::Ordering::Acquire) && !self.journal.iter().any(|r| r.contains(&offset)) {
-            return Err(std::io::Error::from_raw_os_error(libc::EIO));
-        }
-        self.inner.write_at(buf, offset)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_only(&self) -> bool {
-        false
-    }
-}
-
 /// Issue 12 defect 13: dirty folios cannot be evicted, so while writeback
 /// keeps failing, buffered writes grew memory past the cache's budget.
 /// Past the dirty limit a write whose file cannot be written back fails
@@ -509,32 +480,39 @@ impl uext4::BlockDevice for FailingData {
 /// written back.
 #[test]
 fn dirty_memory_stays_bounded_while_writeback_fails() {
-    use std::sync::atomic::Ordering;
     let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
-    let journal = {
+    // Writes outside the journal fail while the faults are armed: a data
+    // disk that stopped working for a while (the log still works).
+    let mut journal: Vec<(u64, u64)> = {
         let fs = Filesystem::open(&img).unwrap();
         let m = fs.extents(8).unwrap();
-        let runs: Vec<(u64, u64)> = m
-            .iter()
+        m.iter()
             .filter_map(|m| match m.kind {
-                MapKind::Mapped(p) => Some((p, m.len)),
+                MapKind::Mapped(p) => Some((p * 4096, (p + m.len) * 4096)),
                 _ => None,
             })
-            .collect();
-        runs.iter().map(|&(p, n)| p * 4096..(p + n) * 4096).collect()
+            .collect()
     };
-    let dev = std::sync::Arc::new(FailingData {
-        inner: uext4::FileDevice::open(&img, true).unwrap(),
-        journal,
-        fail: false.into(),
-    });
+    journal.sort_unstable();
+    let file = uext4::FileDevice::open(&img, true).unwrap();
+    let size = uext4::BlockDevice::size(&file);
+    let dev = std::sync::Arc::new(FaultyDevice::new(std::sync::Arc::new(file)));
+    let fail_data = || {
+        let mut from = 0;
+        for &(s, e) in journal.iter().chain([(size, size)].iter()) {
+            if s > from {
+                dev.fail_range(FaultOps::WRITE, from, s);
+            }
+            from = from.max(e);
+        }
+    };
     let hour = Duration::from_secs(3600);
     let data = DataPathConfig { dirty_expire: hour, writeback_interval: hour, ..Default::default() };
     let opts = OpenOptions { write: true, data, commit_interval: hour, cache_bytes: 4 << 20, ..Default::default() };
     let mut fs = Filesystem::open_device(dev.clone(), opts).unwrap();
     let f = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
     let budget = fs.page_cache_usage().2;
-    dev.fail.store(true, Ordering::Release);
+    fail_data();
     let mut model = Vec::new();
     let err = loop {
         let chunk = pattern(model.len() as u64, 64 << 10);
@@ -546,7 +524,7 @@ fn dirty_memory_stays_bounded_while_writeback_fails() {
     };
     assert_eq!(err.errno(), libc::EIO, "{err}");
     assert!(fs.dirty_bytes() <= budget, "{} dirty bytes, budget {budget}", fs.dirty_bytes());
-    dev.fail.store(false, Ordering::Release);
+    dev.heal();
     // The failed writebacks are the file's: its next fsync reports them
     // once (errseq), having written everything back; the one after is
     // clean. The journal was never aborted: the failed data writes
