@@ -53,7 +53,7 @@ use crate::format::journal::{
 };
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Called with a handle of the closing transaction just before it is
@@ -110,6 +110,9 @@ pub struct JournalWriter {
     jsb: Mutex<JournalSuperblock>,
     state: Mutex<State>,
     cv: Condvar,
+    /// Set once `State::aborted` is: the data path checks it on every
+    /// write without taking the state lock.
+    is_aborted: AtomicBool,
     commit_lock: Mutex<()>,
     close_hook: Mutex<Option<Arc<CloseHook>>>,
     commit_hook: Mutex<Option<Arc<CommitHook>>>,
@@ -203,6 +206,7 @@ impl JournalWriter {
                 aborted: None,
             }),
             cv: Condvar::new(),
+            is_aborted: AtomicBool::new(false),
             commit_lock: Mutex::new(()),
             close_hook: Mutex::new(None),
             commit_hook: Mutex::new(None),
@@ -227,6 +231,11 @@ impl JournalWriter {
     /// written to the log or home, new handles fail with EROFS and
     /// commits with EIO (jbd2's JBD2_ABORT).
     pub fn aborted(&self) -> Option<String> {
+        // The common answer, "no", without the journal's state lock: every
+        // direct and buffered write asks.
+        if !self.is_aborted.load(Ordering::Acquire) {
+            return None;
+        }
         self.lock_state().aborted.clone()
     }
 
@@ -239,6 +248,7 @@ impl JournalWriter {
             let first = st.aborted.is_none();
             if first {
                 st.aborted = Some(why.to_string());
+                self.is_aborted.store(true, Ordering::Release);
             }
             first
         };
