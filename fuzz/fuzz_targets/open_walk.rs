@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use uext4::format::checksum::crc32c;
 use uext4::format::features::ro_compat;
-use uext4::{FileType, Filesystem, MemoryDevice, OpenOptions};
+use uext4::{FileType, Filesystem, MemoryDevice, MountOptions};
 
 fuzz_target!(|data: &[u8]| {
     let mut img = data.to_vec();
@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let dev = Arc::new(MemoryDevice::from_bytes(&img));
-    if let Ok(fs) = Filesystem::open_device(dev, OpenOptions { cache_blocks: 256, ..OpenOptions::default() }) {
+    if let Ok(fs) = Filesystem::open_device(dev, MountOptions { cache_blocks: 256, ..MountOptions::default() }) {
         walk(&fs);
     }
 });

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use uext4::data::{DataPathConfig, IoStatsSnapshot, LockPolicy};
 use uext4::device::{BlockDevice, FileDevice, MemoryDevice};
 use uext4::fs::ops::FallocMode;
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::mkfs::{format_device, MkfsOptions};
 use uext4::Filesystem;
 
@@ -92,7 +92,7 @@ fn fresh_fs(p: &IoBench, mib: u64, data: DataPathConfig) -> CliResult<Filesystem
     };
     let opts = MkfsOptions { size, block_size: Some(4096), ..Default::default() };
     format_device(dev.as_ref(), &opts, true).map_err(|e| fs_err("mkfs", e))?;
-    let open = OpenOptions { write: true, data, cache_bytes: 256 << 20, ..Default::default() };
+    let open = MountOptions { write: true, data, cache_bytes: 256 << 20, ..Default::default() };
     Filesystem::open_device(dev, open).map_err(|e| fs_err("open", e))
 }
 

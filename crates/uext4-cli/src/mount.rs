@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use uext4::data::{DataPathConfig, LockPolicy};
-use uext4::{Filesystem, OpenOptions};
+use uext4::{Filesystem, MountOptions};
 use uext4_fuse::{MountConfig, Unmounted};
 
 /// What `-o` asked for.
@@ -365,7 +365,7 @@ fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
 /// else sets it.
 const FAULT_TRIGGER_ENV: &str = "UEXT4_TEST_FAULT_TRIGGER";
 
-fn open_fs(image: &Path, open: OpenOptions) -> uext4::Result<Filesystem> {
+fn open_fs(image: &Path, open: MountOptions) -> uext4::Result<Filesystem> {
     let Some(trigger) = std::env::var_os(FAULT_TRIGGER_ENV) else {
         return Filesystem::open_with(image, open);
     };
@@ -394,7 +394,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         Ok(l) => l,
         Err(e) => return Err(notify.fail(e)),
     };
-    let mut open = OpenOptions { write: !opts.read_only, data: opts.data, ..OpenOptions::default() };
+    let mut open = MountOptions { write: !opts.read_only, data: opts.data, ..MountOptions::default() };
     if let Some(c) = opts.commit {
         open.commit_interval = c;
     }

@@ -42,7 +42,7 @@ const MAX_SYMLINK_LEN: u64 = 4096;
 
 /// How to open a filesystem.
 #[derive(Debug, Clone)]
-pub struct OpenOptions {
+pub struct MountOptions {
     /// Metadata blocks the buffer cache keeps (default 16384).
     pub cache_blocks: usize,
     /// Open read-write (replays the journal onto the device first).
@@ -63,9 +63,9 @@ pub struct OpenOptions {
     pub mmp_wait: Option<Duration>,
 }
 
-impl Default for OpenOptions {
+impl Default for MountOptions {
     fn default() -> Self {
-        OpenOptions {
+        MountOptions {
             cache_blocks: 16384,
             write: false,
             commit_interval: Duration::from_secs(5),
@@ -173,19 +173,19 @@ impl Filesystem {
     /// Opens an image file or block device read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<Filesystem> {
         let dev = FileDevice::open(path, false)?;
-        Filesystem::open_device(Arc::new(dev), OpenOptions::default())
+        Filesystem::open_device(Arc::new(dev), MountOptions::default())
     }
 
     /// Opens an image file or block device read-write (journal replayed
     /// onto it first, if needed).
     pub fn open_rw(path: impl AsRef<Path>) -> Result<Filesystem> {
         let dev = FileDevice::open(path, true)?;
-        Filesystem::open_device(Arc::new(dev), OpenOptions { write: true, ..Default::default() })
+        Filesystem::open_device(Arc::new(dev), MountOptions { write: true, ..Default::default() })
     }
 
     /// Opens an image file or block device with `opts` (read-write when
     /// `opts.write`).
-    pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Filesystem> {
+    pub fn open_with(path: impl AsRef<Path>, opts: MountOptions) -> Result<Filesystem> {
         let dev = FileDevice::open(path, opts.write)?;
         Filesystem::open_device(Arc::new(dev), opts)
     }
@@ -197,7 +197,7 @@ impl Filesystem {
     /// needs recovery is replayed into an in-memory overlay (the device is
     /// never written) and the notices say so; if the replay fails, the
     /// filesystem is opened un-replayed (as `-o ro,noload`) with a notice.
-    pub fn open_device(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
+    pub fn open_device(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
         if opts.write {
             return Filesystem::open_device_rw(dev, opts);
         }
@@ -229,7 +229,7 @@ impl Filesystem {
         Ok(Filesystem { core: Arc::new(core) })
     }
 
-    fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: OpenOptions) -> Result<Filesystem> {
+    fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
         if dev.read_only() {
             return Err(Error::ReadOnly("the device is read-only".into()));
         }

@@ -39,4 +39,4 @@ pub use device::{BlockDevice, FileDevice, MemoryDevice};
 pub use dir::DirEntry;
 pub use error::{Error, Result, Structure};
 pub use format::inode::{FileType, Timestamp};
-pub use fs::{Filesystem, OpenOptions, Stat, StatFs};
+pub use fs::{Filesystem, MountOptions, Stat, StatFs};

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use uext4::data::{DataPathConfig, LockPolicy};
 use uext4::fs::ops::{FallocMode, SetAttr};
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::Filesystem;
 
 fn open(img: &Path, data: DataPathConfig, cache_bytes: usize) -> Filesystem {
-    Filesystem::open_with(img, OpenOptions { write: true, data, cache_bytes, ..Default::default() }).unwrap()
+    Filesystem::open_with(img, MountOptions { write: true, data, cache_bytes, ..Default::default() }).unwrap()
 }
 
 /// 8 KiB whose every 8-byte word is `v`.

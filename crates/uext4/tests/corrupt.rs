@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Once, OnceLock};
 use std::time::{Duration, Instant};
 use uext4::format::bytes::{le16, le32, put_le16, put_le32};
-use uext4::{BlockDevice, Error, FileType, Filesystem, MemoryDevice, OpenOptions};
+use uext4::{BlockDevice, Error, FileType, Filesystem, MemoryDevice, MountOptions};
 
 // ---------------------------------------------------------------------------
 // Allocation cap: a single allocation above ALLOC_CAP is refused (returns
@@ -393,7 +393,7 @@ fn run_case_with(name: &str, image: Vec<u8>, op: fn(&Filesystem) -> WalkStats) -
         drop(image);
         let d2 = dev.clone();
         let r = panic::catch_unwind(AssertUnwindSafe(move || {
-            match Filesystem::open_device(d2, OpenOptions { cache_blocks: 1024, ..OpenOptions::default() }) {
+            match Filesystem::open_device(d2, MountOptions { cache_blocks: 1024, ..MountOptions::default() }) {
                 Ok(fs) => (None, op(&fs)),
                 Err(e) => (Some(kind(&e)), WalkStats::default()),
             }

@@ -116,7 +116,7 @@ fn targets(img: &Image) -> Vec<Target> {
     ];
     let fs = uext4::Filesystem::open_device(
         Arc::new(uext4::MemoryDevice::from_bytes(&img.bytes)),
-        uext4::OpenOptions::default(),
+        uext4::MountOptions::default(),
     )
     .unwrap();
     let gd = fs.group_descs()[0];

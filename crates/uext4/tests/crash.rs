@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
 use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::Filesystem;
 
 /// A file that was fsync'd: its contents must survive a crash at any
@@ -94,7 +94,7 @@ fn run(args: &[&str], seed: u64, points: usize) {
     }
     let Some(base) = base_image(args) else { return };
     let dev = Arc::new(RecordingDevice::new(base));
-    let opts = OpenOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
     let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
     let synced = workload(&fs, &dev, seed);
     // Crash: the filesystem is abandoned without unmount.
@@ -170,7 +170,7 @@ fn run_data_path(args: &[&str], seed: u64, points: usize) {
     }
     let Some(base) = base_image(args) else { return };
     let dev = Arc::new(RecordingDevice::new(base));
-    let opts = OpenOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
     let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
     let root = fs.root();
     let mut rng = Rng(seed | 1);
@@ -297,7 +297,7 @@ fn auto_da_alloc_survives_crash() {
     for auto in [true, false] {
         let dev = Arc::new(RecordingDevice::new(base.clone()));
         let data = uext4::data::DataPathConfig { auto_da_alloc: auto, ..Default::default() };
-        let opts = OpenOptions { write: true, commit_interval: Duration::from_millis(20), data, ..Default::default() };
+        let opts = MountOptions { write: true, commit_interval: Duration::from_millis(20), data, ..Default::default() };
         let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
         let root = fs.root();
         let (old, new) = (vec![b'o'; 20_000], vec![b'n'; 30_000]);

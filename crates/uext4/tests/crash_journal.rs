@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, Event, RecordingDevice};
 use uext4::fs::ops::SetAttr;
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::fs::XattrSetMode;
 use uext4::Filesystem;
 
@@ -31,7 +31,7 @@ fn small_journal_image(size_mb: u64) -> Option<Vec<u8>> {
 
 fn open_recording(base: &[u8]) -> (Arc<RecordingDevice>, Filesystem) {
     let dev = Arc::new(RecordingDevice::new(base.to_vec()));
-    let opts = OpenOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
     let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
     (dev, fs)
 }
@@ -312,7 +312,7 @@ fn thousands_of_orphans_are_cleaned_in_bounded_transactions() {
 
     // The open after the crash, recorded.
     let dev2 = Arc::new(RecordingDevice::new(crashed));
-    let opts = OpenOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
     let mut fs = Filesystem::open_device(dev2.clone() as Arc<dyn BlockDevice>, opts)
         .unwrap_or_else(|e| panic!("open after the crash: {e}"));
     assert_eq!(inodes_and_names(&fs), before, "orphans left after the cleanup");

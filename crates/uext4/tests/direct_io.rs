@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use uext4::data::{DataPathConfig, IoStatsSnapshot, LockPolicy};
 use uext4::fs::ops::{FallocMode, SetAttr};
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::Filesystem;
 
 fn open(img: &Path, data: DataPathConfig) -> Filesystem {
-    Filesystem::open_with(img, OpenOptions { write: true, data, ..Default::default() }).unwrap()
+    Filesystem::open_with(img, MountOptions { write: true, data, ..Default::default() }).unwrap()
 }
 
 /// Handles beyond the lazy time updates: the mapping/allocation handles.

@@ -515,7 +515,7 @@ fn long_unwritten_extents_are_split_at_32767_blocks() {
 /// Opens read-write with the root-reserved blocks usable (as root would).
 fn open_rw_reserved(img: &Path) -> Filesystem {
     let dev = uext4::FileDevice::open(img, true).unwrap();
-    let opts = uext4::OpenOptions { write: true, use_reserved: true, ..Default::default() };
+    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
     Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 

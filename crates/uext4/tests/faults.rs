@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, FaultOps, FaultyDevice, MemoryDevice};
 use uext4::fs::ops::FallocMode;
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::{Error, Filesystem};
 
 /// A fresh image (MiB, mkfs args) in memory.
@@ -39,9 +39,9 @@ fn rig(image: &[u8]) -> Rig {
     Rig { mem, dev }
 }
 
-fn opts() -> OpenOptions {
+fn opts() -> MountOptions {
     // No background commits or writeback: the test decides every I/O.
-    let mut o = OpenOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let mut o = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
     o.data.writeback_interval = Duration::from_secs(3600);
     o
 }

@@ -37,7 +37,7 @@ use uext4::format::journal::{
 };
 use uext4::journal::{recover, Journal, RecoveryReport};
 use uext4::volume::Volume;
-use uext4::{Error, FileType, Filesystem, OpenOptions, Structure};
+use uext4::{Error, FileType, Filesystem, MountOptions, Structure};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -1015,7 +1015,7 @@ fn check_success(fx: &Fixture, s: &Scenario, dev: &Recorder, r: &RecoveryReport,
     // The replayed superblock is the one in use: label from the log.
     let fs = Filesystem::open_device(
         Arc::new(MemoryDevice::from_bytes(&read_dev(dev, 0, dev.size() as usize))),
-        OpenOptions::default(),
+        MountOptions::default(),
     )
     .unwrap();
     assert_eq!(fs.superblock().label(), "replayed", "{what}");
@@ -1089,7 +1089,7 @@ fn synthetic_recovery_passes_fsck_and_opens_in_memory() {
         let s = scenario(&fx, f, Tail::Torn);
         // Read-only open: replayed in memory, the device untouched.
         let before = read_dev(s.base.as_ref(), 0, s.base.size() as usize);
-        let fs = Filesystem::open_device(s.base.clone(), OpenOptions::default()).unwrap();
+        let fs = Filesystem::open_device(s.base.clone(), MountOptions::default()).unwrap();
         assert_eq!(fs.superblock().label(), "replayed", "{name}");
         assert!(!fs.superblock().needs_recovery());
         assert!(
@@ -1129,7 +1129,7 @@ fn data_block_checksum_mismatch_skips_the_block() {
         assert_ne!(jsb_on(dev.as_ref(), &fx).start, 0);
         assert_ne!(ext4_incompat(dev.as_ref()) & RECOVER, 0);
         // The read-only open falls back to the un-replayed image.
-        let fs = Filesystem::open_device(s.base.clone(), OpenOptions::default()).unwrap();
+        let fs = Filesystem::open_device(s.base.clone(), MountOptions::default()).unwrap();
         assert!(fs.notices().iter().any(|n| n.contains("replaying it failed")), "{:?}", fs.notices());
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use uext4::format::mmp::{Mmp, SEQ_CLEAN, SEQ_FSCK};
-use uext4::{Error, Filesystem, OpenOptions};
+use uext4::{Error, Filesystem, MountOptions};
 
 /// An MMP image whose owner updates the block every second.
 fn mmp_image() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
@@ -50,7 +50,7 @@ fn write_seq(img: &Path, seq: u32) {
 }
 
 fn open_rw(img: &Path, wait: Duration) -> uext4::Result<Filesystem> {
-    Filesystem::open_with(img, OpenOptions { write: true, mmp_wait: Some(wait), ..Default::default() })
+    Filesystem::open_with(img, MountOptions { write: true, mmp_wait: Some(wait), ..Default::default() })
 }
 
 /// Waits (bounded) until the MMP sequence differs from `seq`.

@@ -1227,7 +1227,7 @@ fn fill_up(fs: &Filesystem, ino: u32) {
 /// Opens read-write with the root-reserved blocks usable (as root would).
 fn open_rw_reserved(img: &Path) -> Filesystem {
     let dev = uext4::FileDevice::open(img, true).unwrap();
-    let opts = uext4::OpenOptions { write: true, use_reserved: true, ..Default::default() };
+    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
     Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use uext4::data::DataPathConfig;
 use uext4::device::{FaultOps, FaultyDevice};
 use uext4::fs::ops::{FallocMode, SetAttr};
-use uext4::fs::OpenOptions;
+use uext4::fs::MountOptions;
 use uext4::inode::MapKind;
 use uext4::Filesystem;
 
@@ -26,7 +26,7 @@ fn same(got: &[u8], want: &[u8], what: &str) {
 }
 
 fn open(img: &Path, data: DataPathConfig, cache_bytes: usize) -> Filesystem {
-    Filesystem::open_with(img, OpenOptions { write: true, data, cache_bytes, ..Default::default() }).unwrap()
+    Filesystem::open_with(img, MountOptions { write: true, data, cache_bytes, ..Default::default() }).unwrap()
 }
 
 /// Mapped (non-hole) runs of `ino`.
@@ -169,7 +169,7 @@ fn dirty_threshold_keeps_the_cache_in_its_budget() {
 fn buffered_enospc_is_reported_by_the_write() {
     let Some((_d, img)) = mkfs(8, &["-b", "1024", "-N", "64"]) else { return };
     let dev = uext4::FileDevice::open(&img, true).unwrap();
-    let opts = OpenOptions { write: true, use_reserved: true, ..Default::default() };
+    let opts = MountOptions { write: true, use_reserved: true, ..Default::default() };
     let mut fs = Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap();
     let root = fs.root();
     let keep = fs.create(root, b"keep", 0o644, 0, 0).unwrap().ino;
@@ -280,7 +280,7 @@ fn dirty_data_stays_coherent_with_direct_io_truncate_and_punch() {
 fn open_no_commits(img: &Path) -> Filesystem {
     let hour = Duration::from_secs(3600);
     let data = DataPathConfig { dirty_expire: hour, writeback_interval: hour, ..Default::default() };
-    Filesystem::open_with(img, OpenOptions { write: true, data, commit_interval: hour, ..Default::default() }).unwrap()
+    Filesystem::open_with(img, MountOptions { write: true, data, commit_interval: hour, ..Default::default() }).unwrap()
 }
 
 /// Issue 12 defect 17: blocks freed by an uncommitted transaction count
@@ -347,7 +347,7 @@ fn link_rename_and_setxattr_reuse_blocks_freed_by_an_uncommitted_transaction() {
     use uext4::fs::xattr_ops::XattrSetMode;
     let Some((_d, img)) = mkfs(8, &["-b", "1024", "-N", "64"]) else { return };
     let hour = Duration::from_secs(3600);
-    let opts = OpenOptions { write: true, use_reserved: true, commit_interval: hour, ..Default::default() };
+    let opts = MountOptions { write: true, use_reserved: true, commit_interval: hour, ..Default::default() };
     let mut fs = Filesystem::open_with(&img, opts).unwrap();
     let root = fs.root();
     let long = |c: u8| vec![c; 200];
@@ -508,7 +508,7 @@ fn dirty_memory_stays_bounded_while_writeback_fails() {
     };
     let hour = Duration::from_secs(3600);
     let data = DataPathConfig { dirty_expire: hour, writeback_interval: hour, ..Default::default() };
-    let opts = OpenOptions { write: true, data, commit_interval: hour, cache_bytes: 4 << 20, ..Default::default() };
+    let opts = MountOptions { write: true, data, commit_interval: hour, cache_bytes: 4 << 20, ..Default::default() };
     let mut fs = Filesystem::open_device(dev.clone(), opts).unwrap();
     let f = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
     let budget = fs.page_cache_usage().2;

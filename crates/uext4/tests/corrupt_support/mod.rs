@@ -18,7 +18,7 @@ use uext4::format::inode::inode_checksum;
 use uext4::format::superblock::Superblock;
 use uext4::format::xattr::block_checksum;
 use uext4::inode::MapKind;
-use uext4::{Filesystem, MemoryDevice, OpenOptions};
+use uext4::{Filesystem, MemoryDevice, MountOptions};
 
 /// A deterministic pseudo-random generator (splitmix64), so that sampled
 /// cases are the same on every run.
@@ -225,7 +225,7 @@ pub fn build_images() -> Vec<Image> {
 
 /// Locates every structure of interest in a pristine image.
 pub fn describe(name: &'static str, bytes: Vec<u8>) -> Image {
-    let fs = Filesystem::open_device(Arc::new(MemoryDevice::from_bytes(&bytes)), OpenOptions::default()).unwrap();
+    let fs = Filesystem::open_device(Arc::new(MemoryDevice::from_bytes(&bytes)), MountOptions::default()).unwrap();
     let sb = fs.superblock().clone();
     let bs = fs.block_size() as usize;
     let mut ino = std::collections::HashMap::new();

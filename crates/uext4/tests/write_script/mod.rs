@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use uext4::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use uext4::fs::{FallocMode, RenameFlags, SetAttr, XattrSetMode};
-use uext4::{BlockDevice, FileType, Filesystem, MemoryDevice, OpenOptions};
+use uext4::{BlockDevice, FileType, Filesystem, MemoryDevice, MountOptions};
 
 /// A memory device that refuses (and counts) writes outside
 /// `0..limit`, the bytes the superblock says the filesystem has.
@@ -119,14 +119,14 @@ impl Outcome {
 
 /// Open options of a fuzz run: small caches, no background commit, no
 /// MMP wait (a damaged superblock may turn MMP on).
-pub fn options() -> OpenOptions {
-    OpenOptions {
+pub fn options() -> MountOptions {
+    MountOptions {
         write: true,
         cache_blocks: 256,
         cache_bytes: 8 << 20,
         commit_interval: Duration::from_secs(3600),
         mmp_wait: Some(Duration::ZERO),
-        ..OpenOptions::default()
+        ..MountOptions::default()
     }
 }
 
