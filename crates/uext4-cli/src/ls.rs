@@ -1,6 +1,8 @@
 //! `uext4 ls`: list a directory (or show one file), optionally long and recursive.
 
-use crate::util::{describe, fs_err, ls_time, mode_string, now, report, shown, CliResult};
+use crate::util::{
+    describe, fs_err, ls_time, mode_string, now, print_json, report, shown, CliResult, JsonInode, JsonName,
+};
 use std::collections::HashSet;
 use std::io::Write;
 use uext4::{FileType, Filesystem, Stat};
@@ -193,4 +195,136 @@ pub fn run(fs: &Filesystem, path: &[u8], opts: LsOpts, out: &mut impl Write) -> 
         stack.extend(subdirs.into_iter().rev());
     }
     Ok(())
+}
+
+/// `ls --json`: PATH's listing, flat like the text output (each listed
+/// directory once, with its path), so that no depth of tree makes the
+/// document (or its writer) nest deeper.
+#[derive(serde::Serialize)]
+struct LsJson {
+    /// PATH as given.
+    path: String,
+    /// The directories listed: PATH first, then with -R every subdirectory,
+    /// depth-first in name order (as the text output). Empty if PATH is not
+    /// a directory.
+    directories: Vec<DirJson>,
+    /// PATH itself when it is not a directory, else `null`.
+    file: Option<EntryJson>,
+}
+
+/// One listed directory.
+#[derive(serde::Serialize)]
+struct DirJson {
+    /// Its path inside the image.
+    #[serde(flatten)]
+    path: PathJson,
+    ino: u32,
+    /// Its entries sorted by name bytes ("." and ".." only with -a).
+    entries: Vec<EntryJson>,
+}
+
+/// A path (any bytes): as text, plus the raw bytes if not valid UTF-8.
+#[derive(serde::Serialize)]
+struct PathJson {
+    path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path_bytes: Option<Vec<u8>>,
+}
+
+impl PathJson {
+    fn new(p: &[u8]) -> Self {
+        let n = JsonName::new(p);
+        PathJson { path: n.name, path_bytes: n.name_bytes }
+    }
+}
+
+/// One entry: its name and its inode's fields.
+#[derive(serde::Serialize)]
+struct EntryJson {
+    #[serde(flatten)]
+    name: JsonName,
+    #[serde(flatten)]
+    inode: EntryInode,
+    /// A symlink's target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<JsonName>,
+}
+
+/// The inode of an entry, or why it could not be read (also reported on
+/// stderr, and the exit status is 1).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum EntryInode {
+    Ok(JsonInode),
+    Failed { ino: u32, error: String },
+}
+
+fn entry_json(fs: &Filesystem, name: &[u8], ino: u32, path: &[u8]) -> EntryJson {
+    let (inode, target) = match fs.stat(ino) {
+        Ok(st) => {
+            let target = link_target(fs, &st, path).map(|t| JsonName::new(&t));
+            (EntryInode::Ok(JsonInode::from(&st)), target)
+        }
+        Err(e) => {
+            let error = describe(&shown(path), &e);
+            report(&error);
+            (EntryInode::Failed { ino, error }, None)
+        }
+    };
+    EntryJson { name: JsonName::new(name), inode, target }
+}
+
+/// Runs `uext4 ls --json` (every entry is stat'ed, as with -l).
+pub fn run_json(fs: &Filesystem, path: &[u8], opts: LsOpts, out: &mut impl Write) -> CliResult {
+    let mut ino = fs.resolve(path).map_err(|e| fs_err(&shown(path), e))?;
+    let mut st = fs.stat(ino).map_err(|e| fs_err(&shown(path), e))?;
+    // As in the text output: a symlink PATH is followed unless -l.
+    if st.file_type == FileType::Symlink && (!opts.long || path.ends_with(b"/")) {
+        if let Ok(t) = fs.resolve_follow(path) {
+            if let Ok(s) = fs.stat(t) {
+                ino = t;
+                st = s;
+            }
+        }
+    }
+    let mut doc = LsJson { path: shown(path), directories: Vec::new(), file: None };
+    if st.file_type != FileType::Directory {
+        doc.file = Some(entry_json(fs, path, ino, path));
+        return print_json(&doc, out);
+    }
+    let mut stack: Vec<(Vec<u8>, u32)> = vec![(path.to_vec(), ino)];
+    let mut visited: HashSet<u32> = HashSet::from([ino]);
+    while let Some((dpath, dino)) = stack.pop() {
+        let mut entries = match fs.read_dir_all(dino) {
+            Ok(e) => e,
+            Err(e) => {
+                report(&describe(&shown(&dpath), &e));
+                continue;
+            }
+        };
+        entries.retain(|e| opts.all || (e.name != b"." && e.name != b".."));
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut rows = Vec::with_capacity(entries.len());
+        let mut subdirs = Vec::new();
+        for e in entries {
+            let epath = join(&dpath, &e.name);
+            let row = entry_json(fs, &e.name, e.ino, &epath);
+            let is_dir = matches!(&row.inode, EntryInode::Ok(i) if i.file_type == "directory");
+            if opts.recursive && is_dir && e.name != b"." && e.name != b".." {
+                if visited.insert(e.ino) {
+                    subdirs.push((epath, e.ino));
+                } else {
+                    report(&format!(
+                        "{}: directory inode {} already listed (loop in the image), skipped",
+                        shown(&epath),
+                        e.ino
+                    ));
+                }
+            }
+            rows.push(row);
+        }
+        doc.directories.push(DirJson { path: PathJson::new(&dpath), ino: dino, entries: rows });
+        stack.extend(subdirs.into_iter().rev());
+    }
+    print_json(&doc, out)
 }

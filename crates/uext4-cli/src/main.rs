@@ -4,6 +4,7 @@
 mod bench;
 mod bench_io;
 mod cat;
+mod docs;
 mod edit;
 mod freefrag;
 mod get;
@@ -58,6 +59,9 @@ enum Cmd {
         /// Also list every block group: bitmap and inode table locations, free counts, flags
         #[arg(long)]
         groups: bool,
+        /// Print one JSON document instead of the table
+        #[arg(long)]
+        json: bool,
     },
     /// List a directory (or show a single file), like `ls`
     #[command(long_about = "List the entries of a directory, one per line, sorted by name bytes.\n\n\
@@ -73,6 +77,9 @@ enum Cmd {
         /// Also show the "." and ".." entries
         #[arg(short = 'a')]
         all: bool,
+        /// Print one JSON document (every entry with its inode fields; -R nests subdirectories)
+        #[arg(long)]
+        json: bool,
         /// The ext4 image file or block device
         image: PathBuf,
         /// Directory or file inside the image
@@ -96,6 +103,9 @@ enum Cmd {
         /// Follow a final symlink and show its target's inode
         #[arg(short = 'L', long = "follow")]
         follow: bool,
+        /// Print one JSON document instead of the table
+        #[arg(long)]
+        json: bool,
         /// The ext4 image file or block device
         image: PathBuf,
         /// File, directory or other node inside the image
@@ -241,6 +251,9 @@ enum Cmd {
     Freefrag {
         /// The ext4 image file or block device
         image: PathBuf,
+        /// Print one JSON document instead of the report
+        #[arg(long)]
+        json: bool,
     },
     /// Show the block allocator's view: per-group buddy summaries and counters
     #[command(long_about = "Load every group's block bitmap into the allocator (mballoc) and print, per group,\n\
@@ -251,6 +264,9 @@ enum Cmd {
     Mbstats {
         /// The ext4 image file or block device
         image: PathBuf,
+        /// Print one JSON document instead of the table
+        #[arg(long)]
+        json: bool,
     },
     /// Create a fresh ext4 filesystem in an image file (no mke2fs needed)
     #[command(long_about = "Create (or overwrite) the image file IMAGE of --size bytes holding a fresh ext4\n\
@@ -318,6 +334,23 @@ enum Cmd {
         #[arg(short = 'f', long)]
         foreground: bool,
     },
+    /// Print a shell completion script to stdout
+    #[command(long_about = "Print the completion script for SHELL to stdout, generated from the same definitions\n\
+                            as --help. For bash, save it as ~/.local/share/bash-completion/completions/uext4;\n\
+                            for zsh, as a file named _uext4 in a directory of $fpath; for fish, as\n\
+                            ~/.config/fish/completions/uext4.fish.")]
+    Completions {
+        /// The shell to complete for
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout, or write one page per subcommand
+    #[command(long_about = "Print the uext4(1) man page in roff to stdout (view it with `uext4 man | man -l -`),\n\
+                            or with --dir write uext4.1 and one uext4-SUBCOMMAND.1 page per subcommand there.")]
+    Man {
+        /// Write the pages into this existing directory instead of stdout
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run a built-in benchmark
     Bench {
         #[command(subcommand)]
@@ -382,15 +415,23 @@ enum BenchCmd {
 
 fn run(cli: Cli) -> CliResult {
     match cli.cmd {
-        Cmd::Info { image, groups } => {
+        Cmd::Info { image, groups, json: true } => {
+            info::run_json(&image, groups, &mut io::stdout().lock())?;
+        }
+        Cmd::Info { image, groups, json: false } => {
             let mut out = BufWriter::new(io::stdout().lock());
             info::run_image(&image, groups, &mut out)?;
             out.flush()?;
         }
-        Cmd::Ls { long, recursive, all, image, path } => {
+        Cmd::Ls { long, recursive, all, json, image, path } => {
             let fs = util::open_image(&image)?;
             let mut out = BufWriter::new(io::stdout().lock());
-            ls::run(&fs, os_bytes(&path), ls::LsOpts { long, recursive, all }, &mut out)?;
+            let opts = ls::LsOpts { long, recursive, all };
+            if json {
+                ls::run_json(&fs, os_bytes(&path), opts, &mut out)?;
+            } else {
+                ls::run(&fs, os_bytes(&path), opts, &mut out)?;
+            }
             out.flush()?;
         }
         Cmd::Cat { image, path } => {
@@ -400,10 +441,14 @@ fn run(cli: Cli) -> CliResult {
             let mut out = std::fs::File::from(fd);
             cat::run(&fs, os_bytes(&path), &mut out)?;
         }
-        Cmd::Stat { follow, image, path } => {
+        Cmd::Stat { follow, json, image, path } => {
             let fs = util::open_image(&image)?;
             let mut out = BufWriter::new(io::stdout().lock());
-            stat::run(&fs, os_bytes(&path), follow, &mut out)?;
+            if json {
+                stat::run_json(&fs, os_bytes(&path), follow, &mut out)?;
+            } else {
+                stat::run(&fs, os_bytes(&path), follow, &mut out)?;
+            }
             out.flush()?;
         }
         Cmd::Get { image, path, dest } => {
@@ -459,18 +504,32 @@ fn run(cli: Cli) -> CliResult {
             let opts = edit::FallocOpts { keep_size, punch_hole, zero_range };
             write::with_rw(&image, |fs| edit::fallocate(fs, os_bytes(&path), opts, offset, len))?;
         }
-        Cmd::Freefrag { image } => {
+        Cmd::Freefrag { image, json } => {
             let fs = util::open_image(&image)?;
             let mut out = BufWriter::new(io::stdout().lock());
-            freefrag::run(&fs, &image, &mut out)?;
+            if json {
+                freefrag::run_json(&fs, &image, &mut out)?;
+            } else {
+                freefrag::run(&fs, &image, &mut out)?;
+            }
             out.flush()?;
         }
-        Cmd::Mbstats { image } => {
+        Cmd::Mbstats { image, json } => {
             let fs = util::open_image(&image)?;
             let mut out = BufWriter::new(io::stdout().lock());
-            mbstats::run(&fs, &mut out)?;
+            if json {
+                mbstats::run_json(&fs, &mut out)?;
+            } else {
+                mbstats::run(&fs, &mut out)?;
+            }
             out.flush()?;
         }
+        Cmd::Completions { shell } => {
+            let mut out = BufWriter::new(io::stdout().lock());
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "uext4", &mut out);
+            out.flush()?;
+        }
+        Cmd::Man { dir } => docs::man(dir.as_deref())?,
         Cmd::Mount { image, mountpoint, options, foreground } => {
             mount::run(&image, &mountpoint, &options, foreground)?;
         }

@@ -1,7 +1,7 @@
 //! `uext4 mbstats`: the allocator's view of an image: per-group buddy
 //! summaries (like /proc/fs/ext4/DEV/mb_groups) and the mb_stats counters.
 
-use crate::util::{fs_err, CliResult};
+use crate::util::{fs_err, print_json, CliResult};
 use std::io::Write;
 use uext4::alloc::{AllocStats, Allocator, Criterion};
 use uext4::Filesystem;
@@ -61,4 +61,107 @@ pub fn run(fs: &Filesystem, out: &mut impl Write) -> CliResult {
     }
     writeln!(out)?;
     print_stats(&a.stats(), out)
+}
+
+/// `mbstats --json`: every group's buddy summary and the counters.
+#[derive(serde::Serialize)]
+struct MbstatsJson {
+    groups: Vec<GroupJson>,
+    stats: StatsJson,
+}
+
+/// One group's line of the table.
+#[derive(serde::Serialize)]
+struct GroupJson {
+    group: u32,
+    free: u32,
+    fragments: u32,
+    /// Free buddy chunks of order 0, 1, 2, ... (2^k blocks each).
+    counters: Vec<u32>,
+    largest_free_order: Option<u32>,
+    avg_fragment_order: Option<u32>,
+    corrupt: bool,
+}
+
+/// The counters, under the names of the text output.
+#[derive(serde::Serialize)]
+struct StatsJson {
+    reqs: u64,
+    blocks_allocated: u64,
+    blocks_freed: u64,
+    goal_len_hits: u64,
+    enospc: u64,
+    buddies_generated: u64,
+    uninit_groups_initialised: u64,
+    prefetched_groups: u64,
+    prefetch_bitmap_reads: u64,
+    preallocations_created: u64,
+    preallocated_blocks_discarded: u64,
+    groups_skipped_corrupt: u64,
+    /// Per allocation criterion, in the order the allocator tries them.
+    criteria: Vec<CriterionJson>,
+}
+
+/// One criterion's counters; the scan counters only for scanning criteria.
+#[derive(serde::Serialize)]
+struct CriterionJson {
+    name: &'static str,
+    hits: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups_considered: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extents_scanned: Option<u64>,
+}
+
+fn stats_json(s: &AllocStats) -> StatsJson {
+    let criteria = Criterion::ALL
+        .iter()
+        .map(|&c| {
+            let i = c.index();
+            let scan = |v: &[u64; 7]| Criterion::SCANNING.contains(&c).then_some(v[i]);
+            CriterionJson {
+                name: c.name(),
+                hits: s.hits[i],
+                failed: scan(&s.failures),
+                groups_considered: scan(&s.groups_scanned),
+                extents_scanned: scan(&s.extents_scanned),
+            }
+        })
+        .collect();
+    StatsJson {
+        reqs: s.requests,
+        blocks_allocated: s.blocks_allocated,
+        blocks_freed: s.blocks_freed,
+        goal_len_hits: s.goal_len_hits,
+        enospc: s.enospc,
+        buddies_generated: s.buddy_generations,
+        uninit_groups_initialised: s.uninit_inits,
+        prefetched_groups: s.prefetch_groups,
+        prefetch_bitmap_reads: s.prefetch_ios,
+        preallocations_created: s.prealloc_created,
+        preallocated_blocks_discarded: s.prealloc_discarded_blocks,
+        groups_skipped_corrupt: s.corrupt_groups,
+        criteria,
+    }
+}
+
+/// Prints every group's buddy summary and the counters as one JSON document.
+pub fn run_json(fs: &Filesystem, out: &mut impl Write) -> CliResult {
+    let a: &Allocator = fs.allocator().map_err(|e| fs_err("allocator", e))?;
+    a.load_all().map_err(|e| fs_err("block bitmaps", e))?;
+    let groups = (0..a.group_count())
+        .filter_map(|g| a.group_summary(g))
+        .map(|s| GroupJson {
+            group: s.group,
+            free: s.free,
+            fragments: s.fragments,
+            counters: s.counters,
+            largest_free_order: s.largest_free_order,
+            avg_fragment_order: s.avg_fragment_order,
+            corrupt: s.corrupt,
+        })
+        .collect();
+    print_json(&MbstatsJson { groups, stats: stats_json(&a.stats()) }, out)
 }

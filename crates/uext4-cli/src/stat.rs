@@ -1,6 +1,9 @@
 //! `uext4 stat`: every inode field, the block mapping and the xattr names.
 
-use crate::util::{describe, fs_err, full_time, inode_flag_names, mode_string, report, shown, type_name, CliResult};
+use crate::util::{
+    describe, fs_err, full_time, inode_flag_names, mode_string, print_json, report, shown, type_name, CliResult,
+    JsonInode, JsonName,
+};
 use std::io::Write;
 use uext4::inode::MapKind;
 use uext4::{FileType, Filesystem, Stat};
@@ -130,4 +133,77 @@ pub fn run(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> 
         Err(e) => report(&describe(&format!("{name}: extended attributes"), &e)),
     }
     Ok(())
+}
+
+/// `stat --json`: the inode's fields, its block runs and xattr names.
+#[derive(serde::Serialize)]
+struct StatJson {
+    /// PATH as given.
+    path: String,
+    #[serde(flatten)]
+    inode: JsonInode,
+    /// A symlink's target (only for symlinks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<JsonName>,
+    /// The mapped block runs, in logical order; `null` for inodes that map
+    /// no blocks (devices, FIFOs, sockets, short symlinks) or whose map
+    /// could not be read (then an error line goes to stderr).
+    extents: Option<Vec<ExtentJson>>,
+    /// Extended attribute names; `null` if they could not be read.
+    xattrs: Option<Vec<JsonName>>,
+}
+
+/// One run of logical blocks mapped to consecutive physical blocks.
+#[derive(serde::Serialize)]
+struct ExtentJson {
+    logical: u64,
+    physical: u64,
+    len: u64,
+    unwritten: bool,
+}
+
+/// Runs `uext4 stat --json`.
+pub fn run_json(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
+    let name = shown(path);
+    let ino = if follow { fs.resolve_follow(path) } else { fs.resolve(path) }.map_err(|e| fs_err(&name, e))?;
+    let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;
+    let target = if st.file_type == FileType::Symlink {
+        match fs.readlink(ino) {
+            Ok(t) => Some(JsonName::new(&t)),
+            Err(e) => {
+                report(&describe(&name, &e));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let extents = if maps_blocks(&st) {
+        match fs.extents(ino) {
+            Ok(runs) => Some(
+                runs.iter()
+                    .filter_map(|m| match m.kind {
+                        MapKind::Mapped(p) => Some((m, p, false)),
+                        MapKind::Unwritten(p) => Some((m, p, true)),
+                        MapKind::Hole => None,
+                    })
+                    .map(|(m, physical, unwritten)| ExtentJson { logical: m.lblk, physical, len: m.len, unwritten })
+                    .collect(),
+            ),
+            Err(e) => {
+                report(&describe(&format!("{name}: block map"), &e));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let xattrs = match fs.list_xattrs(ino) {
+        Ok(names) => Some(names.iter().map(|n| JsonName::new(n)).collect()),
+        Err(e) => {
+            report(&describe(&format!("{name}: extended attributes"), &e));
+            None
+        }
+    };
+    print_json(&StatJson { path: name, inode: JsonInode::from(&st), target, extents, xattrs }, out)
 }

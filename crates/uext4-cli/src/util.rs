@@ -394,3 +394,141 @@ mod tests {
         assert_eq!(inode_flag_names(0x100), vec!["0x100".to_string()]);
     }
 }
+
+/// Writes `v` as one pretty-printed JSON document and a newline (`--json`).
+pub fn print_json(v: &impl serde::Serialize, out: &mut impl Write) -> CliResult {
+    let text = serde_json::to_vec_pretty(v).map_err(|e| CliError::msg(format!("JSON output: {e}")))?;
+    out.write_all(&text)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// A timestamp in `--json` output: seconds since the epoch and nanoseconds.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct JsonTime {
+    /// Seconds since 1970-01-01 00:00:00 UTC (negative before).
+    pub sec: i64,
+    /// Nanoseconds within the second.
+    pub nsec: u32,
+}
+
+impl From<Timestamp> for JsonTime {
+    fn from(t: Timestamp) -> Self {
+        JsonTime { sec: t.sec, nsec: t.nsec }
+    }
+}
+
+/// A name (any bytes) in `--json` output: `name` is the text (invalid UTF-8
+/// replaced by U+FFFD); `name_bytes` carries the exact bytes only when the
+/// name is not valid UTF-8, so scripts can still tell such names apart.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JsonName {
+    /// The name as text.
+    pub name: String,
+    /// The raw bytes, present only if the name is not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name_bytes: Option<Vec<u8>>,
+}
+
+impl JsonName {
+    /// The JSON form of `name`.
+    pub fn new(name: &[u8]) -> Self {
+        match std::str::from_utf8(name) {
+            Ok(s) => JsonName { name: s.to_string(), name_bytes: None },
+            Err(_) => JsonName { name: shown(name), name_bytes: Some(name.to_vec()) },
+        }
+    }
+}
+
+/// The file type in `--json` output: one lowercase snake_case word.
+pub fn type_token(t: FileType) -> &'static str {
+    match t {
+        FileType::Regular => "regular",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        FileType::CharDevice => "char_device",
+        FileType::BlockDevice => "block_device",
+        FileType::Fifo => "fifo",
+        FileType::Socket => "socket",
+    }
+}
+
+/// An inode's fields in `--json` output (`stat` and `ls`), named after
+/// struct stat where it has them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JsonInode {
+    /// Inode number.
+    pub ino: u32,
+    /// File type, see [`type_token`].
+    #[serde(rename = "type")]
+    pub file_type: &'static str,
+    /// Full i_mode: type and permission bits.
+    pub mode: u16,
+    /// Permission bits only (`mode & 0o7777`).
+    pub permissions: u16,
+    /// `ls -l`'s symbolic mode, e.g. `-rw-r--r--`.
+    pub mode_string: String,
+    /// Hard links.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Allocated 512-byte units.
+    pub blocks: u64,
+    /// I/O block size.
+    pub blksize: u32,
+    /// Device major number (0 for non-devices).
+    pub rdev_major: u32,
+    /// Device minor number (0 for non-devices).
+    pub rdev_minor: u32,
+    /// ext4 inode flags (i_flags).
+    pub flags: u32,
+    /// Names of the set flags, as `stat` shows them.
+    pub flag_names: Vec<String>,
+    /// Generation number.
+    pub generation: u32,
+    /// Extended attribute block, 0 if none.
+    pub xattr_block: u64,
+    /// Project id.
+    pub project: u32,
+    /// Access time.
+    pub atime: JsonTime,
+    /// Modification time.
+    pub mtime: JsonTime,
+    /// Change time.
+    pub ctime: JsonTime,
+    /// Creation time, `null` if the inode has no room for it.
+    pub crtime: Option<JsonTime>,
+}
+
+impl From<&uext4::Stat> for JsonInode {
+    fn from(st: &uext4::Stat) -> Self {
+        JsonInode {
+            ino: st.ino,
+            file_type: type_token(st.file_type),
+            mode: st.mode,
+            permissions: st.mode & 0o7777,
+            mode_string: mode_string(st.mode),
+            nlink: st.nlink,
+            uid: st.uid,
+            gid: st.gid,
+            size: st.size,
+            blocks: st.blocks,
+            blksize: st.blksize,
+            rdev_major: st.rdev.0,
+            rdev_minor: st.rdev.1,
+            flags: st.flags,
+            flag_names: inode_flag_names(st.flags),
+            generation: st.generation,
+            xattr_block: st.file_acl,
+            project: st.projid,
+            atime: st.atime.into(),
+            mtime: st.mtime.into(),
+            ctime: st.ctime.into(),
+            crtime: st.crtime.map(Into::into),
+        }
+    }
+}
