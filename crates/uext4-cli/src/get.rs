@@ -3,6 +3,7 @@
 //! links, symlinks, device nodes (as root), FIFOs and extended attributes.
 
 use crate::cat::CHUNK;
+use crate::progress::{self, Progress};
 use crate::util::{describe, fs_err, report, shown, warn, CliResult};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CString, OsStr};
@@ -34,6 +35,7 @@ struct Copier<'a> {
     /// Directories already copied (a loop in a corrupt image stops here).
     dirs: HashSet<u32>,
     buf: Vec<u8>,
+    progress: Progress,
 }
 
 fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
@@ -139,7 +141,10 @@ impl Copier<'_> {
         let mut jobs = vec![Job::Copy { ino, dest, src, top: true }];
         while let Some(job) = jobs.pop() {
             match job {
-                Job::Copy { ino, dest, src, top } => self.copy(ino, dest, src, top, &mut jobs),
+                Job::Copy { ino, dest, src, top } => {
+                    self.copy(ino, dest, src, top, &mut jobs);
+                    self.progress.file_done();
+                }
                 Job::Finish { st, dest, src } => self.apply_meta(&st, &dest, &src),
             }
         }
@@ -230,6 +235,7 @@ impl Copier<'_> {
             }
             write_sparse(&f, &self.buf[..n], off).map_err(|e| dest_err(dest, &e))?;
             off += n as u64;
+            self.progress.bytes(n as u64);
         }
         f.set_len(off).map_err(|e| dest_err(dest, &e))?;
         Ok(())
@@ -338,9 +344,41 @@ pub fn run(fs: &Filesystem, src: &[u8], dest: &Path) -> CliResult {
     };
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let mut c = Copier { fs, root, links: HashMap::new(), dirs: HashSet::new(), buf: vec![0; CHUNK] };
+    let progress = if progress::enabled() {
+        let (bytes, files) = count_image(fs, ino);
+        Progress::copy(bytes, files)
+    } else {
+        Progress::hidden()
+    };
+    let mut c = Copier { fs, root, links: HashMap::new(), dirs: HashSet::new(), buf: vec![0; CHUNK], progress };
     c.run(ino, target, src.to_vec());
     Ok(())
+}
+
+/// The progress bar's totals for copying inode `ino` out: the bytes of the
+/// regular files (each multiply-linked inode once) and the number of files
+/// of any type, directories included. Walks directories and inodes only;
+/// what cannot be read is skipped here (the copy reports it).
+fn count_image(fs: &Filesystem, ino: u32) -> (u64, u64) {
+    let (mut bytes, mut files) = (0u64, 0u64);
+    let mut seen = HashSet::new();
+    let mut stack = vec![ino];
+    while let Some(ino) = stack.pop() {
+        // Directories are walked once (a loop in a corrupt image ends
+        // here); other inodes are counted per name, as they are copied.
+        let Ok(st) = fs.stat(ino) else { continue };
+        files += 1;
+        match st.file_type {
+            FileType::Directory if seen.insert(ino) => {
+                if let Ok(entries) = fs.read_dir_all(ino) {
+                    stack.extend(entries.iter().filter(|e| e.name != b"." && e.name != b"..").map(|e| e.ino));
+                }
+            }
+            FileType::Regular if st.nlink == 1 || seen.insert(ino) => bytes += st.size,
+            _ => {}
+        }
+    }
+    (bytes, files)
 }
 
 #[cfg(test)]

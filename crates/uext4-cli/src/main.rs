@@ -12,6 +12,7 @@ mod info;
 mod ls;
 mod mbstats;
 mod mount;
+mod progress;
 mod put;
 mod stat;
 mod util;
@@ -469,7 +470,13 @@ fn run(cli: Cli) -> CliResult {
                 metadata_csum: !no_metadata_csum,
                 ..Default::default()
             };
+            let spinner = if progress::enabled() {
+                progress::Progress::spinner(format!("writing a {} byte filesystem to {}", size, image.display()))
+            } else {
+                progress::Progress::hidden()
+            };
             let l = uext4::mkfs::mkfs_file(&image, &opts).map_err(|e| util::fs_err(&image.display().to_string(), e))?;
+            drop(spinner);
             println!(
                 "{}: {} blocks of {} bytes, {} groups, {} inodes, journal {} blocks",
                 image.display(),

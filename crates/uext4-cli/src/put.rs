@@ -3,9 +3,10 @@
 //! modification times with nanoseconds, symlinks, hard links within the
 //! copied tree, FIFOs, sockets and device nodes.
 
+use crate::progress::{self, Progress};
 use crate::util::{describe, fs_err, report, shown, warn, CliError, CliResult};
 use crate::write::{basename, existing_dir, is_fatal, join_shown, locate, lookup_opt};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, Metadata};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -60,6 +61,7 @@ struct Putter<'a> {
     /// The image file itself, never copied into itself.
     image_id: Option<(u64, u64)>,
     buf: Vec<u8>,
+    progress: Progress,
 }
 
 fn ts(sec: i64, nsec: i64) -> Timestamp {
@@ -131,7 +133,11 @@ impl Putter<'_> {
     fn run(&mut self, mut jobs: Vec<Job>) -> CliResult {
         while let Some(job) = jobs.pop() {
             let r = match job {
-                Job::Copy { src, parent, name, dest } => self.copy(src, parent, name, dest, &mut jobs),
+                Job::Copy { src, parent, name, dest } => {
+                    let r = self.copy(src, parent, name, dest, &mut jobs);
+                    self.progress.file_done();
+                    r
+                }
                 Job::Contents { src, ino, dest } => self.contents(&src, ino, &dest, &mut jobs),
                 Job::Finish { ino, meta, dest } => {
                     self.fs.setattr(ino, meta_attr(&meta)).map(drop).map_err(|e| Fail::image(&dest, e))
@@ -275,6 +281,7 @@ impl Putter<'_> {
         let size = meta.len();
         let mut end = size;
         let mut off = 0u64;
+        let mut read = 0u64;
         'segments: while let Some((start, stop)) = next_data(&f, off, size).map_err(|e| Fail::host(src, &e))? {
             let mut pos = start;
             while pos < stop {
@@ -289,9 +296,13 @@ impl Putter<'_> {
                     fs.write(ino, pos + a as u64, &self.buf[a..b]).map_err(|e| Fail::image(dest, e))?;
                 }
                 pos += n as u64;
+                read += n as u64;
+                self.progress.bytes(n as u64);
             }
             off = stop;
         }
+        // The holes skipped count as done too.
+        self.progress.bytes(size.saturating_sub(read));
         let attr = SetAttr { size: Some(end), ..meta_attr(&meta) };
         fs.setattr(ino, attr).map_err(|e| Fail::image(dest, e))?;
         Ok(ino)
@@ -305,7 +316,7 @@ impl Putter<'_> {
 pub fn run(fs: &Filesystem, image: &Path, src: &Path, dest: &[u8]) -> CliResult {
     let meta = fs::symlink_metadata(src).map_err(|e| CliError::msg(format!("{}: {e}", src.display())))?;
     let image_id = fs::metadata(image).ok().map(|m| (m.dev(), m.ino()));
-    let mut p = Putter { fs, links: HashMap::new(), image_id, buf: vec![0; CHUNK] };
+    let mut p = Putter { fs, links: HashMap::new(), image_id, buf: vec![0; CHUNK], progress: Progress::hidden() };
     let dest_shown = shown(dest);
     let jobs = match existing_dir(fs, dest)? {
         Some(dir) => match basename(src.as_os_str().as_bytes()) {
@@ -330,7 +341,37 @@ pub fn run(fs: &Filesystem, image: &Path, src: &Path, dest: &[u8]) -> CliResult 
             vec![Job::Copy { src: src.to_path_buf(), parent: loc.parent, name: loc.name, dest: loc.shown }]
         }
     };
+    if progress::enabled() {
+        let (bytes, mut files) = count_host(src);
+        if matches!(jobs.first(), Some(Job::Finish { .. })) {
+            // SRC's contents are merged into DEST: SRC itself is no copy.
+            files = files.saturating_sub(1);
+        }
+        p.progress = Progress::copy(bytes, files);
+    }
     p.run(jobs)
+}
+
+/// The progress bar's totals for copying host path `src`: the bytes of its
+/// regular files (each multiply-linked file once) and the number of files
+/// of any type, directories included. A cheap walk of metadata only;
+/// unreadable entries are skipped here (the copy reports them).
+fn count_host(src: &Path) -> (u64, u64) {
+    let (mut bytes, mut files) = (0u64, 0u64);
+    let mut linked = HashSet::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(m) = fs::symlink_metadata(&p) else { continue };
+        files += 1;
+        if m.is_dir() {
+            if let Ok(rd) = fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        } else if m.is_file() && (m.nlink() == 1 || linked.insert((m.dev(), m.ino()))) {
+            bytes += m.len();
+        }
+    }
+    (bytes, files)
 }
 
 #[cfg(test)]

@@ -48,8 +48,10 @@ pub fn failed() -> bool {
 
 /// Prints one `uext4: ` line on stderr (never panics, even if stderr is closed).
 pub fn eprint_line(msg: &str) {
-    let mut e = io::stderr().lock();
-    let _ = writeln!(e, "uext4: {msg}");
+    crate::progress::suspend(|| {
+        let mut e = io::stderr().lock();
+        let _ = writeln!(e, "uext4: {msg}");
+    });
 }
 
 /// Reports a non-fatal error: one line on stderr, and the exit status becomes 1.
