@@ -1,7 +1,7 @@
 //! `uext4 ls`: list a directory (or show one file), optionally long and recursive.
 
 use crate::util::{
-    describe, fs_err, ls_time, mode_string, now, print_json, report, shown, CliResult, JsonInode, JsonName,
+    describe, fs_err, ls_time, mode_string, now, print_json, report, shown, CliResult, JsonInode, JsonName, JsonTarget,
 };
 use std::collections::HashSet;
 use std::io::Write;
@@ -246,8 +246,8 @@ struct EntryJson {
     #[serde(flatten)]
     inode: EntryInode,
     /// A symlink's target.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<JsonName>,
+    #[serde(flatten)]
+    target: Option<JsonTarget>,
 }
 
 /// The inode of an entry, or why it could not be read (also reported on
@@ -262,7 +262,7 @@ enum EntryInode {
 fn entry_json(fs: &Filesystem, name: &[u8], ino: u32, path: &[u8]) -> EntryJson {
     let (inode, target) = match fs.stat(ino) {
         Ok(st) => {
-            let target = link_target(fs, &st, path).map(|t| JsonName::new(&t));
+            let target = link_target(fs, &st, path).map(|t| JsonTarget::new(&t));
             (EntryInode::Ok(JsonInode::from(&st)), target)
         }
         Err(e) => {

@@ -2,7 +2,7 @@
 
 use crate::util::{
     describe, fs_err, full_time, inode_flag_names, mode_string, print_json, report, shown, type_name, CliResult,
-    JsonInode, JsonName,
+    JsonInode, JsonName, JsonTarget,
 };
 use std::io::Write;
 use uext4::inode::MapKind;
@@ -143,8 +143,8 @@ struct StatJson {
     #[serde(flatten)]
     inode: JsonInode,
     /// A symlink's target (only for symlinks).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<JsonName>,
+    #[serde(flatten)]
+    target: Option<JsonTarget>,
     /// The mapped block runs, in logical order; `null` for inodes that map
     /// no blocks (devices, FIFOs, sockets, short symlinks) or whose map
     /// could not be read (then an error line goes to stderr).
@@ -169,7 +169,7 @@ pub fn run_json(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write
     let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;
     let target = if st.file_type == FileType::Symlink {
         match fs.readlink(ino) {
-            Ok(t) => Some(JsonName::new(&t)),
+            Ok(t) => Some(JsonTarget::new(&t)),
             Err(e) => {
                 report(&describe(&name, &e));
                 None

@@ -534,3 +534,22 @@ impl From<&uext4::Stat> for JsonInode {
         }
     }
 }
+
+/// A symlink target (any bytes) in `--json` output, like [`JsonName`]:
+/// `target` as text, `target_bytes` only if it is not valid UTF-8.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JsonTarget {
+    /// The target as text.
+    pub target: String,
+    /// The raw bytes, present only if the target is not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_bytes: Option<Vec<u8>>,
+}
+
+impl JsonTarget {
+    /// The JSON form of `target`.
+    pub fn new(target: &[u8]) -> Self {
+        let n = JsonName::new(target);
+        JsonTarget { target: n.name, target_bytes: n.name_bytes }
+    }
+}

@@ -614,3 +614,320 @@ fn bench_alloc_small() {
     assert_eq!(out.matches("\"threads\"").count(), 4, "{out}");
     assert!(out.contains("\"cr1_5\":true") && out.contains("\"cr1_5\":false"), "{out}");
 }
+
+// ---- --json, completions, man, progress --------------------------------
+
+/// Runs uext4 (no stderr expected) and parses its stdout as one JSON document.
+fn json<I, S>(args: I) -> serde_json::Value
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = uext4_ok(args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not one JSON document ({e}): {out}"))
+}
+
+/// `debugfs -R CMD IMG` output.
+fn debugfs(img: &Path, cmd: &str) -> String {
+    let mut c = tool("debugfs");
+    c.arg("-R").arg(cmd).arg(img);
+    String::from_utf8(run_ok(c).stdout).unwrap()
+}
+
+/// The number after `key` in debugfs output ("Inode: 12").
+fn debugfs_num(out: &str, key: &str) -> u64 {
+    let i = out.find(key).unwrap_or_else(|| panic!("no {key:?} in {out}"));
+    out[i + key.len()..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn info_json_matches_dumpe2fs() {
+    if !have("dumpe2fs") {
+        return;
+    }
+    for opts in [&["-b", "1024"][..], &["-O", "^metadata_csum,^64bit", "-L", "lbl"]] {
+        let Some(f) = fixture(opts) else { return };
+        let dump = |h: bool| {
+            let mut d = tool("dumpe2fs");
+            d.args(h.then_some("-h")).arg(&f.img);
+            String::from_utf8(run_ok(d).stdout).unwrap()
+        };
+        let (t, all) = (fields(&dump(true)), dump(false));
+        let num = |k: &str| t[k].parse::<u64>().unwrap_or_else(|_| panic!("{k}: {}", t[k]));
+        let j = json(["info", "--json", "--groups"].map(OsStr::new).into_iter().chain([f.img.as_os_str()]));
+        let sb = &j["superblock"];
+        let label = match t["Filesystem volume name"].as_str() {
+            "<none>" => "",
+            l => l,
+        };
+        assert_eq!(sb["volume_name"], label, "{opts:?}");
+        assert_eq!(sb["uuid"], t["Filesystem UUID"].as_str());
+        assert_eq!(sb["magic"], 0xEF53);
+        assert_eq!(sb["state"], t["Filesystem state"].as_str());
+        let features: Vec<&str> = t["Filesystem features"].split(' ').collect();
+        assert_eq!(sb["features"], serde_json::json!(features), "{opts:?}");
+        for (ours, theirs) in [
+            ("inode_count", "Inode count"),
+            ("block_count", "Block count"),
+            ("reserved_block_count", "Reserved block count"),
+            ("free_blocks", "Free blocks"),
+            ("free_inodes", "Free inodes"),
+            ("first_block", "First block"),
+            ("block_size", "Block size"),
+            ("blocks_per_group", "Blocks per group"),
+            ("inodes_per_group", "Inodes per group"),
+            ("inode_blocks_per_group", "Inode blocks per group"),
+            ("flex_bg_size", "Flex block group size"),
+            ("mount_count", "Mount count"),
+            ("first_inode", "First inode"),
+            ("inode_size", "Inode size"),
+            ("journal_inode", "Journal inode"),
+            ("reserved_gdt_blocks", "Reserved GDT blocks"),
+        ] {
+            assert_eq!(sb[ours], num(theirs), "{ours} with {opts:?}");
+        }
+        assert_eq!(sb["default_directory_hash"], t["Default directory hash"].as_str());
+        assert_eq!(sb["directory_hash_seed"], t["Directory Hash Seed"].as_str());
+        match t.get("Checksum") {
+            Some(c) => assert_eq!(sb["checksum"], u64::from_str_radix(&c[2..], 16).unwrap()),
+            None => assert!(sb["checksum"].is_null()),
+        }
+        // Times are seconds: the text shows the same instant.
+        let created = sb["created"].as_i64().unwrap();
+        assert!(uext4_ok(["info".as_ref(), f.img.as_os_str()])
+            .contains(&format!("Filesystem created:       {}", t["Filesystem created"])));
+        assert!(created > 1_500_000_000, "{created}");
+        assert_eq!(j["journal"]["total_blocks"], num("Total journal blocks"));
+        assert_eq!(j["journal"]["sequence"], u64::from_str_radix(&t["Journal sequence"][2..], 16).unwrap());
+        // --groups: one object per group, bitmaps where dumpe2fs has them.
+        let groups = j["groups"].as_array().unwrap();
+        let group_lines = all.lines().filter(|l| l.starts_with("Group ") && l.contains(": (Blocks ")).count();
+        assert_eq!(groups.len(), group_lines);
+        let bitmap = debugfs_num(&all, "Block bitmap at ");
+        assert_eq!(groups[0]["block_bitmap"], bitmap);
+        assert_eq!(groups[0]["superblock"], sb["first_block"]);
+        let free: u64 = groups.iter().map(|g| g["free_blocks"].as_u64().unwrap()).sum();
+        assert_eq!(free, j["group_descriptor_totals"]["free_blocks"].as_u64().unwrap());
+        // Without --groups the key is absent.
+        let j = json(["info", "--json"].map(OsStr::new).into_iter().chain([f.img.as_os_str()]));
+        assert!(j.get("groups").is_none());
+    }
+}
+
+#[test]
+fn ls_json_lists_entries_with_inode_fields() {
+    let Some(f) = fixture(&[]) else { return };
+    let img = f.img.as_os_str();
+    let md = fs::metadata(f.src.join("tree")).unwrap();
+    let j = json(["ls".as_ref(), "--json".as_ref(), img, "/tree".as_ref()]);
+    assert_eq!(j["path"], "/tree");
+    assert!(j["file"].is_null());
+    let dirs = j["directories"].as_array().unwrap();
+    assert_eq!(dirs.len(), 1);
+    assert_eq!(dirs[0]["path"], "/tree");
+    let entries = dirs[0]["entries"].as_array().unwrap();
+    let names: Vec<&str> = entries.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["big.bin", "dir", "empty.txt", "fifo", "hard", "hello.txt", "link", "suid"]);
+    let by = |n: &str| entries.iter().find(|e| e["name"] == n).unwrap();
+    let debugfs_ino = |p: &str| debugfs_num(&debugfs(&f.img, &format!("stat {p}")), "Inode: ");
+    assert_eq!(by("big.bin")["size"], BIG as u64);
+    assert_eq!(by("big.bin")["ino"], debugfs_ino("/tree/big.bin"));
+    assert_eq!(by("dir")["type"], "directory");
+    assert_eq!(by("dir")["permissions"], 0o750);
+    assert_eq!(by("dir")["nlink"], 3);
+    assert_eq!(by("fifo")["type"], "fifo");
+    assert_eq!(by("hard")["nlink"], 2);
+    assert_eq!(by("hard")["ino"], debugfs_ino("/tree/dir/nested.txt"));
+    assert_eq!(by("hello.txt")["mode"], 0o100640);
+    assert_eq!(by("hello.txt")["mode_string"], "-rw-r-----");
+    assert_eq!(by("hello.txt")["uid"], md.uid());
+    assert_eq!(by("hello.txt")["gid"], md.gid());
+    assert_eq!(by("hello.txt")["mtime"]["sec"], 1_614_834_367);
+    if f.ns {
+        assert_eq!(by("hello.txt")["mtime"]["nsec"], NS);
+    }
+    assert_eq!(by("link")["type"], "symlink");
+    assert_eq!(by("link")["target"], "hello.txt");
+    assert!(by("hello.txt").get("target").is_none());
+    assert_eq!(by("suid")["permissions"], 0o4755);
+
+    // -R -a: every directory once, flat, depth-first; "." and ".." listed.
+    let j = json(["ls".as_ref(), "--json".as_ref(), "-R".as_ref(), "-a".as_ref(), img, "/tree/dir".as_ref()]);
+    let dirs = j["directories"].as_array().unwrap();
+    let paths: Vec<&str> = dirs.iter().map(|d| d["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/tree/dir", "/tree/dir/sub"]);
+    let names: Vec<&str> = dirs[0]["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, [".", "..", "nested.txt", "sub"]);
+    assert_eq!(dirs[1]["entries"][2]["name"], "deep.txt");
+    assert_eq!(dirs[1]["entries"][2]["size"], 5);
+
+    // A file operand: the file itself, no directories.
+    let j = json(["ls".as_ref(), "--json".as_ref(), img, "/tree/hello.txt".as_ref()]);
+    assert_eq!(j["directories"], serde_json::json!([]));
+    assert_eq!(j["file"]["name"], "/tree/hello.txt");
+    assert_eq!(j["file"]["size"], 12);
+}
+
+#[test]
+fn stat_json_matches_debugfs() {
+    let Some(f) = fixture(&[]) else { return };
+    if !have("debugfs") {
+        return;
+    }
+    let img = f.img.as_os_str();
+    let j = json(["stat".as_ref(), "--json".as_ref(), img, "/tree/hello.txt".as_ref()]);
+    let d = debugfs(&f.img, "stat /tree/hello.txt");
+    assert_eq!(j["path"], "/tree/hello.txt");
+    assert_eq!(j["ino"], debugfs_num(&d, "Inode: "));
+    assert_eq!(j["type"], "regular");
+    assert_eq!(j["permissions"], 0o640);
+    assert_eq!(j["size"], 12);
+    assert_eq!(j["nlink"], debugfs_num(&d, "Links: "));
+    assert_eq!(j["blocks"], debugfs_num(&d, "Blockcount: "));
+    assert_eq!(j["generation"], debugfs_num(&d, "Generation: "));
+    assert_eq!(j["flags"], 0x80000);
+    assert_eq!(j["flag_names"][0], "extents");
+    assert_eq!(j["blksize"], 4096);
+    assert!(j["crtime"]["sec"].is_i64());
+    let ext = j["extents"].as_array().unwrap();
+    assert_eq!(ext.len(), 1);
+    let bmap: u64 = debugfs(&f.img, "bmap /tree/hello.txt 0").trim().parse().unwrap();
+    assert_eq!(ext[0]["physical"], bmap);
+    assert_eq!(ext[0]["logical"], 0);
+    assert_eq!(ext[0]["len"], 1);
+    assert_eq!(ext[0]["unwritten"], false);
+    if f.xattr {
+        assert_eq!(j["xattrs"], serde_json::json!([{ "name": "user.color" }]));
+    } else {
+        assert_eq!(j["xattrs"], serde_json::json!([]));
+    }
+
+    // big.bin: the runs cover the file and start where debugfs maps block 0.
+    let j = json(["stat".as_ref(), "--json".as_ref(), img, "/tree/big.bin".as_ref()]);
+    let ext = j["extents"].as_array().unwrap();
+    let blocks: u64 = ext.iter().map(|e| e["len"].as_u64().unwrap()).sum();
+    assert_eq!(blocks, BIG.div_ceil(4096) as u64);
+    let bmap: u64 = debugfs(&f.img, "bmap /tree/big.bin 0").trim().parse().unwrap();
+    assert_eq!(ext[0]["physical"], bmap);
+
+    // A fast symlink maps no blocks; -L shows the target's inode.
+    let j = json(["stat".as_ref(), "--json".as_ref(), img, "/tree/link".as_ref()]);
+    assert_eq!(j["type"], "symlink");
+    assert_eq!(j["target"], "hello.txt");
+    assert!(j["extents"].is_null());
+    let j = json(["stat".as_ref(), "--json".as_ref(), "-L".as_ref(), img, "/tree/link".as_ref()]);
+    assert_eq!(j["type"], "regular");
+    assert!(j.get("target").is_none());
+}
+
+#[test]
+fn freefrag_and_mbstats_json_match_the_tables() {
+    if !have("e2freefrag") {
+        return;
+    }
+    let Some(f) = fixture(&["-b", "1024"]) else { return };
+    let img = f.img.as_os_str();
+    let j = json([OsStr::new("freefrag"), OsStr::new("--json"), img]);
+    let mut c = tool("e2freefrag");
+    c.arg(&f.img);
+    let theirs = String::from_utf8(run_ok(c).stdout).unwrap();
+    let t = fields(&theirs);
+    assert_eq!(j["block_size"], 1024);
+    assert_eq!(j["total_blocks"], t["Total blocks"].parse::<u64>().unwrap());
+    let free: u64 = t["Free blocks"].split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(j["free_blocks"], free);
+    assert_eq!(j["free_extents"], t["Num. free extent"].parse::<u64>().unwrap());
+    assert_eq!(j["max_free_extent_kb"], t["Max. free extent"].trim_end_matches(" KB").parse::<u64>().unwrap());
+    // One histogram row per e2freefrag row, same counts.
+    let rows: Vec<(u64, u64)> = theirs
+        .lines()
+        .filter(|l| l.contains("...") && l.contains('%'))
+        .map(|l| {
+            let mut n = l.split(':').nth(1).unwrap().split_whitespace();
+            (n.next().unwrap().parse().unwrap(), n.next().unwrap().parse().unwrap())
+        })
+        .collect();
+    let hist: Vec<(u64, u64)> = j["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["free_extents"].as_u64().unwrap(), b["free_blocks"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(hist, rows);
+
+    let m = json([OsStr::new("mbstats"), OsStr::new("--json"), img]);
+    let info = json([OsStr::new("info"), OsStr::new("--json"), img]);
+    let groups = m["groups"].as_array().unwrap();
+    let per_group = info["superblock"]["blocks_per_group"].as_u64().unwrap();
+    let blocks = info["superblock"]["block_count"].as_u64().unwrap();
+    assert_eq!(groups.len() as u64, (blocks - 1).div_ceil(per_group));
+    let free_groups: u64 = groups.iter().map(|g| g["free"].as_u64().unwrap()).sum();
+    assert_eq!(free_groups, info["superblock"]["free_blocks"].as_u64().unwrap());
+    assert!(m["stats"]["buddies_generated"].as_u64().unwrap() >= groups.len() as u64);
+    let names: Vec<&str> =
+        m["stats"]["criteria"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"cr_best_avail (CR1.5)"), "{names:?}");
+}
+
+#[test]
+fn completions_for_every_shell() {
+    let bash = uext4_ok(["completions", "bash"]);
+    for sub in ["info", "ls", "stat", "put", "get", "mkfs", "mount", "completions", "man", "--json"] {
+        assert!(bash.contains(sub), "bash completion lacks {sub}");
+    }
+    assert!(bash.contains("complete -F _uext4"), "no bash complete command");
+    assert!(uext4_ok(["completions", "zsh"]).starts_with("#compdef uext4"));
+    for shell in ["fish", "elvish", "powershell"] {
+        assert!(uext4_ok(["completions", shell]).contains("mkfs"), "{shell}");
+    }
+    let out = uext4(["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "unknown shell is a usage error");
+}
+
+#[test]
+fn man_pages() {
+    let page = uext4_ok(["man"]);
+    assert!(page.lines().any(|l| l.starts_with(".TH uext4 1")), "no .TH line: {page}");
+    assert!(page.contains(".SH SUBCOMMANDS") && page.contains("uext4\\-mkfs"), "{page}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let listed = uext4_ok(["man".as_ref(), "--dir".as_ref(), dir.path().as_os_str()]);
+    for name in ["uext4.1", "uext4-info.1", "uext4-bench-io.1"] {
+        let p = dir.path().join(name);
+        assert!(p.is_file(), "{name} missing");
+        assert!(listed.contains(&p.display().to_string()), "{name} not listed: {listed}");
+    }
+    let info = fs::read_to_string(dir.path().join("uext4-info.1")).unwrap();
+    assert!(info.contains("\\-\\-json"), "{info}");
+
+    if tool("man").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        println!("SKIP: man not installed; the page was not rendered");
+        return;
+    }
+    let mut c = tool("man");
+    c.arg("-l").arg(dir.path().join("uext4.1")).env("MANPAGER", "cat").env("MANWIDTH", "100");
+    let shown = String::from_utf8(run_ok(c).stdout).unwrap();
+    assert!(shown.contains("Inspect, read and write ext4 images"), "{shown}");
+    assert!(shown.contains("completions"), "{shown}");
+}
+
+/// Under a terminal (`script` gives one), `get` draws a progress bar on
+/// stderr; without one (every other test) stderr stays empty.
+#[test]
+fn get_shows_progress_on_a_terminal() {
+    let Some(f) = fixture(&[]) else { return };
+    if tool("script").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        println!("SKIP: script (util-linux) not installed: no terminal to test the progress bar on");
+        return;
+    }
+    let out = f.dir.path().join("out");
+    let cmd = format!("{BIN} get {} /tree {}", f.img.display(), out.display());
+    let mut c = tool("script");
+    c.args(["-qfec", &cmd, "/dev/null"]).env("TERM", "xterm");
+    let typescript = String::from_utf8_lossy(&run_ok(c).stdout).into_owned();
+    assert!(out.join("big.bin").is_file());
+    // tree, dir, dir/sub and 9 files below them (redraws are throttled, so
+    // only the first count is sure to be drawn).
+    assert!(typescript.contains(" 0/12 files"), "no files total: {typescript:?}");
+    assert!(typescript.contains("ETA"), "no ETA: {typescript:?}");
+}

@@ -609,3 +609,38 @@ fn truncate_and_fallocate() {
     assert_eq!(out.status.code(), Some(2), "conflicting modes are a usage error");
     im.fsck();
 }
+
+/// Under a terminal (`script` gives one), `mkfs` shows a spinner and `put`
+/// a progress bar that counts every file of the tree; the image is as
+/// clean as without them.
+#[test]
+fn mkfs_and_put_show_progress_on_a_terminal() {
+    if !have_tools() {
+        return;
+    }
+    if tool("script").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        println!("SKIP: script (util-linux) not installed: no terminal to test the progress bar on");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = make_tree(&dir.path().join("src"));
+    let mut all = Vec::new();
+    collect(&src, &mut all);
+    let img = dir.path().join("test.img");
+    let in_terminal = |cmd: String| {
+        let out = tool("script").args(["-qfec", &cmd, "/dev/null"]).env("TERM", "xterm").output().unwrap();
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let typescript = in_terminal(format!("{BIN} mkfs {} --size 64M", img.display()));
+    // The summary line still goes to stdout, after the spinner is cleared.
+    assert!(typescript.contains("blocks of 1024 bytes"), "{typescript:?}");
+    let typescript = in_terminal(format!("{BIN} put {} {} /", img.display(), src.display()));
+    let n = all.len();
+    // The total (redraws are throttled, so not every count is drawn).
+    assert!(typescript.contains(&format!(" 0/{n} files")), "files total is not {n}: {typescript:?}");
+    assert!(typescript.contains("ETA"), "{typescript:?}");
+    let im = Img { dir, img };
+    im.fsck();
+    assert_eq!(im.size("/tree/big"), (1 << 20) + 3);
+}
