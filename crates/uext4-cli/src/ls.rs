@@ -94,21 +94,26 @@ fn print_long(rows: &[Row], now: i64, out: &mut impl Write) -> CliResult {
     Ok(())
 }
 
-/// Runs `uext4 ls`.
-pub fn run(fs: &Filesystem, path: &[u8], opts: LsOpts, out: &mut impl Write) -> CliResult {
-    let now = now();
-    let mut ino = fs.resolve(path).map_err(|e| fs_err(&shown(path), e))?;
-    let mut st = fs.stat(ino).map_err(|e| fs_err(&shown(path), e))?;
-    // Like ls: a symlink named on the command line is followed unless -l
-    // (or when written with a trailing slash). A dangling one is shown as is.
+/// The inode PATH names and its metadata. Like ls: a symlink named on the
+/// command line is followed unless -l (or when written with a trailing
+/// slash); a dangling one is shown as is.
+fn operand(fs: &Filesystem, path: &[u8], opts: LsOpts) -> CliResult<(u32, Stat)> {
+    let ino = fs.resolve(path).map_err(|e| fs_err(&shown(path), e))?;
+    let st = fs.stat(ino).map_err(|e| fs_err(&shown(path), e))?;
     if st.file_type == FileType::Symlink && (!opts.long || path.ends_with(b"/")) {
         if let Ok(t) = fs.resolve_follow(path) {
             if let Ok(s) = fs.stat(t) {
-                ino = t;
-                st = s;
+                return Ok((t, s));
             }
         }
     }
+    Ok((ino, st))
+}
+
+/// Runs `uext4 ls`.
+pub fn run(fs: &Filesystem, path: &[u8], opts: LsOpts, out: &mut impl Write) -> CliResult {
+    let now = now();
+    let (ino, st) = operand(fs, path, opts)?;
     if st.file_type != FileType::Directory {
         let target = if opts.long { link_target(fs, &st, path) } else { None };
         let row = Row { name: path.to_vec(), stat: Some(st), target };
@@ -259,37 +264,29 @@ enum EntryInode {
     Failed { ino: u32, error: String },
 }
 
-fn entry_json(fs: &Filesystem, name: &[u8], ino: u32, path: &[u8]) -> EntryJson {
-    let (inode, target) = match fs.stat(ino) {
+/// The JSON entry for `name` (inode `ino`, image path `path`), and its
+/// file type if its inode could be read.
+fn entry_json(fs: &Filesystem, name: &[u8], ino: u32, path: &[u8]) -> (EntryJson, Option<FileType>) {
+    let (inode, target, ft) = match fs.stat(ino) {
         Ok(st) => {
             let target = link_target(fs, &st, path).map(|t| JsonTarget::new(&t));
-            (EntryInode::Ok(JsonInode::from(&st)), target)
+            (EntryInode::Ok(JsonInode::from(&st)), target, Some(st.file_type))
         }
         Err(e) => {
             let error = describe(&shown(path), &e);
             report(&error);
-            (EntryInode::Failed { ino, error }, None)
+            (EntryInode::Failed { ino, error }, None, None)
         }
     };
-    EntryJson { name: JsonName::new(name), inode, target }
+    (EntryJson { name: JsonName::new(name), inode, target }, ft)
 }
 
 /// Runs `uext4 ls --json` (every entry is stat'ed, as with -l).
 pub fn run_json(fs: &Filesystem, path: &[u8], opts: LsOpts, out: &mut impl Write) -> CliResult {
-    let mut ino = fs.resolve(path).map_err(|e| fs_err(&shown(path), e))?;
-    let mut st = fs.stat(ino).map_err(|e| fs_err(&shown(path), e))?;
-    // As in the text output: a symlink PATH is followed unless -l.
-    if st.file_type == FileType::Symlink && (!opts.long || path.ends_with(b"/")) {
-        if let Ok(t) = fs.resolve_follow(path) {
-            if let Ok(s) = fs.stat(t) {
-                ino = t;
-                st = s;
-            }
-        }
-    }
+    let (ino, st) = operand(fs, path, opts)?;
     let mut doc = LsJson { path: shown(path), directories: Vec::new(), file: None };
     if st.file_type != FileType::Directory {
-        doc.file = Some(entry_json(fs, path, ino, path));
+        doc.file = Some(entry_json(fs, path, ino, path).0);
         return print_json(&doc, out);
     }
     let mut stack: Vec<(Vec<u8>, u32)> = vec![(path.to_vec(), ino)];
@@ -308,9 +305,8 @@ pub fn run_json(fs: &Filesystem, path: &[u8], opts: LsOpts, out: &mut impl Write
         let mut subdirs = Vec::new();
         for e in entries {
             let epath = join(&dpath, &e.name);
-            let row = entry_json(fs, &e.name, e.ino, &epath);
-            let is_dir = matches!(&row.inode, EntryInode::Ok(i) if i.file_type == "directory");
-            if opts.recursive && is_dir && e.name != b"." && e.name != b".." {
+            let (row, ft) = entry_json(fs, &e.name, e.ino, &epath);
+            if opts.recursive && ft == Some(FileType::Directory) && e.name != b"." && e.name != b".." {
                 if visited.insert(e.ino) {
                     subdirs.push((epath, e.ino));
                 } else {

@@ -78,7 +78,7 @@ enum Cmd {
         /// Also show the "." and ".." entries
         #[arg(short = 'a')]
         all: bool,
-        /// Print one JSON document (every entry with its inode fields; -R nests subdirectories)
+        /// Print one JSON document: each listed directory with its entries and their inode fields
         #[arg(long)]
         json: bool,
         /// The ext4 image file or block device
