@@ -479,7 +479,7 @@ fn finish(fs: Arc<Filesystem>, name: &str) -> CliResult {
 
 /// Runs as a mount helper when invoked as one; `None` otherwise.
 ///
-/// - argv[0] `mount.fuse.uext4` or `mount.uext4` (a symlink to this
+/// - `argv[0]` `mount.fuse.uext4` or `mount.uext4` (a symlink to this
 ///   binary): `IMAGE MNT [-o OPTS] [-t TYPE] [-n] [-s] [-v] [-f]`, as
 ///   mount(8) calls helpers.
 /// - `uext4 IMAGE MNT [-o OPTS]` where IMAGE is an existing file or device

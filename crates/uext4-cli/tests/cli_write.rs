@@ -644,3 +644,32 @@ fn mkfs_and_put_show_progress_on_a_terminal() {
     im.fsck();
     assert_eq!(im.size("/tree/big"), (1 << 20) + 3);
 }
+
+/// `--json` keeps names and symlink targets that are not UTF-8 exact:
+/// text with U+FFFD for scripts, and the raw bytes beside it.
+#[test]
+fn json_names_that_are_not_utf8() {
+    if !have_tools() {
+        return;
+    }
+    let im = Img::new();
+    let src = im.dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let bad = OsStr::from_bytes(b"bad\xff");
+    fs::write(src.join(bad), "x").unwrap();
+    std::os::unix::fs::symlink(bad, src.join("link")).unwrap();
+    im.put(&src, "/");
+    im.fsck();
+    let out = ok([OsStr::new("ls"), OsStr::new("--json"), im.img.as_os_str(), OsStr::new("/src")]);
+    let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let entries = &j["directories"][0]["entries"];
+    assert_eq!(entries[0]["name"], "bad\u{fffd}");
+    assert_eq!(entries[0]["name_bytes"], serde_json::json!([98, 97, 100, 255]));
+    assert_eq!(entries[1]["name"], "link");
+    assert!(entries[1].get("name_bytes").is_none());
+    assert_eq!(entries[1]["target_bytes"], serde_json::json!([98, 97, 100, 255]));
+    let out = ok([OsStr::new("stat"), OsStr::new("--json"), im.img.as_os_str(), OsStr::new("/src/link")]);
+    let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(j["target"], "bad\u{fffd}");
+    assert_eq!(j["target_bytes"], serde_json::json!([98, 97, 100, 255]));
+}
