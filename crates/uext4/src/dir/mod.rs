@@ -49,7 +49,7 @@ fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::Hash
     if is_htree(vol, dir) || !vol.sb.features.has_compat(compat::DIR_INDEX) || dir_blocks(vol, dir) != 1 {
         return None;
     }
-    write::hash_version(vol, vol.sb.def_hash_version)
+    htree::hash_version(vol, vol.sb.def_hash_version)
 }
 
 /// Reads up to `max` entries starting at `cookie` (0 = the beginning).
