@@ -391,13 +391,13 @@ fn kernel_check(img: &std::path::Path, model: &BTreeMap<Vec<u8>, u32>, gone: &[V
         eprintln!("SKIP: kernel check needs root");
         return;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").arg("-o").arg("loop").arg(img).arg(mnt.path()).status().unwrap();
-    if !st.success() {
-        eprintln!("SKIP: kernel refused to mount {} (no loop devices?)", img.display());
-        return;
-    }
-    let guard = rw_support::Umount(mnt.path().to_path_buf());
+    let mnt = match rw_support::KernelMount::new(img, "") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIP: kernel refused to mount {} (no loop devices?): {e}", img.display());
+            return;
+        }
+    };
     let d = mnt.path().join("d");
     let listed: BTreeMap<Vec<u8>, u32> = std::fs::read_dir(&d)
         .unwrap()
@@ -421,7 +421,7 @@ fn kernel_check(img: &std::path::Path, model: &BTreeMap<Vec<u8>, u32>, gone: &[V
     for name in model.keys().step_by(5) {
         std::fs::remove_file(d.join(std::ffi::OsStr::from_bytes(name))).unwrap();
     }
-    drop(guard);
+    mnt.unmount();
     fsck_clean(img);
     let fs = Filesystem::open(img).unwrap();
     let dino = fs.lookup(fs.root(), b"d").unwrap();

@@ -5,7 +5,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, is_root, mkfs, Umount};
+use rw_support::{fsck_clean, have, is_root, mkfs, KernelMount};
 use std::process::Command;
 use uext4::fs::{FallocMode, SetAttr};
 use uext4::{Error, Filesystem};
@@ -47,13 +47,13 @@ fn kernel_sizes(img: &std::path::Path, names: &[&str]) -> Option<Vec<(u64, Optio
         eprintln!("SKIP: kernel check needs root and mount");
         return None;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").args(["-o", "loop,ro"]).arg(img).arg(mnt.path()).status().unwrap();
-    if !st.success() {
-        eprintln!("SKIP: kernel refused the loop mount (no loop devices?)");
-        return None;
-    }
-    let _g = Umount(mnt.path().to_path_buf());
+    let mnt = match KernelMount::new(img, "ro") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIP: kernel refused the loop mount (no loop devices?): {e}");
+            return None;
+        }
+    };
     let mut out = Vec::new();
     for n in names {
         use std::io::{Read, Seek, SeekFrom};

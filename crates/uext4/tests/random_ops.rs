@@ -40,7 +40,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, is_root, mkfs, Umount};
+use rw_support::{fsck_clean, have, kernel_unavailable, mkfs, KernelMount};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -1055,52 +1055,15 @@ impl Runner {
 
     fn kernel_check(&mut self) {
         let Some(why) = kernel_unavailable() else {
-            let mnt = tempfile::tempdir().unwrap();
-            let out = Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(&self.img).arg(mnt.path()).output();
-            let out = out.unwrap();
-            assert!(
-                out.status.success(),
-                "{} kernel refused to mount: {}",
-                self.tag(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let guard = Umount(mnt.path().to_path_buf());
+            let mnt = KernelMount::new(&self.img, "")
+                .unwrap_or_else(|e| panic!("{} kernel refused to mount: {e}", self.tag()));
             self.check_kernel_dir(ROOT, mnt.path());
-            // A process forked meanwhile by another test's thread may hold
-            // a descriptor for an instant: retry before the lazy fallback.
-            let mut unmounted = false;
-            for attempt in 0..20 {
-                if Command::new("umount").arg(mnt.path()).status().is_ok_and(|s| s.success()) {
-                    unmounted = true;
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50 * (attempt + 1)));
-            }
-            if unmounted {
-                std::mem::forget(guard);
-            } else {
-                drop(guard);
-                panic!("{} cannot unmount {:?}", self.tag(), mnt.path());
-            }
+            mnt.unmount();
             fsck_clean(&self.img);
             self.stats.kernel_checks += 1;
             return;
         };
         eprintln!("SKIP: kernel check: {why}");
-    }
-}
-
-/// Why a kernel loop mount cannot be tried here, if it cannot.
-fn kernel_unavailable() -> Option<String> {
-    if !is_root() {
-        return Some("not root".into());
-    }
-    if !have("mount") || !Path::new("/dev/loop-control").exists() {
-        return Some("no mount(8) or no loop devices".into());
-    }
-    match Command::new("losetup").arg("-f").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("no free loop device".into()),
     }
 }
 
