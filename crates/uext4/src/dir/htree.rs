@@ -183,7 +183,7 @@ pub fn readdir_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64,
 }
 
 /// Reads up to `max` entries of a hash-indexed directory in hash order,
-/// from hash cookie `from` (see [`cookie`]; "." and ".." are the caller's).
+/// from hash cookie `from` (see [`cookie_at`]; "." and ".." are the caller's).
 ///
 /// Each entry's `next_cookie` names the entry after it by hash, not by
 /// place: entries that move to another leaf when a leaf splits keep their

@@ -10,10 +10,11 @@
 //! crc32c tail.
 //!
 //! Locking: the caller holds whatever excludes other changers of this
-//! inode's tree (today the inode lock exclusively; the data path adds the
-//! mapping lock). Every block change goes through the [`Tx`], so readers
-//! walking the tree through the cache see each node either before or after
-//! a change, never torn.
+//! inode's tree: the inode's I/O lock exclusively, or its mapping lock
+//! exclusively under a shared I/O lock (unwritten-to-written conversion at
+//! direct-I/O completion; see [`crate::locks`]). Every block change goes
+//! through the [`Tx`], so readers walking the tree through the cache see
+//! each node either before or after a change, never torn.
 
 use crate::alloc::AllocRequest;
 use crate::error::{Error, Result, Structure};
