@@ -7,39 +7,13 @@
 
 mod rw_support;
 
-use rw_support::{debugfs, fsck_clean, have};
+use rw_support::{debugfs, fsck_clean, have, Rng};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use uext4::dir::write as dw;
 use uext4::format::inode::FL_INDEX;
 use uext4::{Error, Filesystem};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// A name byte: anything but NUL and '/', high bytes included (they
-    /// hash differently in the signed and unsigned hash flavours).
-    fn name_byte(&mut self) -> u8 {
-        loop {
-            let b = self.next() as u8;
-            if b != 0 && b != b'/' {
-                return b;
-            }
-        }
-    }
-}
 
 /// An image whose root holds files `f` and `g`, an empty directory `e`
 /// and a directory `d` with `files_in_d` files; `index` runs `e2fsck -fyD`

@@ -19,7 +19,7 @@
 
 mod rw_support;
 
-use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, KernelMount};
+use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, open_rw_reserved, KernelMount};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use uext4::fs::ops::{FallocMode, SetAttr};
@@ -478,13 +478,6 @@ fn long_unwritten_extents_are_split_at_32767_blocks() {
     }
     f.finish();
     timed("long_unwritten_extents_are_split_at_32767_blocks", t0);
-}
-
-/// Opens read-write with the root-reserved blocks usable (as root would).
-fn open_rw_reserved(img: &Path) -> Filesystem {
-    let dev = uext4::FileDevice::open(img, true).unwrap();
-    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
-    Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 
 /// An insertion that must split a full leaf *and* grow the root (whose 4

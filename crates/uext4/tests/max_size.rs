@@ -76,15 +76,20 @@ fn kernel_sizes(img: &std::path::Path, names: &[&str]) -> Option<Vec<(u64, Optio
     Some(out)
 }
 
+/// A 32 MiB image with `bs`-byte blocks, with or without huge_file.
+fn image(bs: u64, huge: bool) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    let bs_arg = bs.to_string();
+    let mut args = vec!["-b", bs_arg.as_str()];
+    if !huge {
+        args.extend(["-O", "^huge_file"]);
+    }
+    mkfs(32, &args)
+}
+
 #[test]
 fn extent_files_stop_at_the_kernel_limit() {
     for (bs, huge) in [(1024u64, true), (4096, true), (4096, false)] {
-        let bs_arg = bs.to_string();
-        let mut args = vec!["-b", bs_arg.as_str()];
-        if !huge {
-            args.extend(["-O", "^huge_file"]);
-        }
-        let Some((_d, img)) = mkfs(32, &args) else { return };
+        let Some((_d, img)) = image(bs, huge) else { return };
         let mut fs = Filesystem::open_rw(&img).unwrap();
         let max = expected(bs, huge, true);
         assert_eq!(fs.superblock().max_file_size(true), max, "bs {bs} huge {huge}");
@@ -125,12 +130,7 @@ fn block_mapped_files_stop_at_the_bitmap_limit() {
         return;
     }
     for (bs, huge) in [(1024u64, true), (4096, true), (4096, false)] {
-        let bs_arg = bs.to_string();
-        let mut args = vec!["-b", bs_arg.as_str()];
-        if !huge {
-            args.extend(["-O", "^huge_file"]);
-        }
-        let Some((_d, img)) = mkfs(32, &args) else { return };
+        let Some((_d, img)) = image(bs, huge) else { return };
         // An empty block-mapped file: an extent inode with its flag and
         // empty extent header cleared.
         let mut cmds = String::from("write /dev/null bm\nsif bm flags 0\n");

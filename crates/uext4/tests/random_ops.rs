@@ -40,7 +40,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, kernel_unavailable, mkfs, KernelMount};
+use rw_support::{fsck_clean, have, kernel_unavailable, mkfs, open_rw_reserved, KernelMount};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -1185,13 +1185,6 @@ fn fill_up(fs: &Filesystem, ino: u32) {
         }
         fs.commit().unwrap();
     }
-}
-
-/// Opens read-write with the root-reserved blocks usable (as root would).
-fn open_rw_reserved(img: &Path) -> Filesystem {
-    let dev = uext4::FileDevice::open(img, true).unwrap();
-    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
-    Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 
 /// renameat2(RENAME_NOREPLACE) onto an existing name is EEXIST even when

@@ -154,6 +154,25 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+
+    /// A file name byte: anything but NUL and '/', high bytes included
+    /// (they hash differently in the signed and unsigned hash flavours).
+    pub fn name_byte(&mut self) -> u8 {
+        loop {
+            let b = self.next() as u8;
+            if b != 0 && b != b'/' {
+                return b;
+            }
+        }
+    }
+}
+
+/// Opens `img` read-write with the root-reserved blocks usable (as root
+/// would).
+pub fn open_rw_reserved(img: &Path) -> uext4::Filesystem {
+    let dev = uext4::FileDevice::open(img, true).unwrap();
+    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
+    uext4::Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 
 /// `len` pseudo-random bytes determined by `seed`.
