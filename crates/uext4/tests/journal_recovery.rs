@@ -84,6 +84,30 @@ fn fsck_clean(img: &Path, what: &str) {
     );
 }
 
+/// A fresh 64 MiB image with 4 KiB blocks (and `extra` mkfs arguments)
+/// in a scratch directory, mounted by the kernel at its `mnt`; None, with
+/// the reason printed, when that cannot be done here.
+fn mounted_image(tag: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, KernelMount)> {
+    if !is_root() {
+        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
+        return None;
+    }
+    if !have_e2fsprogs() {
+        return None;
+    }
+    let dir = scratch(tag);
+    let img = dir.path().join("img");
+    mkfs(&img, 4096, "64M", extra);
+    let mnt = dir.path().join("mnt");
+    match KernelMount::at(&img, &mnt, "") {
+        Ok(m) => Some((dir, img, mnt, m)),
+        Err(e) => {
+            eprintln!("SKIP: {e}");
+            None
+        }
+    }
+}
+
 fn dumpe2fs_h(img: &Path) -> String {
     let out = run(Command::new(tool("dumpe2fs").unwrap()).arg("-h").arg(img), &[0]);
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -599,24 +623,8 @@ fn kernel_made_journals() {
 /// commit).
 #[test]
 fn kernel_fast_commit_journal() {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
-        return;
-    }
-    if !have_e2fsprogs() {
-        return;
-    }
-    let dir = scratch("fc");
-    let img = dir.path().join("fc.img");
-    mkfs(&img, 4096, "64M", &["-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"]);
-    let mnt = dir.path().join("mnt");
-    let m = match KernelMount::at(&img, &mnt, "") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIP: {e}");
-            return;
-        }
-    };
+    let extra = ["-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"];
+    let Some((dir, img, mnt, m)) = mounted_image("fc", &extra) else { return };
     fs::create_dir(mnt.join("full")).unwrap();
     for i in 0..20 {
         write_file(&mnt.join(format!("full/f{i}")), format!("full commit {i}\n").as_bytes(), false);
@@ -1352,24 +1360,7 @@ fn header_codec_sanity() {
 /// are free and e2fsck finds the image clean without touching it.
 #[test]
 fn kernel_orphan_list_is_processed_after_replay() {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
-        return;
-    }
-    if !have_e2fsprogs() {
-        return;
-    }
-    let dir = scratch("orphan");
-    let img = dir.path().join("img");
-    mkfs(&img, 4096, "64M", &[]);
-    let mnt = dir.path().join("mnt");
-    let m = match KernelMount::at(&img, &mnt, "") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIP: {e}");
-            return;
-        }
-    };
+    let Some((dir, img, mnt, m)) = mounted_image("orphan", &[]) else { return };
     write_file(&mnt.join("keep"), b"kept", true);
     let path = mnt.join("doomed");
     write_file(&path, &vec![7u8; 3 << 20], true);
