@@ -1187,6 +1187,17 @@ fn fill_up(fs: &Filesystem, ino: u32) {
     }
 }
 
+/// Fills the filesystem with a file "hog" in `dir`, then gives back its
+/// last `bytes` (blocks that held 0xA5 bytes) and commits, so that about
+/// that much space is free.
+fn fill_all_but(fs: &Filesystem, dir: u32, bytes: u64) {
+    let hog = fs.create(dir, b"hog", 0o644, 0, 0).unwrap().ino;
+    fill_up(fs, hog);
+    let size = fs.stat(hog).unwrap().size;
+    fs.setattr(hog, SetAttr { size: Some(size - bytes), ..Default::default() }).unwrap();
+    fs.commit().unwrap();
+}
+
 /// renameat2(RENAME_NOREPLACE) onto an existing name is EEXIST even when
 /// the name is the source itself or another link of the same inode
 /// (Linux checks NOREPLACE before vfs_rename's "same inode" shortcut).
@@ -1217,12 +1228,8 @@ fn failed_write_maps_no_stale_blocks() {
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     // Size 1000, block 0 a hole.
     fs.setattr(f, SetAttr { size: Some(1000), ..Default::default() }).unwrap();
-    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
-    fill_up(&fs, hog);
     // Give back ~40 blocks that hold 0xA5 bytes.
-    let size = fs.stat(hog).unwrap().size;
-    fs.setattr(hog, SetAttr { size: Some(size - (40 << 10)), ..Default::default() }).unwrap();
-    fs.commit().unwrap();
+    fill_all_but(&fs, root, 40 << 10);
     // Extends the file from inside its (unallocated) last block; runs out
     // of space after the first allocation.
     let data = vec![0x5Au8; 400 << 10];
@@ -1258,11 +1265,7 @@ fn failed_write_inside_eof_stays_consistent() {
     // Data at the front, then a hole up to 16 MiB.
     fs.write(f, 0, &[7u8; 3000]).unwrap();
     fs.setattr(f, SetAttr { size: Some(16 << 20), ..Default::default() }).unwrap();
-    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
-    fill_up(&fs, hog);
-    let size = fs.stat(hog).unwrap().size;
-    fs.setattr(hog, SetAttr { size: Some(size - (100 << 10)), ..Default::default() }).unwrap();
-    fs.commit().unwrap();
+    fill_all_but(&fs, root, 100 << 10);
     // Overwrites the data and goes on into the hole.
     let data = vec![0x5Au8; 1 << 20];
     let n = match fs.write(f, 0, &data) {
@@ -1430,11 +1433,7 @@ fn write_running_out_of_space_is_short() {
     let Some((_d, img)) = mkfs(8, &["-b", "1024", "-N", "64"]) else { return };
     let fs = Filesystem::open_rw(&img).unwrap();
     let root = fs.root();
-    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
-    fill_up(&fs, hog);
-    let size = fs.stat(hog).unwrap().size;
-    fs.setattr(hog, SetAttr { size: Some(size - (1536 << 10)), ..Default::default() }).unwrap();
-    fs.commit().unwrap();
+    fill_all_but(&fs, root, 1536 << 10);
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     let data: Vec<u8> = (0..3u32 << 20).map(|k| (k % 251) as u8 + 1).collect();
     let n = fs.write(f, 0, &data).unwrap_or_else(|e| panic!("{e}; size now {}", fs.stat(f).unwrap().size));
