@@ -13,20 +13,12 @@
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
 use std::sync::Arc;
-use uext4::format::checksum::crc32c;
-use uext4::format::features::ro_compat;
 use uext4::{FileType, Filesystem, MemoryDevice, MountOptions};
 
+mod input;
+
 fuzz_target!(|data: &[u8]| {
-    let mut img = data.to_vec();
-    if img.len() >= 2048 && img[0] & 1 == 1 {
-        let sb = &mut img[1024..2048];
-        let ro = u32::from_le_bytes([sb[0x64], sb[0x65], sb[0x66], sb[0x67]]);
-        if ro & ro_compat::METADATA_CSUM != 0 {
-            let c = crc32c(!0, &sb[..0x3FC]);
-            sb[0x3FC..0x400].copy_from_slice(&c.to_le_bytes());
-        }
-    }
+    let img = input::image(data);
     let dev = Arc::new(MemoryDevice::from_bytes(&img));
     if let Ok(fs) = Filesystem::open_device(dev, MountOptions { cache_blocks: 256, ..MountOptions::default() }) {
         walk(&fs);

@@ -14,22 +14,14 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
-use uext4::format::checksum::crc32c;
-use uext4::format::features::ro_compat;
 
 #[path = "../../crates/uext4/tests/write_script/mod.rs"]
 mod write_script;
 
+mod input;
+
 fuzz_target!(|data: &[u8]| {
-    let mut img = data.to_vec();
-    if img.len() >= 2048 && img[0] & 1 == 1 {
-        let sb = &mut img[1024..2048];
-        let ro = u32::from_le_bytes([sb[0x64], sb[0x65], sb[0x66], sb[0x67]]);
-        if ro & ro_compat::METADATA_CSUM != 0 {
-            let c = crc32c(!0, &sb[..0x3FC]);
-            sb[0x3FC..0x400].copy_from_slice(&c.to_le_bytes());
-        }
-    }
+    let img = input::image(data);
     let seed = u64::from(img.get(1).copied().unwrap_or(0));
     let dev = Arc::new(write_script::GuardDevice::new(&img));
     let out = write_script::run(dev, seed);

@@ -16,15 +16,12 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use tempfile::TempDir;
 
 mod mount_support;
 
-use mount_support::{have, is_mounted, run, tool, unmount_retrying, wait_image_free};
-
-const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+use mount_support::{have, is_mounted, run, tool, unmount_retrying, wait_image_free, Fixture, BIN};
 
 fn sh(script: &str) -> Output {
     run(tool("sh").arg("-c").arg(script))
@@ -37,36 +34,10 @@ fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
     }
 }
 
-/// An image and a mount point in a temporary directory; whatever is still
-/// mounted there is lazily unmounted when it drops (failed tests).
-struct Fixture {
-    dir: TempDir,
-    img: PathBuf,
-    mnt: PathBuf,
-    child: Option<Child>,
-}
-
+/// The ways of mounting that only these tests use: a foreground daemon.
 impl Fixture {
     fn new(size: &str) -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        // Other users (the allow_other checks) must reach the mount point.
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod tempdir");
-        let img = dir.path().join("img");
-        let mnt = dir.path().join("mnt");
-        fs::create_dir(&mnt).expect("mkdir mnt");
-        let mnt = mnt.canonicalize().expect("canonicalize");
-        run(Command::new(BIN).arg("mkfs").arg(&img).arg("--size").arg(size));
-        Fixture { dir, img, mnt, child: None }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mnt.join(rel)
-    }
-
-    /// `uext4 mount IMG MNT -o OPTS` (daemon): mounted when it returns.
-    fn mount(&self, opts: &str) {
-        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(opts));
-        assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
+        Fixture::with_mkfs_args(size, &[])
     }
 
     /// `uext4 mount --foreground` as a child process.
@@ -100,44 +71,6 @@ impl Fixture {
         while !is_mounted(&self.mnt) {
             assert!(t0.elapsed() < Duration::from_secs(30), "foreground mount did not appear");
             std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Unmounts with `fusermount3 -u` (or `umount`) and waits for the
-    /// daemon to finish the clean unmount of the image.
-    fn unmount(&self) {
-        if have("fusermount3") {
-            unmount_retrying(tool("fusermount3").arg("-u").arg(&self.mnt));
-        } else {
-            unmount_retrying(tool("umount").arg(&self.mnt));
-        }
-        wait_image_free(&self.img);
-        assert!(!is_mounted(&self.mnt));
-    }
-
-    fn dumpe2fs(&self) -> String {
-        let out = run(tool("dumpe2fs").arg("-h").arg(&self.img));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The image was unmounted cleanly and e2fsck finds nothing.
-    fn assert_clean(&self) {
-        let d = self.dumpe2fs();
-        let features = d.lines().find(|l| l.starts_with("Filesystem features:")).unwrap_or_default();
-        assert!(!features.contains("needs_recovery"), "needs_recovery still set: {features}");
-        assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.contains("clean")), "{d}");
-        run(tool("e2fsck").arg("-fn").arg(&self.img));
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if is_mounted(&self.mnt) {
-            let _ = tool("umount").arg("-l").arg(&self.mnt).status();
-        }
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }

@@ -25,19 +25,16 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use tempfile::TempDir;
 
 mod mount_support;
 
-use mount_support::{have, is_mounted, run, tool, unmount_retrying, wait_image_free};
-
-const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+use mount_support::{have, is_mounted, tool, Fixture};
 
 fn errno_of<T>(r: &std::io::Result<T>) -> i32 {
     match r {
@@ -54,68 +51,6 @@ fn statfs(p: &Path) -> (u64, u64) {
     // SAFETY: as above.
     assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut s) }, 0, "statfs {}", p.display());
     (s.f_bavail as u64, s.f_bsize as u64)
-}
-
-/// An image and a mount point in a temporary directory; whatever is still
-/// mounted there is lazily unmounted when it drops (failed tests).
-struct Fixture {
-    _dir: TempDir,
-    img: PathBuf,
-    mnt: PathBuf,
-}
-
-impl Fixture {
-    /// An image of `size` with `block_size`-byte blocks.
-    fn new_bs(size: &str, block_size: u32) -> Fixture {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod tempdir");
-        let img = dir.path().join("img");
-        let mnt = dir.path().join("mnt");
-        fs::create_dir(&mnt).expect("mkdir mnt");
-        let mnt = mnt.canonicalize().expect("canonicalize");
-        let bs = block_size.to_string();
-        run(Command::new(BIN).arg("mkfs").arg(&img).args(["--size", size, "-b", &bs]));
-        Fixture { _dir: dir, img, mnt }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mnt.join(rel)
-    }
-
-    /// `uext4 mount IMG MNT -o OPTS` (daemon): mounted when it returns.
-    fn mount(&self, opts: &str) {
-        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(opts));
-        assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
-    }
-
-    /// Unmounts and waits for the daemon to finish the clean unmount.
-    fn unmount(&self) {
-        if have("fusermount3") {
-            unmount_retrying(tool("fusermount3").arg("-u").arg(&self.mnt));
-        } else {
-            unmount_retrying(tool("umount").arg(&self.mnt));
-        }
-        wait_image_free(&self.img);
-        assert!(!is_mounted(&self.mnt));
-    }
-
-    /// The image was unmounted cleanly and e2fsck finds nothing.
-    fn assert_clean(&self) {
-        let out = run(tool("dumpe2fs").arg("-h").arg(&self.img));
-        let d = String::from_utf8_lossy(&out.stdout);
-        let features = d.lines().find(|l| l.starts_with("Filesystem features:")).unwrap_or_default();
-        assert!(!features.contains("needs_recovery"), "needs_recovery still set: {features}");
-        assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.contains("clean")), "{d}");
-        run(tool("e2fsck").arg("-fn").arg(&self.img));
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        if is_mounted(&self.mnt) {
-            let _ = tool("umount").arg("-l").arg(&self.mnt).status();
-        }
-    }
 }
 
 /// A small xorshift generator: the tests need no crate for randomness.
@@ -218,7 +153,7 @@ fn fio_verify_jobs_pass() {
     }
     let t0 = Instant::now();
     for bs in [4096, 1024] {
-        let fx = Fixture::new_bs("256M", bs);
+        let fx = Fixture::with_mkfs_args("256M", &["-b", &bs.to_string()]);
         let cwd = fx.img.parent().expect("tempdir").to_path_buf();
         fx.mount("rw");
         let jobs = fio_jobs(&fx.mnt);
@@ -287,7 +222,7 @@ struct TornRun {
 fn torn_run(opts: &str) -> TornRun {
     const WRITES: u64 = 5000;
     const MAX_TIME: Duration = Duration::from_secs(6);
-    let fx = Fixture::new_bs("64M", 4096);
+    let fx = Fixture::with_mkfs_args("64M", &["-b", "4096"]);
     fx.mount(opts);
     let path = fx.path("db");
     {
@@ -431,7 +366,7 @@ fn enospc_with_many_writers() {
 /// One ENOSPC round on an image with `bs`-byte blocks; returns how many
 /// files were written completely.
 fn enospc_run(bs: u32) -> usize {
-    let fx = Fixture::new_bs("32M", bs);
+    let fx = Fixture::with_mkfs_args("32M", &["-b", &bs.to_string()]);
     fx.mount("rw");
     const FILE: usize = 512 << 10;
     const CHUNK: usize = 64 << 10;
@@ -512,7 +447,7 @@ fn cached_reads_never_stale_after_direct_writes() {
     const HOT: u64 = 4;
     const WRITES: u64 = 20_000;
     const MAX_TIME: Duration = Duration::from_secs(8);
-    let fx = Fixture::new_bs("64M", 4096);
+    let fx = Fixture::with_mkfs_args("64M", &["-b", "4096"]);
     fx.mount("rw");
     let path = fx.path("hot");
     fs::write(&path, vec![0u8; HOT as usize * UNIT]).expect("create");

@@ -2,24 +2,16 @@
 //! concurrency, on-disk results checked by e2fsck, and the free-extent
 //! histogram checked against e2freefrag.
 
+mod rw_support;
+
+use rw_support::{have, mkfs, Rng};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use uext4::alloc::{flags, AllocConfig, AllocRequest, Allocator, Criterion};
 use uext4::device::{BlockDevice, FileDevice, MemoryDevice};
 use uext4::volume::Volume;
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("-V").output().is_ok()
-}
-
-fn mkfs(dir: &Path, name: &str, args: &[&str], size: &str) -> PathBuf {
-    let img = dir.join(name);
-    let st = Command::new("mkfs.ext4").args(["-q", "-F"]).args(args).arg(&img).arg(size).status().unwrap();
-    assert!(st.success(), "mkfs.ext4 {args:?} failed");
-    img
-}
 
 fn e2fsck(img: &Path) -> (bool, String) {
     let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().unwrap();
@@ -54,31 +46,13 @@ fn initially_used(a: &Allocator) -> BTreeSet<u64> {
     used
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// Random allocations and frees against a model: no block is handed out
 /// twice, none is metadata or was in use before, and every derived
 /// structure stays consistent.
 #[test]
 fn model_random_ops() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    for (name, args, size) in [("1k", vec!["-b", "1024"], "48M"), ("4k", vec![], "256M")] {
-        let img = mkfs(dir.path(), name, &args, size);
+    for (args, size_mb) in [(vec!["-b", "1024"], 48), (vec![], 256)] {
+        let Some((_dir, img)) = mkfs(size_mb, &args) else { return };
         for seed in 1..=3u64 {
             let vol = mem_volume(&img);
             let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
@@ -163,12 +137,7 @@ fn model_random_ops() {
 /// block handed out twice.
 #[test]
 fn concurrent_alloc_free() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "c", &["-b", "1024"], "64M");
+    let Some((_dir, img)) = mkfs(64, &["-b", "1024"]) else { return };
     let vol = mem_volume(&img);
     let a = Allocator::new(vol, AllocConfig::default()).unwrap();
     let before = a.free_blocks();
@@ -229,18 +198,17 @@ fn concurrent_alloc_free() {
 /// errors), and after freeing them everything is clean again.
 #[test]
 fn write_back_checked_by_e2fsck() {
-    if !have("mkfs.ext4") || !have("e2fsck") {
+    if !have("e2fsck") {
         eprintln!("SKIP: e2fsprogs not installed");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    for (name, args, size) in [
-        ("csum4k", vec![], "512M"),
-        ("csum1k", vec!["-b", "1024"], "64M"),
-        ("nocsum", vec!["-O", "^metadata_csum,uninit_bg"], "256M"),
-        ("ext2ish", vec!["-O", "^metadata_csum,^64bit,^flex_bg,^extent"], "128M"),
+    for (name, args, size_mb) in [
+        ("csum4k", vec![], 512),
+        ("csum1k", vec!["-b", "1024"], 64),
+        ("nocsum", vec!["-O", "^metadata_csum,uninit_bg"], 256),
+        ("ext2ish", vec!["-O", "^metadata_csum,^64bit,^flex_bg,^extent"], 128),
     ] {
-        let img = mkfs(dir.path(), name, &args, size);
+        let Some((_dir, img)) = mkfs(size_mb, &args) else { return };
         let vol = file_volume(&img);
         let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
         let mut got = Vec::new();
@@ -301,12 +269,7 @@ fn parse_bitmap_differences(line: &str) -> BTreeSet<u64> {
 /// makes CR1 fail and CR1.5 succeed; with CR1.5 off, CR2 does the work.
 #[test]
 fn criteria_on_fragmented_image() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "frag", &["-b", "4096"], "256M");
+    let Some((_dir, img)) = mkfs(256, &["-b", "4096"]) else { return };
     for cr15 in [true, false] {
         let vol = mem_volume(&img);
         let cfg = AllocConfig { cr1_5: cr15, ..AllocConfig::default() };
@@ -338,12 +301,7 @@ fn criteria_on_fragmented_image() {
 /// the goal block is honoured when free.
 #[test]
 fn cr0_and_goal() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "fresh", &[], "256M");
+    let Some((_dir, img)) = mkfs(256, &[]) else { return };
     let vol = mem_volume(&img);
     let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
     let al = a.allocate(&AllocRequest { len: 64, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
@@ -366,12 +324,7 @@ fn cr0_and_goal() {
 /// Prefetch initialises BLOCK_UNINIT groups without I/O unless switched off.
 #[test]
 fn prefetch_inits_uninit_groups() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "big", &[], "2G");
+    let Some((_dir, img)) = mkfs(2048, &[]) else { return };
     for on in [true, false] {
         let vol = mem_volume(&img);
         let cfg = AllocConfig { prefetch_uninit: on, ..AllocConfig::default() };
@@ -390,12 +343,11 @@ fn prefetch_inits_uninit_groups() {
 /// `free_extent_histogram` agrees with e2freefrag on the same image.
 #[test]
 fn histogram_matches_e2freefrag() {
-    if !have("mkfs.ext4") || Command::new("e2freefrag").arg("-h").output().is_err() {
+    if Command::new("e2freefrag").arg("-h").output().is_err() {
         eprintln!("SKIP: e2freefrag not installed");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "ff", &["-b", "1024"], "64M");
+    let Some((_dir, img)) = mkfs(64, &["-b", "1024"]) else { return };
     {
         let vol = file_volume(&img);
         let a = Allocator::new(vol, AllocConfig::default()).unwrap();
@@ -422,12 +374,7 @@ fn histogram_matches_e2freefrag() {
 /// handed out.
 #[test]
 fn bitmap_freeing_metadata_is_distrusted() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "bad", &["-b", "1024", "-O", "^metadata_csum,^flex_bg"], "32M");
+    let Some((_dir, img)) = mkfs(32, &["-b", "1024", "-O", "^metadata_csum,^flex_bg"]) else { return };
     let mut bytes = std::fs::read(&img).unwrap();
     let vol = mem_volume(&img);
     let gd = vol.groups[1];
@@ -468,12 +415,7 @@ fn bitmap_freeing_metadata_is_distrusted() {
 /// before failing, half an operation.
 #[test]
 fn failed_multi_group_free_changes_nothing() {
-    if !have("mkfs.ext4") {
-        eprintln!("SKIP: mkfs.ext4 not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path(), "fresh", &[], "256M");
+    let Some((_dir, img)) = mkfs(256, &[]) else { return };
     let vol = mem_volume(&img);
     let bpg = u64::from(vol.sb.blocks_per_group);
     let a = Allocator::new(vol, AllocConfig::default()).unwrap();

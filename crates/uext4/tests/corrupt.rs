@@ -475,6 +475,17 @@ impl Suite {
         self.flips_inner(img, t, max, true);
     }
 
+    /// The usual pair: [`Suite::flips`] with `csum_max` sampled bits on
+    /// metadata_csum images (where most flips stop at the checksum) and
+    /// `plain_max` on the others, then on metadata_csum images
+    /// `fixed_max` more with [`Suite::flips_fixed`].
+    fn flips_csum_aware(&mut self, img: &Image, t: &Target, csum_max: usize, plain_max: usize, fixed_max: usize) {
+        self.flips(img, t, budget(img, csum_max, plain_max));
+        if img.csum {
+            self.flips_fixed(img, t, fixed_max);
+        }
+    }
+
     fn flips_inner(&mut self, img: &Image, t: &Target, max: usize, fixed: bool) {
         let seed = (t.off as u64) ^ ((img.bs as u64) << 40) ^ u64::from(fixed);
         for bit in flip_positions(t.len, max, seed) {
@@ -547,6 +558,13 @@ fn w16(b: &mut [u8], off: usize, v: u16) {
 
 fn w32(b: &mut [u8], off: usize, v: u32) {
     put_le32(b, off, v);
+}
+
+/// A 48-bit block number split as ext4 stores them: the low 32 bits at
+/// `lo`, the high 16 at `hi`.
+fn w48(b: &mut [u8], lo: usize, hi: usize, v: u64) {
+    w32(b, lo, v as u32);
+    w16(b, hi, (v >> 32) as u16);
 }
 
 /// Flip budget per structure: everything reaches the parser on images
@@ -901,10 +919,7 @@ fn inode_flips() {
     for img in imgs {
         for p in INODE_PATHS {
             let t = img.inode_target(p);
-            s.flips(img, &t, budget(img, 16, 48));
-            if img.csum {
-                s.flips_fixed(img, &t, 32);
-            }
+            s.flips_csum_aware(img, &t, 16, 48, 32);
         }
     }
     s.finish();
@@ -963,10 +978,7 @@ fn inode_wild() {
             for acl in
                 [1u64, 2, table as u64, img.sb.blocks_count - 1, img.sb.blocks_count, u32::MAX as u64, (1 << 48) - 1]
             {
-                run(format!("i_file_acl = {acl:#x}"), &|b| {
-                    w32(b, o + 0x68, acl as u32);
-                    w16(b, o + 0x76, (acl >> 32) as u16);
-                });
+                run(format!("i_file_acl = {acl:#x}"), &|b| w48(b, o + 0x68, o + 0x76, acl));
             }
             for extra in [0u16, 1, 2, 3, 4, 30, 126, 127, 128, 130, 0xFFFF] {
                 run(format!("i_extra_isize = {extra}"), &|b| w16(b, o + 0x80, extra));
@@ -1022,10 +1034,7 @@ fn extent_flips() {
         let frag = img.ino["/frag"];
         let root =
             Target { name: "extent root".into(), off: img.inode_off[&frag] + 0x28, len: 60, fix: Fix::Inode(frag) };
-        s.flips(img, &root, budget(img, 32, 240));
-        if img.csum {
-            s.flips_fixed(img, &root, 64);
-        }
+        s.flips_csum_aware(img, &root, 32, 240, 64);
         let index = img.frag_tree.iter().find(|(_, d)| *d > 0).copied();
         let leaf = img.frag_tree.iter().find(|(_, d)| *d == 0).copied();
         for (blk, depth) in index.into_iter().chain(leaf) {
@@ -1036,10 +1045,7 @@ fn extent_flips() {
                 len: used,
                 fix: Fix::ExtentBlock { block: blk, ino: frag },
             };
-            s.flips(img, &t, budget(img, 32, 192));
-            if img.csum {
-                s.flips_fixed(img, &t, 64);
-            }
+            s.flips_csum_aware(img, &t, 32, 192, 64);
         }
     }
     s.finish();
@@ -1078,10 +1084,7 @@ fn extent_wild() {
         let mut targets = vec![0u64, 1, table, blocks - 1, blocks, u32::MAX as u64, (1 << 48) - 1];
         targets.extend(own_tree.iter().copied());
         for t in &targets {
-            s.wild(img, &format!("/frag root index[0] -> block {t:#x}"), &fixi, |b| {
-                w32(b, r + 12 + 4, *t as u32);
-                w16(b, r + 12 + 8, (t >> 32) as u16);
-            });
+            s.wild(img, &format!("/frag root index[0] -> block {t:#x}"), &fixi, |b| w48(b, r + 12 + 4, r + 12 + 8, *t));
         }
         s.wild(img, "/frag root index[1].ei_block = 0 (out of order)", &fixi, |b| w32(b, r + 24, 0));
         s.wild(img, "/frag root index[0].ei_block = u32::MAX", &fixi, |b| w32(b, r + 12, u32::MAX));
@@ -1108,10 +1111,7 @@ fn extent_wild() {
                 let mut t2 = targets.clone();
                 t2.push(blk);
                 for t in t2 {
-                    s.wild(img, &format!("{name} index[0] -> {t:#x}"), &fx, |b| {
-                        w32(b, o + 12 + 4, t as u32);
-                        w16(b, o + 12 + 8, (t >> 32) as u16);
-                    });
+                    s.wild(img, &format!("{name} index[0] -> {t:#x}"), &fx, |b| w48(b, o + 12 + 4, o + 12 + 8, t));
                 }
                 s.wild(img, &format!("{name} every index -> itself"), &fx, |b| {
                     for i in 0..usize::from(entries) {
@@ -1179,10 +1179,7 @@ fn dirent_flips() {
         for (t, _) in dir_leaf_targets(img) {
             // The used part of small directories is at the start.
             let t = Target { len: t.len.min(256), ..t };
-            s.flips(img, &t, budget(img, 32, 128));
-            if img.csum {
-                s.flips_fixed(img, &t, 64);
-            }
+            s.flips_csum_aware(img, &t, 32, 128, 64);
         }
     }
     s.finish();
@@ -1291,10 +1288,7 @@ fn dx_flips() {
     let mut s = Suite::new("dx flips");
     for img in imgs {
         for d in dx_targets(img) {
-            s.flips(img, &d.t, budget(img, 32, 96));
-            if img.csum {
-                s.flips_fixed(img, &d.t, 64);
-            }
+            s.flips_csum_aware(img, &d.t, 32, 96, 64);
         }
     }
     s.finish();
@@ -1403,10 +1397,7 @@ fn xattr_flips() {
         let blk = img.xattr_block;
         let t =
             Target { name: format!("xattr block {blk}"), off: img.block_off(blk), len: 128, fix: Fix::XattrBlock(blk) };
-        s.flips(img, &t, budget(img, 48, 256));
-        if img.csum {
-            s.flips_fixed(img, &t, 96);
-        }
+        s.flips_csum_aware(img, &t, 48, 256, 96);
         let tail = Target {
             name: format!("xattr block {blk} values"),
             off: img.block_off(blk) + 128,

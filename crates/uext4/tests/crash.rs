@@ -30,6 +30,20 @@ fn base_image(args: &[&str]) -> Option<Vec<u8>> {
     Some(std::fs::read(&img).unwrap())
 }
 
+/// A filesystem on a fresh image with `args`, over a device that records
+/// every write; the journal commits only when asked (the timer is an hour).
+/// None (with the reason printed) without e2fsprogs.
+fn recorded_fs(args: &[&str]) -> Option<(Arc<RecordingDevice>, Filesystem)> {
+    if !have("e2fsck") {
+        eprintln!("SKIP: e2fsck not installed");
+        return None;
+    }
+    let dev = Arc::new(RecordingDevice::new(base_image(args)?));
+    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    Some((dev, fs))
+}
+
 fn workload(fs: &Filesystem, dev: &RecordingDevice, seed: u64) -> Vec<Synced> {
     let mut rng = Rng(seed | 1);
     let root = fs.root();
@@ -88,14 +102,7 @@ fn check_synced(fs: &Filesystem, synced: &[Synced], point: usize, what: &str) {
 }
 
 fn run(args: &[&str], seed: u64, points: usize) {
-    if !have("e2fsck") {
-        eprintln!("SKIP: e2fsck not installed");
-        return;
-    }
-    let Some(base) = base_image(args) else { return };
-    let dev = Arc::new(RecordingDevice::new(base));
-    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
-    let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    let Some((dev, fs)) = recorded_fs(args) else { return };
     let synced = workload(&fs, &dev, seed);
     // Crash: the filesystem is abandoned without unmount.
     std::mem::forget(fs);
@@ -164,14 +171,7 @@ fn records(tag: u32, off: u64, len: u64) -> Vec<u8> {
 /// stale block contents), and files fsync'd as their last operation are
 /// intact.
 fn run_data_path(args: &[&str], seed: u64, points: usize) {
-    if !have("e2fsck") {
-        eprintln!("SKIP: e2fsck not installed");
-        return;
-    }
-    let Some(base) = base_image(args) else { return };
-    let dev = Arc::new(RecordingDevice::new(base));
-    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
-    let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    let Some((dev, fs)) = recorded_fs(args) else { return };
     let root = fs.root();
     let mut rng = Rng(seed | 1);
     // Garbage that must never reappear: fill most of the disk, then free it.

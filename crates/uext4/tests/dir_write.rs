@@ -7,39 +7,13 @@
 
 mod rw_support;
 
-use rw_support::{debugfs, fsck_clean, have};
+use rw_support::{debugfs, fsck_clean, have, Rng};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use uext4::dir::write as dw;
 use uext4::format::inode::FL_INDEX;
 use uext4::{Error, Filesystem};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// A name byte: anything but NUL and '/', high bytes included (they
-    /// hash differently in the signed and unsigned hash flavours).
-    fn name_byte(&mut self) -> u8 {
-        loop {
-            let b = self.next() as u8;
-            if b != 0 && b != b'/' {
-                return b;
-            }
-        }
-    }
-}
 
 /// An image whose root holds files `f` and `g`, an empty directory `e`
 /// and a directory `d` with `files_in_d` files; `index` runs `e2fsck -fyD`
@@ -391,13 +365,13 @@ fn kernel_check(img: &std::path::Path, model: &BTreeMap<Vec<u8>, u32>, gone: &[V
         eprintln!("SKIP: kernel check needs root");
         return;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").arg("-o").arg("loop").arg(img).arg(mnt.path()).status().unwrap();
-    if !st.success() {
-        eprintln!("SKIP: kernel refused to mount {} (no loop devices?)", img.display());
-        return;
-    }
-    let guard = rw_support::Umount(mnt.path().to_path_buf());
+    let mnt = match rw_support::KernelMount::new(img, "") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIP: kernel refused to mount {} (no loop devices?): {e}", img.display());
+            return;
+        }
+    };
     let d = mnt.path().join("d");
     let listed: BTreeMap<Vec<u8>, u32> = std::fs::read_dir(&d)
         .unwrap()
@@ -421,7 +395,7 @@ fn kernel_check(img: &std::path::Path, model: &BTreeMap<Vec<u8>, u32>, gone: &[V
     for name in model.keys().step_by(5) {
         std::fs::remove_file(d.join(std::ffi::OsStr::from_bytes(name))).unwrap();
     }
-    drop(guard);
+    mnt.unmount();
     fsck_clean(img);
     let fs = Filesystem::open(img).unwrap();
     let dino = fs.lookup(fs.root(), b"d").unwrap();

@@ -19,9 +19,8 @@
 
 mod rw_support;
 
-use rw_support::{debugfs, fsck_clean, have, is_root, mkfs, Umount};
+use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, open_rw_reserved, KernelMount};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 use uext4::fs::ops::{FallocMode, SetAttr};
 use uext4::Filesystem;
@@ -242,47 +241,16 @@ impl TestFile {
     }
 }
 
-/// Why the kernel cannot be asked, if it cannot.
-fn kernel_unavailable() -> Option<&'static str> {
-    if !is_root() {
-        return Some("not root");
-    }
-    if !have("mount") || !Path::new("/dev/loop-control").exists() {
-        return Some("no mount(8) or no loop devices");
-    }
-    match Command::new("losetup").arg("-f").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("no free loop device"),
-    }
-}
-
 /// Mounts `img` with the kernel and compares `/name` with `want`.
 fn kernel_read_check(img: &Path, name: &str, want: &[u8], what: &str) {
     if let Some(why) = kernel_unavailable() {
         eprintln!("SKIP: kernel read-back ({what}): {why}");
         return;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let out = Command::new("mount").args(["-t", "ext4", "-o", "loop,ro"]).arg(img).arg(mnt.path()).output().unwrap();
-    assert!(out.status.success(), "{what}: kernel refused to mount: {}", String::from_utf8_lossy(&out.stderr));
-    let guard = Umount(mnt.path().to_path_buf());
+    let mnt = KernelMount::new(img, "ro").unwrap_or_else(|e| panic!("{what}: kernel refused to mount: {e}"));
     let got = std::fs::read(mnt.path().join(name)).unwrap();
-    let same = got == want;
-    let mut unmounted = false;
-    for attempt in 0..20 {
-        if Command::new("umount").arg(mnt.path()).status().is_ok_and(|s| s.success()) {
-            unmounted = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50 * (attempt + 1)));
-    }
-    if unmounted {
-        std::mem::forget(guard);
-    } else {
-        drop(guard);
-    }
-    assert!(same, "{what}: the kernel reads different contents (size {} vs {})", got.len(), want.len());
-    assert!(unmounted, "{what}: cannot unmount {:?}", mnt.path());
+    mnt.unmount();
+    assert!(got == want, "{what}: the kernel reads different contents (size {} vs {})", got.len(), want.len());
 }
 
 fn timed(name: &str, t0: Instant) {
@@ -510,13 +478,6 @@ fn long_unwritten_extents_are_split_at_32767_blocks() {
     }
     f.finish();
     timed("long_unwritten_extents_are_split_at_32767_blocks", t0);
-}
-
-/// Opens read-write with the root-reserved blocks usable (as root would).
-fn open_rw_reserved(img: &Path) -> Filesystem {
-    let dev = uext4::FileDevice::open(img, true).unwrap();
-    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
-    Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 
 /// An insertion that must split a full leaf *and* grow the root (whose 4

@@ -18,6 +18,11 @@
 //! Without root, e2fsprogs or working loop mounts the affected tests print
 //! "SKIP: <reason>" and pass.
 
+mod common;
+mod rw_support;
+
+use common::{have_e2fsprogs, is_root, run, tool};
+use rw_support::KernelMount;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -25,7 +30,7 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -43,29 +48,6 @@ use uext4::{Error, FileType, Filesystem, MountOptions, Structure};
 // Helpers
 // ---------------------------------------------------------------------------
 
-fn tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].iter().map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn have_e2fsprogs() -> bool {
-    for t in ["mkfs.ext4", "e2fsck", "dumpe2fs"] {
-        if tool(t).is_none() {
-            eprintln!("SKIP: {t} is not installed (e2fsprogs)");
-            return false;
-        }
-    }
-    true
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A scratch directory (in /dev/shm when possible), removed on drop.
 fn scratch(tag: &str) -> tempfile::TempDir {
     let base = std::env::var_os("UEXT4_TEST_TMPDIR").map(PathBuf::from).unwrap_or_else(|| {
@@ -77,18 +59,6 @@ fn scratch(tag: &str) -> tempfile::TempDir {
         }
     });
     tempfile::Builder::new().prefix(&format!("uext4-jr-{tag}-")).tempdir_in(base).unwrap()
-}
-
-fn run(cmd: &mut Command, ok: &[i32]) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let code = out.status.code().unwrap_or(-1);
-    assert!(
-        ok.contains(&code),
-        "{cmd:?} exited with {code}\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn mkfs(img: &Path, block_size: u32, size: &str, extra: &[&str]) {
@@ -112,6 +82,30 @@ fn fsck_clean(img: &Path, what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A fresh 64 MiB image with 4 KiB blocks (and `extra` mkfs arguments)
+/// in a scratch directory, mounted by the kernel at its `mnt`; None, with
+/// the reason printed, when that cannot be done here.
+fn mounted_image(tag: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, KernelMount)> {
+    if !is_root() {
+        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
+        return None;
+    }
+    if !have_e2fsprogs() {
+        return None;
+    }
+    let dir = scratch(tag);
+    let img = dir.path().join("img");
+    mkfs(&img, 4096, "64M", extra);
+    let mnt = dir.path().join("mnt");
+    match KernelMount::at(&img, &mnt, "") {
+        Ok(m) => Some((dir, img, mnt, m)),
+        Err(e) => {
+            eprintln!("SKIP: {e}");
+            None
+        }
+    }
 }
 
 fn dumpe2fs_h(img: &Path) -> String {
@@ -282,53 +276,6 @@ const RECOVER: u32 = 0x4;
 // ---------------------------------------------------------------------------
 // Kernel-made journals
 // ---------------------------------------------------------------------------
-
-/// A loop mount, unmounted on drop.
-struct Mount {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Mount {
-    fn new(img: &Path, dir: &Path, opts: &str) -> Result<Mount, String> {
-        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let mount = tool("mount").ok_or("mount(8) not found")?;
-        let o = if opts.is_empty() { "loop".to_string() } else { format!("loop,{opts}") };
-        let out =
-            Command::new(mount).args(["-t", "ext4", "-o", &o]).arg(img).arg(dir).output().map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(format!("mount -o {o} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(Mount { dir: dir.to_path_buf(), mounted: true })
-    }
-
-    fn unmount(mut self) {
-        self.do_unmount();
-        assert!(!self.mounted, "cannot unmount {:?}", self.dir);
-    }
-
-    fn do_unmount(&mut self) {
-        if !self.mounted {
-            return;
-        }
-        let umount = tool("umount").unwrap_or_else(|| "umount".into());
-        for attempt in 0..20 {
-            if Command::new(&umount).arg(&self.dir).status().map(|s| s.success()).unwrap_or(false) {
-                self.mounted = false;
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100 * (attempt + 1)));
-        }
-        let _ = Command::new(&umount).arg("-l").arg(&self.dir).status();
-        self.mounted = false;
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        self.do_unmount();
-    }
-}
 
 fn syncfs(dir: &Path) {
     let f = File::open(dir).unwrap();
@@ -583,7 +530,7 @@ fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
     let img = dir.path().join("orig.img");
     mkfs(&img, v.block_size, v.size, v.mkfs);
     let mnt = dir.path().join("mnt");
-    let m = Mount::new(&img, &mnt, v.mount)?;
+    let m = KernelMount::at(&img, &mnt, v.mount)?;
     workload(&mnt, seed, v.big_mib);
     shutdown_logflush(&mnt).map_err(|e| format!("EXT4_IOC_SHUTDOWN failed: {e}"))?;
     m.unmount();
@@ -628,7 +575,7 @@ fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
     // (b) the kernel recovers copy B.
     let b = dir.path().join("b.img");
     fs::copy(&img, &b).unwrap();
-    let mb = Mount::new(&b, &dir.path().join("mnt-b"), "")?;
+    let mb = KernelMount::at(&b, &dir.path().join("mnt-b"), "")?;
     mb.unmount();
     assert!(!needs_recovery_flag(&b));
     let tree_b = snapshot(&Filesystem::open(&b).unwrap());
@@ -676,24 +623,8 @@ fn kernel_made_journals() {
 /// commit).
 #[test]
 fn kernel_fast_commit_journal() {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
-        return;
-    }
-    if !have_e2fsprogs() {
-        return;
-    }
-    let dir = scratch("fc");
-    let img = dir.path().join("fc.img");
-    mkfs(&img, 4096, "64M", &["-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"]);
-    let mnt = dir.path().join("mnt");
-    let m = match Mount::new(&img, &mnt, "") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIP: {e}");
-            return;
-        }
-    };
+    let extra = ["-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"];
+    let Some((dir, img, mnt, m)) = mounted_image("fc", &extra) else { return };
     fs::create_dir(mnt.join("full")).unwrap();
     for i in 0..20 {
         write_file(&mnt.join(format!("full/f{i}")), format!("full commit {i}\n").as_bytes(), false);
@@ -1429,24 +1360,7 @@ fn header_codec_sanity() {
 /// are free and e2fsck finds the image clean without touching it.
 #[test]
 fn kernel_orphan_list_is_processed_after_replay() {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
-        return;
-    }
-    if !have_e2fsprogs() {
-        return;
-    }
-    let dir = scratch("orphan");
-    let img = dir.path().join("img");
-    mkfs(&img, 4096, "64M", &[]);
-    let mnt = dir.path().join("mnt");
-    let m = match Mount::new(&img, &mnt, "") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIP: {e}");
-            return;
-        }
-    };
+    let Some((dir, img, mnt, m)) = mounted_image("orphan", &[]) else { return };
     write_file(&mnt.join("keep"), b"kept", true);
     let path = mnt.join("doomed");
     write_file(&path, &vec![7u8; 3 << 20], true);

@@ -16,8 +16,10 @@
 //! "SKIP: <reason>" and pass; CI runs as root.
 
 mod common;
+mod rw_support;
 
 use common::*;
+use rw_support::KernelMount;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{CString, OsStr};
 use std::fs::{self, File, OpenOptions};
@@ -29,62 +31,8 @@ use std::process::Command;
 use uext4::inode::MapKind;
 use uext4::{Filesystem, Timestamp};
 
-/// A loop mount, unmounted (and its loop device released) on drop.
-struct Mount {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Mount {
-    fn new(img: &Path, dir: &Path) -> Result<Mount, String> {
-        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let mount = tool("mount").ok_or("mount(8) not found")?;
-        let out = Command::new(mount)
-            .args(["-t", "ext4", "-o", "loop"])
-            .arg(img)
-            .arg(dir)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(format!("mount -o loop failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        Ok(Mount { dir: dir.to_path_buf(), mounted: true })
-    }
-
-    fn unmount(mut self) {
-        self.do_unmount();
-        assert!(!self.mounted, "cannot unmount {:?}", self.dir);
-    }
-
-    fn do_unmount(&mut self) {
-        if !self.mounted {
-            return;
-        }
-        let umount = tool("umount").unwrap_or_else(|| "umount".into());
-        for attempt in 0..20 {
-            let ok = Command::new(&umount).arg(&self.dir).status().map(|s| s.success()).unwrap_or(false);
-            if ok {
-                self.mounted = false;
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100 * (attempt + 1)));
-        }
-        // Last resort: detach lazily so that the loop device goes away
-        // once nothing uses it.
-        let _ = Command::new(&umount).arg("-l").arg(&self.dir).status();
-        self.mounted = false;
-        eprintln!("warning: {:?} needed a lazy unmount", self.dir);
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        self.do_unmount();
-    }
-}
-
 /// Makes an empty image and mounts it, or explains why not.
-fn mounted_image(tag: &str, block_size: u32, size_mib: u64, extra: &[&str]) -> Option<(PathBuf, PathBuf, Mount)> {
+fn mounted_image(tag: &str, block_size: u32, size_mib: u64, extra: &[&str]) -> Option<(PathBuf, PathBuf, KernelMount)> {
     if !is_root() {
         eprintln!("SKIP: not root; kernel (loop mount) tests need root");
         return None;
@@ -103,7 +51,7 @@ fn mounted_image(tag: &str, block_size: u32, size_mib: u64, extra: &[&str]) -> O
         &[0],
     );
     let mnt = dir.join("mnt");
-    match Mount::new(&img, &mnt) {
+    match KernelMount::at(&img, &mnt, "") {
         Ok(m) => Some((img, mnt, m)),
         Err(e) => {
             eprintln!("SKIP: {e}");

@@ -5,7 +5,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, is_root, mkfs, Umount};
+use rw_support::{fsck_clean, have, is_root, mkfs, KernelMount};
 use std::process::Command;
 use uext4::fs::{FallocMode, SetAttr};
 use uext4::{Error, Filesystem};
@@ -47,13 +47,13 @@ fn kernel_sizes(img: &std::path::Path, names: &[&str]) -> Option<Vec<(u64, Optio
         eprintln!("SKIP: kernel check needs root and mount");
         return None;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").args(["-o", "loop,ro"]).arg(img).arg(mnt.path()).status().unwrap();
-    if !st.success() {
-        eprintln!("SKIP: kernel refused the loop mount (no loop devices?)");
-        return None;
-    }
-    let _g = Umount(mnt.path().to_path_buf());
+    let mnt = match KernelMount::new(img, "ro") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIP: kernel refused the loop mount (no loop devices?): {e}");
+            return None;
+        }
+    };
     let mut out = Vec::new();
     for n in names {
         use std::io::{Read, Seek, SeekFrom};
@@ -76,15 +76,20 @@ fn kernel_sizes(img: &std::path::Path, names: &[&str]) -> Option<Vec<(u64, Optio
     Some(out)
 }
 
+/// A 32 MiB image with `bs`-byte blocks, with or without huge_file.
+fn image(bs: u64, huge: bool) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    let bs_arg = bs.to_string();
+    let mut args = vec!["-b", bs_arg.as_str()];
+    if !huge {
+        args.extend(["-O", "^huge_file"]);
+    }
+    mkfs(32, &args)
+}
+
 #[test]
 fn extent_files_stop_at_the_kernel_limit() {
     for (bs, huge) in [(1024u64, true), (4096, true), (4096, false)] {
-        let bs_arg = bs.to_string();
-        let mut args = vec!["-b", bs_arg.as_str()];
-        if !huge {
-            args.extend(["-O", "^huge_file"]);
-        }
-        let Some((_d, img)) = mkfs(32, &args) else { return };
+        let Some((_d, img)) = image(bs, huge) else { return };
         let mut fs = Filesystem::open_rw(&img).unwrap();
         let max = expected(bs, huge, true);
         assert_eq!(fs.superblock().max_file_size(true), max, "bs {bs} huge {huge}");
@@ -125,12 +130,7 @@ fn block_mapped_files_stop_at_the_bitmap_limit() {
         return;
     }
     for (bs, huge) in [(1024u64, true), (4096, true), (4096, false)] {
-        let bs_arg = bs.to_string();
-        let mut args = vec!["-b", bs_arg.as_str()];
-        if !huge {
-            args.extend(["-O", "^huge_file"]);
-        }
-        let Some((_d, img)) = mkfs(32, &args) else { return };
+        let Some((_d, img)) = image(bs, huge) else { return };
         // An empty block-mapped file: an extent inode with its flag and
         // empty extent header cleared.
         let mut cmds = String::from("write /dev/null bm\nsif bm flags 0\n");

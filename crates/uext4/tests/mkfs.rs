@@ -1,24 +1,11 @@
 //! `mkfs`: images we create pass e2fsck, read back through uext4, and
 //! (as root) mount in the kernel.
 
-use std::path::Path;
+mod rw_support;
+
+use rw_support::{fsck_clean, have, is_root, KernelMount};
 use std::process::Command;
 use uext4::mkfs::{mkfs_file, MkfsOptions};
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("-V").output().is_ok()
-}
-
-fn e2fsck_clean(img: &Path) {
-    let out = Command::new("e2fsck").arg("-fn").arg(img).output().unwrap();
-    assert!(
-        out.status.success(),
-        "e2fsck -fn {}:\n{}{}",
-        img.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn fresh_images_are_clean() {
@@ -43,7 +30,7 @@ fn fresh_images_are_clean() {
     for (name, opts) in cases {
         let img = dir.path().join(name);
         mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        e2fsck_clean(&img);
+        fsck_clean(&img);
         let fs = uext4::Filesystem::open(&img).unwrap();
         let names: Vec<_> = fs.read_dir_all(fs.root()).unwrap().into_iter().map(|e| e.name).collect();
         assert_eq!(names, vec![b".".to_vec(), b"..".to_vec(), b"lost+found".to_vec()], "{name}");
@@ -52,19 +39,11 @@ fn fresh_images_are_clean() {
     }
 }
 
-struct Mount(std::path::PathBuf);
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// The kernel mounts what we made, writes into it, and e2fsck is still
 /// happy afterwards.
 #[test]
 fn kernel_mounts_and_writes() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !have("e2fsck") {
+    if !is_root() || !have("e2fsck") {
         eprintln!("SKIP: kernel_mounts_and_writes needs root (loop mount) and e2fsprogs");
         return;
     }
@@ -76,22 +55,22 @@ fn kernel_mounts_and_writes() {
     ] {
         let img = dir.path().join(name);
         mkfs_file(&img, &opts).unwrap();
-        let mnt = dir.path().join(format!("{name}.mnt"));
-        std::fs::create_dir(&mnt).unwrap();
-        let st = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt).status().unwrap();
-        if !st.success() {
-            eprintln!("SKIP: loop mount failed");
-            return;
-        }
-        let m = Mount(mnt.clone());
+        let m = match KernelMount::new(&img, "") {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("SKIP: loop mount failed: {e}");
+                return;
+            }
+        };
+        let mnt = m.path().to_path_buf();
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
         std::fs::create_dir(mnt.join("d")).unwrap();
         std::fs::write(mnt.join("d/f"), &data).unwrap();
         for i in 0..300 {
             std::fs::write(mnt.join(format!("d/small{i}")), format!("{i}")).unwrap();
         }
-        drop(m);
-        e2fsck_clean(&img);
+        m.unmount();
+        fsck_clean(&img);
         let fs = uext4::Filesystem::open(&img).unwrap();
         assert_eq!(fs.read_all(fs.resolve("/d/f").unwrap()).unwrap(), data, "{name}");
         assert_eq!(fs.read_all(fs.resolve("/d/small299").unwrap()).unwrap(), b"299", "{name}");

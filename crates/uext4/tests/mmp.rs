@@ -5,9 +5,8 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, is_root, mkfs, Umount};
+use rw_support::{fsck_clean, have, is_root, mkfs, KernelMount};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use uext4::format::mmp::{Mmp, SEQ_CLEAN, SEQ_FSCK};
 use uext4::{Error, Filesystem, MountOptions};
@@ -147,14 +146,11 @@ fn kernel_refuses_while_uext4_has_it() {
     let mut fs = open_rw(&img, Duration::from_secs(3)).unwrap();
     fs.mkdir(2, b"mine", 0o755, 0, 0).unwrap();
     fs.commit().unwrap();
-    let mnt = tempfile::tempdir().unwrap();
     // The kernel watches the block for 2 * 5 + 1 s and sees it change.
-    let out = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(mnt.path()).output().unwrap();
-    if out.status.success() {
-        let _g = Umount(mnt.path().to_path_buf());
-        panic!("the kernel mounted an image uext4 has open read-write");
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = match KernelMount::new(&img, "") {
+        Ok(_mounted) => panic!("the kernel mounted an image uext4 has open read-write"),
+        Err(e) => e,
+    };
     if err.contains("failed to setup loop device") || err.contains("No such device") {
         eprintln!("SKIP: no loop devices: {err}");
         return;
@@ -165,12 +161,10 @@ fn kernel_refuses_while_uext4_has_it() {
     fsck_clean(&img);
     // Once uext4 is done, the kernel takes it at once (clean) and sees
     // both directories.
-    let st = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(mnt.path()).status().unwrap();
-    assert!(st.success(), "kernel refused the image after a clean unmount");
-    {
-        let _g = Umount(mnt.path().to_path_buf());
-        assert!(mnt.path().join("mine").is_dir() && mnt.path().join("after").is_dir());
-    }
+    let mnt =
+        KernelMount::new(&img, "").unwrap_or_else(|e| panic!("kernel refused the image after a clean unmount: {e}"));
+    assert!(mnt.path().join("mine").is_dir() && mnt.path().join("after").is_dir());
+    mnt.unmount();
     assert_eq!(read_mmp(&img).seq, SEQ_CLEAN, "the kernel marks it clean at umount");
     fsck_clean(&img);
 }

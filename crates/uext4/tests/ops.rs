@@ -277,12 +277,8 @@ fn kernel_check(img: &Path, m: &Model) {
         eprintln!("SKIP: kernel mount check needs root");
         return;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").arg("-o").arg("loop").arg(img).arg(mnt.path()).status().unwrap();
-    if !st.success() {
-        panic!("kernel refused to mount {}", img.display());
-    }
-    let guard = rw_support::Umount(mnt.path().to_path_buf());
+    let mnt = rw_support::KernelMount::new(img, "")
+        .unwrap_or_else(|e| panic!("kernel refused to mount {}: {e}", img.display()));
     for (p, data) in &m.files {
         let got = std::fs::read(mnt.path().join(&p[1..])).unwrap_or_else(|e| panic!("kernel {p}: {e}"));
         assert!(&got == data, "kernel read of {p} differs");
@@ -294,7 +290,7 @@ fn kernel_check(img: &Path, m: &Model) {
     for d in &m.dirs {
         assert!(mnt.path().join(&d[1..]).is_dir(), "kernel: {d} is not a directory");
     }
-    drop(guard);
+    mnt.unmount();
     fsck_clean(img);
 }
 

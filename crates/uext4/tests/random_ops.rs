@@ -40,7 +40,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, is_root, mkfs, Umount};
+use rw_support::{fsck_clean, have, kernel_unavailable, mkfs, open_rw_reserved, KernelMount};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -1055,52 +1055,15 @@ impl Runner {
 
     fn kernel_check(&mut self) {
         let Some(why) = kernel_unavailable() else {
-            let mnt = tempfile::tempdir().unwrap();
-            let out = Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(&self.img).arg(mnt.path()).output();
-            let out = out.unwrap();
-            assert!(
-                out.status.success(),
-                "{} kernel refused to mount: {}",
-                self.tag(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let guard = Umount(mnt.path().to_path_buf());
+            let mnt = KernelMount::new(&self.img, "")
+                .unwrap_or_else(|e| panic!("{} kernel refused to mount: {e}", self.tag()));
             self.check_kernel_dir(ROOT, mnt.path());
-            // A process forked meanwhile by another test's thread may hold
-            // a descriptor for an instant: retry before the lazy fallback.
-            let mut unmounted = false;
-            for attempt in 0..20 {
-                if Command::new("umount").arg(mnt.path()).status().is_ok_and(|s| s.success()) {
-                    unmounted = true;
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50 * (attempt + 1)));
-            }
-            if unmounted {
-                std::mem::forget(guard);
-            } else {
-                drop(guard);
-                panic!("{} cannot unmount {:?}", self.tag(), mnt.path());
-            }
+            mnt.unmount();
             fsck_clean(&self.img);
             self.stats.kernel_checks += 1;
             return;
         };
         eprintln!("SKIP: kernel check: {why}");
-    }
-}
-
-/// Why a kernel loop mount cannot be tried here, if it cannot.
-fn kernel_unavailable() -> Option<String> {
-    if !is_root() {
-        return Some("not root".into());
-    }
-    if !have("mount") || !Path::new("/dev/loop-control").exists() {
-        return Some("no mount(8) or no loop devices".into());
-    }
-    match Command::new("losetup").arg("-f").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("no free loop device".into()),
     }
 }
 
@@ -1224,11 +1187,15 @@ fn fill_up(fs: &Filesystem, ino: u32) {
     }
 }
 
-/// Opens read-write with the root-reserved blocks usable (as root would).
-fn open_rw_reserved(img: &Path) -> Filesystem {
-    let dev = uext4::FileDevice::open(img, true).unwrap();
-    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
-    Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
+/// Fills the filesystem with a file "hog" in `dir`, then gives back its
+/// last `bytes` (blocks that held 0xA5 bytes) and commits, so that about
+/// that much space is free.
+fn fill_all_but(fs: &Filesystem, dir: u32, bytes: u64) {
+    let hog = fs.create(dir, b"hog", 0o644, 0, 0).unwrap().ino;
+    fill_up(fs, hog);
+    let size = fs.stat(hog).unwrap().size;
+    fs.setattr(hog, SetAttr { size: Some(size - bytes), ..Default::default() }).unwrap();
+    fs.commit().unwrap();
 }
 
 /// renameat2(RENAME_NOREPLACE) onto an existing name is EEXIST even when
@@ -1261,12 +1228,8 @@ fn failed_write_maps_no_stale_blocks() {
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     // Size 1000, block 0 a hole.
     fs.setattr(f, SetAttr { size: Some(1000), ..Default::default() }).unwrap();
-    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
-    fill_up(&fs, hog);
     // Give back ~40 blocks that hold 0xA5 bytes.
-    let size = fs.stat(hog).unwrap().size;
-    fs.setattr(hog, SetAttr { size: Some(size - (40 << 10)), ..Default::default() }).unwrap();
-    fs.commit().unwrap();
+    fill_all_but(&fs, root, 40 << 10);
     // Extends the file from inside its (unallocated) last block; runs out
     // of space after the first allocation.
     let data = vec![0x5Au8; 400 << 10];
@@ -1302,11 +1265,7 @@ fn failed_write_inside_eof_stays_consistent() {
     // Data at the front, then a hole up to 16 MiB.
     fs.write(f, 0, &[7u8; 3000]).unwrap();
     fs.setattr(f, SetAttr { size: Some(16 << 20), ..Default::default() }).unwrap();
-    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
-    fill_up(&fs, hog);
-    let size = fs.stat(hog).unwrap().size;
-    fs.setattr(hog, SetAttr { size: Some(size - (100 << 10)), ..Default::default() }).unwrap();
-    fs.commit().unwrap();
+    fill_all_but(&fs, root, 100 << 10);
     // Overwrites the data and goes on into the hole.
     let data = vec![0x5Au8; 1 << 20];
     let n = match fs.write(f, 0, &data) {
@@ -1474,11 +1433,7 @@ fn write_running_out_of_space_is_short() {
     let Some((_d, img)) = mkfs(8, &["-b", "1024", "-N", "64"]) else { return };
     let fs = Filesystem::open_rw(&img).unwrap();
     let root = fs.root();
-    let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
-    fill_up(&fs, hog);
-    let size = fs.stat(hog).unwrap().size;
-    fs.setattr(hog, SetAttr { size: Some(size - (1536 << 10)), ..Default::default() }).unwrap();
-    fs.commit().unwrap();
+    fill_all_but(&fs, root, 1536 << 10);
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     let data: Vec<u8> = (0..3u32 << 20).map(|k| (k % 251) as u8 + 1).collect();
     let n = fs.write(f, 0, &data).unwrap_or_else(|e| panic!("{e}; size now {}", fs.stat(f).unwrap().size));

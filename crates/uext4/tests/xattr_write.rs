@@ -9,12 +9,11 @@ mod rw_support;
 
 use rw_support::pattern;
 
-use rw_support::{fsck_clean, is_root, mkfs, Umount};
+use rw_support::{fsck_clean, is_root, mkfs, KernelMount};
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use uext4::fs::XattrSetMode;
 use uext4::Filesystem;
 
@@ -91,16 +90,12 @@ fn k_set(p: &Path, name: &[u8], value: &[u8]) {
 
 /// Mounts `img` with the kernel; None (with the printed reason) when not
 /// root.
-fn kernel_mount(img: &Path) -> Option<(tempfile::TempDir, Umount)> {
+fn kernel_mount(img: &Path) -> Option<KernelMount> {
     if !is_root() {
         eprintln!("SKIP: kernel mount check needs root");
         return None;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").arg("-o").arg("loop").arg(img).arg(mnt.path()).status().unwrap();
-    assert!(st.success(), "kernel refused to mount {}", img.display());
-    let guard = Umount(mnt.path().to_path_buf());
-    Some((mnt, guard))
+    Some(KernelMount::new(img, "").unwrap_or_else(|e| panic!("kernel refused to mount {}: {e}", img.display())))
 }
 
 /// e2fsck -fn, then (as root) the kernel's view of every expected
@@ -109,7 +104,7 @@ fn kernel_mount(img: &Path) -> Option<(tempfile::TempDir, Umount)> {
 fn check_all(img: &Path, want: &Expect) {
     fsck_clean(img);
     check_uext4(&Filesystem::open(img).unwrap(), want);
-    let Some((mnt, guard)) = kernel_mount(img) else { return };
+    let Some(mnt) = kernel_mount(img) else { return };
     for (path, attrs) in want {
         let p = mnt.path().join(&path[1..]);
         let mut names = k_list(&p);
@@ -125,8 +120,7 @@ fn check_all(img: &Path, want: &Expect) {
             assert!(&got == v, "kernel: {path}: {} differs", String::from_utf8_lossy(n));
         }
     }
-    drop(guard);
-    drop(mnt);
+    mnt.unmount();
     fsck_clean(img);
 }
 
@@ -480,7 +474,7 @@ fn posix_acl_round_trip() {
             fs.unmount().unwrap();
         }
         check_all(&img, &want);
-        if let Some((mnt, guard)) = kernel_mount(&img) {
+        if let Some(mnt) = kernel_mount(&img) {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(mnt.path().join("f")).unwrap().permissions().mode();
             assert_eq!(mode & 0o7777, 0o650, "kernel sees the mode the ACL set");
@@ -491,8 +485,7 @@ fn posix_acl_round_trip() {
             let inherited = k_get(&child, b"system.posix_acl_access").expect("inherited access ACL");
             assert_eq!(&inherited[..4], &2u32.to_le_bytes());
             assert!(inherited.len() == default.len(), "inherits the 5 entries");
-            drop(guard);
-            drop(mnt);
+            mnt.unmount();
             fsck_clean(&img);
         }
     }
@@ -503,7 +496,7 @@ fn posix_acl_round_trip() {
 /// block in its mbcache and takes another reference). Returns the paths
 /// and the value, or None (with a printed reason) when not root.
 fn kernel_shared_files(img: &Path, n: usize, value: &[u8]) -> Option<Vec<String>> {
-    let (mnt, guard) = kernel_mount(img)?;
+    let mnt = kernel_mount(img)?;
     let mut names = Vec::new();
     for k in 0..n {
         let p: PathBuf = mnt.path().join(format!("s{k}"));
@@ -512,8 +505,7 @@ fn kernel_shared_files(img: &Path, n: usize, value: &[u8]) -> Option<Vec<String>
         k_set(&p, b"user.second", b"also shared");
         names.push(format!("/s{k}"));
     }
-    drop(guard);
-    drop(mnt);
+    mnt.unmount();
     Some(names)
 }
 

@@ -1,13 +1,100 @@
 //! Helpers shared by the FUSE end-to-end tests: tools, the skip rule,
-//! running commands, unmounting while the mount is busy.
+//! running commands, unmounting while the mount is busy, and the fixture
+//! of an image and its mount point.
 #![allow(dead_code)]
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// The `uext4` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+
+/// An image made by `uext4 mkfs` and a mount point in a temporary
+/// directory; whatever is still mounted there is lazily unmounted, and a
+/// foreground daemon killed, when it drops (failed tests).
+pub struct Fixture {
+    /// The temporary directory holding both (and whatever else a test
+    /// puts next to them).
+    pub dir: TempDir,
+    /// The image.
+    pub img: PathBuf,
+    /// The mount point (canonical, as /proc/self/mountinfo shows it).
+    pub mnt: PathBuf,
+    /// A daemon started in the foreground, if any.
+    pub child: Option<Child>,
+}
+
+impl Fixture {
+    /// A fresh image of `size` (e.g. "64M"), made with `uext4 mkfs` and
+    /// `extra` arguments.
+    pub fn with_mkfs_args(size: &str, extra: &[&str]) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Other users (the allow_other checks) must reach the mount point.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod tempdir");
+        let img = dir.path().join("img");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mnt = mnt.canonicalize().expect("canonicalize");
+        run(Command::new(BIN).arg("mkfs").arg(&img).arg("--size").arg(size).args(extra));
+        Fixture { dir, img, mnt, child: None }
+    }
+
+    /// `rel` inside the mount.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// `uext4 mount IMG MNT -o OPTS` (daemon): mounted when it returns.
+    pub fn mount(&self, opts: &str) {
+        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(opts));
+        assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
+    }
+
+    /// Unmounts with `fusermount3 -u` (or `umount`) and waits for the
+    /// daemon to finish the clean unmount of the image.
+    pub fn unmount(&self) {
+        if have("fusermount3") {
+            unmount_retrying(tool("fusermount3").arg("-u").arg(&self.mnt));
+        } else {
+            unmount_retrying(tool("umount").arg(&self.mnt));
+        }
+        wait_image_free(&self.img);
+        assert!(!is_mounted(&self.mnt));
+    }
+
+    /// `dumpe2fs -h` of the image.
+    pub fn dumpe2fs(&self) -> String {
+        let out = run(tool("dumpe2fs").arg("-h").arg(&self.img));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The image was unmounted cleanly and e2fsck finds nothing.
+    pub fn assert_clean(&self) {
+        let d = self.dumpe2fs();
+        let features = d.lines().find(|l| l.starts_with("Filesystem features:")).unwrap_or_default();
+        assert!(!features.contains("needs_recovery"), "needs_recovery still set: {features}");
+        assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.contains("clean")), "{d}");
+        run(tool("e2fsck").arg("-fn").arg(&self.img));
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt) {
+            let _ = tool("umount").arg("-l").arg(&self.mnt).status();
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
 
 pub fn tool(name: &str) -> Command {
     let mut c = Command::new(name);

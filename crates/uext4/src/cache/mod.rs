@@ -1,9 +1,16 @@
-//! The metadata buffer cache.
+//! The metadata buffer cache: [`BufferCache`] owns the in-memory copy of
+//! every filesystem metadata block in use.
 //!
-//! Every metadata block (group descriptors, inode tables, extent and
-//! directory blocks, xattr blocks) is read through this cache. File data is
-//! not: it goes straight between the device and the caller (and, later, the
-//! page cache of the data path).
+//! The metadata blocks of the filesystem proper (group descriptors,
+//! block and inode bitmaps, inode tables, extent, directory and xattr
+//! blocks) are read through this cache, and changed only through it (by
+//! the journal's transactions, or [`BufferCache::write`] on its no-journal
+//! path). Four kinds of block are not cached: file data, which goes
+//! between the device and the caller or through the data path's own page
+//! cache (`crate::data`); the primary superblock, read and written whole
+//! at its fixed offset; the journal's log, which the journal reads and
+//! writes itself; and the MMP block, which must be read from the device
+//! every time to see another node's updates.
 //!
 //! Locking: the cache is split into shards by block number, each a
 //! `RwLock<HashMap>`. A hit takes one shard's lock *shared* for a hash
@@ -217,7 +224,7 @@ impl BufferCache {
         self.evictions.bump();
     }
 
-    /// Hit/miss counters since creation.
+    /// Hit, miss and eviction counters since creation.
     pub fn stats(&self) -> CacheStats {
         CacheStats { hits: self.hits.get(), misses: self.misses.get(), evictions: self.evictions.get() }
     }

@@ -2,8 +2,13 @@
 //!
 //! A [`BlockDevice`] is positional (every call names its byte offset; there
 //! is no shared cursor), so any number of threads use one device at once
-//! without coordination. Backends: a regular image file, a raw block
-//! device, and memory (a RAM disk for tests and benchmarks).
+//! without coordination. Backends: a regular image file or a raw block
+//! device ([`FileDevice`]), and memory ([`MemoryDevice`], a RAM disk for
+//! tests and benchmarks). Wrappers over another device:
+//! [`OverlayDevice`] (copy-on-write in memory over a device never
+//! written, for opening a read-only image whose journal needs replaying),
+//! and two for tests, [`FaultyDevice`] (injected I/O errors) and
+//! [`RecordingDevice`] (the images a crash at any instant could leave).
 
 mod faulty;
 mod file;

@@ -1,15 +1,18 @@
-//! Hash-indexed lookup and hash-order listing.
+//! Hash-indexed lookup and hash-order listing, and the index walk that
+//! insertions in [`super::write`] share: reading and checking the root
+//! ([`read_root`]) and stepping to the next leaf in hash order
+//! ([`next_leaf`]).
 //!
 //! The walk reads exactly `indirect_levels + 1` index blocks on the way
 //! down (the level count is checked against the kernel's limits), so a
 //! corrupt index that points back at itself cannot loop: it is parsed as
 //! the wrong kind of block and rejected.
 
-use super::block;
+use super::block::{self, DirBlock};
 use super::DirEntry;
 use crate::error::{Error, Result, Structure};
 use crate::format::dir_hash::{dx_hash, HashVersion};
-use crate::format::dx::{self, DxEntry};
+use crate::format::dx::{self, DxEntry, DxRootInfo};
 use crate::format::features::incompat;
 use crate::format::inode::{FileType, Inode};
 use crate::format::superblock::FLAG_UNSIGNED_HASH;
@@ -27,23 +30,12 @@ struct Walk {
 }
 
 impl Walk {
-    /// Walks from the root to the leaf whose hash range holds `hash`
-    /// (with `hash = None`, only reads the root's hash version).
+    /// Walks from the root to the leaf whose hash range holds the hash
+    /// that `hash` computes with the index's hash version.
     fn down(vol: &Volume, dir: &Inode, hash: impl FnOnce(HashVersion) -> u32) -> Result<Walk> {
-        let bad = |block: u64, d: String| Error::corrupt(Structure::DxNode, block, d);
         let csum = vol.has_csum();
         let nblocks = dir.size.div_ceil(vol.block_size as u64);
-        let root = block::read(vol, dir, 0, true)?.map_err(|_| bad(0, "htree root is a hole".into()))?;
-        let info = dx::parse_root_info(root.buf.data(), root.block)?;
-        let max_levels = if vol.sb.features.has_incompat(incompat::LARGEDIR) { 3 } else { 2 };
-        if info.indirect_levels >= max_levels {
-            return Err(bad(root.block, format!("{} index levels", info.indirect_levels)));
-        }
-        let mut version = HashVersion::from_disk(info.hash_version)
-            .ok_or_else(|| bad(root.block, format!("unsupported hash version {}", info.hash_version)))?;
-        if vol.sb.flags & FLAG_UNSIGNED_HASH != 0 {
-            version = version.to_unsigned();
-        }
+        let Root { block: root, info, version } = read_root(vol, dir)?;
         let hash = hash(version);
 
         // Descend, remembering each level's entries and position so that
@@ -55,16 +47,16 @@ impl Walk {
             let pos = node.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
             let child = node.entries[pos].block;
             if u64::from(child) >= nblocks || child == 0 {
-                return Err(bad(node_block, format!("index points at block {child} of {nblocks}")));
+                return Err(bad_dx(node_block, format!("index points at block {child} of {nblocks}")));
             }
             path.push((node.entries, pos));
             if path.len() > usize::from(info.indirect_levels) {
                 break child;
             }
             let b = block::read(vol, dir, u64::from(child), true)?
-                .map_err(|_| bad(node_block, format!("index block {child} is a hole")))?;
+                .map_err(|_| bad_dx(node_block, format!("index block {child} is a hole")))?;
             if !b.is_dx {
-                return Err(bad(b.block, "expected an index node".into()));
+                return Err(bad_dx(b.block, "expected an index node"));
             }
             node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
             node_block = b.block;
@@ -191,7 +183,7 @@ pub fn readdir_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64,
 }
 
 /// Reads up to `max` entries of a hash-indexed directory in hash order,
-/// from hash cookie `from` (see [`cookie`]; "." and ".." are the caller's).
+/// from hash cookie `from` (see [`cookie_at`]; "." and ".." are the caller's).
 ///
 /// Each entry's `next_cookie` names the entry after it by hash, not by
 /// place: entries that move to another leaf when a leaf splits keep their
@@ -229,9 +221,58 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
     Ok(emit(found, start, limit, max))
 }
 
-/// Advances `path` to the next leaf in hash order; returns the hash that
-/// leaf starts with and its block, or `None` at the end of the index.
-fn next_leaf(
+/// A corrupt-index error at physical block `block`.
+pub(super) fn bad_dx(block: u64, detail: impl Into<String>) -> Error {
+    Error::corrupt(Structure::DxNode, block, detail)
+}
+
+/// The hash version a directory with on-disk version `raw` uses (the
+/// unsigned variant when the superblock says the hash is unsigned), or
+/// `None` for a version this engine does not know.
+pub(super) fn hash_version(vol: &Volume, raw: u8) -> Option<HashVersion> {
+    let v = HashVersion::from_disk(raw)?;
+    Some(if vol.sb.flags & FLAG_UNSIGNED_HASH != 0 { v.to_unsigned() } else { v })
+}
+
+/// Most index levels (root included) the filesystem allows: the kernel's
+/// limit of two, three with large_dir.
+pub(super) fn max_levels(vol: &Volume) -> usize {
+    if vol.sb.features.has_incompat(incompat::LARGEDIR) {
+        3
+    } else {
+        2
+    }
+}
+
+/// A directory's index root, read and checked: where every walk starts.
+pub(super) struct Root {
+    /// The root block (logical block 0).
+    pub block: DirBlock,
+    /// Its header: hash version and depth, within [`max_levels`].
+    pub info: DxRootInfo,
+    /// The hash function the index orders its entries by.
+    pub version: HashVersion,
+}
+
+/// Reads directory `dir`'s index root and checks its depth and hash
+/// version.
+pub(super) fn read_root(vol: &Volume, dir: &Inode) -> Result<Root> {
+    let root = block::read(vol, dir, 0, true)?.map_err(|_| bad_dx(0, "htree root is a hole"))?;
+    let info = dx::parse_root_info(root.buf.data(), root.block)?;
+    if usize::from(info.indirect_levels) >= max_levels(vol) {
+        return Err(bad_dx(root.block, format!("{} index levels", info.indirect_levels)));
+    }
+    let version = hash_version(vol, info.hash_version)
+        .ok_or_else(|| bad_dx(root.block, format!("unsupported hash version {}", info.hash_version)))?;
+    Ok(Root { block: root, info, version })
+}
+
+/// Advances `path` (each index level's entries and the position taken,
+/// root first) to the next leaf in hash order; returns the hash that leaf
+/// starts with (its low bit set if it continues a collision) and its
+/// logical block, or `None` at the end of the index. Index blocks are
+/// checked against `nblocks`, the directory's length in blocks.
+pub(super) fn next_leaf(
     vol: &Volume,
     dir: &Inode,
     path: &mut Vec<(Vec<DxEntry>, usize)>,
@@ -258,11 +299,12 @@ fn next_leaf(
     while path.len() < depth {
         let (entries, pos) = &path[path.len() - 1];
         let child = entries[*pos].block;
-        if u64::from(child) >= nblocks {
-            return Err(Error::corrupt(Structure::DxNode, 0, format!("index points at block {child}")));
+        // Block 0 is the root: an index pointing back at it is corrupt.
+        if child == 0 || u64::from(child) >= nblocks {
+            return Err(bad_dx(0, format!("index points at block {child}")));
         }
         let b = block::read(vol, dir, u64::from(child), true)?
-            .map_err(|_| Error::corrupt(Structure::DxNode, 0, "index block is a hole"))?;
+            .map_err(|_| bad_dx(0, format!("index block {child} is a hole")))?;
         let node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
         path.push((node.entries, 0));
     }

@@ -1,8 +1,11 @@
-//! Directories: reading entries (linear and htree), name lookup.
+//! Directories: reading entries (linear and htree), name lookup, and
+//! (in [`mod@write`]) adding, removing and re-pointing entries.
 //!
 //! A directory is a file of blocks. Linear directories are scanned; htree
 //! (dir_index) directories are searched through their hash index, falling
 //! back to a scan, like the kernel, when the index is structurally unusable.
+//! Callers hold the directory's I/O lock (shared to read, exclusive to
+//! change; see [`crate::locks`]), so readers never see a change half done.
 
 mod block;
 mod htree;
@@ -49,7 +52,7 @@ fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::Hash
     if is_htree(vol, dir) || !vol.sb.features.has_compat(compat::DIR_INDEX) || dir_blocks(vol, dir) != 1 {
         return None;
     }
-    write::hash_version(vol, vol.sb.def_hash_version)
+    htree::hash_version(vol, vol.sb.def_hash_version)
 }
 
 /// Reads up to `max` entries starting at `cookie` (0 = the beginning).
@@ -57,8 +60,8 @@ fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::Hash
 /// Hash-indexed directories are listed in hash order with hash cookies,
 /// as the kernel does: a leaf split while a listing is under way moves
 /// entries to another block, so a byte position could then skip entries
-/// or return some twice, but it does not change their hashes (see
-/// [`htree::readdir`]). So are one-block directories on dir_index
+/// or return some twice, but it does not change their hashes (the cookie
+/// scheme is described in this module's private `htree` part). So are one-block directories on dir_index
 /// filesystems (the kernel's `is_dx_dir`): they are the ones that turn
 /// into an htree, and a listing must go on across that. Other linear
 /// directories use byte positions within the directory file. A directory

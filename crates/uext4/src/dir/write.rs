@@ -23,6 +23,7 @@
 //! written as valid empty leaves as soon as they are mapped, so the
 //! directory stays well-formed even if a later step fails.
 
+use super::htree::{self, bad_dx, hash_version};
 use super::{block, is_htree, linear_readdir};
 use crate::alloc::flags as aflags;
 use crate::error::{Error, Result, Structure};
@@ -32,7 +33,6 @@ use crate::format::dirent::{self, rec_len_for, rec_len_to_disk, DIRENT_HEADER, N
 use crate::format::dx::{self, DxEntry};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{Inode, FL_CASEFOLD, FL_ENCRYPT, FL_INDEX, S_IFDIR, S_IFMT};
-use crate::format::superblock::FLAG_UNSIGNED_HASH;
 use crate::inode::MAX_LBLK;
 use crate::txn::Tx;
 use crate::volume::Volume;
@@ -592,12 +592,6 @@ fn choose_split(items: &[Item], new: &Item, space: usize) -> Option<(usize, bool
 // ---------------------------------------------------------------------------
 // Indexed directories.
 
-/// The hash version a directory with on-disk version `raw` uses.
-pub(super) fn hash_version(vol: &Volume, raw: u8) -> Option<HashVersion> {
-    let v = HashVersion::from_disk(raw)?;
-    Some(if vol.sb.flags & FLAG_UNSIGNED_HASH != 0 { v.to_unsigned() } else { v })
-}
-
 /// One index block on the path from the root to a leaf.
 #[derive(Debug)]
 struct Frame {
@@ -626,23 +620,12 @@ struct Probe {
     max_levels: usize,
 }
 
-fn bad_dx(block: u64, detail: impl Into<String>) -> Error {
-    Error::corrupt(Structure::DxNode, block, detail)
-}
-
 /// Walks the index from the root to the leaf `name` hashes to.
 fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
     let vol = ctx.vol();
     let nblocks = dir.size / ctx.bs as u64;
-    let root = block::read(vol, dir, 0, true)?.map_err(|_| bad_dx(0, "htree root is a hole"))?;
+    let htree::Root { block: root, info, version } = htree::read_root(vol, dir)?;
     let data = root.buf.data().to_vec();
-    let info = dx::parse_root_info(&data, root.block)?;
-    let max_levels = if vol.sb.features.has_incompat(incompat::LARGEDIR) { 3 } else { 2 };
-    if usize::from(info.indirect_levels) >= max_levels {
-        return Err(bad_dx(root.block, format!("{} index levels", info.indirect_levels)));
-    }
-    let version = hash_version(vol, info.hash_version)
-        .ok_or_else(|| bad_dx(root.block, format!("unsupported hash version {}", info.hash_version)))?;
     let hash = dx_hash(name, version, &vol.sb.hash_seed).major;
     let node = dx::parse_node(&data, true, ctx.csum, root.block)?;
     let mut seen = vec![0u32];
@@ -683,7 +666,7 @@ fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
             pos: 0,
         };
     }
-    Ok(Probe { frames, hash, version, hash_version_raw: info.hash_version, max_levels })
+    Ok(Probe { frames, hash, version, hash_version_raw: info.hash_version, max_levels: htree::max_levels(vol) })
 }
 
 /// Rewrites an index block from its frame.
@@ -876,49 +859,11 @@ fn dx_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
         }
         // Equal hashes may continue into the next leaf (its index entry
         // then has the low bit set).
-        match next_leaf(ctx, dir, &mut path, nblocks)? {
+        match htree::next_leaf(ctx.vol(), dir, &mut path, ctx.csum, nblocks)? {
             Some((h, next)) if h & !1 == p.hash => leaf = next,
             _ => return Ok(None),
         }
     }
-}
-
-/// Advances `path` to the next leaf in hash order: returns that leaf's
-/// starting hash and block, or `None` at the end of the index.
-fn next_leaf(
-    ctx: &Ctx,
-    dir: &Inode,
-    path: &mut Vec<(Vec<DxEntry>, usize)>,
-    nblocks: u64,
-) -> Result<Option<(u32, u32)>> {
-    let mut level = path.len();
-    loop {
-        if level == 0 {
-            return Ok(None);
-        }
-        level -= 1;
-        let (entries, pos) = &mut path[level];
-        if *pos + 1 < entries.len() {
-            *pos += 1;
-            break;
-        }
-    }
-    let start_hash = path[level].0[path[level].1].hash;
-    let depth = path.len();
-    path.truncate(level + 1);
-    while path.len() < depth {
-        let (entries, pos) = &path[path.len() - 1];
-        let child = entries[*pos].block;
-        if child == 0 || u64::from(child) >= nblocks {
-            return Err(bad_dx(0, format!("index points at block {child}")));
-        }
-        let b = block::read(ctx.vol(), dir, u64::from(child), true)?
-            .map_err(|_| bad_dx(0, format!("index block {child} is a hole")))?;
-        let node = dx::parse_node(b.buf.data(), false, ctx.csum, b.block)?;
-        path.push((node.entries, 0));
-    }
-    let (entries, pos) = &path[path.len() - 1];
-    Ok(Some((start_hash, entries[*pos].block)))
 }
 
 #[cfg(test)]

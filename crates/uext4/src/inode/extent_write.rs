@@ -10,10 +10,11 @@
 //! crc32c tail.
 //!
 //! Locking: the caller holds whatever excludes other changers of this
-//! inode's tree (today the inode lock exclusively; the data path adds the
-//! mapping lock). Every block change goes through the [`Tx`], so readers
-//! walking the tree through the cache see each node either before or after
-//! a change, never torn.
+//! inode's tree: the inode's I/O lock exclusively, or its mapping lock
+//! exclusively under a shared I/O lock (unwritten-to-written conversion at
+//! direct-I/O completion; see [`crate::locks`]). Every block change goes
+//! through the [`Tx`], so readers walking the tree through the cache see
+//! each node either before or after a change, never torn.
 
 use crate::alloc::AllocRequest;
 use crate::error::{Error, Result, Structure};
@@ -202,10 +203,46 @@ impl Ctx<'_, '_> {
         Ok(b)
     }
 
+    /// A tree block: one set aside in `spare`, else a new one near `goal`.
+    fn spare_or_alloc(&self, inode: &mut Inode, goal: u64, spare: &mut Vec<u64>) -> Result<u64> {
+        match spare.pop() {
+            Some(b) => Ok(b),
+            None => self.alloc_node_block(inode, goal),
+        }
+    }
+
     fn free_node_block(&self, inode: &mut Inode, block: u64) -> Result<()> {
         self.tx.free_blocks(block, 1, FreeKind::Metadata)?;
         inode.blocks_512 = inode.blocks_512.saturating_sub(self.bs as u64 / 512);
         Ok(())
+    }
+
+    /// Writes level `l` (not the root) and points its parent's entry for
+    /// it at its first key. Returns the parent's entries, the position of
+    /// that entry, and whether its key changed (or the entry is missing):
+    /// if not, nothing above needs rewriting.
+    fn write_under_parent<'p>(
+        &self,
+        inode: &mut Inode,
+        path: &'p mut [Level],
+        l: usize,
+    ) -> Result<(&'p mut Vec<ExtentIndex>, usize, bool)> {
+        self.write_level(inode, &path[l])?;
+        let key = path[l].node.first_key().unwrap_or(0);
+        let parent = &mut path[l - 1];
+        let pos = parent.pos;
+        let Node::Index(v) = &mut parent.node else {
+            return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
+        };
+        let changed = match v.get_mut(pos) {
+            Some(e) if e.block == key => false,
+            Some(e) => {
+                e.block = key;
+                true
+            }
+            None => true,
+        };
+        Ok((v, pos, changed))
     }
 
     /// Writes a node: into `i_block` for the root, else into its block.
@@ -299,10 +336,7 @@ impl Ctx<'_, '_> {
                 if path[0].depth >= MAX_DEPTH {
                     return Err(Error::NoSpace(format!("inode {}: extent tree at its maximum depth", inode.ino)));
                 }
-                let blk = match spare.pop() {
-                    Some(b) => b,
-                    None => self.alloc_node_block(inode, goal)?,
-                };
+                let blk = self.spare_or_alloc(inode, goal, spare)?;
                 let root = &mut path[0];
                 let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
                 let key = entries.first_key().unwrap_or(0);
@@ -336,18 +370,9 @@ impl Ctx<'_, '_> {
             }
             let cap = self.capacity(l);
             if n <= cap {
-                self.write_level(inode, &path[l])?;
-                let key = path[l].node.first_key().unwrap_or(0);
-                let parent = &mut path[l - 1];
-                let pos = parent.pos;
-                let Node::Index(v) = &mut parent.node else {
-                    return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
-                };
-                if v.get(pos).is_some_and(|e| e.block == key) {
+                let (_, _, key_changed) = self.write_under_parent(inode, path, l)?;
+                if !key_changed {
                     return self.write_root_if(inode, path, l - 1);
-                }
-                if let Some(e) = v.get_mut(pos) {
-                    e.block = key;
                 }
                 l -= 1;
                 continue;
@@ -362,25 +387,13 @@ impl Ctx<'_, '_> {
             let mut new_entries = Vec::new();
             while !rest.is_empty() {
                 let tail = rest.split_off(per.min(rest.len()));
-                let blk = match spare.pop() {
-                    Some(b) => b,
-                    None => self.alloc_node_block(inode, goal)?,
-                };
+                let blk = self.spare_or_alloc(inode, goal, spare)?;
                 let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
                 self.write_level(inode, &lv)?;
                 new_entries.push(ExtentIndex { block: lv.node.first_key().unwrap_or(0), leaf: blk });
                 rest = tail;
             }
-            self.write_level(inode, &path[l])?;
-            let key = path[l].node.first_key().unwrap_or(0);
-            let parent = &mut path[l - 1];
-            let pos = parent.pos;
-            let Node::Index(v) = &mut parent.node else {
-                return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
-            };
-            if let Some(e) = v.get_mut(pos) {
-                e.block = key;
-            }
+            let (v, pos, _) = self.write_under_parent(inode, path, l)?;
             let at = (pos + 1).min(v.len());
             v.splice(at..at, new_entries);
             path.truncate(l);

@@ -1,6 +1,7 @@
 //! The inode layer: reading inodes from the inode tables and mapping a
 //! file's logical blocks to physical blocks (extent trees, or the block
-//! maps of ext2/ext3-style files).
+//! maps of ext2/ext3-style files); changing extent trees is
+//! [`extent_write`]'s.
 
 mod extent_tree;
 pub mod extent_write;

@@ -12,7 +12,8 @@ pub struct MkfsOptions {
     pub block_size: Option<u32>,
     /// Inode record size (default 256).
     pub inode_size: u16,
-    /// Bytes per inode; default 4096 below 512 MiB, 8192 below 3 MiB, else 16384.
+    /// Bytes per inode; default 8192 below 3 MiB, else 4096 below 512 MiB,
+    /// else 16384 (mke2fs's floppy, small and default types).
     pub inode_ratio: Option<u64>,
     /// Volume label (up to 16 bytes).
     pub label: String,

@@ -692,6 +692,21 @@ const fn spec(big_file: bool, big_dir: usize, bs: usize) -> TreeSpec {
     TreeSpec { big_file, big_dir, xattr_large, long_symlink }
 }
 
+/// The defaults of [`VARIANTS`]' entries: the kernel's default hash, signed,
+/// directories indexed, no minimum htree depth asserted.
+const PLAIN: Variant = Variant {
+    name: "",
+    mkfs: &[],
+    block_size: 4096,
+    tree: spec(false, 2000, 4096),
+    size_mib: 128,
+    hash_alg: None,
+    unsigned_hash: false,
+    index_dirs: true,
+    features: &[],
+    min_htree_levels: None,
+};
+
 /// Every image variant of the suite.
 pub const VARIANTS: &[Variant] = &[
     Variant {
@@ -703,11 +718,8 @@ pub const VARIANTS: &[Variant] = &[
         // each 20,000-entry image costs ~20 s of mkfs.
         tree: spec(true, 2000, 4096),
         size_mib: 256,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["extent", "64bit", "flex_bg", "metadata_csum", "dir_index", "has_journal", "huge_file"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_1k",
@@ -715,11 +727,9 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 1024,
         tree: spec(false, 20_000, 1024),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["extent", "64bit", "flex_bg", "metadata_csum", "dir_index"],
         min_htree_levels: Some(1),
+        ..PLAIN
     },
     Variant {
         name: "ext4_2k",
@@ -727,11 +737,9 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 2048,
         tree: spec(false, 20_000, 2048),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["extent", "64bit", "flex_bg", "metadata_csum", "dir_index"],
         min_htree_levels: Some(1),
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_no_metadata_csum",
@@ -739,11 +747,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["^metadata_csum", "^uninit_bg", "extent", "dir_index"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_no_64bit",
@@ -751,11 +756,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["^64bit", "metadata_csum", "extent"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_1k_no_flex_bg",
@@ -763,11 +765,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 1024,
         tree: spec(false, 2000, 1024),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["^flex_bg", "metadata_csum", "extent"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext2_1k",
@@ -775,11 +774,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 1024,
         tree: spec(true, 2000, 1024),
         size_mib: 256,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["^extent", "^has_journal", "^metadata_csum", "^flex_bg", "dir_index", "filetype"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext2_4k_128_inodes_no_filetype",
@@ -787,11 +783,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["^extent", "^filetype", "^extra_isize"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext3_2k",
@@ -799,11 +792,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 2048,
         tree: spec(false, 2000, 2048),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["has_journal", "^extent", "^metadata_csum", "dir_index"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_gdt_csum",
@@ -811,11 +801,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["uninit_bg", "^metadata_csum"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_no_dir_index",
@@ -825,11 +812,9 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
         index_dirs: false,
         features: &["^dir_index", "mmp"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_tea_unsigned",
@@ -839,9 +824,8 @@ pub const VARIANTS: &[Variant] = &[
         size_mib: 128,
         hash_alg: Some("tea"),
         unsigned_hash: true,
-        index_dirs: true,
         features: &["dir_index", "metadata_csum"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_1k_legacy_hash",
@@ -850,10 +834,8 @@ pub const VARIANTS: &[Variant] = &[
         tree: spec(false, 2000, 1024),
         size_mib: 128,
         hash_alg: Some("legacy"),
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["dir_index", "metadata_csum"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_1k_meta_bg",
@@ -861,11 +843,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 1024,
         tree: spec(false, 2000, 1024),
         size_mib: 256,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["meta_bg", "^resize_inode", "64bit", "metadata_csum"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_bigalloc",
@@ -873,11 +852,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 256,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["bigalloc", "extent", "metadata_csum"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_4k_misc_features",
@@ -892,11 +868,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 4096,
         tree: spec(false, 2000, 4096),
         size_mib: 128,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["metadata_csum_seed", "quota", "project", "orphan_file", "large_dir", "sparse_super2"],
-        min_htree_levels: None,
+        ..PLAIN
     },
     Variant {
         name: "ext4_64k",
@@ -904,11 +877,8 @@ pub const VARIANTS: &[Variant] = &[
         block_size: 65536,
         tree: spec(false, 2000, 65536),
         size_mib: 256,
-        hash_alg: None,
-        unsigned_hash: false,
-        index_dirs: true,
         features: &["extent", "64bit", "metadata_csum"],
-        min_htree_levels: None,
+        ..PLAIN
     },
 ];
 

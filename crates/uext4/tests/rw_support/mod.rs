@@ -50,15 +50,91 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Unmounts a kernel mount when dropped (lazily if busy).
-pub struct Umount(pub PathBuf);
+/// Why a kernel loop mount cannot be tried here, if it cannot.
+pub fn kernel_unavailable() -> Option<&'static str> {
+    if !is_root() {
+        return Some("not root");
+    }
+    if !have("mount") || !Path::new("/dev/loop-control").exists() {
+        return Some("no mount(8) or no loop devices");
+    }
+    match Command::new("losetup").arg("-f").output() {
+        Ok(o) if o.status.success() => None,
+        _ => Some("no free loop device"),
+    }
+}
 
-impl Drop for Umount {
-    fn drop(&mut self) {
-        let ok = Command::new("umount").arg(&self.0).status().map(|s| s.success()).unwrap_or(false);
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+/// A kernel loop mount of an image, unmounted when dropped.
+///
+/// Unmounting retries while the mount is busy (a process forked meanwhile
+/// by another test's thread may hold a descriptor for an instant) and
+/// detaches lazily only as a last resort, so that the loop device goes
+/// away once nothing uses it.
+pub struct KernelMount {
+    dir: PathBuf,
+    mounted: bool,
+    /// The mount point, when the mount made it.
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl KernelMount {
+    /// Mounts `img` with `-t ext4 -o loop` plus `opts` (e.g. `"ro"`; empty
+    /// for none) on `dir`, made if missing; `Err` holds mount's complaint.
+    pub fn at(img: &Path, dir: &Path, opts: &str) -> Result<KernelMount, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let o = if opts.is_empty() { "loop".to_string() } else { format!("loop,{opts}") };
+        let out = Command::new("mount")
+            .args(["-t", "ext4", "-o", &o])
+            .arg(img)
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("mount(8): {e}"))?;
+        if !out.status.success() {
+            return Err(format!("mount -o {o} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
         }
+        Ok(KernelMount { dir: dir.to_path_buf(), mounted: true, _tmp: None })
+    }
+
+    /// As [`KernelMount::at`], on a fresh temporary directory.
+    pub fn new(img: &Path, opts: &str) -> Result<KernelMount, String> {
+        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut m = KernelMount::at(img, tmp.path(), opts)?;
+        m._tmp = Some(tmp);
+        Ok(m)
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Unmounts now; panics if the mount stayed busy and had to be
+    /// detached lazily.
+    pub fn unmount(mut self) {
+        assert!(self.do_unmount(), "cannot unmount {:?}", self.dir);
+    }
+
+    /// Unmounts, retrying while busy; false if it had to detach lazily.
+    fn do_unmount(&mut self) -> bool {
+        if !self.mounted {
+            return true;
+        }
+        self.mounted = false;
+        for attempt in 0..20 {
+            if Command::new("umount").arg(&self.dir).status().is_ok_and(|s| s.success()) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100 * (attempt + 1)));
+        }
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        eprintln!("warning: {:?} needed a lazy unmount", self.dir);
+        false
+    }
+}
+
+impl Drop for KernelMount {
+    fn drop(&mut self) {
+        self.do_unmount();
     }
 }
 
@@ -78,6 +154,25 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+
+    /// A file name byte: anything but NUL and '/', high bytes included
+    /// (they hash differently in the signed and unsigned hash flavours).
+    pub fn name_byte(&mut self) -> u8 {
+        loop {
+            let b = self.next() as u8;
+            if b != 0 && b != b'/' {
+                return b;
+            }
+        }
+    }
+}
+
+/// Opens `img` read-write with the root-reserved blocks usable (as root
+/// would).
+pub fn open_rw_reserved(img: &Path) -> uext4::Filesystem {
+    let dev = uext4::FileDevice::open(img, true).unwrap();
+    let opts = uext4::MountOptions { write: true, use_reserved: true, ..Default::default() };
+    uext4::Filesystem::open_device(std::sync::Arc::new(dev), opts).unwrap()
 }
 
 /// `len` pseudo-random bytes determined by `seed`.
@@ -89,19 +184,15 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// Mounts `img` read-only with the kernel's ext4 (root and loop devices
 /// needed; skipped with a message otherwise) and compares each named
 /// file with its expected contents.
-#[allow(dead_code)]
 pub fn kernel_read_back(img: &Path, files: &[(&str, Vec<u8>)]) {
     if !is_root() {
         eprintln!("SKIP: kernel read-back needs root and loop devices");
         return;
     }
-    let mnt = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").args(["-o", "loop,ro"]).arg(img).arg(mnt.path()).status().unwrap();
-    assert!(st.success(), "kernel refused to mount {}", img.display());
-    let guard = Umount(mnt.path().to_path_buf());
+    let mnt = KernelMount::new(img, "ro").unwrap_or_else(|e| panic!("kernel refused to mount {}: {e}", img.display()));
     for (name, want) in files {
         let got = std::fs::read(mnt.path().join(name)).unwrap();
         assert!(&got == want, "kernel read of {name} differs");
     }
-    drop(guard);
+    mnt.unmount();
 }
