@@ -268,7 +268,7 @@ impl FsCore {
         let r = self.writeback_locked(st, ino);
         self.wb_result(ino, true, &r);
         r?;
-        let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
+        let r = self.write_locked(ino, offset, data, super::write::WriteMode::Direct);
         self.wb_result(ino, true, &Ok(()));
         st.pages.invalidate(offset, offset + data.len() as u64);
         r

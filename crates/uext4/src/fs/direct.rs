@@ -173,7 +173,7 @@ impl FsCore {
                 return Ok(data.len());
             }
         }
-        let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
+        let r = self.write_locked(ino, offset, data, super::write::WriteMode::Direct);
         st.pages.invalidate(offset, end);
         r
     }

@@ -377,7 +377,7 @@ impl FsCore {
             // ENOSPC while blocks freed by an uncommitted transaction
             // wait: commit and go on (the reservation counted them free).
             let r = self.write_retrying(start, &buf, |off, data| {
-                self.write_locked(ino, off, data, super::ops::WriteMode::Writeback { size_hint: size })
+                self.write_locked(ino, off, data, super::write::WriteMode::Writeback { size_hint: size })
             });
             let n = match r {
                 Ok(n) if n == buf.len() => n,

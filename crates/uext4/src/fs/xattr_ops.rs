@@ -19,6 +19,7 @@ use crate::format::xattr::{
     acl_equiv_mode, acl_from_xattr, acl_to_disk, AclEntry, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT, INDEX_USER,
     VALUE_MAX,
 };
+use crate::xattr;
 use crate::xattr::write::{self as xw, Presence};
 
 /// Journal credits of one attribute change: the inode's table block, the
@@ -76,6 +77,18 @@ fn check_writable(i: &Inode, index: u8) -> Result<()> {
 }
 
 impl FsCore {
+    /// Names of the extended attributes of `ino`.
+    pub fn list_xattrs(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
+        let i = self.inode(ino)?;
+        Ok(xattr::list(&self.vol, &i)?.into_iter().map(|e| e.name).collect())
+    }
+
+    /// The value of extended attribute `name` of `ino`.
+    pub fn get_xattr(&self, ino: u32, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        xattr::get(&self.vol, &i, name.as_ref())
+    }
+
     /// Sets extended attribute `name` (full name: `user.`, `trusted.`,
     /// `security.` prefixes, or `system.posix_acl_access` /
     /// `system.posix_acl_default`) of inode `ino` to `value`, as
