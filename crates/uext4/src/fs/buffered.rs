@@ -52,7 +52,7 @@ impl FsCore {
         let mut out = Vec::new();
         let mut page = first;
         while page <= last {
-            let (f, _) = rw.pages.get_or_create(&st.pages, page, order, min_order, max_page.max(last));
+            let (f, _) = rw.data.pages().get_or_create(&st.pages, page, order, min_order, max_page.max(last));
             if f.index < page {
                 // Folios taken earlier were dropped from the cache since
                 // (truncate, punch, eviction) and a larger one now covers
@@ -139,7 +139,7 @@ impl FsCore {
     /// Buffered read (no inode I/O lock; see the module comment).
     pub(crate) fn read_buffered(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let size = self.file_size(&st, ino)?;
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -179,12 +179,12 @@ impl FsCore {
             self.regular(ino)?;
             return Ok(0);
         }
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let len = data.len() as u64;
         let end = offset + len;
         // Past the dirty limit the exclusive path writes back first (a
         // shared write could dirty a clean cached folio).
-        if rw.data.lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
+        if rw.data.config().lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
             let shared = st.io.read();
             if let Some(f) = st.pages.find(offset / PAGE_SIZE) {
                 // A deleted inode's folios are dropped under the exclusive
@@ -193,7 +193,7 @@ impl FsCore {
                     self.check_live(&self.regular(ino)?)?;
                 }
                 if end <= f.start() + f.len() && self.try_write_in_folio(&st, ino, &f, offset, data)? {
-                    IoStats::bump(&rw.stats.buffered_write_shared);
+                    IoStats::bump(&rw.data.stats().buffered_write_shared);
                     self.lazy_times(&st, ino)?;
                     drop(shared);
                     return Ok(data.len());
@@ -201,9 +201,9 @@ impl FsCore {
             }
             drop(shared);
         }
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         self.check_live(&self.regular(ino)?)?;
-        IoStats::bump(&rw.stats.buffered_write_exclusive);
+        IoStats::bump(&rw.data.stats().buffered_write_exclusive);
         // In aligned pieces, so that a large write never holds (and pins
         // in the cache) more than a piece's folios at once.
         let mut pos = offset;
@@ -381,9 +381,9 @@ impl FsCore {
         let rw = self.rw()?;
         let alloc = self.allocator()?;
         let sb = &self.vol.sb;
-        let root = if rw.use_reserved { 0 } else { sb.r_blocks_count };
+        let root = if rw.txns.use_reserved() { 0 } else { sb.r_blocks_count };
         let keep = root + crate::txn::writeback_reserve(sb);
-        if rw.pages.account().reserve_space(n, keep, || alloc.free_blocks()) {
+        if rw.data.pages().account().reserve_space(n, keep, || alloc.free_blocks()) {
             Ok(())
         } else {
             Err(Error::NoSpace("no room to reserve blocks for buffered data".into()))

@@ -74,7 +74,7 @@ impl FsCore {
         // Part of the data may be on the device even on failure: the
         // next flush decides whether it is durable.
         if let Some(rw) = self.live() {
-            rw.errs.note_written(ino);
+            rw.data.errors().note_written(ino);
         }
         r
     }
@@ -85,9 +85,9 @@ impl FsCore {
             self.regular(ino)?;
             return Ok(0);
         }
-        let st = rw.locks.inode(ino);
-        let stats = &rw.stats;
-        let cfg = rw.data;
+        let st = rw.data.inode(ino);
+        let stats = &rw.data.stats();
+        let cfg = *rw.data.config();
         let bs = self.vol.block_size as u64;
         let len = data.len() as u64;
         if cfg.lock_policy == LockPolicy::Seeds {
@@ -143,7 +143,7 @@ impl FsCore {
         }
         // Exclusive: nothing else writes this file and no direct I/O is
         // in flight (lock_exclusive drains it).
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         IoStats::bump(&stats.dio_write_exclusive);
         if st.pages.is_dirty() {
             // Buffered data goes to its blocks first (the kernel's
@@ -238,9 +238,9 @@ impl FsCore {
             }
             tx.write_inode(&mut i)?;
             tx.settle();
-            rw.note_dirty(&[ino], tx.tid());
+            rw.txns.note_dirty(&[ino], tx.tid());
         }
-        IoStats::bump(&rw.stats.dio_conversions);
+        IoStats::bump(&rw.data.stats().dio_conversions);
         Ok(())
     }
 
@@ -252,7 +252,7 @@ impl FsCore {
             return Ok(());
         }
         let rw = self.rw()?;
-        IoStats::bump(&rw.stats.time_updates);
+        IoStats::bump(&rw.data.stats().time_updates);
         let tx = self.begin(2)?;
         let _m = st.map.write();
         let mut i = self.regular(ino)?;
@@ -260,7 +260,7 @@ impl FsCore {
         i.ctime = now;
         tx.write_inode(&mut i)?;
         tx.settle();
-        rw.note_dirty(&[ino], tx.tid());
+        rw.txns.note_dirty(&[ino], tx.tid());
         Ok(())
     }
 
@@ -274,7 +274,7 @@ impl FsCore {
         i.ctime = now;
         tx.write_inode(&mut i)?;
         tx.settle();
-        rw.note_dirty(&[ino], tx.tid());
+        rw.txns.note_dirty(&[ino], tx.tid());
         Ok(())
     }
 
@@ -287,14 +287,14 @@ impl FsCore {
             // Read-only open: nothing changes the file underneath.
             return self.read(ino, offset, buf);
         };
-        IoStats::bump(&rw.stats.dio_reads);
+        IoStats::bump(&rw.data.stats().dio_reads);
         self.read_shared(ino, offset, buf)
     }
 
     /// The body of a read on a writable filesystem (see `read_direct`).
     pub(crate) fn read_shared(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let _shared = st.io.read();
         let _dio = st.dio_begin();
         let (total, maps) = {

@@ -270,7 +270,7 @@ impl FsCore {
     /// its echo, which must not cost device I/O each time.
     pub fn record_error(&self, e: &Error, ino: u32, func: &str) -> Result<()> {
         let rw = self.rw()?;
-        let aborted = rw.journal.as_ref().is_some_and(|j| j.aborted().is_some());
+        let aborted = rw.txns.aborted().is_some();
         if aborted && !matches!(e, Error::Corrupt { .. } | Error::Checksum { .. }) {
             return Ok(());
         }
@@ -288,22 +288,22 @@ impl FsCore {
                 b[o + 0x3FC..o + 0x400].copy_from_slice(&c.to_le_bytes());
             }
         };
-        if let Some(j) = rw.journal.as_ref().filter(|j| j.aborted().is_none()) {
-            // Journaled, then committed at once (ext4's flush_stashed_error_work).
-            let h = j.start_handle(1)?;
+        // Journaled, then committed at once (ext4's flush_stashed_error_work).
+        let journaled = rw.txns.change_and_commit(|h| {
             h.modify(blk, |b| {
                 update(b);
                 Ok(())
-            })?;
-            drop(h);
-            return j.commit();
+            })
+        });
+        if let Some(r) = journaled {
+            return r;
         }
-        super::rw::write_sb_direct(&self.vol, |raw| save_error_info(raw, e, ino, block, func, 0))
+        super::mount::save_error_direct(&self.vol, e, ino, block, func)
     }
 
     /// The journal failed: every change is refused (EROFS) from now on.
     pub(crate) fn check_not_aborted(&self) -> Result<()> {
-        if let Some(why) = self.rw()?.journal.as_ref().and_then(|j| j.aborted()) {
+        if let Some(why) = self.rw()?.txns.aborted() {
             return Err(Error::ReadOnly(format!("the journal has aborted ({why}); no change is accepted")));
         }
         Ok(())
@@ -311,7 +311,7 @@ impl FsCore {
 
     /// The journal failed: fsync and writeback answer EIO before any I/O.
     pub(crate) fn check_not_aborted_io(&self) -> Result<()> {
-        if let Some(why) = self.rw()?.journal.as_ref().and_then(|j| j.aborted()) {
+        if let Some(why) = self.rw()?.txns.aborted() {
             return Err(Error::Io(io::Error::other(format!("the journal has aborted: {why}"))));
         }
         Ok(())
@@ -321,7 +321,7 @@ impl FsCore {
     /// description (Linux's `f_wb_err`, sampled at open): pass it to
     /// [`FsCore::fsync_file`].
     pub fn wb_err_sample(&self, ino: u32) -> u64 {
-        self.live().map_or(0, |rw| rw.errs.sample(ino))
+        self.live().map_or(0, |rw| rw.data.errors().sample(ino))
     }
 
     /// fsync(2) through an open file description whose error cursor is
@@ -331,7 +331,7 @@ impl FsCore {
     pub fn fsync_file(&self, ino: u32, cursor: &mut u64) -> Result<()> {
         let rw = self.rw()?;
         let r = self.fsync_inner(ino);
-        let seen = rw.errs.check_and_advance(ino, Some(cursor));
+        let seen = rw.data.errors().check_and_advance(ino, Some(cursor));
         r.and(seen)
     }
 }

@@ -39,8 +39,8 @@ impl FsCore {
         // Only extent-mapped files can be fallocated (checked below).
         self.check_offset(offset, len, true)?;
         let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
-        let st = rw.locks.inode(ino);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
+        let st = rw.data.inode(ino);
         if st.pages.is_dirty() {
             // fallocate works on the blocks: dirty data goes to them first.
             self.writeback_locked(&st, ino)?;

@@ -16,17 +16,20 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 mod buffered;
+mod data_path;
 mod direct;
 mod errors;
 mod fallocate;
 mod mmp;
+mod mount;
 mod namespace;
+mod open_files;
 pub mod ops;
 mod orphan;
 mod read;
-mod rw;
 mod seek;
 mod sync;
+mod transactions;
 mod types;
 mod write;
 mod writeback;
@@ -58,7 +61,7 @@ pub struct FsCore {
     /// pay for it.
     alloc: OnceLock<Arc<Allocator>>,
     /// Present when opened read-write (see [`FsCore::live`]).
-    rw_state: Option<rw::RwState>,
+    rw_state: Option<mount::Subsystems>,
 }
 
 impl std::ops::Deref for Filesystem {
@@ -134,7 +137,7 @@ impl Filesystem {
         }
         let mut notices = Vec::new();
         let probe = Volume::open(dev.clone(), 64)?;
-        rw::check_writable(&probe.sb)?;
+        mount::check_writable(&probe.sb)?;
         // Before anything is written (journal recovery included), as the
         // kernel's ext4_fill_super does.
         let mmp = mmp::claim(&dev, &probe.sb, opts.mmp_wait)?;
@@ -152,7 +155,7 @@ impl Filesystem {
         let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw = rw::RwState::start(
+        let rw = mount::Subsystems::start(
             &vol,
             &alloc,
             opts.commit_interval,

@@ -29,7 +29,7 @@ impl FsCore {
         if let (Some(rw), FileType::Regular) = (self.live(), file_type) {
             // Buffered data not yet written back: the in-memory size, and
             // its reserved blocks counted as ext4 counts delayed ones.
-            let st = rw.locks.inode(ino);
+            let st = rw.data.inode(ino);
             i.size = i.size.max(st.pages.pending_size());
             i.blocks_512 += st.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
         }
@@ -93,7 +93,7 @@ impl FsCore {
             return Err(Error::Invalid(format!("inode {ino} is not a regular file")));
         }
         let size = match self.live() {
-            Some(rw) => self.file_size(&rw.locks.inode(ino), ino)?,
+            Some(rw) => self.file_size(&rw.data.inode(ino), ino)?,
             None => i.size,
         };
         let too_big = || Error::Invalid(format!("inode {ino}: {size} bytes do not fit in memory"));
@@ -191,7 +191,7 @@ impl FsCore {
         let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
         // Blocks reserved for buffered data are as good as used (ext4's
         // s_dirtyclusters_counter).
-        let reserved = self.live().map_or(0, |rw| rw.pages.account().reserved_blocks());
+        let reserved = self.live().map_or(0, |rw| rw.data.pages().account().reserved_blocks());
         let free_blocks = free_blocks.saturating_sub(reserved) * ratio;
         StatFs {
             block_size: sb.block_size(),

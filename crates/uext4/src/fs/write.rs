@@ -99,7 +99,7 @@ impl FsCore {
             WriteMode::Direct => (false, 0),
             WriteMode::Writeback { size_hint } => (true, size_hint),
         };
-        let st = self.rw()?.locks.inode(ino);
+        let st = self.rw()?.data.inode(ino);
         let mut i = self.load(ino)?;
         match ftype(&i)? {
             FileType::Regular => {}

@@ -124,7 +124,7 @@ impl FsCore {
         // An xattr block may need blocks a pending free holds.
         self.retry_nospc(|| {
             let rw = self.rw()?;
-            let _l = rw.locks.lock_exclusive(&[], &[ino]);
+            let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
             let mut i = self.inode(ino)?;
             self.check_live(&i)?;
             check_writable(&i, index)?;
@@ -143,7 +143,7 @@ impl FsCore {
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         let (index, suffix) = xw::resolve_name(name)?;
         let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         let mut i = self.inode(ino)?;
         self.check_live(&i)?;
         check_writable(&i, index)?;
@@ -206,7 +206,7 @@ impl FsCore {
             tx.write_inode(i)?;
             // fsync of the inode must commit this transaction.
             if let Ok(rw) = self.rw() {
-                rw.note_dirty(&[i.ino], tx.tid());
+                rw.txns.note_dirty(&[i.ino], tx.tid());
             }
         }
         tx.settle();

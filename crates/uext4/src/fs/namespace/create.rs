@@ -40,7 +40,7 @@ impl FsCore {
     /// under the lock; EEXIST if `name` is there (or is "." / "..").
     fn lock_for_new_entry(&self, parent: u32, name: &[u8]) -> Result<(crate::locks::Locked, Inode)> {
         let rw = self.rw()?;
-        let l = rw.locks.lock_exclusive(&[parent], &[]);
+        let l = rw.data.locks().lock_exclusive(&[parent], &[]);
         let dir = self.load_dir(parent)?;
         if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
@@ -128,7 +128,7 @@ impl FsCore {
             return Err(Error::NotPermitted("hard link to a directory".into()));
         }
         let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[newparent], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[newparent], &[ino]);
         let mut dir = self.load_dir(newparent)?;
         let mut i = self.load(ino)?;
         if ftype(&i)? == FileType::Directory {

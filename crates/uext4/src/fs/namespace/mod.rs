@@ -21,6 +21,37 @@ mod walk;
 pub use rename::RenameFlags;
 pub use setattr::SetAttr;
 
+/// The namespace's own state: the rename lock and the source of inode
+/// generation numbers.
+#[derive(Debug)]
+pub(crate) struct NamespaceState {
+    /// Only renames that move an entry between two directories (first in
+    /// the lock order, see [`crate::locks`]).
+    rename_lock: parking_lot::Mutex<()>,
+    generation: std::sync::atomic::AtomicU32,
+}
+
+impl NamespaceState {
+    /// Generation numbers start from a hash of `seed` (the mount time).
+    pub(crate) fn new(seed: u32) -> NamespaceState {
+        NamespaceState {
+            rename_lock: parking_lot::Mutex::new(()),
+            generation: std::sync::atomic::AtomicU32::new(seed.wrapping_mul(2_654_435_761)),
+        }
+    }
+
+    /// Takes the rename lock (first in the lock order: the caller holds
+    /// no inode lock).
+    pub(crate) fn lock_rename(&self) -> (crate::lock_order::Held, parking_lot::MutexGuard<'_, ()>) {
+        (crate::lock_order::acquire(crate::lock_order::Class::Rename, 0), self.rename_lock.lock())
+    }
+
+    /// A generation number for a new inode.
+    pub(crate) fn next_generation(&self) -> u32 {
+        self.generation.fetch_add(0x9E37_79B9, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 use crate::error::{Error, Result};
 use crate::format::dirent::NAME_MAX;
 use crate::format::inode::{FileType, Inode, Timestamp, S_IFDIR, S_IFMT, S_IFREG};
@@ -76,7 +107,7 @@ impl FsCore {
     /// the directory before or after a change, never in between. The
     /// answer is a guess to lock by, checked again under the locks.
     fn lookup_unlocked(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
-        let _s = self.rw()?.locks.lock_shared(dir);
+        let _s = self.rw()?.data.locks().lock_shared(dir);
         self.lookup_opt(&self.load_dir(dir)?, name)
     }
 
@@ -84,7 +115,7 @@ impl FsCore {
     /// number: one with no links that nobody has open was deleted (its
     /// number may be free or reused by now), so it is gone (ENOENT).
     pub(crate) fn check_live(&self, i: &Inode) -> Result<()> {
-        if i.links_count == 0 && !self.rw()?.is_open(i.ino) {
+        if i.links_count == 0 && !self.rw()?.open.is_open(i.ino) {
             return Err(Error::NotFound(format!("inode {} was deleted", i.ino)));
         }
         Ok(())
@@ -95,7 +126,7 @@ impl FsCore {
     pub(in crate::fs) fn note_tid(&self, tx: &Tx, inos: &[u32]) {
         tx.settle();
         if let Ok(rw) = self.rw() {
-            rw.note_dirty(inos, tx.tid());
+            rw.txns.note_dirty(inos, tx.tid());
         }
     }
 
@@ -114,7 +145,7 @@ impl FsCore {
         if i.crtime.is_some() {
             i.crtime = Some(now);
         }
-        i.generation = self.rw()?.next_generation();
+        i.generation = self.rw()?.ns.next_generation();
         if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
             ew::init_root(&mut i);
         }

@@ -21,7 +21,7 @@ impl FsCore {
         // in inode-number order; if the name changed meanwhile, again.
         let (_l, mut dir, victim) = loop {
             let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
-            let l = rw.locks.lock_exclusive(&[parent], &[victim]);
+            let l = rw.data.locks().lock_exclusive(&[parent], &[victim]);
             let dir = self.load_dir(parent)?;
             if self.lookup_opt(&dir, name)? == Some(victim) {
                 break (l, dir, victim);
@@ -67,7 +67,7 @@ impl FsCore {
             if victim == ROOT_INO {
                 return Err(Error::Busy("the root directory".into()));
             }
-            let l = rw.locks.lock_exclusive(&[parent, victim], &[]);
+            let l = rw.data.locks().lock_exclusive(&[parent, victim], &[]);
             let dir = self.load_dir(parent)?;
             if self.lookup_opt(&dir, name)? == Some(victim) {
                 break (l, dir, victim);
@@ -100,11 +100,11 @@ impl FsCore {
     pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
-            let st = rw.locks.inode(i.ino);
+            let st = rw.data.inode(i.ino);
             st.deleted.store(true, std::sync::atomic::Ordering::Release);
             st.pages.invalidate_all();
             // Its errors are not the next user's of the number.
-            rw.errs.forget(i.ino);
+            rw.data.errors().forget(i.ino);
         }
         if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
             ew::remove_range(tx, i, 0, u64::MAX)?;

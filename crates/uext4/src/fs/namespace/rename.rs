@@ -45,7 +45,7 @@ impl FsCore {
         let rw = self.rw()?;
         // Renames between two directories are serialized: the tree's
         // shape (ancestry) stays as checked until they are done.
-        let _cross = (parent != newparent).then(|| rw.lock_rename());
+        let _cross = (parent != newparent).then(|| rw.ns.lock_rename());
         while !self.rename_once(parent, name, newparent, newname, flags)? {}
         Ok(())
     }
@@ -82,7 +82,7 @@ impl FsCore {
             Some(d) => is_dir(d)?,
             None => false,
         };
-        if dst.is_some() && !flags.exchange && !src_is_dir && rw.data.auto_da_alloc {
+        if dst.is_some() && !flags.exchange && !src_is_dir && rw.data.config().auto_da_alloc {
             // auto_da_alloc: the file that replaces another goes to disk
             // now (its allocation in a transaction no later than the
             // rename's, its data before that commits), so a crash after
@@ -109,7 +109,7 @@ impl FsCore {
                 }
             }
         }
-        let _l = rw.locks.lock_exclusive(&[parent, newparent], &[src, dst.unwrap_or(0)]);
+        let _l = rw.data.locks().lock_exclusive(&[parent, newparent], &[src, dst.unwrap_or(0)]);
         // Look again under the locks: the names, and the inodes' types
         // (a number freed and reused meanwhile may be another file).
         let pd = self.load_dir(parent)?;

@@ -26,8 +26,8 @@ impl FsCore {
     /// Changes attributes; a size change truncates or extends the file.
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
         let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
-        let st = rw.locks.inode(ino);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
+        let st = rw.data.inode(ino);
         if attr.size.is_some() && st.pages.is_dirty() {
             // Truncate works on the blocks: the data goes to them first.
             self.writeback_locked(&st, ino)?;
@@ -86,10 +86,10 @@ impl FsCore {
         if truncate_left {
             self.finish_truncate(ino, Some(&st.map))?;
         }
-        if attr.size == Some(0) && rw.data.auto_da_alloc {
+        if attr.size == Some(0) && rw.data.config().auto_da_alloc {
             // What is written next reaches the disk at close, not 30 s
             // later (ext4 truncates-to-zero-then-rewrites the same way).
-            rw.alloc_on_close(ino);
+            rw.open.alloc_on_close(ino);
         }
         self.stat(ino)
     }

@@ -26,7 +26,7 @@ impl FsCore {
     /// into an htree root before the inode says so, a leaf split, a new
     /// block) is seen whole or not at all. The caller holds no inode lock.
     pub(in crate::fs) fn read_dir_with<T>(&self, ino: u32, f: impl FnOnce(&Inode) -> Result<T>) -> Result<T> {
-        let _shared = self.live().map(|rw| rw.locks.lock_shared(ino));
+        let _shared = self.live().map(|rw| rw.data.locks().lock_shared(ino));
         let d = self.inode(ino)?;
         if d.file_type()? != FileType::Directory {
             return Err(Error::NotDir(format!("inode {ino}")));
