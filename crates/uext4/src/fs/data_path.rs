@@ -12,13 +12,13 @@ use super::errors::WbErrors;
 use super::writeback::Writeback;
 use crate::data::page_cache::PageCache;
 use crate::data::{DataPathConfig, IoStats};
-use crate::locks::{InodeIo, InodeLocks};
+use crate::data::{FileIo, FileLocks};
 use std::sync::Arc;
 
 /// The state of the data path of a filesystem opened read-write.
 #[derive(Debug)]
 pub(crate) struct DataPath {
-    locks: InodeLocks,
+    locks: FileLocks,
     pages: PageCache,
     writeback: Writeback,
     stats: IoStats,
@@ -32,7 +32,7 @@ impl DataPath {
     /// reports failed flushes into it).
     pub(crate) fn new(config: DataPathConfig, cache_bytes: usize, errors: Arc<WbErrors>) -> DataPath {
         DataPath {
-            locks: InodeLocks::default(),
+            locks: FileLocks::default(),
             pages: PageCache::new(if cache_bytes == 0 { PageCache::default_budget() } else { cache_bytes }),
             writeback: Writeback::default(),
             stats: IoStats::default(),
@@ -42,12 +42,12 @@ impl DataPath {
     }
 
     /// The I/O state of inode `ino` (one hash lookup).
-    pub(crate) fn inode(&self, ino: u32) -> Arc<InodeIo> {
+    pub(crate) fn inode(&self, ino: u32) -> Arc<FileIo> {
         self.locks.inode(ino)
     }
 
     /// The inode lock table (the namespace locks several inodes in order).
-    pub(crate) fn locks(&self) -> &InodeLocks {
+    pub(crate) fn locks(&self) -> &FileLocks {
         &self.locks
     }
 

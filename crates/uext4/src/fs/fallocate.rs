@@ -41,7 +41,7 @@ impl FsCore {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         let st = rw.data.inode(ino);
-        if st.pages.is_dirty() {
+        if st.data.pages.is_dirty() {
             // fallocate works on the blocks: dirty data goes to them first.
             self.writeback_locked(&st, ino)?;
         }
@@ -59,7 +59,7 @@ impl FsCore {
         let _inv = frees.then(|| st.invalidate.write());
         if frees {
             let _m = st.map.write();
-            st.pages.invalidate(offset, end);
+            st.data.pages.invalidate(offset, end);
         }
         let bs = self.vol.block_size as u64;
         // Whole blocks inside a punched or zeroed range go; partial edges
@@ -114,7 +114,7 @@ impl FsCore {
     /// (also when the step fails).
     fn in_bounded_handles(
         &self,
-        st: &crate::locks::InodeIo,
+        st: &crate::data::FileIo,
         i: &mut Inode,
         mut step: impl FnMut(&Tx, &mut Inode) -> Result<bool>,
     ) -> Result<()> {

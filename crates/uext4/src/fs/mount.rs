@@ -10,12 +10,12 @@ use super::transactions::Transactions;
 use super::{Filesystem, FsCore};
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
+use crate::data::FileLocks;
 use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
 use crate::error::{Error, Result};
 use crate::format::features::{compat, ro_compat};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::journal::Handle;
-use crate::locks::InodeLocks;
 use crate::txn::Tx;
 use crate::volume::Volume;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -244,7 +244,7 @@ impl FsCore {
             ialloc: &rw.ialloc,
             handle,
             use_reserved: rw.txns.use_reserved(),
-            delalloc: Some(rw.data.pages().account()),
+            delalloc: Some(rw.data.pages().delalloc()),
             writeback,
             settled: Default::default(),
             order,
@@ -252,7 +252,7 @@ impl FsCore {
     }
 
     /// The inode locks (for the data path and the front ends).
-    pub fn inode_locks(&self) -> Result<&InodeLocks> {
+    pub fn inode_locks(&self) -> Result<&FileLocks> {
         Ok(self.rw()?.data.locks())
     }
 

@@ -62,7 +62,7 @@ impl FsCore {
         // nothing.
         if !rw.open.doom_if_open(i.ino) {
             // Its cached data goes before its blocks do.
-            rw.data.inode(i.ino).pages.invalidate_all();
+            rw.data.inode(i.ino).data.pages.invalidate_all();
             if self.free_blocks_bounded(tx, i, 0)? {
                 self.release_inode(tx, i)?;
                 return Ok(false);
@@ -118,7 +118,7 @@ impl FsCore {
     /// blocks, and the last one takes it off the list and frees it. A
     /// crash in between leaves an orphan that the next open deletes.
     pub(crate) fn delete_orphan(&self, ino: u32) -> Result<()> {
-        self.rw()?.data.inode(ino).pages.invalidate_all();
+        self.rw()?.data.inode(ino).data.pages.invalidate_all();
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let mut i = crate::inode::read_inode(&self.vol, ino)?;

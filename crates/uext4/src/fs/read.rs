@@ -30,8 +30,8 @@ impl FsCore {
             // Buffered data not yet written back: the in-memory size, and
             // its reserved blocks counted as ext4 counts delayed ones.
             let st = rw.data.inode(ino);
-            i.size = i.size.max(st.pages.pending_size());
-            i.blocks_512 += st.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
+            i.size = i.size.max(st.data.pages.pending_size());
+            i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
         }
         let rdev = match file_type {
             FileType::CharDevice | FileType::BlockDevice => i.device(),
@@ -191,7 +191,7 @@ impl FsCore {
         let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
         // Blocks reserved for buffered data are as good as used (ext4's
         // s_dirtyclusters_counter).
-        let reserved = self.live().map_or(0, |rw| rw.data.pages().account().reserved_blocks());
+        let reserved = self.live().map_or(0, |rw| rw.data.pages().delalloc().reserved_blocks());
         let free_blocks = free_blocks.saturating_sub(reserved) * ratio;
         StatFs {
             block_size: sb.block_size(),

@@ -30,7 +30,7 @@ impl FsCore {
     fn seek_with(&self, ino: u32, offset: u64, data: bool) -> Result<Option<u64>> {
         match self.live() {
             Some(rw) => {
-                if rw.data.inode(ino).pages.is_dirty() {
+                if rw.data.inode(ino).data.pages.is_dirty() {
                     // Data and holes are read from the block map: buffered
                     // data goes to its blocks first.
                     self.writeback_inode(ino)?;

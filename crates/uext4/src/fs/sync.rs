@@ -30,7 +30,7 @@ impl FsCore {
     pub(crate) fn fsync_inner(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
         self.check_not_aborted_io()?;
-        if rw.data.inode(ino).pages.is_dirty() {
+        if rw.data.inode(ino).data.pages.is_dirty() {
             self.writeback_inode(ino)?;
         }
         match rw.txns.dirty_tid(ino) {

@@ -34,8 +34,8 @@
 
 use super::FsCore;
 use crate::data::page_cache::{all_written, Folio, FolioGuard};
+use crate::data::FileIo;
 use crate::error::Result;
-use crate::locks::InodeIo;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,7 +223,7 @@ impl FsCore {
     pub fn writeback_inode(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
         self.check_not_aborted_io()?;
-        let dirty = rw.data.inode(ino).pages.is_dirty();
+        let dirty = rw.data.inode(ino).data.pages.is_dirty();
         let r = self.writeback_inode_inner(ino);
         self.wb_result(ino, dirty, &r);
         r
@@ -256,18 +256,18 @@ impl FsCore {
         }
         // Blocks dirtied again meanwhile are newer writes: not ours to wait
         // for (fsync's data was all in the batches above).
-        if needs_alloc || st.pages.pending_size() != 0 {
+        if needs_alloc || st.data.pages.pending_size() != 0 {
             let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
             self.writeback_locked(&st, ino)?;
         } else {
-            rw.data.writeback().forget(ino, &st.pages);
+            rw.data.writeback().forget(ino, &st.data.pages);
         }
         Ok(())
     }
 
     /// Writes back every dirty folio of `ino`; the caller holds its I/O
     /// lock exclusively.
-    pub(crate) fn writeback_locked(&self, st: &InodeIo, ino: u32) -> Result<()> {
+    pub(crate) fn writeback_locked(&self, st: &FileIo, ino: u32) -> Result<()> {
         let mut ignored = false;
         while self.writeback_batch(st, ino, 0, true, &mut ignored)?.is_some() {}
         self.finish_writeback(st, ino)
@@ -292,13 +292,13 @@ impl FsCore {
     /// when there was nothing left.
     fn writeback_batch(
         &self,
-        st: &InodeIo,
+        st: &FileIo,
         ino: u32,
         from: u64,
         allocate: bool,
         needs_alloc: &mut bool,
     ) -> Result<Option<u64>> {
-        let folios = st.pages.dirty_batch(from, BATCH);
+        let folios = st.data.pages.dirty_batch(from, BATCH);
         let Some(last) = folios.last() else { return Ok(None) };
         let next = last.index + last.pages;
         let mut guards: Vec<FolioGuard<'_>> = folios.iter().map(|f| f.lock()).collect();
@@ -315,7 +315,7 @@ impl FsCore {
     /// path if `allocate`, else left dirty (returns true if there were).
     fn write_folios(
         &self,
-        st: &InodeIo,
+        st: &FileIo,
         ino: u32,
         folios: &[Arc<Folio>],
         guards: &mut [FolioGuard<'_>],
@@ -365,7 +365,7 @@ impl FsCore {
                 }
             }
             if !needs_alloc {
-                st.pages.set_clean(f, g);
+                st.data.pages.set_clean(f, g);
             }
             left_dirty |= needs_alloc;
         }
@@ -408,16 +408,16 @@ impl FsCore {
         }
         // Every run landed: the folios that had some are clean now.
         for (f, g) in folios.iter().zip(guards.iter_mut()) {
-            st.pages.set_clean(f, g);
+            st.data.pages.set_clean(f, g);
         }
         Ok(false)
     }
 
     /// After the last dirty folio of `ino` is written: `i_size` reaches
     /// the in-memory size, and the file leaves the dirty list.
-    fn finish_writeback(&self, st: &InodeIo, ino: u32) -> Result<()> {
+    fn finish_writeback(&self, st: &FileIo, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let pending = st.pages.pending_size();
+        let pending = st.data.pages.pending_size();
         if pending != 0 {
             let disk = {
                 let _m = st.map.read();
@@ -434,9 +434,9 @@ impl FsCore {
                 tx.settle();
                 rw.txns.note_dirty(&[ino], tx.tid());
             }
-            st.pages.settle_size(pending);
+            st.data.pages.settle_size(pending);
         }
-        rw.data.writeback().forget(ino, &st.pages);
+        rw.data.writeback().forget(ino, &st.data.pages);
         Ok(())
     }
 }

@@ -101,8 +101,8 @@ impl FsCore {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
             let st = rw.data.inode(i.ino);
-            st.deleted.store(true, std::sync::atomic::Ordering::Release);
-            st.pages.invalidate_all();
+            st.data.deleted.store(true, std::sync::atomic::Ordering::Release);
+            st.data.pages.invalidate_all();
             // Its errors are not the next user's of the number.
             rw.data.errors().forget(i.ino);
         }

@@ -28,7 +28,7 @@ impl FsCore {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         let st = rw.data.inode(ino);
-        if attr.size.is_some() && st.pages.is_dirty() {
+        if attr.size.is_some() && st.data.pages.is_dirty() {
             // Truncate works on the blocks: the data goes to them first.
             self.writeback_locked(&st, ino)?;
         }
@@ -50,7 +50,7 @@ impl FsCore {
         let mut truncate_left = false;
         if let Some(size) = attr.size {
             if size < i.size {
-                st.pages.invalidate(size, u64::MAX);
+                st.data.pages.invalidate(size, u64::MAX);
                 truncate_left = !self.shrink(&tx, &mut i, size)?;
             }
             if size != i.size {
