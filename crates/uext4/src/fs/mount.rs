@@ -14,16 +14,13 @@ use crate::data::FileLocks;
 use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
 use crate::error::{Error, Result};
 use crate::format::features::{compat, ro_compat};
-use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::journal::Handle;
 use crate::txn::Tx;
 use crate::volume::Volume;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `s_state` bit: cleanly unmounted.
-const STATE_VALID: u16 = 0x1;
 
 /// RO_COMPAT features uext4 can keep consistent while writing.
 const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
@@ -85,88 +82,63 @@ fn read_sb(vol: &Volume) -> Result<Superblock> {
 
 /// Writes the primary superblock outside the journal (at mount and
 /// unmount, as the kernel's ext4_commit_super does) after `f` changes it.
-pub(crate) fn write_sb_direct(vol: &Volume, f: impl FnOnce(&mut [u8])) -> Result<()> {
-    let bs = vol.block_size as u64;
-    let blk = SUPERBLOCK_OFFSET / bs;
-    let off = (SUPERBLOCK_OFFSET % bs) as usize;
+pub(crate) fn write_sb_direct(vol: &Volume, f: impl FnOnce(&mut Superblock)) -> Result<()> {
+    let (blk, off) = vol.sb_location();
     let guard = vol.cache.lock_block(blk);
     let cur = guard.current()?;
     let mut data: Box<[u8]> = cur.data().into();
-    let raw = &mut data[off..off + SUPERBLOCK_SIZE];
-    f(raw);
-    if vol.sb.has_metadata_csum() {
-        let c = crate::format::checksum::crc32c(!0, &raw[..SB_CHECKSUM]);
-        raw[SB_CHECKSUM..SB_CHECKSUM + 4].copy_from_slice(&c.to_le_bytes());
-    }
+    let mut sb = Superblock::parse(&data[off..off + SUPERBLOCK_SIZE])?;
+    f(&mut sb);
+    data[off..off + SUPERBLOCK_SIZE].copy_from_slice(sb.encode());
     vol.device().write_at(&data[off..off + SUPERBLOCK_SIZE], SUPERBLOCK_OFFSET)?;
     vol.device().flush()?;
     guard.install(data)?;
     Ok(())
 }
 
-fn set_u16(b: &mut [u8], off: usize, f: impl FnOnce(u16) -> u16) {
-    let v = u16::from_le_bytes([b[off], b[off + 1]]);
-    b[off..off + 2].copy_from_slice(&f(v).to_le_bytes());
-}
-
-fn set_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Offsets in the superblock.
-const S_MTIME: usize = 0x2C;
-const SB_CHECKSUM: usize = 0x3FC;
-const S_MNT_COUNT: usize = 0x34;
-const S_STATE: usize = 0x3A;
-const S_FEATURE_INCOMPAT: usize = 0x60;
-/// INCOMPAT_RECOVER.
-const RECOVER: u32 = 0x4;
-
 /// Marks the superblock in use at mount (`now`): mount time and count,
 /// and "needs recovery" with a journal or "not clean" without one.
 pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<()> {
-    write_sb_direct(vol, |b| {
-        set_u32(b, S_MTIME, now);
-        set_u16(b, S_MNT_COUNT, |c| c.wrapping_add(1));
+    write_sb_direct(vol, |sb| {
+        sb.set_mount_time(u64::from(now));
+        sb.bump_mount_count();
         if has_journal {
-            let inc = u32::from_le_bytes(b[S_FEATURE_INCOMPAT..S_FEATURE_INCOMPAT + 4].try_into().unwrap_or([0; 4]));
-            set_u32(b, S_FEATURE_INCOMPAT, inc | RECOVER);
+            sb.set_needs_recovery(true);
         } else {
-            set_u16(b, S_STATE, |s| s & !STATE_VALID);
+            sb.set_state(sb.state & !STATE_VALID);
         }
     })
 }
 
 /// Clears "needs recovery" once the log is empty (clean unmount).
 pub(crate) fn mark_journal_clean(vol: &Volume) -> Result<()> {
-    write_sb_direct(vol, |b| {
-        let inc = u32::from_le_bytes(b[S_FEATURE_INCOMPAT..S_FEATURE_INCOMPAT + 4].try_into().unwrap_or([0; 4]));
-        set_u32(b, S_FEATURE_INCOMPAT, inc & !RECOVER);
-    })
+    write_sb_direct(vol, |sb| sb.set_needs_recovery(false))
 }
 
 /// Sets "clean" on a filesystem without a journal (clean unmount).
 pub(crate) fn mark_unjournaled_clean(vol: &Volume) -> Result<()> {
-    write_sb_direct(vol, |b| set_u16(b, S_STATE, |s| s | STATE_VALID))
+    write_sb_direct(vol, |sb| sb.set_state(sb.state | STATE_VALID))
 }
 
 /// Records error `e` in the superblock's error fields, written straight
 /// to the device (the journal is not working).
 pub(crate) fn save_error_direct(vol: &Volume, e: &Error, ino: u32, block: u64, func: &str) -> Result<()> {
-    write_sb_direct(vol, |raw| super::errors::save_error_info(raw, e, ino, block, func, 0))
+    write_sb_direct(vol, |sb| super::errors::save_error_info(sb, e, ino, block, func, 0))
+}
+
+/// Runs `f` on the superblock in its block `b` (as read or changed
+/// through a handle) and puts it back encoded, checksum included.
+pub(crate) fn modify_sb_in_block<R>(vol: &Volume, b: &mut [u8], f: impl FnOnce(&mut Superblock) -> R) -> Result<R> {
+    let (_, off) = vol.sb_location();
+    let mut sb = Superblock::parse(&b[off..off + SUPERBLOCK_SIZE])?;
+    let r = f(&mut sb);
+    b[off..off + SUPERBLOCK_SIZE].copy_from_slice(sb.encode());
+    Ok(r)
 }
 
 /// Writes the free counts into the superblock block through `h`.
 pub(crate) fn write_super_counts(vol: &Volume, h: &Handle, free_blocks: u64, free_inodes: u32) -> Result<()> {
-    let bs = vol.block_size as u64;
-    let blk = SUPERBLOCK_OFFSET / bs;
-    let off = (SUPERBLOCK_OFFSET % bs) as usize;
-    h.modify(blk, |b| {
-        let mut sb = Superblock::parse(&b[off..off + SUPERBLOCK_SIZE])?;
-        sb.set_free_counts(free_blocks, free_inodes);
-        b[off..off + SUPERBLOCK_SIZE].copy_from_slice(sb.raw());
-        Ok(())
-    })
+    h.modify(vol.sb_location().0, |b| modify_sb_in_block(vol, b, |sb| sb.set_free_counts(free_blocks, free_inodes)))
 }
 
 impl Subsystems {

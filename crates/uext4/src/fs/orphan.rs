@@ -7,37 +7,20 @@
 use super::FsCore;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, FL_EXTENTS};
-use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::format::superblock::{Superblock, SUPERBLOCK_SIZE};
 use crate::inode::extent_write as ew;
 use crate::txn::Tx;
 
-/// `s_last_orphan`.
-const S_LAST_ORPHAN: usize = 0xE8;
-
 /// Sets `s_last_orphan` through the transaction.
 pub(crate) fn set_last_orphan(tx: &Tx, ino: u32) -> Result<()> {
-    let bs = tx.vol.block_size as u64;
-    let blk = SUPERBLOCK_OFFSET / bs;
-    let off = (SUPERBLOCK_OFFSET % bs) as usize;
-    let csum = tx.vol.sb.has_metadata_csum();
-    tx.modify(blk, |b| {
-        let raw = &mut b[off..off + SUPERBLOCK_SIZE];
-        raw[S_LAST_ORPHAN..S_LAST_ORPHAN + 4].copy_from_slice(&ino.to_le_bytes());
-        if csum {
-            let c = crate::format::checksum::crc32c(!0, &raw[..0x3FC]);
-            raw[0x3FC..0x400].copy_from_slice(&c.to_le_bytes());
-        }
-        Ok(())
-    })
+    tx.modify(tx.vol.sb_location().0, |b| super::mount::modify_sb_in_block(tx.vol, b, |sb| sb.set_last_orphan(ino)))
 }
 
 /// `s_last_orphan` as the transaction sees it.
 fn last_orphan(tx: &Tx) -> Result<u32> {
-    let bs = tx.vol.block_size as u64;
-    let b = tx.vol.block(SUPERBLOCK_OFFSET / bs)?;
-    let off = (SUPERBLOCK_OFFSET % bs) as usize + S_LAST_ORPHAN;
-    let d = b.data();
-    Ok(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]))
+    let b = tx.vol.block(tx.vol.sb_location().0)?;
+    let (_, off) = tx.vol.sb_location();
+    Ok(Superblock::parse(&b.data()[off..off + SUPERBLOCK_SIZE])?.last_orphan)
 }
 
 /// Credits of each handle that frees an orphan's blocks or a truncated
