@@ -1,8 +1,15 @@
-//! Lock types, and the one place that states the lock order.
+//! Lock types, the per-inode lock table, and the one place that states
+//! the lock order.
+//!
+//! The table ([`InodeLocks`]) holds each inode's locks and in-flight
+//! direct-I/O count together with a state of its user's choosing (the
+//! data path keeps its folios there, [`crate::data::FileData`]), so one
+//! hash lookup finds both; this module knows nothing of that state.
 //!
 //! # Lock order (outer first)
 //!
-//! 1. `rename_lock` (fs-wide mutex): only renames that move an entry
+//! 1. The rename lock (fs-wide mutex, `NamespaceState::lock_rename` in
+//!    `fs/namespace`): only renames that move an entry
 //!    between two directories, as the VFS's `s_vfs_rename_mutex`; it keeps
 //!    the tree's shape (which directory is an ancestor of which) as the
 //!    rename checked it, before any inode lock, until it is done.
@@ -44,8 +51,8 @@
 //!    lazy time updates). Taken inside the handle, as ext4 takes
 //!    `i_data_sem` inside `journal_start`: a thread holding it never waits
 //!    for a commit.
-//! 6. The orphan-list mutex (`RwState::orphan_lock`), only around a change
-//!    of the orphan chain.
+//! 6. The orphan-list mutex (`OpenFiles::lock_orphans` in
+//!    `fs/open_files.rs`), only around a change of the orphan chain.
 //! 7. Allocator group locks ([`crate::alloc`]: block and inode groups),
 //!    one at a time.
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
@@ -78,7 +85,9 @@
 //! (copy-on-write cache), but a directory change spans several blocks
 //! and the inode: directory readers hold its I/O lock shared (above).
 //! `stat` takes no lock (one inode record is one block version).
-//! File data reads take the I/O lock shared.
+//! Direct reads take the I/O lock shared; buffered reads take none (the
+//! folio locks and, for a fill, the invalidate lock order them with
+//! writers, truncate and punch).
 
 use crate::lock_order::{self, Class, Held};
 use parking_lot::{

@@ -1,9 +1,12 @@
-//! The data path's policy: the seeds' switches, the fast-path counters,
-//! and the pure decision of which path a direct write takes.
+//! The data path's policy and per-file state: the seeds' switches, the
+//! fast-path counters, the pure decision of which path a direct write
+//! takes, the per-inode [`FileData`] kept in the inode lock table, and the
+//! page cache ([`page_cache`]).
 //!
 //! The mechanism (locks held, device I/O, conversion at completion) lives
-//! with the filesystem API in `fs/direct.rs`; this module has no I/O, so
-//! the decision rules can be tested on their own.
+//! with the filesystem API in `fs/buffered.rs`, `fs/direct.rs` and
+//! `fs/writeback.rs`, over the state `fs/data_path.rs` owns; this module
+//! has no I/O, so the decision rules can be tested on their own.
 
 pub mod page_cache;
 

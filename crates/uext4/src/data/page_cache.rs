@@ -27,8 +27,10 @@
 //! writes stay holes) and how many blocks it has *reserved*
 //! for the unallocated ones among them, so the space a write was
 //! promised exists at writeback (ext4's `ext4_da_reserve_space`). The
-//! counters ([`CacheAccount`]) are kept exact by the folio itself: what a
-//! dirty folio holds is given back when it is cleaned or dropped.
+//! counters ([`CacheAccount`]; the reservations in its
+//! [`crate::alloc::delalloc::DelallocSpace`], which transactions consult
+//! too) are kept exact by the folio itself: what a dirty folio holds is
+//! given back when it is cleaned or dropped.
 //! Eviction never takes a dirty folio.
 
 use crate::alloc::delalloc::DelallocSpace;

@@ -1,9 +1,20 @@
-//! The public filesystem API.
+//! The public filesystem API and the engine behind it.
 //!
-//! [`Filesystem`] is `Send + Sync`: every method takes `&self`, and the
-//! state under it (the volume geometry) is immutable after open, so any
-//! number of threads call it at once. The only shared mutable structure is
-//! the metadata cache, which is sharded (see [`crate::cache`]).
+//! [`Filesystem`] is the owning handle; every operation is a method of
+//! [`FsCore`], reached through `Deref`, and takes `&self`, so any number
+//! of threads call it at once (`Send + Sync`). `FsCore` is a thin facade:
+//! it holds the volume (immutable geometry plus the sharded metadata
+//! cache, see [`crate::cache`]), the block allocator, and, when opened
+//! read-write, the subsystems that own the mutable state, each behind its
+//! own methods (see `docs/ARCHITECTURE.md`, "The engine's subsystems"):
+//! journal control (`transactions.rs`), open files and orphans
+//! (`open_files.rs`), the namespace's state (`namespace/`), and the data
+//! path's state (`data_path.rs`: inode locks, page cache, writeback).
+//! The operations are grouped by job: `namespace/` (create, remove,
+//! rename, setattr, path walks), `read.rs`, `buffered.rs`, `direct.rs`,
+//! `write.rs` (the allocating path), `fallocate.rs`, `seek.rs`,
+//! `writeback.rs`, `sync.rs`, `orphan.rs`, `xattr_ops.rs`; opening is
+//! here, mounting read-write and unmounting in `mount.rs`.
 
 use crate::alloc::{AllocConfig, AllocStats, Allocator, FreeExtentHistogram};
 use crate::device::{BlockDevice, FileDevice};
@@ -61,7 +72,7 @@ pub struct FsCore {
     /// pay for it.
     alloc: OnceLock<Arc<Allocator>>,
     /// Present when opened read-write (see [`FsCore::live`]).
-    rw_state: Option<mount::Subsystems>,
+    subsystems: Option<mount::Subsystems>,
 }
 
 impl std::ops::Deref for Filesystem {
@@ -127,7 +138,7 @@ impl Filesystem {
                 )),
             }
         }
-        let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), rw_state: None };
+        let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
         Ok(Filesystem { core: Arc::new(core) })
     }
 
@@ -167,7 +178,7 @@ impl Filesystem {
         )?;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
-        let mut core = FsCore { vol, notices, alloc: alloc_cell, rw_state: Some(rw) };
+        let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw) };
         let (deleted, truncated) = core.orphan_cleanup()?;
         if deleted + truncated > 0 {
             core.notices.push(format!("orphan list: {deleted} inode(s) deleted, {truncated} truncated"));

@@ -188,7 +188,7 @@ impl FsCore {
 
     /// The read-write subsystems, unless opened read-only or unmounted.
     pub(crate) fn live(&self) -> Option<&Subsystems> {
-        self.rw_state.as_ref().filter(|rw| !rw.closed.load(Ordering::Acquire))
+        self.subsystems.as_ref().filter(|rw| !rw.closed.load(Ordering::Acquire))
     }
 
     /// Starts a transaction for an operation that dirties at most about

@@ -128,3 +128,32 @@ impl OpenFiles {
         self.table.lock().counts.insert(ino, 1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inode unlinked while open is deleted by its last close only,
+    /// and a truncate to zero while open is written back by the next close.
+    #[test]
+    fn last_close_of_a_doomed_inode_deletes_it() {
+        let t = OpenFiles::default();
+        assert!(!t.doom_if_open(5), "not open: the unlink deletes it itself");
+        t.open_ref(5);
+        t.open_ref(5);
+        assert!(t.is_open(5));
+        t.alloc_on_close(5);
+        t.alloc_on_close(6); // not open: nothing to do at a close
+        assert!(t.doom_if_open(5));
+        let first = t.close_ref(5);
+        assert!(!first.delete && first.alloc);
+        assert!(!t.take_doomed(5), "still open");
+        let last = t.close_ref(5);
+        assert!(last.delete && !last.alloc);
+        assert_eq!(t.doomed(), vec![5]);
+        assert!(t.take_doomed(5));
+        assert!(!t.take_doomed(5), "deleted once");
+        assert!(!t.close_ref(6).alloc);
+        assert!(!t.is_open(5));
+    }
+}
