@@ -3,7 +3,7 @@
 //!
 //! # Locking (see also crate::locks)
 //!
-//! - [`FileCache::folios`] (RwLock over a BTreeMap keyed by first page
+//! - `FileCache::folios` (RwLock over a BTreeMap keyed by first page
 //!   index): held only to look up, insert or remove folios, never across a
 //!   copy or I/O.
 //! - [`Folio::state`] (the folio lock, a Mutex): held while the folio's

@@ -106,7 +106,7 @@ impl Filesystem {
     /// Opens a filesystem on any device read-only.
     ///
     /// Refuses unknown INCOMPAT features (naming them). Unknown RO_COMPAT
-    /// features are reported in [`Filesystem::notices`]. A journal that
+    /// features are reported in [`FsCore::notices`]. A journal that
     /// needs recovery is replayed into an in-memory overlay (the device is
     /// never written) and the notices say so; if the replay fails, the
     /// filesystem is opened un-replayed (as `-o ro,noload`) with a notice.

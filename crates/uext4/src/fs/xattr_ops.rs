@@ -32,7 +32,7 @@ const FL_IMMUTABLE: u32 = 0x10;
 /// `i_flags`: append only.
 const FL_APPEND: u32 = 0x20;
 
-/// How [`Filesystem::set_xattr`] treats an existing attribute
+/// How [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr) treats an existing attribute
 /// (setxattr(2)'s flags).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum XattrSetMode {
@@ -139,7 +139,7 @@ impl FsCore {
     /// on ext4: ENODATA if it does not exist (a missing POSIX ACL is not
     /// an error, as in the kernel), ctime changes otherwise. The xattr
     /// block is freed (or its reference dropped) when it becomes empty.
-    /// Name and permission errors as [`Filesystem::set_xattr`].
+    /// Name and permission errors as [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         let (index, suffix) = xw::resolve_name(name)?;
         let rw = self.rw()?;

@@ -1,6 +1,6 @@
 //! Creating inodes and names: mknod, create, mkdir, symlink, link.
 
-use super::*;
+use super::{check_name, ftype, is_dot, lossy, touch_dir, LINK_MAX};
 use crate::alloc::flags as aflags;
 use crate::dir::write as dw;
 use crate::error::{Error, Result};

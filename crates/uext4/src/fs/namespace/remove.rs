@@ -1,6 +1,6 @@
 //! Removing names and releasing inodes: unlink, rmdir.
 
-use super::*;
+use super::{check_name, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, ROOT_INO};

@@ -1,6 +1,6 @@
 //! rename(2) and renameat2's exchange and noreplace.
 
-use super::*;
+use super::{check_name, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::dirent::file_type_of;

@@ -1,6 +1,6 @@
 //! setattr: mode, owner, size (truncate or extend) and times.
 
-use super::*;
+use super::ftype;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Timestamp, FL_EXTENTS, S_IFMT};
 use crate::fs::{FsCore, Stat};

@@ -41,7 +41,7 @@ impl FsCore {
         self.walk(ROOT_INO, path.as_ref(), false, &mut follows)
     }
 
-    /// Like [`Filesystem::resolve`] but also follows a final symlink.
+    /// Like [`FsCore::resolve`] but also follows a final symlink.
     pub fn resolve_follow(&self, path: impl AsRef<[u8]>) -> Result<u32> {
         let mut follows = 0;
         self.walk(ROOT_INO, path.as_ref(), true, &mut follows)
