@@ -42,36 +42,43 @@ impl DataPath {
     }
 
     /// The I/O state of inode `ino` (one hash lookup).
+    #[inline]
     pub(crate) fn inode(&self, ino: u32) -> Arc<FileIo> {
         self.locks.inode(ino)
     }
 
     /// The inode lock table (the namespace locks several inodes in order).
+    #[inline]
     pub(crate) fn locks(&self) -> &FileLocks {
         &self.locks
     }
 
     /// The page cache's budget, eviction and space accounts.
+    #[inline]
     pub(crate) fn pages(&self) -> &PageCache {
         &self.pages
     }
 
     /// The dirty-file list and the background writeback thread.
+    #[inline]
     pub(crate) fn writeback(&self) -> &Writeback {
         &self.writeback
     }
 
     /// Which paths the I/O took.
+    #[inline]
     pub(crate) fn stats(&self) -> &IoStats {
         &self.stats
     }
 
     /// The switches in force.
+    #[inline]
     pub(crate) fn config(&self) -> &DataPathConfig {
         &self.config
     }
 
     /// Per-file writeback errors and flush windows.
+    #[inline]
     pub(crate) fn errors(&self) -> &WbErrors {
         &self.errors
     }
