@@ -1,8 +1,15 @@
-//! Lock types, and the one place that states the lock order.
+//! Lock types, the per-inode lock table, and the one place that states
+//! the lock order.
+//!
+//! The table ([`InodeLocks`]) holds each inode's locks and in-flight
+//! direct-I/O count together with a state of its user's choosing (the
+//! data path keeps its folios there, [`crate::data::FileData`]), so one
+//! hash lookup finds both; this module knows nothing of that state.
 //!
 //! # Lock order (outer first)
 //!
-//! 1. `rename_lock` (fs-wide mutex): only renames that move an entry
+//! 1. The rename lock (fs-wide mutex, `NamespaceState::lock_rename` in
+//!    `fs/namespace`): only renames that move an entry
 //!    between two directories, as the VFS's `s_vfs_rename_mutex`; it keeps
 //!    the tree's shape (which directory is an ancestor of which) as the
 //!    rename checked it, before any inode lock, until it is done.
@@ -44,8 +51,8 @@
 //!    lazy time updates). Taken inside the handle, as ext4 takes
 //!    `i_data_sem` inside `journal_start`: a thread holding it never waits
 //!    for a commit.
-//! 6. The orphan-list mutex (`RwState::orphan_lock`), only around a change
-//!    of the orphan chain.
+//! 6. The orphan-list mutex (`OpenFiles::lock_orphans` in
+//!    `fs/open_files.rs`), only around a change of the orphan chain.
 //! 7. Allocator group locks ([`crate::alloc`]: block and inode groups),
 //!    one at a time.
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
@@ -78,14 +85,16 @@
 //! (copy-on-write cache), but a directory change spans several blocks
 //! and the inode: directory readers hold its I/O lock shared (above).
 //! `stat` takes no lock (one inode record is one block version).
-//! File data reads take the I/O lock shared.
+//! Direct reads take the I/O lock shared; buffered reads take none (the
+//! folio locks and, for a fill, the invalidate lock order them with
+//! writers, truncate and punch).
 
 use crate::lock_order::{self, Class, Held};
 use parking_lot::{
     ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
@@ -181,11 +190,25 @@ impl OrderedLock {
 /// overwrites.
 pub type IoLock = OrderedLock;
 
-/// The in-memory, per-inode state of the data path: the locks and the
-/// in-flight direct-I/O count. Created on demand, dropped when nobody
-/// holds it.
+/// What a user of the lock table keeps per inode besides the locks (the
+/// data path keeps its cached folios there: [`crate::data::FileData`]),
+/// so that one hash lookup finds both. This module knows nothing of it
+/// but whether an entry nobody holds must stay.
+pub trait InodeState: Default + Send + Sync {
+    /// True while the entry must stay in the table although nobody holds
+    /// it (dirty data lives until written back).
+    fn pinned(&self) -> bool {
+        false
+    }
+}
+
+impl InodeState for () {}
+
+/// The in-memory, per-inode state: the locks, the in-flight direct-I/O
+/// count, and the user's state `X`. Created on demand, dropped when
+/// nobody holds it.
 #[derive(Debug)]
-pub struct InodeIo {
+pub struct InodeIo<X = ()> {
     /// `i_rwsem`.
     pub io: IoLock,
     /// `i_data_sem`: the extent tree and the inode record under a shared
@@ -194,39 +217,30 @@ pub struct InodeIo {
     /// Direct I/Os submitted and not completed.
     dio: AtomicUsize,
     dio_done: (Mutex<()>, Condvar),
-    /// Second of the last lazy mtime/ctime update by the data path.
-    pub time_sec: AtomicI64,
-    /// The file's folios in the page cache.
-    pub pages: Arc<crate::data::page_cache::FileCache>,
     /// The kernel's `invalidate_lock`: shared while a folio is filled
     /// from the device (buffered readers hold no I/O lock), exclusive
     /// while blocks are freed or moved (truncate, punch, zero range), so a
     /// fill never reads a block that is being freed.
     pub invalidate: OrderedLock,
-    /// Set when the inode is deleted (under its I/O lock, exclusive):
-    /// a shared-lock write that finds a cached folio then checks that the
-    /// number names a live inode before writing into it (a reader may
-    /// have filled a folio since the deletion dropped them all).
-    pub deleted: std::sync::atomic::AtomicBool,
+    /// The lock table user's state of this inode.
+    pub data: X,
 }
 
-impl InodeIo {
+impl<X: Default> InodeIo<X> {
     /// The state of inode `ino`, nobody holding it.
-    pub fn new(ino: u32) -> InodeIo {
+    pub fn new(ino: u32) -> InodeIo<X> {
         InodeIo {
             io: OrderedLock::new(Class::Io, ino),
             map: OrderedLock::new(Class::Map, ino),
             dio: AtomicUsize::new(0),
             dio_done: Default::default(),
-            time_sec: AtomicI64::new(0),
-            pages: Default::default(),
             invalidate: OrderedLock::new(Class::Invalidate, ino),
-            deleted: Default::default(),
+            data: X::default(),
         }
     }
 
     /// Counts a direct I/O in flight until the guard drops.
-    pub fn dio_begin(&self) -> DioGuard<'_> {
+    pub fn dio_begin(&self) -> DioGuard<'_, X> {
         self.dio.fetch_add(1, Ordering::AcqRel);
         DioGuard(self)
     }
@@ -248,9 +262,9 @@ impl InodeIo {
 
 /// One in-flight direct I/O (see [`InodeIo::dio_begin`]).
 #[derive(Debug)]
-pub struct DioGuard<'a>(&'a InodeIo);
+pub struct DioGuard<'a, X = ()>(&'a InodeIo<X>);
 
-impl Drop for DioGuard<'_> {
+impl<X> Drop for DioGuard<'_, X> {
     fn drop(&mut self) {
         if self.0.dio.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Taking the mutex orders this with a waiter's check.
@@ -262,13 +276,13 @@ impl Drop for DioGuard<'_> {
 
 /// Inode I/O state, created on demand and dropped when nobody holds it.
 #[derive(Debug)]
-pub struct InodeLocks {
+pub struct InodeLocks<X = ()> {
     /// Read-locked to find an entry (directory readers of one directory
     /// then do not queue behind each other), write-locked to add one.
-    shards: Vec<RwLock<HashMap<u32, Arc<InodeIo>>>>,
+    shards: Vec<RwLock<HashMap<u32, Arc<InodeIo<X>>>>>,
 }
 
-impl Default for InodeLocks {
+impl<X> Default for InodeLocks<X> {
     fn default() -> Self {
         InodeLocks { shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
     }
@@ -285,9 +299,9 @@ impl std::fmt::Debug for Locked {
     }
 }
 
-impl InodeLocks {
+impl<X: InodeState> InodeLocks<X> {
     /// The I/O state of inode `ino`.
-    pub fn inode(&self, ino: u32) -> Arc<InodeIo> {
+    pub fn inode(&self, ino: u32) -> Arc<InodeIo<X>> {
         let shard = &self.shards[ino as usize % SHARDS];
         if let Some(st) = shard.read().get(&ino) {
             return st.clone();
@@ -295,8 +309,9 @@ impl InodeLocks {
         let mut m = shard.write();
         if m.len() > 4096 {
             // Drop entries nobody holds (the map's own reference only),
-            // unless they hold dirty data: that lives until written back.
-            m.retain(|_, l| Arc::strong_count(l) > 1 || l.io.has_arc_guards() || l.pages.is_dirty());
+            // unless their user pins them (dirty data lives until
+            // written back).
+            m.retain(|_, l| Arc::strong_count(l) > 1 || l.io.has_arc_guards() || l.data.pinned());
         }
         m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
     }

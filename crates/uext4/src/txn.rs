@@ -10,6 +10,7 @@
 //! (inside [`Handle::modify`]), then the journal's state lock. Closures
 //! passed to `modify` never take locks.
 
+use crate::alloc::delalloc::DelallocSpace;
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::{AllocRequest, Allocation, Allocator};
 use crate::error::{Error, Result};
@@ -32,7 +33,7 @@ pub struct Tx<'a> {
     pub use_reserved: bool,
     /// Blocks reserved for delayed allocation, which other allocations
     /// leave alone (None: no page cache, nothing reserved).
-    pub delalloc: Option<&'a crate::data::page_cache::CacheAccount>,
+    pub delalloc: Option<&'a DelallocSpace>,
     /// This transaction is writeback's: it allocates the blocks that
     /// were reserved for it.
     pub writeback: bool,
@@ -135,9 +136,7 @@ impl<'a> Tx<'a> {
     /// pool kept for its metadata ([`writeback_reserve`], the kernel's
     /// s_resv_clusters); any other allocation leaves the reservations
     /// and, while there are any, that pool alone, and claims its blocks
-    /// atomically with the reservations (see [`CacheAccount::claim`]).
-    ///
-    /// [`CacheAccount::claim`]: crate::data::page_cache::CacheAccount::claim
+    /// atomically with the reservations (see [`DelallocSpace::claim`]).
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
         let mut req = *req;
         let root = if self.use_reserved { 0 } else { self.vol.sb.r_blocks_count };

@@ -74,13 +74,20 @@ impl Volume {
         Ok(vol)
     }
 
+    /// Where the primary superblock lives: its block, and its byte
+    /// offset in that block.
+    pub fn sb_location(&self) -> (u64, usize) {
+        let bs = self.block_size as u64;
+        (SUPERBLOCK_OFFSET / bs, (SUPERBLOCK_OFFSET % bs) as usize)
+    }
+
     /// Where the descriptor block `i` (0-based, in GDT order) lives.
     pub fn desc_block_location(&self, i: u64) -> u64 {
         let sb = &self.sb;
         // The descriptors follow the block holding the primary superblock
         // (block 1 with 1 KiB blocks, else block 0), even on 1 KiB-block
         // bigalloc filesystems whose first data block is 0.
-        let sb_block = SUPERBLOCK_OFFSET / self.block_size as u64;
+        let (sb_block, _) = self.sb_location();
         if !sb.features.has_incompat(incompat::META_BG) || i < u64::from(sb.first_meta_bg) {
             return sb_block + 1 + i;
         }

@@ -40,6 +40,7 @@
 
 pub mod buddy;
 pub mod criteria;
+pub mod delalloc;
 pub mod fixture;
 pub mod group;
 pub mod inodes;

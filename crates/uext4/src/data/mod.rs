@@ -1,14 +1,48 @@
-//! The data path's policy: the seeds' switches, the fast-path counters,
-//! and the pure decision of which path a direct write takes.
+//! The data path's policy and per-file state: the seeds' switches, the
+//! fast-path counters, the pure decision of which path a direct write
+//! takes, the per-inode [`FileData`] kept in the inode lock table, and the
+//! page cache ([`page_cache`]).
 //!
 //! The mechanism (locks held, device I/O, conversion at completion) lives
-//! with the filesystem API in `fs/direct.rs`; this module has no I/O, so
-//! the decision rules can be tested on their own.
+//! with the filesystem API in `fs/buffered.rs`, `fs/direct.rs` and
+//! `fs/writeback.rs`, over the state `fs/data_path.rs` owns; this module
+//! has no I/O, so the decision rules can be tested on their own.
 
 pub mod page_cache;
 
 use crate::counter::StripedCounter;
 use crate::inode::{MapKind, Mapping};
+use crate::locks::{InodeIo, InodeLocks, InodeState};
+use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::sync::Arc;
+
+/// The data path's state of one inode, kept in its entry of the inode
+/// lock table (one hash lookup finds the locks and the folios).
+#[derive(Debug, Default)]
+pub struct FileData {
+    /// The file's folios in the page cache.
+    pub pages: Arc<page_cache::FileCache>,
+    /// Second of the last lazy mtime/ctime update by the data path.
+    pub time_sec: AtomicI64,
+    /// Set when the inode is deleted (under its I/O lock, exclusive):
+    /// a shared-lock write that finds a cached folio then checks that the
+    /// number names a live inode before writing into it (a reader may
+    /// have filled a folio since the deletion dropped them all).
+    pub deleted: AtomicBool,
+}
+
+impl InodeState for FileData {
+    fn pinned(&self) -> bool {
+        // Dirty data lives until written back.
+        self.pages.is_dirty()
+    }
+}
+
+/// The per-inode locks and data-path state of a file.
+pub type FileIo = InodeIo<FileData>;
+
+/// The inode lock table of the data path.
+pub type FileLocks = InodeLocks<FileData>;
 
 /// Which inode lock a direct write takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -3,7 +3,7 @@
 //!
 //! # Locking (see also crate::locks)
 //!
-//! - [`FileCache::folios`] (RwLock over a BTreeMap keyed by first page
+//! - `FileCache::folios` (RwLock over a BTreeMap keyed by first page
 //!   index): held only to look up, insert or remove folios, never across a
 //!   copy or I/O.
 //! - [`Folio::state`] (the folio lock, a Mutex): held while the folio's
@@ -27,10 +27,13 @@
 //! writes stay holes) and how many blocks it has *reserved*
 //! for the unallocated ones among them, so the space a write was
 //! promised exists at writeback (ext4's `ext4_da_reserve_space`). The
-//! counters ([`CacheAccount`]) are kept exact by the folio itself: what a
-//! dirty folio holds is given back when it is cleaned or dropped.
+//! counters ([`CacheAccount`]; the reservations in its
+//! [`crate::alloc::delalloc::DelallocSpace`], which transactions consult
+//! too) are kept exact by the folio itself: what a dirty folio holds is
+//! given back when it is cleaned or dropped.
 //! Eviction never takes a dirty folio.
 
+use crate::alloc::delalloc::DelallocSpace;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -65,66 +68,9 @@ pub fn all_written(runs: &[BlockRun], first: u64, end: u64) -> bool {
 pub struct CacheAccount {
     used: AtomicUsize,
     dirty: AtomicUsize,
-    /// Blocks reserved for dirty, not yet allocated data.
-    reserved: AtomicU64,
-    /// Blocks claimed by allocations in progress that do not come out of
-    /// a reservation (see [`CacheAccount::claim`]).
-    claimed: AtomicU64,
-}
-
-/// Blocks claimed for an allocation in progress, given back on drop
-/// (by then the allocator's free count no longer holds them).
-#[derive(Debug)]
-pub struct Claim<'a>(&'a CacheAccount, u64);
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        self.0.claimed.fetch_sub(self.1, Ordering::SeqCst);
-    }
-}
-
-impl CacheAccount {
-    /// Blocks reserved for delayed allocation.
-    pub fn reserved_blocks(&self) -> u64 {
-        self.reserved.load(Ordering::Acquire)
-    }
-
-    /// Blocks reserved or claimed by allocations in progress.
-    pub fn committed_blocks(&self) -> u64 {
-        self.reserved.load(Ordering::SeqCst) + self.claimed.load(Ordering::SeqCst)
-    }
-
-    /// Reserves `n` blocks for delayed allocation if the free blocks
-    /// (`free()`, read after the reservation is counted) then cover every
-    /// reservation, every claim and `keep` blocks more.
-    ///
-    /// Both this and [`CacheAccount::claim`] count first and check after,
-    /// so of a reservation and an allocation that race at least one sees
-    /// the other: both may fail near a full disk, never both take the
-    /// same blocks (a check made on a snapshot taken before the other's
-    /// count let both succeed).
-    pub fn reserve_space(&self, n: u64, keep: u64, free: impl FnOnce() -> u64) -> bool {
-        self.reserved.fetch_add(n, Ordering::SeqCst);
-        if self.committed_blocks() + keep <= free() {
-            return true;
-        }
-        self.reserved.fetch_sub(n, Ordering::SeqCst);
-        false
-    }
-
-    /// Claims `n` blocks for an allocation that does not come out of a
-    /// reservation, if the free blocks then cover every reservation, every
-    /// claim, `keep` blocks more and, while anything is reserved, `pool`
-    /// (what writeback of the reserved data may need besides; see
-    /// [`CacheAccount::reserve_space`]). The caller allocates at most `n`
-    /// blocks while it holds the claim.
-    pub fn claim(&self, n: u64, keep: u64, pool: u64, free: impl FnOnce() -> u64) -> Option<Claim<'_>> {
-        self.claimed.fetch_add(n, Ordering::SeqCst);
-        let c = Claim(self, n);
-        let reserved = self.reserved.load(Ordering::SeqCst);
-        let pool = if reserved > 0 { pool } else { 0 };
-        (reserved + self.claimed.load(Ordering::SeqCst) + keep + pool <= free()).then_some(c)
-    }
+    /// Blocks reserved for dirty, not yet allocated data (the allocator
+    /// layer's account, which transactions consult too).
+    delalloc: DelallocSpace,
 }
 
 /// Bytes in a page, the unit of folio sizes and indexes.
@@ -280,7 +226,7 @@ impl Drop for Folio {
             // Dropped dirty: the file was deleted (its data is not wanted).
             let bytes = st.dirty.bytes();
             self.acct.dirty.fetch_sub(bytes as usize, Ordering::Relaxed);
-            self.acct.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
+            self.acct.delalloc.release(st.reserved);
             if let Some(file) = self.file.upgrade() {
                 file.dirty_bytes.fetch_sub(bytes, Ordering::AcqRel);
                 file.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
@@ -449,7 +395,7 @@ impl FileCache {
         }
         let bytes = st.dirty.clear();
         f.acct.dirty.fetch_sub(bytes as usize, Ordering::Relaxed);
-        f.acct.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
+        f.acct.delalloc.release(st.reserved);
         self.dirty_bytes.fetch_sub(bytes, Ordering::AcqRel);
         self.reserved.fetch_sub(st.reserved, Ordering::AcqRel);
         st.reserved = 0;
@@ -577,9 +523,10 @@ impl PageCache {
         self.acct.dirty.load(Ordering::Relaxed)
     }
 
-    /// The shared counters (reservations).
-    pub fn account(&self) -> &CacheAccount {
-        &self.acct
+    /// The blocks reserved for dirty data (and claimed by allocations
+    /// that must leave them alone).
+    pub fn delalloc(&self) -> &DelallocSpace {
+        &self.acct.delalloc
     }
 
     /// Most bytes ever held at once.
@@ -748,7 +695,7 @@ mod tests {
             let mut st = keep.lock();
             st.data = vec![7; PAGE_SIZE as usize];
             st.uptodate = true;
-            assert!(pc.account().reserve_space(1, 0, || 1) && !pc.account().reserve_space(1, 0, || 1));
+            assert!(pc.delalloc().reserve_space(1, 0, || 1) && !pc.delalloc().reserve_space(1, 0, || 1));
             file.set_dirty(&keep, &mut st, 0, 1, PAGE_SIZE, 1);
         }
         let keep_index = keep.index;
@@ -761,10 +708,10 @@ mod tests {
         }
         let f = file.find(keep_index).expect("the dirty folio is still cached");
         assert_eq!(f.lock().data[0], 7);
-        assert_eq!((pc.dirty(), pc.account().reserved_blocks()), (PAGE_SIZE as usize, 1));
+        assert_eq!((pc.dirty(), pc.delalloc().reserved_blocks()), (PAGE_SIZE as usize, 1));
         file.invalidate_all();
         drop(f);
-        assert_eq!((pc.dirty(), pc.account().reserved_blocks()), (0, 0), "a dropped dirty folio gives all back");
+        assert_eq!((pc.dirty(), pc.delalloc().reserved_blocks()), (0, 0), "a dropped dirty folio gives all back");
     }
 
     /// Issue 12 defect 12: eviction marked a folio removed and unlocked it

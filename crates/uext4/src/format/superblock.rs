@@ -379,6 +379,84 @@ impl Superblock {
         self.update_checksum();
     }
 
+    /// Sets the last mount time (`s_mtime`, `s_mtime_hi`), in seconds.
+    pub fn set_mount_time(&mut self, sec: u64) {
+        super::bytes::put_le32(&mut self.raw[..], 0x2C, sec as u32);
+        self.raw[0x275] = (sec >> 32) as u8;
+        self.mtime = sec;
+    }
+
+    /// Counts one more mount (`s_mnt_count`, wrapping as the kernel's
+    /// le16_add_cpu does).
+    pub fn bump_mount_count(&mut self) {
+        self.mnt_count = self.mnt_count.wrapping_add(1);
+        super::bytes::put_le16(&mut self.raw[..], 0x34, self.mnt_count);
+    }
+
+    /// Sets `s_state` (`STATE_*` bits).
+    pub fn set_state(&mut self, state: u16) {
+        self.state = state;
+        super::bytes::put_le16(&mut self.raw[..], 0x3A, state);
+    }
+
+    /// Sets or clears INCOMPAT_RECOVER: the journal holds transactions to
+    /// replay (set while mounted, cleared once the log is empty).
+    pub fn set_needs_recovery(&mut self, on: bool) {
+        if on {
+            self.features.incompat |= incompat::RECOVER;
+        } else {
+            self.features.incompat &= !incompat::RECOVER;
+        }
+        super::bytes::put_le32(&mut self.raw[..], 0x60, self.features.incompat);
+    }
+
+    /// Sets `s_last_orphan`, the head of the orphan-inode list.
+    pub fn set_last_orphan(&mut self, ino: u32) {
+        self.last_orphan = ino;
+        super::bytes::put_le32(&mut self.raw[..], 0xE8, ino);
+    }
+
+    /// Records an error as ext4's `__save_error_info` does: the "errors"
+    /// state bit, one more `s_error_count`, and the time (`now`, seconds),
+    /// inode, block, function name (cut to 32 bytes), line and error code
+    /// (`EXT4_ERR_*`) as the last error, and as the first one too if none
+    /// was recorded yet.
+    pub fn record_error(&mut self, now: u64, errcode: u8, ino: u32, block: u64, func: &str, line: u32) {
+        use super::bytes::{le32, put_le32};
+        self.set_state(self.state | STATE_ERROR);
+        self.error_count = le32(&self.raw[..], 0x194).saturating_add(1);
+        put_le32(&mut self.raw[..], 0x194, self.error_count);
+        // (time, time_hi, ino, block, func, line, errcode) offsets.
+        const FIRST: (usize, usize, usize, usize, usize, usize, usize) =
+            (0x198, 0x278, 0x19C, 0x1A0, 0x1A8, 0x1C8, 0x27A);
+        const LAST: (usize, usize, usize, usize, usize, usize, usize) =
+            (0x1CC, 0x279, 0x1D0, 0x1D8, 0x1E0, 0x1D4, 0x27B);
+        let first_time = u64::from(le32(&self.raw[..], FIRST.0)) | (u64::from(self.raw[FIRST.1]) << 32);
+        let raw = &mut self.raw[..];
+        let mut put = |(t, thi, i, b, f, l, c): (usize, usize, usize, usize, usize, usize, usize)| {
+            put_le32(raw, t, now as u32);
+            raw[thi] = (now >> 32) as u8;
+            put_le32(raw, i, ino);
+            raw[b..b + 8].copy_from_slice(&block.to_le_bytes());
+            let mut name = [0u8; 32];
+            let n = func.len().min(32);
+            name[..n].copy_from_slice(&func.as_bytes()[..n]);
+            raw[f..f + 32].copy_from_slice(&name);
+            put_le32(raw, l, line);
+            raw[c] = errcode;
+        };
+        if first_time == 0 {
+            put(FIRST);
+        }
+        put(LAST);
+    }
+
+    /// The 1024 bytes to write, with `s_checksum` computed (metadata_csum).
+    pub fn encode(&mut self) -> &[u8; SUPERBLOCK_SIZE] {
+        self.update_checksum();
+        &self.raw
+    }
+
     /// Recomputes `s_checksum` over the raw bytes (metadata_csum only).
     pub fn update_checksum(&mut self) {
         if self.has_metadata_csum() {
@@ -521,5 +599,52 @@ mod tests {
         b[0x38] = 0x53;
         b[0x39] = 0xEF;
         assert!(Superblock::parse(&b).is_err());
+    }
+
+    /// The setters change their fields and nothing else; the encoding
+    /// carries a checksum the parser accepts.
+    #[test]
+    fn setters_and_encode() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("sb.img");
+        let opts = crate::mkfs::MkfsOptions { size: 8 << 20, ..Default::default() };
+        crate::mkfs::mkfs_file(&img, &opts).unwrap();
+        let bytes = std::fs::read(&img).unwrap();
+        let orig = &bytes[SUPERBLOCK_OFFSET as usize..SUPERBLOCK_OFFSET as usize + SUPERBLOCK_SIZE];
+        let mut sb = Superblock::parse(orig).unwrap();
+        assert!(sb.has_metadata_csum());
+        assert_eq!(&sb.encode()[..], orig, "encoding an unchanged superblock changes nothing");
+
+        sb.set_mount_time(1_700_000_000);
+        sb.bump_mount_count();
+        sb.set_needs_recovery(true);
+        sb.set_last_orphan(12);
+        sb.set_state(sb.state & !STATE_VALID);
+        sb.record_error(1_700_000_001, 4, 12, 99, "first_function_name_longer_than_32_bytes", 7);
+        sb.record_error(1_700_000_002, 1, 13, 100, "second", 8);
+        let again = Superblock::parse(&sb.encode()[..]).unwrap();
+        assert_eq!(again.mtime, 1_700_000_000);
+        assert_eq!(again.mnt_count, Superblock::parse(orig).unwrap().mnt_count + 1);
+        assert!(again.needs_recovery());
+        assert_eq!(again.last_orphan, 12);
+        assert_eq!(again.state, STATE_ERROR, "not clean, with errors");
+        assert_eq!(again.error_count, 2);
+        let raw = again.raw();
+        assert_eq!(&raw[0x1A8..0x1C8], b"first_function_name_longer_than_", "first error: cut to 32 bytes");
+        assert_eq!(super::super::bytes::le32(&raw[..], 0x198), 1_700_000_001, "first error time kept");
+        assert_eq!(super::super::bytes::le32(&raw[..], 0x1CC), 1_700_000_002, "last error time");
+        assert_eq!(super::super::bytes::le32(&raw[..], 0x1D0), 13);
+        assert_eq!(raw[0x27A], 4);
+        assert_eq!(raw[0x27B], 1);
+        // Everything outside the fields set is as it was.
+        let changed =
+            [0x2C..0x30, 0x34..0x36, 0x3A..0x3C, 0x60..0x64, 0xE8..0xEC, 0x194..0x200, 0x275..0x27C, 0x3FC..0x400];
+        for (i, (a, b)) in orig.iter().zip(raw.iter()).enumerate() {
+            if !changed.iter().any(|r| r.contains(&i)) {
+                assert_eq!(a, b, "byte {i:#x} changed");
+            }
+        }
+        sb.set_needs_recovery(false);
+        assert!(!Superblock::parse(&sb.encode()[..]).unwrap().needs_recovery());
     }
 }

@@ -25,10 +25,10 @@
 
 use super::FsCore;
 use crate::data::page_cache::{order_for, BlockRun, Folio, FolioGuard, FolioState, PAGE_SIZE};
+use crate::data::FileIo;
 use crate::data::{IoStats, LockPolicy};
 use crate::error::{Error, Result};
 use crate::inode::MapKind;
-use crate::locks::InodeIo;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -45,14 +45,14 @@ impl FsCore {
     }
 
     /// Finds or creates the folios covering bytes `[from, to)` in order.
-    fn folios_for(&self, st: &InodeIo, from: u64, to: u64, order: u32, max_page: u64) -> Result<Vec<Arc<Folio>>> {
+    fn folios_for(&self, st: &FileIo, from: u64, to: u64, order: u32, max_page: u64) -> Result<Vec<Arc<Folio>>> {
         let rw = self.rw()?;
         let (first, last) = (from / PAGE_SIZE, (to - 1) / PAGE_SIZE);
         let min_order = self.min_folio_order();
         let mut out = Vec::new();
         let mut page = first;
         while page <= last {
-            let (f, _) = rw.pages.get_or_create(&st.pages, page, order, min_order, max_page.max(last));
+            let (f, _) = rw.data.pages().get_or_create(&st.data.pages, page, order, min_order, max_page.max(last));
             if f.index < page {
                 // Folios taken earlier were dropped from the cache since
                 // (truncate, punch, eviction) and a larger one now covers
@@ -70,10 +70,10 @@ impl FsCore {
     /// The size of file `ino` as readers and writers see it: the on-disk
     /// `i_size`, or the end of buffered writes past it that are not
     /// written back yet.
-    pub(crate) fn file_size(&self, st: &InodeIo, ino: u32) -> Result<u64> {
+    pub(crate) fn file_size(&self, st: &FileIo, ino: u32) -> Result<u64> {
         // The in-memory size first: writeback raises i_size before it
         // clears the in-memory one, so one of the two is always current.
-        let pending = st.pages.pending_size();
+        let pending = st.data.pages.pending_size();
         let _m = st.map.read();
         Ok(self.regular(ino)?.size.max(pending))
     }
@@ -82,9 +82,9 @@ impl FsCore {
     /// on-disk EOF as mapped, zeros elsewhere (holes, unwritten extents,
     /// past EOF). It becomes uptodate only if nothing changed the file's
     /// blocks meanwhile.
-    fn fill(&self, st: &InodeIo, ino: u32, f: &Folio, s: &mut FolioState) -> Result<()> {
+    fn fill(&self, st: &FileIo, ino: u32, f: &Folio, s: &mut FolioState) -> Result<()> {
         let _inv = st.invalidate.read();
-        let gen = st.pages.generation.load(Ordering::Acquire);
+        let gen = st.data.pages.generation.load(Ordering::Acquire);
         let bs = self.vol.block_size as u64;
         let (end, runs) = self.folio_runs(st, ino, f)?;
         s.data.clear();
@@ -97,7 +97,7 @@ impl FsCore {
                 self.vol.device().read_at(dst, r.pblk * bs + (a - r.lblk * bs))?;
             }
         }
-        let same = st.pages.generation.load(Ordering::Acquire) == gen;
+        let same = st.data.pages.generation.load(Ordering::Acquire) == gen;
         s.uptodate = same && !f.removed.load(Ordering::Acquire);
         s.runs = runs;
         Ok(())
@@ -111,11 +111,11 @@ impl FsCore {
     /// the on-disk size before it raises that size, so a folio refilled in
     /// between must read them, or it would show (and a write would store)
     /// zeros inside the file.
-    pub(super) fn folio_runs(&self, st: &InodeIo, ino: u32, f: &Folio) -> Result<(u64, Vec<BlockRun>)> {
+    pub(super) fn folio_runs(&self, st: &FileIo, ino: u32, f: &Folio) -> Result<(u64, Vec<BlockRun>)> {
         let bs = self.vol.block_size as u64;
         // Before the inode, as in file_size: writeback raises the on-disk
         // size before it clears the in-memory one.
-        let pending = st.pages.pending_size();
+        let pending = st.data.pages.pending_size();
         let _m = st.map.read();
         let i = self.regular(ino)?;
         let end = i.size.max(pending).clamp(f.start(), f.start() + f.len());
@@ -139,14 +139,14 @@ impl FsCore {
     /// Buffered read (no inode I/O lock; see the module comment).
     pub(crate) fn read_buffered(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let size = self.file_size(&st, ino)?;
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
         let total = (size - offset).min(buf.len() as u64);
         let end = offset + total;
-        let order = st.pages.read_order(offset, total);
+        let order = st.data.pages.read_order(offset, total);
         let max_page = (size - 1) / PAGE_SIZE;
         let mut pos = offset;
         while pos < end {
@@ -179,21 +179,21 @@ impl FsCore {
             self.regular(ino)?;
             return Ok(0);
         }
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let len = data.len() as u64;
         let end = offset + len;
         // Past the dirty limit the exclusive path writes back first (a
         // shared write could dirty a clean cached folio).
-        if rw.data.lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
+        if rw.data.config().lock_policy == LockPolicy::Seeds && !self.over_dirty_limit() {
             let shared = st.io.read();
-            if let Some(f) = st.pages.find(offset / PAGE_SIZE) {
+            if let Some(f) = st.data.pages.find(offset / PAGE_SIZE) {
                 // A deleted inode's folios are dropped under the exclusive
                 // lock; a reader may have filled one since.
-                if st.deleted.load(Ordering::Acquire) {
+                if st.data.deleted.load(Ordering::Acquire) {
                     self.check_live(&self.regular(ino)?)?;
                 }
                 if end <= f.start() + f.len() && self.try_write_in_folio(&st, ino, &f, offset, data)? {
-                    IoStats::bump(&rw.stats.buffered_write_shared);
+                    IoStats::bump(&rw.data.stats().buffered_write_shared);
                     self.lazy_times(&st, ino)?;
                     drop(shared);
                     return Ok(data.len());
@@ -201,9 +201,9 @@ impl FsCore {
             }
             drop(shared);
         }
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         self.check_live(&self.regular(ino)?)?;
-        IoStats::bump(&rw.stats.buffered_write_exclusive);
+        IoStats::bump(&rw.data.stats().buffered_write_exclusive);
         // In aligned pieces, so that a large write never holds (and pins
         // in the cache) more than a piece's folios at once.
         let mut pos = offset;
@@ -264,13 +264,13 @@ impl FsCore {
     /// exclusively): the file's dirty data is written back, then `data`
     /// goes through the allocating path and the cached folios of its
     /// range are dropped.
-    fn write_through_locked(&self, st: &InodeIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+    fn write_through_locked(&self, st: &FileIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let r = self.writeback_locked(st, ino);
         self.wb_result(ino, true, &r);
         r?;
-        let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
+        let r = self.write_locked(ino, offset, data, super::write::WriteMode::Direct);
         self.wb_result(ino, true, &Ok(()));
-        st.pages.invalidate(offset, offset + data.len() as u64);
+        st.data.pages.invalidate(offset, offset + data.len() as u64);
         r
     }
 
@@ -278,7 +278,7 @@ impl FsCore {
     /// (large enough to hold an aligned write whole), locked, filled where
     /// the write covers them only in part, and dirtied. Stops short at the
     /// first folio whose blocks cannot be reserved.
-    fn write_piece(&self, st: &InodeIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+    fn write_piece(&self, st: &FileIo, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let len = data.len() as u64;
         let end = offset + len;
         let size = self.file_size(st, ino)?;
@@ -317,7 +317,7 @@ impl FsCore {
             done = b;
         }
         if done > offset && done > size {
-            st.pages.raise_size(done);
+            st.data.pages.raise_size(done);
         }
         drop(guards);
         match failed {
@@ -333,7 +333,7 @@ impl FsCore {
     /// holds the I/O lock exclusively.
     fn prepare_for_write(
         &self,
-        st: &InodeIo,
+        st: &FileIo,
         ino: u32,
         f: &Folio,
         g: &mut FolioState,
@@ -358,7 +358,7 @@ impl FsCore {
     /// Marks the blocks of `[a, b)` (inside locked folio `f`) dirty,
     /// first reserving a block for each that becomes dirty and has none
     /// allocated (ENOSPC if there is no room).
-    fn dirty_range(&self, st: &InodeIo, ino: u32, f: &Folio, g: &mut FolioState, a: u64, b: u64) -> Result<()> {
+    fn dirty_range(&self, st: &FileIo, ino: u32, f: &Folio, g: &mut FolioState, a: u64, b: u64) -> Result<()> {
         let bs = self.vol.block_size as u64;
         let base = f.start() / bs;
         let (first, end) = (a / bs - base, b.div_ceil(bs) - base);
@@ -367,7 +367,7 @@ impl FsCore {
         if new > 0 {
             self.reserve_blocks(new)?;
         }
-        if st.pages.set_dirty(f, g, first, end, bs, g.reserved + new) {
+        if st.data.pages.set_dirty(f, g, first, end, bs, g.reserved + new) {
             self.note_inode_dirty(ino);
         }
         Ok(())
@@ -381,9 +381,9 @@ impl FsCore {
         let rw = self.rw()?;
         let alloc = self.allocator()?;
         let sb = &self.vol.sb;
-        let root = if rw.use_reserved { 0 } else { sb.r_blocks_count };
+        let root = if rw.txns.use_reserved() { 0 } else { sb.r_blocks_count };
         let keep = root + crate::txn::writeback_reserve(sb);
-        if rw.pages.account().reserve_space(n, keep, || alloc.free_blocks()) {
+        if rw.data.pages().delalloc().reserve_space(n, keep, || alloc.free_blocks()) {
             Ok(())
         } else {
             Err(Error::NoSpace("no room to reserve blocks for buffered data".into()))
@@ -394,7 +394,7 @@ impl FsCore {
     /// Returns false (nothing done) when the folio is not uptodate, the
     /// write reaches past EOF, or its blocks cannot be reserved (the
     /// exclusive path then reports the error).
-    fn try_write_in_folio(&self, st: &InodeIo, ino: u32, f: &Folio, offset: u64, data: &[u8]) -> Result<bool> {
+    fn try_write_in_folio(&self, st: &FileIo, ino: u32, f: &Folio, offset: u64, data: &[u8]) -> Result<bool> {
         let end = offset + data.len() as u64;
         if end > self.file_size(st, ino)? {
             return Ok(false);

@@ -31,11 +31,11 @@
 //! same through `file_modified` with coarse-grained time).
 
 use super::FsCore;
+use crate::data::FileIo;
 use crate::data::{plan_direct_write, DirectPlan, IoStats, LockPolicy};
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, Timestamp};
 use crate::inode::{self as inode_layer, extent_write as ew, MapKind, Mapping};
-use crate::locks::InodeIo;
 use std::sync::atomic::Ordering;
 
 impl FsCore {
@@ -74,7 +74,7 @@ impl FsCore {
         // Part of the data may be on the device even on failure: the
         // next flush decides whether it is durable.
         if let Some(rw) = self.live() {
-            rw.errs.note_written(ino);
+            rw.data.errors().note_written(ino);
         }
         r
     }
@@ -85,9 +85,9 @@ impl FsCore {
             self.regular(ino)?;
             return Ok(0);
         }
-        let st = rw.locks.inode(ino);
-        let stats = &rw.stats;
-        let cfg = rw.data;
+        let st = rw.data.inode(ino);
+        let stats = &rw.data.stats();
+        let cfg = *rw.data.config();
         let bs = self.vol.block_size as u64;
         let len = data.len() as u64;
         if cfg.lock_policy == LockPolicy::Seeds {
@@ -102,7 +102,7 @@ impl FsCore {
                 DirectPlan::Overwrite => {
                     let _dio = st.dio_begin();
                     self.dio_write_runs(&maps, offset, data)?;
-                    if st.pages.write_through(offset, data, bs) {
+                    if st.data.pages.write_through(offset, data, bs) {
                         self.note_inode_dirty(ino);
                     }
                     IoStats::bump(&stats.dio_write_shared);
@@ -131,7 +131,7 @@ impl FsCore {
                     IoStats::bump(&stats.dio_write_shared);
                     self.dio_write_runs(&maps, offset, data)?;
                     self.convert_at_completion(&st, ino, &maps, offset, len)?;
-                    if st.pages.write_through(offset, data, bs) {
+                    if st.data.pages.write_through(offset, data, bs) {
                         self.note_inode_dirty(ino);
                     }
                     self.lazy_times(&st, ino)?;
@@ -143,9 +143,9 @@ impl FsCore {
         }
         // Exclusive: nothing else writes this file and no direct I/O is
         // in flight (lock_exclusive drains it).
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         IoStats::bump(&stats.dio_write_exclusive);
-        if st.pages.is_dirty() {
+        if st.data.pages.is_dirty() {
             // Buffered data goes to its blocks first (the kernel's
             // filemap_write_and_wait_range), so that the size and the
             // map below are the file's.
@@ -168,13 +168,13 @@ impl FsCore {
                 if plan == DirectPlan::Unwritten {
                     self.convert_at_completion(&st, ino, &maps, offset, len)?;
                 }
-                st.pages.invalidate(offset, end);
+                st.data.pages.invalidate(offset, end);
                 self.touch_times(ino)?;
                 return Ok(data.len());
             }
         }
-        let r = self.write_locked(ino, offset, data, super::ops::WriteMode::Direct);
-        st.pages.invalidate(offset, end);
+        let r = self.write_locked(ino, offset, data, super::write::WriteMode::Direct);
+        st.data.pages.invalidate(offset, end);
         r
     }
 
@@ -205,7 +205,7 @@ impl FsCore {
     ///
     /// Only the blocks of `[offset, offset + len)` (block-aligned) are
     /// converted: the runs in `maps` may extend past the write.
-    fn convert_at_completion(&self, st: &InodeIo, ino: u32, maps: &[Mapping], offset: u64, len: u64) -> Result<()> {
+    fn convert_at_completion(&self, st: &FileIo, ino: u32, maps: &[Mapping], offset: u64, len: u64) -> Result<()> {
         let bs = self.vol.block_size as u64;
         let (first, end) = (offset / bs, (offset + len).div_ceil(bs));
         let todo: Vec<(u64, u64)> = maps
@@ -238,21 +238,23 @@ impl FsCore {
             }
             tx.write_inode(&mut i)?;
             tx.settle();
-            rw.note_dirty(&[ino], tx.tid());
+            rw.txns.note_dirty(&[ino], tx.tid());
         }
-        IoStats::bump(&rw.stats.dio_conversions);
+        IoStats::bump(&rw.data.stats().dio_conversions);
         Ok(())
     }
 
     /// mtime/ctime after a shared-lock write: at most once per second.
-    pub(super) fn lazy_times(&self, st: &InodeIo, ino: u32) -> Result<()> {
+    pub(super) fn lazy_times(&self, st: &FileIo, ino: u32) -> Result<()> {
         let now = Timestamp::now();
         // A load first: the common case writes nothing to the shared line.
-        if st.time_sec.load(Ordering::Relaxed) == now.sec || st.time_sec.swap(now.sec, Ordering::Relaxed) == now.sec {
+        if st.data.time_sec.load(Ordering::Relaxed) == now.sec
+            || st.data.time_sec.swap(now.sec, Ordering::Relaxed) == now.sec
+        {
             return Ok(());
         }
         let rw = self.rw()?;
-        IoStats::bump(&rw.stats.time_updates);
+        IoStats::bump(&rw.data.stats().time_updates);
         let tx = self.begin(2)?;
         let _m = st.map.write();
         let mut i = self.regular(ino)?;
@@ -260,7 +262,7 @@ impl FsCore {
         i.ctime = now;
         tx.write_inode(&mut i)?;
         tx.settle();
-        rw.note_dirty(&[ino], tx.tid());
+        rw.txns.note_dirty(&[ino], tx.tid());
         Ok(())
     }
 
@@ -274,7 +276,7 @@ impl FsCore {
         i.ctime = now;
         tx.write_inode(&mut i)?;
         tx.settle();
-        rw.note_dirty(&[ino], tx.tid());
+        rw.txns.note_dirty(&[ino], tx.tid());
         Ok(())
     }
 
@@ -287,18 +289,18 @@ impl FsCore {
             // Read-only open: nothing changes the file underneath.
             return self.read(ino, offset, buf);
         };
-        IoStats::bump(&rw.stats.dio_reads);
+        IoStats::bump(&rw.data.stats().dio_reads);
         self.read_shared(ino, offset, buf)
     }
 
     /// The body of a read on a writable filesystem (see `read_direct`).
     pub(crate) fn read_shared(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let _shared = st.io.read();
         let _dio = st.dio_begin();
         let (total, maps) = {
-            let pending = st.pages.pending_size();
+            let pending = st.data.pages.pending_size();
             let _m = st.map.read();
             let i = self.regular(ino)?;
             let size = i.size.max(pending);
@@ -316,7 +318,7 @@ impl FsCore {
         // the device's, so a direct read sees dirty data, and a buffered
         // write whole or not at all.
         use crate::data::page_cache::PAGE_SIZE;
-        let folios = st.pages.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
+        let folios = st.data.pages.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
         let held: Vec<_> = folios.iter().map(|f| f.lock()).collect();
         for m in &maps {
             let s = (m.lblk * bs).max(offset);

@@ -25,7 +25,7 @@
 use super::FsCore;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
-use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::format::superblock::Superblock;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -216,44 +216,11 @@ fn errcode(e: &Error) -> u8 {
     }
 }
 
-/// Superblock offsets of the error record.
-mod off {
-    pub const STATE: usize = 0x3A;
-    pub const ERROR_COUNT: usize = 0x194;
-    /// (time, time_hi, ino, block, func, line, errcode) of the first and
-    /// the last error.
-    pub const FIRST: (usize, usize, usize, usize, usize, usize, usize) =
-        (0x198, 0x278, 0x19C, 0x1A0, 0x1A8, 0x1C8, 0x27A);
-    pub const LAST: (usize, usize, usize, usize, usize, usize, usize) =
-        (0x1CC, 0x279, 0x1D0, 0x1D8, 0x1E0, 0x1D4, 0x27B);
-}
-
-/// Updates the error fields of a raw superblock as ext4's
+/// Records `e` in the superblock's error fields as ext4's
 /// `__save_error_info` does.
-pub(crate) fn save_error_info(raw: &mut [u8], e: &Error, ino: u32, block: u64, func: &str, line: u32) {
-    let le32 = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+pub(crate) fn save_error_info(sb: &mut Superblock, e: &Error, ino: u32, block: u64, func: &str, line: u32) {
     let now = crate::format::inode::Timestamp::now().sec.max(0) as u64;
-    let state = u16::from_le_bytes([raw[off::STATE], raw[off::STATE + 1]]) | crate::format::superblock::STATE_ERROR;
-    raw[off::STATE..off::STATE + 2].copy_from_slice(&state.to_le_bytes());
-    let count = le32(raw, off::ERROR_COUNT).saturating_add(1);
-    raw[off::ERROR_COUNT..off::ERROR_COUNT + 4].copy_from_slice(&count.to_le_bytes());
-    let first_time = le32(raw, off::FIRST.0) as u64 | (u64::from(raw[off::FIRST.1]) << 32);
-    let mut put = |(t, thi, i, b, f, l, c): (usize, usize, usize, usize, usize, usize, usize)| {
-        raw[t..t + 4].copy_from_slice(&(now as u32).to_le_bytes());
-        raw[thi] = (now >> 32) as u8;
-        raw[i..i + 4].copy_from_slice(&ino.to_le_bytes());
-        raw[b..b + 8].copy_from_slice(&block.to_le_bytes());
-        let mut name = [0u8; 32];
-        let n = func.len().min(32);
-        name[..n].copy_from_slice(&func.as_bytes()[..n]);
-        raw[f..f + 32].copy_from_slice(&name);
-        raw[l..l + 4].copy_from_slice(&line.to_le_bytes());
-        raw[c] = errcode(e);
-    };
-    if first_time == 0 {
-        put(off::FIRST);
-    }
-    put(off::LAST);
+    sb.record_error(now, errcode(e), ino, block, func, line);
 }
 
 impl FsCore {
@@ -270,7 +237,7 @@ impl FsCore {
     /// its echo, which must not cost device I/O each time.
     pub fn record_error(&self, e: &Error, ino: u32, func: &str) -> Result<()> {
         let rw = self.rw()?;
-        let aborted = rw.journal.as_ref().is_some_and(|j| j.aborted().is_some());
+        let aborted = rw.txns.aborted().is_some();
         if aborted && !matches!(e, Error::Corrupt { .. } | Error::Checksum { .. }) {
             return Ok(());
         }
@@ -278,32 +245,22 @@ impl FsCore {
             Error::Corrupt { block, .. } | Error::Checksum { block, .. } => *block,
             _ => 0,
         };
-        let bs = self.vol.block_size as u64;
-        let blk = SUPERBLOCK_OFFSET / bs;
-        let o = (SUPERBLOCK_OFFSET % bs) as usize;
-        let update = |b: &mut [u8]| {
-            save_error_info(&mut b[o..o + SUPERBLOCK_SIZE], e, ino, block, func, 0);
-            if self.vol.sb.has_metadata_csum() {
-                let c = crate::format::checksum::crc32c(!0, &b[o..o + 0x3FC]);
-                b[o + 0x3FC..o + 0x400].copy_from_slice(&c.to_le_bytes());
-            }
-        };
-        if let Some(j) = rw.journal.as_ref().filter(|j| j.aborted().is_none()) {
-            // Journaled, then committed at once (ext4's flush_stashed_error_work).
-            let h = j.start_handle(1)?;
-            h.modify(blk, |b| {
-                update(b);
-                Ok(())
-            })?;
-            drop(h);
-            return j.commit();
+        // Journaled, then committed at once (ext4's flush_stashed_error_work).
+        let vol = &self.vol;
+        let journaled = rw.txns.change_and_commit(|h| {
+            h.modify(vol.sb_location().0, |b| {
+                super::mount::modify_sb_in_block(vol, b, |sb| save_error_info(sb, e, ino, block, func, 0))
+            })
+        });
+        if let Some(r) = journaled {
+            return r;
         }
-        super::rw::write_sb_direct(&self.vol, |raw| save_error_info(raw, e, ino, block, func, 0))
+        super::mount::save_error_direct(&self.vol, e, ino, block, func)
     }
 
     /// The journal failed: every change is refused (EROFS) from now on.
     pub(crate) fn check_not_aborted(&self) -> Result<()> {
-        if let Some(why) = self.rw()?.journal.as_ref().and_then(|j| j.aborted()) {
+        if let Some(why) = self.rw()?.txns.aborted() {
             return Err(Error::ReadOnly(format!("the journal has aborted ({why}); no change is accepted")));
         }
         Ok(())
@@ -311,7 +268,7 @@ impl FsCore {
 
     /// The journal failed: fsync and writeback answer EIO before any I/O.
     pub(crate) fn check_not_aborted_io(&self) -> Result<()> {
-        if let Some(why) = self.rw()?.journal.as_ref().and_then(|j| j.aborted()) {
+        if let Some(why) = self.rw()?.txns.aborted() {
             return Err(Error::Io(io::Error::other(format!("the journal has aborted: {why}"))));
         }
         Ok(())
@@ -321,7 +278,7 @@ impl FsCore {
     /// description (Linux's `f_wb_err`, sampled at open): pass it to
     /// [`FsCore::fsync_file`].
     pub fn wb_err_sample(&self, ino: u32) -> u64 {
-        self.live().map_or(0, |rw| rw.errs.sample(ino))
+        self.live().map_or(0, |rw| rw.data.errors().sample(ino))
     }
 
     /// fsync(2) through an open file description whose error cursor is
@@ -331,7 +288,7 @@ impl FsCore {
     pub fn fsync_file(&self, ino: u32, cursor: &mut u64) -> Result<()> {
         let rw = self.rw()?;
         let r = self.fsync_inner(ino);
-        let seen = rw.errs.check_and_advance(ino, Some(cursor));
+        let seen = rw.data.errors().check_and_advance(ino, Some(cursor));
         r.and(seen)
     }
 }

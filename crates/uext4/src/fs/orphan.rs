@@ -7,37 +7,20 @@
 use super::FsCore;
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Inode, FL_EXTENTS};
-use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::format::superblock::{Superblock, SUPERBLOCK_SIZE};
 use crate::inode::extent_write as ew;
 use crate::txn::Tx;
 
-/// `s_last_orphan`.
-const S_LAST_ORPHAN: usize = 0xE8;
-
 /// Sets `s_last_orphan` through the transaction.
 pub(crate) fn set_last_orphan(tx: &Tx, ino: u32) -> Result<()> {
-    let bs = tx.vol.block_size as u64;
-    let blk = SUPERBLOCK_OFFSET / bs;
-    let off = (SUPERBLOCK_OFFSET % bs) as usize;
-    let csum = tx.vol.sb.has_metadata_csum();
-    tx.modify(blk, |b| {
-        let raw = &mut b[off..off + SUPERBLOCK_SIZE];
-        raw[S_LAST_ORPHAN..S_LAST_ORPHAN + 4].copy_from_slice(&ino.to_le_bytes());
-        if csum {
-            let c = crate::format::checksum::crc32c(!0, &raw[..0x3FC]);
-            raw[0x3FC..0x400].copy_from_slice(&c.to_le_bytes());
-        }
-        Ok(())
-    })
+    tx.modify(tx.vol.sb_location().0, |b| super::mount::modify_sb_in_block(tx.vol, b, |sb| sb.set_last_orphan(ino)))
 }
 
 /// `s_last_orphan` as the transaction sees it.
 fn last_orphan(tx: &Tx) -> Result<u32> {
-    let bs = tx.vol.block_size as u64;
-    let b = tx.vol.block(SUPERBLOCK_OFFSET / bs)?;
-    let off = (SUPERBLOCK_OFFSET % bs) as usize + S_LAST_ORPHAN;
-    let d = b.data();
-    Ok(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]))
+    let b = tx.vol.block(tx.vol.sb_location().0)?;
+    let (_, off) = tx.vol.sb_location();
+    Ok(Superblock::parse(&b.data()[off..off + SUPERBLOCK_SIZE])?.last_orphan)
 }
 
 /// Credits of each handle that frees an orphan's blocks or a truncated
@@ -60,9 +43,9 @@ impl FsCore {
         // "Is it open" and "doom it" are one step (doom_if_open): a last
         // close in between would otherwise find it not doomed and delete
         // nothing.
-        if !rw.doom_if_open(i.ino) {
+        if !rw.open.doom_if_open(i.ino) {
             // Its cached data goes before its blocks do.
-            rw.locks.inode(i.ino).pages.invalidate_all();
+            rw.data.inode(i.ino).data.pages.invalidate_all();
             if self.free_blocks_bounded(tx, i, 0)? {
                 self.release_inode(tx, i)?;
                 return Ok(false);
@@ -98,7 +81,7 @@ impl FsCore {
     /// Puts inode `i` on the orphan list (its `i_dtime` links to the
     /// previous head).
     pub(crate) fn orphan_add(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
-        let _o = self.rw()?.lock_orphans();
+        let _o = self.rw()?.open.lock_orphans();
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
         set_last_orphan(tx, i.ino)
@@ -107,7 +90,7 @@ impl FsCore {
     /// Writes orphan `i`, keeping the orphan-list link its slot holds
     /// (another thread may have changed it by removing the next orphan).
     fn write_orphan_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
-        let _o = self.rw()?.lock_orphans();
+        let _o = self.rw()?.open.lock_orphans();
         i.dtime = crate::inode::read_inode(&self.vol, i.ino)?.dtime;
         tx.write_inode_dtime(i)
     }
@@ -118,7 +101,7 @@ impl FsCore {
     /// blocks, and the last one takes it off the list and frees it. A
     /// crash in between leaves an orphan that the next open deletes.
     pub(crate) fn delete_orphan(&self, ino: u32) -> Result<()> {
-        self.rw()?.locks.inode(ino).pages.invalidate_all();
+        self.rw()?.data.inode(ino).data.pages.invalidate_all();
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let mut i = crate::inode::read_inode(&self.vol, ino)?;
@@ -153,7 +136,7 @@ impl FsCore {
                 i.dtime = 0;
                 tx.write_inode_dtime(&mut i)?;
                 tx.settle();
-                self.rw()?.note_dirty(&[ino], tx.tid());
+                self.rw()?.txns.note_dirty(&[ino], tx.tid());
                 return Ok(());
             }
             self.write_orphan_inode(&tx, &mut i)?;
@@ -164,7 +147,7 @@ impl FsCore {
     /// Takes inode `ino` off the orphan list.
     fn orphan_remove(&self, tx: &Tx, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let _o = rw.lock_orphans();
+        let _o = rw.open.lock_orphans();
         let next = crate::inode::read_inode(&self.vol, ino)?.dtime;
         let mut cur = last_orphan(tx)?;
         if cur == ino {
@@ -186,7 +169,7 @@ impl FsCore {
     /// Notes an open file handle on `ino` (FUSE open, or a library user
     /// that keeps using an inode after it may be unlinked).
     pub fn open_inode(&self, ino: u32) -> Result<()> {
-        self.rw()?.open_ref(ino);
+        self.rw()?.open.open_ref(ino);
         Ok(())
     }
 
@@ -196,17 +179,17 @@ impl FsCore {
     /// [`crate::data::DataPathConfig::auto_da_alloc`]).
     pub fn close_inode(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let closed = rw.close_ref(ino);
+        let closed = rw.open.close_ref(ino);
         if closed.alloc && !closed.delete {
             self.writeback_inode(ino)?;
         }
         if !closed.delete {
             return Ok(());
         }
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         // Decided again under the lock unlink dooms it under: another
         // close may have deleted it, or an open come in meanwhile.
-        if !rw.take_doomed(ino) {
+        if !rw.open.take_doomed(ino) {
             return Ok(());
         }
         self.delete_orphan(ino)

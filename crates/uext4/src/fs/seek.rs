@@ -30,14 +30,14 @@ impl FsCore {
     fn seek_with(&self, ino: u32, offset: u64, data: bool) -> Result<Option<u64>> {
         match self.live() {
             Some(rw) => {
-                if rw.locks.inode(ino).pages.is_dirty() {
+                if rw.data.inode(ino).data.pages.is_dirty() {
                     // Data and holes are read from the block map: buffered
                     // data goes to its blocks first.
                     self.writeback_inode(ino)?;
                 }
                 // Truncate and punch take the I/O lock exclusively and
                 // change the map under the mapping lock: hold both shared.
-                let st = rw.locks.inode(ino);
+                let st = rw.data.inode(ino);
                 let _io = st.io.read();
                 let _map = st.map.read();
                 let i = self.seekable(ino)?;

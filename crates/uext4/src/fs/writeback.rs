@@ -34,8 +34,8 @@
 
 use super::FsCore;
 use crate::data::page_cache::{all_written, Folio, FolioGuard};
+use crate::data::FileIo;
 use crate::error::Result;
-use crate::locks::InodeIo;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,8 +116,8 @@ impl FsCore {
     /// Starts the background writeback thread (read-write only).
     pub(super) fn start_writeback(&self, me: Weak<FsCore>) {
         let Some(rw) = self.live() else { return };
-        let signal = rw.wb.signal.clone();
-        let every = rw.data.writeback_interval;
+        let signal = rw.data.writeback().signal.clone();
+        let every = rw.data.config().writeback_interval;
         let t = std::thread::Builder::new().name("uext4-writeback".into()).spawn(move || loop {
             {
                 let mut g = signal.state.lock();
@@ -132,15 +132,15 @@ impl FsCore {
             let Some(fs) = me.upgrade() else { return };
             fs.background_writeback();
         });
-        *rw.wb.thread.lock() = t.ok();
+        *rw.data.writeback().thread.lock() = t.ok();
     }
 
     /// Stops the background thread and waits for it.
     pub(super) fn stop_writeback(&self) {
         let Some(rw) = self.live() else { return };
-        rw.wb.signal.state.lock().0 = true;
-        rw.wb.signal.cv.notify_all();
-        let t = rw.wb.thread.lock().take();
+        rw.data.writeback().signal.state.lock().0 = true;
+        rw.data.writeback().signal.cv.notify_all();
+        let t = rw.data.writeback().thread.lock().take();
         if let Some(t) = t {
             if t.thread().id() != std::thread::current().id() {
                 let _ = t.join();
@@ -151,14 +151,14 @@ impl FsCore {
     /// One pass of the background thread.
     fn background_writeback(&self) {
         let Some(rw) = self.live() else { return };
-        rw.wb.kicked.store(false, Ordering::Release);
+        rw.data.writeback().kicked.store(false, Ordering::Release);
         let (background, _) = self.dirty_limits();
-        let over = rw.pages.dirty() > background;
-        let older = if over { std::time::Duration::ZERO } else { rw.data.dirty_expire };
-        for ino in rw.wb.list(older) {
+        let over = rw.data.pages().dirty() > background;
+        let older = if over { std::time::Duration::ZERO } else { rw.data.config().dirty_expire };
+        for ino in rw.data.writeback().list(older) {
             // Errors leave the folios dirty: fsync reports them.
             let _ = self.writeback_inode(ino);
-            if over && rw.pages.dirty() <= background / 2 {
+            if over && rw.data.pages().dirty() <= background / 2 {
                 break;
             }
         }
@@ -167,19 +167,19 @@ impl FsCore {
     /// (background, hard) dirty thresholds in bytes.
     fn dirty_limits(&self) -> (usize, usize) {
         let Some(rw) = self.live() else { return (usize::MAX, usize::MAX) };
-        let hard = rw.pages.budget() / 100 * usize::from(rw.data.dirty_ratio.clamp(1, 50));
+        let hard = rw.data.pages().budget() / 100 * usize::from(rw.data.config().dirty_ratio.clamp(1, 50));
         (hard / 2, hard)
     }
 
     /// True past the hard dirty threshold.
     pub(super) fn over_dirty_limit(&self) -> bool {
-        self.live().is_some_and(|rw| rw.pages.dirty() > self.dirty_limits().1)
+        self.live().is_some_and(|rw| rw.data.pages().dirty() > self.dirty_limits().1)
     }
 
     /// Records that `ino` has dirty data (first folio dirtied).
     pub(super) fn note_inode_dirty(&self, ino: u32) {
         if let Some(rw) = self.live() {
-            rw.wb.note(ino);
+            rw.data.writeback().note(ino);
         }
     }
 
@@ -189,17 +189,17 @@ impl FsCore {
     pub(crate) fn balance_dirty(&self, ino: u32) -> Result<()> {
         let Some(rw) = self.live() else { return Ok(()) };
         let (background, hard) = self.dirty_limits();
-        let dirty = rw.pages.dirty();
+        let dirty = rw.data.pages().dirty();
         if dirty <= background {
             return Ok(());
         }
-        rw.wb.kick();
+        rw.data.writeback().kick();
         if dirty <= hard {
             return Ok(());
         }
         self.writeback_inode(ino)?;
-        for other in rw.wb.list(std::time::Duration::ZERO) {
-            if rw.pages.dirty() <= hard {
+        for other in rw.data.writeback().list(std::time::Duration::ZERO) {
+            if rw.data.pages().dirty() <= hard {
                 break;
             }
             self.writeback_inode(other)?;
@@ -223,7 +223,7 @@ impl FsCore {
     pub fn writeback_inode(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
         self.check_not_aborted_io()?;
-        let dirty = rw.locks.inode(ino).pages.is_dirty();
+        let dirty = rw.data.inode(ino).data.pages.is_dirty();
         let r = self.writeback_inode_inner(ino);
         self.wb_result(ino, dirty, &r);
         r
@@ -234,18 +234,18 @@ impl FsCore {
     pub(crate) fn wb_result<T>(&self, ino: u32, wrote: bool, r: &Result<T>) {
         let Some(rw) = self.live() else { return };
         if wrote {
-            rw.errs.note_written(ino);
+            rw.data.errors().note_written(ino);
         }
         match r {
             // After an abort every fsync fails anyway.
             Err(crate::error::Error::ReadOnly(_)) | Ok(_) => {}
-            Err(e) => rw.errs.record(ino, e),
+            Err(e) => rw.data.errors().record(ino, e),
         }
     }
 
     fn writeback_inode_inner(&self, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let st = rw.locks.inode(ino);
+        let st = rw.data.inode(ino);
         let mut from = 0;
         let mut needs_alloc = false;
         while let Some(next) = {
@@ -256,18 +256,18 @@ impl FsCore {
         }
         // Blocks dirtied again meanwhile are newer writes: not ours to wait
         // for (fsync's data was all in the batches above).
-        if needs_alloc || st.pages.pending_size() != 0 {
-            let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        if needs_alloc || st.data.pages.pending_size() != 0 {
+            let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
             self.writeback_locked(&st, ino)?;
         } else {
-            rw.wb.forget(ino, &st.pages);
+            rw.data.writeback().forget(ino, &st.data.pages);
         }
         Ok(())
     }
 
     /// Writes back every dirty folio of `ino`; the caller holds its I/O
     /// lock exclusively.
-    pub(crate) fn writeback_locked(&self, st: &InodeIo, ino: u32) -> Result<()> {
+    pub(crate) fn writeback_locked(&self, st: &FileIo, ino: u32) -> Result<()> {
         let mut ignored = false;
         while self.writeback_batch(st, ino, 0, true, &mut ignored)?.is_some() {}
         self.finish_writeback(st, ino)
@@ -277,7 +277,7 @@ impl FsCore {
     pub fn writeback_all(&self) -> Result<()> {
         let Some(rw) = self.live() else { return Ok(()) };
         let mut first_err = None;
-        for ino in rw.wb.list(std::time::Duration::ZERO) {
+        for ino in rw.data.writeback().list(std::time::Duration::ZERO) {
             if let Err(e) = self.writeback_inode(ino) {
                 first_err.get_or_insert(e);
             }
@@ -292,13 +292,13 @@ impl FsCore {
     /// when there was nothing left.
     fn writeback_batch(
         &self,
-        st: &InodeIo,
+        st: &FileIo,
         ino: u32,
         from: u64,
         allocate: bool,
         needs_alloc: &mut bool,
     ) -> Result<Option<u64>> {
-        let folios = st.pages.dirty_batch(from, BATCH);
+        let folios = st.data.pages.dirty_batch(from, BATCH);
         let Some(last) = folios.last() else { return Ok(None) };
         let next = last.index + last.pages;
         let mut guards: Vec<FolioGuard<'_>> = folios.iter().map(|f| f.lock()).collect();
@@ -315,7 +315,7 @@ impl FsCore {
     /// path if `allocate`, else left dirty (returns true if there were).
     fn write_folios(
         &self,
-        st: &InodeIo,
+        st: &FileIo,
         ino: u32,
         folios: &[Arc<Folio>],
         guards: &mut [FolioGuard<'_>],
@@ -346,8 +346,8 @@ impl FsCore {
                             dev.write_at(src, r.pblk * bs + (a - r.lblk * bs))?;
                         }
                     }
-                    rw.stats.writeback_overwrites.bump();
-                    rw.stats.writeback_bytes.add(hi - lo);
+                    rw.data.stats().writeback_overwrites.bump();
+                    rw.data.stats().writeback_bytes.add(hi - lo);
                     continue;
                 }
                 needs_alloc = true;
@@ -365,7 +365,7 @@ impl FsCore {
                 }
             }
             if !needs_alloc {
-                st.pages.set_clean(f, g);
+                st.data.pages.set_clean(f, g);
             }
             left_dirty |= needs_alloc;
         }
@@ -377,7 +377,7 @@ impl FsCore {
             // ENOSPC while blocks freed by an uncommitted transaction
             // wait: commit and go on (the reservation counted them free).
             let r = self.write_retrying(start, &buf, |off, data| {
-                self.write_locked(ino, off, data, super::ops::WriteMode::Writeback { size_hint: size })
+                self.write_locked(ino, off, data, super::write::WriteMode::Writeback { size_hint: size })
             });
             let n = match r {
                 Ok(n) if n == buf.len() => n,
@@ -393,8 +393,8 @@ impl FsCore {
                     0
                 }
             };
-            rw.stats.writeback_alloc_runs.bump();
-            rw.stats.writeback_bytes.add(n as u64);
+            rw.data.stats().writeback_alloc_runs.bump();
+            rw.data.stats().writeback_bytes.add(n as u64);
             for k in idx {
                 // Their blocks are allocated now (or some are, on failure).
                 guards[k].runs = self.folio_runs(st, ino, &folios[k])?.1;
@@ -408,16 +408,16 @@ impl FsCore {
         }
         // Every run landed: the folios that had some are clean now.
         for (f, g) in folios.iter().zip(guards.iter_mut()) {
-            st.pages.set_clean(f, g);
+            st.data.pages.set_clean(f, g);
         }
         Ok(false)
     }
 
     /// After the last dirty folio of `ino` is written: `i_size` reaches
     /// the in-memory size, and the file leaves the dirty list.
-    fn finish_writeback(&self, st: &InodeIo, ino: u32) -> Result<()> {
+    fn finish_writeback(&self, st: &FileIo, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let pending = st.pages.pending_size();
+        let pending = st.data.pages.pending_size();
         if pending != 0 {
             let disk = {
                 let _m = st.map.read();
@@ -432,11 +432,11 @@ impl FsCore {
                 i.size = i.size.max(pending);
                 tx.write_inode(&mut i)?;
                 tx.settle();
-                rw.note_dirty(&[ino], tx.tid());
+                rw.txns.note_dirty(&[ino], tx.tid());
             }
-            st.pages.settle_size(pending);
+            st.data.pages.settle_size(pending);
         }
-        rw.wb.forget(ino, &st.pages);
+        rw.data.writeback().forget(ino, &st.data.pages);
         Ok(())
     }
 }

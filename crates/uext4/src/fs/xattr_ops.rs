@@ -19,6 +19,7 @@ use crate::format::xattr::{
     acl_equiv_mode, acl_from_xattr, acl_to_disk, AclEntry, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT, INDEX_USER,
     VALUE_MAX,
 };
+use crate::xattr;
 use crate::xattr::write::{self as xw, Presence};
 
 /// Journal credits of one attribute change: the inode's table block, the
@@ -31,7 +32,7 @@ const FL_IMMUTABLE: u32 = 0x10;
 /// `i_flags`: append only.
 const FL_APPEND: u32 = 0x20;
 
-/// How [`Filesystem::set_xattr`] treats an existing attribute
+/// How [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr) treats an existing attribute
 /// (setxattr(2)'s flags).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum XattrSetMode {
@@ -76,6 +77,18 @@ fn check_writable(i: &Inode, index: u8) -> Result<()> {
 }
 
 impl FsCore {
+    /// Names of the extended attributes of `ino`.
+    pub fn list_xattrs(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
+        let i = self.inode(ino)?;
+        Ok(xattr::list(&self.vol, &i)?.into_iter().map(|e| e.name).collect())
+    }
+
+    /// The value of extended attribute `name` of `ino`.
+    pub fn get_xattr(&self, ino: u32, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        xattr::get(&self.vol, &i, name.as_ref())
+    }
+
     /// Sets extended attribute `name` (full name: `user.`, `trusted.`,
     /// `security.` prefixes, or `system.posix_acl_access` /
     /// `system.posix_acl_default`) of inode `ino` to `value`, as
@@ -111,7 +124,7 @@ impl FsCore {
         // An xattr block may need blocks a pending free holds.
         self.retry_nospc(|| {
             let rw = self.rw()?;
-            let _l = rw.locks.lock_exclusive(&[], &[ino]);
+            let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
             let mut i = self.inode(ino)?;
             self.check_live(&i)?;
             check_writable(&i, index)?;
@@ -126,11 +139,11 @@ impl FsCore {
     /// on ext4: ENODATA if it does not exist (a missing POSIX ACL is not
     /// an error, as in the kernel), ctime changes otherwise. The xattr
     /// block is freed (or its reference dropped) when it becomes empty.
-    /// Name and permission errors as [`Filesystem::set_xattr`].
+    /// Name and permission errors as [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         let (index, suffix) = xw::resolve_name(name)?;
         let rw = self.rw()?;
-        let _l = rw.locks.lock_exclusive(&[], &[ino]);
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         let mut i = self.inode(ino)?;
         self.check_live(&i)?;
         check_writable(&i, index)?;
@@ -193,7 +206,7 @@ impl FsCore {
             tx.write_inode(i)?;
             // fsync of the inode must commit this transaction.
             if let Ok(rw) = self.rw() {
-                rw.note_dirty(&[i.ino], tx.tid());
+                rw.txns.note_dirty(&[i.ino], tx.tid());
             }
         }
         tx.settle();

@@ -1,0 +1,253 @@
+//! The public filesystem API and the engine behind it.
+//!
+//! [`Filesystem`] is the owning handle; every operation is a method of
+//! [`FsCore`], reached through `Deref`, and takes `&self`, so any number
+//! of threads call it at once (`Send + Sync`). `FsCore` is a thin facade:
+//! it holds the volume (immutable geometry plus the sharded metadata
+//! cache, see [`crate::cache`]), the block allocator, and, when opened
+//! read-write, the subsystems that own the mutable state, each behind its
+//! own methods (see `docs/ARCHITECTURE.md`, "The engine's subsystems"):
+//! journal control (`transactions.rs`), open files and orphans
+//! (`open_files.rs`), the namespace's state (`namespace/`), and the data
+//! path's state (`data_path.rs`: inode locks, page cache, writeback).
+//! The operations are grouped by job: `namespace/` (create, remove,
+//! rename, setattr, path walks), `read.rs`, `buffered.rs`, `direct.rs`,
+//! `write.rs` (the allocating path), `fallocate.rs`, `seek.rs`,
+//! `writeback.rs`, `sync.rs`, `orphan.rs`, `xattr_ops.rs`; opening is
+//! here, mounting read-write and unmounting in `mount.rs`.
+
+use crate::alloc::{AllocConfig, AllocStats, Allocator, FreeExtentHistogram};
+use crate::device::{BlockDevice, FileDevice};
+use crate::error::{Error, Result};
+use crate::format::group_desc::GroupDesc;
+use crate::format::inode::ROOT_INO;
+use crate::format::superblock::Superblock;
+use crate::volume::Volume;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+mod buffered;
+mod data_path;
+mod direct;
+mod errors;
+mod fallocate;
+mod mmp;
+mod mount;
+mod namespace;
+mod open_files;
+pub mod ops;
+mod orphan;
+mod read;
+mod seek;
+mod sync;
+mod transactions;
+mod types;
+mod write;
+mod writeback;
+pub mod xattr_ops;
+
+pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};
+pub use types::{MountOptions, Stat, StatFs};
+pub use xattr_ops::XattrSetMode;
+
+/// An open ext4 filesystem: the owning handle.
+///
+/// Every operation is a method of [`FsCore`], reached through `Deref`;
+/// the handle adds what only the owner does: unmounting, by
+/// [`Filesystem::unmount`] or on drop. Background threads (writeback,
+/// the periodic commit) hold weak references to the core, so they never
+/// keep a filesystem alive past its unmount.
+#[derive(Debug)]
+pub struct Filesystem {
+    core: Arc<FsCore>,
+}
+
+/// The state and operations of an open filesystem, shared by its handle
+/// ([`Filesystem`]) and its background threads.
+#[derive(Debug)]
+pub struct FsCore {
+    vol: Arc<Volume>,
+    notices: Vec<String>,
+    /// Built on first use: inspection commands that never allocate do not
+    /// pay for it.
+    alloc: OnceLock<Arc<Allocator>>,
+    /// Present when opened read-write (see [`FsCore::live`]).
+    subsystems: Option<mount::Subsystems>,
+}
+
+impl std::ops::Deref for Filesystem {
+    type Target = FsCore;
+    fn deref(&self) -> &FsCore {
+        &self.core
+    }
+}
+
+impl Filesystem {
+    /// Opens an image file or block device read-only.
+    pub fn open(path: impl AsRef<Path>) -> Result<Filesystem> {
+        let dev = FileDevice::open(path, false)?;
+        Filesystem::open_device(Arc::new(dev), MountOptions::default())
+    }
+
+    /// Opens an image file or block device read-write (journal replayed
+    /// onto it first, if needed).
+    pub fn open_rw(path: impl AsRef<Path>) -> Result<Filesystem> {
+        let dev = FileDevice::open(path, true)?;
+        Filesystem::open_device(Arc::new(dev), MountOptions { write: true, ..Default::default() })
+    }
+
+    /// Opens an image file or block device with `opts` (read-write when
+    /// `opts.write`).
+    pub fn open_with(path: impl AsRef<Path>, opts: MountOptions) -> Result<Filesystem> {
+        let dev = FileDevice::open(path, opts.write)?;
+        Filesystem::open_device(Arc::new(dev), opts)
+    }
+
+    /// Opens a filesystem on any device read-only.
+    ///
+    /// Refuses unknown INCOMPAT features (naming them). Unknown RO_COMPAT
+    /// features are reported in [`FsCore::notices`]. A journal that
+    /// needs recovery is replayed into an in-memory overlay (the device is
+    /// never written) and the notices say so; if the replay fails, the
+    /// filesystem is opened un-replayed (as `-o ro,noload`) with a notice.
+    pub fn open_device(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
+        if opts.write {
+            return Filesystem::open_device_rw(dev, opts);
+        }
+        let mut vol = Volume::open(dev.clone(), opts.cache_blocks)?;
+        let mut notices = Vec::new();
+        let ro = vol.sb.features.readonly_ro_compat();
+        if !ro.is_empty() {
+            notices.push(format!("read-only compatible feature(s) {} not supported for writing", ro.join(", ")));
+        }
+        if vol.sb.needs_recovery() {
+            let replayed =
+                crate::journal::replay_in_memory(dev).and_then(|(ov, r)| Ok((Volume::open(ov, opts.cache_blocks)?, r)));
+            match replayed {
+                Ok((replayed, r)) => {
+                    vol = replayed;
+                    notices.push(format!(
+                        "the journal was replayed in memory ({} transaction(s)); the image file was not modified",
+                        r.transactions
+                    ));
+                    notices.extend(r.warnings);
+                }
+                Err(e) => notices.push(format!(
+                    "the journal needs recovery but replaying it failed ({e}); the image is opened without \
+                     replay and may not show the most recent committed changes"
+                )),
+            }
+        }
+        let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
+        Ok(Filesystem { core: Arc::new(core) })
+    }
+
+    fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
+        if dev.read_only() {
+            return Err(Error::ReadOnly("the device is read-only".into()));
+        }
+        let mut notices = Vec::new();
+        let probe = Volume::open(dev.clone(), 64)?;
+        mount::check_writable(&probe.sb)?;
+        // Before anything is written (journal recovery included), as the
+        // kernel's ext4_fill_super does.
+        let mmp = mmp::claim(&dev, &probe.sb, opts.mmp_wait)?;
+        if probe.sb.needs_recovery() {
+            drop(probe);
+            let r = crate::journal::recover(dev.clone())?;
+            notices.push(format!("the journal was replayed ({} transaction(s))", r.transactions));
+            notices.extend(r.warnings);
+        } else {
+            drop(probe);
+        }
+        // Every flush goes through the error tracker, so a failed one
+        // reaches the files whose data it lost (fs/errors.rs).
+        let errs = Arc::new(errors::WbErrors::default());
+        let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
+        let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
+        let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
+        let rw = mount::Subsystems::start(
+            &vol,
+            &alloc,
+            opts.commit_interval,
+            opts.use_reserved,
+            opts.data,
+            opts.cache_bytes,
+            mmp,
+            errs,
+        )?;
+        let alloc_cell = OnceLock::new();
+        let _ = alloc_cell.set(alloc);
+        let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw) };
+        let (deleted, truncated) = core.orphan_cleanup()?;
+        if deleted + truncated > 0 {
+            core.notices.push(format!("orphan list: {deleted} inode(s) deleted, {truncated} truncated"));
+        }
+        let core = Arc::new(core);
+        core.start_writeback(Arc::downgrade(&core));
+        Ok(Filesystem { core })
+    }
+}
+
+impl FsCore {
+    /// Warnings produced while opening (unsupported features, unreplayed journal).
+    pub fn notices(&self) -> &[String] {
+        &self.notices
+    }
+
+    /// The superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.vol.sb
+    }
+
+    /// All group descriptors.
+    pub fn group_descs(&self) -> &[GroupDesc] {
+        &self.vol.groups
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> u32 {
+        self.vol.block_size as u32
+    }
+
+    /// True unless opened read-write (and not yet unmounted).
+    pub fn is_read_only(&self) -> bool {
+        self.live().is_none()
+    }
+
+    /// The block allocator (created on first use with the default
+    /// configuration).
+    pub fn allocator(&self) -> Result<&Allocator> {
+        if let Some(a) = self.alloc.get() {
+            return Ok(a);
+        }
+        let a = Arc::new(Allocator::new(self.vol.clone(), AllocConfig::default())?);
+        Ok(self.alloc.get_or_init(|| a))
+    }
+
+    /// The allocator's counters (mb_stats).
+    pub fn alloc_stats(&self) -> Result<AllocStats> {
+        Ok(self.allocator()?.stats())
+    }
+
+    /// Free-space fragmentation over the whole filesystem (reads every
+    /// block bitmap, verifying its checksum).
+    pub fn free_extent_histogram(&self) -> Result<FreeExtentHistogram> {
+        self.allocator()?.free_extent_histogram()
+    }
+
+    /// The shared volume (superblock, descriptors, metadata cache).
+    pub fn volume(&self) -> &Arc<Volume> {
+        &self.vol
+    }
+
+    /// Metadata cache counters.
+    pub fn cache_stats(&self) -> crate::cache::CacheStats {
+        self.vol.cache.stats()
+    }
+
+    /// The root directory's inode number.
+    pub fn root(&self) -> u32 {
+        ROOT_INO
+    }
+}

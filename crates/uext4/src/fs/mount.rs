@@ -1,0 +1,293 @@
+//! Mounting read-write and unmounting: the checks that a filesystem may
+//! be written, the subsystems of a writable filesystem, the superblock
+//! writes made outside the journal (marked in use at mount, clean at
+//! unmount), and the entry point of transactions.
+
+use super::data_path::DataPath;
+use super::namespace::NamespaceState;
+use super::open_files::OpenFiles;
+use super::transactions::Transactions;
+use super::{Filesystem, FsCore};
+use crate::alloc::inodes::InodeAllocator;
+use crate::alloc::Allocator;
+use crate::data::FileLocks;
+use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
+use crate::error::{Error, Result};
+use crate::format::features::{compat, ro_compat};
+use crate::format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use crate::journal::Handle;
+use crate::txn::Tx;
+use crate::volume::Volume;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// RO_COMPAT features uext4 can keep consistent while writing.
+const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
+    | ro_compat::LARGE_FILE
+    | ro_compat::HUGE_FILE
+    | ro_compat::GDT_CSUM
+    | ro_compat::DIR_NLINK
+    | ro_compat::EXTRA_ISIZE
+    | ro_compat::METADATA_CSUM;
+
+/// The subsystems of a filesystem opened read-write, each owning its
+/// state behind its own methods.
+pub(crate) struct Subsystems {
+    /// Journal control: handles, commits, the dirty-transaction map.
+    pub txns: Transactions,
+    /// The inode allocator (the block allocator is [`FsCore::allocator`]).
+    pub ialloc: Arc<InodeAllocator>,
+    /// Open files and the orphan-list mutex.
+    pub open: OpenFiles,
+    /// The rename lock and inode generations.
+    pub ns: NamespaceState,
+    /// Inode locks, page cache, writeback, I/O counters and errors.
+    pub data: DataPath,
+    /// Set by the unmount: the filesystem is read-only from then on.
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Subsystems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subsystems").field("txns", &self.txns).finish_non_exhaustive()
+    }
+}
+
+/// Refuses read-write access to features whose metadata uext4 would not
+/// keep consistent.
+pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {
+    let bad_ro = sb.features.ro_compat & !WRITABLE_RO_COMPAT;
+    if bad_ro != 0 {
+        let names = sb.features.ro_compat_names(bad_ro);
+        return Err(Error::ReadOnly(format!(
+            "read-only compatible feature(s) {} cannot be written by uext4",
+            names.join(", ")
+        )));
+    }
+    if !sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
+        return Err(Error::ReadOnly("filesystems without the extent feature (ext2/ext3) are opened read-only".into()));
+    }
+    if sb.features.has_compat(compat::ORPHAN_FILE) {
+        return Err(Error::ReadOnly("the orphan_file feature cannot be written by uext4".into()));
+    }
+    Ok(())
+}
+
+fn read_sb(vol: &Volume) -> Result<Superblock> {
+    let mut raw = [0u8; SUPERBLOCK_SIZE];
+    vol.device().read_at(&mut raw, SUPERBLOCK_OFFSET)?;
+    Superblock::parse(&raw)
+}
+
+/// Writes the primary superblock outside the journal (at mount and
+/// unmount, as the kernel's ext4_commit_super does) after `f` changes it.
+pub(crate) fn write_sb_direct(vol: &Volume, f: impl FnOnce(&mut Superblock)) -> Result<()> {
+    let (blk, off) = vol.sb_location();
+    let guard = vol.cache.lock_block(blk);
+    let cur = guard.current()?;
+    let mut data: Box<[u8]> = cur.data().into();
+    let mut sb = Superblock::parse(&data[off..off + SUPERBLOCK_SIZE])?;
+    f(&mut sb);
+    data[off..off + SUPERBLOCK_SIZE].copy_from_slice(sb.encode());
+    vol.device().write_at(&data[off..off + SUPERBLOCK_SIZE], SUPERBLOCK_OFFSET)?;
+    vol.device().flush()?;
+    guard.install(data)?;
+    Ok(())
+}
+
+/// Marks the superblock in use at mount (`now`): mount time and count,
+/// and "needs recovery" with a journal or "not clean" without one.
+pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<()> {
+    write_sb_direct(vol, |sb| {
+        sb.set_mount_time(u64::from(now));
+        sb.bump_mount_count();
+        if has_journal {
+            sb.set_needs_recovery(true);
+        } else {
+            sb.set_state(sb.state & !STATE_VALID);
+        }
+    })
+}
+
+/// Clears "needs recovery" once the log is empty (clean unmount).
+pub(crate) fn mark_journal_clean(vol: &Volume) -> Result<()> {
+    write_sb_direct(vol, |sb| sb.set_needs_recovery(false))
+}
+
+/// Sets "clean" on a filesystem without a journal (clean unmount).
+pub(crate) fn mark_unjournaled_clean(vol: &Volume) -> Result<()> {
+    write_sb_direct(vol, |sb| sb.set_state(sb.state | STATE_VALID))
+}
+
+/// Records error `e` in the superblock's error fields, written straight
+/// to the device (the journal is not working).
+pub(crate) fn save_error_direct(vol: &Volume, e: &Error, ino: u32, block: u64, func: &str) -> Result<()> {
+    write_sb_direct(vol, |sb| super::errors::save_error_info(sb, e, ino, block, func, 0))
+}
+
+/// Runs `f` on the superblock in its block `b` (as read or changed
+/// through a handle) and puts it back encoded, checksum included.
+pub(crate) fn modify_sb_in_block<R>(vol: &Volume, b: &mut [u8], f: impl FnOnce(&mut Superblock) -> R) -> Result<R> {
+    let (_, off) = vol.sb_location();
+    let mut sb = Superblock::parse(&b[off..off + SUPERBLOCK_SIZE])?;
+    let r = f(&mut sb);
+    b[off..off + SUPERBLOCK_SIZE].copy_from_slice(sb.encode());
+    Ok(r)
+}
+
+/// Writes the free counts into the superblock block through `h`.
+pub(crate) fn write_super_counts(vol: &Volume, h: &Handle, free_blocks: u64, free_inodes: u32) -> Result<()> {
+    h.modify(vol.sb_location().0, |b| modify_sb_in_block(vol, b, |sb| sb.set_free_counts(free_blocks, free_inodes)))
+}
+
+impl Subsystems {
+    /// Sets up writing on `vol` (recovery already done): allocators,
+    /// journal, the superblock marked in use. (Each argument is a piece
+    /// of the open's state handed over once; a struct for them would only
+    /// be unpacked here.)
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start(
+        vol: &Arc<Volume>,
+        alloc: &Arc<Allocator>,
+        commit_interval: Duration,
+        use_reserved: bool,
+        data: DataPathConfig,
+        cache_bytes: usize,
+        mmp: Option<super::mmp::MmpGuard>,
+        errs: Arc<super::errors::WbErrors>,
+    ) -> Result<Subsystems> {
+        check_writable(&vol.sb)?;
+        let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
+        let now = crate::format::inode::Timestamp::now().sec as u32;
+        let txns = Transactions::start(vol, alloc, &ialloc, commit_interval, use_reserved, mmp, now)?;
+        Ok(Subsystems {
+            txns,
+            ialloc,
+            open: OpenFiles::default(),
+            ns: NamespaceState::new(now),
+            data: DataPath::new(data, cache_bytes, errs),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Flushes everything and marks the filesystem clean. Idempotent.
+    fn shutdown(&self, vol: &Volume, alloc: &Allocator) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.txns.shutdown(vol, alloc, &self.ialloc)
+    }
+}
+
+impl FsCore {
+    /// The subsystems of the read-write filesystem, or EROFS.
+    pub(crate) fn rw(&self) -> Result<&Subsystems> {
+        self.live().ok_or_else(|| Error::ReadOnly("the filesystem is open read-only".into()))
+    }
+
+    /// The read-write subsystems, unless opened read-only or unmounted.
+    pub(crate) fn live(&self) -> Option<&Subsystems> {
+        self.subsystems.as_ref().filter(|rw| !rw.closed.load(Ordering::Acquire))
+    }
+
+    /// Starts a transaction for an operation that dirties at most about
+    /// `credits` metadata blocks. Take inode locks before this.
+    ///
+    /// Call [`Tx::settle`] once the operation has reached a consistent
+    /// end (done, or failed after undoing its changes): a `Tx` that
+    /// changed metadata and drops unsettled aborts the journal, so a half
+    /// operation never commits.
+    pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
+        self.begin_tx(credits, false)
+    }
+
+    /// [`FsCore::begin`]; `writeback` transactions may allocate the
+    /// blocks reserved for delayed allocation.
+    pub(crate) fn begin_tx(&self, credits: usize, writeback: bool) -> Result<Tx<'_>> {
+        let rw = self.rw()?;
+        rw.txns.check_mmp()?;
+        let alloc = self.allocator()?;
+        IoStats::bump(&rw.data.stats().handles);
+        let (order, handle) = rw.txns.start_handle(&self.vol, credits)?;
+        Ok(Tx {
+            vol: &self.vol,
+            alloc,
+            ialloc: &rw.ialloc,
+            handle,
+            use_reserved: rw.txns.use_reserved(),
+            delalloc: Some(rw.data.pages().delalloc()),
+            writeback,
+            settled: Default::default(),
+            order,
+        })
+    }
+
+    /// The inode locks (for the data path and the front ends).
+    pub fn inode_locks(&self) -> Result<&FileLocks> {
+        Ok(self.rw()?.data.locks())
+    }
+
+    /// The data path's counters (all zero on a read-only filesystem).
+    pub fn io_stats(&self) -> IoStatsSnapshot {
+        self.live().map(|rw| rw.data.stats().snapshot()).unwrap_or_default()
+    }
+
+    /// Bytes the page cache holds now, at most, and its budget.
+    pub fn page_cache_usage(&self) -> (usize, usize, usize) {
+        self.live().map_or((0, 0, 0), |rw| {
+            let p = rw.data.pages();
+            (p.used(), p.peak(), p.budget())
+        })
+    }
+
+    /// Bytes of dirty folios (buffered data not yet written back).
+    pub fn dirty_bytes(&self) -> usize {
+        self.live().map_or(0, |rw| rw.data.pages().dirty())
+    }
+
+    /// The data path's switches in force.
+    pub fn data_path_config(&self) -> DataPathConfig {
+        self.live().map(|rw| *rw.data.config()).unwrap_or_default()
+    }
+
+    /// Clean unmount of the core (see [`Filesystem::unmount`]).
+    pub(crate) fn shutdown(&self) -> Result<()> {
+        let Some(rw) = self.live() else { return Ok(()) };
+        self.stop_writeback();
+        // Files unlinked while open are deleted as at their last close.
+        for ino in rw.open.doomed() {
+            rw.open.keep_one_ref(ino);
+            self.close_inode(ino)?;
+        }
+        // A writeback error (the data stays lost in memory) is reported,
+        // but the metadata is still committed and the log emptied.
+        let written = self.writeback_all();
+        if let Some(a) = self.alloc.get() {
+            rw.shutdown(&self.vol, a)?;
+        }
+        written
+    }
+
+    /// Re-reads the primary superblock from the device (tests).
+    pub fn read_superblock(&self) -> Result<Superblock> {
+        read_sb(&self.vol)
+    }
+}
+
+impl Filesystem {
+    /// Clean unmount: dirty data written back, commit, checkpoint,
+    /// `needs_recovery` cleared (or `s_state` valid without a journal).
+    /// The filesystem stays readable but refuses further writes.
+    pub fn unmount(&mut self) -> Result<()> {
+        self.core.shutdown()
+    }
+}
+
+impl Drop for Filesystem {
+    fn drop(&mut self) {
+        // A filesystem dropped without unmount() is unmounted cleanly on a
+        // best-effort basis; errors leave the journal for recovery.
+        let _ = self.unmount();
+    }
+}

@@ -1,0 +1,178 @@
+//! Creating inodes and names: mknod, create, mkdir, symlink, link.
+
+use super::{check_name, ftype, is_dot, lossy, touch_dir, LINK_MAX};
+use crate::alloc::flags as aflags;
+use crate::dir::write as dw;
+use crate::error::{Error, Result};
+use crate::format::dirent::file_type_of;
+use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::fs::{FsCore, Stat};
+use crate::inode::extent_write as ew;
+
+impl FsCore {
+    /// Creates a node (regular file, device, fifo, socket) in `parent`.
+    pub fn mknod(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, uid, gid))
+    }
+
+    fn mknod_once(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
+        check_name(name)?;
+        let t = mode & S_IFMT;
+        let t = if t == 0 { S_IFREG } else { t };
+        if t == S_IFDIR || t == S_IFLNK {
+            return Err(Error::Invalid("mknod of a directory or symlink".into()));
+        }
+        let mode = t | (mode & 0o7777);
+        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let tx = self.begin(32)?;
+        let mut i = self.new_inode(&tx, parent, mode, uid, gid)?;
+        i.links_count = 1;
+        if t != S_IFREG {
+            i.flags &= !FL_EXTENTS;
+            i.block = [0; I_BLOCK_SIZE];
+            set_rdev(&mut i, rdev);
+        }
+        let added = tx.write_inode(&mut i).and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
+        self.finish_new_entry(tx, &mut dir, &mut i, added)
+    }
+
+    /// Locks directory `parent` for adding `name` and returns it, loaded
+    /// under the lock; EEXIST if `name` is there (or is "." / "..").
+    fn lock_for_new_entry(&self, parent: u32, name: &[u8]) -> Result<(crate::locks::Locked, Inode)> {
+        let rw = self.rw()?;
+        let l = rw.data.locks().lock_exclusive(&[parent], &[]);
+        let dir = self.load_dir(parent)?;
+        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        Ok((l, dir))
+    }
+
+    /// Creates a regular file.
+    pub fn create(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        self.mknod(parent, name, S_IFREG | (mode & 0o7777), (0, 0), uid, gid)
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.mkdir_once(parent, name, mode, uid, gid))
+    }
+
+    fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        check_name(name)?;
+        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let tx = self.begin(48)?;
+        let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
+        d.links_count = 2;
+        let added = (|| {
+            let runs = ew::allocate_range(&tx, &mut d, 0, 1, false, aflags::METADATA, 0)?;
+            let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
+            dw::init_dir_block(&tx, &mut d, pblk, parent)?;
+            tx.write_inode(&mut d)?;
+            dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))
+        })();
+        self.finish_new_entry(tx, &mut dir, &mut d, added)
+    }
+
+    /// Creates a symbolic link (fast when the target fits in the inode).
+    pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.symlink_once(parent, name, target, uid, gid))
+    }
+
+    fn symlink_once(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
+        check_name(name)?;
+        if target.is_empty() || target.contains(&0) {
+            return Err(Error::Invalid("empty symlink target".into()));
+        }
+        if target.len() >= self.vol.block_size.min(4096) {
+            return Err(Error::NameTooLong("symlink target".into()));
+        }
+        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let tx = self.begin(40)?;
+        let mut i = self.new_inode(&tx, parent, S_IFLNK | 0o777, uid, gid)?;
+        i.links_count = 1;
+        i.size = target.len() as u64;
+        let added = (|| {
+            if target.len() < I_BLOCK_SIZE {
+                i.block = [0; I_BLOCK_SIZE];
+                i.block[..target.len()].copy_from_slice(target);
+            } else {
+                ew::init_root(&mut i);
+                let size = i.size;
+                let runs = ew::allocate_range(&tx, &mut i, 0, 1, false, aflags::SMALL_FILE, size)?;
+                let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the symlink".into()))?;
+                let mut buf = vec![0u8; self.vol.block_size];
+                buf[..target.len()].copy_from_slice(target);
+                self.vol.device().write_at(&buf, pblk * self.vol.block_size as u64)?;
+            }
+            tx.write_inode(&mut i)?;
+            dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))
+        })();
+        self.finish_new_entry(tx, &mut dir, &mut i, added)
+    }
+
+    /// Adds a hard link `newparent/newname` to `ino`.
+    pub fn link(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
+        // Growing the directory may need blocks a pending free holds.
+        self.retry_nospc(|| self.link_once(ino, newparent, newname))
+    }
+
+    fn link_once(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
+        check_name(newname)?;
+        if is_dot(newname) {
+            return Err(Error::Exists(lossy(newname)));
+        }
+        // The VFS's refusal, before any lock: a directory's type never
+        // changes while its number is in use.
+        if ftype(&self.load(ino)?)? == FileType::Directory {
+            return Err(Error::NotPermitted("hard link to a directory".into()));
+        }
+        let rw = self.rw()?;
+        let _l = rw.data.locks().lock_exclusive(&[newparent], &[ino]);
+        let mut dir = self.load_dir(newparent)?;
+        let mut i = self.load(ino)?;
+        if ftype(&i)? == FileType::Directory {
+            return Err(Error::NotPermitted("hard link to a directory".into()));
+        }
+        if i.links_count == 0 {
+            return Err(Error::NotFound(format!("inode {ino} was removed")));
+        }
+        if i.links_count >= LINK_MAX {
+            return Err(Error::TooManyLinks(format!("inode {ino}")));
+        }
+        if is_dot(newname) || self.lookup_opt(&dir, newname)?.is_some() {
+            return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
+        }
+        let tx = self.begin(24)?;
+        i.links_count += 1;
+        i.ctime = Timestamp::now();
+        tx.write_inode(&mut i)?;
+        if let Err(e) = dw::add_entry(&tx, &mut dir, newname, ino, file_type_of(i.mode)) {
+            // No new name (e.g. ENOSPC growing the directory): no new link.
+            i.links_count -= 1;
+            tx.write_inode(&mut i)?;
+            if matches!(e, Error::NoSpace(_)) {
+                tx.settle();
+            }
+            return Err(e);
+        }
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        self.note_tid(&tx, &[newparent, ino]);
+        drop(tx);
+        self.stat(ino)
+    }
+}
+
+/// Stores a device number in i_block as the kernel does (old format when
+/// it fits, else the new one in the second word).
+fn set_rdev(i: &mut Inode, (major, minor): (u32, u32)) {
+    i.block = [0; I_BLOCK_SIZE];
+    if major < 256 && minor < 256 {
+        let old = ((major << 8) | minor) as u16;
+        i.block[0..2].copy_from_slice(&old.to_le_bytes());
+    } else {
+        let new = (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12);
+        i.block[4..8].copy_from_slice(&new.to_le_bytes());
+    }
+}

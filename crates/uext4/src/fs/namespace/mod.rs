@@ -1,0 +1,205 @@
+//! Namespace operations: creating, linking, removing, renaming and
+//! changing the attributes of inodes, and resolving paths.
+//!
+//! Every operation follows the same shape: check arguments, take the
+//! inode locks it needs in the order of [`crate::locks`], re-read the
+//! inodes under the locks, start one journal handle, change the inodes,
+//! directory entries and allocations through the [`Tx`], write the inodes
+//! back, and drop the handle (its changes then commit with the running
+//! transaction). Errors before the first change leave nothing behind;
+//! errors after it abort nothing on disk that is not consistent, because
+//! the order of changes keeps every intermediate state valid for fsck
+//! (an entry is added only after its inode is written, removed before its
+//! inode is freed).
+
+mod create;
+mod remove;
+mod rename;
+mod setattr;
+mod walk;
+
+pub use rename::RenameFlags;
+pub use setattr::SetAttr;
+
+/// The namespace's own state: the rename lock and the source of inode
+/// generation numbers.
+#[derive(Debug)]
+pub(crate) struct NamespaceState {
+    /// Only renames that move an entry between two directories (first in
+    /// the lock order, see [`crate::locks`]).
+    rename_lock: parking_lot::Mutex<()>,
+    generation: std::sync::atomic::AtomicU32,
+}
+
+impl NamespaceState {
+    /// Generation numbers start from a hash of `seed` (the mount time).
+    pub(crate) fn new(seed: u32) -> NamespaceState {
+        NamespaceState {
+            rename_lock: parking_lot::Mutex::new(()),
+            generation: std::sync::atomic::AtomicU32::new(seed.wrapping_mul(2_654_435_761)),
+        }
+    }
+
+    /// Takes the rename lock (first in the lock order: the caller holds
+    /// no inode lock).
+    pub(crate) fn lock_rename(&self) -> (crate::lock_order::Held, parking_lot::MutexGuard<'_, ()>) {
+        (crate::lock_order::acquire(crate::lock_order::Class::Rename, 0), self.rename_lock.lock())
+    }
+
+    /// A generation number for a new inode.
+    pub(crate) fn next_generation(&self) -> u32 {
+        self.generation.fetch_add(0x9E37_79B9, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+use crate::error::{Error, Result};
+use crate::format::dirent::NAME_MAX;
+use crate::format::inode::{FileType, Inode, Timestamp, S_IFDIR, S_IFMT, S_IFREG};
+use crate::fs::{FsCore, Stat};
+use crate::inode::extent_write as ew;
+use crate::txn::Tx;
+
+/// Largest link count; directories beyond it count 1 (dir_nlink).
+pub const LINK_MAX: u16 = 65000;
+
+/// Checks a single path component.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    let shown = || String::from_utf8_lossy(name).into_owned();
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::Invalid(format!("bad name {:?}", shown())));
+    }
+    if name.len() > NAME_MAX {
+        return Err(Error::NameTooLong(shown()));
+    }
+    Ok(())
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+pub(in crate::fs) fn ftype(i: &Inode) -> Result<FileType> {
+    i.file_type()
+}
+
+impl FsCore {
+    pub(in crate::fs) fn load(&self, ino: u32) -> Result<Inode> {
+        self.inode(ino)
+    }
+
+    fn load_dir(&self, ino: u32) -> Result<Inode> {
+        let d = self.load(ino)?;
+        if ftype(&d)? != FileType::Directory {
+            return Err(Error::NotDir(format!("inode {ino}")));
+        }
+        if d.links_count == 0 {
+            return Err(Error::NotFound(format!("directory inode {ino} was removed")));
+        }
+        Ok(d)
+    }
+
+    fn lookup_opt(&self, dir: &Inode, name: &[u8]) -> Result<Option<u32>> {
+        Ok(crate::dir::lookup(&self.vol, dir, name)?.map(|(i, _)| i))
+    }
+
+    /// Looks `name` up in directory `dir` before the operation locks
+    /// anything: under the directory's I/O lock shared, so that it sees
+    /// the directory before or after a change, never in between. The
+    /// answer is a guess to lock by, checked again under the locks.
+    fn lookup_unlocked(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
+        let _s = self.rw()?.data.locks().lock_shared(dir);
+        self.lookup_opt(&self.load_dir(dir)?, name)
+    }
+
+    /// An inode loaded under its I/O lock, for an operation by inode
+    /// number: one with no links that nobody has open was deleted (its
+    /// number may be free or reused by now), so it is gone (ENOENT).
+    pub(crate) fn check_live(&self, i: &Inode) -> Result<()> {
+        if i.links_count == 0 && !self.rw()?.open.is_open(i.ino) {
+            return Err(Error::NotFound(format!("inode {} was deleted", i.ino)));
+        }
+        Ok(())
+    }
+
+    /// Records `tx` as the last change of `inos` (for fsync), and the
+    /// operation as ended consistently ([`Tx::settle`]).
+    pub(in crate::fs) fn note_tid(&self, tx: &Tx, inos: &[u32]) {
+        tx.settle();
+        if let Ok(rw) = self.rw() {
+            rw.txns.note_dirty(inos, tx.tid());
+        }
+    }
+
+    /// A fresh inode of `mode` owned by `uid`/`gid`, allocated near `parent`.
+    fn new_inode(&self, tx: &Tx, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Inode> {
+        let is_dir = mode & S_IFMT == S_IFDIR;
+        let ino = tx.alloc_inode(parent, is_dir)?;
+        let mut i = Inode::new_raw(&self.vol.sb, ino);
+        let now = Timestamp::now();
+        i.mode = mode;
+        i.uid = uid;
+        i.gid = gid;
+        i.atime = now;
+        i.mtime = now;
+        i.ctime = now;
+        if i.crtime.is_some() {
+            i.crtime = Some(now);
+        }
+        i.generation = self.rw()?.ns.next_generation();
+        if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
+            ew::init_root(&mut i);
+        }
+        Ok(i)
+    }
+
+    fn bump_dir_links(d: &mut Inode, up: bool) {
+        if up {
+            if d.links_count >= LINK_MAX || d.links_count == 1 {
+                // dir_nlink: past the limit the count is 1 ("many").
+                d.links_count = 1;
+            } else {
+                d.links_count += 1;
+            }
+        } else if d.links_count > 2 {
+            d.links_count -= 1;
+        }
+    }
+
+    /// Ends the creation of inode `i` named in directory `dir` (`added`:
+    /// whether writing it and its entry worked). On failure (e.g. ENOSPC
+    /// for a block or for growing the directory) the inode and whatever
+    /// blocks it got are freed, so nothing is left without a name; else
+    /// the directory's times (and, for a subdirectory, its link count)
+    /// are updated and the new inode's attributes returned.
+    fn finish_new_entry(&self, tx: Tx, dir: &mut Inode, i: &mut Inode, added: Result<()>) -> Result<Stat> {
+        if let Err(e) = added {
+            self.release_inode(&tx, i)?;
+            // Growing a directory or a new inode's blocks fail with ENOSPC
+            // before changing what they grow: the inode was the only
+            // change, and it is undone. Any other failure may have left a
+            // half-changed directory: the journal aborts (Tx's Drop).
+            if matches!(e, Error::NoSpace(_)) {
+                tx.settle();
+            }
+            return Err(e);
+        }
+        if ftype(i)? == FileType::Directory {
+            Self::bump_dir_links(dir, true);
+        }
+        touch_dir(dir);
+        tx.write_inode(dir)?;
+        self.note_tid(&tx, &[dir.ino, i.ino]);
+        drop(tx);
+        self.stat(i.ino)
+    }
+}
+
+fn touch_dir(d: &mut Inode) {
+    let now = Timestamp::now();
+    d.mtime = now;
+    d.ctime = now;
+}
+
+fn lossy(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}

@@ -1,0 +1,135 @@
+//! Removing names and releasing inodes: unlink, rmdir.
+
+use super::{check_name, ftype, is_dot, lossy, touch_dir};
+use crate::dir::write as dw;
+use crate::error::{Error, Result};
+use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, ROOT_INO};
+use crate::fs::FsCore;
+use crate::inode::extent_write as ew;
+use crate::inode::{self};
+use crate::txn::Tx;
+
+impl FsCore {
+    /// Removes the name `parent/name` of a non-directory.
+    pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        if is_dot(name) {
+            return Err(Error::IsDir(lossy(name)));
+        }
+        let rw = self.rw()?;
+        // The victim is found before locking and locked with its parent
+        // in inode-number order; if the name changed meanwhile, again.
+        let (_l, mut dir, victim) = loop {
+            let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+            let l = rw.data.locks().lock_exclusive(&[parent], &[victim]);
+            let dir = self.load_dir(parent)?;
+            if self.lookup_opt(&dir, name)? == Some(victim) {
+                break (l, dir, victim);
+            }
+        };
+        let mut i = self.load(victim)?;
+        if ftype(&i)? == FileType::Directory {
+            return Err(Error::IsDir(lossy(name)));
+        }
+        let tx = self.begin(64)?;
+        dw::remove_entry(&tx, &mut dir, name)?;
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        i.links_count = i.links_count.saturating_sub(1);
+        i.ctime = Timestamp::now();
+        let deferred = if i.links_count == 0 {
+            self.drop_last_link(&tx, &mut i)?
+        } else {
+            tx.write_inode(&mut i)?;
+            false
+        };
+        self.note_tid(&tx, &[parent, victim]);
+        drop(tx);
+        if deferred {
+            self.delete_orphan(victim)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the empty directory `parent/name`.
+    pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
+        if name == b"." {
+            return Err(Error::Invalid("rmdir of \".\"".into()));
+        }
+        if name == b".." {
+            return Err(Error::NotEmpty("rmdir of \"..\"".into()));
+        }
+        check_name(name)?;
+        let rw = self.rw()?;
+        // As unlink: found, locked in inode-number order, checked again.
+        let (_l, mut dir, victim) = loop {
+            let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+            if victim == ROOT_INO {
+                return Err(Error::Busy("the root directory".into()));
+            }
+            let l = rw.data.locks().lock_exclusive(&[parent, victim], &[]);
+            let dir = self.load_dir(parent)?;
+            if self.lookup_opt(&dir, name)? == Some(victim) {
+                break (l, dir, victim);
+            }
+        };
+        let mut d = self.load(victim)?;
+        if ftype(&d)? != FileType::Directory {
+            return Err(Error::NotDir(lossy(name)));
+        }
+        if !dw::is_empty(&self.vol, &d)? {
+            return Err(Error::NotEmpty(lossy(name)));
+        }
+        let tx = self.begin(64)?;
+        dw::remove_entry(&tx, &mut dir, name)?;
+        Self::bump_dir_links(&mut dir, false);
+        touch_dir(&mut dir);
+        tx.write_inode(&mut dir)?;
+        d.links_count = 0;
+        let deferred = self.drop_last_link(&tx, &mut d)?;
+        self.note_tid(&tx, &[parent, victim]);
+        drop(tx);
+        if deferred {
+            self.delete_orphan(victim)?;
+        }
+        Ok(())
+    }
+
+    /// Frees an inode whose last link is gone: its blocks, its xattr
+    /// block reference and its bitmap bit (dtime set, as the kernel does).
+    pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+        let is_dir = ftype(i)? == FileType::Directory;
+        if let Ok(rw) = self.rw() {
+            let st = rw.data.inode(i.ino);
+            st.data.deleted.store(true, std::sync::atomic::Ordering::Release);
+            st.data.pages.invalidate_all();
+            // Its errors are not the next user's of the number.
+            rw.data.errors().forget(i.ino);
+        }
+        if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
+            ew::remove_range(tx, i, 0, u64::MAX)?;
+        } else if matches!(ftype(i)?, FileType::Regular | FileType::Directory)
+            || (ftype(i)? == FileType::Symlink && !self.is_fast_symlink(i))
+        {
+            self.free_blockmap(tx, i)?;
+        }
+        if i.file_acl != 0 {
+            crate::xattr::write::release_block(tx, i)?;
+        }
+        i.links_count = 0;
+        i.size = 0;
+        i.dtime = Timestamp::now().sec as u32;
+        i.blocks_512 = 0;
+        tx.write_inode_dtime(i)?;
+        tx.free_inode(i.ino, is_dir)
+    }
+
+    /// Block-mapped (ext2/ext3) files are not written; deleting one is
+    /// refused rather than leaking its blocks.
+    fn free_blockmap(&self, _tx: &Tx, i: &Inode) -> Result<()> {
+        if inode::extents(&self.vol, i)?.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Unsupported("deleting block-mapped (non-extent) files".into()))
+    }
+}

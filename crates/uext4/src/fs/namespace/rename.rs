@@ -1,0 +1,270 @@
+//! rename(2) and renameat2's exchange and noreplace.
+
+use super::{check_name, ftype, is_dot, lossy, touch_dir};
+use crate::dir::write as dw;
+use crate::error::{Error, Result};
+use crate::format::dirent::file_type_of;
+use crate::format::inode::{FileType, Inode, Timestamp, ROOT_INO};
+use crate::fs::FsCore;
+
+/// `rename` flags (renameat2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    /// Fail with EEXIST if the destination exists.
+    pub noreplace: bool,
+    /// Atomically swap source and destination (both must exist).
+    pub exchange: bool,
+}
+
+impl FsCore {
+    /// rename(2) / renameat2 with NOREPLACE and EXCHANGE.
+    pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
+        // The new name may need a directory block a pending free holds;
+        // the new name is added first, so a failure leaves nothing done.
+        self.retry_nospc(|| self.rename_checked(parent, name, newparent, newname, flags))
+    }
+
+    /// The VFS's checks, the rename lock, then attempts until one finds
+    /// the names unchanged under the locks.
+    fn rename_checked(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        check_name(name)?;
+        check_name(newname)?;
+        if is_dot(name) || is_dot(newname) {
+            return Err(Error::Invalid("rename of \".\" or \"..\"".into()));
+        }
+        if flags.noreplace && flags.exchange {
+            return Err(Error::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE".into()));
+        }
+        let rw = self.rw()?;
+        // Renames between two directories are serialized: the tree's
+        // shape (ancestry) stays as checked until they are done.
+        let _cross = (parent != newparent).then(|| rw.ns.lock_rename());
+        while !self.rename_once(parent, name, newparent, newname, flags)? {}
+        Ok(())
+    }
+
+    /// One attempt of [`FsCore::rename`] (rename lock held if the parents
+    /// differ): looks both names up, does the VFS's checks, locks the
+    /// parents and the inodes named in inode-number order and looks again.
+    /// Returns false, having changed nothing, if a name changed between
+    /// the lookups and the locks.
+    fn rename_once(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<bool> {
+        let rw = self.rw()?;
+        let src = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+        let dst = self.lookup_unlocked(newparent, newname)?;
+        if flags.noreplace && dst.is_some() {
+            // Before the same-inode shortcut, as Linux checks it.
+            return Err(Error::Exists(lossy(newname)));
+        }
+        if dst == Some(src) {
+            return Ok(true); // same inode: nothing to do (POSIX)
+        }
+        if flags.exchange && dst.is_none() {
+            return Err(Error::NotFound(lossy(newname)));
+        }
+        let is_dir = |ino: u32| -> Result<bool> { Ok(ftype(&self.load(ino)?)? == FileType::Directory) };
+        let src_is_dir = is_dir(src)?;
+        let dst_is_dir = match dst {
+            Some(d) => is_dir(d)?,
+            None => false,
+        };
+        if dst.is_some() && !flags.exchange && !src_is_dir && rw.data.config().auto_da_alloc {
+            // auto_da_alloc: the file that replaces another goes to disk
+            // now (its allocation in a transaction no later than the
+            // rename's, its data before that commits), so a crash after
+            // the rename commits finds its contents, not an empty file.
+            // Under rename_lock only, before any inode lock: allowed by
+            // the lock order (crate::locks).
+            self.writeback_inode(src)?;
+        }
+        if parent != newparent {
+            // The VFS's traps (lock_rename), before any inode lock: the
+            // rename lock keeps the answer true until the locks are held.
+            // Moving a directory into its own subtree:
+            if src_is_dir && self.is_ancestor(src, newparent)? {
+                return Err(Error::Invalid("rename of a directory into itself".into()));
+            }
+            // Replacing (or swapping with) an ancestor of the source:
+            if let Some(d) = dst.filter(|_| dst_is_dir) {
+                if self.is_ancestor(d, parent)? {
+                    return Err(if flags.exchange {
+                        Error::Invalid("rename of a directory into itself".into())
+                    } else {
+                        Error::NotEmpty(lossy(newname))
+                    });
+                }
+            }
+        }
+        let _l = rw.data.locks().lock_exclusive(&[parent, newparent], &[src, dst.unwrap_or(0)]);
+        // Look again under the locks: the names, and the inodes' types
+        // (a number freed and reused meanwhile may be another file).
+        let pd = self.load_dir(parent)?;
+        let nd = if parent == newparent { pd.clone() } else { self.load_dir(newparent)? };
+        if self.lookup_opt(&pd, name)? != Some(src)
+            || self.lookup_opt(&nd, newname)? != dst
+            || is_dir(src)? != src_is_dir
+            || dst.map(is_dir).transpose()?.is_some_and(|d| d != dst_is_dir)
+        {
+            return Ok(false);
+        }
+        self.rename_locked(parent, name, newparent, newname, flags, (src, src_is_dir), (dst, dst_is_dir), pd, nd)?;
+        Ok(true)
+    }
+
+    /// The change of a rename, everything locked and checked; `pd` and
+    /// `nd` are the parents loaded under the locks.
+    #[allow(clippy::too_many_arguments)]
+    fn rename_locked(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+        (src, src_is_dir): (u32, bool),
+        (dst, dst_is_dir): (Option<u32>, bool),
+        mut pd: Inode,
+        mut nd: Inode,
+    ) -> Result<()> {
+        let mut s = self.load(src)?;
+        let now = Timestamp::now();
+        if flags.exchange {
+            let d_ino = dst.ok_or_else(|| Error::NotFound(lossy(newname)))?;
+            let mut d = self.load(d_ino)?;
+            let tx = self.begin(64)?;
+            if parent == newparent {
+                dw::replace_entry(&tx, &mut pd, name, d_ino, file_type_of(d.mode))?;
+                dw::replace_entry(&tx, &mut pd, newname, src, file_type_of(s.mode))?;
+                touch_dir(&mut pd);
+                tx.write_inode(&mut pd)?;
+            } else {
+                dw::replace_entry(&tx, &mut pd, name, d_ino, file_type_of(d.mode))?;
+                dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
+                if src_is_dir {
+                    dw::set_dotdot(&tx, &s, newparent)?;
+                }
+                if dst_is_dir {
+                    dw::set_dotdot(&tx, &d, parent)?;
+                }
+                if src_is_dir != dst_is_dir {
+                    // The directory moved from pd to nd or back.
+                    Self::bump_dir_links(&mut pd, dst_is_dir);
+                    Self::bump_dir_links(&mut nd, src_is_dir);
+                }
+                touch_dir(&mut pd);
+                touch_dir(&mut nd);
+                tx.write_inode(&mut pd)?;
+                tx.write_inode(&mut nd)?;
+            }
+            s.ctime = now;
+            d.ctime = now;
+            tx.write_inode(&mut s)?;
+            tx.write_inode(&mut d)?;
+            self.note_tid(&tx, &[parent, newparent, src, d_ino]);
+            return Ok(());
+        }
+        if let Some(d_ino) = dst {
+            if flags.noreplace {
+                return Err(Error::Exists(lossy(newname)));
+            }
+            let d = self.load(d_ino)?;
+            if src_is_dir && !dst_is_dir {
+                return Err(Error::NotDir(lossy(newname)));
+            }
+            if !src_is_dir && dst_is_dir {
+                return Err(Error::IsDir(lossy(newname)));
+            }
+            if dst_is_dir && !dw::is_empty(&self.vol, &d)? {
+                return Err(Error::NotEmpty(lossy(newname)));
+            }
+        }
+        let tx = self.begin(96)?;
+        let mut deferred = None;
+        // New name first (the inode is then reachable by both names for
+        // an instant inside the transaction, never on disk).
+        match dst {
+            Some(_) => {
+                dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
+            }
+            None => dw::add_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?,
+        }
+        if parent == newparent {
+            // nd is the same directory: continue with its newest state.
+            pd = nd.clone();
+        }
+        dw::remove_entry(&tx, &mut pd, name)?;
+        if src_is_dir && parent != newparent {
+            dw::set_dotdot(&tx, &s, newparent)?;
+            Self::bump_dir_links(&mut pd, false);
+            if !dst_is_dir {
+                Self::bump_dir_links(&mut nd, true);
+            }
+        }
+        if let Some(d_ino) = dst {
+            let mut d = self.load(d_ino)?;
+            if dst_is_dir {
+                // nd loses the victim's ".." reference (src's replaces it
+                // when src is a directory from another parent, counted above
+                // by not bumping).
+                if parent == newparent {
+                    Self::bump_dir_links(&mut pd, false);
+                }
+                d.links_count = 0;
+            } else {
+                d.links_count = d.links_count.saturating_sub(1);
+            }
+            d.ctime = now;
+            if d.links_count == 0 {
+                if self.drop_last_link(&tx, &mut d)? {
+                    deferred = Some(d_ino);
+                }
+            } else {
+                tx.write_inode(&mut d)?;
+            }
+        }
+        s.ctime = now;
+        tx.write_inode(&mut s)?;
+        touch_dir(&mut pd);
+        tx.write_inode(&mut pd)?;
+        if parent != newparent {
+            touch_dir(&mut nd);
+            tx.write_inode(&mut nd)?;
+        }
+        self.note_tid(&tx, &[parent, newparent, src, dst.unwrap_or(0)]);
+        drop(tx);
+        if let Some(v) = deferred {
+            self.delete_orphan(v)?;
+        }
+        Ok(())
+    }
+
+    /// True if directory `a` is `b` or one of its ancestors. Called with
+    /// no inode lock held (each directory is read under its lock shared).
+    fn is_ancestor(&self, a: u32, b: u32) -> Result<bool> {
+        let mut cur = b;
+        for _ in 0..4096 {
+            if cur == a {
+                return Ok(true);
+            }
+            if cur == ROOT_INO {
+                return Ok(false);
+            }
+            cur = self.lookup_unlocked(cur, b"..")?.ok_or_else(|| Error::NotFound("..".into()))?;
+        }
+        Err(Error::Loop("directory tree deeper than 4096 levels".into()))
+    }
+}

@@ -1,0 +1,96 @@
+//! setattr: mode, owner, size (truncate or extend) and times.
+
+use super::ftype;
+use crate::error::{Error, Result};
+use crate::format::inode::{FileType, Timestamp, FL_EXTENTS, S_IFMT};
+use crate::fs::{FsCore, Stat};
+
+/// Attribute changes (None = leave as is).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits (the type bits are kept).
+    pub mode: Option<u16>,
+    /// Owner.
+    pub uid: Option<u32>,
+    /// Group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend).
+    pub size: Option<u64>,
+    /// Access time.
+    pub atime: Option<Timestamp>,
+    /// Modification time.
+    pub mtime: Option<Timestamp>,
+}
+
+impl FsCore {
+    /// Changes attributes; a size change truncates or extends the file.
+    pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
+        let rw = self.rw()?;
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
+        let st = rw.data.inode(ino);
+        if attr.size.is_some() && st.data.pages.is_dirty() {
+            // Truncate works on the blocks: the data goes to them first.
+            self.writeback_locked(&st, ino)?;
+        }
+        let mut i = self.load(ino)?;
+        self.check_live(&i)?;
+        let now = Timestamp::now();
+        if let Some(size) = attr.size {
+            match ftype(&i)? {
+                FileType::Regular => {}
+                FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
+                _ => return Err(Error::Invalid(format!("truncate of inode {ino}, not a regular file"))),
+            }
+            self.check_offset(size, 0, i.flags & FL_EXTENTS != 0)?;
+        }
+        let shrinking = attr.size.is_some_and(|s| s < i.size);
+        let _inv = shrinking.then(|| st.invalidate.write());
+        let tx = self.begin(128)?;
+        let m = st.map.write();
+        let mut truncate_left = false;
+        if let Some(size) = attr.size {
+            if size < i.size {
+                st.data.pages.invalidate(size, u64::MAX);
+                truncate_left = !self.shrink(&tx, &mut i, size)?;
+            }
+            if size != i.size {
+                i.mtime = now;
+            }
+            i.size = size;
+        }
+        if let Some(m) = attr.mode {
+            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+        }
+        if let Some(u) = attr.uid {
+            i.uid = u;
+        }
+        if let Some(g) = attr.gid {
+            i.gid = g;
+        }
+        if let Some(t) = attr.atime {
+            i.atime = t;
+        }
+        if let Some(t) = attr.mtime {
+            i.mtime = t;
+        }
+        i.ctime = now;
+        tx.write_inode(&mut i)?;
+        if truncate_left {
+            // The rest of the blocks are freed in more handles; the orphan
+            // list has a crash finish them (ext4_setattr's orphan_add).
+            self.orphan_add(&tx, &mut i)?;
+        }
+        self.note_tid(&tx, &[ino]);
+        drop(tx);
+        drop(m);
+        if truncate_left {
+            self.finish_truncate(ino, Some(&st.map))?;
+        }
+        if attr.size == Some(0) && rw.data.config().auto_da_alloc {
+            // What is written next reaches the disk at close, not 30 s
+            // later (ext4 truncates-to-zero-then-rewrites the same way).
+            rw.open.alloc_on_close(ino);
+        }
+        self.stat(ino)
+    }
+}

@@ -1,0 +1,89 @@
+//! Path resolution and directory lookups: the read side of the namespace.
+
+use crate::dir::{self};
+use crate::error::{Error, Result};
+use crate::format::dirent::NAME_MAX;
+use crate::format::inode::{FileType, Inode, ROOT_INO};
+use crate::fs::FsCore;
+
+/// Symlinks followed while resolving one path before giving up (ELOOP),
+/// the kernel's limit.
+const MAX_SYMLINK_FOLLOWS: u32 = 40;
+
+impl FsCore {
+    /// Looks `name` up in directory `dir`.
+    pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
+        let found = self.read_dir_with(dir, |d| dir::lookup(&self.vol, d, name))?;
+        match found {
+            Some((ino, _)) => Ok(ino),
+            None => Err(Error::NotFound(String::from_utf8_lossy(name).into_owned())),
+        }
+    }
+
+    /// Reads directory `ino` with `f`: when open read-write, under its
+    /// I/O lock shared (as the VFS holds `i_rwsem` shared for lookups and
+    /// listings), so that a change in progress (the first block turning
+    /// into an htree root before the inode says so, a leaf split, a new
+    /// block) is seen whole or not at all. The caller holds no inode lock.
+    pub(in crate::fs) fn read_dir_with<T>(&self, ino: u32, f: impl FnOnce(&Inode) -> Result<T>) -> Result<T> {
+        let _shared = self.live().map(|rw| rw.data.locks().lock_shared(ino));
+        let d = self.inode(ino)?;
+        if d.file_type()? != FileType::Directory {
+            return Err(Error::NotDir(format!("inode {ino}")));
+        }
+        f(&d)
+    }
+
+    /// Resolves `path` (absolute, or relative to the root) to an inode,
+    /// following symlinks in every component except the last.
+    pub fn resolve(&self, path: impl AsRef<[u8]>) -> Result<u32> {
+        let mut follows = 0;
+        self.walk(ROOT_INO, path.as_ref(), false, &mut follows)
+    }
+
+    /// Like [`FsCore::resolve`] but also follows a final symlink.
+    pub fn resolve_follow(&self, path: impl AsRef<[u8]>) -> Result<u32> {
+        let mut follows = 0;
+        self.walk(ROOT_INO, path.as_ref(), true, &mut follows)
+    }
+
+    fn walk(&self, start: u32, path: &[u8], follow_last: bool, follows: &mut u32) -> Result<u32> {
+        let shown = || String::from_utf8_lossy(path).into_owned();
+        let mut cur = if path.first() == Some(&b'/') { ROOT_INO } else { start };
+        let comps: Vec<&[u8]> = path.split(|&c| c == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+        // A trailing slash (or "/.") demands a directory: the last
+        // component's symlink is followed and the result must be a
+        // directory, as in POSIX path resolution.
+        let must_be_dir = path.ends_with(b"/") || path.ends_with(b"/.") || path == b".";
+        let follow_last = follow_last || must_be_dir;
+        for (i, comp) in comps.iter().enumerate() {
+            if comp.len() > NAME_MAX {
+                return Err(Error::NameTooLong(shown()));
+            }
+            let found = match self.read_dir_with(cur, |d| dir::lookup(&self.vol, d, comp)) {
+                Err(Error::NotDir(_)) => return Err(Error::NotDir(shown())),
+                r => r?,
+            };
+            let next = match found {
+                Some((ino, _)) => ino,
+                None => return Err(Error::NotFound(shown())),
+            };
+            let last = i + 1 == comps.len();
+            let node = self.inode(next)?;
+            if node.file_type()? == FileType::Symlink && (!last || follow_last) {
+                *follows += 1;
+                if *follows > MAX_SYMLINK_FOLLOWS {
+                    return Err(Error::Loop(shown()));
+                }
+                let target = self.readlink_inode(&node)?;
+                cur = self.walk(cur, &target, true, follows)?;
+            } else {
+                cur = next;
+            }
+        }
+        if must_be_dir && self.inode(cur)?.file_type()? != FileType::Directory {
+            return Err(Error::NotDir(shown()));
+        }
+        Ok(cur)
+    }
+}

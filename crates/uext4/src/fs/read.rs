@@ -1,0 +1,206 @@
+//! The read side of inodes: stat, directory listings, file data,
+//! symlink targets, block maps and statfs.
+
+use crate::device::BlockDevice;
+use crate::dir::{self, DirEntry};
+use crate::error::{Error, Result, Structure};
+use crate::format::dirent::NAME_MAX;
+use crate::format::inode::{FileType, Inode};
+use crate::fs::{FsCore, Stat, StatFs};
+use crate::inode::{self, MapKind, Mapping};
+
+/// Longest symlink target (PATH_MAX).
+const MAX_SYMLINK_LEN: u64 = 4096;
+
+impl FsCore {
+    /// Reads an inode that a caller may use (rejects never-used and deleted ones).
+    pub fn inode(&self, ino: u32) -> Result<Inode> {
+        let i = inode::read_inode(&self.vol, ino)?;
+        if i.mode == 0 && i.links_count == 0 {
+            return Err(Error::corrupt(Structure::Inode, 0, format!("inode {ino} is not in use")));
+        }
+        Ok(i)
+    }
+
+    /// stat(2) of an inode.
+    pub fn stat(&self, ino: u32) -> Result<Stat> {
+        let mut i = self.inode(ino)?;
+        let file_type = i.file_type()?;
+        if let (Some(rw), FileType::Regular) = (self.live(), file_type) {
+            // Buffered data not yet written back: the in-memory size, and
+            // its reserved blocks counted as ext4 counts delayed ones.
+            let st = rw.data.inode(ino);
+            i.size = i.size.max(st.data.pages.pending_size());
+            i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
+        }
+        let rdev = match file_type {
+            FileType::CharDevice | FileType::BlockDevice => i.device(),
+            _ => (0, 0),
+        };
+        Ok(Stat {
+            ino,
+            file_type,
+            mode: i.mode,
+            nlink: u32::from(i.links_count),
+            uid: i.uid,
+            gid: i.gid,
+            size: i.size,
+            blocks: i.blocks_512,
+            blksize: self.block_size(),
+            rdev,
+            atime: i.atime,
+            mtime: i.mtime,
+            ctime: i.ctime,
+            crtime: i.crtime,
+            flags: i.flags,
+            generation: i.generation,
+            file_acl: i.file_acl,
+            projid: i.projid,
+        })
+    }
+
+    /// Reads up to `max` entries of directory `ino` after `cookie`
+    /// (0 = from the start). Pass the last entry's `next_cookie` to go on.
+    pub fn readdir(&self, ino: u32, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        self.read_dir_with(ino, |d| dir::readdir(&self.vol, d, cookie, max))
+    }
+
+    /// Every entry of directory `ino` (including "." and "..").
+    pub fn read_dir_all(&self, ino: u32) -> Result<Vec<DirEntry>> {
+        self.readdir(ino, 0, usize::MAX)
+    }
+
+    /// Reads file data at `offset` into `buf`; returns the bytes read,
+    /// short at end of file. Holes and unwritten extents read as zeros.
+    pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if self.live().is_some() {
+            // Through the page cache, with no inode I/O lock.
+            return self.read_buffered(ino, offset, buf);
+        }
+        let i = self.inode(ino)?;
+        match i.file_type()? {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
+            _ => return Err(Error::Invalid(format!("inode {ino} is not a regular file"))),
+        }
+        self.read_inode_data(&i, offset, buf)
+    }
+
+    /// Reads a whole regular file.
+    pub fn read_all(&self, ino: u32) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if i.file_type()? != FileType::Regular {
+            return Err(Error::Invalid(format!("inode {ino} is not a regular file")));
+        }
+        let size = match self.live() {
+            Some(rw) => self.file_size(&rw.data.inode(ino), ino)?,
+            None => i.size,
+        };
+        let too_big = || Error::Invalid(format!("inode {ino}: {size} bytes do not fit in memory"));
+        let len = usize::try_from(size).map_err(|_| too_big())?;
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| too_big())?;
+        v.resize(len, 0);
+        let n = if self.live().is_some() {
+            self.read_buffered(ino, 0, &mut v)?
+        } else {
+            self.read_inode_data(&i, 0, &mut v)?
+        };
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn read_inode_data(&self, i: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if offset >= i.size {
+            return Ok(0);
+        }
+        let bs = self.vol.block_size as u64;
+        let total = (i.size - offset).min(buf.len() as u64) as usize;
+        let mut done = 0usize;
+        while done < total {
+            let pos = offset + done as u64;
+            let lblk = pos / bs;
+            let within = pos % bs;
+            let m = inode::map_block(&self.vol, i, lblk)?;
+            let run_bytes = m.len.saturating_mul(bs) - within;
+            let n = run_bytes.min((total - done) as u64) as usize;
+            let dst = &mut buf[done..done + n];
+            match m.kind {
+                MapKind::Mapped(p) => self.vol.device().read_at(dst, p * bs + within)?,
+                MapKind::Unwritten(_) | MapKind::Hole => dst.fill(0),
+            }
+            done += n;
+        }
+        Ok(total)
+    }
+
+    /// The mapped runs of a file, directory or slow symlink (for inspection
+    /// and tests). Inodes whose `i_block` holds no block map (fast
+    /// symlinks, device nodes, fifos, sockets) have none.
+    pub fn extents(&self, ino: u32) -> Result<Vec<Mapping>> {
+        let i = self.inode(ino)?;
+        match i.file_type()? {
+            FileType::Regular | FileType::Directory => {}
+            FileType::Symlink if !self.is_fast_symlink(&i) => {}
+            _ => return Ok(Vec::new()),
+        }
+        inode::extents(&self.vol, &i)
+    }
+
+    /// A symlink whose target lives in `i_block` (no data block), by the
+    /// kernel's test: no blocks besides an xattr block.
+    pub(in crate::fs) fn is_fast_symlink(&self, i: &Inode) -> bool {
+        // The xattr block occupies a whole cluster (bigalloc) in i_blocks.
+        let cluster = 1u64 << (10 + self.vol.sb.log_cluster_size.max(self.vol.sb.log_block_size));
+        let ea_sectors = if i.file_acl != 0 { cluster / 512 } else { 0 };
+        i.size < i.block.len() as u64 && i.blocks_512.saturating_sub(ea_sectors) == 0
+    }
+
+    /// The target of symlink `ino`.
+    pub fn readlink(&self, ino: u32) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if i.file_type()? != FileType::Symlink {
+            return Err(Error::Invalid(format!("inode {ino} is not a symlink")));
+        }
+        self.readlink_inode(&i)
+    }
+
+    pub(in crate::fs) fn readlink_inode(&self, i: &Inode) -> Result<Vec<u8>> {
+        if i.size == 0 || i.size > MAX_SYMLINK_LEN {
+            return Err(Error::corrupt(Structure::Symlink, 0, format!("inode {}: target length {}", i.ino, i.size)));
+        }
+        if self.is_fast_symlink(i) {
+            return Ok(i.block[..i.size as usize].to_vec());
+        }
+        let mut v = vec![0u8; i.size as usize];
+        let n = self.read_inode_data(i, 0, &mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    /// statfs(2): sizes and free counts, summed from the group descriptors.
+    pub fn statfs(&self) -> StatFs {
+        let sb = &self.vol.sb;
+        let (free_blocks, free_inodes) = match (self.live(), self.alloc.get()) {
+            (Some(rw), Some(a)) => (a.free_blocks(), u64::from(rw.ialloc.free_inodes())),
+            _ => (
+                self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum(),
+                self.vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum(),
+            ),
+        };
+        let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
+        // Blocks reserved for buffered data are as good as used (ext4's
+        // s_dirtyclusters_counter).
+        let reserved = self.live().map_or(0, |rw| rw.data.pages().delalloc().reserved_blocks());
+        let free_blocks = free_blocks.saturating_sub(reserved) * ratio;
+        StatFs {
+            block_size: sb.block_size(),
+            blocks: sb.blocks_count,
+            free_blocks,
+            avail_blocks: free_blocks.saturating_sub(sb.r_blocks_count),
+            inodes: u64::from(sb.inodes_count),
+            free_inodes,
+            name_max: NAME_MAX as u32,
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Durability: fsync of one file, commit and sync of all, and the
+//! retries of an allocation that failed while freed blocks waited for a
+//! commit.
+
+use crate::error::{Error, Result};
+use crate::fs::FsCore;
+
+impl FsCore {
+    /// fsync(2)/fdatasync(2): writes back the file's dirty data, then
+    /// commits the transaction that last changed `ino` unless it has
+    /// committed already (a device flush otherwise).
+    ///
+    /// EIO at once, before any device I/O, once the journal has aborted.
+    /// A writeback error of the file that happened earlier (in the
+    /// background, or in a flush of other files' data) and that no fsync
+    /// of `ino` has reported yet is reported now, once; see
+    /// [`FsCore::fsync_file`] for per-open-file reporting.
+    pub fn fsync(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        let r = self.fsync_inner(ino);
+        if r.is_err() {
+            // The caller got it: the same error is not reported twice.
+            rw.data.errors().advance_anon(ino);
+            return r;
+        }
+        rw.data.errors().check_and_advance(ino, None)
+    }
+
+    /// [`FsCore::fsync`] without the report of earlier errors.
+    pub(crate) fn fsync_inner(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
+        self.check_not_aborted_io()?;
+        if rw.data.inode(ino).data.pages.is_dirty() {
+            self.writeback_inode(ino)?;
+        }
+        match rw.txns.dirty_tid(ino) {
+            Some(tid) => self.commit_tid(tid),
+            None => Ok(self.vol.device().flush()?),
+        }
+    }
+
+    /// Writes back dirty data, then commits the running transaction (if
+    /// any) and waits for it: after this returns, every completed
+    /// operation survives a crash.
+    pub fn commit(&self) -> Result<()> {
+        // The metadata is committed even if some writeback failed: it
+        // frees what the failed data may need (blocks freed by the
+        // running transaction), and the error is still reported.
+        let written = self.writeback_all();
+        self.commit_journal()?;
+        written
+    }
+
+    /// Commits the running transaction without writing back dirty data.
+    pub(crate) fn commit_journal(&self) -> Result<()> {
+        self.rw()?.txns.commit(&self.vol)
+    }
+
+    /// Commits transaction `tid` if it has not been committed yet (fsync
+    /// of a file last changed in `tid`).
+    pub fn commit_tid(&self, tid: u64) -> Result<()> {
+        self.rw()?.txns.commit_upto(&self.vol, tid)
+    }
+
+    /// sync(2): commits and checkpoints, so the image is complete without
+    /// its journal.
+    pub fn sync(&self) -> Result<()> {
+        // As commit: a writeback error does not keep the metadata back.
+        let written = self.writeback_all();
+        self.rw()?.txns.sync(&self.vol)?;
+        written
+    }
+
+    /// Runs `op` again (at most 3 times) when it fails with ENOSPC while
+    /// blocks freed by uncommitted transactions wait: a commit makes them
+    /// allocatable (the kernel's `ext4_should_retry_alloc`). For operations
+    /// that leave nothing behind when they fail. Called with no lock held.
+    pub(crate) fn retry_nospc<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut r = op();
+        for _ in 0..3 {
+            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc() {
+                break;
+            }
+            r = op();
+        }
+        r
+    }
+
+    /// A write that comes back short or with ENOSPC goes on from where it
+    /// stopped after a commit, as long as freed blocks are waiting for one
+    /// (see [`Filesystem::retry_nospc`]).
+    pub(crate) fn write_retrying(
+        &self,
+        offset: u64,
+        data: &[u8],
+        mut op: impl FnMut(u64, &[u8]) -> Result<usize>,
+    ) -> Result<usize> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        loop {
+            let err = match op(offset + done as u64, &data[done..]) {
+                Ok(n) => {
+                    done += n;
+                    if done == data.len() {
+                        return Ok(done);
+                    }
+                    None // short: the disk filled part-way
+                }
+                Err(e) => Some(e),
+            };
+            let nospc = err.as_ref().is_none_or(|e| matches!(e, Error::NoSpace(_)));
+            if !nospc || retries >= 3 || !self.can_retry_alloc() {
+                return match err {
+                    Some(e) if done == 0 => Err(e),
+                    _ => Ok(done),
+                };
+            }
+            retries += 1;
+        }
+    }
+
+    /// Commits if blocks freed by uncommitted transactions are waiting;
+    /// true if that may have made space.
+    fn can_retry_alloc(&self) -> bool {
+        let pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
+        pending && self.commit_journal().is_ok()
+    }
+}

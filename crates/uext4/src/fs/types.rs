@@ -1,0 +1,101 @@
+//! The option and result types of the filesystem API.
+
+use crate::format::inode::{FileType, Timestamp};
+use std::time::Duration;
+
+/// How to open a filesystem.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// Metadata blocks the buffer cache keeps (default 16384).
+    pub cache_blocks: usize,
+    /// Open read-write (replays the journal onto the device first).
+    pub write: bool,
+    /// Interval of the periodic journal commit (default 5 s).
+    pub commit_interval: Duration,
+    /// Writes may use the blocks reserved for root (`s_r_blocks_count`),
+    /// as a process with CAP_SYS_RESOURCE may (default false).
+    pub use_reserved: bool,
+    /// The data path's switches (the seeds' behaviour by default).
+    pub data: crate::data::DataPathConfig,
+    /// Page-cache budget in bytes (0: an eighth of RAM, 64 MiB to 4 GiB).
+    pub cache_bytes: usize,
+    /// How long a read-write open of an `mmp` filesystem watches an
+    /// in-use MMP block before claiming it. None (the default): the
+    /// kernel's `2 * interval + 1` s, at least 11 s. Shorter waits are for
+    /// tests; they can miss a live node that updates less often.
+    pub mmp_wait: Option<Duration>,
+}
+
+/// Everything `stat(2)` reports, plus the ext4-specific fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// Inode number.
+    pub ino: u32,
+    /// File type.
+    pub file_type: FileType,
+    /// Full mode (type and permission bits).
+    pub mode: u16,
+    /// Hard links.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Allocated 512-byte sectors (including the xattr block).
+    pub blocks: u64,
+    /// Preferred I/O size (the block size).
+    pub blksize: u32,
+    /// Device numbers (major, minor) of device nodes; (0, 0) otherwise.
+    pub rdev: (u32, u32),
+    /// Access time.
+    pub atime: Timestamp,
+    /// Modification time.
+    pub mtime: Timestamp,
+    /// Change time.
+    pub ctime: Timestamp,
+    /// Creation time, when the inode is large enough to record it.
+    pub crtime: Option<Timestamp>,
+    /// ext4 inode flags (`i_flags`).
+    pub flags: u32,
+    /// Generation number.
+    pub generation: u32,
+    /// Extended attribute block, 0 if none.
+    pub file_acl: u64,
+    /// Project id.
+    pub projid: u32,
+}
+
+/// Filesystem-wide counters, as statfs(2) reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    /// Block size.
+    pub block_size: u32,
+    /// Total blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+    /// Free blocks available to unprivileged users.
+    pub avail_blocks: u64,
+    /// Total inodes.
+    pub inodes: u64,
+    /// Free inodes.
+    pub free_inodes: u64,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            cache_blocks: 16384,
+            write: false,
+            commit_interval: Duration::from_secs(5),
+            use_reserved: false,
+            data: crate::data::DataPathConfig::default(),
+            cache_bytes: 0,
+            mmp_wait: None,
+        }
+    }
+}
