@@ -62,7 +62,7 @@ pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8)
             // abandoned without metadata_csum, as the kernel does: the
             // leaves still hold every entry, so the directory is used as
             // a linear one from now on.
-            Err(Error::Corrupt { structure: Structure::DxNode, .. }) if !ctx.csum => fallback = true,
+            Err(Error::Corrupt(c)) if c.structure == Structure::DxNode && !ctx.csum => fallback = true,
             r => return r,
         }
     }
@@ -825,7 +825,7 @@ fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     if is_htree(ctx.vol(), dir) {
         match dx_find(ctx, dir, name) {
             // A structurally bad index: the leaves still hold every entry.
-            Err(Error::Corrupt { structure: Structure::DxNode, .. }) => {}
+            Err(Error::Corrupt(c)) if c.structure == Structure::DxNode => {}
             r => return r,
         }
     }

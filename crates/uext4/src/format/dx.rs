@@ -3,7 +3,7 @@
 
 use super::bytes::{le16, le32, put_le16, put_le32, u8_at};
 use super::checksum::crc32c;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// Offset of the dx_root_info in block 0 (after the fake "." and "..").
 pub const ROOT_INFO_OFFSET: usize = 0x18;
@@ -48,14 +48,26 @@ pub struct DxNode {
 /// Parses the root block's info.
 pub fn parse_root_info(b: &[u8], block: u64) -> Result<DxRootInfo> {
     if b.len() < ROOT_ENTRIES_OFFSET + DX_ENTRY_SIZE {
-        return Err(Error::corrupt(Structure::DxNode, block, "root block too small"));
+        return Err(Error::corruption(
+            Structure::DxNode,
+            Location::from_block(block),
+            CorruptKind::TooShort { len: b.len(), need: ROOT_ENTRIES_OFFSET + DX_ENTRY_SIZE },
+        ));
     }
     let info_len = u8_at(b, ROOT_INFO_OFFSET + 5);
     if info_len != 8 {
-        return Err(Error::corrupt(Structure::DxNode, block, format!("root info length {info_len}")));
+        return Err(Error::corruption(
+            Structure::DxNode,
+            Location::from_block(block),
+            CorruptKind::Mismatch { field: "info_length", value: u64::from(info_len), expected: 8 },
+        ));
     }
     if u8_at(b, ROOT_INFO_OFFSET + 7) != 0 {
-        return Err(Error::corrupt(Structure::DxNode, block, "unknown root flags"));
+        return Err(Error::corruption(
+            Structure::DxNode,
+            Location::from_block(block),
+            CorruptKind::OutOfRange { field: "unused_flags", value: u64::from(u8_at(b, ROOT_INFO_OFFSET + 7)) },
+        ));
     }
     Ok(DxRootInfo { hash_version: u8_at(b, ROOT_INFO_OFFSET + 4), indirect_levels: u8_at(b, ROOT_INFO_OFFSET + 6) })
 }
@@ -64,15 +76,20 @@ pub fn parse_root_info(b: &[u8], block: u64) -> Result<DxRootInfo> {
 /// whether a dx tail must fit after `limit` entries.
 pub fn parse_node(b: &[u8], is_root: bool, csum: bool, block: u64) -> Result<DxNode> {
     let off = if is_root { ROOT_ENTRIES_OFFSET } else { NODE_ENTRIES_OFFSET };
-    let bad = |d: String| Error::corrupt(Structure::DxNode, block, d);
+    let bad = |kind| Error::corruption(Structure::DxNode, Location::from_block(block), kind);
     let limit = le16(b, off);
     let count = le16(b, off + 2);
     let room = b.len().saturating_sub(off + if csum { DX_TAIL_SIZE } else { 0 }) / DX_ENTRY_SIZE;
     if usize::from(limit) != room {
-        return Err(bad(format!("limit {limit} does not match block capacity {room}")));
+        return Err(bad(CorruptKind::Mismatch { field: "limit", value: u64::from(limit), expected: room as u64 }));
     }
     if count == 0 || count > limit {
-        return Err(bad(format!("count {count} invalid (limit {limit})")));
+        return Err(bad(CorruptKind::OutsideRange {
+            what: "count",
+            value: u64::from(count),
+            start: 1,
+            end: u64::from(limit) + 1,
+        }));
     }
     let mut entries = Vec::with_capacity(usize::from(count));
     for i in 0..usize::from(count) {
@@ -82,7 +99,7 @@ pub fn parse_node(b: &[u8], is_root: bool, csum: bool, block: u64) -> Result<DxN
         if let Some(prev) = entries.last() {
             let prev: &DxEntry = prev;
             if entry.hash < prev.hash {
-                return Err(bad(format!("hashes out of order at entry {i}")));
+                return Err(bad(CorruptKind::OutOfOrder { what: "dx hashes", at: i as u64 }));
             }
         }
         entries.push(entry);
@@ -95,7 +112,7 @@ pub fn verify_checksum(b: &[u8], node: &DxNode, inode_seed: u32, block: u64) -> 
     let count = node.entries.len();
     let tail = node.entries_offset + usize::from(node.limit) * DX_ENTRY_SIZE;
     if tail + DX_TAIL_SIZE > b.len() {
-        return Err(Error::corrupt(Structure::DxNode, block, "no room for checksum tail"));
+        return Err(Error::corruption(Structure::DxNode, Location::from_block(block), CorruptKind::MissingChecksumTail));
     }
     let covered = node.entries_offset + count * DX_ENTRY_SIZE;
     let mut c = crc32c(inode_seed, &b[..covered]);

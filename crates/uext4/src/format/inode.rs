@@ -4,7 +4,7 @@ use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::crc32c;
 use super::features::ro_compat;
 use super::superblock::Superblock;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// The first 128 bytes every inode has.
 pub const GOOD_OLD_INODE_SIZE: usize = 128;
@@ -119,17 +119,21 @@ impl Inode {
     pub fn parse(sb: &Superblock, ino: u32, raw: &[u8], block: u64) -> Result<Inode> {
         let isz = usize::from(sb.inode_size);
         if raw.len() < isz || isz < GOOD_OLD_INODE_SIZE {
-            return Err(Error::corrupt(Structure::Inode, block, format!("inode {ino} record truncated")));
+            return Err(Error::corruption(
+                Structure::Inode,
+                Location::inode_block(ino, block),
+                CorruptKind::TooShort { len: raw.len(), need: isz.max(GOOD_OLD_INODE_SIZE) },
+            ));
         }
         let b = &raw[..isz];
         let extra_isize = if isz > GOOD_OLD_INODE_SIZE { le16(b, 0x80) } else { 0 };
         if isz > GOOD_OLD_INODE_SIZE
             && (GOOD_OLD_INODE_SIZE + usize::from(extra_isize) > isz || !extra_isize.is_multiple_of(4))
         {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Inode,
-                block,
-                format!("inode {ino} extra size {extra_isize} invalid"),
+                Location::inode_block(ino, block),
+                CorruptKind::OutOfRange { field: "i_extra_isize", value: u64::from(extra_isize) },
             ));
         }
         if sb.has_metadata_csum() {
@@ -296,7 +300,11 @@ impl Inode {
     /// The file type, or a corruption error for an invalid mode.
     pub fn file_type(&self) -> Result<FileType> {
         FileType::from_mode(self.mode).ok_or_else(|| {
-            Error::corrupt(Structure::Inode, 0, format!("inode {} has invalid mode {:#o}", self.ino, self.mode))
+            Error::corruption(
+                Structure::Inode,
+                Location::Inode(self.ino),
+                CorruptKind::OutOfRange { field: "i_mode", value: u64::from(self.mode) },
+            )
         })
     }
 

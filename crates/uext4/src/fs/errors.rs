@@ -274,10 +274,7 @@ impl FsCore {
         if aborted && !matches!(e, Error::Corrupt { .. } | Error::Checksum { .. }) {
             return Ok(());
         }
-        let block = match e {
-            Error::Corrupt { block, .. } | Error::Checksum { block, .. } => *block,
-            _ => 0,
-        };
+        let block = e.block().unwrap_or(0);
         let bs = self.vol.block_size as u64;
         let blk = SUPERBLOCK_OFFSET / bs;
         let o = (SUPERBLOCK_OFFSET % bs) as usize;

@@ -16,7 +16,7 @@
 //! a change, never torn.
 
 use crate::alloc::AllocRequest;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::extent::{
     encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
     ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
@@ -135,10 +135,10 @@ impl Ctx<'_, '_> {
     fn read_node(&self, block: u64, depth: u16, ino: u32) -> Result<Node> {
         let vol = self.tx.vol;
         if !vol.valid_range(block, 1) {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Extent,
-                block,
-                format!("inode {ino}: extent index points outside the filesystem"),
+                Location::InodeBlock { ino, block },
+                CorruptKind::OutsideFilesystem { what: "extent index", block, len: 1 },
             ));
         }
         let buf = vol.block(block)?;
@@ -147,10 +147,10 @@ impl Ctx<'_, '_> {
         }
         let n = parse_node(buf.data(), block)?;
         if n.header().depth != depth {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Extent,
-                block,
-                format!("inode {ino}: node of depth {} where {depth} was expected", n.header().depth),
+                Location::InodeBlock { ino, block },
+                CorruptKind::BadDepth { what: "extent node", depth: u64::from(n.header().depth), expected: u64::from(depth) },
             ));
         }
         Ok(match n {
@@ -177,10 +177,10 @@ impl Ctx<'_, '_> {
                 }
                 Node::Index(v) => {
                     if v.is_empty() || depth == 0 {
-                        return Err(Error::corrupt(
+                        return Err(Error::corruption(
                             Structure::Extent,
-                            block,
-                            format!("inode {}: empty extent index node", inode.ino),
+                            Location::inode_block(inode.ino, block),
+                            CorruptKind::Empty { what: "extent index node" },
                         ));
                     }
                     let pos = v.partition_point(|e| u64::from(e.block) <= lblk).saturating_sub(1);
@@ -341,7 +341,11 @@ impl Ctx<'_, '_> {
                 let parent = &mut path[l - 1];
                 let pos = parent.pos;
                 let Node::Index(v) = &mut parent.node else {
-                    return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
+                    return Err(Error::corruption(
+                        Structure::Extent,
+                        Location::Inode(inode.ino),
+                        CorruptKind::WrongType { expected: "extent index node", found: 0 },
+                    ));
                 };
                 if v.get(pos).is_some_and(|e| e.block == key) {
                     return self.write_root_if(inode, path, l - 1);
@@ -376,7 +380,11 @@ impl Ctx<'_, '_> {
             let parent = &mut path[l - 1];
             let pos = parent.pos;
             let Node::Index(v) = &mut parent.node else {
-                return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
+                return Err(Error::corruption(
+                        Structure::Extent,
+                        Location::Inode(inode.ino),
+                        CorruptKind::WrongType { expected: "extent index node", found: 0 },
+                    ));
             };
             if let Some(e) = v.get_mut(pos) {
                 e.block = key;
@@ -582,7 +590,11 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
         let hi = leaf_end(&path);
         let leaf = path.len() - 1;
         let Node::Leaf(v) = &path[leaf].node else {
-            return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
+            return Err(Error::corruption(
+                Structure::Extent,
+                Location::inode_block(inode.ino, path[leaf].block),
+                CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
+            ));
         };
         let (a, mut b) = (cursor, to.min(hi));
         let touches = v.iter().any(|e| u64::from(e.block) < b && ext_end(e) > a);
@@ -649,13 +661,17 @@ fn insert_run(ctx: &Ctx, inode: &mut Inode, lblk: u64, pblk: u64, len: u64, unwr
         let n = left.2.min(hi.saturating_sub(left.0)).max(1).min(left.2);
         let leaf = path.len() - 1;
         let Node::Leaf(v) = &path[leaf].node else {
-            return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
+            return Err(Error::corruption(
+                Structure::Extent,
+                Location::inode_block(inode.ino, path[leaf].block),
+                CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
+            ));
         };
         if v.iter().any(|e| u64::from(e.block) < left.0 + n && ext_end(e) > left.0) {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Extent,
-                path[leaf].block,
-                format!("inode {}: new blocks overlap an extent at logical {}", inode.ino, left.0),
+                Location::inode_block(inode.ino, path[leaf].block),
+                CorruptKind::Overlap { at: left.0 },
             ));
         }
         let (out, _) = edit_leaf(v, 0, 0, None, &[(left.0, left.1, n, unwritten)]);

@@ -155,9 +155,5 @@ impl Journal {
 /// Sets the block of a corruption or checksum error found in a block
 /// whose parser did not know where it lived.
 pub(crate) fn at_block(e: Error, block: u64) -> Error {
-    match e {
-        Error::Corrupt { structure, detail, .. } => Error::Corrupt { structure, block, detail },
-        Error::Checksum { structure, stored, computed, .. } => Error::Checksum { structure, block, stored, computed },
-        other => other,
-    }
+    e.at_block(block)
 }

@@ -6,7 +6,7 @@ use super::bad;
 use super::bytes::{be32, be64, put_be32, put_be64};
 use super::features::JournalFeatures;
 use super::header::{blocktype, expect_header, BlockHeader};
-use crate::error::{Error, Result};
+use crate::error::{CorruptKind, Error, Result};
 use crate::format::checksum::crc32c;
 
 /// Size of `struct commit_header` (the part of a commit block in use).
@@ -35,9 +35,9 @@ pub struct CommitBlock {
 impl CommitBlock {
     /// Parses a commit block (header must say COMMIT).
     pub fn parse(block: &[u8]) -> Result<CommitBlock> {
-        let h = expect_header(block, blocktype::COMMIT, "commit")?;
+        let h = expect_header(block, blocktype::COMMIT, "commit block")?;
         if block.len() < COMMIT_HEADER_SIZE {
-            return Err(bad("commit block too short"));
+            return Err(bad(CorruptKind::TooShort { len: block.len(), need: COMMIT_HEADER_SIZE }));
         }
         let mut chksum = [0u32; 8];
         for (i, c) in chksum.iter_mut().enumerate() {

@@ -2,6 +2,7 @@
 //! block types it names.
 
 use super::bad;
+use crate::error::CorruptKind;
 use super::bytes::{be32, put_be32};
 use crate::error::Result;
 
@@ -63,13 +64,13 @@ impl BlockHeader {
     }
 }
 
-pub(super) fn expect_header(b: &[u8], blocktype: u32, what: &str) -> Result<BlockHeader> {
-    let h = BlockHeader::parse(b).ok_or_else(|| bad(format!("{what} block too short")))?;
+pub(super) fn expect_header(b: &[u8], blocktype: u32, what: &'static str) -> Result<BlockHeader> {
+    let h = BlockHeader::parse(b).ok_or_else(|| bad(CorruptKind::TooShort { len: b.len(), need: HEADER_SIZE }))?;
     if !h.is_journal_block() {
-        return Err(bad(format!("{what} block has bad magic {:#010x}", h.magic)));
+        return Err(bad(CorruptKind::BadMagic { found: u64::from(h.magic) }));
     }
     if h.blocktype != blocktype {
-        return Err(bad(format!("{what} block has block type {}", h.blocktype)));
+        return Err(bad(CorruptKind::WrongType { expected: what, found: u64::from(h.blocktype) }));
     }
     Ok(h)
 }

@@ -48,10 +48,12 @@ pub use revoke::*;
 pub use superblock::*;
 pub use tail::*;
 
-use crate::error::{Error, Structure};
+use crate::error::{CorruptKind, Error, Location, Structure};
 
-fn bad(detail: impl Into<String>) -> Error {
-    Error::corrupt(Structure::Journal, 0, detail)
+/// A corrupt journal structure. The codecs do not know which block they
+/// were given: the journal code adds it ([`Error::at_block`]).
+fn bad(kind: CorruptKind) -> Error {
+    Error::corruption(Structure::Journal, Location::Unknown, kind)
 }
 
 #[cfg(test)]

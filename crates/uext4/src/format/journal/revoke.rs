@@ -6,7 +6,7 @@ use super::bytes::{be32, be64, put_be32, put_be64};
 use super::features::JournalFeatures;
 use super::header::{blocktype, expect_header, BlockHeader};
 use super::tail::set_tail_checksum;
-use crate::error::{Error, Result};
+use crate::error::{CorruptKind, Error, Result};
 
 /// Size of the revoke block header (block header + `r_count`).
 pub const REVOKE_HEADER_SIZE: usize = 16;
@@ -27,14 +27,19 @@ impl RevokeBlock {
     /// fails recovery with EINVAL); records are read while a whole record
     /// fits below `r_count`.
     pub fn parse(block: &[u8], features: &JournalFeatures) -> Result<RevokeBlock> {
-        let h = expect_header(block, blocktype::REVOKE, "revoke")?;
+        let h = expect_header(block, blocktype::REVOKE, "revoke block")?;
         if block.len() < REVOKE_HEADER_SIZE {
-            return Err(bad("revoke block too short"));
+            return Err(bad(CorruptKind::TooShort { len: block.len(), need: REVOKE_HEADER_SIZE }));
         }
         let r_count = be32(block, 12) as usize;
         let limit = block.len().saturating_sub(features.tail_bytes());
         if r_count > limit {
-            return Err(bad(format!("revoke block byte count {r_count} exceeds the block ({limit} bytes)")));
+            return Err(bad(CorruptKind::OutsideRange {
+                what: "r_count",
+                value: r_count as u64,
+                start: 0,
+                end: limit as u64 + 1,
+            }));
         }
         let rec = features.revoke_record_bytes();
         let mut records = Vec::with_capacity(r_count.saturating_sub(REVOKE_HEADER_SIZE) / rec);

@@ -6,7 +6,7 @@ use super::bytes::{be32, put_be32};
 use super::checksum::{checksum_type, journal_csum_seed};
 use super::features::JournalFeatures;
 use super::header::{blocktype, JBD2_MAGIC};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Result, Structure};
 use crate::format::checksum::crc32c;
 
 /// Size of the journal superblock.
@@ -102,17 +102,17 @@ impl JournalSuperblock {
         let raw: [u8; SUPERBLOCK_SIZE] = bytes
             .get(..SUPERBLOCK_SIZE)
             .and_then(|s| s.try_into().ok())
-            .ok_or_else(|| bad("journal superblock truncated"))?;
+            .ok_or_else(|| bad(CorruptKind::TooShort { len: bytes.len(), need: SUPERBLOCK_SIZE }))?;
         let b = &raw[..];
         let magic = be32(b, 0);
         if magic != JBD2_MAGIC {
-            return Err(bad(format!("journal superblock has bad magic {magic:#010x}")));
+            return Err(bad(CorruptKind::BadMagic { found: u64::from(magic) }));
         }
         let blocktype = be32(b, 4);
         match blocktype {
             blocktype::SUPERBLOCK_V1 | blocktype::SUPERBLOCK_V2 => {}
             blocktype::DESCRIPTOR | blocktype::COMMIT | blocktype::REVOKE => {
-                return Err(bad(format!("journal superblock has block type {blocktype}")));
+                return Err(bad(CorruptKind::WrongType { expected: "journal superblock", found: u64::from(blocktype) }));
             }
             other => return Err(Error::Unsupported(format!("journal superblock version (block type {other})"))),
         }
@@ -160,14 +160,18 @@ impl JournalSuperblock {
             return Err(Error::Unsupported(format!("journal read-only compatible feature(s) {}", names.join(", "))));
         }
         if f.csum_v2() && f.csum_v3() {
-            return Err(bad("journal has both checksum v2 and v3"));
+            return Err(bad(CorruptKind::Conflict { a: "journal_checksum_v2", b: "journal_checksum_v3" }));
         }
         if f.csum_v2or3() && f.checksum_v1() {
-            return Err(bad("journal has both checksum v1 and v2/v3"));
+            return Err(bad(CorruptKind::Conflict { a: "journal_checksum", b: "journal_checksum_v2/v3" }));
         }
         if f.csum_v2or3() {
             if self.checksum_type != checksum_type::CRC32C {
-                return Err(bad(format!("journal checksum type {} is not crc32c", self.checksum_type)));
+                return Err(bad(CorruptKind::Mismatch {
+                    field: "s_checksum_type",
+                    value: u64::from(self.checksum_type),
+                    expected: u64::from(checksum_type::CRC32C),
+                }));
             }
             let computed = superblock_checksum(&self.raw[..]);
             if computed != self.checksum {
@@ -181,20 +185,40 @@ impl JournalSuperblock {
         }
         let bs = self.block_size;
         if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
-            return Err(bad(format!("journal block size {bs} invalid")));
+            return Err(bad(CorruptKind::OutOfRange { field: "s_blocksize", value: u64::from(bs) }));
         }
         if self.maxlen < MIN_JOURNAL_BLOCKS {
-            return Err(bad(format!("journal too short ({} blocks)", self.maxlen)));
+            return Err(bad(CorruptKind::OutsideRange {
+                what: "s_maxlen",
+                value: u64::from(self.maxlen),
+                start: u64::from(MIN_JOURNAL_BLOCKS),
+                end: u64::from(u32::MAX) + 1,
+            }));
         }
         if self.first == 0 || self.first >= self.maxlen {
-            return Err(bad(format!("invalid first log block {} (journal has {} blocks)", self.first, self.maxlen)));
+            return Err(bad(CorruptKind::OutsideRange {
+                what: "s_first",
+                value: u64::from(self.first),
+                start: 1,
+                end: u64::from(self.maxlen),
+            }));
         }
         let last = self.log_end();
         if self.first >= last {
-            return Err(bad(format!("first log block {} beyond the log end {last}", self.first)));
+            return Err(bad(CorruptKind::OutsideRange {
+                what: "s_first",
+                value: u64::from(self.first),
+                start: 1,
+                end: u64::from(last),
+            }));
         }
         if self.start != 0 && (self.start < self.first || self.start >= last) {
-            return Err(bad(format!("log start {} outside the log [{}, {last})", self.start, self.first)));
+            return Err(bad(CorruptKind::OutsideRange {
+                what: "s_start",
+                value: u64::from(self.start),
+                start: u64::from(self.first),
+                end: u64::from(last),
+            }));
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use super::entry::{entries_bytes, parse_raw_entries, write_table};
 use super::{to_entries, RawXattr, XattrEntry, XATTR_MAGIC};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le32, put_le32};
 use crate::format::checksum::crc32c;
 
@@ -28,15 +28,15 @@ pub fn parse_block(b: &[u8], block: u64, csum_seed: Option<u32>) -> Result<(Xatt
 
 /// Like [`parse_block`], with the entries in their stored form.
 pub fn parse_block_raw(b: &[u8], block: u64, csum_seed: Option<u32>) -> Result<(XattrBlockHeader, Vec<RawXattr>)> {
-    let bad = |d: String| Error::corrupt(Structure::Xattr, block, d);
+    let bad = |kind| Error::corruption(Structure::Xattr, Location::Block(block), kind);
     if b.len() < BLOCK_HEADER_SIZE + 4 {
-        return Err(bad("block too small".into()));
+        return Err(bad(CorruptKind::TooShort { len: b.len(), need: BLOCK_HEADER_SIZE + 4 }));
     }
     if le32(b, 0) != XATTR_MAGIC {
-        return Err(bad(format!("bad magic {:#x}", le32(b, 0))));
+        return Err(bad(CorruptKind::BadMagic { found: u64::from(le32(b, 0)) }));
     }
     if le32(b, 8) != 1 {
-        return Err(bad(format!("h_blocks {} != 1", le32(b, 8))));
+        return Err(bad(CorruptKind::Mismatch { field: "h_blocks", value: u64::from(le32(b, 8)), expected: 1 }));
     }
     let hdr = XattrBlockHeader { refcount: le32(b, 4), checksum: le32(b, 0x10) };
     if let Some(seed) = csum_seed {
@@ -45,7 +45,8 @@ pub fn parse_block_raw(b: &[u8], block: u64, csum_seed: Option<u32>) -> Result<(
             return Err(Error::Checksum { structure: Structure::Xattr, block, stored: hdr.checksum, computed });
         }
     }
-    let entries = parse_raw_entries(b, BLOCK_HEADER_SIZE, 0, Structure::Xattr, block)?;
+    let entries =
+        parse_raw_entries(b, BLOCK_HEADER_SIZE, 0, Structure::Xattr, |offset| Location::BlockOffset { block, offset })?;
     Ok((hdr, entries))
 }
 

@@ -3,7 +3,7 @@
 //! start, values packed from the end, closed by a zero word.
 
 use super::{prefix, RawXattr};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le16, le32, put_le16, put_le32, u8_at};
 
 pub(super) const ENTRY_HEADER_SIZE: usize = 16;
@@ -16,20 +16,20 @@ pub(super) fn parse_raw_entries(
     entries_start: usize,
     value_base: usize,
     structure: Structure,
-    block: u64,
+    at: impl Fn(usize) -> Location,
 ) -> Result<Vec<RawXattr>> {
-    let bad = |d: String| Error::corrupt(structure, block, d);
+    let bad = |off: usize, kind| Error::corruption(structure, at(off), kind);
     let mut out = Vec::new();
     let mut off = entries_start;
     loop {
         if off + 4 > b.len() {
-            return Err(bad("attribute list not terminated".into()));
+            return Err(bad(off, CorruptKind::CrossesEnd { what: "attribute list (no terminator)" }));
         }
         if le32(b, off) == 0 {
             break;
         }
         if off + ENTRY_HEADER_SIZE > b.len() {
-            return Err(bad(format!("entry at {off} crosses the end")));
+            return Err(bad(off, CorruptKind::CrossesEnd { what: "entry" }));
         }
         let name_len = usize::from(u8_at(b, off));
         let index = u8_at(b, off + 1);
@@ -39,10 +39,10 @@ pub(super) fn parse_raw_entries(
         let hash = le32(b, off + 12);
         let name_end = off + ENTRY_HEADER_SIZE + name_len;
         if name_end > b.len() {
-            return Err(bad(format!("name of entry at {off} crosses the end")));
+            return Err(bad(off, CorruptKind::CrossesEnd { what: "entry name" }));
         }
         if prefix(index).is_none() {
-            return Err(bad(format!("unknown name index {index}")));
+            return Err(bad(off, CorruptKind::OutOfRange { field: "e_name_index", value: u64::from(index) }));
         }
         let name = b[off + ENTRY_HEADER_SIZE..name_end].to_vec();
         let value = if value_inum != 0 {
@@ -53,9 +53,9 @@ pub(super) fn parse_raw_entries(
             Some(Vec::new())
         } else {
             let start = value_base + value_offs;
-            let end = start.checked_add(value_size).ok_or_else(|| bad("value size overflows".into()))?;
+            let end = start.checked_add(value_size).ok_or_else(|| bad(off, CorruptKind::OutOfRange { field: "e_value_size", value: value_size as u64 }))?;
             if end > b.len() || start < entries_start {
-                return Err(bad(format!("value of entry at {off} out of bounds ({start}..{end})")));
+                return Err(bad(off, CorruptKind::CrossesEnd { what: "entry value" }));
             }
             Some(b[start..end].to_vec())
         };

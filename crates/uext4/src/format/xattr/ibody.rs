@@ -4,7 +4,7 @@
 
 use super::entry::{entries_bytes, parse_raw_entries, write_table};
 use super::{to_entries, RawXattr, XattrEntry, XATTR_MAGIC};
-use crate::error::{Error, Result, Structure};
+use crate::error::{Error, Location, Result, Structure};
 use crate::format::bytes::{le32, put_le32};
 
 /// The stored form of the in-inode area (the bytes after `i_extra_isize`):
@@ -14,7 +14,7 @@ pub fn parse_inode_area_raw(area: &[u8], ino: u32) -> Result<Vec<RawXattr>> {
         return Ok(Vec::new());
     }
     // In-inode value offsets count from the first entry, after the magic.
-    parse_raw_entries(area, 4, 4, Structure::Xattr, u64::from(ino))
+    parse_raw_entries(area, 4, 4, Structure::Xattr, |offset| Location::InodeOffset { ino, offset })
 }
 
 /// Parses the in-inode attribute area (the bytes after `i_extra_isize`).
