@@ -55,7 +55,6 @@ impl std::fmt::Display for Structure {
     }
 }
 
-
 /// Where a corrupt structure was found.
 ///
 /// As precise as the code that noticed knew: a parser handed bare bytes
@@ -146,7 +145,9 @@ impl Location {
     /// The filesystem block this location is in, if it names one.
     pub fn block(&self) -> Option<u64> {
         match *self {
-            Location::Block(b) | Location::InodeBlock { block: b, .. } | Location::GroupBlock { block: b, .. } => Some(b),
+            Location::Block(b) | Location::InodeBlock { block: b, .. } | Location::GroupBlock { block: b, .. } => {
+                Some(b)
+            }
             Location::BlockOffset { block, .. } | Location::Transaction { block, .. } if block != 0 => Some(block),
             _ => None,
         }
@@ -324,6 +325,8 @@ pub enum CorruptKind {
         /// What is empty.
         what: &'static str,
     },
+    /// An inode that is referenced is not in use (mode and link count 0).
+    NotInUse,
     /// Something that must exist does not.
     Missing {
         /// What is missing.
@@ -348,11 +351,16 @@ pub enum CorruptKind {
         /// What is malformed.
         what: &'static str,
     },
-    /// A journal transaction's descriptor, revoke or commit block fails its
-    /// checksum; `replayed` transactions before it were replayed.
-    BadTransaction {
-        /// The block that failed.
+    /// A block of a journal transaction fails its checksum where the
+    /// kernel stops recovery with an error.
+    TransactionChecksum {
+        /// The block (or blocks) that failed.
         what: &'static str,
+    },
+    /// A transaction's commit block fails its checksum: the `replayed`
+    /// transactions before it were replayed and the journal was left for
+    /// e2fsck.
+    BadCommit {
         /// Transactions replayed before it.
         replayed: u64,
     },
@@ -402,14 +410,16 @@ impl std::fmt::Display for CorruptKind {
             CorruptKind::MissingChecksumTail => f.write_str("missing checksum tail"),
             CorruptKind::Conflict { a, b } => write!(f, "{a} conflicts with {b}"),
             CorruptKind::Empty { what } => write!(f, "{what} is empty"),
+            CorruptKind::NotInUse => f.write_str("not in use"),
             CorruptKind::Missing { what } => write!(f, "{what} is missing"),
             CorruptKind::Changed { what } => write!(f, "{what} changed underneath"),
             CorruptKind::TooMany { what, limit } => write!(f, "more than {limit} {what}"),
             CorruptKind::Malformed { what } => write!(f, "malformed {what}"),
-            CorruptKind::BadTransaction { what, replayed } => write!(
+            CorruptKind::TransactionChecksum { what } => write!(f, "invalid checksum found in {what}"),
+            CorruptKind::BadCommit { replayed } => write!(
                 f,
-                "bad {what} checksum; the {replayed} transaction(s) before it were replayed and the journal was \
-                 left for e2fsck"
+                "bad commit block checksum; the {replayed} transaction(s) before it were replayed and the journal \
+                 was left for e2fsck"
             ),
             CorruptKind::RecoveryMismatch { ended, expected } => {
                 write!(f, "recovery ended at transaction {ended}, expected {expected}")
@@ -573,7 +583,9 @@ impl Error {
                 c.location = c.location.at_block(block);
                 Error::Corrupt(c)
             }
-            Error::Checksum { structure, stored, computed, .. } => Error::Checksum { structure, block, stored, computed },
+            Error::Checksum { structure, stored, computed, .. } => {
+                Error::Checksum { structure, block, stored, computed }
+            }
             other => other,
         }
     }

@@ -37,7 +37,7 @@ use uext4::format::journal::{
 };
 use uext4::journal::{recover, Journal, RecoveryReport};
 use uext4::volume::Volume;
-use uext4::{Error, FileType, Filesystem, MountOptions, Structure};
+use uext4::{CorruptKind, Error, FileType, Filesystem, Location, MountOptions, Structure};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -1039,7 +1039,9 @@ fn synthetic_journals_in_every_format() {
                     // journal is left as it was.
                     let e = res.expect_err(&what);
                     assert!(
-                        matches!(&e, Error::Corrupt { structure: Structure::Journal, detail, .. } if detail.contains("transaction 103")),
+                        matches!(&e, Error::Corrupt(c) if c.structure == Structure::Journal
+                            && matches!(c.location, Location::Transaction { tid: 103, .. })
+                            && c.kind == CorruptKind::BadCommit { replayed: 3 }),
                         "{what}: {e}"
                     );
                     assert_eq!(block_of(dev.as_ref(), fx.bs, s.a), s.a2, "{what}");
@@ -1208,7 +1210,7 @@ fn recover_mutated(
         assert!(
             matches!(
                 e,
-                Error::Corrupt { structure: Structure::Journal, .. }
+                Error::Corrupt(c) if c.structure == Structure::Journal
                     | Error::Checksum { structure: Structure::Journal, .. }
                     | Error::Unsupported(_)
             ),
@@ -1265,7 +1267,7 @@ fn edit_jsb(fx: &Fixture, d: &dyn BlockDevice, f: impl FnOnce(&mut JournalSuperb
 }
 
 fn is_journal_corrupt(r: &Result<RecoveryReport, Error>) -> bool {
-    matches!(r, Err(Error::Corrupt { structure: Structure::Journal, .. }))
+    matches!(r, Err(Error::Corrupt(c)) if c.structure == Structure::Journal)
 }
 
 #[test]

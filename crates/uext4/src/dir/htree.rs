@@ -7,7 +7,7 @@
 
 use super::block;
 use super::DirEntry;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::dir_hash::{dx_hash, HashVersion};
 use crate::format::dx::{self, DxEntry};
 use crate::format::features::incompat;
@@ -30,17 +30,26 @@ impl Walk {
     /// Walks from the root to the leaf whose hash range holds `hash`
     /// (with `hash = None`, only reads the root's hash version).
     fn down(vol: &Volume, dir: &Inode, hash: impl FnOnce(HashVersion) -> u32) -> Result<Walk> {
-        let bad = |block: u64, d: String| Error::corrupt(Structure::DxNode, block, d);
+        let bad = |block: u64, kind| Error::corruption(Structure::DxNode, Location::inode_block(dir.ino, block), kind);
+        let hole = |lblk: u64| {
+            Error::corruption(Structure::DxNode, Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
+        };
         let csum = vol.has_csum();
         let nblocks = dir.size.div_ceil(vol.block_size as u64);
-        let root = block::read(vol, dir, 0, true)?.map_err(|_| bad(0, "htree root is a hole".into()))?;
+        let root = block::read(vol, dir, 0, true)?.map_err(|_| hole(0))?;
         let info = dx::parse_root_info(root.buf.data(), root.block)?;
         let max_levels = if vol.sb.features.has_incompat(incompat::LARGEDIR) { 3 } else { 2 };
         if info.indirect_levels >= max_levels {
-            return Err(bad(root.block, format!("{} index levels", info.indirect_levels)));
+            let kind = CorruptKind::BadDepth {
+                what: "htree",
+                depth: u64::from(info.indirect_levels),
+                expected: u64::from(max_levels) - 1,
+            };
+            return Err(bad(root.block, kind));
         }
-        let mut version = HashVersion::from_disk(info.hash_version)
-            .ok_or_else(|| bad(root.block, format!("unsupported hash version {}", info.hash_version)))?;
+        let mut version = HashVersion::from_disk(info.hash_version).ok_or_else(|| {
+            bad(root.block, CorruptKind::OutOfRange { field: "hash_version", value: u64::from(info.hash_version) })
+        })?;
         if vol.sb.flags & FLAG_UNSIGNED_HASH != 0 {
             version = version.to_unsigned();
         }
@@ -55,16 +64,21 @@ impl Walk {
             let pos = node.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
             let child = node.entries[pos].block;
             if u64::from(child) >= nblocks || child == 0 {
-                return Err(bad(node_block, format!("index points at block {child} of {nblocks}")));
+                let kind = CorruptKind::OutsideRange {
+                    what: "dx entry block",
+                    value: u64::from(child),
+                    start: 1,
+                    end: nblocks,
+                };
+                return Err(bad(node_block, kind));
             }
             path.push((node.entries, pos));
             if path.len() > usize::from(info.indirect_levels) {
                 break child;
             }
-            let b = block::read(vol, dir, u64::from(child), true)?
-                .map_err(|_| bad(node_block, format!("index block {child} is a hole")))?;
+            let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| hole(u64::from(child)))?;
             if !b.is_dx {
-                return Err(bad(b.block, "expected an index node".into()));
+                return Err(bad(b.block, CorruptKind::WrongType { expected: "htree index node", found: 0 }));
             }
             node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
             node_block = b.block;
@@ -259,10 +273,14 @@ fn next_leaf(
         let (entries, pos) = &path[path.len() - 1];
         let child = entries[*pos].block;
         if u64::from(child) >= nblocks {
-            return Err(Error::corrupt(Structure::DxNode, 0, format!("index points at block {child}")));
+            let kind =
+                CorruptKind::OutsideRange { what: "dx entry block", value: u64::from(child), start: 0, end: nblocks };
+            return Err(Error::corruption(Structure::DxNode, Location::Inode(dir.ino), kind));
         }
-        let b = block::read(vol, dir, u64::from(child), true)?
-            .map_err(|_| Error::corrupt(Structure::DxNode, 0, "index block is a hole"))?;
+        let lblk = u64::from(child);
+        let b = block::read(vol, dir, lblk, true)?.map_err(|_| {
+            Error::corruption(Structure::DxNode, Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
+        })?;
         let node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
         path.push((node.entries, 0));
     }

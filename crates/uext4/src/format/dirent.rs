@@ -106,7 +106,11 @@ pub fn leaf_checksum(b: &[u8], inode_seed: u32) -> u32 {
 /// Verifies a leaf block's checksum tail (metadata_csum only).
 pub fn verify_leaf(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
     if !has_tail(b) {
-        return Err(Error::corruption(Structure::DirEntry, Location::from_block(block), CorruptKind::MissingChecksumTail));
+        return Err(Error::corruption(
+            Structure::DirEntry,
+            Location::from_block(block),
+            CorruptKind::MissingChecksumTail,
+        ));
     }
     let stored = le32(b, b.len() - 4);
     let computed = leaf_checksum(b, inode_seed);

@@ -112,7 +112,11 @@ pub fn verify_checksum(b: &[u8], node: &DxNode, inode_seed: u32, block: u64) -> 
     let count = node.entries.len();
     let tail = node.entries_offset + usize::from(node.limit) * DX_ENTRY_SIZE;
     if tail + DX_TAIL_SIZE > b.len() {
-        return Err(Error::corruption(Structure::DxNode, Location::from_block(block), CorruptKind::MissingChecksumTail));
+        return Err(Error::corruption(
+            Structure::DxNode,
+            Location::from_block(block),
+            CorruptKind::MissingChecksumTail,
+        ));
     }
     let covered = node.entries_offset + count * DX_ENTRY_SIZE;
     let mut c = crc32c(inode_seed, &b[..covered]);

@@ -113,7 +113,10 @@ pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
             if let Some(prev) = v.last() {
                 let prev: &ExtentIndex = prev;
                 if idx.block <= prev.block {
-                    return Err(bad(CorruptKind::OutOfOrder { what: "extent index entries", at: u64::from(idx.block) }));
+                    return Err(bad(CorruptKind::OutOfOrder {
+                        what: "extent index entries",
+                        at: u64::from(idx.block),
+                    }));
                 }
             }
             v.push(idx);
@@ -157,7 +160,11 @@ pub fn tail_offset(max: u16) -> usize {
 pub fn verify_block_checksum(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
     let off = tail_offset(le16(b, 4));
     if off + 4 > b.len() {
-        return Err(Error::corruption(Structure::Extent, Location::from_block(block), CorruptKind::MissingChecksumTail));
+        return Err(Error::corruption(
+            Structure::Extent,
+            Location::from_block(block),
+            CorruptKind::MissingChecksumTail,
+        ));
     }
     let stored = le32(b, off);
     let computed = crc32c(inode_seed, &b[..off]);

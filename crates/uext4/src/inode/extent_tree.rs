@@ -68,7 +68,11 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                             return Err(Error::corruption(
                                 Structure::Extent,
                                 Location::inode_block(inode.ino, node_block),
-                                CorruptKind::OutsideFilesystem { what: "extent", block: e.start, len: u64::from(e.len) },
+                                CorruptKind::OutsideFilesystem {
+                                    what: "extent",
+                                    block: e.start,
+                                    len: u64::from(e.len),
+                                },
                             ));
                         }
                         let pblk = e.start + (lblk - u64::from(e.block));

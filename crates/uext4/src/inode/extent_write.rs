@@ -150,7 +150,11 @@ impl Ctx<'_, '_> {
             return Err(Error::corruption(
                 Structure::Extent,
                 Location::InodeBlock { ino, block },
-                CorruptKind::BadDepth { what: "extent node", depth: u64::from(n.header().depth), expected: u64::from(depth) },
+                CorruptKind::BadDepth {
+                    what: "extent node",
+                    depth: u64::from(n.header().depth),
+                    expected: u64::from(depth),
+                },
             ));
         }
         Ok(match n {
@@ -381,10 +385,10 @@ impl Ctx<'_, '_> {
             let pos = parent.pos;
             let Node::Index(v) = &mut parent.node else {
                 return Err(Error::corruption(
-                        Structure::Extent,
-                        Location::Inode(inode.ino),
-                        CorruptKind::WrongType { expected: "extent index node", found: 0 },
-                    ));
+                    Structure::Extent,
+                    Location::Inode(inode.ino),
+                    CorruptKind::WrongType { expected: "extent index node", found: 0 },
+                ));
             };
             if let Some(e) = v.get_mut(pos) {
                 e.block = key;

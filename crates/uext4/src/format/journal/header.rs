@@ -2,8 +2,8 @@
 //! block types it names.
 
 use super::bad;
-use crate::error::CorruptKind;
 use super::bytes::{be32, put_be32};
+use crate::error::CorruptKind;
 use crate::error::Result;
 
 /// The jbd2 magic number, first word of every journal metadata block.

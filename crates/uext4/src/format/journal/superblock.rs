@@ -112,7 +112,10 @@ impl JournalSuperblock {
         match blocktype {
             blocktype::SUPERBLOCK_V1 | blocktype::SUPERBLOCK_V2 => {}
             blocktype::DESCRIPTOR | blocktype::COMMIT | blocktype::REVOKE => {
-                return Err(bad(CorruptKind::WrongType { expected: "journal superblock", found: u64::from(blocktype) }));
+                return Err(bad(CorruptKind::WrongType {
+                    expected: "journal superblock",
+                    found: u64::from(blocktype),
+                }));
             }
             other => return Err(Error::Unsupported(format!("journal superblock version (block type {other})"))),
         }

@@ -53,7 +53,9 @@ pub(super) fn parse_raw_entries(
             Some(Vec::new())
         } else {
             let start = value_base + value_offs;
-            let end = start.checked_add(value_size).ok_or_else(|| bad(off, CorruptKind::OutOfRange { field: "e_value_size", value: value_size as u64 }))?;
+            let end = start
+                .checked_add(value_size)
+                .ok_or_else(|| bad(off, CorruptKind::OutOfRange { field: "e_value_size", value: value_size as u64 }))?;
             if end > b.len() || start < entries_start {
                 return Err(bad(off, CorruptKind::CrossesEnd { what: "entry value" }));
             }
