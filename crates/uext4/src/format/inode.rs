@@ -324,7 +324,7 @@ impl Inode {
     }
 
     /// Device number of a character or block device node, as (major, minor).
-    /// Old encoding in i_block[0], new (huge) encoding in i_block[1].
+    /// Old encoding in `i_block[0]`, new (huge) encoding in `i_block[1]`.
     pub fn device(&self) -> (u32, u32) {
         let old = le32(&self.block, 0);
         if old != 0 {
