@@ -3,6 +3,12 @@
 //! Every failure that image contents, a path or an offset can cause is a
 //! variant here, never a panic. Each variant maps to the errno a user of the
 //! filesystem would expect (used by the FUSE front end and the CLI).
+//!
+//! Corruption is typed rather than a message: a [`Corruption`] names the
+//! damaged [`Structure`], its [`Location`] and what is wrong
+//! ([`CorruptKind`]), so callers (the FUSE adapter's `errors=` handling,
+//! the write path's fallbacks, tests) match on it and the message is
+//! derived from it.
 
 use std::io;
 
@@ -622,3 +628,47 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corruption_display_names_structure_location_and_kind() {
+        let e = Error::corruption(
+            Structure::DirEntry,
+            Location::BlockOffset { block: 1234, offset: 24 },
+            CorruptKind::OutOfRange { field: "rec_len", value: 13 },
+        );
+        assert_eq!(e.to_string(), "corrupt directory entry (block 1234, offset 24): rec_len 13 out of range");
+        assert_eq!(e.errno(), libc::EUCLEAN);
+        assert_eq!(e.block(), Some(1234));
+        let e = Error::corruption(Structure::Journal, Location::Unknown, CorruptKind::BadMagic { found: 0xdead });
+        assert_eq!(e.to_string(), "corrupt journal: bad magic 0xdead");
+        assert_eq!(e.block(), None);
+        // The legacy constructor still reads as before.
+        let e = Error::corrupt(Structure::Superblock, 0, "no data blocks");
+        assert_eq!(e.to_string(), "corrupt superblock: no data blocks");
+        assert!(matches!(e.as_corruption(), Some(Corruption { kind: CorruptKind::Other(_), .. })));
+    }
+
+    #[test]
+    fn at_block_fills_in_the_block_and_keeps_the_rest() {
+        let kind = CorruptKind::MissingChecksumTail;
+        let e = Error::corruption(Structure::Extent, Location::Unknown, kind.clone()).at_block(77);
+        assert_eq!(e.as_corruption().map(|c| c.location), Some(Location::Block(77)));
+        let e = Error::corruption(Structure::DirEntry, Location::BlockOffset { block: 0, offset: 8 }, kind.clone());
+        assert_eq!(
+            e.at_block(5).as_corruption().map(|c| c.location),
+            Some(Location::BlockOffset { block: 5, offset: 8 })
+        );
+        let e = Error::corruption(Structure::Journal, Location::Transaction { tid: 9, block: 0 }, kind);
+        assert_eq!(e.at_block(6).block(), Some(6));
+        let e = Error::Checksum { structure: Structure::Inode, block: 1, stored: 2, computed: 3 }.at_block(4);
+        assert_eq!(e.block(), Some(4));
+        assert!(matches!(Error::Invalid("x".into()).at_block(4), Error::Invalid(_)));
+        assert_eq!(Location::inode_block(12, 0), Location::Inode(12));
+        assert_eq!(Location::inode_block(12, 3).block(), Some(3));
+        assert_eq!(Location::from_block(0), Location::Unknown);
+    }
+}
