@@ -4,6 +4,7 @@
 //! deeper nodes fill whole blocks and end with a crc32c tail when
 //! metadata_csum is on.
 
+use super::block_number::{LogicalBlock, PhysicalBlock};
 use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::crc32c;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
@@ -32,20 +33,20 @@ pub struct ExtentHeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExtentIndex {
     /// First logical block covered.
-    pub block: u32,
+    pub block: LogicalBlock,
     /// Physical block of the child node.
-    pub leaf: u64,
+    pub leaf: PhysicalBlock,
 }
 
 /// A leaf entry: `len` logical blocks from `block` map to `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
     /// First logical block.
-    pub block: u32,
+    pub block: LogicalBlock,
     /// Number of blocks (1..=32768).
     pub len: u16,
     /// First physical block.
-    pub start: u64,
+    pub start: PhysicalBlock,
     /// True if allocated but not yet written (reads as zeros).
     pub unwritten: bool,
 }
@@ -109,7 +110,10 @@ pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
         let mut v = Vec::with_capacity(usize::from(h.entries));
         for i in 0..usize::from(h.entries) {
             let e = entry(i);
-            let idx = ExtentIndex { block: le32(e, 0), leaf: lo_hi(le32(e, 4), u32::from(le16(e, 8))) };
+            let idx = ExtentIndex {
+                block: LogicalBlock(le32(e, 0)),
+                leaf: PhysicalBlock(lo_hi(le32(e, 4), u32::from(le16(e, 8)))),
+            };
             if let Some(prev) = v.last() {
                 let prev: &ExtentIndex = prev;
                 if idx.block <= prev.block {
@@ -129,7 +133,12 @@ pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
             let raw_len = le16(e, 4);
             let (len, unwritten) =
                 if raw_len > MAX_INIT_LEN { (raw_len - MAX_INIT_LEN, true) } else { (raw_len, false) };
-            let ext = Extent { block: le32(e, 0), len, start: lo_hi(le32(e, 8), u32::from(le16(e, 6))), unwritten };
+            let ext = Extent {
+                block: LogicalBlock(le32(e, 0)),
+                len,
+                start: PhysicalBlock(lo_hi(le32(e, 8), u32::from(le16(e, 6)))),
+                unwritten,
+            };
             if len == 0 {
                 return Err(bad(CorruptKind::OutOfRange { field: "ee_len", value: 0 }));
             }
@@ -197,19 +206,19 @@ pub fn encode_node(node: &ExtentNode, b: &mut [u8]) -> Result<()> {
         ExtentNode::Index(_, v) => {
             for (i, e) in v.iter().enumerate() {
                 let o = ENTRY_SIZE * (i + 1);
-                put_le32(b, o, e.block);
-                put_le32(b, o + 4, e.leaf as u32);
-                put_le16(b, o + 8, (e.leaf >> 32) as u16);
+                put_le32(b, o, e.block.0);
+                put_le32(b, o + 4, e.leaf.0 as u32);
+                put_le16(b, o + 8, (e.leaf.0 >> 32) as u16);
             }
         }
         ExtentNode::Leaf(_, v) => {
             for (i, e) in v.iter().enumerate() {
                 let o = ENTRY_SIZE * (i + 1);
                 let len = if e.unwritten { e.len + MAX_INIT_LEN } else { e.len };
-                put_le32(b, o, e.block);
+                put_le32(b, o, e.block.0);
                 put_le16(b, o + 4, len);
-                put_le16(b, o + 6, (e.start >> 32) as u16);
-                put_le32(b, o + 8, e.start as u32);
+                put_le16(b, o + 6, (e.start.0 >> 32) as u16);
+                put_le32(b, o + 8, e.start.0 as u32);
             }
         }
     }
@@ -253,7 +262,7 @@ mod tests {
         let b = node(&[[0, 10, 100], [10, 32768 + 5, 200]], 0);
         let ExtentNode::Leaf(h, v) = parse_node(&b, 0).unwrap() else { panic!("not a leaf") };
         assert_eq!(h.entries, 2);
-        assert_eq!(v[1], Extent { block: 10, len: 5, start: 200, unwritten: true });
+        assert_eq!(v[1], Extent { block: LogicalBlock(10), len: 5, start: PhysicalBlock(200), unwritten: true });
     }
 
     #[test]

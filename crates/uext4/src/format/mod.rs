@@ -6,6 +6,7 @@
 //! ranges before they index, so no byte pattern can make them panic; the
 //! fuzz target and the corruption tests rely on that.
 
+pub mod block_number;
 pub mod bytes;
 pub mod checksum;
 pub mod dir_hash;

@@ -31,7 +31,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                 if let Some(next) = idx.get(pos) {
                     limit = limit.min(u64::from(next.block));
                 }
-                let child = idx[pos - 1].leaf;
+                let child = idx[pos - 1].leaf.0;
                 if !vol.valid_range(child, 1) {
                     return Err(Error::corruption(
                         Structure::Extent,
@@ -64,18 +64,18 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                     let e = &ext[pos - 1];
                     let end = u64::from(e.block) + u64::from(e.len);
                     if lblk < end {
-                        if !vol.valid_range(e.start, u64::from(e.len)) {
+                        if !vol.valid_range(e.start.0, u64::from(e.len)) {
                             return Err(Error::corruption(
                                 Structure::Extent,
                                 Location::inode_block(inode.ino, node_block),
                                 CorruptKind::OutsideFilesystem {
                                     what: "extent",
-                                    block: e.start,
+                                    block: e.start.0,
                                     len: u64::from(e.len),
                                 },
                             ));
                         }
-                        let pblk = e.start + (lblk - u64::from(e.block));
+                        let pblk = e.start.0 + (lblk - u64::from(e.block));
                         let kind = if e.unwritten { MapKind::Unwritten(pblk) } else { MapKind::Mapped(pblk) };
                         return Ok(Mapping { lblk, len: end.min(limit).max(lblk + 1) - lblk, kind });
                     }

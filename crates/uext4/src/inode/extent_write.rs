@@ -17,6 +17,7 @@
 
 use crate::alloc::AllocRequest;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::{LogicalBlock, PhysicalBlock};
 use crate::format::extent::{
     encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
     ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
@@ -77,8 +78,8 @@ impl Node {
     /// First logical block the node covers (its key in the parent).
     fn first_key(&self) -> Option<u32> {
         match self {
-            Node::Index(v) => v.first().map(|e| e.block),
-            Node::Leaf(v) => v.first().map(|e| e.block),
+            Node::Index(v) => v.first().map(|e| e.block.0),
+            Node::Leaf(v) => v.first().map(|e| e.block.0),
         }
     }
 
@@ -188,7 +189,7 @@ impl Ctx<'_, '_> {
                         ));
                     }
                     let pos = v.partition_point(|e| u64::from(e.block) <= lblk).saturating_sub(1);
-                    let child = v[pos].leaf;
+                    let child = v[pos].leaf.0;
                     let next = self.read_node(child, depth - 1, inode.ino)?;
                     path.push(Level { block, depth, node, pos, fresh: false });
                     node = next;
@@ -311,7 +312,7 @@ impl Ctx<'_, '_> {
                 let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
                 let key = entries.first_key().unwrap_or(0);
                 let child = Level { block: blk, depth: root.depth, node: entries, pos: root.pos, fresh: true };
-                root.node = Node::Index(vec![ExtentIndex { block: key, leaf: blk }]);
+                root.node = Node::Index(vec![ExtentIndex { block: LogicalBlock(key), leaf: PhysicalBlock(blk) }]);
                 root.depth += 1;
                 root.pos = 0;
                 // The new child is written (and split) as the next step.
@@ -351,11 +352,11 @@ impl Ctx<'_, '_> {
                         CorruptKind::WrongType { expected: "extent index node", found: 0 },
                     ));
                 };
-                if v.get(pos).is_some_and(|e| e.block == key) {
+                if v.get(pos).is_some_and(|e| e.block.0 == key) {
                     return self.write_root_if(inode, path, l - 1);
                 }
                 if let Some(e) = v.get_mut(pos) {
-                    e.block = key;
+                    e.block = LogicalBlock(key);
                 }
                 l -= 1;
                 continue;
@@ -376,7 +377,10 @@ impl Ctx<'_, '_> {
                 };
                 let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
                 self.write_level(inode, &lv)?;
-                new_entries.push(ExtentIndex { block: lv.node.first_key().unwrap_or(0), leaf: blk });
+                new_entries.push(ExtentIndex {
+                    block: LogicalBlock(lv.node.first_key().unwrap_or(0)),
+                    leaf: PhysicalBlock(blk),
+                });
                 rest = tail;
             }
             self.write_level(inode, &path[l])?;
@@ -391,7 +395,7 @@ impl Ctx<'_, '_> {
                 ));
             };
             if let Some(e) = v.get_mut(pos) {
-                e.block = key;
+                e.block = LogicalBlock(key);
             }
             let at = (pos + 1).min(v.len());
             v.splice(at..at, new_entries);
@@ -418,7 +422,7 @@ impl Ctx<'_, '_> {
             if v.len() != 1 {
                 return Ok(());
             }
-            let child = v[0].leaf;
+            let child = v[0].leaf.0;
             let node = self.read_node(child, h.depth - 1, inode.ino)?;
             if node.len() > ROOT_CAPACITY {
                 return Ok(());
@@ -465,7 +469,7 @@ fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, u
             let room = max_len(unwritten).saturating_sub(u64::from(last.len));
             if last.unwritten == unwritten
                 && ext_end(last) == lblk
-                && last.start + u64::from(last.len) == pblk
+                && last.start.0 + u64::from(last.len) == pblk
                 && room > 0
             {
                 let n = room.min(len);
@@ -477,7 +481,7 @@ fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, u
             }
         }
         let n = max_len(unwritten).min(len);
-        out.push(Extent { block: lblk as u32, len: n as u16, start: pblk, unwritten });
+        out.push(Extent { block: LogicalBlock(lblk as u32), len: n as u16, start: PhysicalBlock(pblk), unwritten });
         lblk += n;
         pblk += n;
         len -= n;
@@ -509,19 +513,19 @@ fn edit_leaf(
         let (s, end) = (u64::from(e.block), ext_end(e));
         let (is, ie) = (s.max(a), end.min(b));
         if edit.is_none() || is >= ie {
-            pieces.push((s, e.start, end - s, e.unwritten));
+            pieces.push((s, e.start.0, end - s, e.unwritten));
             continue;
         }
         if s < is {
-            pieces.push((s, e.start, is - s, e.unwritten));
+            pieces.push((s, e.start.0, is - s, e.unwritten));
         }
         match edit {
-            Some(Edit::Remove) => frees.push((e.start + (is - s), ie - is)),
-            Some(Edit::MarkWritten) => pieces.push((is, e.start + (is - s), ie - is, false)),
+            Some(Edit::Remove) => frees.push((e.start.0 + (is - s), ie - is)),
+            Some(Edit::MarkWritten) => pieces.push((is, e.start.0 + (is - s), ie - is, false)),
             None => {}
         }
         if ie < end {
-            pieces.push((ie, e.start + (ie - s), end - ie, e.unwritten));
+            pieces.push((ie, e.start.0 + (ie - s), end - ie, e.unwritten));
         }
     }
     pieces.extend_from_slice(insert);
@@ -563,7 +567,7 @@ fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: u64, b: u64, budget
         let (is, ie) = (s.max(a), end.min(b));
         let mut l = is;
         while l < ie {
-            let p = e.start + (l - s);
+            let p = e.start.0 + (l - s);
             let g = p.saturating_sub(first) / bpg;
             // Logical end of this extent's part in group g.
             let seg_end = ie.min(l + ((g + 1) * bpg + first).saturating_sub(p).max(1));
@@ -610,7 +614,7 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
             }
         }
         if touches {
-            let goal = v.first().map_or(0, |e| e.start);
+            let goal = v.first().map_or(0, |e| e.start.0);
             let (out, frees) = edit_leaf(v, a, b, Some(edit), &[]);
             path[leaf].node = Node::Leaf(out);
             // The tree first: if it cannot change (no block for a split),
@@ -694,10 +698,10 @@ fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
         let pos = v.partition_point(|e| u64::from(e.block) <= lblk);
         if pos > 0 {
             let e = &v[pos - 1];
-            return Ok(e.start + (lblk - u64::from(e.block)).min(u64::from(e.len)));
+            return Ok(e.start.0 + (lblk - u64::from(e.block)).min(u64::from(e.len)));
         }
         if let Some(e) = v.first() {
-            return Ok(e.start.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
+            return Ok(e.start.0.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
         }
     }
     Ok(ctx.tx.inode_goal(inode.ino))
@@ -783,7 +787,7 @@ mod tests {
     use super::*;
 
     fn ext(block: u32, len: u16, start: u64, unwritten: bool) -> Extent {
-        Extent { block, len, start, unwritten }
+        Extent { block: LogicalBlock(block), len, start: PhysicalBlock(start), unwritten }
     }
 
     #[test]
