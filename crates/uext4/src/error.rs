@@ -276,15 +276,14 @@ pub enum CorruptKind {
         /// The key or index where the order breaks.
         at: u64,
     },
-    /// A tree is deeper than its format allows, or a level is not the one
-    /// its parent implies.
-    BadDepth {
+    /// A tree is deeper than its format allows.
+    TooDeep {
         /// The tree.
         what: &'static str,
         /// The depth found.
         depth: u64,
-        /// The depth allowed or expected.
-        expected: u64,
+        /// The deepest allowed.
+        max: u64,
     },
     /// A chain (the orphan list) loops or leaves its valid range.
     Loop {
@@ -406,9 +405,7 @@ impl std::fmt::Display for CorruptKind {
             }
             CorruptKind::Overlap { at } => write!(f, "extents overlap or out of order at logical block {at}"),
             CorruptKind::OutOfOrder { what, at } => write!(f, "{what} out of order at {at}"),
-            CorruptKind::BadDepth { what, depth, expected } => {
-                write!(f, "{what} depth {depth} (expected at most or exactly {expected})")
-            }
+            CorruptKind::TooDeep { what, depth, max } => write!(f, "{what} depth {depth} exceeds {max}"),
             CorruptKind::Loop { what, at } => write!(f, "{what} loops or points at {at}"),
             CorruptKind::Hole { lblk } => write!(f, "block {lblk} is a hole"),
             CorruptKind::DoubleFree { what, first, count } => write!(f, "double free of {what} {first}+{count}"),

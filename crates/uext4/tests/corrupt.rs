@@ -1811,7 +1811,7 @@ fn typed_corruption_kinds() {
         assert_eq!(ino, frag, "{}", img.name);
         assert_eq!(
             c.kind,
-            CorruptKind::BadDepth { what: "extent node", depth: depth + 1, expected: depth },
+            CorruptKind::Mismatch { field: "eh_depth", value: depth + 1, expected: depth },
             "{}",
             img.name
         );

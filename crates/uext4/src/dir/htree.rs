@@ -40,10 +40,10 @@ impl Walk {
         let info = dx::parse_root_info(root.buf.data(), root.block)?;
         let max_levels = if vol.sb.features.has_incompat(incompat::LARGEDIR) { 3 } else { 2 };
         if info.indirect_levels >= max_levels {
-            let kind = CorruptKind::BadDepth {
+            let kind = CorruptKind::TooDeep {
                 what: "htree",
                 depth: u64::from(info.indirect_levels),
-                expected: u64::from(max_levels) - 1,
+                max: u64::from(max_levels) - 1,
             };
             return Err(bad(root.block, kind));
         }

@@ -652,11 +652,8 @@ fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
     let info = dx::parse_root_info(&data, root.block)?;
     let max_levels = if vol.sb.features.has_incompat(incompat::LARGEDIR) { 3 } else { 2 };
     if usize::from(info.indirect_levels) >= max_levels {
-        let kind = CorruptKind::BadDepth {
-            what: "htree",
-            depth: u64::from(info.indirect_levels),
-            expected: max_levels as u64 - 1,
-        };
+        let kind =
+            CorruptKind::TooDeep { what: "htree", depth: u64::from(info.indirect_levels), max: max_levels as u64 - 1 };
         return Err(bad_dx(Location::inode_block(dir.ino, root.block), kind));
     }
     let version = hash_version(vol, info.hash_version).ok_or_else(|| {

@@ -99,10 +99,10 @@ pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
         }));
     }
     if h.depth > MAX_DEPTH {
-        return Err(bad(CorruptKind::BadDepth {
+        return Err(bad(CorruptKind::TooDeep {
             what: "extent tree",
             depth: u64::from(h.depth),
-            expected: u64::from(MAX_DEPTH),
+            max: u64::from(MAX_DEPTH),
         }));
     }
     let entry = |i: usize| &b[ENTRY_SIZE * (i + 1)..ENTRY_SIZE * (i + 2)];

@@ -48,9 +48,9 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                     return Err(Error::corruption(
                         Structure::Extent,
                         Location::InodeBlock { ino: inode.ino, block: child },
-                        CorruptKind::BadDepth {
-                            what: "extent node",
-                            depth: u64::from(next.header().depth),
+                        CorruptKind::Mismatch {
+                            field: "eh_depth",
+                            value: u64::from(next.header().depth),
                             expected: u64::from(h.depth.saturating_sub(1)),
                         },
                     ));

@@ -151,9 +151,9 @@ impl Ctx<'_, '_> {
             return Err(Error::corruption(
                 Structure::Extent,
                 Location::InodeBlock { ino, block },
-                CorruptKind::BadDepth {
-                    what: "extent node",
-                    depth: u64::from(n.header().depth),
+                CorruptKind::Mismatch {
+                    field: "eh_depth",
+                    value: u64::from(n.header().depth),
                     expected: u64::from(depth),
                 },
             ));

@@ -70,7 +70,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
         }
         block = u64::from(le32(buf.data(), idx * 4));
     }
-    Err(bad(inode, 0, CorruptKind::BadDepth { what: "block map", depth: u64::from(depth), expected: 3 }))
+    Err(bad(inode, 0, CorruptKind::TooDeep { what: "block map", depth: u64::from(depth), max: 3 }))
 }
 
 /// A run among the 12 direct pointers.
