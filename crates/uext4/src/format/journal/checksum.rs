@@ -59,3 +59,15 @@ pub fn crc32_be(mut crc: u32, data: &[u8]) -> u32 {
 pub fn journal_csum_seed(uuid: &[u8; 16]) -> u32 {
     crc32c(!0, uuid)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::journal::*;
+
+    #[test]
+    fn crc32_be_matches_standard_vector() {
+        // CRC-32/MPEG-2 ("123456789") = 0x0376E6E7: init ~0, MSB first, no xorout.
+        assert_eq!(crc32_be(!0, b"123456789"), 0x0376_E6E7);
+        assert_eq!(crc32_be(!0, b""), !0);
+    }
+}

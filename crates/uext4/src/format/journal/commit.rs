@@ -119,3 +119,45 @@ pub fn verify_commit_checksum(features: &JournalFeatures, seed: u32, block: &[u8
     let stored = be32(block, COMMIT_CHECKSUM_OFFSET);
     stored == commit_checksum(seed, block) || stored == commit_partial_checksum(seed, block)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::journal::test_util::*;
+    use crate::format::journal::*;
+
+    #[test]
+    fn commit_round_trip_and_checksums() {
+        let seed = journal_csum_seed(&[4; 16]);
+        let c = CommitBlock {
+            sequence: 9,
+            chksum_type: checksum_type::CRC32,
+            chksum_size: 4,
+            chksum: [1, 2, 3, 4, 5, 6, 7, 8],
+            commit_sec: 1_700_000_000,
+            commit_nsec: 123,
+        };
+        for f in all_formats() {
+            let mut buf = vec![0xEEu8; 4096];
+            c.encode(&mut buf, &f, seed).unwrap();
+            let p = CommitBlock::parse(&buf).unwrap();
+            if f.csum_v2or3() {
+                assert_eq!(p.chksum[0], commit_checksum(seed, &buf));
+                assert_eq!(CommitBlock { chksum: [p.chksum[0], 2, 3, 4, 5, 6, 7, 8], ..c }, p);
+                assert!(verify_commit_checksum(&f, seed, &buf));
+                // A torn tail is accepted as an incomplete commit block.
+                buf[3000] = 1;
+                assert!(verify_commit_checksum(&f, seed, &buf));
+                // A damaged header is not.
+                buf[0x31] ^= 1;
+                assert!(!verify_commit_checksum(&f, seed, &buf));
+            } else {
+                assert_eq!(p, c);
+                assert!(verify_commit_checksum(&f, seed, &buf));
+            }
+        }
+        let mut buf = vec![0u8; 1024];
+        BlockHeader::new(blocktype::DESCRIPTOR, 1).encode(&mut buf);
+        assert!(CommitBlock::parse(&buf).is_err());
+        assert!(CommitBlock::parse(&buf[..20]).is_err());
+    }
+}

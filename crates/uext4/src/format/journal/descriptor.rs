@@ -193,3 +193,89 @@ pub fn escape_block(data: &mut [u8]) -> bool {
 pub fn unescape_block(data: &mut [u8]) {
     put_be32(data, 0, JBD2_MAGIC);
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::journal::test_util::*;
+    use crate::format::journal::*;
+
+    #[test]
+    fn descriptor_round_trip_in_every_format() {
+        let seed = journal_csum_seed(&[3; 16]);
+        for f in all_formats() {
+            for bs in [1024usize, 4096] {
+                let cap = descriptor_capacity(bs, &f);
+                let big = if f.has_64bit() { 1u64 << 40 } else { 0 };
+                let mut tags: Vec<BlockTag> = (0..cap)
+                    .map(|i| BlockTag {
+                        block: big + 1000 + i as u64,
+                        flags: if i == 0 { tag_flag::ESCAPE } else { tag_flag::SAME_UUID },
+                        checksum: if f.csum_v3() {
+                            0x1234_5678 + i as u32
+                        } else if f.csum_v2() {
+                            0xBEEF
+                        } else {
+                            0
+                        },
+                        uuid: if i == 0 { Some([9; 16]) } else { None },
+                    })
+                    .collect();
+                tags.last_mut().unwrap().flags |= tag_flag::LAST_TAG;
+                let mut buf = vec![0u8; bs];
+                encode_descriptor(&mut buf, 42, &tags, &f, seed).unwrap();
+                let h = BlockHeader::parse(&buf).unwrap();
+                assert_eq!((h.blocktype, h.sequence), (blocktype::DESCRIPTOR, 42));
+                assert_eq!(parse_tags(&buf, &f), tags, "{f:?} {bs}");
+                if f.csum_v2or3() {
+                    assert!(verify_tail_checksum(seed, &buf));
+                    buf[20] ^= 1;
+                    assert!(!verify_tail_checksum(seed, &buf));
+                }
+                // One tag more does not fit.
+                let mut more = tags.clone();
+                more.push(BlockTag { block: 1, flags: tag_flag::SAME_UUID, checksum: 0, uuid: None });
+                assert!(encode_descriptor(&mut buf, 42, &more, &f, seed).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn parse_tags_without_last_tag_stops_at_the_block_end() {
+        let f = feats(0, V3_64);
+        let mut buf = vec![0u8; 1024];
+        BlockHeader::new(blocktype::DESCRIPTOR, 1).encode(&mut buf);
+        // All-zero tags: no SAME_UUID, so each takes 16 + 16 bytes.
+        let tags = parse_tags(&buf, &f);
+        assert_eq!(tags.len(), (1024 - 12 - 4) / 32 + usize::from((1024 - 12 - 4) % 32 >= 16));
+        assert!(parse_tags(&buf[..10], &f).is_empty());
+    }
+
+    #[test]
+    fn data_tag_checksums() {
+        let seed = journal_csum_seed(&[1; 16]);
+        let data = vec![0x5Au8; 4096];
+        let full = data_block_checksum(seed, 77, &data);
+        let v3 = feats(0, feature::INCOMPAT_CSUM_V3);
+        let v2 = feats(0, feature::INCOMPAT_CSUM_V2);
+        let tag = |c| BlockTag { block: 1, flags: 0, checksum: c, uuid: None };
+        assert!(verify_tag_checksum(&v3, &tag(full), seed, 77, &data));
+        assert!(!verify_tag_checksum(&v3, &tag(full), seed, 78, &data));
+        assert!(verify_tag_checksum(&v2, &tag(full & 0xFFFF), seed, 77, &data));
+        assert!(!verify_tag_checksum(&v2, &tag(full), seed, 77, &data) || full <= 0xFFFF);
+        assert!(verify_tag_checksum(&feats(0, 0), &tag(0), seed, 77, &data));
+    }
+
+    #[test]
+    fn escape_round_trip() {
+        let mut d = vec![0u8; 1024];
+        d[..4].copy_from_slice(&JBD2_MAGIC.to_be_bytes());
+        d[4] = 7;
+        let orig = d.clone();
+        assert!(escape_block(&mut d));
+        assert_eq!(&d[..5], &[0, 0, 0, 0, 7]);
+        unescape_block(&mut d);
+        assert_eq!(d, orig);
+        let mut plain = vec![1u8; 16];
+        assert!(!escape_block(&mut plain));
+    }
+}

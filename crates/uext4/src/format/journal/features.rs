@@ -154,3 +154,37 @@ impl JournalFeatures {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::journal::test_util::*;
+    use crate::format::journal::*;
+
+    #[test]
+    fn tag_bytes_match_the_kernel() {
+        use super::feature::*;
+        assert_eq!(feats(0, 0).tag_bytes(), 8);
+        assert_eq!(feats(0, INCOMPAT_64BIT).tag_bytes(), 12);
+        assert_eq!(feats(0, INCOMPAT_CSUM_V2).tag_bytes(), 10);
+        assert_eq!(feats(0, INCOMPAT_CSUM_V2 | INCOMPAT_64BIT).tag_bytes(), 14);
+        assert_eq!(feats(0, INCOMPAT_CSUM_V3).tag_bytes(), 16);
+        assert_eq!(feats(0, INCOMPAT_CSUM_V3 | INCOMPAT_64BIT).tag_bytes(), 16);
+        assert_eq!(feats(COMPAT_CHECKSUM, 0).tag_bytes(), 8);
+    }
+
+    #[test]
+    fn feature_names() {
+        let f = JournalFeatures { compat: 1, incompat: V3_64 | 0x100, ro_compat: 2 };
+        assert_eq!(
+            f.names(),
+            vec![
+                "journal_checksum",
+                "journal_incompat_revoke",
+                "journal_64bit",
+                "journal_checksum_v3",
+                "FEATURE_I8",
+                "FEATURE_R1"
+            ]
+        );
+    }
+}

@@ -74,3 +74,18 @@ pub(super) fn expect_header(b: &[u8], blocktype: u32, what: &'static str) -> Res
     }
     Ok(h)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::journal::*;
+
+    #[test]
+    fn header_round_trip() {
+        let mut b = [0u8; 12];
+        let h = BlockHeader::new(blocktype::REVOKE, 0xdead_beef);
+        h.encode(&mut b);
+        assert_eq!(b[..4], [0xC0, 0x3B, 0x39, 0x98]);
+        assert_eq!(BlockHeader::parse(&b), Some(h));
+        assert_eq!(BlockHeader::parse(&b[..11]), None);
+    }
+}

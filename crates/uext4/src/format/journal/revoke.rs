@@ -86,3 +86,47 @@ impl RevokeBlock {
 pub fn revoke_capacity(block_size: usize, features: &JournalFeatures) -> usize {
     block_size.saturating_sub(REVOKE_HEADER_SIZE + features.tail_bytes()) / features.revoke_record_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::journal::test_util::*;
+    use crate::format::journal::*;
+
+    #[test]
+    fn revoke_round_trip() {
+        let seed = journal_csum_seed(&[5; 16]);
+        for f in all_formats() {
+            for bs in [1024usize, 4096] {
+                let cap = revoke_capacity(bs, &f);
+                let big = if f.has_64bit() { 1u64 << 33 } else { 0 };
+                let r = RevokeBlock { sequence: 3, records: (0..cap as u64).map(|i| big + i * 3).collect() };
+                let mut buf = vec![0u8; bs];
+                r.encode(&mut buf, &f, seed).unwrap();
+                assert_eq!(RevokeBlock::parse(&buf, &f).unwrap(), r);
+                if f.csum_v2or3() {
+                    assert!(verify_tail_checksum(seed, &buf));
+                }
+                let mut more = r.clone();
+                more.records.push(1);
+                assert!(more.encode(&mut buf, &f, seed).is_err());
+            }
+        }
+        let f = feats(0, 0);
+        let r = RevokeBlock { sequence: 1, records: vec![1 << 32] };
+        assert!(r.encode(&mut [0u8; 1024], &f, 0).is_err());
+    }
+
+    #[test]
+    fn revoke_rejects_huge_count() {
+        let f = feats(0, V3_64);
+        let mut buf = vec![0u8; 1024];
+        RevokeBlock { sequence: 1, records: vec![5] }.encode(&mut buf, &f, 0).unwrap();
+        put_be32(&mut buf, 12, 1021);
+        assert!(RevokeBlock::parse(&buf, &f).is_err());
+        put_be32(&mut buf, 12, u32::MAX);
+        assert!(RevokeBlock::parse(&buf, &f).is_err());
+        // Counts below the header give no records.
+        put_be32(&mut buf, 12, 3);
+        assert!(RevokeBlock::parse(&buf, &f).unwrap().records.is_empty());
+    }
+}

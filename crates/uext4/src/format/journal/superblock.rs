@@ -345,3 +345,80 @@ impl JournalSuperblock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::format::journal::test_util::*;
+    use crate::format::journal::*;
+
+    #[test]
+    fn superblock_round_trip_and_checksum() {
+        for f in [feats(0, 0), feats(1, feature::INCOMPAT_64BIT), feats(0, V3_64), feats(0, feature::INCOMPAT_CSUM_V2)]
+        {
+            let sb = sample_sb(f);
+            let b = sb.to_bytes();
+            let p = JournalSuperblock::parse(&b).unwrap();
+            assert_eq!(p.to_bytes(), b);
+            assert_eq!((p.maxlen, p.first, p.sequence, p.start, p.errno, p.head), (2048, 1, 7, 5, -5, 9));
+            assert_eq!(p.features, f);
+            assert_eq!(p.uuid, [7; 16]);
+            if f.csum_v2or3() {
+                assert_eq!(p.checksum, superblock_checksum(&b));
+                let mut bad = b;
+                bad[0x1F] ^= 1;
+                assert!(matches!(JournalSuperblock::parse(&bad), Err(Error::Checksum { .. })));
+            }
+        }
+    }
+
+    #[test]
+    fn superblock_v1_ignores_v2_fields() {
+        let mut b = sample_sb(feats(0, V3_64)).to_bytes();
+        put_be32(&mut b, 4, blocktype::SUPERBLOCK_V1);
+        let p = JournalSuperblock::parse(&b).unwrap();
+        assert!(!p.is_v2());
+        assert_eq!(p.features, JournalFeatures::default());
+        assert_eq!(JournalSuperblock::parse(&p.to_bytes()).unwrap().start, 5);
+    }
+
+    #[test]
+    fn superblock_rejects_bad_geometry_and_features() {
+        let base = sample_sb(feats(0, feature::INCOMPAT_64BIT));
+        let check = |f: &dyn Fn(&mut JournalSuperblock)| {
+            let mut s = base.clone();
+            f(&mut s);
+            JournalSuperblock::parse(&s.to_bytes())
+        };
+        assert!(check(&|_| {}).is_ok());
+        assert!(matches!(check(&|s| s.first = 0), Err(Error::Corrupt { .. })));
+        assert!(matches!(check(&|s| s.first = 4000), Err(Error::Corrupt { .. })));
+        assert!(matches!(check(&|s| s.start = 2048), Err(Error::Corrupt { .. })));
+        assert!(matches!(check(&|s| s.maxlen = 100), Err(Error::Corrupt { .. })));
+        assert!(matches!(check(&|s| s.block_size = 3000), Err(Error::Corrupt { .. })));
+        assert!(matches!(check(&|s| s.features.incompat |= 0x40), Err(Error::Unsupported(_))));
+        assert!(matches!(check(&|s| s.features.ro_compat |= 1), Err(Error::Unsupported(_))));
+        assert!(matches!(
+            check(&|s| s.features.incompat |= feature::INCOMPAT_CSUM_V2 | feature::INCOMPAT_CSUM_V3),
+            Err(Error::Corrupt { .. })
+        ));
+        let mut b = base.to_bytes();
+        put_be32(&mut b, 4, blocktype::COMMIT);
+        assert!(matches!(JournalSuperblock::parse(&b), Err(Error::Corrupt { .. })));
+        put_be32(&mut b, 4, 9);
+        assert!(matches!(JournalSuperblock::parse(&b), Err(Error::Unsupported(_))));
+        put_be32(&mut b, 0, 0);
+        assert!(matches!(JournalSuperblock::parse(&b), Err(Error::Corrupt { .. })));
+        assert!(JournalSuperblock::parse(&b[..100]).is_err());
+    }
+
+    #[test]
+    fn fast_commit_area_takes_the_end() {
+        let mut sb = sample_sb(feats(0, feature::INCOMPAT_FAST_COMMIT));
+        assert_eq!(sb.log_end(), 2048 - 256);
+        sb.num_fc_blocks = 100;
+        assert_eq!(sb.log_end(), 1948);
+        sb.maxlen = 1050;
+        assert_eq!(sb.log_end(), 1050);
+    }
+}
