@@ -37,6 +37,6 @@ pub mod xattr;
 
 pub use device::{BlockDevice, FileDevice, MemoryDevice};
 pub use dir::DirEntry;
-pub use error::{Error, Result, Structure};
+pub use error::{CorruptKind, Corruption, Error, Location, Result, Structure};
 pub use format::inode::{FileType, Timestamp};
 pub use fs::{Filesystem, MountOptions, Stat, StatFs};

@@ -123,8 +123,8 @@ impl<'a> Tx<'a> {
     fn check_block(&self, block: u64) -> Result<()> {
         if !self.vol.valid_range(block, 1) && block != 0 {
             // The number came from the image (an extent or xattr pointer).
-            let m = format!("metadata write to block {block} outside the filesystem");
-            return Err(Error::corrupt(crate::error::Structure::Extent, block, m));
+            let kind = crate::error::CorruptKind::OutsideFilesystem { what: "metadata write", block, len: 1 };
+            return Err(Error::corruption(crate::error::Structure::Extent, crate::error::Location::Block(block), kind));
         }
         Ok(())
     }
@@ -355,13 +355,13 @@ impl<'a> Tx<'a> {
             }
         }
         if blocks.len() > MAX_ZEROED_ITABLE_BLOCKS {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 crate::error::Structure::GroupDesc,
-                u64::from(g),
-                format!(
-                    "itable_unused of group {g} leaves {} free inode-table blocks below the new mark",
-                    blocks.len()
-                ),
+                crate::error::Location::Group(g),
+                crate::error::CorruptKind::TooMany {
+                    what: "free inode-table blocks below the new bg_itable_unused mark",
+                    limit: MAX_ZEROED_ITABLE_BLOCKS as u64,
+                },
             ));
         }
         for (blk, ranges) in blocks {

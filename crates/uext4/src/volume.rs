@@ -7,7 +7,7 @@
 
 use crate::cache::{Buffer, BufferCache};
 use crate::device::BlockDevice;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::checksum::crc32c;
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::group_desc::GroupDesc;
@@ -61,10 +61,15 @@ impl Volume {
         let block_size = sb.block_size() as usize;
         let dev_blocks = dev.size() / block_size as u64;
         if sb.blocks_count > dev_blocks {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Superblock,
-                0,
-                format!("filesystem has {} blocks but the device only {dev_blocks}", sb.blocks_count),
+                Location::Unknown,
+                CorruptKind::OutsideRange {
+                    what: "s_blocks_count (the device's blocks)",
+                    value: sb.blocks_count,
+                    start: 0,
+                    end: dev_blocks + 1,
+                },
             ));
         }
         let csum_seed = sb.csum_seed();
@@ -135,13 +140,18 @@ impl Volume {
         };
         let ok = |b: u64, n: u64| b >= lo && b.checked_add(n).is_some_and(|e| e <= hi);
         if !ok(gd.block_bitmap, 1) || !ok(gd.inode_bitmap, 1) || !ok(gd.inode_table, itable_blocks) {
-            return Err(Error::corrupt(
+            // Name the first of the three that is outside.
+            let (what, value) = if !ok(gd.block_bitmap, 1) {
+                ("bg_block_bitmap", gd.block_bitmap)
+            } else if !ok(gd.inode_bitmap, 1) {
+                ("bg_inode_bitmap", gd.inode_bitmap)
+            } else {
+                ("bg_inode_table", gd.inode_table)
+            };
+            return Err(Error::corruption(
                 Structure::GroupDesc,
-                bno,
-                format!(
-                    "group {g}: bitmaps {}/{} or inode table {} outside [{lo}, {hi})",
-                    gd.block_bitmap, gd.inode_bitmap, gd.inode_table
-                ),
+                Location::GroupBlock { group: g as u32, block: bno },
+                CorruptKind::OutsideRange { what, value, start: lo, end: hi },
             ));
         }
         Ok(())
@@ -161,10 +171,10 @@ impl Volume {
     /// the filesystem (a corrupt pointer must not read past the image).
     pub fn block(&self, block: u64) -> Result<Arc<Buffer>> {
         if block >= self.sb.blocks_count {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Superblock,
-                block,
-                format!("block {block} beyond filesystem end {}", self.sb.blocks_count),
+                Location::Block(block),
+                CorruptKind::OutsideFilesystem { what: "metadata block", block, len: 1 },
             ));
         }
         self.cache.get(block)

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Once, OnceLock};
 use std::time::{Duration, Instant};
 use uext4::format::bytes::{le16, le32, put_le16, put_le32};
-use uext4::{BlockDevice, Error, FileType, Filesystem, MemoryDevice, MountOptions};
+use uext4::{BlockDevice, CorruptKind, Error, FileType, Filesystem, Location, MemoryDevice, MountOptions, Structure};
 
 // ---------------------------------------------------------------------------
 // Allocation cap: a single allocation above ALLOC_CAP is refused (returns
@@ -1702,4 +1702,109 @@ fn regression_cases_from_the_suites() {
     let o = img.inode_off[&2];
     reproduce(img, "inode / flip bit 881 (byte 0x6e)", None, &[], |b| b[o + 0x6E] ^= 2, walk);
     reproduce(img, "superblock flip bit 255 (byte 0x1f)", Some("corrupt"), &[], |b| b[1024 + 0x1F] ^= 0x80, walk);
+}
+
+// ---------------------------------------------------------------------------
+// Typed corruption: representative damage is reported as a matchable kind,
+// naming the structure and where it is.
+
+/// Opens `img` changed by `f` (checksums in `fixes` recomputed) and returns
+/// the corruption `op` reports.
+fn corruption_of(
+    img: &Image,
+    fixes: &[Fix],
+    f: impl FnOnce(&mut [u8]),
+    op: impl FnOnce(&Filesystem) -> uext4::Result<()>,
+) -> uext4::Corruption {
+    let mut b = img.bytes.to_vec();
+    f(&mut b);
+    for fix in fixes {
+        img.fix(&mut b, *fix);
+    }
+    let fs = Filesystem::open_device(Arc::new(MemoryDevice::from_bytes(&b)), MountOptions::default())
+        .unwrap_or_else(|e| panic!("{}: open: {e}", img.name));
+    match op(&fs) {
+        Err(Error::Corrupt(c)) => {
+            // The message names the structure; the errno stays EUCLEAN.
+            let e = Error::Corrupt(c.clone());
+            assert!(e.to_string().starts_with(&format!("corrupt {}", c.structure)), "{e}");
+            assert_eq!(e.errno(), libc::EUCLEAN);
+            *c
+        }
+        other => panic!("{}: expected a corruption, got {other:?}", img.name),
+    }
+}
+
+#[test]
+fn typed_corruption_kinds() {
+    let Some(imgs) = images() else { return };
+    for img in imgs.iter().filter(|i| i.extents) {
+        let read_all = |path: &'static str| {
+            move |fs: &Filesystem| -> uext4::Result<()> {
+                let ino = fs.resolve(path)?;
+                let mut buf = vec![0u8; 4096];
+                fs.read(ino, 0, &mut buf).map(|_| ())
+            }
+        };
+
+        // The extent root of /small.txt with a bad magic: named by inode.
+        let ino = img.ino["/small.txt"];
+        let o = img.inode_off[&ino] + 0x28;
+        let c = corruption_of(img, &[Fix::Inode(ino)], |b| w16(b, o, 0xBAD0), read_all("/small.txt"));
+        assert_eq!(c.structure, Structure::Extent, "{}", img.name);
+        assert_eq!(c.location, Location::Inode(ino), "{}", img.name);
+        assert_eq!(c.kind, CorruptKind::BadMagic { found: 0xBAD0 }, "{}", img.name);
+
+        // A directory entry whose rec_len is not a multiple of 4: the
+        // block and the entry's offset are named.
+        let d0 = img.dir_block("/d", 0).expect("/d block 0");
+        let d = img.ino["/d"];
+        let o = img.block_off(d0);
+        let c = corruption_of(
+            img,
+            &[Fix::DirLeaf { block: d0, ino: d }],
+            |b| w16(b, o + 4, 13),
+            |fs| fs.readdir(fs.resolve("/d")?, 0, 100).map(|_| ()),
+        );
+        assert_eq!(c.structure, Structure::DirEntry, "{}", img.name);
+        assert_eq!(c.location, Location::BlockOffset { block: d0, offset: 0 }, "{}", img.name);
+        assert!(matches!(c.kind, CorruptKind::OutOfRange { field: "rec_len", value: 13 }), "{}: {c}", img.name);
+
+        // The xattr block of /small.txt with h_blocks = 2.
+        let xb = img.xattr_block;
+        let o = img.block_off(xb);
+        let c = corruption_of(
+            img,
+            &[Fix::XattrBlock(xb)],
+            |b| w32(b, o + 8, 2),
+            |fs| fs.list_xattrs(fs.resolve("/small.txt")?).map(|_| ()),
+        );
+        assert_eq!((c.structure, c.location), (Structure::Xattr, Location::Block(xb)), "{}", img.name);
+        assert_eq!(c.kind, CorruptKind::Mismatch { field: "h_blocks", value: 2, expected: 1 }, "{}", img.name);
+
+        // Every extent block of /frag one level deeper than its parent
+        // implies: the first one read is named with its inode.
+        let frag = img.ino["/frag"];
+        let fixes: Vec<Fix> = img.frag_tree.iter().map(|&(block, _)| Fix::ExtentBlock { block, ino: frag }).collect();
+        let c = corruption_of(
+            img,
+            &fixes,
+            |b| {
+                for &(block, depth) in &img.frag_tree {
+                    w16(b, img.block_off(block) + 6, depth + 1);
+                }
+            },
+            read_all("/frag"),
+        );
+        assert_eq!(c.structure, Structure::Extent, "{}", img.name);
+        let Location::InodeBlock { ino, block } = c.location else { panic!("{}: {c}", img.name) };
+        let depth = img.frag_tree.iter().find(|t| t.0 == block).map(|t| u64::from(t.1)).expect("an extent block");
+        assert_eq!(ino, frag, "{}", img.name);
+        assert_eq!(
+            c.kind,
+            CorruptKind::Mismatch { field: "eh_depth", value: depth + 1, expected: depth },
+            "{}",
+            img.name
+        );
+    }
 }

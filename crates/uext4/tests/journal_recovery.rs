@@ -42,7 +42,7 @@ use uext4::format::journal::{
 };
 use uext4::journal::{recover, Journal, RecoveryReport};
 use uext4::volume::Volume;
-use uext4::{Error, FileType, Filesystem, MountOptions, Structure};
+use uext4::{CorruptKind, Error, FileType, Filesystem, Location, MountOptions, Structure};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -970,7 +970,9 @@ fn synthetic_journals_in_every_format() {
                     // journal is left as it was.
                     let e = res.expect_err(&what);
                     assert!(
-                        matches!(&e, Error::Corrupt { structure: Structure::Journal, detail, .. } if detail.contains("transaction 103")),
+                        matches!(&e, Error::Corrupt(c) if c.structure == Structure::Journal
+                            && matches!(c.location, Location::Transaction { tid: 103, .. })
+                            && c.kind == CorruptKind::BadCommit { replayed: 3 }),
                         "{what}: {e}"
                     );
                     assert_eq!(block_of(dev.as_ref(), fx.bs, s.a), s.a2, "{what}");
@@ -1137,12 +1139,8 @@ fn recover_mutated(
     }
     if let Err(e) = &res {
         assert!(
-            matches!(
-                e,
-                Error::Corrupt { structure: Structure::Journal, .. }
-                    | Error::Checksum { structure: Structure::Journal, .. }
-                    | Error::Unsupported(_)
-            ),
+            matches!(e, Error::Checksum { structure: Structure::Journal, .. } | Error::Unsupported(_))
+                || matches!(e, Error::Corrupt(c) if c.structure == Structure::Journal),
             "unexpected error kind: {e:?}"
         );
     }
@@ -1196,7 +1194,7 @@ fn edit_jsb(fx: &Fixture, d: &dyn BlockDevice, f: impl FnOnce(&mut JournalSuperb
 }
 
 fn is_journal_corrupt(r: &Result<RecoveryReport, Error>) -> bool {
-    matches!(r, Err(Error::Corrupt { structure: Structure::Journal, .. }))
+    matches!(r, Err(Error::Corrupt(c)) if c.structure == Structure::Journal)
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! with no lock held during the read.
 
 use super::Allocator;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::checksum::crc32c;
 use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
 use crate::format::superblock::Superblock;
@@ -89,10 +89,14 @@ impl InodeAllocator {
         let used: u32 = (0..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum();
         let free = sb.inodes_per_group - used;
         if free != gd.free_inodes_count {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Bitmap,
-                gd.inode_bitmap,
-                format!("group {g}: inode bitmap has {free} free inodes, the descriptor says {}", gd.free_inodes_count),
+                Location::GroupBlock { group: g, block: gd.inode_bitmap },
+                CorruptKind::Mismatch {
+                    field: "bg_free_inodes_count",
+                    value: u64::from(gd.free_inodes_count),
+                    expected: u64::from(free),
+                },
             ));
         }
         let mut slot = self.lock_group(g);
@@ -189,7 +193,16 @@ impl InodeAllocator {
     pub fn release(&self, ino: u32, is_dir: bool) -> Result<()> {
         let sb = &self.vol.sb;
         if ino < sb.first_ino || ino > sb.inodes_count {
-            return Err(Error::corrupt(Structure::Inode, 0, format!("free of reserved or invalid inode {ino}")));
+            return Err(Error::corruption(
+                Structure::Inode,
+                Location::Inode(ino),
+                CorruptKind::OutsideRange {
+                    what: "inode to free",
+                    value: u64::from(ino),
+                    start: u64::from(sb.first_ino),
+                    end: u64::from(sb.inodes_count) + 1,
+                },
+            ));
         }
         let g = (ino - 1) / sb.inodes_per_group;
         let i = (ino - 1) % sb.inodes_per_group;
@@ -197,7 +210,11 @@ impl InodeAllocator {
         let mut slot = self.lock_group(g);
         let st = slot.as_mut().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
         if st.bitmap[(i / 8) as usize] >> (i % 8) & 1 == 0 {
-            return Err(Error::corrupt(Structure::Bitmap, 0, format!("double free of inode {ino}")));
+            return Err(Error::corruption(
+                Structure::Bitmap,
+                Location::Group(g),
+                CorruptKind::DoubleFree { what: "inode", first: u64::from(ino), count: 1 },
+            ));
         }
         st.bitmap[(i / 8) as usize] &= !(1 << (i % 8));
         st.free += 1;

@@ -49,7 +49,7 @@ pub mod lists;
 pub mod prealloc;
 pub mod stats;
 
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::volume::Volume;
@@ -491,12 +491,12 @@ impl Allocator {
         // The block numbers come from the image (extents, xattr blocks): a
         // bad one is corruption (EUCLEAN, `errors=` applies), not EINVAL.
         if start < u64::from(self.vol.sb.first_data_block) || end.is_none() {
-            let m = format!("free of blocks {start}+{len} outside the filesystem");
-            return Err(Error::corrupt(Structure::Bitmap, start, m));
+            let kind = CorruptKind::OutsideFilesystem { what: "blocks to free", block: start, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(start), kind));
         }
         if self.in_system_zone(start, len) {
-            let m = format!("free of blocks {start}+{len} overlaps filesystem metadata");
-            return Err(Error::corrupt(Structure::Bitmap, start, m));
+            let kind = CorruptKind::OverlapsMetadata { block: start, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(start), kind));
         }
         let end = start + len;
         // Every group is checked before any is changed: a free that fails
@@ -509,7 +509,8 @@ impl Allocator {
             let slot = self.groups[g as usize].lock();
             let st = slot.as_ref().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
-                return Err(Error::corrupt(Structure::Bitmap, b, format!("double free of blocks {b}+{n}")));
+                let kind = CorruptKind::DoubleFree { what: "blocks", first: b, count: u64::from(n) };
+                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b), kind));
             }
             b += u64::from(n);
         }
@@ -523,7 +524,8 @@ impl Allocator {
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 // Only a racing double free (a corrupt image) gets here.
-                return Err(Error::corrupt(Structure::Bitmap, b, format!("double free of blocks {b}+{n}")));
+                let kind = CorruptKind::DoubleFree { what: "blocks", first: b, count: u64::from(n) };
+                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b), kind));
             }
             st.disk_mark_free(rel, n);
             match after_commit {

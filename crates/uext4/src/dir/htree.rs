@@ -10,7 +10,7 @@
 
 use super::block::{self, DirBlock};
 use super::DirEntry;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::dir_hash::{dx_hash, HashVersion};
 use crate::format::dx::{self, DxEntry, DxRootInfo};
 use crate::format::features::incompat;
@@ -47,16 +47,16 @@ impl Walk {
             let pos = node.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
             let child = node.entries[pos].block;
             if u64::from(child) >= nblocks || child == 0 {
-                return Err(bad_dx(node_block, format!("index points at block {child} of {nblocks}")));
+                return Err(bad_child(dir, node_block, child, nblocks));
             }
             path.push((node.entries, pos));
             if path.len() > usize::from(info.indirect_levels) {
                 break child;
             }
-            let b = block::read(vol, dir, u64::from(child), true)?
-                .map_err(|_| bad_dx(node_block, format!("index block {child} is a hole")))?;
+            let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
             if !b.is_dx {
-                return Err(bad_dx(b.block, "expected an index node"));
+                let kind = CorruptKind::WrongType { expected: "htree index node", found: 0 };
+                return Err(bad_dx(Location::inode_block(dir.ino, b.block), kind));
             }
             node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
             node_block = b.block;
@@ -221,9 +221,22 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
     Ok(emit(found, start, limit, max))
 }
 
-/// A corrupt-index error at physical block `block`.
-pub(super) fn bad_dx(block: u64, detail: impl Into<String>) -> Error {
-    Error::corrupt(Structure::DxNode, block, detail)
+/// A corrupt-index error of kind `kind` at `at`.
+pub(super) fn bad_dx(at: Location, kind: CorruptKind) -> Error {
+    Error::corruption(Structure::DxNode, at, kind)
+}
+
+/// An index entry of `dir` (in physical block `block`, 0 if unknown)
+/// points at `child`, which is the root (block 0) or past the directory's
+/// `nblocks` blocks.
+pub(super) fn bad_child(dir: &Inode, block: u64, child: u32, nblocks: u64) -> Error {
+    let kind = CorruptKind::OutsideRange { what: "dx entry block", value: u64::from(child), start: 1, end: nblocks };
+    bad_dx(Location::inode_block(dir.ino, block), kind)
+}
+
+/// Logical block `lblk` of `dir`, which its index needs, is a hole.
+pub(super) fn hole(dir: &Inode, lblk: u64) -> Error {
+    bad_dx(Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
 }
 
 /// The hash version a directory with on-disk version `raw` uses (the
@@ -257,13 +270,17 @@ pub(super) struct Root {
 /// Reads directory `dir`'s index root and checks its depth and hash
 /// version.
 pub(super) fn read_root(vol: &Volume, dir: &Inode) -> Result<Root> {
-    let root = block::read(vol, dir, 0, true)?.map_err(|_| bad_dx(0, "htree root is a hole"))?;
+    let root = block::read(vol, dir, 0, true)?.map_err(|_| hole(dir, 0))?;
     let info = dx::parse_root_info(root.buf.data(), root.block)?;
-    if usize::from(info.indirect_levels) >= max_levels(vol) {
-        return Err(bad_dx(root.block, format!("{} index levels", info.indirect_levels)));
+    let at = Location::inode_block(dir.ino, root.block);
+    let max = max_levels(vol);
+    if usize::from(info.indirect_levels) >= max {
+        let kind = CorruptKind::TooDeep { what: "htree", depth: u64::from(info.indirect_levels), max: max as u64 - 1 };
+        return Err(bad_dx(at, kind));
     }
-    let version = hash_version(vol, info.hash_version)
-        .ok_or_else(|| bad_dx(root.block, format!("unsupported hash version {}", info.hash_version)))?;
+    let version = hash_version(vol, info.hash_version).ok_or_else(|| {
+        bad_dx(at, CorruptKind::OutOfRange { field: "hash_version", value: u64::from(info.hash_version) })
+    })?;
     Ok(Root { block: root, info, version })
 }
 
@@ -301,10 +318,9 @@ pub(super) fn next_leaf(
         let child = entries[*pos].block;
         // Block 0 is the root: an index pointing back at it is corrupt.
         if child == 0 || u64::from(child) >= nblocks {
-            return Err(bad_dx(0, format!("index points at block {child}")));
+            return Err(bad_child(dir, 0, child, nblocks));
         }
-        let b = block::read(vol, dir, u64::from(child), true)?
-            .map_err(|_| bad_dx(0, format!("index block {child} is a hole")))?;
+        let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
         let node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
         path.push((node.entries, 0));
     }

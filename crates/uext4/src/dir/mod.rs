@@ -11,7 +11,7 @@ mod block;
 mod htree;
 pub mod write;
 
-use crate::error::{Error, Result};
+use crate::error::{CorruptKind, Error, Location, Result};
 use crate::format::dirent::{RawDirent, NAME_MAX};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{FileType, Inode, FL_INDEX};
@@ -142,10 +142,15 @@ pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Res
 /// A live entry as returned by readdir, its inode number checked.
 fn entry(vol: &Volume, e: &RawDirent<'_>, block: u64, next_cookie: u64) -> Result<DirEntry> {
     if e.inode > vol.sb.inodes_count {
-        return Err(Error::corrupt(
+        return Err(Error::corruption(
             crate::error::Structure::DirEntry,
-            block,
-            format!("entry points at inode {} beyond the inode count", e.inode),
+            Location::BlockOffset { block, offset: e.offset },
+            CorruptKind::OutsideRange {
+                what: "inode",
+                value: u64::from(e.inode),
+                start: 0,
+                end: u64::from(vol.sb.inodes_count) + 1,
+            },
         ));
     }
     Ok(DirEntry { ino: e.inode, name: e.name.to_vec(), file_type: FileType::from_dirent(e.file_type), next_cookie })

@@ -26,7 +26,7 @@
 use super::htree::{self, bad_dx, hash_version};
 use super::{block, is_htree, linear_readdir};
 use crate::alloc::flags as aflags;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le32, put_le16, put_le32};
 use crate::format::dir_hash::{dx_hash, HashVersion};
 use crate::format::dirent::{self, rec_len_for, rec_len_to_disk, DIRENT_HEADER, NAME_MAX, TAIL_SIZE};
@@ -62,7 +62,7 @@ pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8)
             // abandoned without metadata_csum, as the kernel does: the
             // leaves still hold every entry, so the directory is used as
             // a linear one from now on.
-            Err(Error::Corrupt { structure: Structure::DxNode, .. }) if !ctx.csum => fallback = true,
+            Err(Error::Corrupt(c)) if c.structure == Structure::DxNode && !ctx.csum => fallback = true,
             r => return r,
         }
     }
@@ -150,8 +150,13 @@ pub fn set_dotdot(tx: &Tx, dir: &Inode, parent: u32) -> Result<()> {
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
     let htree = is_htree(tx.vol, dir);
-    let blk = block::read(tx.vol, dir, 0, htree)?
-        .map_err(|_| Error::corrupt(Structure::DirEntry, 0, "directory block 0 is a hole"))?;
+    let blk = block::read(tx.vol, dir, 0, htree)?.map_err(|_| {
+        Error::corruption(
+            Structure::DirEntry,
+            Location::FileBlock { ino: dir.ino, lblk: 0 },
+            CorruptKind::Hole { lblk: 0 },
+        )
+    })?;
     let pblk = blk.block;
     let mut b = blk.buf.data().to_vec();
     drop(blk);
@@ -272,10 +277,15 @@ impl<'t, 'a> Ctx<'t, 'a> {
     /// The entries of a leaf block (tail excluded), validated.
     fn slots(&self, b: &[u8], pblk: u64) -> Result<Vec<Slot>> {
         if b.len() != self.bs {
-            return Err(Error::corrupt(Structure::DirEntry, pblk, "block size mismatch"));
+            let kind = CorruptKind::Mismatch { field: "block length", value: b.len() as u64, expected: self.bs as u64 };
+            return Err(Error::corruption(Structure::DirEntry, Location::from_block(pblk), kind));
         }
         if self.csum && !dirent::has_tail(b) {
-            return Err(Error::corrupt(Structure::DirEntry, pblk, "missing checksum tail"));
+            return Err(Error::corruption(
+                Structure::DirEntry,
+                Location::from_block(pblk),
+                CorruptKind::MissingChecksumTail,
+            ));
         }
         Ok(dirent::parse_leaf(&b[..self.space()], self.ft, pblk)?.iter().map(Slot::from).collect())
     }
@@ -333,7 +343,8 @@ impl<'t, 'a> Ctx<'t, 'a> {
 
 fn copy_block(dst: &mut [u8], src: &[u8], pblk: u64) -> Result<()> {
     if dst.len() != src.len() {
-        return Err(Error::corrupt(Structure::DirEntry, pblk, "block size mismatch"));
+        let kind = CorruptKind::Mismatch { field: "block length", value: src.len() as u64, expected: dst.len() as u64 };
+        return Err(Error::corruption(Structure::DirEntry, Location::from_block(pblk), kind));
     }
     dst.copy_from_slice(src);
     Ok(())
@@ -360,10 +371,10 @@ fn check_dir(vol: &Volume, dir: &Inode) -> Result<()> {
         return Err(Error::Unsupported("writing encrypted or casefolded directories".into()));
     }
     if !dir.size.is_multiple_of(vol.block_size as u64) {
-        return Err(Error::corrupt(
+        return Err(Error::corruption(
             Structure::Inode,
-            0,
-            format!("directory {} size {} not whole blocks", dir.ino, dir.size),
+            Location::Inode(dir.ino),
+            CorruptKind::OutOfRange { field: "i_size (not whole blocks)", value: dir.size },
         ));
     }
     Ok(())
@@ -374,13 +385,14 @@ fn not_found(name: &[u8]) -> Error {
 }
 
 fn moved(pblk: u64) -> Error {
-    Error::corrupt(Structure::DirEntry, pblk, "directory entry changed underneath")
+    Error::corruption(Structure::DirEntry, Location::from_block(pblk), CorruptKind::Changed { what: "directory entry" })
 }
 
 /// Checks that the first two entries are "." and "..".
 fn check_dots(v: &[Slot], b: &[u8], pblk: u64) -> Result<()> {
     if v.len() < 2 || v[0].name(b) != b"." || v[1].name(b) != b".." {
-        return Err(Error::corrupt(Structure::DirEntry, pblk, "first entries are not \".\" and \"..\""));
+        let kind = CorruptKind::Missing { what: "\".\" and \"..\" as the first entries" };
+        return Err(Error::corruption(Structure::DirEntry, Location::from_block(pblk), kind));
     }
     Ok(())
 }
@@ -449,7 +461,7 @@ fn grow(ctx: &Ctx, dir: &mut Inode, lblk: u64) -> Result<u64> {
     let runs = crate::inode::extent_write::allocate_range(ctx.tx, dir, lblk, 1, false, aflags::METADATA, size)?;
     match runs.as_slice() {
         [(_, pblk, 1)] => Ok(*pblk),
-        _ => Err(Error::corrupt(Structure::Extent, 0, format!("directory {}: block {lblk} already mapped", dir.ino))),
+        _ => Err(Error::corruption(Structure::Extent, Location::Inode(dir.ino), CorruptKind::Overlap { at: lblk })),
     }
 }
 
@@ -643,17 +655,30 @@ fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
         cur.pos = cur.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
         let child = cur.entries[cur.pos].block;
         if u64::from(child) >= nblocks || seen.contains(&child) {
-            return Err(bad_dx(cur.pblk, format!("index points at block {child} of {nblocks}")));
+            let at = Location::inode_block(dir.ino, cur.pblk);
+            if seen.contains(&child) {
+                return Err(bad_dx(at, CorruptKind::Loop { what: "htree index", at: u64::from(child) }));
+            }
+            let what = "dx entry block";
+            return Err(bad_dx(
+                at,
+                CorruptKind::OutsideRange { what, value: u64::from(child), start: 0, end: nblocks },
+            ));
         }
         seen.push(child);
         frames.push(cur);
         if frames.len() > usize::from(info.indirect_levels) {
             break;
         }
-        let b = block::read(vol, dir, u64::from(child), true)?
-            .map_err(|_| bad_dx(0, format!("index block {child} is a hole")))?;
+        let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| {
+            bad_dx(
+                Location::FileBlock { ino: dir.ino, lblk: u64::from(child) },
+                CorruptKind::Hole { lblk: u64::from(child) },
+            )
+        })?;
         if !b.is_dx {
-            return Err(bad_dx(b.block, "expected an index node"));
+            let kind = CorruptKind::WrongType { expected: "htree index node", found: 0 };
+            return Err(bad_dx(Location::inode_block(dir.ino, b.block), kind));
         }
         let data = b.buf.data().to_vec();
         let node = dx::parse_node(&data, false, ctx.csum, b.block)?;
@@ -699,8 +724,10 @@ fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
         item.hash = p.hash;
         let bottom = p.frames.len() - 1;
         let leaf = p.frames[bottom].entries[p.frames[bottom].pos].block;
-        let (pblk, mut b) =
-            ctx.read_leaf(dir, u64::from(leaf))?.ok_or_else(|| bad_dx(0, format!("leaf {leaf} is a hole")))?;
+        let (pblk, mut b) = ctx.read_leaf(dir, u64::from(leaf))?.ok_or_else(|| {
+            let lblk = u64::from(leaf);
+            bad_dx(Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
+        })?;
         let v = ctx.slots(&b, pblk)?;
         if let Some(i) = find_slot(&v, &b, &item.name, need)? {
             insert_at(ctx, &mut b, v[i], &item);
@@ -724,7 +751,7 @@ fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
             split_node(ctx, dir, &mut p.frames, k)?;
         }
     }
-    Err(bad_dx(0, "index did not settle"))
+    Err(bad_dx(Location::Inode(dir.ino), CorruptKind::Changed { what: "htree index (it did not settle)" }))
 }
 
 /// Moves the root's entries into a new node under a one-entry root.
@@ -743,7 +770,8 @@ fn add_level(ctx: &Ctx, dir: &mut Inode, p: &mut Probe) -> Result<()> {
 fn split_node(ctx: &Ctx, dir: &mut Inode, frames: &mut [Frame], k: usize) -> Result<()> {
     let n = frames[k].entries.len();
     if n < 2 {
-        return Err(bad_dx(frames[k].pblk, "full index node with fewer than two entries"));
+        let kind = CorruptKind::OutOfRange { field: "count (full node)", value: n as u64 };
+        return Err(bad_dx(Location::inode_block(dir.ino, frames[k].pblk), kind));
     }
     let (l, pblk) = append_block(ctx, dir)?;
     let upper = frames[k].entries.split_off(n / 2);
@@ -769,19 +797,31 @@ fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &mut Probe, pblk: u64, b: &[u8], v:
         })
         .collect();
     items.sort_by_key(|i| i.hash);
-    let frame = p.frames.last_mut().ok_or_else(|| bad_dx(0, "empty index path"))?;
+    let frame = p
+        .frames
+        .last_mut()
+        .ok_or_else(|| bad_dx(Location::Inode(dir.ino), CorruptKind::Empty { what: "htree index path" }))?;
     if items.len() < 2 {
-        return Err(Error::corrupt(Structure::DirEntry, pblk, "full leaf with fewer than two entries"));
+        let kind = CorruptKind::OutOfRange { field: "entries (full leaf)", value: items.len() as u64 };
+        return Err(Error::corruption(Structure::DirEntry, Location::inode_block(dir.ino, pblk), kind));
     }
-    let (s, continued) = choose_split(&items, &item, ctx.space())
-        .ok_or_else(|| Error::corrupt(Structure::DirEntry, pblk, "leaf cannot be split"))?;
+    let (s, continued) = choose_split(&items, &item, ctx.space()).ok_or_else(|| {
+        let kind = CorruptKind::Malformed { what: "leaf (it cannot be split)" };
+        Error::corruption(Structure::DirEntry, Location::inode_block(dir.ino, pblk), kind)
+    })?;
     // The split hash must fall inside the leaf's hash range, or the index
     // would go out of order (a misplaced entry in a corrupt leaf).
     let hash2 = items[s].hash | u32::from(continued);
     let lo = frame.entries[frame.pos].hash;
     let hi = frame.entries.get(frame.pos + 1).map_or(u32::MAX, |e| e.hash);
     if hash2 < lo || hash2 > hi {
-        return Err(bad_dx(frame.pblk, format!("leaf holds hash {hash2:#x} outside {lo:#x}..{hi:#x}")));
+        let kind = CorruptKind::OutsideRange {
+            what: "leaf hash",
+            value: u64::from(hash2),
+            start: u64::from(lo),
+            end: u64::from(hi) + 1,
+        };
+        return Err(bad_dx(Location::inode_block(dir.ino, frame.pblk), kind));
     }
     let (left, (_, right)) = halves(items, s, item);
     let left = ctx.build_leaf(&left)?;
@@ -808,7 +848,7 @@ fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     if is_htree(ctx.vol(), dir) {
         match dx_find(ctx, dir, name) {
             // A structurally bad index: the leaves still hold every entry.
-            Err(Error::Corrupt { structure: Structure::DxNode, .. }) => {}
+            Err(Error::Corrupt(c)) if c.structure == Structure::DxNode => {}
             r => return r,
         }
     }

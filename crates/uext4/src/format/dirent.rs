@@ -2,7 +2,7 @@
 
 use super::bytes::{le16, le32, put_le16, put_le32, u8_at};
 use super::checksum::crc32c;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// Size of the fixed part of an entry.
 pub const DIRENT_HEADER: usize = 8;
@@ -53,9 +53,9 @@ pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<
     let mut out = Vec::new();
     let mut off = 0usize;
     while off < bs {
-        let bad = |d: String| Error::corrupt(Structure::DirEntry, block, format!("offset {off}: {d}"));
+        let bad = |kind| Error::corruption(Structure::DirEntry, Location::BlockOffset { block, offset: off }, kind);
         if off + DIRENT_HEADER > bs {
-            return Err(bad("entry header crosses the block end".into()));
+            return Err(bad(CorruptKind::CrossesEnd { what: "entry header" }));
         }
         let inode = le32(b, off);
         let rec_len = rec_len_from_disk(le16(b, off + 4), bs);
@@ -64,17 +64,21 @@ pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<
         } else {
             (usize::from(le16(b, off + 6)), 0)
         };
-        if rec_len < 12 {
-            return Err(bad(format!("rec_len {rec_len} too small")));
-        }
-        if !rec_len.is_multiple_of(4) {
-            return Err(bad(format!("rec_len {rec_len} not a multiple of 4")));
+        // rec_len: at least a header, 4-aligned, within the block.
+        if rec_len < 12 || !rec_len.is_multiple_of(4) {
+            return Err(bad(CorruptKind::OutOfRange { field: "rec_len", value: rec_len as u64 }));
         }
         if off + rec_len > bs {
-            return Err(bad(format!("rec_len {rec_len} crosses the block end")));
+            return Err(bad(CorruptKind::CrossesEnd { what: "rec_len" }));
         }
         if name_len > NAME_MAX || rec_len_for(name_len) > rec_len {
-            return Err(bad(format!("name length {name_len} does not fit rec_len {rec_len}")));
+            // The name must fit in the record (and in NAME_MAX).
+            return Err(bad(CorruptKind::OutsideRange {
+                what: "name_len",
+                value: name_len as u64,
+                start: 0,
+                end: (rec_len - DIRENT_HEADER).min(NAME_MAX) as u64 + 1,
+            }));
         }
         out.push(RawDirent {
             inode,
@@ -102,7 +106,11 @@ pub fn leaf_checksum(b: &[u8], inode_seed: u32) -> u32 {
 /// Verifies a leaf block's checksum tail (metadata_csum only).
 pub fn verify_leaf(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
     if !has_tail(b) {
-        return Err(Error::corrupt(Structure::DirEntry, block, "missing checksum tail"));
+        return Err(Error::corruption(
+            Structure::DirEntry,
+            Location::from_block(block),
+            CorruptKind::MissingChecksumTail,
+        ));
     }
     let stored = le32(b, b.len() - 4);
     let computed = leaf_checksum(b, inode_seed);

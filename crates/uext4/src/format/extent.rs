@@ -4,9 +4,10 @@
 //! deeper nodes fill whole blocks and end with a crc32c tail when
 //! metadata_csum is on.
 
+use super::block_number::{LogicalBlock, PhysicalBlock};
 use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::crc32c;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// Extent header magic.
 pub const EXTENT_MAGIC: u16 = 0xF30A;
@@ -32,20 +33,20 @@ pub struct ExtentHeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExtentIndex {
     /// First logical block covered.
-    pub block: u32,
+    pub block: LogicalBlock,
     /// Physical block of the child node.
-    pub leaf: u64,
+    pub leaf: PhysicalBlock,
 }
 
 /// A leaf entry: `len` logical blocks from `block` map to `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
     /// First logical block.
-    pub block: u32,
+    pub block: LogicalBlock,
     /// Number of blocks (1..=32768).
     pub len: u16,
     /// First physical block.
-    pub start: u64,
+    pub start: PhysicalBlock,
     /// True if allocated but not yet written (reads as zeros).
     pub unwritten: bool,
 }
@@ -72,34 +73,54 @@ impl ExtentNode {
 /// its physical location (0 for the root), used in errors. Entries are
 /// checked for order so that lookups may binary-search them.
 pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
-    let bad = |d: String| Error::corrupt(Structure::Extent, block, d);
+    let bad = |kind| Error::corruption(Structure::Extent, Location::from_block(block), kind);
     if b.len() < ENTRY_SIZE {
-        return Err(bad("node too small".into()));
+        return Err(bad(CorruptKind::TooShort { len: b.len(), need: ENTRY_SIZE }));
     }
     if le16(b, 0) != EXTENT_MAGIC {
-        return Err(bad(format!("bad magic {:#06x}", le16(b, 0))));
+        return Err(bad(CorruptKind::BadMagic { found: u64::from(le16(b, 0)) }));
     }
     let h = ExtentHeader { entries: le16(b, 2), max: le16(b, 4), depth: le16(b, 6) };
     let capacity = (b.len() - ENTRY_SIZE) / ENTRY_SIZE;
     if usize::from(h.max) > capacity || h.max == 0 {
-        return Err(bad(format!("max entries {} exceeds capacity {capacity}", h.max)));
+        return Err(bad(CorruptKind::OutsideRange {
+            what: "eh_max",
+            value: u64::from(h.max),
+            start: 1,
+            end: capacity as u64 + 1,
+        }));
     }
     if h.entries > h.max {
-        return Err(bad(format!("{} entries exceed max {}", h.entries, h.max)));
+        return Err(bad(CorruptKind::OutsideRange {
+            what: "eh_entries",
+            value: u64::from(h.entries),
+            start: 0,
+            end: u64::from(h.max) + 1,
+        }));
     }
     if h.depth > MAX_DEPTH {
-        return Err(bad(format!("depth {} too large", h.depth)));
+        return Err(bad(CorruptKind::TooDeep {
+            what: "extent tree",
+            depth: u64::from(h.depth),
+            max: u64::from(MAX_DEPTH),
+        }));
     }
     let entry = |i: usize| &b[ENTRY_SIZE * (i + 1)..ENTRY_SIZE * (i + 2)];
     if h.depth > 0 {
         let mut v = Vec::with_capacity(usize::from(h.entries));
         for i in 0..usize::from(h.entries) {
             let e = entry(i);
-            let idx = ExtentIndex { block: le32(e, 0), leaf: lo_hi(le32(e, 4), u32::from(le16(e, 8))) };
+            let idx = ExtentIndex {
+                block: LogicalBlock(le32(e, 0)),
+                leaf: PhysicalBlock(lo_hi(le32(e, 4), u32::from(le16(e, 8)))),
+            };
             if let Some(prev) = v.last() {
                 let prev: &ExtentIndex = prev;
                 if idx.block <= prev.block {
-                    return Err(bad(format!("index entries out of order at {}", idx.block)));
+                    return Err(bad(CorruptKind::OutOfOrder {
+                        what: "extent index entries",
+                        at: u64::from(idx.block),
+                    }));
                 }
             }
             v.push(idx);
@@ -112,16 +133,24 @@ pub fn parse_node(b: &[u8], block: u64) -> Result<ExtentNode> {
             let raw_len = le16(e, 4);
             let (len, unwritten) =
                 if raw_len > MAX_INIT_LEN { (raw_len - MAX_INIT_LEN, true) } else { (raw_len, false) };
-            let ext = Extent { block: le32(e, 0), len, start: lo_hi(le32(e, 8), u32::from(le16(e, 6))), unwritten };
+            let ext = Extent {
+                block: LogicalBlock(le32(e, 0)),
+                len,
+                start: PhysicalBlock(lo_hi(le32(e, 8), u32::from(le16(e, 6)))),
+                unwritten,
+            };
             if len == 0 {
-                return Err(bad(format!("zero-length extent at logical {}", ext.block)));
+                return Err(bad(CorruptKind::OutOfRange { field: "ee_len", value: 0 }));
             }
             if u64::from(ext.block) + u64::from(len) > 1 << 32 {
-                return Err(bad(format!("extent at {} overflows the logical range", ext.block)));
+                return Err(bad(CorruptKind::OutOfRange {
+                    field: "ee_block + ee_len",
+                    value: u64::from(ext.block) + u64::from(len),
+                }));
             }
             if let Some(prev) = v.last() {
                 if u64::from(ext.block) < u64::from(prev.block) + u64::from(prev.len) {
-                    return Err(bad(format!("extents overlap or out of order at {}", ext.block)));
+                    return Err(bad(CorruptKind::Overlap { at: u64::from(ext.block) }));
                 }
             }
             v.push(ext);
@@ -140,7 +169,11 @@ pub fn tail_offset(max: u16) -> usize {
 pub fn verify_block_checksum(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
     let off = tail_offset(le16(b, 4));
     if off + 4 > b.len() {
-        return Err(Error::corrupt(Structure::Extent, block, "no room for checksum tail"));
+        return Err(Error::corruption(
+            Structure::Extent,
+            Location::from_block(block),
+            CorruptKind::MissingChecksumTail,
+        ));
     }
     let stored = le32(b, off);
     let computed = crc32c(inode_seed, &b[..off]);
@@ -173,19 +206,19 @@ pub fn encode_node(node: &ExtentNode, b: &mut [u8]) -> Result<()> {
         ExtentNode::Index(_, v) => {
             for (i, e) in v.iter().enumerate() {
                 let o = ENTRY_SIZE * (i + 1);
-                put_le32(b, o, e.block);
-                put_le32(b, o + 4, e.leaf as u32);
-                put_le16(b, o + 8, (e.leaf >> 32) as u16);
+                put_le32(b, o, e.block.0);
+                put_le32(b, o + 4, e.leaf.0 as u32);
+                put_le16(b, o + 8, (e.leaf.0 >> 32) as u16);
             }
         }
         ExtentNode::Leaf(_, v) => {
             for (i, e) in v.iter().enumerate() {
                 let o = ENTRY_SIZE * (i + 1);
                 let len = if e.unwritten { e.len + MAX_INIT_LEN } else { e.len };
-                put_le32(b, o, e.block);
+                put_le32(b, o, e.block.0);
                 put_le16(b, o + 4, len);
-                put_le16(b, o + 6, (e.start >> 32) as u16);
-                put_le32(b, o + 8, e.start as u32);
+                put_le16(b, o + 6, (e.start.0 >> 32) as u16);
+                put_le32(b, o + 8, e.start.0 as u32);
             }
         }
     }
@@ -229,7 +262,7 @@ mod tests {
         let b = node(&[[0, 10, 100], [10, 32768 + 5, 200]], 0);
         let ExtentNode::Leaf(h, v) = parse_node(&b, 0).unwrap() else { panic!("not a leaf") };
         assert_eq!(h.entries, 2);
-        assert_eq!(v[1], Extent { block: 10, len: 5, start: 200, unwritten: true });
+        assert_eq!(v[1], Extent { block: LogicalBlock(10), len: 5, start: PhysicalBlock(200), unwritten: true });
     }
 
     #[test]

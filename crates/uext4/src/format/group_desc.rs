@@ -3,7 +3,7 @@
 use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::{crc16, crc32c};
 use super::superblock::Superblock;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// `bg_flags`: inode table and bitmap not initialised.
 pub const BG_INODE_UNINIT: u16 = 0x1;
@@ -49,7 +49,11 @@ impl GroupDesc {
     pub fn parse(sb: &Superblock, group: u32, b: &[u8], block: u64) -> Result<Self> {
         let ds = usize::from(sb.desc_size);
         if b.len() < ds {
-            return Err(Error::corrupt(Structure::GroupDesc, block, "descriptor truncated"));
+            return Err(Error::corruption(
+                Structure::GroupDesc,
+                Location::GroupBlock { group, block },
+                CorruptKind::TooShort { len: b.len(), need: ds },
+            ));
         }
         let b = &b[..ds];
         let wide = ds >= 64;

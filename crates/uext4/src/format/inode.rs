@@ -4,7 +4,7 @@ use super::bytes::{le16, le32, lo_hi, put_le16, put_le32};
 use super::checksum::crc32c;
 use super::features::ro_compat;
 use super::superblock::Superblock;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// The first 128 bytes every inode has.
 pub const GOOD_OLD_INODE_SIZE: usize = 128;
@@ -35,110 +35,8 @@ pub const FL_CASEFOLD: u32 = 0x4000_0000;
 /// `i_flags`: fs-verity file.
 pub const FL_VERITY: u32 = 0x10_0000;
 
-/// File type bits of `i_mode`.
-pub const S_IFMT: u16 = 0xF000;
-/// Socket.
-pub const S_IFSOCK: u16 = 0xC000;
-/// Symbolic link.
-pub const S_IFLNK: u16 = 0xA000;
-/// Regular file.
-pub const S_IFREG: u16 = 0x8000;
-/// Block device.
-pub const S_IFBLK: u16 = 0x6000;
-/// Directory.
-pub const S_IFDIR: u16 = 0x4000;
-/// Character device.
-pub const S_IFCHR: u16 = 0x2000;
-/// FIFO.
-pub const S_IFIFO: u16 = 0x1000;
-
-/// The type of an inode, from `i_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FileType {
-    /// Regular file.
-    Regular,
-    /// Directory.
-    Directory,
-    /// Symbolic link.
-    Symlink,
-    /// Character device.
-    CharDevice,
-    /// Block device.
-    BlockDevice,
-    /// Named pipe.
-    Fifo,
-    /// Unix socket.
-    Socket,
-}
-
-impl FileType {
-    /// Decodes the `S_IFMT` bits of a mode; `None` for invalid types.
-    pub fn from_mode(mode: u16) -> Option<FileType> {
-        Some(match mode & S_IFMT {
-            S_IFREG => FileType::Regular,
-            S_IFDIR => FileType::Directory,
-            S_IFLNK => FileType::Symlink,
-            S_IFCHR => FileType::CharDevice,
-            S_IFBLK => FileType::BlockDevice,
-            S_IFIFO => FileType::Fifo,
-            S_IFSOCK => FileType::Socket,
-            _ => return None,
-        })
-    }
-
-    /// Decodes a directory entry's file type byte (filetype feature).
-    pub fn from_dirent(t: u8) -> Option<FileType> {
-        Some(match t {
-            1 => FileType::Regular,
-            2 => FileType::Directory,
-            3 => FileType::CharDevice,
-            4 => FileType::BlockDevice,
-            5 => FileType::Fifo,
-            6 => FileType::Socket,
-            7 => FileType::Symlink,
-            _ => return None,
-        })
-    }
-}
-
-/// A timestamp with nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
-pub struct Timestamp {
-    /// Seconds since the epoch (may be negative or beyond 2038).
-    pub sec: i64,
-    /// Nanoseconds, 0..1_000_000_000.
-    pub nsec: u32,
-}
-
-impl Timestamp {
-    /// Decodes a 32-bit seconds field and its optional `_extra` word
-    /// (2 epoch bits extending the seconds, 30 bits of nanoseconds).
-    pub fn decode(secs: u32, extra: Option<u32>) -> Timestamp {
-        let mut sec = i64::from(secs as i32);
-        let mut nsec = 0;
-        if let Some(extra) = extra {
-            sec += i64::from(extra & 3) << 32;
-            nsec = (extra >> 2).min(999_999_999);
-        }
-        Timestamp { sec, nsec }
-    }
-
-    /// Encodes into the 32-bit seconds field and the `_extra` word.
-    /// Seconds outside ext4's range (1901..2446) are clamped to it.
-    pub fn encode(self) -> (u32, u32) {
-        let min = -(1i64 << 31);
-        let max = (1i64 << 34) - (1i64 << 31) - 1;
-        let sec = self.sec.clamp(min, max);
-        let epoch = ((sec - i64::from(sec as i32)) >> 32) as u32 & 3;
-        (sec as u32, epoch | (self.nsec.min(999_999_999) << 2))
-    }
-
-    /// The current time.
-    pub fn now() -> Timestamp {
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Timestamp { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
-    }
-}
+pub use super::file_type::*;
+pub use super::timestamp::Timestamp;
 
 /// A parsed inode. Integer fields are already combined from their
 /// low/high halves.
@@ -221,17 +119,21 @@ impl Inode {
     pub fn parse(sb: &Superblock, ino: u32, raw: &[u8], block: u64) -> Result<Inode> {
         let isz = usize::from(sb.inode_size);
         if raw.len() < isz || isz < GOOD_OLD_INODE_SIZE {
-            return Err(Error::corrupt(Structure::Inode, block, format!("inode {ino} record truncated")));
+            return Err(Error::corruption(
+                Structure::Inode,
+                Location::inode_block(ino, block),
+                CorruptKind::TooShort { len: raw.len(), need: isz.max(GOOD_OLD_INODE_SIZE) },
+            ));
         }
         let b = &raw[..isz];
         let extra_isize = if isz > GOOD_OLD_INODE_SIZE { le16(b, 0x80) } else { 0 };
         if isz > GOOD_OLD_INODE_SIZE
             && (GOOD_OLD_INODE_SIZE + usize::from(extra_isize) > isz || !extra_isize.is_multiple_of(4))
         {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Inode,
-                block,
-                format!("inode {ino} extra size {extra_isize} invalid"),
+                Location::inode_block(ino, block),
+                CorruptKind::OutOfRange { field: "i_extra_isize", value: u64::from(extra_isize) },
             ));
         }
         if sb.has_metadata_csum() {
@@ -398,7 +300,11 @@ impl Inode {
     /// The file type, or a corruption error for an invalid mode.
     pub fn file_type(&self) -> Result<FileType> {
         FileType::from_mode(self.mode).ok_or_else(|| {
-            Error::corrupt(Structure::Inode, 0, format!("inode {} has invalid mode {:#o}", self.ino, self.mode))
+            Error::corruption(
+                Structure::Inode,
+                Location::Inode(self.ino),
+                CorruptKind::OutOfRange { field: "i_mode", value: u64::from(self.mode) },
+            )
         })
     }
 
@@ -418,7 +324,7 @@ impl Inode {
     }
 
     /// Device number of a character or block device node, as (major, minor).
-    /// Old encoding in i_block[0], new (huge) encoding in i_block[1].
+    /// Old encoding in `i_block[0]`, new (huge) encoding in `i_block[1]`.
     pub fn device(&self) -> (u32, u32) {
         let old = le32(&self.block, 0);
         if old != 0 {

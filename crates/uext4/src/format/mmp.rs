@@ -7,7 +7,7 @@
 
 use super::bytes::{le16, le32, le64};
 use super::checksum::crc32c;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// `mmp_magic`.
 pub const MMP_MAGIC: u32 = 0x004D_4D50;
@@ -50,16 +50,24 @@ impl Mmp {
     /// checksum.
     pub fn parse(b: &[u8], block: u64, csum_seed: Option<u32>) -> Result<Mmp> {
         if b.len() < MMP_SIZE {
-            return Err(Error::corrupt(Structure::Superblock, block, "MMP block shorter than 1 KiB"));
+            return Err(Error::corruption(
+                Structure::Mmp,
+                Location::Block(block),
+                CorruptKind::TooShort { len: b.len(), need: MMP_SIZE },
+            ));
         }
         if le32(b, 0) != MMP_MAGIC {
-            return Err(Error::corrupt(Structure::Superblock, block, format!("MMP block has magic {:#x}", le32(b, 0))));
+            return Err(Error::corruption(
+                Structure::Mmp,
+                Location::Block(block),
+                CorruptKind::BadMagic { found: u64::from(le32(b, 0)) },
+            ));
         }
         if let Some(seed) = csum_seed {
             let want = crc32c(seed, &b[..CHECKSUM]);
             let have = le32(b, CHECKSUM);
             if want != have {
-                return Err(Error::Checksum { structure: Structure::Superblock, block, stored: have, computed: want });
+                return Err(Error::Checksum { structure: Structure::Mmp, block, stored: have, computed: want });
             }
         }
         let mut nodename = [0u8; 64];

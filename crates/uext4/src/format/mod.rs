@@ -6,6 +6,7 @@
 //! ranges before they index, so no byte pattern can make them panic; the
 //! fuzz target and the corruption tests rely on that.
 
+pub mod block_number;
 pub mod bytes;
 pub mod checksum;
 pub mod dir_hash;
@@ -13,9 +14,11 @@ pub mod dirent;
 pub mod dx;
 pub mod extent;
 pub mod features;
+pub mod file_type;
 pub mod group_desc;
 pub mod inode;
 pub mod journal;
 pub mod mmp;
 pub mod superblock;
+pub mod timestamp;
 pub mod xattr;

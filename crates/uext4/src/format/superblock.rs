@@ -3,7 +3,7 @@
 use super::bytes::{le16, le32, le64, lo_hi, u8_at};
 use super::checksum::crc32c;
 use super::features::{incompat, ro_compat, Features};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 
 /// Size of the on-disk superblock.
 pub const SUPERBLOCK_SIZE: usize = 1024;
@@ -171,8 +171,19 @@ fn time(lo: u32, hi: u8) -> u64 {
     u64::from(lo) | (u64::from(hi) << 32)
 }
 
-fn bad(detail: impl Into<String>) -> Error {
-    Error::corrupt(Structure::Superblock, 0, detail)
+/// A superblock field `field` holding `value`, which is out of range.
+fn bad(field: &'static str, value: impl Into<u64>) -> Error {
+    Error::corruption(Structure::Superblock, Location::Block(0), CorruptKind::OutOfRange { field, value: value.into() })
+}
+
+/// A superblock field `field` holding `value` where the geometry implies
+/// `expected`.
+fn mismatch(field: &'static str, value: impl Into<u64>, expected: u64) -> Error {
+    Error::corruption(
+        Structure::Superblock,
+        Location::Block(0),
+        CorruptKind::Mismatch { field, value: value.into(), expected },
+    )
 }
 
 impl Superblock {
@@ -272,7 +283,7 @@ impl Superblock {
     fn validate(&self) -> Result<()> {
         if self.has_metadata_csum() {
             if self.checksum_type != 1 {
-                return Err(bad(format!("unknown checksum type {}", self.checksum_type)));
+                return Err(bad("s_checksum_type", self.checksum_type));
             }
             let computed = crc32c(!0, &self.raw[..CHECKSUM_OFFSET]);
             if computed != self.checksum {
@@ -285,7 +296,7 @@ impl Superblock {
             }
         }
         if self.log_block_size > 6 {
-            return Err(bad(format!("block size 2^(10+{}) too large", self.log_block_size)));
+            return Err(bad("s_log_block_size", self.log_block_size));
         }
         let bs = self.block_size();
         let bigalloc = self.features.has_ro_compat(ro_compat::BIGALLOC);
@@ -293,67 +304,62 @@ impl Superblock {
         // 1 KiB blocks; otherwise 1 KiB blocks start at block 1.
         let first_ok = self.first_data_block == u32::from(bs == 1024) || (bigalloc && self.first_data_block == 0);
         if !first_ok {
-            return Err(bad(format!("first data block {} impossible for {bs}-byte blocks", self.first_data_block)));
+            return Err(mismatch("s_first_data_block", self.first_data_block, u64::from(bs == 1024)));
         }
         if bigalloc {
             if self.log_cluster_size < self.log_block_size || self.log_cluster_size > 16 + self.log_block_size {
-                return Err(bad("cluster size out of range"));
+                return Err(bad("s_log_cluster_size", self.log_cluster_size));
             }
             if self.clusters_per_group == 0 || u64::from(self.clusters_per_group) > 8 * u64::from(bs) {
-                return Err(bad("clusters per group out of range"));
+                return Err(bad("s_clusters_per_group", self.clusters_per_group));
             }
             let ratio = self.log_cluster_size - self.log_block_size;
             if u64::from(self.blocks_per_group) != u64::from(self.clusters_per_group) << ratio {
-                return Err(bad(format!(
-                    "blocks per group {} != clusters per group x cluster ratio",
-                    self.blocks_per_group
-                )));
+                return Err(mismatch(
+                    "s_blocks_per_group",
+                    self.blocks_per_group,
+                    u64::from(self.clusters_per_group) << ratio,
+                ));
             }
         } else if self.log_cluster_size != self.log_block_size {
             // The kernel refuses this too ("fragment/cluster size != block size").
-            return Err(bad(format!(
-                "cluster size 2^(10+{}) differs from block size without bigalloc",
-                self.log_cluster_size
-            )));
+            return Err(mismatch("s_log_cluster_size", self.log_cluster_size, u64::from(self.log_block_size)));
         } else if self.blocks_per_group == 0 || u64::from(self.blocks_per_group) > 8 * u64::from(bs) {
-            return Err(bad(format!("blocks per group {} out of range", self.blocks_per_group)));
+            return Err(bad("s_blocks_per_group", self.blocks_per_group));
         }
         if self.inodes_per_group == 0 || u64::from(self.inodes_per_group) > 8 * u64::from(bs) {
-            return Err(bad(format!("inodes per group {} out of range", self.inodes_per_group)));
+            return Err(bad("s_inodes_per_group", self.inodes_per_group));
         }
         let isz = u32::from(self.inode_size);
         if isz < 128 || !isz.is_power_of_two() || isz > bs {
-            return Err(bad(format!("inode size {isz} invalid")));
+            return Err(bad("s_inode_size", isz));
         }
         if self.rev_level > 0 && (self.first_ino < 11 || self.first_ino > self.inodes_count) {
-            return Err(bad(format!("first inode {} invalid", self.first_ino)));
+            return Err(bad("s_first_ino", self.first_ino));
         }
         if self.features.has_incompat(incompat::BIT64) {
             let ds = u32::from(self.desc_size);
             if !(64..=1024).contains(&ds) || !ds.is_power_of_two() {
-                return Err(bad(format!("descriptor size {ds} invalid")));
+                return Err(bad("s_desc_size", ds));
             }
         }
         if self.blocks_count <= u64::from(self.first_data_block) {
-            return Err(bad("no data blocks"));
+            return Err(bad("s_blocks_count", self.blocks_count));
         }
         // The kernel refuses block counts beyond 2^48 blocks in practice;
         // also keeps byte offsets within u64.
         if self.blocks_count >= 1u64 << 48 {
-            return Err(bad("block count too large"));
+            return Err(bad("s_blocks_count", self.blocks_count));
         }
         let groups = self.group_count();
         if groups == 0 || groups > u64::from(u32::MAX) {
-            return Err(bad("group count out of range"));
+            return Err(bad("group count", groups));
         }
         if u64::from(self.inodes_count) != groups * u64::from(self.inodes_per_group) {
-            return Err(bad(format!(
-                "inode count {} != groups {groups} x inodes per group {}",
-                self.inodes_count, self.inodes_per_group
-            )));
+            return Err(mismatch("s_inodes_count", self.inodes_count, groups * u64::from(self.inodes_per_group)));
         }
         if self.log_groups_per_flex > 31 {
-            return Err(bad("flex group size out of range"));
+            return Err(bad("s_log_groups_per_flex", self.log_groups_per_flex));
         }
         Ok(())
     }

@@ -241,10 +241,7 @@ impl FsCore {
         if aborted && !matches!(e, Error::Corrupt { .. } | Error::Checksum { .. }) {
             return Ok(());
         }
-        let block = match e {
-            Error::Corrupt { block, .. } | Error::Checksum { block, .. } => *block,
-            _ => 0,
-        };
+        let block = e.block().unwrap_or(0);
         // Journaled, then committed at once (ext4's flush_stashed_error_work).
         let vol = &self.vol;
         let journaled = rw.txns.change_and_commit(|h| {

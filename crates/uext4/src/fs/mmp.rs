@@ -9,7 +9,7 @@
 //! a cached copy would hide theirs.
 
 use crate::device::BlockDevice;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::features::incompat;
 use crate::format::mmp::{self, Mmp, MAX_CHECK_INTERVAL, MIN_CHECK_INTERVAL, SEQ_CLEAN, SEQ_FSCK, SEQ_MAX};
 use crate::format::superblock::Superblock;
@@ -98,10 +98,10 @@ pub(crate) fn claim(dev: &Arc<dyn BlockDevice>, sb: &Superblock, wait: Option<Du
         return Ok(None);
     }
     if sb.mmp_block < u64::from(sb.first_data_block) || sb.mmp_block >= sb.blocks_count {
-        return Err(Error::corrupt(
+        return Err(Error::corruption(
             Structure::Superblock,
-            0,
-            format!("MMP block {} outside the filesystem", sb.mmp_block),
+            Location::Unknown,
+            CorruptKind::OutsideFilesystem { what: "s_mmp_block", block: sb.mmp_block, len: 1 },
         ));
     }
     let place = Place {

@@ -163,7 +163,11 @@ impl FsCore {
             }
             cur = link;
         }
-        Err(Error::corrupt(crate::error::Structure::Inode, 0, format!("inode {ino} missing from the orphan list")))
+        Err(Error::corruption(
+            crate::error::Structure::Inode,
+            crate::error::Location::Inode(ino),
+            crate::error::CorruptKind::Missing { what: "orphan list entry" },
+        ))
     }
 
     /// Notes an open file handle on `ino` (FUSE open, or a library user
@@ -216,10 +220,10 @@ impl FsCore {
                 break;
             }
             if !seen.insert(next) || next > self.vol.sb.inodes_count || next < self.vol.sb.first_ino {
-                return Err(Error::corrupt(
+                return Err(Error::corruption(
                     crate::error::Structure::Inode,
-                    0,
-                    format!("orphan list loops or points at inode {next}"),
+                    crate::error::Location::Unknown,
+                    crate::error::CorruptKind::Loop { what: "orphan list", at: u64::from(next) },
                 ));
             }
             let i = crate::inode::read_inode(&self.vol, next)?;

@@ -17,7 +17,11 @@ impl FsCore {
     pub fn inode(&self, ino: u32) -> Result<Inode> {
         let i = inode::read_inode(&self.vol, ino)?;
         if i.mode == 0 && i.links_count == 0 {
-            return Err(Error::corrupt(Structure::Inode, 0, format!("inode {ino} is not in use")));
+            return Err(Error::corruption(
+                Structure::Inode,
+                crate::error::Location::Inode(ino),
+                crate::error::CorruptKind::NotInUse,
+            ));
         }
         Ok(i)
     }
@@ -167,7 +171,11 @@ impl FsCore {
 
     pub(in crate::fs) fn readlink_inode(&self, i: &Inode) -> Result<Vec<u8>> {
         if i.size == 0 || i.size > MAX_SYMLINK_LEN {
-            return Err(Error::corrupt(Structure::Symlink, 0, format!("inode {}: target length {}", i.ino, i.size)));
+            return Err(Error::corruption(
+                Structure::Symlink,
+                crate::error::Location::Inode(i.ino),
+                crate::error::CorruptKind::OutOfRange { field: "i_size", value: i.size },
+            ));
         }
         if self.is_fast_symlink(i) {
             return Ok(i.block[..i.size as usize].to_vec());

@@ -6,7 +6,7 @@
 //! every physical range is checked against the filesystem size.
 
 use super::{MapKind, Mapping, MAX_LBLK};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::extent::{parse_node, verify_block_checksum, ExtentNode};
 use crate::format::inode::Inode;
 use crate::volume::Volume;
@@ -31,12 +31,12 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                 if let Some(next) = idx.get(pos) {
                     limit = limit.min(u64::from(next.block));
                 }
-                let child = idx[pos - 1].leaf;
+                let child = idx[pos - 1].leaf.0;
                 if !vol.valid_range(child, 1) {
-                    return Err(Error::corrupt(
+                    return Err(Error::corruption(
                         Structure::Extent,
-                        node_block,
-                        format!("inode {}: index points outside the filesystem ({child})", inode.ino),
+                        Location::inode_block(inode.ino, node_block),
+                        CorruptKind::OutsideFilesystem { what: "extent index", block: child, len: 1 },
                     ));
                 }
                 let buf = vol.block(child)?;
@@ -45,10 +45,14 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                 }
                 let next = parse_node(buf.data(), child)?;
                 if next.header().depth + 1 != h.depth {
-                    return Err(Error::corrupt(
+                    return Err(Error::corruption(
                         Structure::Extent,
-                        child,
-                        format!("inode {}: depth {} under a node of depth {}", inode.ino, next.header().depth, h.depth),
+                        Location::InodeBlock { ino: inode.ino, block: child },
+                        CorruptKind::Mismatch {
+                            field: "eh_depth",
+                            value: u64::from(next.header().depth),
+                            expected: u64::from(h.depth.saturating_sub(1)),
+                        },
                     ));
                 }
                 node = next;
@@ -60,14 +64,18 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                     let e = &ext[pos - 1];
                     let end = u64::from(e.block) + u64::from(e.len);
                     if lblk < end {
-                        if !vol.valid_range(e.start, u64::from(e.len)) {
-                            return Err(Error::corrupt(
+                        if !vol.valid_range(e.start.0, u64::from(e.len)) {
+                            return Err(Error::corruption(
                                 Structure::Extent,
-                                node_block,
-                                format!("inode {}: extent {}+{} outside the filesystem", inode.ino, e.start, e.len),
+                                Location::inode_block(inode.ino, node_block),
+                                CorruptKind::OutsideFilesystem {
+                                    what: "extent",
+                                    block: e.start.0,
+                                    len: u64::from(e.len),
+                                },
                             ));
                         }
-                        let pblk = e.start + (lblk - u64::from(e.block));
+                        let pblk = e.start.0 + (lblk - u64::from(e.block));
                         let kind = if e.unwritten { MapKind::Unwritten(pblk) } else { MapKind::Mapped(pblk) };
                         return Ok(Mapping { lblk, len: end.min(limit).max(lblk + 1) - lblk, kind });
                     }
@@ -83,11 +91,13 @@ fn hole(lblk: u64, end: u64) -> Mapping {
     Mapping { lblk, len: end.saturating_sub(lblk).max(1), kind: MapKind::Hole }
 }
 
-/// Root-node errors name the inode rather than block 0.
+/// Root-node errors name the inode (whose record holds the root) rather
+/// than block 0.
 fn retag(e: Error, ino: u32) -> Error {
     match e {
-        Error::Corrupt { structure, detail, .. } => {
-            Error::Corrupt { structure, block: 0, detail: format!("inode {ino} extent root: {detail}") }
+        Error::Corrupt(mut c) => {
+            c.location = Location::Inode(ino);
+            Error::Corrupt(c)
         }
         other => other,
     }

@@ -17,7 +17,8 @@
 //! each node either before or after a change, never torn.
 
 use crate::alloc::AllocRequest;
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::{LogicalBlock, PhysicalBlock};
 use crate::format::extent::{
     encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
     ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
@@ -78,8 +79,8 @@ impl Node {
     /// First logical block the node covers (its key in the parent).
     fn first_key(&self) -> Option<u32> {
         match self {
-            Node::Index(v) => v.first().map(|e| e.block),
-            Node::Leaf(v) => v.first().map(|e| e.block),
+            Node::Index(v) => v.first().map(|e| e.block.0),
+            Node::Leaf(v) => v.first().map(|e| e.block.0),
         }
     }
 
@@ -136,10 +137,10 @@ impl Ctx<'_, '_> {
     fn read_node(&self, block: u64, depth: u16, ino: u32) -> Result<Node> {
         let vol = self.tx.vol;
         if !vol.valid_range(block, 1) {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Extent,
-                block,
-                format!("inode {ino}: extent index points outside the filesystem"),
+                Location::InodeBlock { ino, block },
+                CorruptKind::OutsideFilesystem { what: "extent index", block, len: 1 },
             ));
         }
         let buf = vol.block(block)?;
@@ -148,10 +149,14 @@ impl Ctx<'_, '_> {
         }
         let n = parse_node(buf.data(), block)?;
         if n.header().depth != depth {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Extent,
-                block,
-                format!("inode {ino}: node of depth {} where {depth} was expected", n.header().depth),
+                Location::InodeBlock { ino, block },
+                CorruptKind::Mismatch {
+                    field: "eh_depth",
+                    value: u64::from(n.header().depth),
+                    expected: u64::from(depth),
+                },
             ));
         }
         Ok(match n {
@@ -178,14 +183,14 @@ impl Ctx<'_, '_> {
                 }
                 Node::Index(v) => {
                     if v.is_empty() || depth == 0 {
-                        return Err(Error::corrupt(
+                        return Err(Error::corruption(
                             Structure::Extent,
-                            block,
-                            format!("inode {}: empty extent index node", inode.ino),
+                            Location::inode_block(inode.ino, block),
+                            CorruptKind::Empty { what: "extent index node" },
                         ));
                     }
                     let pos = v.partition_point(|e| u64::from(e.block) <= lblk).saturating_sub(1);
-                    let child = v[pos].leaf;
+                    let child = v[pos].leaf.0;
                     let next = self.read_node(child, depth - 1, inode.ino)?;
                     path.push(Level { block, depth, node, pos, fresh: false });
                     node = next;
@@ -232,12 +237,16 @@ impl Ctx<'_, '_> {
         let parent = &mut path[l - 1];
         let pos = parent.pos;
         let Node::Index(v) = &mut parent.node else {
-            return Err(Error::corrupt(Structure::Extent, 0, "leaf above a node"));
+            return Err(Error::corruption(
+                Structure::Extent,
+                Location::Inode(inode.ino),
+                CorruptKind::WrongType { expected: "extent index node", found: 0 },
+            ));
         };
         let changed = match v.get_mut(pos) {
-            Some(e) if e.block == key => false,
+            Some(e) if e.block.0 == key => false,
             Some(e) => {
-                e.block = key;
+                e.block = LogicalBlock(key);
                 true
             }
             None => true,
@@ -341,7 +350,7 @@ impl Ctx<'_, '_> {
                 let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
                 let key = entries.first_key().unwrap_or(0);
                 let child = Level { block: blk, depth: root.depth, node: entries, pos: root.pos, fresh: true };
-                root.node = Node::Index(vec![ExtentIndex { block: key, leaf: blk }]);
+                root.node = Node::Index(vec![ExtentIndex { block: LogicalBlock(key), leaf: PhysicalBlock(blk) }]);
                 root.depth += 1;
                 root.pos = 0;
                 // The new child is written (and split) as the next step.
@@ -390,7 +399,10 @@ impl Ctx<'_, '_> {
                 let blk = self.spare_or_alloc(inode, goal, spare)?;
                 let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
                 self.write_level(inode, &lv)?;
-                new_entries.push(ExtentIndex { block: lv.node.first_key().unwrap_or(0), leaf: blk });
+                new_entries.push(ExtentIndex {
+                    block: LogicalBlock(lv.node.first_key().unwrap_or(0)),
+                    leaf: PhysicalBlock(blk),
+                });
                 rest = tail;
             }
             let (v, pos, _) = self.write_under_parent(inode, path, l)?;
@@ -419,7 +431,7 @@ impl Ctx<'_, '_> {
             if v.len() != 1 {
                 return Ok(());
             }
-            let child = v[0].leaf;
+            let child = v[0].leaf.0;
             let node = self.read_node(child, h.depth - 1, inode.ino)?;
             if node.len() > ROOT_CAPACITY {
                 return Ok(());
@@ -466,7 +478,7 @@ fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, u
             let room = max_len(unwritten).saturating_sub(u64::from(last.len));
             if last.unwritten == unwritten
                 && ext_end(last) == lblk
-                && last.start + u64::from(last.len) == pblk
+                && last.start.0 + u64::from(last.len) == pblk
                 && room > 0
             {
                 let n = room.min(len);
@@ -478,7 +490,7 @@ fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, u
             }
         }
         let n = max_len(unwritten).min(len);
-        out.push(Extent { block: lblk as u32, len: n as u16, start: pblk, unwritten });
+        out.push(Extent { block: LogicalBlock(lblk as u32), len: n as u16, start: PhysicalBlock(pblk), unwritten });
         lblk += n;
         pblk += n;
         len -= n;
@@ -510,19 +522,19 @@ fn edit_leaf(
         let (s, end) = (u64::from(e.block), ext_end(e));
         let (is, ie) = (s.max(a), end.min(b));
         if edit.is_none() || is >= ie {
-            pieces.push((s, e.start, end - s, e.unwritten));
+            pieces.push((s, e.start.0, end - s, e.unwritten));
             continue;
         }
         if s < is {
-            pieces.push((s, e.start, is - s, e.unwritten));
+            pieces.push((s, e.start.0, is - s, e.unwritten));
         }
         match edit {
-            Some(Edit::Remove) => frees.push((e.start + (is - s), ie - is)),
-            Some(Edit::MarkWritten) => pieces.push((is, e.start + (is - s), ie - is, false)),
+            Some(Edit::Remove) => frees.push((e.start.0 + (is - s), ie - is)),
+            Some(Edit::MarkWritten) => pieces.push((is, e.start.0 + (is - s), ie - is, false)),
             None => {}
         }
         if ie < end {
-            pieces.push((ie, e.start + (ie - s), end - ie, e.unwritten));
+            pieces.push((ie, e.start.0 + (ie - s), end - ie, e.unwritten));
         }
     }
     pieces.extend_from_slice(insert);
@@ -564,7 +576,7 @@ fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: u64, b: u64, budget
         let (is, ie) = (s.max(a), end.min(b));
         let mut l = is;
         while l < ie {
-            let p = e.start + (l - s);
+            let p = e.start.0 + (l - s);
             let g = p.saturating_sub(first) / bpg;
             // Logical end of this extent's part in group g.
             let seg_end = ie.min(l + ((g + 1) * bpg + first).saturating_sub(p).max(1));
@@ -595,7 +607,11 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
         let hi = leaf_end(&path);
         let leaf = path.len() - 1;
         let Node::Leaf(v) = &path[leaf].node else {
-            return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
+            return Err(Error::corruption(
+                Structure::Extent,
+                Location::inode_block(inode.ino, path[leaf].block),
+                CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
+            ));
         };
         let (a, mut b) = (cursor, to.min(hi));
         let touches = v.iter().any(|e| u64::from(e.block) < b && ext_end(e) > a);
@@ -607,7 +623,7 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
             }
         }
         if touches {
-            let goal = v.first().map_or(0, |e| e.start);
+            let goal = v.first().map_or(0, |e| e.start.0);
             let (out, frees) = edit_leaf(v, a, b, Some(edit), &[]);
             path[leaf].node = Node::Leaf(out);
             // The tree first: if it cannot change (no block for a split),
@@ -662,13 +678,17 @@ fn insert_run(ctx: &Ctx, inode: &mut Inode, lblk: u64, pblk: u64, len: u64, unwr
         let n = left.2.min(hi.saturating_sub(left.0)).max(1).min(left.2);
         let leaf = path.len() - 1;
         let Node::Leaf(v) = &path[leaf].node else {
-            return Err(Error::corrupt(Structure::Extent, path[leaf].block, "path does not end in a leaf"));
+            return Err(Error::corruption(
+                Structure::Extent,
+                Location::inode_block(inode.ino, path[leaf].block),
+                CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
+            ));
         };
         if v.iter().any(|e| u64::from(e.block) < left.0 + n && ext_end(e) > left.0) {
-            return Err(Error::corrupt(
+            return Err(Error::corruption(
                 Structure::Extent,
-                path[leaf].block,
-                format!("inode {}: new blocks overlap an extent at logical {}", inode.ino, left.0),
+                Location::inode_block(inode.ino, path[leaf].block),
+                CorruptKind::Overlap { at: left.0 },
             ));
         }
         let (out, _) = edit_leaf(v, 0, 0, None, &[(left.0, left.1, n, unwritten)]);
@@ -687,10 +707,10 @@ fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
         let pos = v.partition_point(|e| u64::from(e.block) <= lblk);
         if pos > 0 {
             let e = &v[pos - 1];
-            return Ok(e.start + (lblk - u64::from(e.block)).min(u64::from(e.len)));
+            return Ok(e.start.0 + (lblk - u64::from(e.block)).min(u64::from(e.len)));
         }
         if let Some(e) = v.first() {
-            return Ok(e.start.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
+            return Ok(e.start.0.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
         }
     }
     Ok(ctx.tx.inode_goal(inode.ino))
@@ -776,7 +796,7 @@ mod tests {
     use super::*;
 
     fn ext(block: u32, len: u16, start: u64, unwritten: bool) -> Extent {
-        Extent { block, len, start, unwritten }
+        Extent { block: LogicalBlock(block), len, start: PhysicalBlock(start), unwritten }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! pointers, then single, double and triple indirect blocks.
 
 use super::{MapKind, Mapping};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::le32;
 use crate::format::inode::Inode;
 use crate::volume::Volume;
@@ -47,7 +47,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
             return Ok(Mapping { lblk, len: left, kind: MapKind::Hole });
         }
         if !vol.valid_range(block, 1) {
-            return Err(bad(inode, block, "indirect pointer outside the filesystem"));
+            return Err(bad(inode, block, CorruptKind::OutsideFilesystem { what: "indirect pointer", block, len: 1 }));
         }
         let buf = vol.block(block)?;
         let idx = (rel / span) as usize;
@@ -70,7 +70,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
         }
         block = u64::from(le32(buf.data(), idx * 4));
     }
-    Err(bad(inode, 0, "unreachable indirect depth"))
+    Err(bad(inode, 0, CorruptKind::TooDeep { what: "block map", depth: u64::from(depth), max: 3 }))
 }
 
 /// A run among the 12 direct pointers.
@@ -92,11 +92,13 @@ fn finish(vol: &Volume, inode: &Inode, lblk: u64, first: u64, n: u64, block: u64
         return Ok(Mapping { lblk, len: n, kind: MapKind::Hole });
     }
     if !vol.valid_range(first, n) {
-        return Err(bad(inode, block, "data pointer outside the filesystem"));
+        return Err(bad(inode, block, CorruptKind::OutsideFilesystem { what: "data pointer", block: first, len: n }));
     }
     Ok(Mapping { lblk, len: n, kind: MapKind::Mapped(first) })
 }
 
-fn bad(inode: &Inode, block: u64, what: &str) -> Error {
-    Error::corrupt(Structure::IndirectBlock, block, format!("inode {}: {what}", inode.ino))
+/// A corrupt pointer of `inode`, found in indirect block `block` (0: in
+/// the inode's own `i_block`).
+fn bad(inode: &Inode, block: u64, kind: CorruptKind) -> Error {
+    Error::corruption(Structure::IndirectBlock, Location::inode_block(inode.ino, block), kind)
 }

@@ -7,7 +7,7 @@ mod extent_tree;
 pub mod extent_write;
 mod indirect;
 
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::inode::Inode;
 use crate::volume::Volume;
 
@@ -50,10 +50,13 @@ pub fn read_inode(vol: &Volume, ino: u32) -> Result<Inode> {
     let block = gd.inode_table + within / bs;
     let off = (within % bs) as usize;
     let buf = vol.block(block)?;
-    let raw = buf
-        .data()
-        .get(off..off + usize::from(sb.inode_size))
-        .ok_or_else(|| Error::corrupt(Structure::Inode, block, "inode crosses block end"))?;
+    let raw = buf.data().get(off..off + usize::from(sb.inode_size)).ok_or_else(|| {
+        Error::corruption(
+            Structure::Inode,
+            Location::InodeBlock { ino, block },
+            CorruptKind::CrossesEnd { what: "inode record" },
+        )
+    })?;
     Inode::parse(sb, ino, raw, block)
 }
 

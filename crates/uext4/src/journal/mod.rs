@@ -13,15 +13,15 @@ pub mod writer;
 pub use recovery::{recover, replay_in_memory, RecoveryReport};
 pub use writer::{Handle, JournalWriter};
 
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::features::compat;
 use crate::format::inode::FileType;
 use crate::format::journal::{JournalSuperblock, SUPERBLOCK_SIZE};
 use crate::inode::{self, MapKind};
 use crate::volume::Volume;
 
-fn corrupt(block: u64, detail: impl Into<String>) -> Error {
-    Error::corrupt(Structure::Journal, block, detail)
+fn corrupt(location: Location, kind: CorruptKind) -> Error {
+    Error::corruption(Structure::Journal, location, kind)
 }
 
 /// Where the journal's blocks are: the physical block of every journal
@@ -46,12 +46,15 @@ impl JournalMap {
             let pblk = match m.kind {
                 MapKind::Mapped(p) => p,
                 MapKind::Unwritten(_) | MapKind::Hole => {
-                    return Err(corrupt(0, format!("journal block {lblk} is not mapped")));
+                    return Err(corrupt(Location::JournalBlock(lblk), CorruptKind::Hole { lblk }));
                 }
             };
             let n = m.len.max(1).min(len - lblk);
             if !vol.valid_range(pblk, n) {
-                return Err(corrupt(pblk, format!("journal block {lblk} maps outside the filesystem")));
+                return Err(corrupt(
+                    Location::JournalBlock(lblk),
+                    CorruptKind::OutsideFilesystem { what: "journal extent", block: pblk, len: n },
+                ));
             }
             match runs.last_mut() {
                 Some(last) if last.0 + last.1 == lblk && last.2 + last.1 == pblk => last.1 += n,
@@ -75,12 +78,15 @@ impl JournalMap {
     /// Physical block of journal block `jblk`.
     pub fn physical(&self, jblk: u64) -> Result<u64> {
         if jblk >= self.len {
-            return Err(corrupt(0, format!("journal block {jblk} beyond the journal's {} blocks", self.len)));
+            return Err(corrupt(
+                Location::Unknown,
+                CorruptKind::OutsideRange { what: "journal block", value: jblk, start: 0, end: self.len },
+            ));
         }
         let i = self.runs.partition_point(|r| r.0 + r.1 <= jblk);
         match self.runs.get(i) {
             Some(&(l, n, p)) if jblk >= l && jblk < l + n => Ok(p + (jblk - l)),
-            _ => Err(corrupt(0, format!("journal block {jblk} is not mapped"))),
+            _ => Err(corrupt(Location::JournalBlock(jblk), CorruptKind::Hole { lblk: jblk })),
         }
     }
 
@@ -119,16 +125,22 @@ impl Journal {
             if sb.journal_uuid != [0; 16] || sb.journal_dev != 0 {
                 return Err(Error::Unsupported("external journal".into()));
             }
-            return Err(corrupt(0, "has_journal is set but there is no journal inode"));
+            return Err(corrupt(
+                Location::Unknown,
+                CorruptKind::Missing { what: "journal inode (has_journal is set)" },
+            ));
         }
         let ino = inode::read_inode(vol, sb.journal_inum)?;
         if ino.links_count == 0 || ino.file_type().ok() != Some(FileType::Regular) {
-            return Err(corrupt(0, format!("journal inode {} is not a regular file in use", sb.journal_inum)));
+            return Err(corrupt(
+                Location::Inode(sb.journal_inum),
+                CorruptKind::WrongType { expected: "a regular file in use", found: u64::from(ino.mode) },
+            ));
         }
         let bs = vol.block_size as u64;
         let inode_blocks = (ino.size / bs).min(u64::from(u32::MAX));
         if inode_blocks == 0 {
-            return Err(corrupt(0, "journal inode is empty"));
+            return Err(corrupt(Location::Inode(sb.journal_inum), CorruptKind::Empty { what: "journal inode" }));
         }
         let first = JournalMap::new(vol, &ino, 1)?;
         let p0 = first.physical(0)?;
@@ -137,14 +149,20 @@ impl Journal {
         let jsb = JournalSuperblock::parse(&raw[..SUPERBLOCK_SIZE]).map_err(|e| at_block(e, p0))?;
         if u64::from(jsb.block_size) != bs {
             return Err(corrupt(
-                p0,
-                format!("journal block size {} differs from the filesystem's {bs}", jsb.block_size),
+                Location::Block(p0),
+                CorruptKind::Mismatch { field: "s_blocksize", value: u64::from(jsb.block_size), expected: bs },
             ));
         }
         if u64::from(jsb.maxlen) > inode_blocks {
+            // The journal file must hold at least s_maxlen blocks.
             return Err(corrupt(
-                p0,
-                format!("journal file too short: {} blocks, the superblock says {}", inode_blocks, jsb.maxlen),
+                Location::Block(p0),
+                CorruptKind::OutsideRange {
+                    what: "s_maxlen",
+                    value: u64::from(jsb.maxlen),
+                    start: 0,
+                    end: inode_blocks + 1,
+                },
             ));
         }
         let map = JournalMap::new(vol, &ino, u64::from(jsb.maxlen))?;
@@ -155,9 +173,5 @@ impl Journal {
 /// Sets the block of a corruption or checksum error found in a block
 /// whose parser did not know where it lived.
 pub(crate) fn at_block(e: Error, block: u64) -> Error {
-    match e {
-        Error::Corrupt { structure, detail, .. } => Error::Corrupt { structure, block, detail },
-        Error::Checksum { structure, stored, computed, .. } => Error::Checksum { structure, block, stored, computed },
-        other => other,
-    }
+    e.at_block(block)
 }

@@ -69,7 +69,7 @@
 
 use super::{at_block, Journal};
 use crate::device::{BlockDevice, OverlayDevice};
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le16, le32, put_le16, put_le32};
 use crate::format::checksum::crc32c;
 use crate::format::features::{incompat, ro_compat};
@@ -130,8 +130,8 @@ pub struct RecoveryReport {
     pub warnings: Vec<String>,
 }
 
-fn corrupt(block: u64, detail: impl Into<String>) -> Error {
-    Error::corrupt(Structure::Journal, block, detail)
+fn corrupt(location: Location, kind: CorruptKind) -> Error {
+    Error::corruption(Structure::Journal, location, kind)
 }
 
 /// `a` is after `b` in transaction-id order (ids wrap at 2^32).
@@ -188,7 +188,10 @@ impl RevokeTable {
             return Ok(());
         }
         if self.map.len() >= MAX_REVOKE_RECORDS {
-            return Err(corrupt(0, format!("more than {MAX_REVOKE_RECORDS} revoked blocks in the log")));
+            return Err(corrupt(
+                Location::Transaction { tid, block: 0 },
+                CorruptKind::TooMany { what: "revoked blocks in the log", limit: MAX_REVOKE_RECORDS as u64 },
+            ));
         }
         self.map.insert(block, tid);
         Ok(())
@@ -315,11 +318,13 @@ impl Log<'_> {
                         Pass::Revoke => {
                             if let Some(t) = tags.iter().find(|t| t.block >= self.fs_blocks) {
                                 return Err(corrupt(
-                                    pblk,
-                                    format!(
-                                        "transaction {next_tid} logs block {} beyond the filesystem's {} blocks",
-                                        t.block, self.fs_blocks
-                                    ),
+                                    Location::Transaction { tid: next_tid, block: pblk },
+                                    CorruptKind::OutsideRange {
+                                        what: "logged block",
+                                        value: t.block,
+                                        start: 0,
+                                        end: self.fs_blocks,
+                                    },
                                 ));
                             }
                             next_block = self.advance(next_block, tags.len() as u64);
@@ -353,7 +358,15 @@ impl Log<'_> {
                                 }
                                 if tag.block >= self.fs_blocks {
                                     // Refused by the REVOKE pass already.
-                                    info.replay_error.get_or_insert(corrupt(log_pblk, "tag beyond the filesystem"));
+                                    info.replay_error.get_or_insert(corrupt(
+                                        Location::Transaction { tid: next_tid, block: log_pblk },
+                                        CorruptKind::OutsideRange {
+                                            what: "logged block",
+                                            value: tag.block,
+                                            start: 0,
+                                            end: self.fs_blocks,
+                                        },
+                                    ));
                                     continue;
                                 }
                                 if tag.flags & tag_flag::ESCAPE != 0 {
@@ -375,10 +388,8 @@ impl Log<'_> {
                     if need_check_commit_time {
                         if commit_time >= last_commit_time {
                             return Err(corrupt(
-                                pblk,
-                                format!(
-                                    "invalid checksum found in transaction {next_tid} (descriptor or revoke block)"
-                                ),
+                                Location::Transaction { tid: next_tid, block: pblk },
+                                CorruptKind::TransactionChecksum { what: "descriptor or revoke block" },
                             ));
                         }
                         // Older than the previous commit: stale blocks of
@@ -441,11 +452,11 @@ impl Log<'_> {
             }
         } else if info.end_tid != Some(next_tid) {
             let e = corrupt(
-                0,
-                format!(
-                    "recovery pass {pass:?} ended at transaction {next_tid}, expected {}",
-                    info.end_tid.unwrap_or(next_tid)
-                ),
+                Location::Transaction { tid: next_tid, block: 0 },
+                CorruptKind::RecoveryMismatch {
+                    ended: u64::from(next_tid),
+                    expected: u64::from(info.end_tid.unwrap_or(next_tid)),
+                },
             );
             if pass == Pass::Revoke {
                 return Err(e);
@@ -495,7 +506,7 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
     let mut report = RecoveryReport { needed: vol.sb.needs_recovery(), ..Default::default() };
     let Some(journal) = Journal::open(&vol)? else {
         if report.needed {
-            return Err(corrupt(0, "needs_recovery is set but the filesystem has no journal"));
+            return Err(corrupt(Location::Unknown, CorruptKind::Missing { what: "journal (needs_recovery is set)" }));
         }
         return Ok(report);
     };
@@ -556,12 +567,8 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
     }
     if let Some((tid, commit_block)) = info.failed_commit {
         return Err(corrupt(
-            commit_block,
-            format!(
-                "journal transaction {tid} is corrupt (bad commit block checksum); the {} transaction(s) \
-                 before it were replayed and the journal was left for e2fsck",
-                report.transactions
-            ),
+            Location::Transaction { tid, block: commit_block },
+            CorruptKind::BadCommit { replayed: u64::from(report.transactions) },
         ));
     }
     if log.fast_commits_present(end_tid) {
@@ -588,9 +595,8 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
         let c = crc32c(!0, &raw[..0x3FC]);
         put_le32(&mut raw, 0x3FC, c);
     }
-    Superblock::parse(&raw).map_err(|e| {
-        corrupt(0, format!("the superblock is invalid after replaying the journal ({e}); recovery not completed"))
-    })?;
+    Superblock::parse(&raw)
+        .map_err(|e| corrupt(Location::Unknown, CorruptKind::InvalidAfterReplay { cause: e.to_string() }))?;
 
     // Empty the log: the next transaction is end + 1, as the kernel and
     // e2fsck restart it, so no stale block of this log can be taken as

@@ -3,6 +3,7 @@
 use super::layout::{Layout, MkfsOptions, DESC_SIZE, FIRST_INO, FLEX_SIZE, LPF_INO};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use crate::format::block_number::LogicalBlock;
 use crate::format::bytes::{put_le16, put_le32};
 use crate::format::checksum::crc32c;
 use crate::format::dirent::{file_type_of, set_leaf_checksum, write_entry, write_tail};
@@ -137,7 +138,7 @@ fn extents_of(runs: &[(u64, u32)]) -> Vec<Extent> {
     let mut logical = 0u32;
     runs.iter()
         .map(|&(start, len)| {
-            let e = Extent { block: logical, len: len as u16, start, unwritten: false };
+            let e = Extent { block: logical.into(), len: len as u16, start: start.into(), unwritten: false };
             logical += len;
             e
         })
@@ -150,9 +151,10 @@ fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]>
     let mut root = [0u8; 60];
     let node = match leaf_block {
         None => ExtentNode::Leaf(ExtentHeader { entries: 0, max: 4, depth: 0 }, extents_of(runs)),
-        Some(lb) => {
-            ExtentNode::Index(ExtentHeader { entries: 1, max: 4, depth: 1 }, vec![ExtentIndex { block: 0, leaf: lb }])
-        }
+        Some(lb) => ExtentNode::Index(
+            ExtentHeader { entries: 1, max: 4, depth: 1 },
+            vec![ExtentIndex { block: LogicalBlock(0), leaf: lb.into() }],
+        ),
     };
     encode_node(&node, &mut root)?;
     Ok(root)

@@ -3,7 +3,7 @@
 
 pub mod write;
 
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::inode::Inode;
 use crate::format::xattr::{acl_to_xattr, parse_block, parse_inode_area, XattrEntry};
 use crate::volume::Volume;
@@ -25,10 +25,10 @@ pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
 pub(crate) fn block_of(vol: &Volume, inode: &Inode) -> Result<std::sync::Arc<crate::cache::Buffer>> {
     let blk = inode.file_acl;
     if !vol.valid_range(blk, 1) {
-        return Err(Error::corrupt(
+        return Err(Error::corruption(
             Structure::Xattr,
-            blk,
-            format!("inode {}: xattr block outside the filesystem", inode.ino),
+            Location::inode_block(inode.ino, blk),
+            CorruptKind::OutsideFilesystem { what: "i_file_acl", block: blk, len: 1 },
         ));
     }
     vol.block(blk)
@@ -43,8 +43,10 @@ pub fn get(vol: &Volume, inode: &Inode, name: &[u8]) -> Result<Vec<u8>> {
         .ok_or_else(|| Error::NoAttr(String::from_utf8_lossy(name).into_owned()))?;
     let value = e.value.ok_or_else(|| Error::Unsupported("xattr value in an EA inode".into()))?;
     if name == b"system.posix_acl_access" || name == b"system.posix_acl_default" {
-        return acl_to_xattr(&value)
-            .ok_or_else(|| Error::corrupt(Structure::Xattr, inode.file_acl, "malformed POSIX ACL"));
+        return acl_to_xattr(&value).ok_or_else(|| {
+            let at = Location::inode_block(inode.ino, inode.file_acl);
+            Error::corruption(Structure::Xattr, at, CorruptKind::Malformed { what: "POSIX ACL" })
+        });
     }
     Ok(value)
 }

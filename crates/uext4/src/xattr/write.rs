@@ -20,7 +20,7 @@
 //! their attributes at once cannot both believe they hold the last
 //! reference, or both copy and leave the block unreferenced.
 
-use crate::error::{Error, Result, Structure};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le32, put_le32};
 use crate::format::checksum::crc32c;
 use crate::format::features::compat;
@@ -255,7 +255,8 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
             let refs = le32(b, 4);
             if refs <= 1 {
                 if b.len() != content.len() {
-                    return Err(Error::corrupt(Structure::Xattr, old, "block size changed"));
+                    let kind = CorruptKind::Changed { what: "xattr block size" };
+                    return Err(Error::corruption(Structure::Xattr, Location::Block(old), kind));
                 }
                 b.copy_from_slice(&content);
                 if let Some(seed) = seed {
@@ -287,7 +288,7 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
             _ => copy = Some(new_block(tx, inode, &content, seed)?),
         }
     }
-    Err(Error::corrupt(Structure::Xattr, old, "reference count keeps changing"))
+    Err(Error::corruption(Structure::Xattr, Location::Block(old), CorruptKind::Changed { what: "h_refcount" }))
 }
 
 /// Allocates a block for `inode`'s attributes (near the start of the
@@ -330,9 +331,13 @@ fn ensure_ext_attr_feature(tx: &Tx) -> Result<()> {
     }
     let csum = vol.has_csum();
     tx.modify(blk, |b| {
-        let raw = b
-            .get_mut(off..off + SUPERBLOCK_SIZE)
-            .ok_or_else(|| Error::corrupt(Structure::Superblock, blk, "superblock beyond its block"))?;
+        let raw = b.get_mut(off..off + SUPERBLOCK_SIZE).ok_or_else(|| {
+            Error::corruption(
+                Structure::Superblock,
+                Location::Block(blk),
+                CorruptKind::CrossesEnd { what: "superblock" },
+            )
+        })?;
         let f = le32(raw, S_FEATURE_COMPAT);
         put_le32(raw, S_FEATURE_COMPAT, f | compat::EXT_ATTR);
         if csum {

@@ -247,9 +247,9 @@ pub fn describe(name: &'static str, bytes: Vec<u8>) -> Image {
         while let Some(n) = stack.pop() {
             if let ExtentNode::Index(h, idx) = n {
                 for e in idx {
-                    frag_tree.push((e.leaf, h.depth - 1));
-                    let b = &bytes[e.leaf as usize * bs..(e.leaf as usize + 1) * bs];
-                    stack.push(parse_node(b, e.leaf).unwrap());
+                    frag_tree.push((e.leaf.0, h.depth - 1));
+                    let b = &bytes[e.leaf.0 as usize * bs..(e.leaf.0 as usize + 1) * bs];
+                    stack.push(parse_node(b, e.leaf.0).unwrap());
                 }
             }
         }

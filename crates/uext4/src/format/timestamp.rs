@@ -1,0 +1,67 @@
+//! Inode timestamps: a 32-bit seconds field and, in large inodes, an
+//! `_extra` word with 2 epoch bits and 30 bits of nanoseconds.
+
+/// A timestamp with nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Timestamp {
+    /// Seconds since the epoch (may be negative or beyond 2038).
+    pub sec: i64,
+    /// Nanoseconds, 0..1_000_000_000.
+    pub nsec: u32,
+}
+
+impl Timestamp {
+    /// Decodes a 32-bit seconds field and its optional `_extra` word
+    /// (2 epoch bits extending the seconds, 30 bits of nanoseconds).
+    pub fn decode(secs: u32, extra: Option<u32>) -> Timestamp {
+        let mut sec = i64::from(secs as i32);
+        let mut nsec = 0;
+        if let Some(extra) = extra {
+            sec += i64::from(extra & 3) << 32;
+            nsec = (extra >> 2).min(999_999_999);
+        }
+        Timestamp { sec, nsec }
+    }
+
+    /// Encodes into the 32-bit seconds field and the `_extra` word.
+    /// Seconds outside ext4's range (1901..2446) are clamped to it.
+    pub fn encode(self) -> (u32, u32) {
+        let min = -(1i64 << 31);
+        let max = (1i64 << 34) - (1i64 << 31) - 1;
+        let sec = self.sec.clamp(min, max);
+        let epoch = ((sec - i64::from(sec as i32)) >> 32) as u32 & 3;
+        (sec as u32, epoch | (self.nsec.min(999_999_999) << 2))
+    }
+
+    /// The current time.
+    pub fn now() -> Timestamp {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timestamp { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_across_the_epochs() {
+        for (sec, nsec) in [
+            (0i64, 0u32),
+            (-1, 5),
+            (-(1 << 31), 1),
+            (1 << 31, 999_999_999),
+            (1_700_000_000, 42),
+            ((1 << 34) - (1 << 31) - 1, 7),
+        ] {
+            let t = Timestamp { sec, nsec };
+            let (s, e) = t.encode();
+            assert_eq!(Timestamp::decode(s, Some(e)), t, "{sec}");
+        }
+        // Without the extra word only 1901..2038 is representable.
+        assert_eq!(Timestamp::decode(u32::MAX, None), Timestamp { sec: -1, nsec: 0 });
+        // Out of range seconds are clamped, nanoseconds capped.
+        let (s, e) = Timestamp { sec: i64::MAX, nsec: u32::MAX }.encode();
+        assert_eq!(Timestamp::decode(s, Some(e)), Timestamp { sec: (1 << 34) - (1 << 31) - 1, nsec: 999_999_999 });
+    }
+}
