@@ -381,9 +381,6 @@ pub enum CorruptKind {
         /// Why the replayed superblock was refused.
         cause: String,
     },
-    /// Free text, from code written before the typed kinds
-    /// ([`Error::corrupt`]).
-    Other(String),
 }
 
 impl std::fmt::Display for CorruptKind {
@@ -430,7 +427,6 @@ impl std::fmt::Display for CorruptKind {
             CorruptKind::InvalidAfterReplay { cause } => {
                 write!(f, "the superblock is invalid after replaying the journal ({cause}); recovery not completed")
             }
-            CorruptKind::Other(s) => f.write_str(s),
         }
     }
 }
@@ -550,14 +546,6 @@ impl Error {
         Error::Corrupt(Box::new(Corruption { structure, location, kind }))
     }
 
-    /// Legacy constructor of a corruption error with a free-text detail
-    /// ([`CorruptKind::Other`]), kept only so code written before the typed
-    /// kinds still compiles; new code uses [`Error::corruption`].
-    pub fn corrupt(structure: Structure, block: u64, detail: impl Into<String>) -> Self {
-        let location = if block == 0 { Location::Unknown } else { Location::Block(block) };
-        Error::corruption(structure, location, CorruptKind::Other(detail.into()))
-    }
-
     /// The corruption this error reports, if it is one.
     pub fn as_corruption(&self) -> Option<&Corruption> {
         match self {
@@ -643,10 +631,6 @@ mod tests {
         let e = Error::corruption(Structure::Journal, Location::Unknown, CorruptKind::BadMagic { found: 0xdead });
         assert_eq!(e.to_string(), "corrupt journal: bad magic 0xdead");
         assert_eq!(e.block(), None);
-        // The legacy constructor still reads as before.
-        let e = Error::corrupt(Structure::Superblock, 0, "no data blocks");
-        assert_eq!(e.to_string(), "corrupt superblock: no data blocks");
-        assert!(matches!(e.as_corruption(), Some(Corruption { kind: CorruptKind::Other(_), .. })));
     }
 
     #[test]
