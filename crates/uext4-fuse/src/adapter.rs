@@ -234,7 +234,7 @@ impl Uext4Fuse {
     }
 
     /// The file type of a directory entry, from the entry or the inode.
-    fn entry_kind(&self, e: &uext4::DirEntry) -> fuser::FileType {
+    fn entry_kind(&self, e: &uext4::dir::DirEntry) -> fuser::FileType {
         match e.file_type {
             Some(t) => kind(t),
             None => self.fs.stat(e.ino).map_or(fuser::FileType::RegularFile, |st| kind(st.file_type)),
@@ -243,7 +243,7 @@ impl Uext4Fuse {
 
     /// Fills a readdir reply from `cookie` on; `add` returns true when the
     /// reply is full (that entry was not added).
-    fn fill_dir(&self, ino: u32, cookie: u64, mut add: impl FnMut(&uext4::DirEntry) -> bool) -> Result<(), Errno> {
+    fn fill_dir(&self, ino: u32, cookie: u64, mut add: impl FnMut(&uext4::dir::DirEntry) -> bool) -> Result<(), Errno> {
         let mut cookie = cookie;
         let mut added = 0usize;
         loop {

@@ -28,6 +28,7 @@ pub mod ops;
 mod orphan;
 mod rw;
 mod seek;
+mod std_support;
 mod writeback;
 pub mod xattr_ops;
 
@@ -147,6 +148,8 @@ pub struct StatFs {
 #[derive(Debug)]
 pub struct Filesystem {
     core: Arc<FsCore>,
+    /// Owner and umask of files the std-like API creates.
+    new_files: crate::std_api::NewFileDefaults,
 }
 
 /// The state and operations of an open filesystem, shared by its handle
@@ -226,7 +229,7 @@ impl Filesystem {
             }
         }
         let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), rw_state: None };
-        Ok(Filesystem { core: Arc::new(core) })
+        Ok(Filesystem { core: Arc::new(core), new_files: Default::default() })
     }
 
     fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
@@ -272,7 +275,7 @@ impl Filesystem {
         }
         let core = Arc::new(core);
         core.start_writeback(Arc::downgrade(&core));
-        Ok(Filesystem { core })
+        Ok(Filesystem { core, new_files: Default::default() })
     }
 }
 

@@ -31,12 +31,13 @@ pub mod journal;
 pub mod lock_order;
 pub mod locks;
 pub mod mkfs;
+pub mod std_api;
 pub mod txn;
 pub mod volume;
 pub mod xattr;
 
 pub use device::{BlockDevice, FileDevice, MemoryDevice};
-pub use dir::DirEntry;
 pub use error::{Error, Result, Structure};
 pub use format::inode::{FileType, Timestamp};
-pub use fs::{Filesystem, MountOptions, Stat, StatFs};
+pub use fs::{Filesystem, FsCore, MountOptions, Stat, StatFs};
+pub use std_api::{DirEntry, File, FileTimes, Metadata, OpenOptions, Permissions, ReadDir};

@@ -26,7 +26,8 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Instant;
-use uext4::{DirEntry, Error, FileType, Filesystem, Stat, Timestamp};
+use uext4::dir::DirEntry;
+use uext4::{Error, FileType, Filesystem, Stat, Timestamp};
 
 // ---------------------------------------------------------------------------
 // Tools and scratch space
