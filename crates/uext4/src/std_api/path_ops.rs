@@ -10,7 +10,7 @@ use super::metadata::{FileTimes, Metadata, Permissions};
 use super::{nonempty, split_parent, File, OpenOptions, ReadDir};
 use crate::error::{Error, Result};
 use crate::format::inode::FileType;
-use crate::fs::{Filesystem, SetAttr, XattrSetMode};
+use crate::fs::{Filesystem, RenameFlags, SetAttr, XattrSetMode};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -204,6 +204,19 @@ impl Filesystem {
         }
     }
 
+    /// Renames `from` to `to`, replacing `to` if it is a file, or an empty
+    /// directory when `from` is a directory (`std::fs::rename`). Neither
+    /// path's last component is followed if it is a symlink.
+    ///
+    /// This shadows the inode-level `rename(parent, name, newparent,
+    /// newname, flags)`; reach that one through [`Filesystem::inodes`].
+    pub fn rename(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
+        let core = self.inodes();
+        let (p, n) = split_parent(core, from.as_ref())?;
+        let (np, nn) = split_parent(core, to.as_ref())?;
+        core.rename(p, n, np, nn, RenameFlags::default())
+    }
+
     /// Makes `link` a new name of `original` (not following a final
     /// symlink of `original`, as Linux's `link`; `std::fs::hard_link`).
     pub fn hard_link(&self, original: impl AsRef<Path>, link: impl AsRef<Path>) -> Result<()> {
@@ -211,6 +224,20 @@ impl Filesystem {
         let ino = core.resolve(nonempty(original.as_ref())?)?;
         let (np, nn) = split_parent(core, link.as_ref())?;
         core.link(ino, np, nn)?;
+        Ok(())
+    }
+
+    /// Creates the symlink `link` pointing to `original`
+    /// (`std::os::unix::fs::symlink`; the target is stored as given,
+    /// never resolved).
+    ///
+    /// This shadows the inode-level `symlink(parent, name, target, uid,
+    /// gid)`; reach that one through [`Filesystem::inodes`].
+    pub fn symlink(&self, original: impl AsRef<Path>, link: impl AsRef<Path>) -> Result<()> {
+        let core = self.inodes();
+        let (p, n) = split_parent(core, link.as_ref())?;
+        let (uid, gid) = self.owner();
+        core.symlink(p, n, original.as_ref().as_os_str().as_bytes(), uid, gid)?;
         Ok(())
     }
 
@@ -266,6 +293,36 @@ impl Filesystem {
         }
         dst.set_permissions(perm)?;
         Ok(total)
+    }
+
+    /// The whole contents of file `path` (`std::fs::read`).
+    ///
+    /// This shadows the inode-level `read(ino, offset, buf)`; reach that
+    /// one through [`Filesystem::inodes`].
+    pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let mut f = self.open_file(path, OpenOptions::new().read(true))?;
+        let mut v = Vec::with_capacity(usize::try_from(f.metadata()?.len()).unwrap_or(0).min(1 << 30));
+        f.read_to_end(&mut v)?;
+        Ok(v)
+    }
+
+    /// The whole contents of file `path` as UTF-8 (`std::fs::read_to_string`;
+    /// not UTF-8: `InvalidData`).
+    pub fn read_to_string(&self, path: impl AsRef<Path>) -> Result<String> {
+        let v = self.read(path)?;
+        String::from_utf8(v).map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    }
+
+    /// Makes `contents` the whole contents of file `path`, creating it
+    /// (mode `0o666` masked by the umask) or truncating it
+    /// (`std::fs::write`).
+    ///
+    /// This shadows the inode-level `write(ino, offset, data)`; reach that
+    /// one through [`Filesystem::inodes`].
+    pub fn write(&self, path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> Result<()> {
+        let f = self.open_file(path, OpenOptions::new().write(true).create(true).truncate(true))?;
+        (&f).write_all(contents.as_ref())?;
+        Ok(())
     }
 
     /// The absolute path of `path` with every symlink resolved and no
