@@ -150,6 +150,13 @@ pub(crate) fn errno(e: i32) -> Error {
     Error::Io(io::Error::from_raw_os_error(e))
 }
 
+/// An `InvalidInput` error with no errno: what std returns for arguments
+/// it refuses itself, before any system call (bad `OpenOptions`, `copy`
+/// from a non-file).
+pub(crate) fn invalid_input(msg: &'static str) -> Error {
+    Error::Io(io::Error::new(io::ErrorKind::InvalidInput, msg))
+}
+
 /// The bytes of a path (ext4 names are bytes).
 pub(crate) fn path_bytes(p: &Path) -> &[u8] {
     p.as_os_str().as_bytes()

@@ -1,13 +1,15 @@
 //! [`OpenOptions`]: how [`crate::Filesystem::open_file`] opens a file,
 //! with the flag checks of `std::fs::OpenOptions` on Linux.
 
-use crate::error::{Error, Result};
+use super::invalid_input;
+use crate::error::Result;
 
 /// Options for [`crate::Filesystem::open_file`], as
 /// `std::fs::OpenOptions` (with `OpenOptionsExt::mode`), plus
 /// [`OpenOptions::direct`] for direct I/O.
 ///
-/// The same combinations are refused, with the same error (EINVAL):
+/// The same combinations are refused, with the same error as std's
+/// (`InvalidInput`, no errno):
 /// no access mode at all; `truncate`, `create` or `create_new` without
 /// `write` or `append`; `truncate` with `append` (unless `create_new`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,16 +109,16 @@ impl OpenOptions {
         self
     }
 
-    /// The access mode, refused as std refuses it (EINVAL).
+    /// The access mode, refused as std refuses it.
     pub(crate) fn access(&self) -> Result<Access> {
         if !self.read && !self.write && !self.append {
-            return Err(Error::Invalid("no access mode: read, write or append".into()));
+            return Err(invalid_input("no access mode: read, write or append"));
         }
         if !self.write && !self.append && (self.truncate || self.create || self.create_new) {
-            return Err(Error::Invalid("truncate or create without write access".into()));
+            return Err(invalid_input("truncate or create without write access"));
         }
         if self.append && self.truncate && !self.create_new {
-            return Err(Error::Invalid("truncate together with append".into()));
+            return Err(invalid_input("truncate together with append"));
         }
         Ok(Access { read: self.read, write: self.write || self.append, append: self.append })
     }

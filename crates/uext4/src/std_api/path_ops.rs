@@ -7,7 +7,7 @@
 //! `link`, `readlink`).
 
 use super::metadata::{FileTimes, Metadata, Permissions};
-use super::{nonempty, split_parent, File, OpenOptions, ReadDir};
+use super::{invalid_input, nonempty, split_parent, File, OpenOptions, ReadDir};
 use crate::error::{Error, Result};
 use crate::format::inode::FileType;
 use crate::fs::{Filesystem, RenameFlags, SetAttr, XattrSetMode};
@@ -275,9 +275,7 @@ impl Filesystem {
         let mut src = self.open_file(from, OpenOptions::new().read(true))?;
         let meta = src.metadata()?;
         if !meta.is_file() {
-            return Err(Error::Invalid(
-                "the source path is neither a regular file nor a symlink to a regular file".into(),
-            ));
+            return Err(invalid_input("the source path is neither a regular file nor a symlink to a regular file"));
         }
         let perm = meta.permissions();
         let dst = self.open_file(to, OpenOptions::new().write(true).create(true).truncate(true).mode(perm.mode()))?;
