@@ -39,13 +39,14 @@ pub use read_dir::{DirEntry, ReadDir};
 
 use crate::error::{Error, Result};
 use crate::fs::FsCore;
+use crate::Filesystem;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Owner and umask of the files and directories the std-like API creates
-/// (one per [`crate::Filesystem`]; see [`crate::Filesystem::set_umask`]).
+/// (one per [`crate::Filesystem`]; see [`Filesystem::set_umask`]).
 #[derive(Debug)]
 pub struct NewFileDefaults {
     umask: AtomicU32,
@@ -73,7 +74,7 @@ impl NewFileDefaults {
     }
 }
 
-impl crate::Filesystem {
+impl Filesystem {
     /// Sets the umask applied to the modes of files and directories
     /// created through the std-like API (default `0o022`). Only the
     /// permission bits (`0o7777`) count.
@@ -81,7 +82,7 @@ impl crate::Filesystem {
         self.new_file_defaults().umask.store(umask & 0o7777, Ordering::Relaxed);
     }
 
-    /// The umask of the std-like API (see [`crate::Filesystem::set_umask`]).
+    /// The umask of the std-like API (see [`Filesystem::set_umask`]).
     pub fn umask(&self) -> u32 {
         self.new_file_defaults().umask.load(Ordering::Relaxed)
     }
@@ -95,7 +96,7 @@ impl crate::Filesystem {
         d.gid.store(gid, Ordering::Relaxed);
     }
 
-    /// The owner of new nodes (see [`crate::Filesystem::set_owner`]).
+    /// The owner of new nodes (see [`Filesystem::set_owner`]).
     pub fn owner(&self) -> (u32, u32) {
         self.new_file_defaults().owner()
     }
