@@ -611,6 +611,18 @@ fn same_calls_same_results_as_std() {
     finish(env.0, &img);
 }
 
+/// The handles cross threads.
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<uext4::File>();
+    send_sync::<uext4::Filesystem>();
+    send_sync::<uext4::Metadata>();
+    send_sync::<uext4::DirEntry>();
+    fn send<T: Send>() {}
+    send::<uext4::ReadDir>();
+}
+
 /// Many `File`s on one `Filesystem` from many threads: each thread writes
 /// its own file through `Write` and its stripes of a shared file through
 /// `write_at`; a reader thread reads the files while they grow.
@@ -817,7 +829,7 @@ fn read_only_and_outliving_the_filesystem() {
     let mut s = String::new();
     (&kept).read_to_string(&mut s).unwrap();
     assert_eq!(s, "contents");
-    assert_eq!(io::Error::from((&kept).write(b"x").unwrap_err()).raw_os_error(), Some(libc::EROFS));
+    assert_eq!((&kept).write(b"x").unwrap_err().raw_os_error(), Some(libc::EROFS));
     drop(kept);
     let ro = Filesystem::open(&img).unwrap();
     assert_eq!(ro.read_to_string("a").unwrap(), "contents");
