@@ -484,6 +484,11 @@ fn script(env: &dyn Env) -> Vec<String> {
         show(env.open("t/f", Opts { write: true, ..Default::default() }).and_then(|mut f| f.read(&mut buf))),
     );
     step("set_len of read-only open", show(env.open("t/f", ro()).and_then(|f| f.truncate_to(0))));
+    step("seek beyond i64", show(env.open("t/f", ro()).and_then(|mut f| f.seek(SeekFrom::Start(u64::MAX)))));
+    step(
+        "create with a trailing slash",
+        show(env.open("t/newdir/", Opts { write: true, create: true, ..Default::default() }).map(|_| ())),
+    );
     step("seek before start", show(env.open("t/f", ro()).and_then(|mut f| f.seek(SeekFrom::End(-100)))));
     step(
         "chmod through a read-only open",

@@ -34,7 +34,6 @@ use std::sync::Arc;
 /// Dropping a `File` closes it: the last close of a removed file frees
 /// it. Errors at close are ignored, as `std::fs::File`'s drop ignores
 /// them; call [`File::sync_all`] first to see writeback errors.
-#[derive(Debug)]
 pub struct File {
     core: Arc<FsCore>,
     ino: u32,
@@ -178,10 +177,7 @@ impl File {
     fn seek_pos(&self, to: SeekFrom) -> io::Result<u64> {
         let mut pos = self.pos.lock();
         let (base, delta) = match to {
-            SeekFrom::Start(n) => {
-                *pos = n;
-                return Ok(n);
-            }
+            SeekFrom::Start(n) => (0, i64::try_from(n).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?),
             SeekFrom::Current(d) => (*pos, d),
             SeekFrom::End(d) => (self.core.stat(self.ino)?.size, d),
         };
@@ -190,6 +186,18 @@ impl File {
         let new = new.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         *pos = new;
         Ok(new)
+    }
+}
+
+/// The open's state, not the whole filesystem core.
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("ino", &self.ino)
+            .field("access", &self.access)
+            .field("direct", &self.direct)
+            .field("pos", &*self.pos.lock())
+            .finish_non_exhaustive()
     }
 }
 

@@ -62,6 +62,10 @@ impl Filesystem {
 
     /// Creates the regular file `path` (EEXIST if the name exists).
     fn create_file(&self, path: &Path, mode: u32) -> Result<u32> {
+        if path.as_os_str().as_bytes().ends_with(b"/") {
+            // open("name/", O_CREAT): a directory is asked for.
+            return Err(Error::IsDir(path.display().to_string()));
+        }
         let core = self.inodes();
         let (parent, name) = split_parent(core, path)?;
         let d = self.new_file_defaults();

@@ -19,7 +19,6 @@ const BATCH: usize = 128;
 /// `std::fs::ReadDir`. Entries added or removed while the listing runs
 /// may or may not appear; none appears twice unless the directory is
 /// converted from linear to indexed under it (see [`crate::dir::readdir`]).
-#[derive(Debug)]
 pub struct ReadDir {
     core: Arc<FsCore>,
     dir: u32,
@@ -32,6 +31,24 @@ pub struct ReadDir {
 impl ReadDir {
     pub(crate) fn new(core: Arc<FsCore>, dir: u32, path: PathBuf) -> ReadDir {
         ReadDir { core, dir, path: Arc::new(path), cookie: 0, pending: VecDeque::new(), done: false }
+    }
+}
+
+/// The listing's state, not the whole filesystem core.
+impl std::fmt::Debug for ReadDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadDir").field("path", &self.path).field("cookie", &self.cookie).finish_non_exhaustive()
+    }
+}
+
+/// The entry, not the whole filesystem core.
+impl std::fmt::Debug for DirEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirEntry")
+            .field("path", &self.path())
+            .field("ino", &self.ino)
+            .field("file_type", &self.file_type)
+            .finish()
     }
 }
 
@@ -74,7 +91,7 @@ impl Iterator for ReadDir {
 
 /// One entry of a [`ReadDir`], as `std::fs::DirEntry` (with
 /// `DirEntryExt::ino`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DirEntry {
     core: Arc<FsCore>,
     dir_path: Arc<PathBuf>,
