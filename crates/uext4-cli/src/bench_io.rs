@@ -232,12 +232,12 @@ fn w2(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
     let ino = fs.create(fs.root(), b"w2", 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
     let chunk = vec![0xA5u8; 1 << 20];
     for off in (0..FILE).step_by(chunk.len()) {
-        fs.write(ino, off, &chunk).map_err(|e| fs_err("prefill", e))?;
+        fs.inodes().write(ino, off, &chunk).map_err(|e| fs_err("prefill", e))?;
     }
     // Warm the cache as fio's layout pass and ramp time do.
     let mut warm = vec![0u8; 1 << 20];
     for off in (0..FILE).step_by(warm.len()) {
-        fs.read(ino, off, &mut warm).map_err(|e| fs_err("warm", e))?;
+        fs.inodes().read(ino, off, &mut warm).map_err(|e| fs_err("warm", e))?;
     }
     fs.commit().map_err(|e| fs_err("commit", e))?;
     let s0 = fs.io_stats();
@@ -250,12 +250,12 @@ fn w2(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
             let off = rng.below(FILE / 8192) * 8192;
             if t % 2 == 0 {
                 timed(&mut out, || {
-                    let _ = f2.read(ino, off, &mut buf);
+                    let _ = f2.inodes().read(ino, off, &mut buf);
                 });
                 out.reads += 1;
             } else {
                 timed(&mut out, || {
-                    let _ = f2.write(ino, off, &buf);
+                    let _ = f2.inodes().write(ino, off, &buf);
                 });
                 out.writes += 1;
             }

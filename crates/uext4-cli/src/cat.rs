@@ -20,7 +20,7 @@ pub fn run(fs: &Filesystem, path: &[u8], out: &mut impl Write) -> CliResult {
     let mut buf = vec![0u8; CHUNK];
     let mut off = 0u64;
     loop {
-        let n = fs.read(ino, off, &mut buf).map_err(|e| fs_err(&name, e))?;
+        let n = fs.inodes().read(ino, off, &mut buf).map_err(|e| fs_err(&name, e))?;
         if n == 0 {
             break;
         }

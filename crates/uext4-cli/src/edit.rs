@@ -173,7 +173,8 @@ pub fn mv(fs: &Filesystem, src: &[u8], dest: &[u8]) -> CliResult {
         return Err(CliError::msg(format!("{}: no such file or directory", from.shown)));
     }
     let to = target(fs, dest, Some(&from.name))?;
-    fs.rename(from.parent, &from.name, to.parent, &to.name, RenameFlags::default())
+    fs.inodes()
+        .rename(from.parent, &from.name, to.parent, &to.name, RenameFlags::default())
         .map_err(|e| fs_err(&format!("cannot move {} to {}", from.shown, to.shown), e))
 }
 
@@ -185,7 +186,7 @@ pub fn ln(fs: &Filesystem, target_path: &[u8], link: &[u8], symbolic: bool) -> C
     let to = target(fs, link, basename(target_path))?;
     if symbolic {
         let (uid, gid) = owner();
-        fs.symlink(to.parent, &to.name, target_path, uid, gid).map_err(|e| match e {
+        fs.inodes().symlink(to.parent, &to.name, target_path, uid, gid).map_err(|e| match e {
             uext4::Error::NameTooLong(_) if to.name.len() <= 255 => {
                 CliError::msg(format!("{}: symlink target too long ({} bytes)", to.shown, target_path.len()))
             }

@@ -229,7 +229,7 @@ impl Copier<'_> {
             .map_err(|e| dest_err(dest, &e))?;
         let mut off = 0u64;
         loop {
-            let n = self.fs.read(st.ino, off, &mut self.buf).map_err(|e| describe(&shown(src), &e))?;
+            let n = self.fs.inodes().read(st.ino, off, &mut self.buf).map_err(|e| describe(&shown(src), &e))?;
             if n == 0 {
                 break;
             }

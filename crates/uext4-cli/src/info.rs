@@ -467,7 +467,7 @@ fn journal_sb(fs: &Filesystem) -> Option<[u8; 1024]> {
         return None;
     }
     let mut jsb = [0u8; 1024];
-    match fs.read(sb.journal_inum, 0, &mut jsb) {
+    match fs.inodes().read(sb.journal_inum, 0, &mut jsb) {
         Ok(n) if n == jsb.len() => {}
         Ok(_) => {
             warn("journal inode too small for a journal superblock");

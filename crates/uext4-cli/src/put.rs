@@ -208,7 +208,7 @@ impl Putter<'_> {
         } else if ft.is_symlink() {
             let target = fs::read_link(&src).map_err(|e| Fail::host(&src, &e))?;
             let target = target.as_os_str().as_bytes();
-            let st = fs.symlink(parent, &name, target, uid, gid).map_err(|e| match e {
+            let st = fs.inodes().symlink(parent, &name, target, uid, gid).map_err(|e| match e {
                 uext4::Error::NameTooLong(_) => {
                     Fail::Entry(format!("{dest}: symlink target too long for the image ({} bytes)", target.len()))
                 }
@@ -293,7 +293,7 @@ impl Putter<'_> {
                     break 'segments;
                 }
                 for (a, b) in nonzero_runs(&self.buf[..n], pos) {
-                    fs.write(ino, pos + a as u64, &self.buf[a..b]).map_err(|e| Fail::image(dest, e))?;
+                    fs.inodes().write(ino, pos + a as u64, &self.buf[a..b]).map_err(|e| Fail::image(dest, e))?;
                 }
                 pos += n as u64;
                 read += n as u64;

@@ -234,7 +234,7 @@ impl Uext4Fuse {
     }
 
     /// The file type of a directory entry, from the entry or the inode.
-    fn entry_kind(&self, e: &uext4::DirEntry) -> fuser::FileType {
+    fn entry_kind(&self, e: &uext4::dir::DirEntry) -> fuser::FileType {
         match e.file_type {
             Some(t) => kind(t),
             None => self.fs.stat(e.ino).map_or(fuser::FileType::RegularFile, |st| kind(st.file_type)),
@@ -243,7 +243,7 @@ impl Uext4Fuse {
 
     /// Fills a readdir reply from `cookie` on; `add` returns true when the
     /// reply is full (that entry was not added).
-    fn fill_dir(&self, ino: u32, cookie: u64, mut add: impl FnMut(&uext4::DirEntry) -> bool) -> Result<(), Errno> {
+    fn fill_dir(&self, ino: u32, cookie: u64, mut add: impl FnMut(&uext4::dir::DirEntry) -> bool) -> Result<(), Errno> {
         let mut cookie = cookie;
         let mut added = 0usize;
         loop {
@@ -476,7 +476,8 @@ impl fuser::Filesystem for Uext4Fuse {
         let name = tri!(reply, name_ok(link_name));
         let (_, uid, gid) = tri!(reply, self.owner(req, parent, S_IFLNK | 0o777, false));
         let target = target.as_os_str().as_bytes();
-        let st = tri!(reply, self.fs.symlink(parent, name, target, uid, gid).map_err(|e| self.fail("symlink", e)));
+        let st =
+            tri!(reply, self.fs.inodes().symlink(parent, name, target, uid, gid).map_err(|e| self.fail("symlink", e)));
         self.entry(reply, &st);
     }
 
@@ -505,7 +506,7 @@ impl fuser::Filesystem for Uext4Fuse {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
-        tri!(reply, self.fs.rename(parent, name, newparent, newname, lib).map_err(|e| self.fail("rename", e)));
+        tri!(reply, self.fs.inodes().rename(parent, name, newparent, newname, lib).map_err(|e| self.fail("rename", e)));
         reply.ok();
     }
 
@@ -545,7 +546,7 @@ impl fuser::Filesystem for Uext4Fuse {
         let r = if Self::is_direct(fh, flags) {
             self.fs.read_direct(ino, offset, &mut buf)
         } else {
-            self.fs.read(ino, offset, &mut buf)
+            self.fs.inodes().read(ino, offset, &mut buf)
         };
         let n = tri!(reply, r.map_err(|e| self.fail("read", e)));
         reply.data(buf.get(..n).unwrap_or(&buf));
@@ -568,7 +569,7 @@ impl fuser::Filesystem for Uext4Fuse {
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)
         } else {
-            self.fs.write(ino, offset, data)
+            self.fs.inodes().write(ino, offset, data)
         };
         let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
         reply.written(u32::try_from(n).unwrap_or(u32::MAX));

@@ -33,20 +33,20 @@ fn in_folio_writes_take_the_shared_lock() {
         for k in 0..128u64 {
             // Aligned 8 KiB pages, written once: allocation, exclusive.
             let p = page8k(k);
-            fs.write(f, k * 8192, &p).unwrap();
+            fs.inodes().write(f, k * 8192, &p).unwrap();
             model[(k * 8192) as usize..(k * 8192 + 8192) as usize].copy_from_slice(&p);
         }
         let s0 = fs.io_stats();
         // Rewrites of cached pages: one folio each, shared, no handle.
         for k in 0..128u64 {
             let p = page8k(1000 + k);
-            fs.write(f, k * 8192, &p).unwrap();
+            fs.inodes().write(f, k * 8192, &p).unwrap();
             model[(k * 8192) as usize..(k * 8192 + 8192) as usize].copy_from_slice(&p);
         }
         // Small unaligned rewrites inside a folio: shared too.
         for k in 0..16u64 {
             let off = k * 8192 + 100;
-            fs.write(f, off, b"hello").unwrap();
+            fs.inodes().write(f, off, b"hello").unwrap();
             model[off as usize..off as usize + 5].copy_from_slice(b"hello");
         }
         let d = fs.io_stats().since(&s0);
@@ -54,9 +54,9 @@ fn in_folio_writes_take_the_shared_lock() {
         assert_eq!(d.handles, d.time_updates, "no handle but lazy mtime: {d:?}");
         // A write across two folios, or growing the file: exclusive.
         let s0 = fs.io_stats();
-        fs.write(f, 8192 - 2, b"span").unwrap();
+        fs.inodes().write(f, 8192 - 2, b"span").unwrap();
         model[8190..8194].copy_from_slice(b"span");
-        fs.write(f, 1 << 20, b"tail").unwrap();
+        fs.inodes().write(f, 1 << 20, b"tail").unwrap();
         model.extend_from_slice(b"tail");
         let d = fs.io_stats().since(&s0);
         assert_eq!((d.buffered_write_shared, d.buffered_write_exclusive), (0, 2), "{d:?}");
@@ -68,7 +68,7 @@ fn in_folio_writes_take_the_shared_lock() {
         let p = page8k(77);
         fs.write_direct(f, 5 * 8192, &p).unwrap();
         model[5 * 8192..6 * 8192].copy_from_slice(&p);
-        fs.read(f, 5 * 8192, &mut buf).unwrap();
+        fs.inodes().read(f, 5 * 8192, &mut buf).unwrap();
         assert_eq!(buf, p, "buffered read after a direct write");
         // Truncate and punch drop cached folios.
         fs.setattr(f, SetAttr { size: Some(300_000), ..Default::default() }).unwrap();
@@ -90,10 +90,10 @@ fn exclusive_policy_takes_the_exclusive_lock() {
     let Some((_d, img)) = mkfs(32, &["-b", "4096"]) else { return };
     let mut fs = open(&img, DataPathConfig { lock_policy: LockPolicy::Exclusive, ..Default::default() }, 0);
     let f = fs.create(fs.root(), b"x", 0o644, 0, 0).unwrap().ino;
-    fs.write(f, 0, &page8k(1)).unwrap();
+    fs.inodes().write(f, 0, &page8k(1)).unwrap();
     let s0 = fs.io_stats();
     for k in 0..10 {
-        fs.write(f, 0, &page8k(k)).unwrap();
+        fs.inodes().write(f, 0, &page8k(k)).unwrap();
     }
     let d = fs.io_stats().since(&s0);
     assert_eq!((d.buffered_write_shared, d.buffered_write_exclusive), (0, 10), "{d:?}");
@@ -114,13 +114,13 @@ fn aligned_8k_writes_are_never_seen_torn() {
         let f = fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0).unwrap().ino;
         const PAGES: u64 = 64;
         for k in 0..PAGES {
-            fs.write(f, k * 8192, &page8k(k << 32)).unwrap();
+            fs.inodes().write(f, k * 8192, &page8k(k << 32)).unwrap();
         }
         // Round 0: 4 KiB reads populate small folios; round 2: big reads.
         let mut b = vec![0u8; 4096];
         for k in 0..PAGES * 2 {
             if round == 0 {
-                fs.read(f, k * 4096, &mut b).unwrap();
+                fs.inodes().read(f, k * 4096, &mut b).unwrap();
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -133,7 +133,7 @@ fn aligned_8k_writes_are_never_seen_torn() {
                 while !stop.load(Ordering::Relaxed) && n < 3000 {
                     x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let k = (x >> 33) % PAGES;
-                    fs.write(f, k * 8192, &page8k((k << 32) | (t << 24) | n)).unwrap();
+                    fs.inodes().write(f, k * 8192, &page8k((k << 32) | (t << 24) | n)).unwrap();
                     n += 1;
                 }
             }));
@@ -148,7 +148,7 @@ fn aligned_8k_writes_are_never_seen_torn() {
                     let span = if round == 2 { 8 } else { 1 + (x >> 60) % 2 };
                     let k = (x >> 33) % (PAGES - span + 1);
                     let len = (span * 8192) as usize;
-                    assert_eq!(fs.read(f, k * 8192, &mut buf[..len]).unwrap(), len);
+                    assert_eq!(fs.inodes().read(f, k * 8192, &mut buf[..len]).unwrap(), len);
                     for (j, page) in buf[..len].chunks(8192).enumerate() {
                         let w0 = &page[..8];
                         assert!(page.chunks(8).all(|w| w == w0), "page {} torn", k + j as u64);
@@ -184,11 +184,11 @@ fn cache_keeps_its_budget_on_large_reads() {
     let mut fs = open(&img, DataPathConfig::default(), 4 << 20);
     let f = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
     let data: Vec<u8> = (0..(48u32 << 20)).map(|i| (i % 251) as u8).collect();
-    fs.write(f, 0, &data).unwrap();
+    fs.inodes().write(f, 0, &data).unwrap();
     // Sequential reads (readahead grows folios to 2 MiB) and random ones.
     let mut buf = vec![0u8; 64 << 10];
     for k in 0..(48 << 4) {
-        fs.read(f, k * (64 << 10), &mut buf).unwrap();
+        fs.inodes().read(f, k * (64 << 10), &mut buf).unwrap();
         let want = &data[(k * (64 << 10)) as usize..((k + 1) * (64 << 10)) as usize];
         if buf[..] != want[..] {
             let p = buf.iter().zip(want).position(|(a, b)| a != b).unwrap();
@@ -218,7 +218,7 @@ fn direct_reads_see_whole_in_folio_writes() {
     let f = fs.create(fs.root(), b"db", 0o644, 0, 0).unwrap().ino;
     const UNITS: u64 = 32;
     for u in 0..UNITS {
-        fs.write(f, u * 8192, &page8k(u << 32)).unwrap();
+        fs.inodes().write(f, u * 8192, &page8k(u << 32)).unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
     let writer = {
@@ -228,7 +228,7 @@ fn direct_reads_see_whole_in_folio_writes() {
             for n in 1..=20_000u64 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let u = (x >> 33) % UNITS;
-                fs.write(f, u * 8192, &page8k((u << 32) | n)).unwrap();
+                fs.inodes().write(f, u * 8192, &page8k((u << 32) | n)).unwrap();
             }
             done.store(true, Ordering::Relaxed);
         })
@@ -269,7 +269,7 @@ fn appends_survive_eviction_past_the_on_disk_size() {
     let log = fs.create(root, b"log", 0o644, 0, 0).unwrap().ino;
     let other = fs.create(root, b"stream", 0o644, 0, 0).unwrap().ino;
     let stream: Vec<u8> = (0..(16u32 << 20)).map(|i| (i % 253) as u8).collect();
-    fs.write(other, 0, &stream).unwrap();
+    fs.inodes().write(other, 0, &stream).unwrap();
     fs.fsync(other).unwrap();
     let model = Mutex::new(Vec::<u8>::new());
     let stop = AtomicBool::new(false);
@@ -290,7 +290,7 @@ fn appends_survive_eviction_past_the_on_disk_size() {
             while t0.elapsed().as_secs() < secs && model.lock().unwrap().len() < 160 << 20 {
                 let chunk: Vec<u8> = (0..97u64).map(|j| (k * 97 + j) as u8 | 1).collect();
                 let off = model.lock().unwrap().len() as u64;
-                assert_eq!(fs.write(log, off, &chunk).unwrap(), 97);
+                assert_eq!(fs.inodes().write(log, off, &chunk).unwrap(), 97);
                 model.lock().unwrap().extend_from_slice(&chunk);
                 k += 1;
             }
@@ -312,7 +312,7 @@ fn appends_survive_eviction_past_the_on_disk_size() {
                     let from = m.len().saturating_sub(3 << 13);
                     (from as u64, m[from..].to_vec())
                 };
-                let n = fs.read(log, from, &mut buf[..want.len()]).unwrap();
+                let n = fs.inodes().read(log, from, &mut buf[..want.len()]).unwrap();
                 assert_eq!(n, want.len(), "short read at {from}");
                 if let Some(p) = buf[..n].iter().zip(&want).position(|(a, b)| a != b) {
                     panic!("tail of log wrong at byte {}: got {} want {}", from + p as u64, buf[p], want[p]);
@@ -324,7 +324,7 @@ fn appends_survive_eviction_past_the_on_disk_size() {
             let mut buf = vec![0u8; 256 << 10];
             let mut off = 0u64;
             while !stop.load(Ordering::Acquire) {
-                let n = fs.read(other, off, &mut buf).unwrap();
+                let n = fs.inodes().read(other, off, &mut buf).unwrap();
                 assert_eq!(buf[..n], stream[off as usize..off as usize + n]);
                 off = (off + n as u64) % stream.len() as u64;
             }

@@ -264,7 +264,7 @@ fn visit(
             st.ok(fs.extents(ino));
             let mut off = 0;
             while off < s.size.min(FILE_CAP) && *budget > 0 {
-                let Some(n) = st.ok(fs.read(ino, off, buf)) else { break };
+                let Some(n) = st.ok(fs.inodes().read(ino, off, buf)) else { break };
                 if n == 0 {
                     break;
                 }
@@ -273,8 +273,8 @@ fn visit(
                 off += n as u64;
             }
             // The far end of the file and offsets beyond any file.
-            st.ok(fs.read(ino, s.size.saturating_sub(100), &mut buf[..4096]));
-            st.ok(fs.read(ino, u64::MAX - 10, &mut buf[..4096]));
+            st.ok(fs.inodes().read(ino, s.size.saturating_sub(100), &mut buf[..4096]));
+            st.ok(fs.inodes().read(ino, u64::MAX - 10, &mut buf[..4096]));
         }
         FileType::Symlink => {
             st.symlinks += 1;
@@ -635,7 +635,7 @@ fn bad_arguments_op(fs: &Filesystem) -> WalkStats {
     let count = fs.superblock().inodes_count;
     for ino in [0, 1, 3, 5, 7, 8, 11, count, count + 1, u32::MAX] {
         st.ok(fs.stat(ino));
-        st.ok(fs.read(ino, 0, &mut buf));
+        st.ok(fs.inodes().read(ino, 0, &mut buf));
         st.ok(fs.readdir(ino, 0, 10));
         st.ok(fs.readlink(ino));
         st.ok(fs.list_xattrs(ino));
@@ -650,9 +650,9 @@ fn bad_arguments_op(fs: &Filesystem) -> WalkStats {
     for path in ["/frag", "/small.txt"] {
         if let Some(ino) = st.ok(fs.resolve(path)) {
             for off in [1 << 32, (1 << 44) - 1, 1 << 63, u64::MAX - 1, u64::MAX] {
-                st.ok(fs.read(ino, off, &mut buf));
+                st.ok(fs.inodes().read(ino, off, &mut buf));
             }
-            st.ok(fs.read(ino, 0, &mut []));
+            st.ok(fs.inodes().read(ino, 0, &mut []));
             st.ok(fs.readdir(ino, 0, 10));
             st.ok(fs.get_xattr(ino, b""));
             st.ok(fs.get_xattr(ino, [b'a'; 300]));
@@ -1743,7 +1743,7 @@ fn typed_corruption_kinds() {
             move |fs: &Filesystem| -> uext4::Result<()> {
                 let ino = fs.resolve(path)?;
                 let mut buf = vec![0u8; 4096];
-                fs.read(ino, 0, &mut buf).map(|_| ())
+                fs.inodes().read(ino, 0, &mut buf).map(|_| ())
             }
         };
 

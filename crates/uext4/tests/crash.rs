@@ -60,7 +60,7 @@ fn workload(fs: &Filesystem, dev: &RecordingDevice, seed: u64) -> Vec<Synced> {
                 let len = rng.below(40_000) as usize;
                 let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
                 let ino = fs.create(d, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
-                fs.write(ino, 0, &data).unwrap();
+                fs.inodes().write(ino, 0, &data).unwrap();
                 fs.fsync(ino).unwrap();
                 synced.push(Synced { path: format!("/d{di}/{name}"), data, durable_at: dev.events() });
             }
@@ -68,7 +68,7 @@ fn workload(fs: &Filesystem, dev: &RecordingDevice, seed: u64) -> Vec<Synced> {
                 let name = format!("n{i}");
                 let ino = fs.create(d, name.as_bytes(), 0o600, 0, 0).unwrap().ino;
                 let len = rng.below(20_000) as usize;
-                fs.write(ino, rng.below(5000), &vec![i as u8; len]).unwrap();
+                fs.inodes().write(ino, rng.below(5000), &vec![i as u8; len]).unwrap();
                 noise.push((d, name));
             }
             7 if !noise.is_empty() => {
@@ -80,7 +80,7 @@ fn workload(fs: &Filesystem, dev: &RecordingDevice, seed: u64) -> Vec<Synced> {
                 let k = rng.below(noise.len() as u64) as usize;
                 let (pd, name) = noise[k].clone();
                 let new = format!("r{i}");
-                fs.rename(pd, name.as_bytes(), d, new.as_bytes(), RenameFlags::default()).unwrap();
+                fs.inodes().rename(pd, name.as_bytes(), d, new.as_bytes(), RenameFlags::default()).unwrap();
                 noise[k] = (d, new);
             }
             _ => {
@@ -178,7 +178,7 @@ fn run_data_path(args: &[&str], seed: u64, points: usize) {
     for g in 0..6u32 {
         let name = format!("g{g}");
         let ino = fs.create(root, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
-        fs.write(ino, 0, &records(0xDEAD_0000 | g, 0, 3 << 20)).unwrap();
+        fs.inodes().write(ino, 0, &records(0xDEAD_0000 | g, 0, 3 << 20)).unwrap();
     }
     fs.commit().unwrap();
     for g in 0..6u32 {
@@ -217,19 +217,19 @@ fn run_data_path(args: &[&str], seed: u64, points: usize) {
             2 => {
                 // Buffered: extending, then in-folio rewrites.
                 for k in 0..size / 8192 {
-                    fs.write(ino, k * 8192, &records(tag, k * 8192, 8192)).unwrap();
+                    fs.inodes().write(ino, k * 8192, &records(tag, k * 8192, 8192)).unwrap();
                 }
                 model = records(tag, 0, size);
-                fs.write(ino, 16, &records(tag, 16, 64)).unwrap();
+                fs.inodes().write(ino, 16, &records(tag, 16, 64)).unwrap();
             }
             _ => {
                 // Truncate down and grow back (zeros), then a write past EOF.
-                fs.write(ino, 0, &records(tag, 0, size)).unwrap();
+                fs.inodes().write(ino, 0, &records(tag, 0, size)).unwrap();
                 fs.setattr(ino, SetAttr { size: Some(size / 2), ..Default::default() }).unwrap();
                 fs.setattr(ino, SetAttr { size: Some(size), ..Default::default() }).unwrap();
                 model = records(tag, 0, size);
                 model[(size / 2) as usize..].fill(0);
-                fs.write(ino, size + 4096, &records(tag, size + 4096, 4096)).unwrap();
+                fs.inodes().write(ino, size + 4096, &records(tag, size + 4096, 4096)).unwrap();
                 model.resize((size + 4096) as usize, 0);
                 model.extend_from_slice(&records(tag, size + 4096, 4096));
             }
@@ -303,18 +303,18 @@ fn auto_da_alloc_survives_crash() {
         let (old, new) = (vec![b'o'; 20_000], vec![b'n'; 30_000]);
         // "a": replaced by rename.
         let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
-        fs.write(a, 0, &old).unwrap();
+        fs.inodes().write(a, 0, &old).unwrap();
         fs.fsync(a).unwrap();
         let t = fs.create(root, b"a.tmp", 0o644, 0, 0).unwrap().ino;
-        fs.write(t, 0, &new).unwrap();
-        fs.rename(root, b"a.tmp", root, b"a", RenameFlags::default()).unwrap();
+        fs.inodes().write(t, 0, &new).unwrap();
+        fs.inodes().rename(root, b"a.tmp", root, b"a", RenameFlags::default()).unwrap();
         // "b": truncated to zero while open, rewritten, closed.
         let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
-        fs.write(b, 0, &old).unwrap();
+        fs.inodes().write(b, 0, &old).unwrap();
         fs.fsync(b).unwrap();
         fs.open_inode(b).unwrap();
         fs.setattr(b, SetAttr { size: Some(0), ..Default::default() }).unwrap();
-        fs.write(b, 0, &new).unwrap();
+        fs.inodes().write(b, 0, &new).unwrap();
         fs.close_inode(b).unwrap();
         // The journal's timer commits the renames and truncates; the
         // background writeback (30 s) does not run.

@@ -60,7 +60,7 @@ fn walk(fs: &Filesystem, what: &str) {
                 // The head and the tail: the mapping is walked either way.
                 let mut buf = vec![0u8; 65536];
                 for off in [0, st.size.saturating_sub(65536)] {
-                    fs.read(e.ino, off, &mut buf).unwrap_or_else(|err| panic!("{what}: read {p}: {err}"));
+                    fs.inodes().read(e.ino, off, &mut buf).unwrap_or_else(|err| panic!("{what}: read {p}: {err}"));
                 }
             }
         }
@@ -459,7 +459,7 @@ fn fragmented_writeback_takes_bounded_handles() {
     fs.commit().unwrap();
     let data = rw_support::pattern(5, 7 << 20);
     let ino = fs.create(root, b"data", 0o644, 0, 0).unwrap().ino;
-    fs.write(ino, 0, &data).unwrap();
+    fs.inodes().write(ino, 0, &data).unwrap();
     let mark = dev.events();
     let handles = fs.io_stats().handles;
     fs.fsync(ino).unwrap();

@@ -22,7 +22,9 @@ fn hundred_thousand_files_in_one_directory() {
         fs.unlink(d, name(i).as_bytes()).unwrap();
     }
     for i in (1..n).step_by(2).filter(|i| i % 3 == 0) {
-        fs.rename(d, name(i).as_bytes(), d, format!("renamed-{i}").as_bytes(), RenameFlags::default()).unwrap();
+        fs.inodes()
+            .rename(d, name(i).as_bytes(), d, format!("renamed-{i}").as_bytes(), RenameFlags::default())
+            .unwrap();
     }
     let check = |fs: &Filesystem| {
         for i in 0..n {
@@ -66,7 +68,7 @@ fn dirstress_worker(fs: &Filesystem, dir: u32, worker: u32, files: u32, seed: u6
         let r = match i % 4 {
             0 => fs.create(dir, name, 0o644, 0, 0),
             1 => fs.mkdir(dir, name, 0o755, 0, 0),
-            2 => fs.symlink(dir, name, b"../some/symlink/target", 0, 0),
+            2 => fs.inodes().symlink(dir, name, b"../some/symlink/target", 0, 0),
             _ => fs.mknod(dir, name, 0o020644, (1, 3), 0, 0),
         };
         tolerated(r.map(|_| ()), "create", name);
@@ -74,7 +76,7 @@ fn dirstress_worker(fs: &Filesystem, dir: u32, worker: u32, files: u32, seed: u6
     for _ in 0..files {
         let a = &names[rng.below(u64::from(files)) as usize];
         let b = &names[rng.below(u64::from(files)) as usize];
-        let r = fs.rename(dir, a, dir, b, RenameFlags::default());
+        let r = fs.inodes().rename(dir, a, dir, b, RenameFlags::default());
         tolerated(r, "rename", a);
     }
     for name in &names {

@@ -36,7 +36,7 @@ fn each_write_kind_takes_its_path() {
         let root = fs.root();
         let f = fs.create(root, b"written", 0o644, 0, 0).unwrap().ino;
         let mut model = pattern(1, 1 << 20);
-        fs.write(f, 0, &model).unwrap();
+        fs.inodes().write(f, 0, &model).unwrap();
         let u = fs.create(root, b"unwritten", 0o644, 0, 0).unwrap().ino;
         fs.fallocate(u, FallocMode::Allocate, 0, 1 << 20).unwrap();
         let mut umodel = vec![0u8; 1 << 20];
@@ -120,7 +120,7 @@ fn before_switches_take_the_old_paths() {
         let root = fs.root();
         let name = format!("f{}", n.fetch_add(1, Ordering::Relaxed));
         let f = fs.create(root, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
-        fs.write(f, 0, &pattern(5, 256 << 10)).unwrap();
+        fs.inodes().write(f, 0, &pattern(5, 256 << 10)).unwrap();
         fs.fsync(f).unwrap(); // delayed allocation: the blocks exist after writeback
         let u = fs.create(root, format!("u{name}").as_bytes(), 0o644, 0, 0).unwrap().ino;
         fs.fallocate(u, FallocMode::Allocate, 0, 256 << 10).unwrap();
@@ -194,7 +194,7 @@ fn model_run(img: &Path, threads: usize, ops: usize, seed: u64, cfg: DataPathCon
             let name = format!("m{seed}-{threads}-{k}");
             let ino = fs.create(root, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
             if k % 2 == 0 {
-                fs.write(ino, 0, &vec![0u8; FILE as usize]).unwrap();
+                fs.inodes().write(ino, 0, &vec![0u8; FILE as usize]).unwrap();
             } else {
                 fs.fallocate(ino, FallocMode::Allocate, 0, FILE).unwrap();
             }
@@ -235,7 +235,7 @@ fn model_run(img: &Path, threads: usize, ops: usize, seed: u64, cfg: DataPathCon
                         if kind < 6 {
                             assert_eq!(fs.write_direct(f, off, &data).unwrap(), data.len());
                         } else {
-                            assert_eq!(fs.write(f, off, &data).unwrap(), data.len());
+                            assert_eq!(fs.inodes().write(f, off, &data).unwrap(), data.len());
                         }
                         let end = clock.fetch_add(1, Ordering::SeqCst);
                         let e = Event { start, end, off, len, stamp: Some(stamp) };
@@ -260,7 +260,11 @@ fn model_run(img: &Path, threads: usize, ops: usize, seed: u64, cfg: DataPathCon
                     _ => {
                         let mut buf = vec![0u8; len as usize];
                         let read_end_bound = clock.load(Ordering::SeqCst);
-                        let n = if kind == 8 { fs.read_direct(f, off, &mut buf) } else { fs.read(f, off, &mut buf) };
+                        let n = if kind == 8 {
+                            fs.read_direct(f, off, &mut buf)
+                        } else {
+                            fs.inodes().read(f, off, &mut buf)
+                        };
                         // Short only while a truncate has the file shrunk.
                         let n = n.unwrap();
                         assert!(n <= len as usize && n % 8 == 0, "read of {len} at {off} returned {n}");

@@ -122,7 +122,7 @@ impl TestFile {
 
     /// A buffered write, written back at once.
     fn write_buffered(&mut self, off: u64, data: &[u8]) {
-        let n = self.fs().write(self.ino, off, data).unwrap_or_else(|e| panic!("write at {off}: {e}"));
+        let n = self.fs().inodes().write(self.ino, off, data).unwrap_or_else(|e| panic!("write at {off}: {e}"));
         assert_eq!(n, data.len());
         self.fs().fsync(self.ino).unwrap();
         let end = off as usize + data.len();

@@ -83,7 +83,7 @@ fn abort_refuses_changes_and_fsync_before_any_io() {
     let root = fs.root();
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
     let data = pattern(1, 64 << 10);
-    fs.write(a, 0, &data).unwrap();
+    fs.inodes().write(a, 0, &data).unwrap();
     fs.fsync(a).unwrap();
     // The commit of the next change fails at its first flush: abort.
     fs.create(root, b"b", 0o644, 0, 0).unwrap();
@@ -98,7 +98,7 @@ fn abort_refuses_changes_and_fsync_before_any_io() {
     let mut cursor = fs.wb_err_sample(a);
     assert!(is_eio(&fs.fsync_file(a, &mut cursor)));
     assert_eq!(fs.write_direct(a, 0, &data[..4096]).unwrap_err().errno(), libc::EROFS);
-    assert_eq!(fs.write(a, 0, b"x").unwrap_err().errno(), libc::EROFS);
+    assert_eq!(fs.inodes().write(a, 0, b"x").unwrap_err().errno(), libc::EROFS);
     assert_eq!(fs.create(root, b"c", 0o644, 0, 0).unwrap_err().errno(), libc::EROFS);
     assert_eq!(fs.unlink(root, b"a").unwrap_err().errno(), libc::EROFS);
     assert_eq!(calls(&r.dev).1, before.1, "no device write after the abort");
@@ -128,7 +128,7 @@ fn failed_flush_reaches_every_file_in_its_window() {
     let root = fs.root();
     let mk = |name: &[u8], seed| {
         let ino = fs.create(root, name, 0o644, 0, 0).unwrap().ino;
-        fs.write(ino, 0, &pattern(seed, 32 << 10)).unwrap();
+        fs.inodes().write(ino, 0, &pattern(seed, 32 << 10)).unwrap();
         ino
     };
     let (a, b, c) = (mk(b"a", 1), mk(b"b", 2), mk(b"c", 3));
@@ -136,8 +136,8 @@ fn failed_flush_reaches_every_file_in_its_window() {
     let mut a_desc = fs.wb_err_sample(a);
     let mut a_desc2 = fs.wb_err_sample(a);
     // Overwrites in place: written back with no transaction.
-    fs.write(a, 0, &pattern(4, 32 << 10)).unwrap();
-    fs.write(b, 0, &pattern(5, 32 << 10)).unwrap();
+    fs.inodes().write(a, 0, &pattern(4, 32 << 10)).unwrap();
+    fs.inodes().write(b, 0, &pattern(5, 32 << 10)).unwrap();
     fs.writeback_inode(a).unwrap();
     fs.writeback_inode(b).unwrap();
     // Someone else's fsync issues the flush, and it fails.
@@ -169,12 +169,12 @@ fn writeback_error_is_the_files() {
     let root = fs.root();
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
     let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
-    fs.write(a, 0, &pattern(1, 100 << 10)).unwrap();
+    fs.inodes().write(a, 0, &pattern(1, 100 << 10)).unwrap();
     fs.commit().unwrap();
     let mut desc = fs.wb_err_sample(a);
     let new = pattern(2, 100 << 10);
-    fs.write(a, 0, &new).unwrap();
-    fs.write(b, 0, b"unrelated").unwrap();
+    fs.inodes().write(a, 0, &new).unwrap();
+    fs.inodes().write(b, 0, b"unrelated").unwrap();
     // Every data write fails (a bad disk area: the whole data region).
     let bs = u64::from(fs.block_size());
     let m = fs.extents(a).unwrap();
@@ -235,7 +235,7 @@ fn workload(fs: &Filesystem, rng: &mut Rng, durable: &mut Durable) -> uext4::Res
                         mtime: None,
                     },
                 )?;
-                fs.write(ino, 0, &data)?;
+                fs.inodes().write(ino, 0, &data)?;
                 fs.fsync(ino)?;
                 durable.retain(|(p, _)| *p != path);
                 durable.push((path, data));
@@ -341,7 +341,7 @@ fn open_on_failing_disk_then_recover() {
     let fs = r.open().unwrap();
     let root = fs.root();
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
-    fs.write(a, 0, &pattern(3, 50_000)).unwrap();
+    fs.inodes().write(a, 0, &pattern(3, 50_000)).unwrap();
     fs.open_inode(a).unwrap();
     fs.unlink(root, b"a").unwrap();
     fs.commit().unwrap();
@@ -412,7 +412,7 @@ fn checkpoint_and_unmount_failures() {
         let root = fs.root();
         let data = pattern(9, 70_000);
         let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
-        fs.write(a, 0, &data).unwrap();
+        fs.inodes().write(a, 0, &data).unwrap();
         fs.fsync(a).unwrap();
         fs.mkdir(root, b"d", 0o755, 0, 0).unwrap();
         fs.commit().unwrap();

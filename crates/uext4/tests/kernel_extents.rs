@@ -330,11 +330,11 @@ fn fragmented(block_size: u32) {
         let mut off = 0usize;
         let mut buf = vec![0u8; 77_777];
         while off < e.data.len() {
-            let n = fs.read(ino, off as u64, &mut buf).unwrap();
+            let n = fs.inodes().read(ino, off as u64, &mut buf).unwrap();
             assert!(n > 0 && buf[..n] == e.data[off..off + n], "{}: chunk at {off}", e.path);
             off += n;
         }
-        assert_eq!(fs.read(ino, off as u64, &mut buf).unwrap(), 0);
+        assert_eq!(fs.inodes().read(ino, off as u64, &mut buf).unwrap(), 0);
 
         let (depth, theirs) = debugfs_extents(&img, &format!("/{}", e.path));
         assert!(depth >= e.min_depth, "{}: extent tree depth {depth}, want >= {}", e.path, e.min_depth);

@@ -96,9 +96,9 @@ fn extent_files_stop_at_the_kernel_limit() {
         let a = fs.create(2, b"written", 0o644, 0, 0).unwrap().ino;
         // The last byte is writable; the next one is not, and a write
         // across the limit is cut short at it.
-        assert_eq!(fs.write(a, max - 1, b"x").unwrap(), 1);
-        efbig(fs.write(a, max, b"y"));
-        assert_eq!(fs.write(a, max - 3, b"abcdef").unwrap(), 3);
+        assert_eq!(fs.inodes().write(a, max - 1, b"x").unwrap(), 1);
+        efbig(fs.inodes().write(a, max, b"y"));
+        assert_eq!(fs.inodes().write(a, max - 3, b"abcdef").unwrap(), 3);
         assert_eq!(fs.write_direct(a, max - 2, &vec![7u8; bs as usize]).unwrap(), 2);
         efbig(fs.write_direct(a, max, &vec![7u8; bs as usize]));
         fs.commit().unwrap();

@@ -99,13 +99,13 @@ fn exchange_of_two_directories_races_a_rename_between_them() {
             Box::new(move || {
                 let ex = RenameFlags { exchange: true, ..Default::default() };
                 for _ in 0..rounds {
-                    f1.rename(root, b"A", root, b"B", ex).unwrap();
+                    f1.inodes().rename(root, b"A", root, b"B", ex).unwrap();
                 }
             }),
             Box::new(move || {
                 for _ in 0..rounds {
-                    f2.rename(a, b"x", b, b"x", RenameFlags::default()).unwrap();
-                    f2.rename(b, b"x", a, b"x", RenameFlags::default()).unwrap();
+                    f2.inodes().rename(a, b"x", b, b"x", RenameFlags::default()).unwrap();
+                    f2.inodes().rename(b, b"x", a, b"x", RenameFlags::default()).unwrap();
                 }
             }),
         ],
@@ -128,12 +128,12 @@ fn refused_operations_take_no_locks_and_ancestor_cases_do_not_deadlock() {
     fs.create(d, b"keep", 0o644, 0, 0).unwrap();
     fs.create(d, b"f", 0o644, 0, 0).unwrap();
     // The refusals themselves, with the errno the kernel gives.
-    let e = fs.rename(d, b"keep", p, b"C", RenameFlags::default()).unwrap_err();
+    let e = fs.inodes().rename(d, b"keep", p, b"C", RenameFlags::default()).unwrap_err();
     assert!(matches!(e, Error::NotEmpty(_)), "{e}");
     let ex = RenameFlags { exchange: true, ..Default::default() };
-    let e = fs.rename(d, b"keep", p, b"C", ex).unwrap_err();
+    let e = fs.inodes().rename(d, b"keep", p, b"C", ex).unwrap_err();
     assert!(matches!(e, Error::Invalid(_)), "{e}");
-    let e = fs.rename(p, b"C", d, b"C2", RenameFlags::default()).unwrap_err();
+    let e = fs.inodes().rename(p, b"C", d, b"C2", RenameFlags::default()).unwrap_err();
     assert!(matches!(e, Error::Invalid(_)), "{e}");
     let e = fs.link(p, c, b"l").unwrap_err();
     assert!(matches!(e, Error::NotPermitted(_)), "{e}");
@@ -151,7 +151,7 @@ fn refused_operations_take_no_locks_and_ancestor_cases_do_not_deadlock() {
         vec![
             Box::new(move || {
                 for _ in 0..rounds {
-                    let r = f1.rename(d, b"keep", p, b"C", RenameFlags::default());
+                    let r = f1.inodes().rename(d, b"keep", p, b"C", RenameFlags::default());
                     assert!(matches!(r, Err(Error::NotEmpty(_))), "{r:?}");
                 }
             }),
@@ -169,8 +169,8 @@ fn refused_operations_take_no_locks_and_ancestor_cases_do_not_deadlock() {
             }),
             Box::new(move || {
                 for _ in 0..rounds {
-                    f5.rename(d, b"f", c, b"f", RenameFlags::default()).unwrap();
-                    f5.rename(c, b"f", d, b"f", RenameFlags::default()).unwrap();
+                    f5.inodes().rename(d, b"f", c, b"f", RenameFlags::default()).unwrap();
+                    f5.inodes().rename(c, b"f", d, b"f", RenameFlags::default()).unwrap();
                 }
             }),
         ],
@@ -187,7 +187,7 @@ fn operations_on_a_deleted_inode_fail_with_enoent() {
     let Some((_d, img, fs)) = fresh(64, &["-b", "4096"]) else { return };
     let root = fs.root();
     let gone = fs.create(root, b"gone", 0o644, 0, 0).unwrap().ino;
-    fs.write(gone, 0, b"some data").unwrap();
+    fs.inodes().write(gone, 0, b"some data").unwrap();
     let kept = fs.create(root, b"kept", 0o644, 0, 0).unwrap().ino;
     fs.open_inode(kept).unwrap();
     fs.unlink(root, b"gone").unwrap();
@@ -198,7 +198,7 @@ fn operations_on_a_deleted_inode_fail_with_enoent() {
     };
     enoent(fs.set_xattr(gone, b"user.a", b"v", Default::default()), "setxattr");
     enoent(fs.remove_xattr(gone, b"user.a"), "removexattr");
-    enoent(fs.write(gone, 0, &[7u8; 10_000]).map(drop), "write");
+    enoent(fs.inodes().write(gone, 0, &[7u8; 10_000]).map(drop), "write");
     enoent(fs.write_direct(gone, 0, &[7u8; 4096]).map(drop), "direct write");
     let size = uext4::fs::ops::SetAttr { size: Some(1 << 20), ..Default::default() };
     enoent(fs.setattr(gone, size).map(drop), "setattr");
@@ -206,7 +206,7 @@ fn operations_on_a_deleted_inode_fail_with_enoent() {
     enoent(fs.setattr(gone, mode).map(drop), "chmod");
     enoent(fs.fallocate(gone, uext4::fs::ops::FallocMode::Allocate, 0, 1 << 20), "fallocate");
     // Open: still a file until the last close.
-    fs.write(kept, 0, &[1u8; 10_000]).unwrap();
+    fs.inodes().write(kept, 0, &[1u8; 10_000]).unwrap();
     fs.set_xattr(kept, b"user.a", b"v", Default::default()).unwrap();
     fs.setattr(kept, mode).unwrap();
     fs.fsync(kept).unwrap();
@@ -233,7 +233,7 @@ fn rename_redoes_its_lookups_when_the_destination_changes() {
             Box::new(move || {
                 for _ in 0..rounds {
                     for (a, b) in [(&b"s"[..], &b"t"[..]), (b"t", b"s")] {
-                        match f1.rename(d, a, d, b, RenameFlags::default()) {
+                        match f1.inodes().rename(d, a, d, b, RenameFlags::default()) {
                             Ok(()) => {}
                             // The other thread unlinked our file (as "t").
                             Err(Error::NotFound(_)) => {
@@ -364,8 +364,12 @@ fn directory_readers_never_see_a_half_done_change() {
         workers.push(Box::new(move || {
             let mut moves = 0;
             while !done.load(Ordering::Acquire) || moves < 10 {
-                fs.rename(s1, b"f", s2, b"f", RenameFlags::default()).unwrap_or_else(|e| panic!("rename: {e}"));
-                fs.rename(s2, b"f", s1, b"f", RenameFlags::default()).unwrap_or_else(|e| panic!("rename: {e}"));
+                fs.inodes()
+                    .rename(s1, b"f", s2, b"f", RenameFlags::default())
+                    .unwrap_or_else(|e| panic!("rename: {e}"));
+                fs.inodes()
+                    .rename(s2, b"f", s1, b"f", RenameFlags::default())
+                    .unwrap_or_else(|e| panic!("rename: {e}"));
                 moves += 1;
             }
         }));
@@ -501,7 +505,7 @@ fn stress_op(fs: &Filesystem, rng: &mut Rng) -> (&'static str, uext4::Result<()>
                     1 => RenameFlags { noreplace: true, ..Default::default() },
                     _ => RenameFlags::default(),
                 };
-                fs.rename(p, &n, q, &m, flags)
+                fs.inodes().rename(p, &n, q, &m, flags)
             }
             45..=54 => {
                 let ino = fs.lookup(p, &n)?;

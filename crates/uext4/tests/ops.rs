@@ -56,13 +56,13 @@ fn exercise(fs: &Filesystem) -> Model {
         let name = format!("f{i}");
         let ino = fs.create(d1, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
         let data = pattern(i as u64, len);
-        assert_eq!(fs.write(ino, 0, &data).unwrap(), len);
+        assert_eq!(fs.inodes().write(ino, 0, &data).unwrap(), len);
         m.files.insert(format!("/d1/{name}"), data);
     }
     // Sparse file: data at 1 MiB and 10 MiB.
     let sp = fs.create(root, b"sparse", 0o600, 0, 0).unwrap().ino;
-    fs.write(sp, 1 << 20, b"hello").unwrap();
-    fs.write(sp, 10 << 20, b"world").unwrap();
+    fs.inodes().write(sp, 1 << 20, b"hello").unwrap();
+    fs.inodes().write(sp, 10 << 20, b"world").unwrap();
     let mut sdata = vec![0u8; (10 << 20) + 5];
     sdata[1 << 20..(1 << 20) + 5].copy_from_slice(b"hello");
     sdata[10 << 20..].copy_from_slice(b"world");
@@ -70,12 +70,12 @@ fn exercise(fs: &Filesystem) -> Model {
     // Overwrite in the middle, unaligned, across blocks.
     let f5 = fs.resolve("/d1/f5").unwrap();
     let patch = pattern(99, 5000);
-    fs.write(f5, 777, &patch).unwrap();
+    fs.inodes().write(f5, 777, &patch).unwrap();
     m.files.get_mut("/d1/f5").unwrap()[777..5777].copy_from_slice(&patch);
     // Symlinks, fast and slow; hard links.
-    fs.symlink(root, b"fast", b"d1/f1", 0, 0).unwrap();
+    fs.inodes().symlink(root, b"fast", b"d1/f1", 0, 0).unwrap();
     let long = vec![b'x'; 300];
-    fs.symlink(d2, b"slow", &long, 0, 0).unwrap();
+    fs.inodes().symlink(d2, b"slow", &long, 0, 0).unwrap();
     m.links.insert("/fast".into(), b"d1/f1".to_vec());
     m.links.insert("/d1/d2/slow".into(), long);
     let f2 = fs.resolve("/d1/f2").unwrap();
@@ -83,20 +83,20 @@ fn exercise(fs: &Filesystem) -> Model {
     m.files.insert("/d1/d2/hard".into(), m.files["/d1/f2"].clone());
     assert_eq!(fs.stat(f2).unwrap().nlink, 2);
     // Renames: plain, over a file, NOREPLACE, EXCHANGE, a directory across parents.
-    fs.rename(d1, b"f0", root, b"moved", RenameFlags::default()).unwrap();
+    fs.inodes().rename(d1, b"f0", root, b"moved", RenameFlags::default()).unwrap();
     let v = m.files.remove("/d1/f0").unwrap();
     m.files.insert("/moved".into(), v);
-    fs.rename(d1, b"f1", d1, b"f3", RenameFlags::default()).unwrap();
+    fs.inodes().rename(d1, b"f1", d1, b"f3", RenameFlags::default()).unwrap();
     let v = m.files.remove("/d1/f1").unwrap();
     m.files.insert("/d1/f3".into(), v);
-    let e = fs.rename(d1, b"f3", d1, b"f4", RenameFlags { noreplace: true, exchange: false }).unwrap_err();
+    let e = fs.inodes().rename(d1, b"f3", d1, b"f4", RenameFlags { noreplace: true, exchange: false }).unwrap_err();
     assert_eq!(e.errno(), libc::EEXIST);
-    fs.rename(d1, b"f3", d1, b"f4", RenameFlags { noreplace: false, exchange: true }).unwrap();
+    fs.inodes().rename(d1, b"f3", d1, b"f4", RenameFlags { noreplace: false, exchange: true }).unwrap();
     let a = m.files.remove("/d1/f3").unwrap();
     let b = m.files.remove("/d1/f4").unwrap();
     m.files.insert("/d1/f3".into(), b);
     m.files.insert("/d1/f4".into(), a);
-    fs.rename(d1, b"d2", root, b"d2moved", RenameFlags::default()).unwrap();
+    fs.inodes().rename(d1, b"d2", root, b"d2moved", RenameFlags::default()).unwrap();
     m.dirs.retain(|d| d != "/d1/d2");
     m.dirs.push("/d2moved".into());
     let hard = m.files.remove("/d1/d2/hard").unwrap();
@@ -105,7 +105,7 @@ fn exercise(fs: &Filesystem) -> Model {
     m.links.insert("/d2moved/slow".into(), slow);
     assert_eq!(fs.lookup(d2, b"..").unwrap(), root);
     assert_eq!(
-        fs.rename(root, b"d1", d1, b"x", RenameFlags::default()).unwrap_err().errno(),
+        fs.inodes().rename(root, b"d1", d1, b"x", RenameFlags::default()).unwrap_err().errno(),
         libc::EINVAL,
         "directory into itself"
     );
@@ -129,7 +129,7 @@ fn exercise(fs: &Filesystem) -> Model {
     // fallocate: keep-size, allocate, punch, zero range.
     let fa = fs.create(root, b"falloc", 0o644, 0, 0).unwrap().ino;
     let data = pattern(7, 64 << 10);
-    fs.write(fa, 0, &data).unwrap();
+    fs.inodes().write(fa, 0, &data).unwrap();
     fs.fallocate(fa, FallocMode::KeepSize, 64 << 10, 1 << 20).unwrap();
     assert_eq!(fs.stat(fa).unwrap().size, 64 << 10);
     fs.fallocate(fa, FallocMode::PunchHole, 1000, 20_000).unwrap();
@@ -140,7 +140,7 @@ fn exercise(fs: &Filesystem) -> Model {
     want[30_000..35_000].fill(0);
     want.resize(200 << 10, 0);
     // Write into the unwritten (fallocated) tail.
-    fs.write(fa, 150 << 10, b"tail").unwrap();
+    fs.inodes().write(fa, 150 << 10, b"tail").unwrap();
     want[150 << 10..(150 << 10) + 4].copy_from_slice(b"tail");
     m.files.insert("/falloc".into(), want);
     // mknod: fifo and a character device.
@@ -185,12 +185,12 @@ fn errors_have_the_right_errno_and_change_nothing() {
     assert_eq!(fs.unlink(root, b"nope").unwrap_err().errno(), libc::ENOENT);
     assert_eq!(fs.rmdir(root, b"f").unwrap_err().errno(), libc::ENOTDIR);
     assert_eq!(fs.rmdir(root, b"..").unwrap_err().errno(), libc::ENOTEMPTY);
-    assert_eq!(fs.write(f, u64::MAX - 10, b"x").unwrap_err().errno(), libc::EFBIG);
-    assert_eq!(fs.write(f, 1 << 44, b"x").unwrap_err().errno(), libc::EFBIG);
-    assert_eq!(fs.write(d, 0, b"x").unwrap_err().errno(), libc::EISDIR);
-    assert_eq!(fs.rename(root, b"d", d, b"x", RenameFlags::default()).unwrap_err().errno(), libc::EINVAL);
-    assert_eq!(fs.rename(root, b"d", root, b"f", RenameFlags::default()).unwrap_err().errno(), libc::ENOTDIR);
-    assert_eq!(fs.rename(root, b"f", root, b"d", RenameFlags::default()).unwrap_err().errno(), libc::EISDIR);
+    assert_eq!(fs.inodes().write(f, u64::MAX - 10, b"x").unwrap_err().errno(), libc::EFBIG);
+    assert_eq!(fs.inodes().write(f, 1 << 44, b"x").unwrap_err().errno(), libc::EFBIG);
+    assert_eq!(fs.inodes().write(d, 0, b"x").unwrap_err().errno(), libc::EISDIR);
+    assert_eq!(fs.inodes().rename(root, b"d", d, b"x", RenameFlags::default()).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(fs.inodes().rename(root, b"d", root, b"f", RenameFlags::default()).unwrap_err().errno(), libc::ENOTDIR);
+    assert_eq!(fs.inodes().rename(root, b"f", root, b"d", RenameFlags::default()).unwrap_err().errno(), libc::EISDIR);
     let names: Vec<_> = fs.read_dir_all(root).unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names.len(), 5, "{names:?}"); // . .. lost+found f d
     fs.unmount().unwrap();
@@ -211,7 +211,7 @@ fn enospc_leaves_a_clean_filesystem() {
     let chunk = vec![0xABu8; 256 << 10];
     let mut off = 0u64;
     let err = loop {
-        match fs.write(f, off, &chunk) {
+        match fs.inodes().write(f, off, &chunk) {
             Ok(n) => off += n as u64,
             Err(e) => break e,
         }
@@ -304,7 +304,7 @@ fn space_freed_by_unlink_is_reusable_at_once() {
     let file = vec![7u8; 512 << 10];
     let mut n = 0;
     while let Ok(st) = fs.create(fs.root(), format!("f{n}").as_bytes(), 0o644, 0, 0) {
-        if !matches!(fs.write(st.ino, 0, &file), Ok(k) if k == file.len()) {
+        if !matches!(fs.inodes().write(st.ino, 0, &file), Ok(k) if k == file.len()) {
             break;
         }
         n += 1;
@@ -314,7 +314,11 @@ fn space_freed_by_unlink_is_reusable_at_once() {
         let _ = fs.unlink(fs.root(), format!("f{k}").as_bytes());
     }
     let f = fs.create(fs.root(), b"again", 0o644, 0, 0).unwrap().ino;
-    assert_eq!(fs.write(f, 0, &vec![1u8; 4 << 20]).unwrap(), 4 << 20, "buffered write right after the unlinks");
+    assert_eq!(
+        fs.inodes().write(f, 0, &vec![1u8; 4 << 20]).unwrap(),
+        4 << 20,
+        "buffered write right after the unlinks"
+    );
     fs.unlink(fs.root(), b"again").unwrap();
     let g = fs.create(fs.root(), b"direct", 0o644, 0, 0).unwrap().ino;
     assert_eq!(fs.write_direct(g, 0, &vec![2u8; 4 << 20]).unwrap(), 4 << 20, "direct write after an unlink");

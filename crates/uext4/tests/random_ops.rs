@@ -498,7 +498,7 @@ impl Runner {
                 let target: Vec<u8> =
                     (0..len).map(|_| b"abcdefgh/._-0123456789"[self.rng.below(22) as usize]).collect();
                 self.log(format!("symlink {dpath}/{} -> {len} bytes", show(&name)));
-                let r = self.fs().symlink(dir, &name, &target, 0, 0);
+                let r = self.fs().inodes().symlink(dir, &name, &target, 0, 0);
                 if let Outcome::Done(st) = self.outcome(r, allowed, "symlink") {
                     self.m.add(dir, &name, st.ino, Some(Node::Symlink(target)));
                 }
@@ -643,7 +643,7 @@ impl Runner {
                 Some(d) => format!("over inode {d}"),
             }
         ));
-        let r = self.fs().rename(p, &n, np, &nn, flags);
+        let r = self.fs().inodes().rename(p, &n, np, &nn, flags);
         match self.outcome(r, &allowed, "rename") {
             Outcome::Done(()) => {
                 if same {
@@ -696,7 +696,7 @@ impl Runner {
         len = len.min(MAX_FILE - off);
         let data = self.rng.bytes(len as usize);
         self.log(format!("write {} (inode {ino}, size {size}) at {off} len {len}", self.m.path_of(ino)));
-        let r = self.fs().write(ino, off, &data);
+        let r = self.fs().inodes().write(ino, off, &data);
         self.finish_write(ino, off, &data, r);
     }
 
@@ -836,7 +836,7 @@ impl Runner {
         }
         let data = self.rng.bytes(len as usize);
         self.log(format!("write (fill) {} (inode {ino}, size {size}) len {len}", self.m.path_of(ino)));
-        let r = self.fs().write(ino, size, &data);
+        let r = self.fs().inodes().write(ino, size, &data);
         self.finish_write(ino, size, &data, r);
     }
 
@@ -847,7 +847,7 @@ impl Runner {
         let len = self.rng.range(1, 70_000) as usize;
         self.log(format!("read inode {ino} (size {size}) at {off} len {len}"));
         let mut buf = vec![0xEEu8; len];
-        let n = self.fs().read(ino, off, &mut buf).unwrap_or_else(|e| panic!("{} read: {e}", self.tag()));
+        let n = self.fs().inodes().read(ino, off, &mut buf).unwrap_or_else(|e| panic!("{} read: {e}", self.tag()));
         let f = self.m.file(ino);
         let want = if off >= size { &[][..] } else { &f[off as usize..(off as usize + len).min(f.len())] };
         assert_eq!(n, want.len(), "{} read of inode {ino} at {off} len {len}: length", self.tag());
@@ -1177,7 +1177,7 @@ fn fill_up(fs: &Filesystem, ino: u32) {
     for len in [64 << 10, 16 << 10, 4 << 10, 1 << 10] {
         let chunk = vec![0xA5u8; len];
         loop {
-            match fs.write(ino, off, &chunk) {
+            match fs.inodes().write(ino, off, &chunk) {
                 Ok(n) => off += n as u64,
                 Err(e) if e.errno() == libc::ENOSPC => break,
                 Err(e) => panic!("fill: {e}"),
@@ -1209,11 +1209,11 @@ fn rename_noreplace_onto_the_same_inode_is_eexist() {
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
     fs.link(a, root, b"b").unwrap();
     let noreplace = RenameFlags { noreplace: true, exchange: false };
-    assert_eq!(fs.rename(root, b"a", root, b"a", noreplace).unwrap_err().errno(), libc::EEXIST);
-    assert_eq!(fs.rename(root, b"a", root, b"b", noreplace).unwrap_err().errno(), libc::EEXIST);
+    assert_eq!(fs.inodes().rename(root, b"a", root, b"a", noreplace).unwrap_err().errno(), libc::EEXIST);
+    assert_eq!(fs.inodes().rename(root, b"a", root, b"b", noreplace).unwrap_err().errno(), libc::EEXIST);
     // Without the flag (and with EXCHANGE) it is a successful no-op.
-    fs.rename(root, b"a", root, b"b", RenameFlags::default()).unwrap();
-    fs.rename(root, b"a", root, b"b", RenameFlags { noreplace: false, exchange: true }).unwrap();
+    fs.inodes().rename(root, b"a", root, b"b", RenameFlags::default()).unwrap();
+    fs.inodes().rename(root, b"a", root, b"b", RenameFlags { noreplace: false, exchange: true }).unwrap();
     assert_eq!(fs.stat(a).unwrap().nlink, 2);
 }
 
@@ -1233,7 +1233,7 @@ fn failed_write_maps_no_stale_blocks() {
     // Extends the file from inside its (unallocated) last block; runs out
     // of space after the first allocation.
     let data = vec![0x5Au8; 400 << 10];
-    let r = fs.write(f, 1000, &data);
+    let r = fs.inodes().write(f, 1000, &data);
     let n = match r {
         Ok(n) => n,
         Err(e) => {
@@ -1263,12 +1263,12 @@ fn failed_write_inside_eof_stays_consistent() {
     let root = fs.root();
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     // Data at the front, then a hole up to 16 MiB.
-    fs.write(f, 0, &[7u8; 3000]).unwrap();
+    fs.inodes().write(f, 0, &[7u8; 3000]).unwrap();
     fs.setattr(f, SetAttr { size: Some(16 << 20), ..Default::default() }).unwrap();
     fill_all_but(&fs, root, 100 << 10);
     // Overwrites the data and goes on into the hole.
     let data = vec![0x5Au8; 1 << 20];
-    let n = match fs.write(f, 0, &data) {
+    let n = match fs.inodes().write(f, 0, &data) {
         Ok(n) => n,
         Err(e) => {
             assert_eq!(e.errno(), libc::ENOSPC);
@@ -1299,7 +1299,7 @@ fn failed_fallocate_stays_consistent() {
         let fs = Filesystem::open_rw(&img).unwrap();
         let root = fs.root();
         let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
-        fs.write(f, 0, &[9u8; 5000]).unwrap();
+        fs.inodes().write(f, 0, &[9u8; 5000]).unwrap();
         let e = fs.fallocate(f, mode, 0, 64 << 20).unwrap_err();
         assert_eq!(e.errno(), libc::ENOSPC, "{mode:?}");
         let got = fs.read_all(f).unwrap();
@@ -1328,7 +1328,7 @@ fn punch_needing_a_split_on_a_full_filesystem() {
     let mut want = vec![0u8; 9 << 10];
     for (b, n) in [(0u64, 3u64), (4, 1), (6, 1), (8, 1)] {
         let d = vec![b as u8 + 1; (n << 10) as usize];
-        fs.write(f, b << 10, &d).unwrap();
+        fs.inodes().write(f, b << 10, &d).unwrap();
         want[(b << 10) as usize..((b + n) << 10) as usize].copy_from_slice(&d);
     }
     fs.fsync(f).unwrap(); // delayed allocation: the extents exist after writeback
@@ -1358,7 +1358,7 @@ fn root_reserve_is_honoured_by_large_requests() {
     let root = fs.root();
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     // One request far larger than the free space.
-    let r = fs.write(f, 0, &vec![1u8; 16 << 20]);
+    let r = fs.inodes().write(f, 0, &vec![1u8; 16 << 20]);
     assert!(matches!(&r, Ok(n) if *n < 16 << 20) || r.as_ref().is_err_and(|e| e.errno() == libc::ENOSPC), "{r:?}");
     let free = fs.statfs().free_blocks;
     assert!(free >= reserved, "write: {free} blocks free, {reserved} reserved for root");
@@ -1381,7 +1381,7 @@ fn space_freed_by_unlink_is_usable_at_once() {
     fill_up(&fs, hog);
     fs.unlink(root, b"hog").unwrap();
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
-    let r = fs.write(f, 0, &vec![3u8; 1 << 20]);
+    let r = fs.inodes().write(f, 0, &vec![3u8; 1 << 20]);
     assert_eq!(r.map_err(|e| e.to_string()), Ok(1 << 20), "{} blocks free", fs.statfs().free_blocks);
 }
 
@@ -1400,7 +1400,7 @@ fn enospc_in_namespace_operations_leaves_no_trace() {
     fill_up(&fs, hog);
     let errno = |r: Result<uext4::Stat, Error>| r.map(|_| ()).unwrap_err().errno();
     assert_eq!(errno(fs.mkdir(root, b"x", 0o755, 0, 0)), libc::ENOSPC, "mkdir");
-    assert_eq!(errno(fs.symlink(root, b"s", &[b'x'; 300], 0, 0)), libc::ENOSPC, "slow symlink");
+    assert_eq!(errno(fs.inodes().symlink(root, b"s", &[b'x'; 300], 0, 0)), libc::ENOSPC, "slow symlink");
     // Empty files and fast symlinks need no block until `d` is full.
     let long = |n: usize| format!("{n:0>200}").into_bytes();
     let mut n = 0;
@@ -1411,11 +1411,11 @@ fn enospc_in_namespace_operations_leaves_no_trace() {
         }
     };
     assert_eq!(e.errno(), libc::ENOSPC, "create in a full directory: {e}");
-    assert_eq!(errno(fs.symlink(d, &long(n), b"t", 0, 0)), libc::ENOSPC, "fast symlink in a full directory");
+    assert_eq!(errno(fs.inodes().symlink(d, &long(n), b"t", 0, 0)), libc::ENOSPC, "fast symlink in a full directory");
     assert_eq!(errno(fs.mknod(d, &long(n), 0o010644, (0, 0), 0, 0)), libc::ENOSPC, "mknod in a full directory");
     assert_eq!(errno(fs.link(f, d, &long(n))), libc::ENOSPC, "link into a full directory");
     assert_eq!(fs.stat(f).unwrap().nlink, 1);
-    let e = fs.rename(root, b"f", d, &long(n), RenameFlags::default()).unwrap_err();
+    let e = fs.inodes().rename(root, b"f", d, &long(n), RenameFlags::default()).unwrap_err();
     assert_eq!(e.errno(), libc::ENOSPC, "rename into a full directory");
     assert_eq!(fs.lookup(root, b"f").unwrap(), f);
     let mut fs = fs;
@@ -1436,7 +1436,7 @@ fn write_running_out_of_space_is_short() {
     fill_all_but(&fs, root, 1536 << 10);
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     let data: Vec<u8> = (0..3u32 << 20).map(|k| (k % 251) as u8 + 1).collect();
-    let n = fs.write(f, 0, &data).unwrap_or_else(|e| panic!("{e}; size now {}", fs.stat(f).unwrap().size));
+    let n = fs.inodes().write(f, 0, &data).unwrap_or_else(|e| panic!("{e}; size now {}", fs.stat(f).unwrap().size));
     assert!(n > 0 && n < data.len(), "{n}");
     assert_eq!(fs.read_all(f).unwrap(), data[..n]);
     let mut fs = fs;

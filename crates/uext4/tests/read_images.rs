@@ -277,10 +277,10 @@ fn path_edge_cases() {
     assert!(matches!(fs.lookup(file, b"x"), Err(Error::NotDir(_))));
     assert!(matches!(fs.readdir(file, 0, 10), Err(Error::NotDir(_))));
     assert!(matches!(fs.read_dir_all(file), Err(Error::NotDir(_))));
-    assert!(matches!(fs.read(root, 0, &mut [0u8; 10]), Err(Error::IsDir(_))));
+    assert!(matches!(fs.inodes().read(root, 0, &mut [0u8; 10]), Err(Error::IsDir(_))));
     assert!(matches!(fs.read_all(root), Err(Error::Invalid(_))));
-    assert!(matches!(fs.read(r("/special/fifo"), 0, &mut [0u8; 10]), Err(Error::Invalid(_))));
-    assert!(matches!(fs.read(r("/links/fast"), 0, &mut [0u8; 10]), Err(Error::Invalid(_))));
+    assert!(matches!(fs.inodes().read(r("/special/fifo"), 0, &mut [0u8; 10]), Err(Error::Invalid(_))));
+    assert!(matches!(fs.inodes().read(r("/links/fast"), 0, &mut [0u8; 10]), Err(Error::Invalid(_))));
     assert!(matches!(fs.readlink(file), Err(Error::Invalid(_))));
     assert!(matches!(fs.readlink(root), Err(Error::Invalid(_))));
     assert!(matches!(fs.get_xattr(file, "user.nope"), Err(Error::NoAttr(_))));
@@ -288,15 +288,15 @@ fn path_edge_cases() {
     let inodes = fs.superblock().inodes_count;
     for bad in [0, inodes + 1, u32::MAX] {
         assert!(matches!(fs.stat(bad), Err(Error::BadInode(_))), "stat({bad})");
-        assert!(matches!(fs.read(bad, 0, &mut [0u8; 4]), Err(Error::BadInode(_))), "read({bad})");
+        assert!(matches!(fs.inodes().read(bad, 0, &mut [0u8; 4]), Err(Error::BadInode(_))), "read({bad})");
         assert!(matches!(fs.lookup(bad, b"x"), Err(Error::BadInode(_))), "lookup({bad})");
     }
     // An unused inode is an error, not a zeroed stat.
     let free = inodes; // the last inode of a mostly empty filesystem
     assert!(fs.stat(free).is_err(), "stat of an unused inode succeeded");
     // Empty reads.
-    assert_eq!(fs.read(file, 0, &mut []).unwrap(), 0);
-    assert_eq!(fs.read(r("/sizes/size_0"), 0, &mut [0u8; 8]).unwrap(), 0);
+    assert_eq!(fs.inodes().read(file, 0, &mut []).unwrap(), 0);
+    assert_eq!(fs.inodes().read(r("/sizes/size_0"), 0, &mut [0u8; 8]).unwrap(), 0);
 }
 
 /// A path with a trailing slash names a directory: POSIX path resolution
@@ -403,7 +403,7 @@ fn concurrent_readers() {
                         let off = rng.below(big.len() as u64) as usize;
                         let len = (1 + rng.below(300_000) as usize).min(big.len() - off);
                         let mut buf = vec![0u8; len];
-                        assert_eq!(fs.read(ino, off as u64, &mut buf).unwrap(), len);
+                        assert_eq!(fs.inodes().read(ino, off as u64, &mut buf).unwrap(), len);
                         assert!(buf[..] == big[off..off + len], "thread {t}: big file at {off}+{len}");
                     }
                     // A share of the big directory through lookups, and a

@@ -44,7 +44,7 @@ fn sequential_buffered_file_is_allocated_at_writeback_in_long_extents() {
     let s0 = fs.io_stats();
     for piece in data.chunks(128 << 10) {
         let off = (piece.as_ptr() as usize - data.as_ptr() as usize) as u64;
-        assert_eq!(fs.write(f, off, piece).unwrap(), piece.len());
+        assert_eq!(fs.inodes().write(f, off, piece).unwrap(), piece.len());
     }
     // Nothing allocated yet; the blocks are reserved, and counted.
     let st = fs.stat(f).unwrap();
@@ -68,7 +68,7 @@ fn sequential_buffered_file_is_allocated_at_writeback_in_long_extents() {
     same(&fs.read_all(f).unwrap(), &data, "after fsync");
     // Rewrites of written blocks go back in place, without a handle.
     let s1 = fs.io_stats();
-    fs.write(f, 4096 * 7, &pattern(9, 8192)).unwrap();
+    fs.inodes().write(f, 4096 * 7, &pattern(9, 8192)).unwrap();
     fs.fsync(f).unwrap();
     let d = fs.io_stats().since(&s1);
     assert_eq!((d.writeback_overwrites, d.writeback_alloc_runs), (1, 0), "{d:?}");
@@ -88,8 +88,8 @@ fn fsync_writes_back_its_own_file_only_and_unmount_the_rest() {
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
     let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
     let (da, db) = (pattern(1, 300_000), pattern(2, 200_001));
-    fs.write(a, 0, &da).unwrap();
-    fs.write(b, 0, &db).unwrap();
+    fs.inodes().write(a, 0, &da).unwrap();
+    fs.inodes().write(b, 0, &db).unwrap();
     fs.fsync(a).unwrap();
     assert!(extents(&fs, a) > 0);
     assert_eq!(extents(&fs, b), 0, "fsync of a wrote b back");
@@ -118,7 +118,7 @@ fn background_thread_writes_back_old_dirty_data() {
     let mut fs = open(&img, cfg, 0);
     let f = fs.create(fs.root(), b"aged", 0o644, 0, 0).unwrap().ino;
     let data = pattern(4, 1 << 20);
-    fs.write(f, 0, &data).unwrap();
+    fs.inodes().write(f, 0, &data).unwrap();
     // No fsync: the background thread writes it back once it is old
     // enough. (A deadline for the wait, not a timing assertion.)
     let t0 = Instant::now();
@@ -148,7 +148,7 @@ fn dirty_threshold_keeps_the_cache_in_its_budget() {
         let i = rng.below(4) as usize;
         let d = pattern(k, 64 << 10);
         let off = models[i].len() as u64;
-        fs.write(files[i], off, &d).unwrap();
+        fs.inodes().write(files[i], off, &d).unwrap();
         models[i].extend_from_slice(&d);
         max_dirty = max_dirty.max(fs.dirty_bytes());
     }
@@ -182,7 +182,7 @@ fn buffered_enospc_is_reported_by_the_write() {
     loop {
         let d = pattern(k, 3000 + (k as usize * 7919) % 20_000);
         k += 1;
-        match fs.write(hog, off, &d) {
+        match fs.inodes().write(hog, off, &d) {
             Ok(n) => {
                 model.resize(off as usize, 0);
                 model.extend_from_slice(&d[..n]);
@@ -207,7 +207,7 @@ fn buffered_enospc_is_reported_by_the_write() {
     // Space comes back with a truncate.
     fs.setattr(hog, SetAttr { size: Some(off / 2), ..Default::default() }).unwrap();
     model.truncate((off / 2) as usize);
-    fs.write(keep, 0, &[1u8; 4096]).unwrap();
+    fs.inodes().write(keep, 0, &[1u8; 4096]).unwrap();
     fs.unmount().unwrap();
     drop(fs);
     fsck_clean(&img);
@@ -223,7 +223,7 @@ fn dirty_data_stays_coherent_with_direct_io_truncate_and_punch() {
         let mut fs = open(&img, DataPathConfig::default(), 0);
         let f = fs.create(fs.root(), b"mix", 0o644, 0, 0).unwrap().ino;
         let mut model = pattern(1, 1 << 20);
-        fs.write(f, 0, &model).unwrap();
+        fs.inodes().write(f, 0, &model).unwrap();
         fs.fsync(f).unwrap();
         let mut rng = Rng(5);
         for step in 0..400u64 {
@@ -232,7 +232,7 @@ fn dirty_data_stays_coherent_with_direct_io_truncate_and_punch() {
             let d = pattern(1000 + step, len as usize);
             match rng.below(8) {
                 0..=3 => {
-                    let n = fs.write(f, off, &d).unwrap();
+                    let n = fs.inodes().write(f, off, &d).unwrap();
                     assert_eq!(n, d.len());
                 }
                 4 | 5 => {
@@ -298,13 +298,13 @@ fn writeback_reuses_blocks_freed_by_an_uncommitted_transaction() {
     let root = fs.root();
     let size = (fs.statfs().free_blocks * 3 / 4 * 4096) as usize;
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
-    assert_eq!(fs.write(a, 0, &pattern(1, size)).unwrap(), size);
+    assert_eq!(fs.inodes().write(a, 0, &pattern(1, size)).unwrap(), size);
     fs.writeback_inode(a).unwrap();
     fs.unlink(root, b"a").unwrap();
     assert!(fs.allocator().unwrap().has_pending_frees(), "the delete is not committed yet");
     let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
     let want = pattern(2, size);
-    assert_eq!(fs.write(b, 0, &want).unwrap(), size);
+    assert_eq!(fs.inodes().write(b, 0, &want).unwrap(), size);
     assert!(fs.allocator().unwrap().has_pending_frees(), "nothing committed yet");
     fs.sync().unwrap();
     assert_eq!(fs.dirty_bytes(), 0);
@@ -325,7 +325,7 @@ fn deleting_a_file_returns_its_preallocation() {
     let root = fs.root();
     let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
     // 1.1 MiB: normalised to a larger request, the rest preallocated.
-    fs.write(a, 0, &pattern(3, 1_100_000)).unwrap();
+    fs.inodes().write(a, 0, &pattern(3, 1_100_000)).unwrap();
     fs.fsync(a).unwrap();
     let s0 = fs.alloc_stats().unwrap();
     assert!(s0.prealloc_created > 0, "{s0:?}");
@@ -366,14 +366,14 @@ fn link_rename_and_setxattr_reuse_blocks_freed_by_an_uncommitted_transaction() {
     let victims: Vec<u32> = (0..3)
         .map(|k| {
             let v = fs.create(root, format!("victim{k}").as_bytes(), 0o644, 0, 0).unwrap().ino;
-            fs.write(v, 0, &pattern(k, 16 << 10)).unwrap();
+            fs.inodes().write(v, 0, &pattern(k, 16 << 10)).unwrap();
             v
         })
         .collect();
     // Fill the disk to the last block.
     let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
     let mut off = 0;
-    while let Ok(n) = fs.write(hog, off, &[7u8; 256 << 10]) {
+    while let Ok(n) = fs.inodes().write(hog, off, &[7u8; 256 << 10]) {
         off += n as u64;
     }
     fs.commit().unwrap();
@@ -394,7 +394,7 @@ fn link_rename_and_setxattr_reuse_blocks_freed_by_an_uncommitted_transaction() {
     pending_delete(1);
     fs.link(file, d, &long(b'e')).unwrap();
     pending_delete(2);
-    fs.rename(root, b"moved", d2, &long(b'f'), RenameFlags::default()).unwrap();
+    fs.inodes().rename(root, b"moved", d2, &long(b'f'), RenameFlags::default()).unwrap();
     assert_eq!(fs.get_xattr(file, b"user.big").unwrap(), vec![5u8; 600]);
     assert_eq!(fs.lookup(d, &long(b'e')).unwrap(), file);
     fs.lookup(d2, &long(b'f')).unwrap();
@@ -443,7 +443,7 @@ fn writes_accepted_while_the_disk_fills_are_all_written_back() {
                         loop {
                             let len = 1 + rng.below(24 << 10) as usize;
                             let chunk = pattern(rng.next(), len);
-                            match fs.write(ino, model.len() as u64, &chunk) {
+                            match fs.inodes().write(ino, model.len() as u64, &chunk) {
                                 Ok(0) | Err(_) => break,
                                 Ok(n) => model.extend_from_slice(&chunk[..n]),
                             }
@@ -516,7 +516,7 @@ fn dirty_memory_stays_bounded_while_writeback_fails() {
     let mut model = Vec::new();
     let err = loop {
         let chunk = pattern(model.len() as u64, 64 << 10);
-        match fs.write(f, model.len() as u64, &chunk) {
+        match fs.inodes().write(f, model.len() as u64, &chunk) {
             Ok(n) => model.extend_from_slice(&chunk[..n]),
             Err(e) => break e,
         }

@@ -354,7 +354,7 @@ fn refusals_and_their_errno() {
     {
         let mut fs = Filesystem::open_rw(&img).unwrap();
         let f = new_file(&fs, "f");
-        let l = fs.symlink(fs.root(), b"l", b"f", 0, 0).unwrap().ino;
+        let l = fs.inodes().symlink(fs.root(), b"l", b"f", 0, 0).unwrap().ino;
         let fifo = fs.mknod(fs.root(), b"p", 0o010644, (0, 0), 0, 0).unwrap().ino;
         let any = XattrSetMode::Any;
         assert_eq!(errno(fs.set_xattr(f, b"", b"v", any)), libc::ERANGE);

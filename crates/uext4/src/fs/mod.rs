@@ -39,6 +39,7 @@ pub mod ops;
 mod orphan;
 mod read;
 mod seek;
+mod std_support;
 mod sync;
 mod transactions;
 mod types;
@@ -60,6 +61,8 @@ pub use xattr_ops::XattrSetMode;
 #[derive(Debug)]
 pub struct Filesystem {
     core: Arc<FsCore>,
+    /// Owner and umask of files the std-like API creates.
+    new_files: crate::std_api::NewFileDefaults,
 }
 
 /// The state and operations of an open filesystem, shared by its handle
@@ -139,7 +142,7 @@ impl Filesystem {
             }
         }
         let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
-        Ok(Filesystem { core: Arc::new(core) })
+        Ok(Filesystem { core: Arc::new(core), new_files: Default::default() })
     }
 
     fn open_device_rw(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
@@ -185,7 +188,7 @@ impl Filesystem {
         }
         let core = Arc::new(core);
         core.start_writeback(Arc::downgrade(&core));
-        Ok(Filesystem { core })
+        Ok(Filesystem { core, new_files: Default::default() })
     }
 }
 

@@ -26,7 +26,8 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Instant;
-use uext4::{DirEntry, Error, FileType, Filesystem, Stat, Timestamp};
+use uext4::dir::DirEntry;
+use uext4::{Error, FileType, Filesystem, Stat, Timestamp};
 
 // ---------------------------------------------------------------------------
 // Tools and scratch space
@@ -1447,7 +1448,7 @@ fn compare_range(fs: &Filesystem, ino: u32, f: &File, start: u64, end: u64, rp: 
     let mut off = start;
     while off < end {
         let n = CHUNK.min((end - off) as usize);
-        let got = fs.read(ino, off, &mut a[..n]).unwrap_or_else(|e| panic!("read {rp:?} at {off}: {e}"));
+        let got = fs.inodes().read(ino, off, &mut a[..n]).unwrap_or_else(|e| panic!("read {rp:?} at {off}: {e}"));
         assert_eq!(got, n, "{rp:?}: short read at {off}");
         f.read_exact_at(&mut b[..n], off).unwrap();
         if a[..n] != b[..n] {
@@ -1510,12 +1511,12 @@ pub fn compare_file(fs: &Filesystem, ino: u32, src: &Path, rp: &Path) -> u64 {
     }
     // Reads at and past the end, and straddling it.
     let mut buf = [0u8; 64];
-    assert_eq!(fs.read(ino, size, &mut buf).unwrap(), 0, "{rp:?}: read at EOF");
-    assert_eq!(fs.read(ino, size + 12345, &mut buf).unwrap(), 0, "{rp:?}: read past EOF");
-    assert_eq!(fs.read(ino, u64::MAX - 10, &mut buf).unwrap(), 0, "{rp:?}: read at u64::MAX");
+    assert_eq!(fs.inodes().read(ino, size, &mut buf).unwrap(), 0, "{rp:?}: read at EOF");
+    assert_eq!(fs.inodes().read(ino, size + 12345, &mut buf).unwrap(), 0, "{rp:?}: read past EOF");
+    assert_eq!(fs.inodes().read(ino, u64::MAX - 10, &mut buf).unwrap(), 0, "{rp:?}: read at u64::MAX");
     if size > 0 {
         let off = size.saturating_sub(10);
-        let n = fs.read(ino, off, &mut buf).unwrap();
+        let n = fs.inodes().read(ino, off, &mut buf).unwrap();
         assert_eq!(n as u64, size - off, "{rp:?}: read straddling EOF");
         let mut theirs = vec![0u8; n];
         f.read_exact_at(&mut theirs, off).unwrap();
@@ -1527,7 +1528,7 @@ pub fn compare_file(fs: &Filesystem, ino: u32, src: &Path, rp: &Path) -> u64 {
             let len = (1 + rng.below(9000)).min(size - off) as usize;
             let mut ours = vec![0u8; len];
             let mut theirs = vec![0u8; len];
-            assert_eq!(fs.read(ino, off, &mut ours).unwrap(), len, "{rp:?}: read {len} at {off}");
+            assert_eq!(fs.inodes().read(ino, off, &mut ours).unwrap(), len, "{rp:?}: read {len} at {off}");
             f.read_exact_at(&mut theirs, off).unwrap();
             assert!(ours == theirs, "{rp:?}: slice of {len} bytes at {off} differs");
             compared += len as u64;

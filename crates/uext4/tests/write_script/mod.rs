@@ -193,18 +193,18 @@ fn script(fs: &Filesystem, o: &mut Outcome, seed: u64) {
     // New objects.
     let a = o.note(fs.create(root, b"fz-a", 0o644, 0, 0)).map(|s| s.ino);
     if let Some(a) = a {
-        o.note(fs.write(a, 0, &data[..5000]));
-        o.note(fs.write(a, (3 << 20) + (seed % 4096), &data[..3000]));
+        o.note(fs.inodes().write(a, 0, &data[..5000]));
+        o.note(fs.inodes().write(a, (3 << 20) + (seed % 4096), &data[..3000]));
         o.note(fs.fsync(a));
     }
     let d = o.note(fs.mkdir(root, b"fz-d", 0o755, 0, 0)).map(|s| s.ino);
     if let (Some(a), Some(d)) = (a, d) {
         o.note(fs.create(d, b"x", 0o600, 0, 0));
-        o.note(fs.symlink(d, b"s", b"../fz-a", 0, 0));
-        o.note(fs.symlink(d, b"long", &[b'l'; 300], 0, 0));
+        o.note(fs.inodes().symlink(d, b"s", b"../fz-a", 0, 0));
+        o.note(fs.inodes().symlink(d, b"long", &[b'l'; 300], 0, 0));
         o.note(fs.link(a, d, b"a2"));
-        o.note(fs.rename(root, b"fz-a", d, b"y", RenameFlags::default()));
-        o.note(fs.rename(d, b"y", d, b"x", RenameFlags::default()));
+        o.note(fs.inodes().rename(root, b"fz-a", d, b"y", RenameFlags::default()));
+        o.note(fs.inodes().rename(d, b"y", d, b"x", RenameFlags::default()));
         o.note(fs.mknod(d, b"fifo", 0o10644, (0, 0), 0, 0));
         // Enough names to grow the directory past one block (an htree).
         for i in 0..(bs / 16) {
@@ -238,9 +238,9 @@ fn script(fs: &Filesystem, o: &mut Outcome, seed: u64) {
         match st.file_type {
             FileType::Regular => {
                 o.note(fs.open_inode(*ino));
-                o.note(fs.write(*ino, 0, &data[..700]));
-                o.note(fs.write(*ino, st.size, &data[..bs as usize + 9]));
-                o.note(fs.write(*ino, st.size / 2 + 5000, &data[..12_000]));
+                o.note(fs.inodes().write(*ino, 0, &data[..700]));
+                o.note(fs.inodes().write(*ino, st.size, &data[..bs as usize + 9]));
+                o.note(fs.inodes().write(*ino, st.size / 2 + 5000, &data[..12_000]));
                 o.note(fs.write_direct(*ino, bs, &data[..bs as usize]));
                 o.note(fs.fsync(*ino));
                 o.note(fs.fallocate(*ino, FallocMode::KeepSize, st.size, 32 << 10));
@@ -251,14 +251,20 @@ fn script(fs: &Filesystem, o: &mut Outcome, seed: u64) {
             FileType::Directory => {
                 o.note(fs.create(*ino, b"fz-n", 0o644, 0, 0));
                 o.note(fs.mkdir(*ino, b"fz-m", 0o755, 0, 0));
-                o.note(fs.rename(*ino, b"fz-n", root, format!("fz-moved-{k}").as_bytes(), RenameFlags::default()));
+                o.note(fs.inodes().rename(
+                    *ino,
+                    b"fz-n",
+                    root,
+                    format!("fz-moved-{k}").as_bytes(),
+                    RenameFlags::default(),
+                ));
                 o.note(fs.rmdir(*ino, b"fz-m"));
                 if let Some(page) = o.note(fs.readdir(*ino, 0, 8)) {
                     for (j, e) in page.iter().filter(|e| e.name != b"." && e.name != b"..").enumerate() {
                         match j % 3 {
                             0 => o.note(fs.unlink(*ino, &e.name)),
                             1 => o.note(fs.rmdir(*ino, &e.name)),
-                            _ => o.note(fs.rename(
+                            _ => o.note(fs.inodes().rename(
                                 *ino,
                                 &e.name,
                                 root,
@@ -277,12 +283,18 @@ fn script(fs: &Filesystem, o: &mut Outcome, seed: u64) {
         // directories renamed.
         if k % 2 == 1 {
             if st.file_type == FileType::Directory {
-                o.note(fs.rename(*parent, name, root, format!("fz-dir-{k}").as_bytes(), RenameFlags::default()));
+                o.note(fs.inodes().rename(
+                    *parent,
+                    name,
+                    root,
+                    format!("fz-dir-{k}").as_bytes(),
+                    RenameFlags::default(),
+                ));
                 o.note(fs.rmdir(*parent, name));
             } else {
                 o.note(fs.open_inode(*ino));
                 o.note(fs.unlink(*parent, name));
-                o.note(fs.write(*ino, 0, &data[..100]));
+                o.note(fs.inodes().write(*ino, 0, &data[..100]));
                 o.note(fs.close_inode(*ino));
             }
         }
