@@ -32,7 +32,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                 if let Some(next) = idx.get(pos) {
                     limit = limit.min(FileBlock::from(next.block));
                 }
-                let child = idx[pos - 1].leaf.0;
+                let child = idx[pos - 1].leaf.get();
                 if !vol.valid_range(child, 1) {
                     return Err(Error::corruption(
                         Structure::Extent,
@@ -65,13 +65,13 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                     let e = &ext[pos - 1];
                     let end = FileBlock::from(e.block) + u64::from(e.len);
                     if lblk < end {
-                        if !vol.valid_range(e.start.0, u64::from(e.len)) {
+                        if !vol.valid_range(e.start.get(), u64::from(e.len)) {
                             return Err(Error::corruption(
                                 Structure::Extent,
                                 Location::inode_block(inode.ino, node_block),
                                 CorruptKind::OutsideFilesystem {
                                     what: "extent",
-                                    block: e.start.0,
+                                    block: e.start.get(),
                                     len: u64::from(e.len),
                                 },
                             ));

@@ -45,20 +45,6 @@ impl Mapping {
     pub fn end(&self) -> FileBlock {
         self.lblk.saturating_add(self.len)
     }
-
-    /// The physical block that `lblk` (inside the run) maps to, if any.
-    pub fn pblk_of(&self, lblk: FileBlock) -> Option<PhysicalBlock> {
-        match self.kind {
-            MapKind::Mapped(p) | MapKind::Unwritten(p) => Some(p + (lblk - self.lblk)),
-            MapKind::Hole => None,
-        }
-    }
-
-    /// Device byte offset of file byte `pos` (inside the run), if mapped.
-    pub fn device_offset(&self, pos: u64, block_size: u64) -> Option<u64> {
-        let lblk = FileBlock::of_byte(pos, block_size);
-        self.pblk_of(lblk).map(|p| p.byte_offset(block_size) + pos % block_size)
-    }
 }
 
 /// Largest logical block number + 1 an ext4 file can address.
