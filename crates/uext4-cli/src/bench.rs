@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use uext4::alloc::{fixture, AllocConfig, AllocRequest, AllocStats, Allocator, Criterion};
 use uext4::device::{BlockDevice, MemoryDevice};
-use uext4::format::block_number::{FileBlock, PhysicalBlock};
 use uext4::volume::Volume;
+use uext4::{FileBlock, PhysicalBlock};
 
 /// Parameters of `bench alloc`.
 #[derive(Debug, Clone)]

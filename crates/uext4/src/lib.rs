@@ -38,5 +38,6 @@ pub mod xattr;
 pub use device::{BlockDevice, FileDevice, MemoryDevice};
 pub use dir::DirEntry;
 pub use error::{CorruptKind, Corruption, Error, Location, Result, Structure};
+pub use format::block_number::{FileBlock, PhysicalBlock};
 pub use format::inode::{FileType, Timestamp};
 pub use fs::{Filesystem, MountOptions, Stat, StatFs};

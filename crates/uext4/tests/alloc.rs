@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use uext4::alloc::{flags, AllocConfig, AllocRequest, Allocator, Criterion};
 use uext4::device::{BlockDevice, FileDevice, MemoryDevice};
-use uext4::format::block_number::{FileBlock, PhysicalBlock};
 use uext4::volume::Volume;
+use uext4::{FileBlock, PhysicalBlock};
 
 fn e2fsck(img: &Path) -> (bool, String) {
     let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().unwrap();
