@@ -489,16 +489,18 @@ impl Allocator {
         if len == 0 {
             return Ok(());
         }
-        let end = start.get().checked_add(len).filter(|&e| e <= self.vol.sb.blocks_count);
+        // The number as the error reports name it.
+        let block = start.get();
+        let end = block.checked_add(len).filter(|&e| e <= self.vol.sb.blocks_count);
         // The block numbers come from the image (extents, xattr blocks): a
         // bad one is corruption (EUCLEAN, `errors=` applies), not EINVAL.
-        if start.get() < u64::from(self.vol.sb.first_data_block) || end.is_none() {
-            let kind = CorruptKind::OutsideFilesystem { what: "blocks to free", block: start.get(), len };
-            return Err(Error::corruption(Structure::Bitmap, Location::from_block(start.get()), kind));
+        if block < u64::from(self.vol.sb.first_data_block) || end.is_none() {
+            let kind = CorruptKind::OutsideFilesystem { what: "blocks to free", block, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(block), kind));
         }
         if self.in_system_zone(start, len) {
-            let kind = CorruptKind::OverlapsMetadata { block: start.get(), len };
-            return Err(Error::corruption(Structure::Bitmap, Location::from_block(start.get()), kind));
+            let kind = CorruptKind::OverlapsMetadata { block, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(block), kind));
         }
         let end = start + len;
         // Every group is checked before any is changed: a free that fails
@@ -612,7 +614,7 @@ impl Allocator {
 
     /// True if `block` is free in the on-disk view (loads its group).
     pub fn is_free_on_disk(&self, block: PhysicalBlock) -> bool {
-        if block.get() < u64::from(self.vol.sb.first_data_block) || block.get() >= self.vol.sb.blocks_count {
+        if !(u64::from(self.vol.sb.first_data_block)..self.vol.sb.blocks_count).contains(&block.get()) {
             return false;
         }
         let (g, rel) = self.group_of(block);

@@ -514,6 +514,9 @@ fn push_run(
 /// Physical blocks to free: (first block, count).
 type FreeRange = (PhysicalBlock, u64);
 
+/// A run for a leaf: (logical start, physical start, length, unwritten).
+type Piece = (FileBlock, PhysicalBlock, u64, bool);
+
 /// What to do with the part of each extent inside the range.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Edit {
@@ -531,9 +534,9 @@ fn edit_leaf(
     a: FileBlock,
     b: FileBlock,
     edit: Option<Edit>,
-    insert: &[(FileBlock, PhysicalBlock, u64, bool)],
+    insert: &[Piece],
 ) -> Result<(Vec<Extent>, Vec<FreeRange>)> {
-    let mut pieces: Vec<(FileBlock, PhysicalBlock, u64, bool)> = Vec::with_capacity(v.len() + insert.len() + 2);
+    let mut pieces: Vec<Piece> = Vec::with_capacity(v.len() + insert.len() + 2);
     let mut frees = Vec::new();
     for e in v {
         let (s, end) = (FileBlock::from(e.block), ext_end(e));
