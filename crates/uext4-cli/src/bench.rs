@@ -15,6 +15,7 @@ use std::time::Instant;
 use uext4::alloc::{fixture, AllocConfig, AllocRequest, AllocStats, Allocator, Criterion};
 use uext4::device::{BlockDevice, MemoryDevice};
 use uext4::volume::Volume;
+use uext4::{FileBlock, PhysicalBlock};
 
 /// Parameters of `bench alloc`.
 #[derive(Debug, Clone)]
@@ -92,12 +93,12 @@ fn one_run(p: &AllocBench, base: &[u8], threads: usize, cr1_5: bool) -> CliResul
             s.spawn(move || {
                 for f in 0..per_thread {
                     let ino = 100_000 + (t as u64 * per_thread + f) as u32;
-                    let mut logical = 0u64;
-                    let mut goal = 0u64;
+                    let mut logical = FileBlock(0);
+                    let mut goal = PhysicalBlock(0);
                     // Like delalloc writeback: the whole file at once, in as
                     // many extents as the allocator returns.
-                    while logical < u64::from(file_blocks) {
-                        let left = file_blocks - logical as u32;
+                    while logical < FileBlock(u64::from(file_blocks)) {
+                        let left = file_blocks - logical.get() as u32;
                         let req = AllocRequest {
                             inode: ino,
                             logical,

@@ -187,7 +187,12 @@ pub fn run_json(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write
                         MapKind::Unwritten(p) => Some((m, p, true)),
                         MapKind::Hole => None,
                     })
-                    .map(|(m, physical, unwritten)| ExtentJson { logical: m.lblk, physical, len: m.len, unwritten })
+                    .map(|(m, physical, unwritten)| ExtentJson {
+                        logical: m.lblk.get(),
+                        physical: physical.get(),
+                        len: m.len,
+                        unwritten,
+                    })
                     .collect(),
             ),
             Err(e) => {

@@ -14,6 +14,7 @@ use crate::alloc::delalloc::DelallocSpace;
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::{AllocRequest, Allocation, Allocator};
 use crate::error::{Error, Result};
+use crate::format::block_number::PhysicalBlock;
 use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::format::inode::Inode;
 use crate::journal::Handle;
@@ -173,7 +174,7 @@ impl<'a> Tx<'a> {
 
     /// Allocates one metadata block (extent node, xattr block) for inode
     /// `ino` near `goal`.
-    pub fn alloc_metadata_block(&self, ino: u32, goal: u64) -> Result<u64> {
+    pub fn alloc_metadata_block(&self, ino: u32, goal: PhysicalBlock) -> Result<PhysicalBlock> {
         let a = self.alloc_blocks(&AllocRequest {
             inode: ino,
             goal,
@@ -190,38 +191,38 @@ impl<'a> Tx<'a> {
 
     /// The first block of inode `ino`'s group: where its blocks go when
     /// nothing better is known (the kernel's ext4_inode_to_goal_block).
-    pub fn inode_goal(&self, ino: u32) -> u64 {
+    pub fn inode_goal(&self, ino: u32) -> PhysicalBlock {
         let ipg = self.vol.sb.inodes_per_group.max(1);
-        self.vol.group_first_block(u64::from(ino.saturating_sub(1) / ipg))
+        PhysicalBlock(self.vol.group_first_block(u64::from(ino.saturating_sub(1) / ipg)))
     }
 
     /// Frees `start..start+len`. Blocks stay reserved in the allocator
     /// until this transaction commits; metadata blocks are revoked.
-    pub fn free_blocks(&self, start: u64, len: u64, kind: FreeKind) -> Result<()> {
+    pub fn free_blocks(&self, start: PhysicalBlock, len: u64, kind: FreeKind) -> Result<()> {
         if len == 0 {
             return Ok(());
         }
         let tid = self.handle.is_journaled().then(|| self.tid());
         self.alloc.free(start, len, tid)?;
         if kind == FreeKind::Metadata {
-            for b in start..start + len {
-                self.handle.forget(b);
+            for i in 0..len {
+                self.handle.forget(start + i);
             }
         }
         let bpg = u64::from(self.vol.sb.blocks_per_group);
         let first = u64::from(self.vol.sb.first_data_block);
-        let (g0, g1) = ((start - first) / bpg, (start + len - 1 - first) / bpg);
+        let (g0, g1) = ((start.get() - first) / bpg, (start.get() + len - 1 - first) / bpg);
         for g in g0..=g1 {
-            self.journal_block_group(self.vol.group_first_block(g).max(start))?;
+            self.journal_block_group(PhysicalBlock(self.vol.group_first_block(g)).max(start))?;
         }
         Ok(())
     }
 
     /// Copies the allocator's view of `block`'s group bitmap into the
     /// journal and updates the group's descriptor.
-    fn journal_block_group(&self, block: u64) -> Result<()> {
+    fn journal_block_group(&self, block: PhysicalBlock) -> Result<()> {
         let sb = &self.vol.sb;
-        let g = ((block - u64::from(sb.first_data_block)) / u64::from(sb.blocks_per_group)) as u32;
+        let g = ((block.get() - u64::from(sb.first_data_block)) / u64::from(sb.blocks_per_group)) as u32;
         let gd0 = self.vol.groups[g as usize];
         self.alloc.with_group_bitmap(g, |bitmap, free| {
             self.handle.init(gd0.block_bitmap, |b| {

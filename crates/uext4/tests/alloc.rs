@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use uext4::alloc::{flags, AllocConfig, AllocRequest, Allocator, Criterion};
 use uext4::device::{BlockDevice, FileDevice, MemoryDevice};
 use uext4::volume::Volume;
+use uext4::{FileBlock, PhysicalBlock};
 
 fn e2fsck(img: &Path) -> (bool, String) {
     let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().unwrap();
@@ -38,7 +39,7 @@ fn initially_used(a: &Allocator) -> BTreeSet<u64> {
         let first = vol.group_first_block(g);
         let n = uext4::alloc::layout::group_blocks(vol, g);
         for i in 0..u64::from(n) {
-            if !a.is_free_on_disk(first + i) {
+            if !a.is_free_on_disk(PhysicalBlock(first + i)) {
                 used.insert(first + i);
             }
         }
@@ -70,8 +71,8 @@ fn model_random_ops() {
                     let goal = if rng.below(2) == 0 { 0 } else { rng.below(vol.sb.blocks_count) };
                     let req = AllocRequest {
                         inode: ino,
-                        logical: rng.below(5000),
-                        goal,
+                        logical: FileBlock(rng.below(5000)),
+                        goal: PhysicalBlock(goal),
                         len,
                         min_len: 1,
                         file_size: rng.below(64 << 20),
@@ -84,11 +85,11 @@ fn model_random_ops() {
                                 assert_eq!(al.len, len);
                             }
                             assert!(!a.in_system_zone(al.start, u64::from(al.len)), "metadata handed out: {al:?}");
-                            for b in al.start..al.start + u64::from(al.len) {
+                            for b in al.start.get()..al.start.get() + u64::from(al.len) {
                                 assert!(!pre_used.contains(&b), "block {b} was in use before");
                                 assert!(model.insert(b), "block {b} allocated twice (step {step}, {al:?})");
                             }
-                            owned.push((al.start, al.len, ino));
+                            owned.push((al.start.get(), al.len, ino));
                         }
                         Err(uext4::Error::NoSpace(_)) => {}
                         Err(e) => panic!("allocate: {e}"),
@@ -97,7 +98,7 @@ fn model_random_ops() {
                     let i = rng.below(owned.len() as u64) as usize;
                     let (s, l, ino) = owned.swap_remove(i);
                     let deferred = rng.below(4) == 0;
-                    a.free(s, u64::from(l), deferred.then_some(step as u64)).unwrap();
+                    a.free(PhysicalBlock(s), u64::from(l), deferred.then_some(step as u64)).unwrap();
                     for b in s..s + u64::from(l) {
                         model.remove(&b);
                     }
@@ -115,14 +116,14 @@ fn model_random_ops() {
             }
             // Double free and metadata frees are refused.
             if let Some(&(s, l, _)) = owned.first() {
-                a.free(s, u64::from(l), None).unwrap();
-                assert!(a.free(s, u64::from(l), None).is_err());
+                a.free(PhysicalBlock(s), u64::from(l), None).unwrap();
+                assert!(a.free(PhysicalBlock(s), u64::from(l), None).is_err());
                 owned.remove(0);
             }
             let gd0 = vol.groups[0];
-            assert!(a.free(gd0.inode_table, 1, None).is_err());
+            assert!(a.free(PhysicalBlock(gd0.inode_table), 1, None).is_err());
             for (s, l, _) in owned.drain(..) {
-                a.free(s, u64::from(l), None).unwrap();
+                a.free(PhysicalBlock(s), u64::from(l), None).unwrap();
             }
             a.commit_frees(u64::MAX);
             a.discard_all_prealloc();
@@ -153,7 +154,7 @@ fn concurrent_alloc_free() {
                     if rng.below(3) > 0 || mine.is_empty() {
                         let req = AllocRequest {
                             inode: (t * 100 + rng.below(5)) as u32 + 12,
-                            logical: i * 4,
+                            logical: FileBlock(i * 4),
                             len: 1 + rng.below(64) as u32,
                             file_size: rng.below(1 << 22),
                             flags: if rng.below(4) == 0 { flags::METADATA } else { 0 },
@@ -161,10 +162,10 @@ fn concurrent_alloc_free() {
                         };
                         if let Ok(al) = a.allocate(&req) {
                             let mut m = model.lock().unwrap();
-                            for b in al.start..al.start + u64::from(al.len) {
+                            for b in al.start.get()..al.start.get() + u64::from(al.len) {
                                 assert!(m.insert(b), "block {b} handed out twice");
                             }
-                            mine.push((al.start, al.len));
+                            mine.push((al.start.get(), al.len));
                         }
                     } else {
                         let (s, l) = mine.swap_remove(rng.below(mine.len() as u64) as usize);
@@ -174,7 +175,7 @@ fn concurrent_alloc_free() {
                                 m.remove(&b);
                             }
                         }
-                        a.free(s, u64::from(l), None).unwrap();
+                        a.free(PhysicalBlock(s), u64::from(l), None).unwrap();
                     }
                 }
                 for (s, l) in mine {
@@ -183,7 +184,7 @@ fn concurrent_alloc_free() {
                         m.remove(&b);
                     }
                     drop(m);
-                    a.free(s, u64::from(l), None).unwrap();
+                    a.free(PhysicalBlock(s), u64::from(l), None).unwrap();
                 }
             });
         }
@@ -217,8 +218,12 @@ fn write_back_checked_by_e2fsck() {
         for i in 0..40u64 {
             let g = i % ngroups;
             let goal = vol.group_first_block(g) + u64::from(vol.sb.blocks_per_group) / 2;
-            let req =
-                AllocRequest { goal, len: 1 + (i as u32 % 7) * 9, flags: flags::NO_PREALLOC, ..Default::default() };
+            let req = AllocRequest {
+                goal: PhysicalBlock(goal),
+                len: 1 + (i as u32 % 7) * 9,
+                flags: flags::NO_PREALLOC,
+                ..Default::default()
+            };
             got.push(a.allocate(&req).unwrap());
         }
         a.flush().unwrap();
@@ -232,7 +237,8 @@ fn write_back_checked_by_e2fsck() {
         // Every block we allocated is reported (as marked but unused).
         let diff_line = text.lines().find(|l| l.contains("Block bitmap differences")).unwrap().to_string();
         let reported = parse_bitmap_differences(&diff_line);
-        let ours: BTreeSet<u64> = got.iter().flat_map(|al| al.start..al.start + u64::from(al.len)).collect();
+        let ours: BTreeSet<u64> =
+            got.iter().flat_map(|al| al.start.get()..al.start.get() + u64::from(al.len)).collect();
         assert_eq!(reported, ours, "{name}: e2fsck's differences are not exactly our blocks: {diff_line}");
         // Reopen, free them, flush: clean.
         let vol = file_volume(&img);
@@ -307,16 +313,18 @@ fn cr0_and_goal() {
     let al = a.allocate(&AllocRequest { len: 64, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
     assert_eq!(al.criterion, Criterion::Cr0);
     assert_eq!(al.len, 64);
-    assert_eq!(al.start % 64, (vol.sb.first_data_block as u64) % 64, "buddy chunks are aligned");
+    assert_eq!(al.start.get() % 64, (vol.sb.first_data_block as u64) % 64, "buddy chunks are aligned");
     let goal = al.start + 64;
     let b = a.allocate(&AllocRequest { goal, len: 10, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
     assert_eq!((b.start, b.criterion), (goal, Criterion::Goal));
     // A growing file's next write lands right after the first through its
     // per-inode preallocation.
-    let f1 =
-        a.allocate(&AllocRequest { inode: 50, logical: 0, len: 1, file_size: 4096, ..Default::default() }).unwrap();
-    let f2 =
-        a.allocate(&AllocRequest { inode: 50, logical: 1, len: 1, file_size: 8192, ..Default::default() }).unwrap();
+    let f1 = a
+        .allocate(&AllocRequest { inode: 50, logical: FileBlock(0), len: 1, file_size: 4096, ..Default::default() })
+        .unwrap();
+    let f2 = a
+        .allocate(&AllocRequest { inode: 50, logical: FileBlock(1), len: 1, file_size: 8192, ..Default::default() })
+        .unwrap();
     assert_eq!(f2.criterion, Criterion::Prealloc);
     assert_eq!(f2.start, f1.start + 1);
 }
@@ -404,7 +412,7 @@ fn bitmap_freeing_metadata_is_distrusted() {
             break;
         };
         assert!(!a.in_system_zone(al.start, u64::from(al.len)), "{al:?}");
-        let g = (al.start - u64::from(vol.sb.first_data_block)) / u64::from(vol.sb.blocks_per_group);
+        let g = (al.start.get() - u64::from(vol.sb.first_data_block)) / u64::from(vol.sb.blocks_per_group);
         assert_ne!(g, 1, "allocated from the distrusted group: {al:?}");
     }
 }
@@ -420,7 +428,7 @@ fn failed_multi_group_free_changes_nothing() {
     let bpg = u64::from(vol.sb.blocks_per_group);
     let a = Allocator::new(vol, AllocConfig::default()).unwrap();
     // The last block of group 1 (group 2 starts with data: no backup).
-    let last = 2 * bpg - 1;
+    let last = PhysicalBlock(2 * bpg - 1);
     let al = a.allocate(&AllocRequest { goal: last, len: 1, flags: flags::NO_PREALLOC, ..Default::default() }).unwrap();
     assert_eq!(al.start, last);
     assert!(a.is_free_on_disk(last + 1), "group 2's first block is free");

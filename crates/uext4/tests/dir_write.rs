@@ -503,8 +503,8 @@ fn continued_hash_across_leaves() {
         v = v.to_unsigned();
     }
     let hash = |n: &[u8]| dx_hash(n, v, &sb.hash_seed).major;
-    let pblk = |lblk: u64| match map_block(&vol, &dir, lblk).unwrap().kind {
-        MapKind::Mapped(p) => p,
+    let pblk = |lblk: u64| match map_block(&vol, &dir, uext4::FileBlock(lblk)).unwrap().kind {
+        MapKind::Mapped(p) => p.get(),
         k => panic!("{k:?}"),
     };
     let root_p = pblk(0);

@@ -186,7 +186,7 @@ fn writeback_error_is_the_files() {
         })
         .min()
         .unwrap();
-    r.dev.fail_range(FaultOps::WRITE, first * bs, (first + 25) * bs);
+    r.dev.fail_range(FaultOps::WRITE, first.byte_offset(bs), (first + 25).byte_offset(bs));
     assert!(fs.writeback_all().is_err());
     r.dev.heal();
     // The retry now works, but a's data met an error it has not heard of.

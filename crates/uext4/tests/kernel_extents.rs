@@ -179,8 +179,8 @@ fn uext4_runs(fs: &Filesystem, ino: u32) -> Vec<Run> {
         .unwrap()
         .into_iter()
         .map(|m| match m.kind {
-            MapKind::Mapped(p) => (m.lblk, m.len, p, false),
-            MapKind::Unwritten(p) => (m.lblk, m.len, p, true),
+            MapKind::Mapped(p) => (m.lblk.get(), m.len, p.get(), false),
+            MapKind::Unwritten(p) => (m.lblk.get(), m.len, p.get(), true),
             MapKind::Hole => panic!("extents() returned a hole: {m:?}"),
         })
         .collect()

@@ -931,7 +931,7 @@ impl Runner {
             let first = got.iter().zip(want.iter()).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
             let last = got.iter().zip(want.iter()).rposition(|(a, b)| a != b).unwrap_or(first);
             let zeros = got[first..=last.min(got.len().saturating_sub(1))].iter().all(|&b| b == 0);
-            let blk = first as u64 / self.bs;
+            let blk = uext4::FileBlock::of_byte(first as u64, self.bs);
             let map: Vec<_> = self
                 .fs()
                 .extents(ino)

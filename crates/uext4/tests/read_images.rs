@@ -119,7 +119,7 @@ fn mapping_depths() {
         let mut islands = Vec::new();
         for m in &runs {
             assert!(matches!(m.kind, uext4::inode::MapKind::Mapped(_)), "{name}: {m:?}");
-            let (s, e) = (m.lblk * bs, (m.lblk + m.len) * bs);
+            let (s, e) = (m.lblk.byte_offset(bs), m.end().byte_offset(bs));
             islands.push((s, e));
         }
         let covered: u64 = islands.iter().map(|(s, e)| e - s).sum();

@@ -488,7 +488,7 @@ fn dirty_memory_stays_bounded_while_writeback_fails() {
         let m = fs.extents(8).unwrap();
         m.iter()
             .filter_map(|m| match m.kind {
-                MapKind::Mapped(p) => Some((p * 4096, (p + m.len) * 4096)),
+                MapKind::Mapped(p) => Some((p.byte_offset(4096), (p + m.len).byte_offset(4096))),
                 _ => None,
             })
             .collect()

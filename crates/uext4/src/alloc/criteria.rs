@@ -19,6 +19,7 @@ use super::buddy::{order_of, Buddy};
 use super::stats::Criterion;
 use super::Allocator;
 use crate::error::{Error, Result};
+use crate::format::block_number::PhysicalBlock;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Limits on how many free extents one group scan examines
@@ -121,9 +122,9 @@ fn try_group(a: &Allocator, g: u32, goal_len: u32, accept_len: u32, cr: Criterio
 
 /// Finds and reserves (in the buddy view) between `min_len` and `goal_len`
 /// blocks near `goal`.
-pub(crate) fn regular(a: &Allocator, goal: u64, goal_len: u32, min_len: u32) -> Result<Found> {
+pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len: u32) -> Result<Found> {
     let ngroups = a.group_count();
-    let (gg, goff) = if goal == 0 { (spread_group(ngroups), 0) } else { a.group_of(goal) };
+    let (gg, goff) = if goal == PhysicalBlock(0) { (spread_group(ngroups), 0) } else { a.group_of(goal) };
     let max_order = a.lfo.max_order();
     let note = |found: Found| {
         if found.2 >= goal_len {
@@ -133,7 +134,7 @@ pub(crate) fn regular(a: &Allocator, goal: u64, goal_len: u32, min_len: u32) -> 
     };
 
     // The goal itself.
-    if goal != 0 {
+    if goal != PhysicalBlock(0) {
         a.ensure_loaded(gg)?;
         let mut slot = a.groups[gg as usize].lock();
         if let Some(st) = slot.as_mut().filter(|st| !st.corrupt) {

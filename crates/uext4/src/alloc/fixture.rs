@@ -3,6 +3,7 @@
 
 use super::{flags, AllocRequest, Allocator};
 use crate::error::{Error, Result};
+use crate::format::block_number::PhysicalBlock;
 
 /// Makes every group's free space a repeating pattern of `free_len` free
 /// blocks followed by `used_len` used blocks (the used ones stay allocated,
@@ -33,13 +34,13 @@ pub fn fragment(a: &Allocator, free_len: u32, used_len: u32) -> Result<u64> {
     let period = u64::from(free_len) + u64::from(used_len);
     let mut kept = 0u64;
     for (start, len) in taken {
-        let end = start + len;
-        let mut b = start;
+        let end = start.get() + len;
+        let mut b = start.get();
         while b < end {
             let phase = b % period;
             if phase < u64::from(free_len) {
                 let n = (u64::from(free_len) - phase).min(end - b);
-                a.free(b, n, None)?;
+                a.free(PhysicalBlock(b), n, None)?;
                 b += n;
             } else {
                 let n = (period - phase).min(end - b);

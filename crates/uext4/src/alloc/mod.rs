@@ -50,6 +50,7 @@ pub mod prealloc;
 pub mod stats;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINIT};
 use crate::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::volume::Volume;
@@ -84,10 +85,10 @@ pub struct AllocRequest {
     /// Owning inode (0 for none): keys the per-inode preallocation.
     pub inode: u32,
     /// Logical block in the file the allocation is for.
-    pub logical: u64,
+    pub logical: FileBlock,
     /// Preferred physical block (e.g. right after the file's previous
     /// extent, or the inode's group for a new file); 0 = no preference.
-    pub goal: u64,
+    pub goal: PhysicalBlock,
     /// Blocks wanted.
     pub len: u32,
     /// Fewest blocks acceptable (1 if 0); `len` with [`flags::EXACT_LEN`].
@@ -102,7 +103,7 @@ pub struct AllocRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allocation {
     /// First physical block.
-    pub start: u64,
+    pub start: PhysicalBlock,
     /// Number of blocks (between the request's minimum and its length).
     pub len: u32,
     /// Which criterion found them.
@@ -269,7 +270,7 @@ impl Allocator {
             let j = crate::inode::read_inode(vol, vol.sb.journal_inum)?;
             for m in crate::inode::extents(vol, &j)? {
                 if let crate::inode::MapKind::Mapped(p) | crate::inode::MapKind::Unwritten(p) = m.kind {
-                    v.push((p, m.len));
+                    v.push((p.get(), m.len));
                 }
             }
         }
@@ -285,7 +286,8 @@ impl Allocator {
     }
 
     /// True if any block of `start..start+len` is fixed metadata.
-    pub fn in_system_zone(&self, start: u64, len: u64) -> bool {
+    pub fn in_system_zone(&self, start: PhysicalBlock, len: u64) -> bool {
+        let start = start.get();
         let i = self.system_zone.partition_point(|&(s, _)| s < start + len);
         i > 0 && {
             let (s, l) = self.system_zone[i - 1];
@@ -308,15 +310,15 @@ impl Allocator {
         self.groups.len() as u32
     }
 
-    fn group_of(&self, block: u64) -> (u32, u32) {
+    fn group_of(&self, block: PhysicalBlock) -> (u32, u32) {
         let first = u64::from(self.vol.sb.first_data_block);
         let bpg = u64::from(self.vol.sb.blocks_per_group);
-        let b = block.max(first) - first;
+        let b = block.get().max(first) - first;
         (((b / bpg) as u32).min(self.group_count() - 1), (b % bpg) as u32)
     }
 
-    fn block_of(&self, g: u32, rel: u32) -> u64 {
-        self.vol.group_first_block(u64::from(g)) + u64::from(rel)
+    fn block_of(&self, g: u32, rel: u32) -> PhysicalBlock {
+        PhysicalBlock(self.vol.group_first_block(u64::from(g))) + u64::from(rel)
     }
 
     /// Loads group `g` if needed. Returns true if this call loaded it.
@@ -483,20 +485,22 @@ impl Allocator {
     /// are free on disk at once but stay reserved until
     /// [`Allocator::commit_frees`] is called with a tid >= `tid`, so data
     /// cannot be written into them before the freeing transaction commits.
-    pub fn free(&self, start: u64, len: u64, after_commit: Option<u64>) -> Result<()> {
+    pub fn free(&self, start: PhysicalBlock, len: u64, after_commit: Option<u64>) -> Result<()> {
         if len == 0 {
             return Ok(());
         }
-        let end = start.checked_add(len).filter(|&e| e <= self.vol.sb.blocks_count);
+        // The number as the error reports name it.
+        let block = start.get();
+        let end = block.checked_add(len).filter(|&e| e <= self.vol.sb.blocks_count);
         // The block numbers come from the image (extents, xattr blocks): a
         // bad one is corruption (EUCLEAN, `errors=` applies), not EINVAL.
-        if start < u64::from(self.vol.sb.first_data_block) || end.is_none() {
-            let kind = CorruptKind::OutsideFilesystem { what: "blocks to free", block: start, len };
-            return Err(Error::corruption(Structure::Bitmap, Location::from_block(start), kind));
+        if block < u64::from(self.vol.sb.first_data_block) || end.is_none() {
+            let kind = CorruptKind::OutsideFilesystem { what: "blocks to free", block, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(block), kind));
         }
         if self.in_system_zone(start, len) {
-            let kind = CorruptKind::OverlapsMetadata { block: start, len };
-            return Err(Error::corruption(Structure::Bitmap, Location::from_block(start), kind));
+            let kind = CorruptKind::OverlapsMetadata { block, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(block), kind));
         }
         let end = start + len;
         // Every group is checked before any is changed: a free that fails
@@ -509,8 +513,8 @@ impl Allocator {
             let slot = self.groups[g as usize].lock();
             let st = slot.as_ref().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
-                let kind = CorruptKind::DoubleFree { what: "blocks", first: b, count: u64::from(n) };
-                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b), kind));
+                let kind = CorruptKind::DoubleFree { what: "blocks", first: b.get(), count: u64::from(n) };
+                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b.get()), kind));
             }
             b += u64::from(n);
         }
@@ -524,8 +528,8 @@ impl Allocator {
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 // Only a racing double free (a corrupt image) gets here.
-                let kind = CorruptKind::DoubleFree { what: "blocks", first: b, count: u64::from(n) };
-                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b), kind));
+                let kind = CorruptKind::DoubleFree { what: "blocks", first: b.get(), count: u64::from(n) };
+                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b.get()), kind));
             }
             st.disk_mark_free(rel, n);
             match after_commit {
@@ -609,8 +613,8 @@ impl Allocator {
     }
 
     /// True if `block` is free in the on-disk view (loads its group).
-    pub fn is_free_on_disk(&self, block: u64) -> bool {
-        if block < u64::from(self.vol.sb.first_data_block) || block >= self.vol.sb.blocks_count {
+    pub fn is_free_on_disk(&self, block: PhysicalBlock) -> bool {
+        if !(u64::from(self.vol.sb.first_data_block)..self.vol.sb.blocks_count).contains(&block.get()) {
             return false;
         }
         let (g, rel) = self.group_of(block);

@@ -18,6 +18,7 @@
 
 use super::{flags, AllocRequest, Allocation, Allocator, Criterion};
 use crate::error::Result;
+use crate::format::block_number::FileBlock;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 
@@ -75,7 +76,7 @@ fn uses_group_pool(cfg: &PreallocConfig, req: &AllocRequest, bs: u64) -> bool {
     if req.flags & flags::STREAM != 0 || req.inode == 0 {
         return false;
     }
-    let end = (req.logical + u64::from(req.len)) * bs;
+    let end = (req.logical + u64::from(req.len)).byte_offset(bs);
     end.max(req.file_size) < u64::from(cfg.stream_req) * bs
 }
 
@@ -90,21 +91,22 @@ pub fn normalize(cfg: &PreallocConfig, req: &AllocRequest, bs: u64, bpg: u32) ->
     if req.inode == 0 {
         return Plan::exact(req);
     }
-    let size = ((req.logical + u64::from(req.len)) * bs).max(req.file_size);
+    let size = (req.logical + u64::from(req.len)).byte_offset(bs).max(req.file_size);
     // i_size comes from the disk: a damaged one may be near 2^64.
     let window = size.max(16 << 10).checked_next_power_of_two().unwrap_or(u64::MAX).min(cfg.max_normalized.max(bs));
     let window_blocks = (window / bs).max(1);
     // Large windows are aligned in the file, like the kernel's 2/4/8 MiB
     // cases; small ones start at the beginning of the file.
-    let start = if window >= 2 << 20 { req.logical / window_blocks * window_blocks } else { 0 };
-    let end = (start + window_blocks).max(req.logical + u64::from(req.len));
-    let goal = (end - req.logical).min(u64::from(bpg)).max(u64::from(req.len)) as u32;
+    let logical = req.logical.get();
+    let start = if window >= 2 << 20 { logical / window_blocks * window_blocks } else { 0 };
+    let end = (start + window_blocks).max(logical + u64::from(req.len));
+    let goal = (end - logical).min(u64::from(bpg)).max(u64::from(req.len)) as u32;
     Plan { goal_len: goal, kind: if goal > req.len { PlanKind::Inode } else { PlanKind::Exact } }
 }
 
 #[derive(Debug, Clone, Copy)]
 struct InodePa {
-    lstart: u64,
+    lstart: FileBlock,
     group: u32,
     rel: u32,
     len: u32,
@@ -279,7 +281,7 @@ mod tests {
     fn normalize_survives_a_huge_file_size() {
         let cfg = PreallocConfig::default();
         for file_size in [u64::MAX, 1 << 63, (1 << 63) + 1] {
-            let req = AllocRequest { inode: 12, logical: 7, len: 3, file_size, ..Default::default() };
+            let req = AllocRequest { inode: 12, logical: FileBlock(7), len: 3, file_size, ..Default::default() };
             let plan = normalize(&cfg, &req, 1024, 8192);
             assert!(plan.goal_len >= 3 && plan.goal_len <= 8192, "{plan:?}");
         }

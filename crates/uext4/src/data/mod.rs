@@ -11,6 +11,7 @@
 pub mod page_cache;
 
 use crate::counter::StripedCounter;
+use crate::format::block_number::FileBlock;
 use crate::inode::{MapKind, Mapping};
 use crate::locks::{InodeIo, InodeLocks, InodeState};
 use std::sync::atomic::{AtomicBool, AtomicI64};
@@ -140,15 +141,15 @@ pub fn plan_direct_write(cfg: &DataPathConfig, maps: &[Mapping], off: u64, len: 
     if end > size || len == 0 {
         return DirectPlan::Exclusive;
     }
-    let (first, last) = (off / bs, (end - 1) / bs);
+    let (first, last) = (FileBlock::of_byte(off, bs), FileBlock::of_byte(end - 1, bs));
     let mut next = first;
     let mut unwritten = false;
-    for m in maps.iter().filter(|m| m.lblk <= last && m.lblk + m.len > first) {
+    for m in maps.iter().filter(|m| m.lblk <= last && m.end() > first) {
         if m.lblk > next || m.kind == MapKind::Hole {
             return DirectPlan::Exclusive;
         }
         unwritten |= matches!(m.kind, MapKind::Unwritten(_));
-        next = next.max(m.lblk + m.len);
+        next = next.max(m.end());
     }
     if next <= last {
         return DirectPlan::Exclusive;
@@ -285,18 +286,19 @@ impl IoStatsSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::block_number::PhysicalBlock;
 
     fn m(lblk: u64, len: u64, kind: MapKind) -> Mapping {
-        Mapping { lblk, len, kind }
+        Mapping { lblk: FileBlock(lblk), len, kind }
     }
 
     #[test]
     fn plans_follow_ext4_dio_write_checks() {
         let cfg = DataPathConfig::default();
         let bs = 4096;
-        let written = [m(0, 10, MapKind::Mapped(100))];
-        let mixed = [m(0, 2, MapKind::Mapped(100)), m(2, 8, MapKind::Unwritten(102))];
-        let holey = [m(0, 2, MapKind::Mapped(100)), m(2, 8, MapKind::Hole)];
+        let written = [m(0, 10, MapKind::Mapped(PhysicalBlock(100)))];
+        let mixed = [m(0, 2, MapKind::Mapped(PhysicalBlock(100))), m(2, 8, MapKind::Unwritten(PhysicalBlock(102)))];
+        let holey = [m(0, 2, MapKind::Mapped(PhysicalBlock(100))), m(2, 8, MapKind::Hole)];
         let size = 10 * bs;
         assert_eq!(plan_direct_write(&cfg, &written, 0, 8192, size, bs), DirectPlan::Overwrite);
         assert_eq!(plan_direct_write(&cfg, &written, 100, 2000, size, bs), DirectPlan::Overwrite);

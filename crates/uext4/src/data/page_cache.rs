@@ -34,6 +34,7 @@
 //! Eviction never takes a dirty folio.
 
 use crate::alloc::delalloc::DelallocSpace;
+use crate::format::block_number::{FileBlock, PhysicalBlock};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -43,21 +44,38 @@ use std::sync::{Arc, Weak};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockRun {
     /// First logical block.
-    pub lblk: u64,
+    pub lblk: FileBlock,
     /// First physical block.
-    pub pblk: u64,
+    pub pblk: PhysicalBlock,
     /// Number of blocks.
     pub len: u64,
     /// Written (false: an unwritten, preallocated extent).
     pub written: bool,
 }
 
+impl BlockRun {
+    /// The logical block just past the run.
+    pub fn end(&self) -> FileBlock {
+        self.lblk + self.len
+    }
+
+    /// True if the run maps logical block `l`.
+    pub fn contains(&self, l: FileBlock) -> bool {
+        self.lblk <= l && l < self.end()
+    }
+
+    /// Device byte offset of file byte `pos` (which the run must map).
+    pub fn device_offset(&self, pos: u64, block_size: u64) -> u64 {
+        self.pblk.byte_offset(block_size) + (pos - self.lblk.byte_offset(block_size))
+    }
+}
+
 /// True if written runs cover every block of `[first, end)`.
-pub fn all_written(runs: &[BlockRun], first: u64, end: u64) -> bool {
+pub fn all_written(runs: &[BlockRun], first: FileBlock, end: FileBlock) -> bool {
     let mut pos = first;
     for r in runs.iter().filter(|r| r.written) {
-        if r.lblk <= pos && pos < r.lblk + r.len {
-            pos = r.lblk + r.len;
+        if r.contains(pos) {
+            pos = r.end();
         }
     }
     pos >= end

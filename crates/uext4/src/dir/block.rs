@@ -2,6 +2,7 @@
 
 use crate::cache::Buffer;
 use crate::error::Result;
+use crate::format::block_number::FileBlock;
 use crate::format::dirent::{self, RawDirent};
 use crate::format::dx;
 use crate::format::inode::{FileType, Inode};
@@ -25,19 +26,19 @@ pub struct DirBlock {
 /// `n` blocks hold nothing, so callers skip them in one step instead of
 /// probing a huge, corrupt size block by block. Checksums are verified: leaf tails for leaves, dx tails for
 /// index blocks.
-pub fn read(vol: &Volume, dir: &Inode, lblk: u64, htree: bool) -> Result<Result<DirBlock, u64>> {
+pub fn read(vol: &Volume, dir: &Inode, lblk: FileBlock, htree: bool) -> Result<Result<DirBlock, u64>> {
     let m = map_block(vol, dir, lblk)?;
     let pblk = match m.kind {
-        MapKind::Mapped(p) => p,
+        MapKind::Mapped(p) => p.get(),
         MapKind::Unwritten(_) | MapKind::Hole => return Ok(Err(m.len.max(1))),
     };
     let buf = vol.block(pblk)?;
     let data = buf.data();
-    let is_dx = htree && (lblk == 0 || dx::is_node_block(data));
+    let is_dx = htree && (lblk == FileBlock(0) || dx::is_node_block(data));
     if vol.has_csum() {
         let seed = vol.inode_csum_seed(dir.ino, dir.generation);
         if is_dx {
-            let node = if lblk == 0 {
+            let node = if lblk == FileBlock(0) {
                 dx::parse_root_info(data, pblk)?;
                 dx::parse_node(data, true, true, pblk)
             } else {

@@ -11,6 +11,7 @@
 use super::block::{self, DirBlock};
 use super::DirEntry;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::FileBlock;
 use crate::format::dir_hash::{dx_hash, HashVersion};
 use crate::format::dx::{self, DxEntry, DxRootInfo};
 use crate::format::features::incompat;
@@ -53,7 +54,7 @@ impl Walk {
             if path.len() > usize::from(info.indirect_levels) {
                 break child;
             }
-            let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
+            let b = block::read(vol, dir, FileBlock::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
             if !b.is_dx {
                 let kind = CorruptKind::WrongType { expected: "htree index node", found: 0 };
                 return Err(bad_dx(Location::inode_block(dir.ino, b.block), kind));
@@ -84,7 +85,7 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
         hash
     })?;
     loop {
-        if let Ok(b) = block::read(vol, dir, u64::from(walk.leaf), true)? {
+        if let Ok(b) = block::read(vol, dir, FileBlock::from(walk.leaf), true)? {
             if let Some(found) = b.find(ft, name)? {
                 return Ok(Some(found));
             }
@@ -170,7 +171,7 @@ fn emit(mut found: Vec<(u32, u32, DirEntry)>, from: u64, limit: u64, max: usize)
 pub fn readdir_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64, max: usize) -> Result<Vec<DirEntry>> {
     let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
     let mut found = Vec::new();
-    if let Ok(b) = block::read(vol, dir, 0, false)? {
+    if let Ok(b) = block::read(vol, dir, FileBlock(0), false)? {
         for e in b.entries(ft)? {
             if e.inode == 0 || e.name == b"." || e.name == b".." {
                 continue;
@@ -197,7 +198,7 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
     // later leaves all hash at or above it).
     let mut found: Vec<(u32, u32, DirEntry)> = Vec::new();
     let limit = loop {
-        if let Ok(b) = block::read(vol, dir, u64::from(walk.leaf), true)? {
+        if let Ok(b) = block::read(vol, dir, FileBlock::from(walk.leaf), true)? {
             for e in b.entries(ft)? {
                 if e.inode == 0 {
                     continue;
@@ -270,7 +271,7 @@ pub(super) struct Root {
 /// Reads directory `dir`'s index root and checks its depth and hash
 /// version.
 pub(super) fn read_root(vol: &Volume, dir: &Inode) -> Result<Root> {
-    let root = block::read(vol, dir, 0, true)?.map_err(|_| hole(dir, 0))?;
+    let root = block::read(vol, dir, FileBlock(0), true)?.map_err(|_| hole(dir, 0))?;
     let info = dx::parse_root_info(root.buf.data(), root.block)?;
     let at = Location::inode_block(dir.ino, root.block);
     let max = max_levels(vol);
@@ -320,7 +321,7 @@ pub(super) fn next_leaf(
         if child == 0 || u64::from(child) >= nblocks {
             return Err(bad_child(dir, 0, child, nblocks));
         }
-        let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
+        let b = block::read(vol, dir, FileBlock::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
         let node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
         path.push((node.entries, 0));
     }

@@ -12,6 +12,7 @@ mod htree;
 pub mod write;
 
 use crate::error::{CorruptKind, Error, Location, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::dirent::{RawDirent, NAME_MAX};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{FileType, Inode, FL_INDEX};
@@ -42,14 +43,14 @@ fn filetype(vol: &Volume) -> bool {
 }
 
 /// Number of blocks the directory spans.
-fn dir_blocks(vol: &Volume, dir: &Inode) -> u64 {
-    dir.size.div_ceil(vol.block_size as u64)
+fn dir_blocks(vol: &Volume, dir: &Inode) -> FileBlock {
+    FileBlock(dir.size.div_ceil(vol.block_size as u64))
 }
 
 /// The hash a one-block directory without an index is listed by on a
 /// dir_index filesystem (the one its index will use), if any.
 fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::HashVersion> {
-    if is_htree(vol, dir) || !vol.sb.features.has_compat(compat::DIR_INDEX) || dir_blocks(vol, dir) != 1 {
+    if is_htree(vol, dir) || !vol.sb.features.has_compat(compat::DIR_INDEX) || dir_blocks(vol, dir) != FileBlock(1) {
         return None;
     }
     htree::hash_version(vol, vol.sb.def_hash_version)
@@ -115,7 +116,7 @@ pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Res
     let nblocks = dir_blocks(vol, dir);
     let htree = is_htree(vol, dir);
     let mut out = Vec::new();
-    let mut lblk = cookie / bs;
+    let mut lblk = FileBlock::of_byte(cookie, bs);
     while lblk < nblocks && out.len() < max {
         let blk = match block::read(vol, dir, lblk, htree)? {
             Ok(blk) => blk,
@@ -125,7 +126,7 @@ pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Res
             }
         };
         for e in blk.entries(filetype(vol))? {
-            let pos = lblk * bs + e.offset as u64;
+            let pos = lblk.byte_offset(bs) + e.offset as u64;
             if pos < cookie || e.inode == 0 {
                 continue;
             }
@@ -168,7 +169,7 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
         // "." and ".." live in the index root, which no hash leads to: the
         // kernel looks for them in block 0 only.
         if name == b"." || name == b".." {
-            return match block::read(vol, dir, 0, true)? {
+            return match block::read(vol, dir, FileBlock(0), true)? {
                 Ok(b) => b.find(filetype(vol), name),
                 Err(_) => Ok(None),
             };
@@ -188,7 +189,7 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
 fn linear_lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
     let htree = is_htree(vol, dir);
     let nblocks = dir_blocks(vol, dir);
-    let mut lblk = 0;
+    let mut lblk = FileBlock(0);
     while lblk < nblocks {
         match block::read(vol, dir, lblk, htree)? {
             Ok(blk) => {

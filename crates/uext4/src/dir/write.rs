@@ -27,6 +27,7 @@ use super::htree::{self, bad_dx, hash_version};
 use super::{block, is_htree, linear_readdir};
 use crate::alloc::flags as aflags;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::bytes::{le32, put_le16, put_le32};
 use crate::format::dir_hash::{dx_hash, HashVersion};
 use crate::format::dirent::{self, rec_len_for, rec_len_to_disk, DIRENT_HEADER, NAME_MAX, TAIL_SIZE};
@@ -125,7 +126,7 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
 /// mapped at logical block 0 by the caller): "." -> the directory, ".." ->
 /// `parent`, and the checksum tail with metadata_csum. Sets `dir.size` to
 /// one block.
-pub fn init_dir_block(tx: &Tx, dir: &mut Inode, block: u64, parent: u32) -> Result<()> {
+pub fn init_dir_block(tx: &Tx, dir: &mut Inode, block: PhysicalBlock, parent: u32) -> Result<()> {
     if parent == 0 || parent > tx.vol.sb.inodes_count {
         return Err(Error::Invalid(format!("parent inode {parent}")));
     }
@@ -135,7 +136,7 @@ pub fn init_dir_block(tx: &Tx, dir: &mut Inode, block: u64, parent: u32) -> Resu
     ctx.write_entry(&mut b, 0, dir.ino, dot, b".", FT_DIR);
     ctx.write_entry(&mut b, dot, parent, ctx.space() - dot, b"..", FT_DIR);
     ctx.finish_leaf(&mut b);
-    tx.init(block, |d| copy_block(d, &b, block))?;
+    tx.init(block.get(), |d| copy_block(d, &b, block.get()))?;
     dir.size = ctx.bs as u64;
     dir.flags &= !FL_INDEX;
     Ok(())
@@ -150,7 +151,7 @@ pub fn set_dotdot(tx: &Tx, dir: &Inode, parent: u32) -> Result<()> {
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
     let htree = is_htree(tx.vol, dir);
-    let blk = block::read(tx.vol, dir, 0, htree)?.map_err(|_| {
+    let blk = block::read(tx.vol, dir, FileBlock(0), htree)?.map_err(|_| {
         Error::corruption(
             Structure::DirEntry,
             Location::FileBlock { ino: dir.ino, lblk: 0 },
@@ -333,7 +334,7 @@ impl<'t, 'a> Ctx<'t, 'a> {
 
     /// Reads logical block `lblk` as a leaf (verified): physical block
     /// and a copy of the bytes; `None` for a hole.
-    fn read_leaf(&self, dir: &Inode, lblk: u64) -> Result<Option<(u64, Vec<u8>)>> {
+    fn read_leaf(&self, dir: &Inode, lblk: FileBlock) -> Result<Option<(u64, Vec<u8>)>> {
         Ok(match block::read(self.vol(), dir, lblk, false)? {
             Ok(b) => Some((b.block, b.buf.data().to_vec())),
             Err(_) => None,
@@ -437,9 +438,9 @@ fn insert_at(ctx: &Ctx, b: &mut [u8], s: Slot, item: &Item) {
 /// leaf and grows `dir.size`; returns (logical, physical) block.
 fn append_block(ctx: &Ctx, dir: &mut Inode) -> Result<(u32, u64)> {
     let bs = ctx.bs as u64;
-    let lblk = dir.size / bs;
+    let lblk = FileBlock::of_byte(dir.size, bs);
     let largedir = ctx.vol().sb.features.has_incompat(incompat::LARGEDIR);
-    let limit = if largedir { MAX_LBLK } else { (1u64 << 32) / bs };
+    let limit = if largedir { MAX_LBLK } else { FileBlock((1u64 << 32) / bs) };
     if lblk + 1 >= limit.min(MAX_LBLK) {
         return Err(Error::NoSpace(format!("directory {} has reached its maximum size", dir.ino)));
     }
@@ -447,21 +448,23 @@ fn append_block(ctx: &Ctx, dir: &mut Inode) -> Result<(u32, u64)> {
     let empty = ctx.build_leaf([])?;
     ctx.put_new(pblk, &empty)?;
     dir.size += bs;
-    Ok((lblk as u32, pblk))
+    Ok((lblk.get() as u32, pblk))
 }
 
 /// Allocates and maps logical block `lblk` of the directory (a metadata
 /// block, near the directory's other blocks; the extent tree grows as
 /// needed).
-fn grow(ctx: &Ctx, dir: &mut Inode, lblk: u64) -> Result<u64> {
+fn grow(ctx: &Ctx, dir: &mut Inode, lblk: FileBlock) -> Result<u64> {
     if !dir.uses_extents() {
         return Err(Error::Unsupported("growing a directory without extents".into()));
     }
     let size = dir.size + ctx.bs as u64;
     let runs = crate::inode::extent_write::allocate_range(ctx.tx, dir, lblk, 1, false, aflags::METADATA, size)?;
     match runs.as_slice() {
-        [(_, pblk, 1)] => Ok(*pblk),
-        _ => Err(Error::corruption(Structure::Extent, Location::Inode(dir.ino), CorruptKind::Overlap { at: lblk })),
+        [(_, pblk, 1)] => Ok(pblk.get()),
+        _ => {
+            Err(Error::corruption(Structure::Extent, Location::Inode(dir.ino), CorruptKind::Overlap { at: lblk.get() }))
+        }
     }
 }
 
@@ -472,8 +475,8 @@ fn linear_add(ctx: &Ctx, dir: &mut Inode, mut item: Item, fallback: bool) -> Res
     // Entries may land in what was the index root's ".." record.
     dir.flags &= !FL_INDEX;
     let need = item.size();
-    let nblocks = dir.size / ctx.bs as u64;
-    let mut lblk = 0;
+    let nblocks = FileBlock::of_byte(dir.size, ctx.bs as u64);
+    let mut lblk = FileBlock(0);
     while lblk < nblocks {
         // Holes (sparse directories) are skipped in one step.
         let (pblk, mut b) = match block::read(ctx.vol(), dir, lblk, false)? {
@@ -490,7 +493,7 @@ fn linear_add(ctx: &Ctx, dir: &mut Inode, mut item: Item, fallback: bool) -> Res
             ctx.finish_leaf(&mut b);
             return ctx.put(pblk, &b);
         }
-        if nblocks == 1 && !fallback && ctx.vol().sb.features.has_compat(compat::DIR_INDEX) {
+        if nblocks == FileBlock(1) && !fallback && ctx.vol().sb.features.has_compat(compat::DIR_INDEX) {
             // The kernel only accepts the signed names 0..=2 in a root
             // (the unsigned flavour comes from the superblock flag).
             let raw = ctx.vol().sb.def_hash_version;
@@ -670,7 +673,7 @@ fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
         if frames.len() > usize::from(info.indirect_levels) {
             break;
         }
-        let b = block::read(vol, dir, u64::from(child), true)?.map_err(|_| {
+        let b = block::read(vol, dir, FileBlock::from(child), true)?.map_err(|_| {
             bad_dx(
                 Location::FileBlock { ino: dir.ino, lblk: u64::from(child) },
                 CorruptKind::Hole { lblk: u64::from(child) },
@@ -724,7 +727,7 @@ fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
         item.hash = p.hash;
         let bottom = p.frames.len() - 1;
         let leaf = p.frames[bottom].entries[p.frames[bottom].pos].block;
-        let (pblk, mut b) = ctx.read_leaf(dir, u64::from(leaf))?.ok_or_else(|| {
+        let (pblk, mut b) = ctx.read_leaf(dir, FileBlock::from(leaf))?.ok_or_else(|| {
             let lblk = u64::from(leaf);
             bad_dx(Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
         })?;
@@ -867,8 +870,8 @@ fn find_in(ctx: &Ctx, pblk: u64, data: Vec<u8>, name: &[u8]) -> Result<Option<Lo
 
 fn linear_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     let htree = is_htree(ctx.vol(), dir);
-    let nblocks = dir.size / ctx.bs as u64;
-    let mut lblk = 0;
+    let nblocks = FileBlock::of_byte(dir.size, ctx.bs as u64);
+    let mut lblk = FileBlock(0);
     while lblk < nblocks {
         match block::read(ctx.vol(), dir, lblk, htree)? {
             Ok(b) if !b.is_dx => {
@@ -892,7 +895,7 @@ fn dx_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     let (entries, pos) = &path[path.len() - 1];
     let mut leaf = entries[*pos].block;
     loop {
-        if let Some((pblk, data)) = ctx.read_leaf(dir, u64::from(leaf))? {
+        if let Some((pblk, data)) = ctx.read_leaf(dir, FileBlock::from(leaf))? {
             if let Some(loc) = find_in(ctx, pblk, data, name)? {
                 return Ok(Some(loc));
             }

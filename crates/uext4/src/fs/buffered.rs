@@ -28,6 +28,7 @@ use crate::data::page_cache::{order_for, BlockRun, Folio, FolioGuard, FolioState
 use crate::data::FileIo;
 use crate::data::{IoStats, LockPolicy};
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::inode::MapKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -90,11 +91,11 @@ impl FsCore {
         s.data.clear();
         s.data.resize(f.len() as usize, 0);
         for r in runs.iter().filter(|r| r.written) {
-            let a = (r.lblk * bs).max(f.start());
-            let b = ((r.lblk + r.len) * bs).min(end);
+            let a = r.lblk.byte_offset(bs).max(f.start());
+            let b = r.end().byte_offset(bs).min(end);
             if a < b {
                 let dst = &mut s.data[(a - f.start()) as usize..(b - f.start()) as usize];
-                self.vol.device().read_at(dst, r.pblk * bs + (a - r.lblk * bs))?;
+                self.vol.device().read_at(dst, r.device_offset(a, bs))?;
             }
         }
         let same = st.data.pages.generation.load(Ordering::Acquire) == gen;
@@ -127,8 +128,8 @@ impl FsCore {
                 MapKind::Unwritten(p) => (p, false),
                 MapKind::Hole => continue,
             };
-            let l0 = m.lblk.max(f.start() / bs);
-            let l1 = (m.lblk + m.len).min((f.start() + f.len()).div_ceil(bs));
+            let l0 = m.lblk.max(FileBlock::of_byte(f.start(), bs));
+            let l1 = m.end().min(FileBlock((f.start() + f.len()).div_ceil(bs)));
             if l0 < l1 {
                 runs.push(BlockRun { lblk: l0, pblk: p + (l0 - m.lblk), len: l1 - l0, written });
             }
@@ -362,8 +363,8 @@ impl FsCore {
         let bs = self.vol.block_size as u64;
         let base = f.start() / bs;
         let (first, end) = (a / bs - base, b.div_ceil(bs) - base);
-        let allocated = |l: u64| g.runs.iter().any(|r| r.lblk <= l && l < r.lblk + r.len);
-        let new = (first..end).filter(|&i| !g.dirty.get(i) && !allocated(base + i)).count() as u64;
+        let allocated = |l: FileBlock| g.runs.iter().any(|r| r.contains(l));
+        let new = (first..end).filter(|&i| !g.dirty.get(i) && !allocated(FileBlock(base + i))).count() as u64;
         if new > 0 {
             self.reserve_blocks(new)?;
         }

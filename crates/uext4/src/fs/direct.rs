@@ -34,6 +34,7 @@ use super::FsCore;
 use crate::data::FileIo;
 use crate::data::{plan_direct_write, DirectPlan, IoStats, LockPolicy};
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, Timestamp};
 use crate::inode::{self as inode_layer, extent_write as ew, MapKind, Mapping};
 use std::sync::atomic::Ordering;
@@ -42,7 +43,7 @@ impl FsCore {
     /// The blocks of `[off, off + len)` as runs (`len > 0`).
     pub(super) fn map_range(&self, i: &Inode, off: u64, len: u64) -> Result<Vec<Mapping>> {
         let bs = self.vol.block_size as u64;
-        let (first, last) = (off / bs, (off + len - 1) / bs);
+        let (first, last) = (FileBlock::of_byte(off, bs), FileBlock::of_byte(off + len - 1, bs));
         let mut out = Vec::with_capacity(1);
         let mut lblk = first;
         while lblk <= last {
@@ -189,12 +190,15 @@ impl FsCore {
                 MapKind::Mapped(p) | MapKind::Unwritten(p) => p,
                 MapKind::Hole => return Err(Error::Invalid("direct write into a hole".into())),
             };
-            let s = (m.lblk * bs).max(offset);
-            let e = ((m.lblk + m.len) * bs).min(end);
+            let s = m.lblk.byte_offset(bs).max(offset);
+            let e = m.end().byte_offset(bs).min(end);
             if s >= e {
                 continue;
             }
-            dev.write_at(&data[(s - offset) as usize..(e - offset) as usize], p * bs + (s - m.lblk * bs))?;
+            dev.write_at(
+                &data[(s - offset) as usize..(e - offset) as usize],
+                p.byte_offset(bs) + (s - m.lblk.byte_offset(bs)),
+            )?;
         }
         Ok(())
     }
@@ -207,11 +211,11 @@ impl FsCore {
     /// converted: the runs in `maps` may extend past the write.
     fn convert_at_completion(&self, st: &FileIo, ino: u32, maps: &[Mapping], offset: u64, len: u64) -> Result<()> {
         let bs = self.vol.block_size as u64;
-        let (first, end) = (offset / bs, (offset + len).div_ceil(bs));
-        let todo: Vec<(u64, u64)> = maps
+        let (first, end) = (FileBlock::of_byte(offset, bs), FileBlock((offset + len).div_ceil(bs)));
+        let todo: Vec<(FileBlock, u64)> = maps
             .iter()
             .filter(|m| matches!(m.kind, MapKind::Unwritten(_)))
-            .map(|m| (m.lblk.max(first), (m.lblk + m.len).min(end)))
+            .map(|m| (m.lblk.max(first), m.end().min(end)))
             .filter(|(s, e)| s < e)
             .map(|(s, e)| (s, e - s))
             .collect();
@@ -321,14 +325,16 @@ impl FsCore {
         let folios = st.data.pages.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
         let held: Vec<_> = folios.iter().map(|f| f.lock()).collect();
         for m in &maps {
-            let s = (m.lblk * bs).max(offset);
-            let e = ((m.lblk + m.len) * bs).min(end);
+            let s = m.lblk.byte_offset(bs).max(offset);
+            let e = m.end().byte_offset(bs).min(end);
             if s >= e {
                 continue;
             }
             let dst = &mut buf[(s - offset) as usize..(e - offset) as usize];
             match m.kind {
-                MapKind::Mapped(p) => self.vol.device().read_at(dst, p * bs + (s - m.lblk * bs))?,
+                MapKind::Mapped(p) => {
+                    self.vol.device().read_at(dst, p.byte_offset(bs) + (s - m.lblk.byte_offset(bs)))?
+                }
                 MapKind::Unwritten(_) | MapKind::Hole => dst.fill(0),
             }
         }

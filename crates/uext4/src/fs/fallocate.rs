@@ -3,6 +3,7 @@
 use super::namespace::ftype;
 use crate::alloc::flags as aflags;
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS};
 use crate::fs::FsCore;
 use crate::inode::extent_write as ew;
@@ -64,27 +65,29 @@ impl FsCore {
         let bs = self.vol.block_size as u64;
         // Whole blocks inside a punched or zeroed range go; partial edges
         // are zeroed.
-        let (b0, b1) = (offset.div_ceil(bs), end / bs);
+        let (b0, b1) = (FileBlock(offset.div_ceil(bs)), FileBlock::of_byte(end, bs));
         if frees {
             if b0 > b1 {
                 // Strictly inside one block.
                 self.zero_partial(&i, offset, end)?;
             } else {
-                self.zero_partial(&i, offset, b0 * bs)?;
-                self.zero_partial(&i, b1 * bs, end)?;
+                self.zero_partial(&i, offset, b0.byte_offset(bs))?;
+                self.zero_partial(&i, b1.byte_offset(bs), end)?;
             }
         }
         // Each phase runs in as many bounded handles as it needs; the
         // file is consistent (and its size unchanged) between them. On an
         // error (ENOSPC part-way) what was done stays, as in Linux; the
         // inode is written in any case (its extent root may have changed).
-        let alloc = |tx: &Tx, i: &mut Inode, from: u64, to: u64, hint: u64| -> Result<bool> {
+        let alloc = |tx: &Tx, i: &mut Inode, from: FileBlock, to: FileBlock, hint: u64| -> Result<bool> {
             ew::allocate_range(tx, i, from, to - from, true, aflags::STREAM, hint)?;
             Ok(tx.handle.credits_left() >= ew::alloc_step_credits(i))
         };
         match mode {
             FallocMode::Allocate | FallocMode::KeepSize => {
-                self.in_bounded_handles(&st, &mut i, |tx, i| alloc(tx, i, offset / bs, end.div_ceil(bs), end))?;
+                self.in_bounded_handles(&st, &mut i, |tx, i| {
+                    alloc(tx, i, FileBlock::of_byte(offset, bs), FileBlock(end.div_ceil(bs)), end)
+                })?;
             }
             FallocMode::PunchHole | FallocMode::ZeroRange if b1 > b0 => {
                 self.in_bounded_handles(&st, &mut i, |tx, i| ew::remove_range_bounded(tx, i, b0, b1))?;
@@ -144,12 +147,12 @@ impl FsCore {
         let bs = self.vol.block_size as u64;
         let mut pos = from;
         while pos < to {
-            let lblk = pos / bs;
+            let lblk = FileBlock::of_byte(pos, bs);
             let m = inode::map_block(&self.vol, i, lblk)?;
-            let run_end = ((lblk + m.len) * bs).min(to);
+            let run_end = (lblk + m.len).byte_offset(bs).min(to);
             if let MapKind::Mapped(p) = m.kind {
                 let zeros = vec![0u8; (run_end - pos) as usize];
-                self.vol.device().write_at(&zeros, p * bs + (pos - lblk * bs))?;
+                self.vol.device().write_at(&zeros, p.byte_offset(bs) + (pos - lblk.byte_offset(bs)))?;
             }
             pos = run_end;
         }

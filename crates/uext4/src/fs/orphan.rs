@@ -6,6 +6,7 @@
 
 use super::FsCore;
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, FL_EXTENTS};
 use crate::format::superblock::{Superblock, SUPERBLOCK_SIZE};
 use crate::inode::extent_write as ew;
@@ -46,7 +47,7 @@ impl FsCore {
         if !rw.open.doom_if_open(i.ino) {
             // Its cached data goes before its blocks do.
             rw.data.inode(i.ino).data.pages.invalidate_all();
-            if self.free_blocks_bounded(tx, i, 0)? {
+            if self.free_blocks_bounded(tx, i, FileBlock(0))? {
                 self.release_inode(tx, i)?;
                 return Ok(false);
             }
@@ -63,11 +64,11 @@ impl FsCore {
     /// handle's credits allow; true when none are left. Only extent-mapped
     /// files have blocks freed here (others are refused or have none, see
     /// [`FsCore::release_inode`]).
-    pub(crate) fn free_blocks_bounded(&self, tx: &Tx, i: &mut Inode, keep: u64) -> Result<bool> {
+    pub(crate) fn free_blocks_bounded(&self, tx: &Tx, i: &mut Inode, keep: FileBlock) -> Result<bool> {
         if i.flags & FL_EXTENTS == 0 || self.is_fast_symlink(i) {
             return Ok(true);
         }
-        let done = ew::remove_range_bounded(tx, i, keep, u64::MAX)?;
+        let done = ew::remove_range_bounded(tx, i, keep, FileBlock(u64::MAX))?;
         if !done && tx.handle.credits_left() == tx.handle.credits() {
             return Err(Error::Invalid(format!(
                 "inode {}: freeing one extent needs more than a handle of {} credits",
@@ -105,7 +106,7 @@ impl FsCore {
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let mut i = crate::inode::read_inode(&self.vol, ino)?;
-            if !self.free_blocks_bounded(&tx, &mut i, 0)? {
+            if !self.free_blocks_bounded(&tx, &mut i, FileBlock(0))? {
                 self.write_orphan_inode(&tx, &mut i)?;
                 tx.settle();
                 continue;
@@ -128,7 +129,7 @@ impl FsCore {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let _m = map.map(|m| m.write());
             let mut i = crate::inode::read_inode(&self.vol, ino)?;
-            let keep = i.size.div_ceil(bs);
+            let keep = FileBlock(i.size.div_ceil(bs));
             let done =
                 if i.file_type()? == FileType::Regular { self.free_blocks_bounded(&tx, &mut i, keep)? } else { true };
             if done {

@@ -4,6 +4,7 @@
 use crate::device::BlockDevice;
 use crate::dir::{self, DirEntry};
 use crate::error::{Error, Result, Structure};
+use crate::format::block_number::FileBlock;
 use crate::format::dirent::NAME_MAX;
 use crate::format::inode::{FileType, Inode};
 use crate::fs::{FsCore, Stat, StatFs};
@@ -123,14 +124,14 @@ impl FsCore {
         let mut done = 0usize;
         while done < total {
             let pos = offset + done as u64;
-            let lblk = pos / bs;
+            let lblk = FileBlock::of_byte(pos, bs);
             let within = pos % bs;
             let m = inode::map_block(&self.vol, i, lblk)?;
             let run_bytes = m.len.saturating_mul(bs) - within;
             let n = run_bytes.min((total - done) as u64) as usize;
             let dst = &mut buf[done..done + n];
             match m.kind {
-                MapKind::Mapped(p) => self.vol.device().read_at(dst, p * bs + within)?,
+                MapKind::Mapped(p) => self.vol.device().read_at(dst, p.byte_offset(bs) + within)?,
                 MapKind::Unwritten(_) | MapKind::Hole => dst.fill(0),
             }
             done += n;

@@ -8,6 +8,7 @@
 
 use super::FsCore;
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode};
 use crate::inode::{self, MapKind};
 
@@ -67,13 +68,13 @@ impl FsCore {
         let bs = self.vol.block_size as u64;
         let mut pos = offset;
         while pos < size {
-            let m = inode::map_block(&self.vol, i, pos / bs)?;
+            let m = inode::map_block(&self.vol, i, FileBlock::of_byte(pos, bs))?;
             let is_data = matches!(m.kind, MapKind::Mapped(_));
             if is_data == data {
                 return Ok(Some(pos));
             }
             // Each step moves past one run, so the walk ends.
-            let next = m.lblk.saturating_add(m.len.max(1)).saturating_mul(bs);
+            let next = m.lblk.saturating_add(m.len.max(1)).get().saturating_mul(bs);
             if next <= pos {
                 break;
             }

@@ -5,6 +5,7 @@
 use super::namespace::ftype;
 use crate::alloc::flags as aflags;
 use crate::error::{Error, Result};
+use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS};
 use crate::fs::FsCore;
 use crate::inode::extent_write as ew;
@@ -60,13 +61,13 @@ impl FsCore {
             return Err(Error::Unsupported("truncating block-mapped (non-extent) files".into()));
         }
         let bs = self.vol.block_size as u64;
-        let keep = size.div_ceil(bs);
+        let keep = FileBlock(size.div_ceil(bs));
         let done = self.free_blocks_bounded(tx, i, keep)?;
         let within = size % bs;
         if within != 0 {
-            if let MapKind::Mapped(p) = inode::map_block(&self.vol, i, size / bs)?.kind {
+            if let MapKind::Mapped(p) = inode::map_block(&self.vol, i, FileBlock::of_byte(size, bs))?.kind {
                 let zeros = vec![0u8; (bs - within) as usize];
-                self.vol.device().write_at(&zeros, p * bs + within)?;
+                self.vol.device().write_at(&zeros, p.byte_offset(bs) + within)?;
             }
         }
         Ok(done)
@@ -136,10 +137,10 @@ impl FsCore {
                     i.mtime = now;
                     i.ctime = now;
                 }
-                let eof = i.size.div_ceil(bs);
-                let end_blk = chunk_end.div_ceil(bs);
+                let eof = FileBlock(i.size.div_ceil(bs));
+                let end_blk = FileBlock(chunk_end.div_ceil(bs));
                 if end_blk > eof {
-                    ew::remove_range(&tx, &mut i, eof.max(pos / bs), end_blk)?;
+                    ew::remove_range(&tx, &mut i, eof.max(FileBlock::of_byte(pos, bs)), end_blk)?;
                 }
                 tx.write_inode(&mut i)?;
                 self.note_tid(&tx, &[ino]);
@@ -183,10 +184,10 @@ impl FsCore {
         hint: u64,
     ) -> std::result::Result<u64, (u64, Error, bool)> {
         let bs = self.vol.block_size as u64;
-        let last = (offset + data.len() as u64 - 1) / bs;
-        let mut lblk = offset / bs;
+        let last = FileBlock::of_byte(offset + data.len() as u64 - 1, bs);
+        let mut lblk = FileBlock::of_byte(offset, bs);
         while lblk <= last {
-            let done = (lblk * bs).max(offset) - offset;
+            let done = lblk.byte_offset(bs).max(offset) - offset;
             if done > 0 && tx.handle.credits_left() < ew::alloc_step_credits(i) {
                 return Ok(done);
             }
@@ -212,8 +213,8 @@ impl FsCore {
         i: &mut Inode,
         offset: u64,
         data: &[u8],
-        lblk: u64,
-        last: u64,
+        lblk: FileBlock,
+        last: FileBlock,
         hint: u64,
     ) -> std::result::Result<u64, (Error, bool)> {
         let bs = self.vol.block_size as u64;
@@ -221,12 +222,13 @@ impl FsCore {
         let clean = |e: Error| (e, true);
         let m = inode::map_block(&self.vol, i, lblk).map_err(clean)?;
         let n = m.len.min(last - lblk + 1);
-        let run_start = (lblk * bs).max(offset);
-        let run_end = ((lblk + n) * bs).min(offset + data.len() as u64);
+        let run_start = lblk.byte_offset(bs).max(offset);
+        let run_end = (lblk + n).byte_offset(bs).min(offset + data.len() as u64);
         let src = &data[(run_start - offset) as usize..(run_end - offset) as usize];
         match m.kind {
             MapKind::Mapped(p) => {
-                dev.write_at(src, p * bs + (run_start - lblk * bs)).map_err(|e| clean(e.into()))?;
+                dev.write_at(src, p.byte_offset(bs) + (run_start - lblk.byte_offset(bs)))
+                    .map_err(|e| clean(e.into()))?;
             }
             MapKind::Unwritten(p) => {
                 write_padded(dev.as_ref(), p, lblk, n, bs, run_start, src).map_err(clean)?;
@@ -240,15 +242,16 @@ impl FsCore {
                     Err(e) => {
                         // Blocks mapped before the failure hold whatever
                         // they held before: zero them (the hole's contents).
-                        self.zero_partial(i, lblk * bs, (lblk + n) * bs).map_err(|e| (e, false))?;
+                        self.zero_partial(i, lblk.byte_offset(bs), (lblk + n).byte_offset(bs))
+                            .map_err(|e| (e, false))?;
                         return Err((e, false));
                     }
                 };
                 let mapped_end = runs.iter().map(|&(rl, _, rn)| rl + rn).max().unwrap_or(lblk);
                 let mut covered = 0;
                 for (rl, rp, rn) in runs {
-                    let rs = (rl * bs).max(run_start);
-                    let re = ((rl + rn) * bs).min(run_end);
+                    let rs = rl.byte_offset(bs).max(run_start);
+                    let re = (rl + rn).byte_offset(bs).min(run_end);
                     let part = &data[(rs - offset) as usize..(re - offset) as usize];
                     if let Err(e) = write_padded(dev.as_ref(), rp, rl, rn, bs, rs, part) {
                         // Give the hole back rather than map blocks whose
@@ -273,18 +276,18 @@ impl FsCore {
 /// parts of those blocks `src` does not cover.
 fn write_padded(
     dev: &dyn crate::device::BlockDevice,
-    p: u64,
-    lblk: u64,
+    p: PhysicalBlock,
+    lblk: FileBlock,
     n: u64,
     bs: u64,
     start: u64,
     src: &[u8],
 ) -> Result<()> {
-    let run0 = lblk * bs;
+    let run0 = lblk.byte_offset(bs);
     let head = start - run0;
     let tail = (n * bs).saturating_sub(head + src.len() as u64);
     if head == 0 && tail == 0 {
-        dev.write_at(src, p * bs)?;
+        dev.write_at(src, p.byte_offset(bs))?;
         return Ok(());
     }
     // Zero only the partial blocks at the edges; whole blocks come from src.
@@ -293,13 +296,13 @@ fn write_padded(
     let mut buf = vec![0u8; ((covered_last - covered_first) * bs) as usize];
     let off = (head - covered_first * bs) as usize;
     buf[off..off + src.len()].copy_from_slice(src);
-    dev.write_at(&buf, (p + covered_first) * bs)?;
+    dev.write_at(&buf, (p + covered_first).byte_offset(bs))?;
     // Blocks of the run wholly outside src (allocation rounding) are zeroed.
     if covered_first > 0 {
-        dev.write_at(&vec![0u8; (covered_first * bs) as usize], p * bs)?;
+        dev.write_at(&vec![0u8; (covered_first * bs) as usize], p.byte_offset(bs))?;
     }
     if covered_last < n {
-        dev.write_at(&vec![0u8; ((n - covered_last) * bs) as usize], (p + covered_last) * bs)?;
+        dev.write_at(&vec![0u8; ((n - covered_last) * bs) as usize], (p + covered_last).byte_offset(bs))?;
     }
     Ok(())
 }

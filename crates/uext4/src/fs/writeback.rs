@@ -36,6 +36,7 @@ use super::FsCore;
 use crate::data::page_cache::{all_written, Folio, FolioGuard};
 use crate::data::FileIo;
 use crate::error::Result;
+use crate::format::block_number::FileBlock;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -338,12 +339,12 @@ impl FsCore {
                     continue; // past EOF: not file data any more
                 }
                 let bytes = &g.data[(lo - f.start()) as usize..(hi - f.start()) as usize];
-                if all_written(&g.runs, lo / bs, hi.div_ceil(bs)) {
+                if all_written(&g.runs, FileBlock::of_byte(lo, bs), FileBlock(hi.div_ceil(bs))) {
                     for r in &g.runs {
-                        let (a, b) = ((r.lblk * bs).max(lo), ((r.lblk + r.len) * bs).min(hi));
+                        let (a, b) = (r.lblk.byte_offset(bs).max(lo), r.end().byte_offset(bs).min(hi));
                         if a < b {
                             let src = &bytes[(a - lo) as usize..(b - lo) as usize];
-                            dev.write_at(src, r.pblk * bs + (a - r.lblk * bs))?;
+                            dev.write_at(src, r.device_offset(a, bs))?;
                         }
                     }
                     rw.data.stats().writeback_overwrites.bump();

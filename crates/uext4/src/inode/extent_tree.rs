@@ -7,12 +7,13 @@
 
 use super::{MapKind, Mapping, MAX_LBLK};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::FileBlock;
 use crate::format::extent::{parse_node, verify_block_checksum, ExtentNode};
 use crate::format::inode::Inode;
 use crate::volume::Volume;
 
 /// Maps `lblk`; see [`super::map_block`].
-pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
+pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
     let mut node = parse_node(&inode.block, 0).map_err(|e| retag(e, inode.ino))?;
     let mut node_block = 0u64;
     // Upper bound of the subtree we are in (start of the next sibling).
@@ -22,16 +23,16 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
         match node {
             ExtentNode::Index(h, ref idx) => {
                 // Last index whose start is <= lblk.
-                let pos = idx.partition_point(|e| u64::from(e.block) <= lblk);
+                let pos = idx.partition_point(|e| FileBlock::from(e.block) <= lblk);
                 if pos == 0 {
                     // lblk lies before the first subtree: a hole.
-                    let end = idx.first().map_or(limit, |e| u64::from(e.block)).min(limit);
+                    let end = idx.first().map_or(limit, |e| FileBlock::from(e.block)).min(limit);
                     return Ok(hole(lblk, end));
                 }
                 if let Some(next) = idx.get(pos) {
-                    limit = limit.min(u64::from(next.block));
+                    limit = limit.min(FileBlock::from(next.block));
                 }
-                let child = idx[pos - 1].leaf.0;
+                let child = idx[pos - 1].leaf.get();
                 if !vol.valid_range(child, 1) {
                     return Err(Error::corruption(
                         Structure::Extent,
@@ -59,35 +60,35 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
                 node_block = child;
             }
             ExtentNode::Leaf(_, ref ext) => {
-                let pos = ext.partition_point(|e| u64::from(e.block) <= lblk);
+                let pos = ext.partition_point(|e| FileBlock::from(e.block) <= lblk);
                 if pos > 0 {
                     let e = &ext[pos - 1];
-                    let end = u64::from(e.block) + u64::from(e.len);
+                    let end = FileBlock::from(e.block) + u64::from(e.len);
                     if lblk < end {
-                        if !vol.valid_range(e.start.0, u64::from(e.len)) {
+                        if !vol.valid_range(e.start.get(), u64::from(e.len)) {
                             return Err(Error::corruption(
                                 Structure::Extent,
                                 Location::inode_block(inode.ino, node_block),
                                 CorruptKind::OutsideFilesystem {
                                     what: "extent",
-                                    block: e.start.0,
+                                    block: e.start.get(),
                                     len: u64::from(e.len),
                                 },
                             ));
                         }
-                        let pblk = e.start.0 + (lblk - u64::from(e.block));
+                        let pblk = e.start + (lblk - FileBlock::from(e.block));
                         let kind = if e.unwritten { MapKind::Unwritten(pblk) } else { MapKind::Mapped(pblk) };
                         return Ok(Mapping { lblk, len: end.min(limit).max(lblk + 1) - lblk, kind });
                     }
                 }
-                let end = ext.get(pos).map_or(limit, |e| u64::from(e.block)).min(limit);
+                let end = ext.get(pos).map_or(limit, |e| FileBlock::from(e.block)).min(limit);
                 return Ok(hole(lblk, end));
             }
         }
     }
 }
 
-fn hole(lblk: u64, end: u64) -> Mapping {
+fn hole(lblk: FileBlock, end: FileBlock) -> Mapping {
     Mapping { lblk, len: end.saturating_sub(lblk).max(1), kind: MapKind::Hole }
 }
 

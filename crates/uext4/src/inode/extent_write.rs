@@ -18,7 +18,7 @@
 
 use crate::alloc::AllocRequest;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
-use crate::format::block_number::{LogicalBlock, PhysicalBlock};
+use crate::format::block_number::{FileBlock, LogicalBlock, PhysicalBlock};
 use crate::format::extent::{
     encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
     ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
@@ -34,7 +34,7 @@ const MAX_UNWRITTEN_LEN: u64 = MAX_INIT_LEN as u64 - 1;
 const ROOT_CAPACITY: usize = (I_BLOCK_SIZE - ENTRY_SIZE) / ENTRY_SIZE;
 
 /// A newly mapped run: (logical block, physical block, length).
-pub type Run = (u64, u64, u64);
+pub type Run = (FileBlock, PhysicalBlock, u64);
 
 /// Makes `inode`'s `i_block` an empty extent root and sets the extents flag.
 pub fn init_root(inode: &mut Inode) {
@@ -48,7 +48,7 @@ pub fn init_root(inode: &mut Inode) {
 #[derive(Debug, Clone)]
 struct Level {
     /// Physical block of the node; 0 for the root in `i_block`.
-    block: u64,
+    block: PhysicalBlock,
     /// Height above the leaves.
     depth: u16,
     node: Node,
@@ -134,8 +134,9 @@ impl Ctx<'_, '_> {
     }
 
     /// Reads and checks the child node at `block`, expected at `depth`.
-    fn read_node(&self, block: u64, depth: u16, ino: u32) -> Result<Node> {
+    fn read_node(&self, block: PhysicalBlock, depth: u16, ino: u32) -> Result<Node> {
         let vol = self.tx.vol;
+        let block = block.get();
         if !vol.valid_range(block, 1) {
             return Err(Error::corruption(
                 Structure::Extent,
@@ -166,7 +167,7 @@ impl Ctx<'_, '_> {
     }
 
     /// The path from the root to the leaf that holds (or would hold) `lblk`.
-    fn find_path(&self, inode: &Inode, lblk: u64) -> Result<Vec<Level>> {
+    fn find_path(&self, inode: &Inode, lblk: FileBlock) -> Result<Vec<Level>> {
         let root = parse_node(&inode.block, 0)?;
         let mut depth = root.header().depth;
         let mut node = match root {
@@ -174,7 +175,7 @@ impl Ctx<'_, '_> {
             ExtentNode::Leaf(_, v) => Node::Leaf(v),
         };
         let mut path = Vec::with_capacity(usize::from(depth) + 1);
-        let mut block = 0;
+        let mut block = PhysicalBlock(0);
         loop {
             match &node {
                 Node::Leaf(_) => {
@@ -185,12 +186,12 @@ impl Ctx<'_, '_> {
                     if v.is_empty() || depth == 0 {
                         return Err(Error::corruption(
                             Structure::Extent,
-                            Location::inode_block(inode.ino, block),
+                            Location::inode_block(inode.ino, block.get()),
                             CorruptKind::Empty { what: "extent index node" },
                         ));
                     }
-                    let pos = v.partition_point(|e| u64::from(e.block) <= lblk).saturating_sub(1);
-                    let child = v[pos].leaf.0;
+                    let pos = v.partition_point(|e| FileBlock::from(e.block) <= lblk).saturating_sub(1);
+                    let child = v[pos].leaf;
                     let next = self.read_node(child, depth - 1, inode.ino)?;
                     path.push(Level { block, depth, node, pos, fresh: false });
                     node = next;
@@ -202,21 +203,26 @@ impl Ctx<'_, '_> {
     }
 
     /// Allocates one tree block near `goal`.
-    fn alloc_node_block(&self, inode: &mut Inode, goal: u64) -> Result<u64> {
+    fn alloc_node_block(&self, inode: &mut Inode, goal: PhysicalBlock) -> Result<PhysicalBlock> {
         let b = self.tx.alloc_metadata_block(inode.ino, goal)?;
         inode.blocks_512 += self.bs as u64 / 512;
         Ok(b)
     }
 
     /// A tree block: one set aside in `spare`, else a new one near `goal`.
-    fn spare_or_alloc(&self, inode: &mut Inode, goal: u64, spare: &mut Vec<u64>) -> Result<u64> {
+    fn spare_or_alloc(
+        &self,
+        inode: &mut Inode,
+        goal: PhysicalBlock,
+        spare: &mut Vec<PhysicalBlock>,
+    ) -> Result<PhysicalBlock> {
         match spare.pop() {
             Some(b) => Ok(b),
             None => self.alloc_node_block(inode, goal),
         }
     }
 
-    fn free_node_block(&self, inode: &mut Inode, block: u64) -> Result<()> {
+    fn free_node_block(&self, inode: &mut Inode, block: PhysicalBlock) -> Result<()> {
         self.tx.free_blocks(block, 1, FreeKind::Metadata)?;
         inode.blocks_512 = inode.blocks_512.saturating_sub(self.bs as u64 / 512);
         Ok(())
@@ -257,7 +263,7 @@ impl Ctx<'_, '_> {
     /// Writes a node: into `i_block` for the root, else into its block.
     fn write_level(&self, inode: &mut Inode, lv: &Level) -> Result<()> {
         let en = lv.node.to_extent_node(lv.depth);
-        if lv.block == 0 {
+        if lv.block == PhysicalBlock(0) {
             return encode_node(&en, &mut inode.block);
         }
         let seed = self.seed;
@@ -269,9 +275,9 @@ impl Ctx<'_, '_> {
             Ok(())
         };
         if lv.fresh {
-            self.tx.init(lv.block, f)
+            self.tx.init(lv.block.get(), f)
         } else {
-            self.tx.modify(lv.block, f)
+            self.tx.modify(lv.block.get(), f)
         }
     }
 
@@ -284,7 +290,7 @@ impl Ctx<'_, '_> {
     /// written (as the kernel's ext4_ext_split does), so ENOSPC leaves
     /// the tree as it was, never a node written whose new sibling or
     /// parent entry is missing.
-    fn settle(&self, inode: &mut Inode, path: &mut Vec<Level>, l: usize, goal: u64) -> Result<()> {
+    fn settle(&self, inode: &mut Inode, path: &mut Vec<Level>, l: usize, goal: PhysicalBlock) -> Result<()> {
         let mut spare = Vec::new();
         for _ in 0..self.blocks_needed(path, l) {
             match self.alloc_node_block(inode, goal) {
@@ -331,8 +337,8 @@ impl Ctx<'_, '_> {
         inode: &mut Inode,
         path: &mut Vec<Level>,
         mut l: usize,
-        goal: u64,
-        spare: &mut Vec<u64>,
+        goal: PhysicalBlock,
+        spare: &mut Vec<PhysicalBlock>,
     ) -> Result<()> {
         loop {
             let n = path[l].node.len();
@@ -350,7 +356,7 @@ impl Ctx<'_, '_> {
                 let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
                 let key = entries.first_key().unwrap_or(0);
                 let child = Level { block: blk, depth: root.depth, node: entries, pos: root.pos, fresh: true };
-                root.node = Node::Index(vec![ExtentIndex { block: LogicalBlock(key), leaf: PhysicalBlock(blk) }]);
+                root.node = Node::Index(vec![ExtentIndex { block: LogicalBlock(key), leaf: blk }]);
                 root.depth += 1;
                 root.pos = 0;
                 // The new child is written (and split) as the next step.
@@ -399,10 +405,7 @@ impl Ctx<'_, '_> {
                 let blk = self.spare_or_alloc(inode, goal, spare)?;
                 let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
                 self.write_level(inode, &lv)?;
-                new_entries.push(ExtentIndex {
-                    block: LogicalBlock(lv.node.first_key().unwrap_or(0)),
-                    leaf: PhysicalBlock(blk),
-                });
+                new_entries.push(ExtentIndex { block: LogicalBlock(lv.node.first_key().unwrap_or(0)), leaf: blk });
                 rest = tail;
             }
             let (v, pos, _) = self.write_under_parent(inode, path, l)?;
@@ -431,12 +434,12 @@ impl Ctx<'_, '_> {
             if v.len() != 1 {
                 return Ok(());
             }
-            let child = v[0].leaf.0;
+            let child = v[0].leaf;
             let node = self.read_node(child, h.depth - 1, inode.ino)?;
             if node.len() > ROOT_CAPACITY {
                 return Ok(());
             }
-            let lv = Level { block: 0, depth: h.depth - 1, node, pos: 0, fresh: false };
+            let lv = Level { block: PhysicalBlock(0), depth: h.depth - 1, node, pos: 0, fresh: false };
             self.write_level(inode, &lv)?;
             self.free_node_block(inode, child)?;
         }
@@ -445,20 +448,20 @@ impl Ctx<'_, '_> {
 
 /// End (exclusive) of the logical range the leaf at the end of `path` is
 /// responsible for: the key of the next subtree on the way down.
-fn leaf_end(path: &[Level]) -> u64 {
+fn leaf_end(path: &[Level]) -> FileBlock {
     let mut hi = MAX_LBLK;
     for lv in &path[..path.len() - 1] {
         if let Node::Index(v) = &lv.node {
             if let Some(next) = v.get(lv.pos + 1) {
-                hi = hi.min(u64::from(next.block));
+                hi = hi.min(FileBlock::from(next.block));
             }
         }
     }
     hi
 }
 
-fn ext_end(e: &Extent) -> u64 {
-    u64::from(e.block) + u64::from(e.len)
+fn ext_end(e: &Extent) -> FileBlock {
+    FileBlock::from(e.block) + u64::from(e.len)
 }
 
 fn max_len(unwritten: bool) -> u64 {
@@ -471,14 +474,21 @@ fn max_len(unwritten: bool) -> u64 {
 
 /// Appends `(lblk, pblk, len, unwritten)` to `out`, merging with the last
 /// extent when contiguous in both spaces, and cutting at the maximum
-/// extent length.
-fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, unwritten: bool) {
+/// extent length. A block past what an extent can store is refused (the
+/// callers clamp to [`MAX_LBLK`] first; this is the checked narrowing).
+fn push_run(
+    out: &mut Vec<Extent>,
+    mut lblk: FileBlock,
+    mut pblk: PhysicalBlock,
+    mut len: u64,
+    unwritten: bool,
+) -> Result<()> {
     while len > 0 {
         if let Some(last) = out.last_mut() {
             let room = max_len(unwritten).saturating_sub(u64::from(last.len));
             if last.unwritten == unwritten
                 && ext_end(last) == lblk
-                && last.start.0 + u64::from(last.len) == pblk
+                && last.start + u64::from(last.len) == pblk
                 && room > 0
             {
                 let n = room.min(len);
@@ -490,12 +500,22 @@ fn push_run(out: &mut Vec<Extent>, mut lblk: u64, mut pblk: u64, mut len: u64, u
             }
         }
         let n = max_len(unwritten).min(len);
-        out.push(Extent { block: LogicalBlock(lblk as u32), len: n as u16, start: PhysicalBlock(pblk), unwritten });
+        let block = lblk
+            .to_logical()
+            .ok_or_else(|| Error::FileTooBig(format!("logical block {lblk} beyond what an extent can map")))?;
+        out.push(Extent { block, len: n as u16, start: pblk, unwritten });
         lblk += n;
         pblk += n;
         len -= n;
     }
+    Ok(())
 }
+
+/// Physical blocks to free: (first block, count).
+type FreeRange = (PhysicalBlock, u64);
+
+/// A run for a leaf: (logical start, physical start, length, unwritten).
+type Piece = (FileBlock, PhysicalBlock, u64, bool);
 
 /// What to do with the part of each extent inside the range.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -511,39 +531,39 @@ enum Edit {
 /// Returns the physical ranges to free.
 fn edit_leaf(
     v: &[Extent],
-    a: u64,
-    b: u64,
+    a: FileBlock,
+    b: FileBlock,
     edit: Option<Edit>,
-    insert: &[(u64, u64, u64, bool)],
-) -> (Vec<Extent>, Vec<(u64, u64)>) {
-    let mut pieces: Vec<(u64, u64, u64, bool)> = Vec::with_capacity(v.len() + insert.len() + 2);
+    insert: &[Piece],
+) -> Result<(Vec<Extent>, Vec<FreeRange>)> {
+    let mut pieces: Vec<Piece> = Vec::with_capacity(v.len() + insert.len() + 2);
     let mut frees = Vec::new();
     for e in v {
-        let (s, end) = (u64::from(e.block), ext_end(e));
+        let (s, end) = (FileBlock::from(e.block), ext_end(e));
         let (is, ie) = (s.max(a), end.min(b));
         if edit.is_none() || is >= ie {
-            pieces.push((s, e.start.0, end - s, e.unwritten));
+            pieces.push((s, e.start, end - s, e.unwritten));
             continue;
         }
         if s < is {
-            pieces.push((s, e.start.0, is - s, e.unwritten));
+            pieces.push((s, e.start, is - s, e.unwritten));
         }
         match edit {
-            Some(Edit::Remove) => frees.push((e.start.0 + (is - s), ie - is)),
-            Some(Edit::MarkWritten) => pieces.push((is, e.start.0 + (is - s), ie - is, false)),
+            Some(Edit::Remove) => frees.push((e.start + (is - s), ie - is)),
+            Some(Edit::MarkWritten) => pieces.push((is, e.start + (is - s), ie - is, false)),
             None => {}
         }
         if ie < end {
-            pieces.push((ie, e.start.0 + (ie - s), end - ie, e.unwritten));
+            pieces.push((ie, e.start + (ie - s), end - ie, e.unwritten));
         }
     }
     pieces.extend_from_slice(insert);
     pieces.sort_by_key(|p| p.0);
     let mut out = Vec::with_capacity(pieces.len());
     for (l, p, n, u) in pieces {
-        push_run(&mut out, l, p, n, u);
+        push_run(&mut out, l, p, n, u)?;
     }
-    (out, frees)
+    Ok((out, frees))
 }
 
 /// Credits one change of a leaf can take besides the bitmaps of the data
@@ -566,17 +586,17 @@ pub const FINISH_RESERVE: usize = 16;
 /// `budget` credits: a bitmap and a descriptor block per group its data
 /// lies in. An extent may be cut at a group boundary; `a` when not even
 /// the first group's part fits.
-fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: u64, b: u64, budget: usize) -> u64 {
+fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: FileBlock, b: FileBlock, budget: usize) -> FileBlock {
     let bpg = u64::from(vol.sb.blocks_per_group.max(1));
     let first = u64::from(vol.sb.first_data_block);
     let mut groups: Vec<u64> = Vec::new();
     let mut need = 0;
     for e in v {
-        let (s, end) = (u64::from(e.block), ext_end(e));
+        let (s, end) = (FileBlock::from(e.block), ext_end(e));
         let (is, ie) = (s.max(a), end.min(b));
         let mut l = is;
         while l < ie {
-            let p = e.start.0 + (l - s);
+            let p = (e.start + (l - s)).get();
             let g = p.saturating_sub(first) / bpg;
             // Logical end of this extent's part in group g.
             let seg_end = ie.min(l + ((g + 1) * bpg + first).saturating_sub(p).max(1));
@@ -596,7 +616,7 @@ fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: u64, b: u64, budget
 /// Applies `edit` to `[from, to)` leaf by leaf. When `bounded`, stops
 /// before a step that might not fit in the handle's credits left and
 /// says so (false); the tree is consistent after every step.
-fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounded: bool) -> Result<bool> {
+fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: Edit, bounded: bool) -> Result<bool> {
     let ctx = Ctx::new(tx, inode)?;
     // Directory blocks are journaled metadata: revoke them when freed.
     let kind = if inode.mode & S_IFMT == S_IFDIR { FreeKind::Metadata } else { FreeKind::Data };
@@ -609,12 +629,12 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
         let Node::Leaf(v) = &path[leaf].node else {
             return Err(Error::corruption(
                 Structure::Extent,
-                Location::inode_block(inode.ino, path[leaf].block),
+                Location::inode_block(inode.ino, path[leaf].block.get()),
                 CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
             ));
         };
         let (a, mut b) = (cursor, to.min(hi));
-        let touches = v.iter().any(|e| u64::from(e.block) < b && ext_end(e) > a);
+        let touches = v.iter().any(|e| FileBlock::from(e.block) < b && ext_end(e) > a);
         if touches && bounded {
             let budget = tx.handle.credits_left().saturating_sub(tree_change_credits(path[0].depth) + FINISH_RESERVE);
             b = bounded_end(tx.vol, v, a, b, budget);
@@ -623,8 +643,8 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
             }
         }
         if touches {
-            let goal = v.first().map_or(0, |e| e.start.0);
-            let (out, frees) = edit_leaf(v, a, b, Some(edit), &[]);
+            let goal = v.first().map_or(PhysicalBlock(0), |e| e.start);
+            let (out, frees) = edit_leaf(v, a, b, Some(edit), &[])?;
             path[leaf].node = Node::Leaf(out);
             // The tree first: if it cannot change (no block for a split),
             // the blocks it still maps must stay allocated.
@@ -647,10 +667,10 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64, edit: Edit, bounde
 }
 
 /// Removes the mappings of logical blocks `[from, to)` (`to` may be
-/// `u64::MAX`: to the end), freeing their blocks, all in this handle: for
+/// `FileBlock(u64::MAX)`: to the end), freeing their blocks, all in this handle: for
 /// ranges known to be small. Large ones (truncate, delete) go through
 /// [`remove_range_bounded`] in a loop of handles.
-pub fn remove_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64) -> Result<()> {
+pub fn remove_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock) -> Result<()> {
     edit_range(tx, inode, from, to, Edit::Remove, false).map(|_| ())
 }
 
@@ -658,19 +678,26 @@ pub fn remove_range(tx: &Tx, inode: &mut Inode, from: u64, to: u64) -> Result<()
 /// allow: true when the range is empty, false when the caller must go on
 /// in a new handle (the inode written first; the tree and the inode are
 /// consistent after every step, as ext4_ext_remove_space's restarts).
-pub fn remove_range_bounded(tx: &Tx, inode: &mut Inode, from: u64, to: u64) -> Result<bool> {
+pub fn remove_range_bounded(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock) -> Result<bool> {
     edit_range(tx, inode, from, to, Edit::Remove, true)
 }
 
 /// Marks the unwritten extents inside `[lblk, lblk + n)` written (the data
 /// has reached the device), splitting extents at the range's edges.
-pub fn mark_written(tx: &Tx, inode: &mut Inode, lblk: u64, n: u64) -> Result<()> {
+pub fn mark_written(tx: &Tx, inode: &mut Inode, lblk: FileBlock, n: u64) -> Result<()> {
     edit_range(tx, inode, lblk, lblk.saturating_add(n), Edit::MarkWritten, false).map(|_| ())
 }
 
 /// Inserts the already allocated run `(lblk, pblk, len)` (which must lie
 /// in a hole) into the tree.
-fn insert_run(ctx: &Ctx, inode: &mut Inode, lblk: u64, pblk: u64, len: u64, unwritten: bool) -> Result<()> {
+fn insert_run(
+    ctx: &Ctx,
+    inode: &mut Inode,
+    lblk: FileBlock,
+    pblk: PhysicalBlock,
+    len: u64,
+    unwritten: bool,
+) -> Result<()> {
     let mut left = (lblk, pblk, len);
     while left.2 > 0 {
         let mut path = ctx.find_path(inode, left.0)?;
@@ -680,18 +707,18 @@ fn insert_run(ctx: &Ctx, inode: &mut Inode, lblk: u64, pblk: u64, len: u64, unwr
         let Node::Leaf(v) = &path[leaf].node else {
             return Err(Error::corruption(
                 Structure::Extent,
-                Location::inode_block(inode.ino, path[leaf].block),
+                Location::inode_block(inode.ino, path[leaf].block.get()),
                 CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
             ));
         };
-        if v.iter().any(|e| u64::from(e.block) < left.0 + n && ext_end(e) > left.0) {
+        if v.iter().any(|e| FileBlock::from(e.block) < left.0 + n && ext_end(e) > left.0) {
             return Err(Error::corruption(
                 Structure::Extent,
-                Location::inode_block(inode.ino, path[leaf].block),
-                CorruptKind::Overlap { at: left.0 },
+                Location::inode_block(inode.ino, path[leaf].block.get()),
+                CorruptKind::Overlap { at: left.0.get() },
             ));
         }
-        let (out, _) = edit_leaf(v, 0, 0, None, &[(left.0, left.1, n, unwritten)]);
+        let (out, _) = edit_leaf(v, FileBlock(0), FileBlock(0), None, &[(left.0, left.1, n, unwritten)])?;
         path[leaf].node = Node::Leaf(out);
         ctx.settle(inode, &mut path, leaf, left.1)?;
         left = (left.0 + n, left.1 + n, left.2 - n);
@@ -701,16 +728,16 @@ fn insert_run(ctx: &Ctx, inode: &mut Inode, lblk: u64, pblk: u64, len: u64, unwr
 
 /// Physical block that would continue the extent mapping `lblk - 1`, or a
 /// block in the inode's group: where new blocks for `lblk` should go.
-fn goal_for(ctx: &Ctx, inode: &Inode, lblk: u64) -> Result<u64> {
+fn goal_for(ctx: &Ctx, inode: &Inode, lblk: FileBlock) -> Result<PhysicalBlock> {
     let path = ctx.find_path(inode, lblk)?;
     if let Some(Node::Leaf(v)) = path.last().map(|l| &l.node) {
-        let pos = v.partition_point(|e| u64::from(e.block) <= lblk);
+        let pos = v.partition_point(|e| FileBlock::from(e.block) <= lblk);
         if pos > 0 {
             let e = &v[pos - 1];
-            return Ok(e.start.0 + (lblk - u64::from(e.block)).min(u64::from(e.len)));
+            return Ok(e.start + (lblk - FileBlock::from(e.block)).min(u64::from(e.len)));
         }
         if let Some(e) = v.first() {
-            return Ok(e.start.0.saturating_sub(u64::from(e.block) - lblk.min(u64::from(e.block))));
+            return Ok(e.start.saturating_sub(FileBlock::from(e.block).saturating_sub(lblk)));
         }
     }
     Ok(ctx.tx.inode_goal(inode.ino))
@@ -738,7 +765,7 @@ pub fn alloc_step_credits(inode: &Inode) -> usize {
 pub fn allocate_range(
     tx: &Tx,
     inode: &mut Inode,
-    lblk: u64,
+    lblk: FileBlock,
     n: u64,
     unwritten: bool,
     flags: u32,
@@ -799,29 +826,43 @@ mod tests {
         Extent { block: LogicalBlock(block), len, start: PhysicalBlock(start), unwritten }
     }
 
+    /// `edit_leaf` over the logical range `[a, b)`.
+    fn edit(v: &[Extent], a: u64, b: u64, e: Option<Edit>) -> (Vec<Extent>, Vec<FreeRange>) {
+        edit_leaf(v, FileBlock(a), FileBlock(b), e, &[]).unwrap()
+    }
+
     #[test]
     fn edit_splits_and_merges() {
         let v = [ext(0, 10, 100, true)];
-        let (out, frees) = edit_leaf(&v, 3, 5, Some(Edit::MarkWritten), &[]);
+        let (out, frees) = edit(&v, 3, 5, Some(Edit::MarkWritten));
         assert!(frees.is_empty());
         assert_eq!(out, vec![ext(0, 3, 100, true), ext(3, 2, 103, false), ext(5, 5, 105, true)]);
-        let (out, _) = edit_leaf(&out, 0, 3, Some(Edit::MarkWritten), &[]);
+        let (out, _) = edit(&out, 0, 3, Some(Edit::MarkWritten));
         assert_eq!(out, vec![ext(0, 5, 100, false), ext(5, 5, 105, true)]);
-        let (out, frees) = edit_leaf(&out, 2, 7, Some(Edit::Remove), &[]);
-        assert_eq!(frees, vec![(102, 3), (105, 2)]);
+        let (out, frees) = edit(&out, 2, 7, Some(Edit::Remove));
+        assert_eq!(frees, vec![(PhysicalBlock(102), 3), (PhysicalBlock(105), 2)]);
         assert_eq!(out, vec![ext(0, 2, 100, false), ext(7, 3, 107, true)]);
-        let (out, _) = edit_leaf(&out, 0, 0, None, &[(2, 102, 5, false)]);
+        let run = (FileBlock(2), PhysicalBlock(102), 5, false);
+        let (out, _) = edit_leaf(&out, FileBlock(0), FileBlock(0), None, &[run]).unwrap();
         assert_eq!(out, vec![ext(0, 7, 100, false), ext(7, 3, 107, true)]);
     }
 
     #[test]
     fn long_runs_are_cut_at_the_extent_limit() {
         let mut out = Vec::new();
-        push_run(&mut out, 0, 1000, 70000, false);
+        push_run(&mut out, FileBlock(0), PhysicalBlock(1000), 70000, false).unwrap();
         assert_eq!(out.len(), 3);
         assert_eq!(out[0].len, 32768);
         let mut out = Vec::new();
-        push_run(&mut out, 0, 1000, 32768, true);
+        push_run(&mut out, FileBlock(0), PhysicalBlock(1000), 32768, true).unwrap();
         assert_eq!(out.iter().map(|e| e.len).collect::<Vec<_>>(), vec![32767, 1]);
+    }
+
+    #[test]
+    fn a_run_past_what_an_extent_maps_is_refused() {
+        let mut out = Vec::new();
+        let r = push_run(&mut out, FileBlock(1 << 32), PhysicalBlock(1000), 1, false);
+        assert!(matches!(r, Err(Error::FileTooBig(_))), "{r:?}");
+        assert!(out.is_empty());
     }
 }

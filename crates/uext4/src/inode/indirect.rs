@@ -3,6 +3,7 @@
 
 use super::{MapKind, Mapping};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::bytes::le32;
 use crate::format::inode::Inode;
 use crate::volume::Volume;
@@ -10,14 +11,15 @@ use crate::volume::Volume;
 const DIRECT: u64 = 12;
 
 /// Maps `lblk`; see [`super::map_block`].
-pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
+pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
+    let lblk_n = lblk.get();
     let per = vol.block_size as u64 / 4;
     let root = |i: usize| u64::from(le32(&inode.block, i * 4));
     // Find which tree holds lblk, its root pointer, depth and offset within.
-    let (ptr, depth, mut rel) = if lblk < DIRECT {
-        (root(lblk as usize), 0u32, 0u64)
+    let (ptr, depth, mut rel) = if lblk_n < DIRECT {
+        (root(lblk_n as usize), 0u32, 0u64)
     } else {
-        let mut rel = lblk - DIRECT;
+        let mut rel = lblk_n - DIRECT;
         let mut span = per;
         let mut found = None;
         for depth in 1..=3u32 {
@@ -31,7 +33,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
         match found {
             Some(f) => f,
             // Past the triple-indirect range nothing is addressable.
-            None => return Ok(Mapping { lblk, len: u64::MAX - lblk, kind: MapKind::Hole }),
+            None => return Ok(Mapping { lblk, len: u64::MAX - lblk_n, kind: MapKind::Hole }),
         }
     };
     if depth == 0 {
@@ -74,10 +76,10 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
 }
 
 /// A run among the 12 direct pointers.
-fn leaf_run(vol: &Volume, inode: &Inode, lblk: u64, first: u64) -> Result<Mapping> {
+fn leaf_run(vol: &Volume, inode: &Inode, lblk: FileBlock, first: u64) -> Result<Mapping> {
     let mut n = 1u64;
-    while lblk + n < DIRECT {
-        let next = u64::from(le32(&inode.block, ((lblk + n) * 4) as usize));
+    while lblk.get() + n < DIRECT {
+        let next = u64::from(le32(&inode.block, ((lblk.get() + n) * 4) as usize));
         let contiguous = if first == 0 { next == 0 } else { next == first + n };
         if !contiguous {
             break;
@@ -87,14 +89,14 @@ fn leaf_run(vol: &Volume, inode: &Inode, lblk: u64, first: u64) -> Result<Mappin
     finish(vol, inode, lblk, first, n, 0)
 }
 
-fn finish(vol: &Volume, inode: &Inode, lblk: u64, first: u64, n: u64, block: u64) -> Result<Mapping> {
+fn finish(vol: &Volume, inode: &Inode, lblk: FileBlock, first: u64, n: u64, block: u64) -> Result<Mapping> {
     if first == 0 {
         return Ok(Mapping { lblk, len: n, kind: MapKind::Hole });
     }
     if !vol.valid_range(first, n) {
         return Err(bad(inode, block, CorruptKind::OutsideFilesystem { what: "data pointer", block: first, len: n }));
     }
-    Ok(Mapping { lblk, len: n, kind: MapKind::Mapped(first) })
+    Ok(Mapping { lblk, len: n, kind: MapKind::Mapped(PhysicalBlock(first)) })
 }
 
 /// A corrupt pointer of `inode`, found in indirect block `block` (0: in

@@ -2,12 +2,18 @@
 //! file's logical blocks to physical blocks (extent trees, or the block
 //! maps of ext2/ext3-style files); changing extent trees is
 //! [`extent_write`]'s.
+//!
+//! Logical positions cross this layer's interfaces as [`FileBlock`]s
+//! (64-bit: a hole past the format's 2^32 limit runs to `u64::MAX`) and
+//! physical ones as [`PhysicalBlock`]s; see [`crate::format::block_number`]
+//! for why the logical type is wider than the one extents store.
 
 mod extent_tree;
 pub mod extent_write;
 mod indirect;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::inode::Inode;
 use crate::volume::Volume;
 
@@ -15,9 +21,9 @@ use crate::volume::Volume;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MapKind {
     /// Written data at the physical block.
-    Mapped(u64),
+    Mapped(PhysicalBlock),
     /// Allocated but unwritten (reads as zeros) at the physical block.
-    Unwritten(u64),
+    Unwritten(PhysicalBlock),
     /// Not allocated (reads as zeros).
     Hole,
 }
@@ -26,15 +32,23 @@ pub enum MapKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapping {
     /// First logical block.
-    pub lblk: u64,
+    pub lblk: FileBlock,
     /// Number of blocks in the run (at least 1).
     pub len: u64,
     /// Where they are.
     pub kind: MapKind,
 }
 
+impl Mapping {
+    /// The logical block just past the run (saturating: a hole past the
+    /// format's limit runs to `u64::MAX`).
+    pub fn end(&self) -> FileBlock {
+        self.lblk.saturating_add(self.len)
+    }
+}
+
 /// Largest logical block number + 1 an ext4 file can address.
-pub const MAX_LBLK: u64 = 1 << 32;
+pub const MAX_LBLK: FileBlock = FileBlock(1 << 32);
 
 /// Reads inode `ino` from its inode table.
 pub fn read_inode(vol: &Volume, ino: u32) -> Result<Inode> {
@@ -62,11 +76,11 @@ pub fn read_inode(vol: &Volume, ino: u32) -> Result<Inode> {
 
 /// Maps logical block `lblk` of `inode`: returns the run that starts at
 /// `lblk` (possibly a hole) and extends as far as one lookup can tell.
-pub fn map_block(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
+pub fn map_block(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
     if lblk >= MAX_LBLK {
         // Nothing is addressable past the format's limit: one hole to the
         // end, so a walk over a corrupt, huge i_size ends in one step.
-        return Ok(Mapping { lblk, len: u64::MAX - lblk, kind: MapKind::Hole });
+        return Ok(Mapping { lblk, len: u64::MAX - lblk.get(), kind: MapKind::Hole });
     }
     if inode.uses_extents() {
         extent_tree::map(vol, inode, lblk)
@@ -79,9 +93,9 @@ pub fn map_block(vol: &Volume, inode: &Inode, lblk: u64) -> Result<Mapping> {
 /// reporting and tests). Holes are omitted.
 pub fn extents(vol: &Volume, inode: &Inode) -> Result<Vec<Mapping>> {
     let bs = vol.block_size as u64;
-    let end = inode.size.div_ceil(bs).min(MAX_LBLK);
+    let end = FileBlock(inode.size.div_ceil(bs)).min(MAX_LBLK);
     let mut out = Vec::new();
-    let mut lblk = 0;
+    let mut lblk = FileBlock(0);
     while lblk < end {
         let m = map_block(vol, inode, lblk)?;
         if m.kind != MapKind::Hole {

@@ -14,6 +14,7 @@ pub use recovery::{recover, replay_in_memory, RecoveryReport};
 pub use writer::{Handle, JournalWriter};
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::FileBlock;
 use crate::format::features::compat;
 use crate::format::inode::FileType;
 use crate::format::journal::{JournalSuperblock, SUPERBLOCK_SIZE};
@@ -42,9 +43,12 @@ impl JournalMap {
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         let mut lblk = 0u64;
         while lblk < len {
-            let m = inode::map_block(vol, inode, lblk)?;
+            // Journal blocks stay plain numbers inside the journal (they
+            // are positions in the log, a domain of their own); the
+            // typed mapping is unwrapped here, at the one place it is made.
+            let m = inode::map_block(vol, inode, FileBlock(lblk))?;
             let pblk = match m.kind {
-                MapKind::Mapped(p) => p,
+                MapKind::Mapped(p) => p.get(),
                 MapKind::Unwritten(_) | MapKind::Hole => {
                     return Err(corrupt(Location::JournalBlock(lblk), CorruptKind::Hole { lblk }));
                 }

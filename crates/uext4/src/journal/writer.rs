@@ -47,6 +47,7 @@ use super::JournalMap;
 use crate::cache::{Buffer, BufferCache};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use crate::format::block_number::PhysicalBlock;
 use crate::format::journal::{
     encode_descriptor, escape_block, feature, revoke_capacity, tag_checksum_value, tag_flag, BlockTag, CommitBlock,
     JournalFeatures, JournalSuperblock, SUPERBLOCK_SIZE,
@@ -776,12 +777,12 @@ impl Handle {
     /// Metadata block `block` was freed by this handle: no pending version
     /// of it may reach its home location, and older log copies are
     /// revoked.
-    pub fn forget(&self, block: u64) {
+    pub fn forget(&self, block: PhysicalBlock) {
         self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(j) = &self.journal {
-            j.revoke(self.tid, block);
+            j.revoke(self.tid, block.get());
         }
-        self.cache.forget(block);
+        self.cache.forget(block.get());
     }
 }
 

@@ -21,6 +21,7 @@
 //! reference, or both copy and leave the block unreferenced.
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::block_number::PhysicalBlock;
 use crate::format::bytes::{le32, put_le32};
 use crate::format::checksum::crc32c;
 use crate::format::features::compat;
@@ -239,7 +240,7 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
     let old = inode.file_acl;
     if old == 0 {
         let new = new_block(tx, inode, &content, seed)?;
-        inode.file_acl = new;
+        inode.file_acl = new.get();
         inode.blocks_512 += vol.block_size as u64 / 512;
         return Ok(());
     }
@@ -282,7 +283,7 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
             (Rewrite::InPlace, None) => return Ok(()),
             (Rewrite::Dropped, Some(new)) => {
                 // One block replaced by another: blocks_512 unchanged.
-                inode.file_acl = new;
+                inode.file_acl = new.get();
                 return Ok(());
             }
             _ => copy = Some(new_block(tx, inode, &content, seed)?),
@@ -293,15 +294,15 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
 
 /// Allocates a block for `inode`'s attributes (near the start of the
 /// inode's group, as the kernel) and fills it with `content`.
-fn new_block(tx: &Tx, inode: &Inode, content: &[u8], seed: Option<u32>) -> Result<u64> {
+fn new_block(tx: &Tx, inode: &Inode, content: &[u8], seed: Option<u32>) -> Result<PhysicalBlock> {
     let blk = tx.alloc_metadata_block(inode.ino, tx.inode_goal(inode.ino))?;
-    let filled = tx.init(blk, |b| {
+    let filled = tx.init(blk.get(), |b| {
         if b.len() != content.len() {
             return Err(Error::Invalid(format!("xattr block of {} bytes for a {}-byte block", content.len(), b.len())));
         }
         b.copy_from_slice(content);
         if let Some(seed) = seed {
-            set_block_checksum(b, blk, seed);
+            set_block_checksum(b, blk.get(), seed);
         }
         Ok(())
     });
@@ -373,7 +374,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
         Ok(false)
     })?;
     if last {
-        tx.free_blocks(blk, 1, FreeKind::Metadata)?;
+        tx.free_blocks(PhysicalBlock(blk), 1, FreeKind::Metadata)?;
     }
     inode.file_acl = 0;
     inode.blocks_512 = inode.blocks_512.saturating_sub(vol.block_size as u64 / 512);

@@ -1481,7 +1481,7 @@ pub fn compare_file(fs: &Filesystem, ino: u32, src: &Path, rp: &Path) -> u64 {
         let bs = u64::from(fs.block_size());
         let mut regions: Vec<(u64, u64)> = data_ranges(&f, size);
         for m in fs.extents(ino).unwrap() {
-            regions.push((m.lblk * bs, ((m.lblk + m.len) * bs).min(size)));
+            regions.push((m.lblk.byte_offset(bs), m.end().byte_offset(bs).min(size)));
         }
         // Samples of the holes in between: their edges and middles.
         let mut edges = vec![0, size];

@@ -259,7 +259,7 @@ pub fn describe(name: &'static str, bytes: Vec<u8>) -> Image {
         for m in fs.extents(ino[p]).unwrap() {
             if let MapKind::Mapped(pb) = m.kind {
                 for k in 0..m.len {
-                    dir_blocks.insert((p, m.lblk + k), pb + k);
+                    dir_blocks.insert((p, (m.lblk + k).get()), (pb + k).get());
                 }
             }
         }

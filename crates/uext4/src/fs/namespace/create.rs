@@ -4,6 +4,7 @@ use super::{check_name, ftype, is_dot, lossy, touch_dir, LINK_MAX};
 use crate::alloc::flags as aflags;
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::dirent::file_type_of;
 use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::fs::{FsCore, Stat};
@@ -65,7 +66,7 @@ impl FsCore {
         let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
         d.links_count = 2;
         let added = (|| {
-            let runs = ew::allocate_range(&tx, &mut d, 0, 1, false, aflags::METADATA, 0)?;
+            let runs = ew::allocate_range(&tx, &mut d, FileBlock(0), 1, false, aflags::METADATA, 0)?;
             let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
             dw::init_dir_block(&tx, &mut d, pblk, parent)?;
             tx.write_inode(&mut d)?;
@@ -99,11 +100,11 @@ impl FsCore {
             } else {
                 ew::init_root(&mut i);
                 let size = i.size;
-                let runs = ew::allocate_range(&tx, &mut i, 0, 1, false, aflags::SMALL_FILE, size)?;
+                let runs = ew::allocate_range(&tx, &mut i, FileBlock(0), 1, false, aflags::SMALL_FILE, size)?;
                 let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the symlink".into()))?;
                 let mut buf = vec![0u8; self.vol.block_size];
                 buf[..target.len()].copy_from_slice(target);
-                self.vol.device().write_at(&buf, pblk * self.vol.block_size as u64)?;
+                self.vol.device().write_at(&buf, pblk.byte_offset(self.vol.block_size as u64))?;
             }
             tx.write_inode(&mut i)?;
             dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))

@@ -3,6 +3,7 @@
 use super::{check_name, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
+use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, ROOT_INO};
 use crate::fs::FsCore;
 use crate::inode::extent_write as ew;
@@ -107,7 +108,7 @@ impl FsCore {
             rw.data.errors().forget(i.ino);
         }
         if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
-            ew::remove_range(tx, i, 0, u64::MAX)?;
+            ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
         } else if matches!(ftype(i)?, FileType::Regular | FileType::Directory)
             || (ftype(i)? == FileType::Symlink && !self.is_fast_symlink(i))
         {
