@@ -14,7 +14,7 @@ use tempfile::TempDir;
 
 mod cli_support;
 
-use cli_support::{have, ok, run_ok, tool, uext4, BIN};
+use cli_support::{have, ok, one_error_line, run_ok, tool, uext4, BIN};
 
 /// The time every source entry gets; `NS` is its nanosecond part.
 const DATE: &str = "2021-03-04 05:06:07.123456789";
@@ -37,12 +37,8 @@ where
 /// Asserts a failure with exit status 1, exactly one `uext4: ` line on
 /// stderr containing `needle`, and nothing on stdout.
 fn assert_one_error(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one error line, got: {err:?}");
-    assert!(lines[0].starts_with("uext4: "), "no prefix: {err:?}");
-    assert!(lines[0].contains(needle), "{err:?} does not mention {needle:?}");
+    let line = one_error_line("uext4", out);
+    assert!(line.contains(needle), "{line:?} does not mention {needle:?}");
     assert!(out.stdout.is_empty(), "stdout not empty: {:?}", String::from_utf8_lossy(&out.stdout));
 }
 

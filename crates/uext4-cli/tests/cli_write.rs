@@ -18,7 +18,7 @@ use tempfile::TempDir;
 
 mod cli_support;
 
-use cli_support::{have, ok, run_ok, tool, uext4, BIN};
+use cli_support::{have, ok, one_error_line, run_ok, tool, uext4, BIN};
 
 /// True if e2fsck and debugfs can be run (prints the skip reason otherwise).
 fn have_tools() -> bool {
@@ -38,13 +38,9 @@ where
     S: AsRef<OsStr>,
 {
     let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-    let out = uext4(&args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "uext4 {args:?}: stderr: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "uext4 {args:?}: expected one error line, got: {err:?}");
-    assert!(lines[0].starts_with("uext4: "), "no prefix: {err:?}");
-    assert!(lines[0].to_lowercase().contains(needle), "uext4 {args:?}: {err:?} does not mention {needle:?}");
+    let what = format!("uext4 {args:?}");
+    let line = one_error_line(&what, &uext4(&args));
+    assert!(line.to_lowercase().contains(needle), "{what}: {line:?} does not mention {needle:?}");
 }
 
 /// A temporary directory with a fresh 64 MiB image (1 KiB blocks) made by

@@ -63,3 +63,15 @@ pub fn run_ok(mut c: Command) -> Output {
     );
     out
 }
+
+/// Asserts that `out` is a failure with exit status 1 and exactly one
+/// `uext4: ` line on stderr, and returns that line (what it must say is
+/// the caller's check); `what` names the run in the messages.
+pub fn one_error_line(what: &str, out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{what}: stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: expected one error line, got: {err:?}");
+    assert!(lines[0].starts_with("uext4: "), "{what}: no prefix: {err:?}");
+    lines[0].to_string()
+}
