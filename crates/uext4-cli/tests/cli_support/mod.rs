@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests of the `uext4` command (cli.rs,
-//! cli_write.rs): finding and running e2fsprogs, the skip rule, and
-//! running `uext4` itself. Every tool runs with TZ=UTC, so times print
-//! the same everywhere.
+//! cli_write.rs, and the FUSE tests through mount_support): finding and
+//! running e2fsprogs, the skip rule, and running `uext4` itself. Every
+//! tool runs with TZ=UTC, so times print the same everywhere.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
@@ -52,16 +52,21 @@ where
 }
 
 /// Runs a command and asserts it succeeded (its output shown if not).
-pub fn run_ok(mut c: Command) -> Output {
-    let out = c.output().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
-        "{c:?} failed ({}):\n{}{}",
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// [`run`] for a command built by value.
+pub fn run_ok(mut c: Command) -> Output {
+    run(&mut c)
 }
 
 /// Asserts that `out` is a failure with exit status 1 and exactly one
