@@ -51,6 +51,18 @@ struct RunResult {
     free_extents: u64,
 }
 
+/// The per-criterion hit counters `bench alloc` reports, in
+/// [`Criterion::ALL`] order: the JSON key and the table column of each.
+const HIT_COLUMNS: [(Criterion, &str, &str); 7] = [
+    (Criterion::Goal, "goal", "goal"),
+    (Criterion::Prealloc, "prealloc", "pa"),
+    (Criterion::Cr0, "cr0", "CR0"),
+    (Criterion::Cr1, "cr1", "CR1"),
+    (Criterion::Cr1_5, "cr1_5", "CR1.5"),
+    (Criterion::Cr2, "cr2", "CR2"),
+    (Criterion::Cr3, "cr3", "CR3"),
+];
+
 /// Builds the fragmented base image in memory and returns its bytes.
 fn base_image(p: &AllocBench) -> CliResult<Vec<u8>> {
     let dir = std::env::temp_dir().join(format!("uext4-bench-{}", std::process::id()));
@@ -152,15 +164,18 @@ pub fn run_alloc(p: &AllocBench, out: &mut impl Write) -> CliResult {
         }
     }
     let total_scanned = |s: &AllocStats| s.extents_scanned.iter().sum::<u64>();
-    let hits = |s: &AllocStats, c: Criterion| s.hits[c.index()];
+    // One list of the hit counters for both outputs, so the JSON keys and
+    // the table's columns cannot drift apart.
+    let hits = |s: &AllocStats, field: fn(&str, u64) -> String| {
+        HIT_COLUMNS.iter().map(|&(c, key, _)| field(key, s.hits[c.index()])).collect::<Vec<_>>()
+    };
     if p.json {
         let rows: Vec<String> = results
             .iter()
             .map(|r| {
                 format!(
                     "{{\"threads\":{},\"cr1_5\":{},\"files\":{},\"secs\":{:.4},\"files_per_sec\":{:.1},\
-                     \"extents\":{},\"extents_scanned\":{},\"hits\":{{\"goal\":{},\"prealloc\":{},\"cr0\":{},\
-                     \"cr1\":{},\"cr1_5\":{},\"cr2\":{},\"cr3\":{}}},\"free_extents_after\":{},\
+                     \"extents\":{},\"extents_scanned\":{},\"hits\":{{{}}},\"free_extents_after\":{},\
                      \"avg_free_extent_kib_after\":{:.1}}}",
                     r.threads,
                     r.cr1_5,
@@ -169,13 +184,7 @@ pub fn run_alloc(p: &AllocBench, out: &mut impl Write) -> CliResult {
                     r.files as f64 / r.secs,
                     r.extents,
                     total_scanned(&r.stats),
-                    hits(&r.stats, Criterion::Goal),
-                    hits(&r.stats, Criterion::Prealloc),
-                    hits(&r.stats, Criterion::Cr0),
-                    hits(&r.stats, Criterion::Cr1),
-                    hits(&r.stats, Criterion::Cr1_5),
-                    hits(&r.stats, Criterion::Cr2),
-                    hits(&r.stats, Criterion::Cr3),
+                    hits(&r.stats, |key, n| format!("\"{key}\":{n}")).join(","),
                     r.free_extents,
                     r.avg_free_kib
                 )
@@ -189,27 +198,23 @@ pub fn run_alloc(p: &AllocBench, out: &mut impl Write) -> CliResult {
         "bench alloc: {} MiB image, {} B blocks, free space in {} KiB runs between {} KiB used, {} files of {} KiB",
         p.image_mib, p.block_size, p.free_kib, p.used_kib, p.files, p.file_kib
     )?;
+    let heads: Vec<&str> = HIT_COLUMNS.iter().map(|&(_, _, head)| head).collect();
     writeln!(
         out,
-        "| threads | CR1.5 | files/s | extents/file | extents scanned | goal | pa | CR0 | CR1 | CR1.5 | CR2 | CR3 | free extents after | avg free after |"
+        "| threads | CR1.5 | files/s | extents/file | extents scanned | {} | free extents after | avg free after |",
+        heads.join(" | ")
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|{}", "---|".repeat(7 + HIT_COLUMNS.len()))?;
     for r in &results {
         writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} KiB |",
+            "| {} | {} | {:.0} | {:.2} | {} | {} | {} | {:.0} KiB |",
             r.threads,
             if r.cr1_5 { "on" } else { "off" },
             r.files as f64 / r.secs,
             r.extents as f64 / r.files.max(1) as f64,
             total_scanned(&r.stats),
-            hits(&r.stats, Criterion::Goal),
-            hits(&r.stats, Criterion::Prealloc),
-            hits(&r.stats, Criterion::Cr0),
-            hits(&r.stats, Criterion::Cr1),
-            hits(&r.stats, Criterion::Cr1_5),
-            hits(&r.stats, Criterion::Cr2),
-            hits(&r.stats, Criterion::Cr3),
+            hits(&r.stats, |_, n| n.to_string()).join(" | "),
             r.free_extents,
             r.avg_free_kib
         )?;

@@ -185,19 +185,25 @@ fn summarize(id: RunId, fs: &Filesystem, s0: IoStatsSnapshot, (outs, secs): (Vec
     }
 }
 
+/// Creates `name` in the root directory and fills its `size` bytes with
+/// `byte`, 1 MiB at a time, through the direct or the buffered path.
+fn prefilled(fs: &Filesystem, name: &[u8], size: u64, byte: u8, direct: bool) -> CliResult<u32> {
+    let ino = fs.create(fs.root(), name, 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
+    let chunk = vec![byte; 1 << 20];
+    for off in (0..size).step_by(chunk.len()) {
+        let r = if direct { fs.write_direct(ino, off, &chunk) } else { fs.inodes().write(ino, off, &chunk) };
+        r.map_err(|e| fs_err("prefill", e))?;
+    }
+    Ok(ino)
+}
+
 fn w1(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -> CliResult<Row> {
     const FILES: u64 = 32;
     const FILE: u64 = 16 << 20;
     let fs = Arc::new(fresh_fs(p, 1024, data)?);
-    let root = fs.root();
-    let chunk = vec![0x5Au8; 1 << 20];
     let mut inos = Vec::new();
     for i in 0..FILES {
-        let ino = fs.create(root, format!("file1.0.{i}").as_bytes(), 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
-        for off in (0..FILE).step_by(chunk.len()) {
-            fs.write_direct(ino, off, &chunk).map_err(|e| fs_err("prefill", e))?;
-        }
-        inos.push(ino);
+        inos.push(prefilled(&fs, format!("file1.0.{i}").as_bytes(), FILE, 0x5A, true)?);
     }
     fs.commit().map_err(|e| fs_err("commit", e))?;
     let s0 = fs.io_stats();
@@ -229,11 +235,7 @@ fn w1(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
 fn w2(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -> CliResult<Row> {
     const FILE: u64 = 64 << 20;
     let fs = Arc::new(fresh_fs(p, 512, data)?);
-    let ino = fs.create(fs.root(), b"w2", 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
-    let chunk = vec![0xA5u8; 1 << 20];
-    for off in (0..FILE).step_by(chunk.len()) {
-        fs.inodes().write(ino, off, &chunk).map_err(|e| fs_err("prefill", e))?;
-    }
+    let ino = prefilled(&fs, b"w2", FILE, 0xA5, false)?;
     // Warm the cache as fio's layout pass and ramp time do.
     let mut warm = vec![0u8; 1 << 20];
     for off in (0..FILE).step_by(warm.len()) {
@@ -310,11 +312,7 @@ fn w3(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str, r
 fn w4(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -> CliResult<Row> {
     const FILE: u64 = 256 << 20;
     let fs = Arc::new(fresh_fs(p, 512, data)?);
-    let ino = fs.create(fs.root(), b"fio", 0o644, 0, 0).map_err(|e| fs_err("create", e))?.ino;
-    let chunk = vec![0x3Cu8; 1 << 20];
-    for off in (0..FILE).step_by(chunk.len()) {
-        fs.write_direct(ino, off, &chunk).map_err(|e| fs_err("prefill", e))?;
-    }
+    let ino = prefilled(&fs, b"fio", FILE, 0x3C, true)?;
     fs.commit().map_err(|e| fs_err("commit", e))?;
     let s0 = fs.io_stats();
     let f2 = fs.clone();

@@ -5,7 +5,7 @@ use crate::util::{
     JsonInode, JsonName, JsonTarget,
 };
 use std::io::Write;
-use uext4::inode::MapKind;
+use uext4::inode::{MapKind, Mapping};
 use uext4::{FileType, Filesystem, Stat};
 
 /// True if the inode's i_block holds data block pointers (an extent tree
@@ -34,23 +34,38 @@ fn kv(out: &mut impl Write, k: &str, v: &dyn std::fmt::Display) -> std::io::Resu
     writeln!(out, "{:<13}{}", format!("{k}:"), v)
 }
 
-/// Runs `uext4 stat`.
-pub fn run(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
+/// What both forms of `uext4 stat` show, read once. A part that cannot be
+/// read (a symlink's target, the block map, the xattr names) is reported
+/// on stderr as one line and left out; the inode itself must be readable.
+struct Inspected {
+    /// The path as given, for display.
+    name: String,
+    st: Stat,
+    /// A symlink's target.
+    target: Option<Vec<u8>>,
+    /// The block map of an inode that maps blocks (see [`maps_blocks`]).
+    extents: Option<Vec<Mapping>>,
+    xattrs: Option<Vec<Vec<u8>>>,
+}
+
+/// The value of `r`, or None with the error about `what` reported.
+fn part<T>(what: &str, r: uext4::Result<T>) -> Option<T> {
+    r.map_err(|e| report(&describe(what, &e))).ok()
+}
+
+fn inspect(fs: &Filesystem, path: &[u8], follow: bool) -> CliResult<Inspected> {
     let name = shown(path);
     let ino = if follow { fs.resolve_follow(path) } else { fs.resolve(path) }.map_err(|e| fs_err(&name, e))?;
     let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;
+    let target = (st.file_type == FileType::Symlink).then(|| part(&name, fs.readlink(ino))).flatten();
+    let extents = maps_blocks(&st).then(|| part(&format!("{name}: block map"), fs.extents(ino))).flatten();
+    let xattrs = part(&format!("{name}: extended attributes"), fs.list_xattrs(ino));
+    Ok(Inspected { name, st, target, extents, xattrs })
+}
 
-    let target = if st.file_type == FileType::Symlink {
-        match fs.readlink(ino) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                report(&describe(&name, &e));
-                None
-            }
-        }
-    } else {
-        None
-    };
+/// Runs `uext4 stat`.
+pub fn run(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
+    let Inspected { name, st, target, extents, xattrs } = inspect(fs, path, follow)?;
     match &target {
         Some(t) => kv(out, "File", &format!("{name} -> {}", shown(t)))?,
         None => kv(out, "File", &name)?,
@@ -84,45 +99,40 @@ pub fn run(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> 
         None => kv(out, "Birth", &"-")?,
     }
 
-    if maps_blocks(&st) {
-        match fs.extents(ino) {
-            Ok(runs) => {
-                let blocks: u64 = runs.iter().map(|m| m.len).sum();
-                if runs.is_empty() {
-                    kv(out, "Extents", &"(none)")?;
-                } else {
-                    kv(
-                        out,
-                        "Extents",
-                        &format!("{} run{}, {blocks} block{}", runs.len(), plural(runs.len() as u64), plural(blocks)),
-                    )?;
-                }
-                for m in runs {
-                    let last = m.lblk + m.len.saturating_sub(1);
-                    let (phys, note) = match m.kind {
-                        MapKind::Mapped(p) => (p, ""),
-                        MapKind::Unwritten(p) => (p, ", unwritten"),
-                        MapKind::Hole => continue,
-                    };
-                    writeln!(
-                        out,
-                        "  logical {}-{} -> physical {}-{} ({} block{}{note})",
-                        m.lblk,
-                        last,
-                        phys,
-                        phys + m.len.saturating_sub(1),
-                        m.len,
-                        plural(m.len)
-                    )?;
-                }
-            }
-            Err(e) => report(&describe(&format!("{name}: block map"), &e)),
+    if let Some(runs) = extents {
+        let blocks: u64 = runs.iter().map(|m| m.len).sum();
+        if runs.is_empty() {
+            kv(out, "Extents", &"(none)")?;
+        } else {
+            kv(
+                out,
+                "Extents",
+                &format!("{} run{}, {blocks} block{}", runs.len(), plural(runs.len() as u64), plural(blocks)),
+            )?;
+        }
+        for m in runs {
+            let last = m.lblk + m.len.saturating_sub(1);
+            let (phys, note) = match m.kind {
+                MapKind::Mapped(p) => (p, ""),
+                MapKind::Unwritten(p) => (p, ", unwritten"),
+                MapKind::Hole => continue,
+            };
+            writeln!(
+                out,
+                "  logical {}-{} -> physical {}-{} ({} block{}{note})",
+                m.lblk,
+                last,
+                phys,
+                phys + m.len.saturating_sub(1),
+                m.len,
+                plural(m.len)
+            )?;
         }
     }
 
-    match fs.list_xattrs(ino) {
-        Ok(names) if names.is_empty() => writeln!(out, "{:<13}(none)", "Xattrs:")?,
-        Ok(names) => {
+    match xattrs {
+        Some(names) if names.is_empty() => writeln!(out, "{:<13}(none)", "Xattrs:")?,
+        Some(names) => {
             writeln!(out, "{:<13}{}", "Xattrs:", names.len())?;
             for n in names {
                 out.write_all(b"  ")?;
@@ -130,7 +140,7 @@ pub fn run(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> 
                 out.write_all(b"\n")?;
             }
         }
-        Err(e) => report(&describe(&format!("{name}: extended attributes"), &e)),
+        None => {}
     }
     Ok(())
 }
@@ -164,51 +174,23 @@ struct ExtentJson {
 
 /// Runs `uext4 stat --json`.
 pub fn run_json(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
-    let name = shown(path);
-    let ino = if follow { fs.resolve_follow(path) } else { fs.resolve(path) }.map_err(|e| fs_err(&name, e))?;
-    let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;
-    let target = if st.file_type == FileType::Symlink {
-        match fs.readlink(ino) {
-            Ok(t) => Some(JsonTarget::new(&t)),
-            Err(e) => {
-                report(&describe(&name, &e));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let extents = if maps_blocks(&st) {
-        match fs.extents(ino) {
-            Ok(runs) => Some(
-                runs.iter()
-                    .filter_map(|m| match m.kind {
-                        MapKind::Mapped(p) => Some((m, p, false)),
-                        MapKind::Unwritten(p) => Some((m, p, true)),
-                        MapKind::Hole => None,
-                    })
-                    .map(|(m, physical, unwritten)| ExtentJson {
-                        logical: m.lblk.get(),
-                        physical: physical.get(),
-                        len: m.len,
-                        unwritten,
-                    })
-                    .collect(),
-            ),
-            Err(e) => {
-                report(&describe(&format!("{name}: block map"), &e));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let xattrs = match fs.list_xattrs(ino) {
-        Ok(names) => Some(names.iter().map(|n| JsonName::new(n)).collect()),
-        Err(e) => {
-            report(&describe(&format!("{name}: extended attributes"), &e));
-            None
-        }
-    };
+    let Inspected { name, st, target, extents, xattrs } = inspect(fs, path, follow)?;
+    let target = target.map(|t| JsonTarget::new(&t));
+    let extents = extents.map(|runs| {
+        runs.iter()
+            .filter_map(|m| match m.kind {
+                MapKind::Mapped(p) => Some((m, p, false)),
+                MapKind::Unwritten(p) => Some((m, p, true)),
+                MapKind::Hole => None,
+            })
+            .map(|(m, physical, unwritten)| ExtentJson {
+                logical: m.lblk.get(),
+                physical: physical.get(),
+                len: m.len,
+                unwritten,
+            })
+            .collect()
+    });
+    let xattrs = xattrs.map(|names| names.iter().map(|n| JsonName::new(n)).collect());
     print_json(&StatJson { path: name, inode: JsonInode::from(&st), target, extents, xattrs }, out)
 }

@@ -96,8 +96,15 @@ pub fn fs_err(what: &str, e: uext4::Error) -> CliError {
 
 /// Opens an image and prints its notices (as warnings) on stderr.
 pub fn open_image(image: &Path) -> CliResult<Filesystem> {
+    opened(image, Filesystem::open(image))
+}
+
+/// The outcome of opening `image` (read-only or read-write), the way every
+/// command reports it: an error names the image, and the image's notices
+/// are printed as warnings.
+pub fn opened(image: &Path, r: uext4::Result<Filesystem>) -> CliResult<Filesystem> {
     let name = image.display().to_string();
-    let fs = Filesystem::open(image).map_err(|e| match e {
+    let fs = r.map_err(|e| match e {
         uext4::Error::Io(io) => CliError::Msg(format!("{name}: {io}")),
         other => CliError::Msg(format!("{name}: {other}")),
     })?;

@@ -3,22 +3,14 @@
 //! directory and last name of a path inside the image, and the owner of
 //! the nodes the commands create.
 
-use crate::util::{describe, fs_err, shown, warn, CliError, CliResult};
+use crate::util::{describe, fs_err, opened, shown, CliError, CliResult};
 use std::path::Path;
 use uext4::{FileType, Filesystem};
 
 /// Opens an image read-write (replaying its journal first, if needed) and
 /// prints its notices as warnings.
 fn open_rw(image: &Path) -> CliResult<Filesystem> {
-    let name = image.display().to_string();
-    let fs = Filesystem::open_rw(image).map_err(|e| match e {
-        uext4::Error::Io(io) => CliError::Msg(format!("{name}: {io}")),
-        other => CliError::Msg(format!("{name}: {other}")),
-    })?;
-    for n in fs.notices() {
-        warn(&format!("{name}: {n}"));
-    }
-    Ok(fs)
+    opened(image, Filesystem::open_rw(image))
 }
 
 /// Runs `f` on the image opened read-write, then unmounts it cleanly

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+mod cli_support;
+
+use cli_support::{have, ok, one_error_line, run_ok, tool, uext4, BIN};
+
 /// The time every source entry gets; `NS` is its nanosecond part.
 const DATE: &str = "2021-03-04 05:06:07.123456789";
 const NS: u32 = 123_456_789;
@@ -21,64 +24,21 @@ const STAT_DATE: &str = "2021-03-04 05:06:07.123456789 +0000";
 /// Size of the big file: over the 1 MiB chunk, not a multiple of it.
 const BIG: usize = (1 << 20) + (1 << 19) + 123;
 
-/// Directories where e2fsprogs lives, for users without sbin in PATH.
-fn tool_path() -> String {
-    let path = std::env::var("PATH").unwrap_or_default();
-    format!("{path}:/usr/local/sbin:/usr/sbin:/sbin")
-}
-
-fn tool(name: &str) -> Command {
-    let mut c = Command::new(name);
-    c.env("PATH", tool_path()).env("TZ", "UTC");
-    c
-}
-
-/// True if `name` can be run (prints the skip reason otherwise).
-fn have(name: &str) -> bool {
-    let ok = tool(name).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-    if !ok {
-        println!("SKIP: {name} not found (install e2fsprogs)");
-    }
-    ok
-}
-
-fn run_ok(mut c: Command) -> Output {
-    let out = c.output().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"));
-    assert!(out.status.success(), "{c:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-/// Runs uext4 with TZ=UTC.
-fn uext4<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    Command::new(BIN).args(args).env("TZ", "UTC").output().expect("run uext4")
-}
-
-/// Runs uext4 and expects success without any stderr output.
+/// Runs uext4 and expects success without any stderr output; its stdout
+/// is text.
 fn uext4_ok<I, S>(args: I) -> String
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let out = uext4(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "uext4 failed ({:?}): {err}", out.status);
-    assert!(err.is_empty(), "unexpected stderr: {err}");
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    String::from_utf8(ok(args)).expect("UTF-8 output")
 }
 
 /// Asserts a failure with exit status 1, exactly one `uext4: ` line on
 /// stderr containing `needle`, and nothing on stdout.
 fn assert_one_error(out: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one error line, got: {err:?}");
-    assert!(lines[0].starts_with("uext4: "), "no prefix: {err:?}");
-    assert!(lines[0].contains(needle), "{err:?} does not mention {needle:?}");
+    let line = one_error_line("uext4", out);
+    assert!(line.contains(needle), "{line:?} does not mention {needle:?}");
     assert!(out.stdout.is_empty(), "stdout not empty: {:?}", String::from_utf8_lossy(&out.stdout));
 }
 

@@ -13,60 +13,21 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+mod cli_support;
 
-/// Directories where e2fsprogs lives, for users without sbin in PATH.
-fn tool_path() -> String {
-    let path = std::env::var("PATH").unwrap_or_default();
-    format!("{path}:/usr/local/sbin:/usr/sbin:/sbin")
-}
-
-fn tool(name: &str) -> Command {
-    let mut c = Command::new(name);
-    c.env("PATH", tool_path()).env("TZ", "UTC");
-    c
-}
+use cli_support::{have, ok, one_error_line, run_ok, tool, uext4, BIN};
 
 /// True if e2fsck and debugfs can be run (prints the skip reason otherwise).
 fn have_tools() -> bool {
-    for name in ["e2fsck", "debugfs"] {
-        let ok = tool(name).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-        if !ok {
-            eprintln!("SKIP: {name} not found (install e2fsprogs)");
-            return false;
-        }
-    }
-    true
+    ["e2fsck", "debugfs"].into_iter().all(have)
 }
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
-}
-
-fn uext4<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    Command::new(BIN).args(args).env("TZ", "UTC").output().expect("run uext4")
-}
-
-/// Runs uext4, expects success without stderr, returns stdout.
-fn ok<I, S>(args: I) -> Vec<u8>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-    let out = uext4(&args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "uext4 {args:?} failed ({:?}): {err}", out.status);
-    assert!(err.is_empty(), "uext4 {args:?}: unexpected stderr: {err}");
-    out.stdout
 }
 
 /// Runs uext4 and expects exit status 1 with exactly one `uext4: ` line
@@ -77,13 +38,9 @@ where
     S: AsRef<OsStr>,
 {
     let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-    let out = uext4(&args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "uext4 {args:?}: stderr: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "uext4 {args:?}: expected one error line, got: {err:?}");
-    assert!(lines[0].starts_with("uext4: "), "no prefix: {err:?}");
-    assert!(lines[0].to_lowercase().contains(needle), "uext4 {args:?}: {err:?} does not mention {needle:?}");
+    let what = format!("uext4 {args:?}");
+    let line = one_error_line(&what, &uext4(&args));
+    assert!(line.to_lowercase().contains(needle), "{what}: {line:?} does not mention {needle:?}");
 }
 
 /// A temporary directory with a fresh 64 MiB image (1 KiB blocks) made by
@@ -94,6 +51,11 @@ struct Img {
 }
 
 impl Img {
+    /// A fresh image, or None (the skip printed) without e2fsck and debugfs.
+    fn checked() -> Option<Img> {
+        have_tools().then(Img::new)
+    }
+
     fn new() -> Img {
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("test.img");
@@ -146,9 +108,9 @@ impl Img {
 
     /// `debugfs -R "stat PATH"` output.
     fn debugfs_stat(&self, path: &str) -> String {
-        let out = tool("debugfs").arg("-R").arg(format!("stat {path}")).arg(&self.img).output().unwrap();
-        assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
+        let mut c = tool("debugfs");
+        c.arg("-R").arg(format!("stat {path}")).arg(&self.img);
+        String::from_utf8(run_ok(c).stdout).unwrap()
     }
 
     /// A number after `key` in debugfs's stat output ("Links: 2").
@@ -160,14 +122,9 @@ impl Img {
 
     /// `e2fsck -fn` must report a clean filesystem.
     fn fsck(&self) {
-        let out = tool("e2fsck").arg("-fn").arg(&self.img).output().unwrap();
-        assert!(
-            out.status.success(),
-            "e2fsck -fn failed ({:?}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut c = tool("e2fsck");
+        c.arg("-fn").arg(&self.img);
+        run_ok(c);
     }
 }
 
@@ -368,10 +325,7 @@ fn assert_same_tree(src: &Path, copy: &Path) {
 
 #[test]
 fn put_tree_round_trips() {
-    if !have_tools() {
-        return;
-    }
-    let im = Img::new();
+    let Some(im) = Img::checked() else { return };
     let src = make_tree(&im.dir.path().join("src"));
     im.put(&src, "/");
     im.fsck();
@@ -420,10 +374,7 @@ fn put_tree_round_trips() {
 
 #[test]
 fn put_destinations_and_errors() {
-    if !have_tools() {
-        return;
-    }
-    let im = Img::new();
+    let Some(im) = Img::checked() else { return };
     let host = im.dir.path().join("h");
     fs::create_dir(&host).unwrap();
     let f = host.join("file.txt");
@@ -463,10 +414,7 @@ fn put_destinations_and_errors() {
 
 #[test]
 fn mkdir_rm_mv_ln() {
-    if !have_tools() {
-        return;
-    }
-    let im = Img::new();
+    let Some(im) = Img::checked() else { return };
     // mkdir, -p, and errors.
     im.run("mkdir", &["/a", "b"]);
     im.fails("mkdir", &["/a"], "file exists");
@@ -550,10 +498,7 @@ fn mkdir_rm_mv_ln() {
 
 #[test]
 fn truncate_and_fallocate() {
-    if !have_tools() {
-        return;
-    }
-    let im = Img::new();
+    let Some(im) = Img::checked() else { return };
     let host = im.dir.path().join("data");
     let data = pattern(7, 70_000);
     fs::write(&host, &data).unwrap();
@@ -649,10 +594,7 @@ fn mkfs_and_put_show_progress_on_a_terminal() {
 /// text with U+FFFD for scripts, and the raw bytes beside it.
 #[test]
 fn json_names_that_are_not_utf8() {
-    if !have_tools() {
-        return;
-    }
-    let im = Img::new();
+    let Some(im) = Img::checked() else { return };
     let src = im.dir.path().join("src");
     fs::create_dir(&src).unwrap();
     let bad = OsStr::from_bytes(b"bad\xff");

@@ -159,6 +159,30 @@ impl Uext4Fuse {
         reply.entry_with_ttls(&f.attr_ttl, &f.entry_ttl, &attr(st), Self::generation(st));
     }
 
+    /// The prologue of every request that changes the entry `name` of
+    /// `parent`: a writable mount, then the parent's inode number and a
+    /// name ext4 can store, in that order (the errno of the first check
+    /// that fails is the reply).
+    fn entry_change<'n>(&self, parent: INodeNo, name: &'n OsStr) -> Result<(u32, &'n [u8]), Errno> {
+        self.writable()?;
+        Ok((from_fuse(parent)?, name_ok(name)?))
+    }
+
+    /// [`Self::entry_change`] for a request that makes a new inode, with
+    /// the new inode's mode, uid and gid (see [`Self::owner`]).
+    fn entry_create<'n>(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &'n OsStr,
+        mode: u16,
+        is_dir: bool,
+    ) -> Result<NewEntry<'n>, Errno> {
+        let (parent, name) = self.entry_change(parent, name)?;
+        let (mode, uid, gid) = self.owner(req, parent, mode, is_dir)?;
+        Ok(NewEntry { parent, name, mode, uid, gid })
+    }
+
     /// Mode, uid and gid of a new inode made by `req` in `parent`, as the
     /// kernel's inode_init_owner: the caller's ids, but the group of a
     /// setgid directory, whose subdirectories inherit the setgid bit. (The
@@ -305,6 +329,16 @@ fn name_ok(name: &OsStr) -> Result<&[u8], Errno> {
     Ok(b)
 }
 
+/// Where a new inode goes and who owns it: what
+/// [`Uext4Fuse::entry_create`] checked and worked out.
+struct NewEntry<'n> {
+    parent: u32,
+    name: &'n [u8],
+    mode: u16,
+    uid: u32,
+    gid: u32,
+}
+
 impl fuser::Filesystem for Uext4Fuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let f = &self.features;
@@ -434,50 +468,38 @@ impl fuser::Filesystem for Uext4Fuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let name = tri!(reply, name_ok(name));
-        let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0xffff) as u16, false));
-        let st = tri!(
-            reply,
-            self.fs.mknod(parent, name, mode, conv::decode_dev(rdev), uid, gid).map_err(|e| self.fail("mknod", e))
-        );
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0xffff) as u16, false));
+        let dev = conv::decode_dev(rdev);
+        let st =
+            tri!(reply, self.fs.mknod(n.parent, n.name, n.mode, dev, n.uid, n.gid).map_err(|e| self.fail("mknod", e)));
         self.entry(reply, &st);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let name = tri!(reply, name_ok(name));
-        let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0o7777) as u16, true));
-        let st = tri!(reply, self.fs.mkdir(parent, name, mode, uid, gid).map_err(|e| self.fail("mkdir", e)));
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, true));
+        let st = tri!(reply, self.fs.mkdir(n.parent, n.name, n.mode, n.uid, n.gid).map_err(|e| self.fail("mkdir", e)));
         self.entry(reply, &st);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let name = tri!(reply, name_ok(name));
+        let (parent, name) = tri!(reply, self.entry_change(parent, name));
         tri!(reply, self.fs.unlink(parent, name).map_err(|e| self.fail("unlink", e)));
         reply.ok();
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let name = tri!(reply, name_ok(name));
+        let (parent, name) = tri!(reply, self.entry_change(parent, name));
         tri!(reply, self.fs.rmdir(parent, name).map_err(|e| self.fail("rmdir", e)));
         reply.ok();
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let name = tri!(reply, name_ok(link_name));
-        let (_, uid, gid) = tri!(reply, self.owner(req, parent, S_IFLNK | 0o777, false));
+        let n = tri!(reply, self.entry_create(req, parent, link_name, S_IFLNK | 0o777, false));
         let target = target.as_os_str().as_bytes();
-        let st =
-            tri!(reply, self.fs.inodes().symlink(parent, name, target, uid, gid).map_err(|e| self.fail("symlink", e)));
+        let st = tri!(
+            reply,
+            self.fs.inodes().symlink(n.parent, n.name, target, n.uid, n.gid).map_err(|e| self.fail("symlink", e))
+        );
         self.entry(reply, &st);
     }
 
@@ -491,11 +513,8 @@ impl fuser::Filesystem for Uext4Fuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let newparent = tri!(reply, from_fuse(newparent));
-        let name = tri!(reply, name_ok(name));
-        let newname = tri!(reply, name_ok(newname));
+        let (parent, name) = tri!(reply, self.entry_change(parent, name));
+        let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
         if !known.contains(flags) {
             // RENAME_WHITEOUT (overlayfs) is not implemented by the library.
@@ -511,10 +530,8 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        tri!(reply, self.writable());
+        let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let ino = tri!(reply, from_fuse(ino));
-        let newparent = tri!(reply, from_fuse(newparent));
-        let newname = tri!(reply, name_ok(newname));
         let st = tri!(reply, self.fs.link(ino, newparent, newname).map_err(|e| self.fail("link", e)));
         self.entry(reply, &st);
     }
@@ -784,11 +801,9 @@ impl fuser::Filesystem for Uext4Fuse {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        tri!(reply, self.writable());
-        let parent = tri!(reply, from_fuse(parent));
-        let name = tri!(reply, name_ok(name));
-        let (mode, uid, gid) = tri!(reply, self.owner(req, parent, (mode & 0o7777) as u16, false));
-        let st = tri!(reply, self.fs.create(parent, name, mode, uid, gid).map_err(|e| self.fail("create", e)));
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, false));
+        let st =
+            tri!(reply, self.fs.create(n.parent, n.name, n.mode, n.uid, n.gid).map_err(|e| self.fail("create", e)));
         let (fh, fopen) = self.open_handle(st.ino, flags);
         let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);

@@ -22,7 +22,7 @@
 
 mod corrupt_support;
 
-use corrupt_support::{build_images, flip_positions, have_mkfs, Fix, Image, Target};
+use corrupt_support::{build_images, flip_positions, Fix, Image, Target};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashSet};
@@ -488,12 +488,9 @@ impl Suite {
 
     fn flips_inner(&mut self, img: &Image, t: &Target, max: usize, fixed: bool) {
         let seed = (t.off as u64) ^ ((img.bs as u64) << 40) ^ u64::from(fixed);
+        let fixes = if fixed { std::slice::from_ref(&t.fix) } else { &[] };
         for bit in flip_positions(t.len, max, seed) {
-            let mut b = img.bytes.to_vec();
-            b[t.off + bit / 8] ^= 1 << (bit % 8);
-            if fixed {
-                img.fix(&mut b, t.fix);
-            }
+            let b = img.damaged(fixes, |b| b[t.off + bit / 8] ^= 1 << (bit % 8));
             let how = if fixed { ", checksum recomputed" } else { "" };
             self.run(format!("{}: {} flip bit {bit} (byte {:#x}){how}", img.name, t.name, bit / 8), b);
         }
@@ -502,12 +499,7 @@ impl Suite {
     /// Applies `f` to a copy of the image, recomputes the given checksums
     /// and runs the result.
     fn wild(&mut self, img: &Image, what: &str, fixes: &[Fix], f: impl FnOnce(&mut [u8])) {
-        let mut b = img.bytes.to_vec();
-        f(&mut b);
-        for fix in fixes {
-            img.fix(&mut b, *fix);
-        }
-        self.run(format!("{}: {what}", img.name), b);
+        self.run(format!("{}: {what}", img.name), img.damaged(fixes, f));
     }
 
     fn finish(self) {
@@ -541,15 +533,7 @@ impl Suite {
 /// The base images, built once per test binary (None: mkfs.ext4 missing).
 fn images() -> Option<&'static [Image]> {
     static IMAGES: OnceLock<Option<Vec<Image>>> = OnceLock::new();
-    IMAGES
-        .get_or_init(|| {
-            if !have_mkfs() {
-                eprintln!("SKIP: mkfs.ext4 not installed");
-                return None;
-            }
-            Some(build_images())
-        })
-        .as_deref()
+    IMAGES.get_or_init(build_images).as_deref()
 }
 
 fn w16(b: &mut [u8], off: usize, v: u16) {
@@ -1552,21 +1536,35 @@ fn reproduce(
     f: impl FnOnce(&mut [u8]),
     op: fn(&Filesystem) -> WalkStats,
 ) {
-    let mut b = img.bytes.to_vec();
-    f(&mut b);
-    for fix in fixes {
-        img.fix(&mut b, *fix);
-    }
     let name = format!("{}: {what}", img.name);
-    let r = run_case_with(&name, b, op).unwrap_or_else(|e| panic!("{e}"));
+    let r = run_case_with(&name, img.damaged(fixes, f), op).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.open_error, expect_open_error, "{name}: unexpected outcome of open");
 }
 
-/// Sets i_size of the inode at `path`, recomputing its checksum.
+/// Sets i_size of the inode at `path` (its checksum is the caller's fix).
 fn set_size(img: &Image, b: &mut [u8], path: &str, size: u64) {
     let o = img.inode_off[&img.ino[path]];
     w32(b, o + 0x4, size as u32);
     w32(b, o + 0x6C, (size >> 32) as u32);
+}
+
+/// [`reproduce`] on `img` with s_log_cluster_size = `v` (superblock
+/// checksum recomputed), which open must refuse.
+fn reproduce_log_cluster_size(img: &Image, v: u32, op: fn(&Filesystem) -> WalkStats) {
+    let what = format!("s_log_cluster_size = {v:#x}");
+    reproduce(img, &what, Some("corrupt"), &[Fix::Super], |b| w32(&mut b[1024..], 0x1C, v), op);
+}
+
+/// [`reproduce`] on `img` with the i_size of `path` set to 2^`log2`
+/// (checksums of `fixes` recomputed), which open accepts.
+fn reproduce_huge_size(img: &Image, path: &str, log2: u32, fixes: &[Fix], op: fn(&Filesystem) -> WalkStats) {
+    let what = format!("{path} i_size = 2^{log2}");
+    reproduce(img, &what, None, fixes, |b| set_size(img, b, path, 1 << log2), op);
+}
+
+fn statfs_only(fs: &Filesystem) -> WalkStats {
+    let _ = fs.statfs();
+    WalkStats::default()
 }
 
 #[test]
@@ -1575,17 +1573,7 @@ fn regression_statfs_shift_overflow() {
     // fs.rs statfs: `1u64 << (log_cluster_size - log_block_size)` overflowed
     // when s_log_cluster_size was not validated without bigalloc; now open
     // refuses it.
-    reproduce(
-        img,
-        "s_log_cluster_size = 100",
-        Some("corrupt"),
-        &[Fix::Super],
-        |b| w32(&mut b[1024..], 0x1C, 100),
-        |fs| {
-            let _ = fs.statfs();
-            WalkStats::default()
-        },
-    );
+    reproduce_log_cluster_size(img, 100, statfs_only);
 }
 
 #[test]
@@ -1595,18 +1583,11 @@ fn regression_readlink_shift_overflow() {
     // log_block_size))` overflowed the shift at 54 and the add at u32::MAX;
     // now open refuses both.
     for v in [54, u32::MAX] {
-        reproduce(
-            img,
-            &format!("s_log_cluster_size = {v:#x}"),
-            Some("corrupt"),
-            &[Fix::Super],
-            |b| w32(&mut b[1024..], 0x1C, v),
-            |fs| {
-                let ino = fs.resolve("/fast").unwrap();
-                let _ = fs.readlink(ino);
-                WalkStats::default()
-            },
-        );
+        reproduce_log_cluster_size(img, v, |fs| {
+            let ino = fs.resolve("/fast").unwrap();
+            let _ = fs.readlink(ino);
+            WalkStats::default()
+        });
     }
 }
 
@@ -1615,84 +1596,46 @@ fn regression_statfs_multiply_overflow() {
     let Some(img) = image("1k-nocsum") else { return };
     // The shift fits (60) but free_blocks * 2^60 overflowed; now refused at
     // open.
-    reproduce(
-        img,
-        "s_log_cluster_size = 60",
-        Some("corrupt"),
-        &[Fix::Super],
-        |b| w32(&mut b[1024..], 0x1C, 60),
-        |fs| {
-            let _ = fs.statfs();
-            WalkStats::default()
-        },
-    );
+    reproduce_log_cluster_size(img, 60, statfs_only);
 }
 
 #[test]
 fn regression_readdir_hangs_on_huge_directory_size() {
     let Some(img) = image("1k-csum") else { return };
     // Found by `1k-nocsum: inode / flip bit 881` (i_size_high bit 17).
-    reproduce(
-        img,
-        "root i_size = 2^49",
-        None,
-        &[Fix::Inode(2)],
-        |b| set_size(img, b, "/", 1 << 49),
-        |fs| {
-            let _ = fs.read_dir_all(fs.root());
-            WalkStats::default()
-        },
-    );
+    reproduce_huge_size(img, "/", 49, &[Fix::Inode(2)], |fs| {
+        let _ = fs.read_dir_all(fs.root());
+        WalkStats::default()
+    });
 }
 
 #[test]
 fn regression_lookup_hangs_on_huge_directory_size() {
     let Some(img) = image("1k-csum") else { return };
-    reproduce(
-        img,
-        "root i_size = 2^49",
-        None,
-        &[Fix::Inode(2)],
-        |b| set_size(img, b, "/", 1 << 49),
-        |fs| {
-            let _ = fs.lookup(fs.root(), b"no-such-name");
-            WalkStats::default()
-        },
-    );
+    reproduce_huge_size(img, "/", 49, &[Fix::Inode(2)], |fs| {
+        let _ = fs.lookup(fs.root(), b"no-such-name");
+        WalkStats::default()
+    });
 }
 
 #[test]
 fn regression_extents_hangs_on_huge_blockmap_file() {
     let Some(img) = image("1k-blockmap") else { return };
-    reproduce(
-        img,
-        "/d/f4 i_size = 2^44",
-        None,
-        &[],
-        |b| set_size(img, b, "/d/f4", 1 << 44),
-        |fs| {
-            let ino = fs.resolve("/d/f4").unwrap();
-            let _ = fs.extents(ino);
-            WalkStats::default()
-        },
-    );
+    reproduce_huge_size(img, "/d/f4", 44, &[], |fs| {
+        let ino = fs.resolve("/d/f4").unwrap();
+        let _ = fs.extents(ino);
+        WalkStats::default()
+    });
 }
 
 #[test]
 fn regression_readdir_hangs_on_huge_blockmap_directory() {
     let Some(img) = image("1k-blockmap") else { return };
-    reproduce(
-        img,
-        "/d i_size = 2^44",
-        None,
-        &[],
-        |b| set_size(img, b, "/d", 1 << 44),
-        |fs| {
-            let d = fs.resolve("/d").unwrap();
-            let _ = fs.read_dir_all(d);
-            WalkStats::default()
-        },
-    );
+    reproduce_huge_size(img, "/d", 44, &[], |fs| {
+        let d = fs.resolve("/d").unwrap();
+        let _ = fs.read_dir_all(d);
+        WalkStats::default()
+    });
 }
 
 /// The broad suites' cases that met the bugs above, with the full walk.
@@ -1716,11 +1659,7 @@ fn corruption_of(
     f: impl FnOnce(&mut [u8]),
     op: impl FnOnce(&Filesystem) -> uext4::Result<()>,
 ) -> uext4::Corruption {
-    let mut b = img.bytes.to_vec();
-    f(&mut b);
-    for fix in fixes {
-        img.fix(&mut b, *fix);
-    }
+    let b = img.damaged(fixes, f);
     let fs = Filesystem::open_device(Arc::new(MemoryDevice::from_bytes(&b)), MountOptions::default())
         .unwrap_or_else(|e| panic!("{}: open: {e}", img.name));
     match op(&fs) {

@@ -16,7 +16,7 @@
 mod corrupt_support;
 mod write_script;
 
-use corrupt_support::{build_images, flip_positions, have_mkfs, Fix, Image, Rng, Target};
+use corrupt_support::{build_images, flip_positions, Fix, Image, Rng, Target};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, Once, OnceLock};
@@ -56,12 +56,8 @@ fn images() -> Option<&'static [Image]> {
     static IMAGES: OnceLock<Option<Vec<Image>>> = OnceLock::new();
     IMAGES
         .get_or_init(|| {
-            if !have_mkfs() {
-                eprintln!("SKIP: mkfs.ext4 not installed");
-                return None;
-            }
             // The block-mapped image is refused read-write: nothing to run.
-            Some(build_images().into_iter().filter(|i| i.extents).collect())
+            build_images().map(|v| v.into_iter().filter(|i| i.extents).collect())
         })
         .as_deref()
 }
@@ -163,10 +159,30 @@ fn targets(img: &Image) -> Vec<Target> {
     v
 }
 
-/// Runs every case, then fails naming all the failed ones.
-fn finish(failures: Vec<String>, cases: usize, opened: usize) {
-    eprintln!("{cases} cases, {opened} opened read-write, {} failed", failures.len());
-    assert!(failures.is_empty(), "{} of {cases} cases failed:\n{}", failures.len(), failures.join("\n"));
+/// The cases of one test: each runs, and the test fails at the end naming
+/// all the failed ones.
+#[derive(Default)]
+struct Tally {
+    failures: Vec<String>,
+    cases: usize,
+    opened: usize,
+}
+
+impl Tally {
+    /// Runs the case `name` (see [`run_case`]) and counts its outcome.
+    fn run(&mut self, name: &str, image: Vec<u8>, seed: u64) {
+        self.cases += 1;
+        match run_case(name, image, seed) {
+            Ok((o, _)) => self.opened += usize::from(o.open_error.is_none()),
+            Err(e) => self.failures.push(e),
+        }
+    }
+
+    fn finish(self) {
+        let Tally { failures, cases, opened } = self;
+        eprintln!("{cases} cases, {opened} opened read-write, {} failed", failures.len());
+        assert!(failures.is_empty(), "{} of {cases} cases failed:\n{}", failures.len(), failures.join("\n"));
+    }
 }
 
 #[test]
@@ -193,32 +209,25 @@ fn script_on_pristine_images_is_clean() {
 fn script_on_flipped_structures() {
     let Some(images) = images() else { return };
     let flips = env_count("UEXT4_FUZZ_WRITE_FLIPS", 6);
-    let (mut failures, mut cases, mut opened) = (Vec::new(), 0, 0);
+    let mut tally = Tally::default();
     for img in images {
         for (t, target) in targets(img).into_iter().enumerate() {
+            let fixes = if img.csum { std::slice::from_ref(&target.fix) } else { &[] };
             for bit in flip_positions(target.len, flips, 0xF11F ^ (t as u64) << 8 ^ img.bs as u64) {
-                let mut b = img.bytes.to_vec();
-                b[target.off + bit / 8] ^= 1 << (bit % 8);
-                if img.csum {
-                    img.fix(&mut b, target.fix);
-                }
+                let b = img.damaged(fixes, |b| b[target.off + bit / 8] ^= 1 << (bit % 8));
                 let name = format!("{} {} bit {bit}", img.name, target.name);
-                cases += 1;
-                match run_case(&name, b, bit as u64) {
-                    Ok((o, _)) => opened += usize::from(o.open_error.is_none()),
-                    Err(e) => failures.push(e),
-                }
+                tally.run(&name, b, bit as u64);
             }
         }
     }
-    finish(failures, cases, opened);
+    tally.finish();
 }
 
 #[test]
 fn script_on_random_damage() {
     let Some(images) = images() else { return };
     let seeds = env_count("UEXT4_FUZZ_WRITE_SEEDS", 40);
-    let (mut failures, mut cases, mut opened) = (Vec::new(), 0, 0);
+    let mut tally = Tally::default();
     for img in images {
         let t = targets(img);
         for seed in 0..seeds as u64 {
@@ -237,14 +246,10 @@ fn script_on_random_damage() {
                 }
             }
             let name = format!("{} seed {seed} [{}]", img.name, hit.join(", "));
-            cases += 1;
-            match run_case(&name, b, seed) {
-                Ok((o, _)) => opened += usize::from(o.open_error.is_none()),
-                Err(e) => failures.push(e),
-            }
+            tally.run(&name, b, seed);
         }
     }
-    finish(failures, cases, opened);
+    tally.finish();
 }
 
 /// (offset, width, value) of one inode field.
@@ -274,27 +279,24 @@ fn script_on_wild_inode_fields() {
         ("mode file", vec![(0x0, 2, 0o100644)]),
         ("extra_isize max", vec![(0x80, 2, 0xFFFF)]),
     ];
-    let (mut failures, mut cases, mut opened) = (Vec::new(), 0, 0);
+    let mut tally = Tally::default();
     for img in images {
         for path in ["/small.txt", "/d", "/frag", "/big", "/slow"] {
             let t = img.inode_target(path);
+            let fixes = if img.csum { std::slice::from_ref(&t.fix) } else { &[] };
             for (what, fields) in &edits {
-                let mut b = img.bytes.to_vec();
-                for &(off, width, v) in fields {
-                    let at = t.off + off;
-                    b[at..at + width].copy_from_slice(&v.to_le_bytes()[..width]);
-                }
-                if img.csum {
-                    img.fix(&mut b, t.fix);
-                }
+                let b = img.damaged(fixes, |b| {
+                    for &(off, width, v) in fields {
+                        let at = t.off + off;
+                        b[at..at + width].copy_from_slice(&v.to_le_bytes()[..width]);
+                    }
+                });
                 let name = format!("{} inode {path} {what}", img.name);
-                cases += 1;
-                match run_case(&name, b, cases as u64) {
-                    Ok((o, _)) => opened += usize::from(o.open_error.is_none()),
-                    Err(e) => failures.push(e),
-                }
+                // The seed is the case's number, counted from 1.
+                let seed = tally.cases as u64 + 1;
+                tally.run(&name, b, seed);
             }
         }
     }
-    finish(failures, cases, opened);
+    tally.finish();
 }

@@ -101,6 +101,42 @@ fn ro() -> Opts {
     Opts { read: true, ..Default::default() }
 }
 
+/// Sets the switches of `o` on an `OpenOptions` builder. std's and
+/// uext4's builders have the same methods: one body serves both sides, so
+/// the two cannot be opened differently.
+macro_rules! set_opts {
+    ($builder:expr, $o:expr) => {{
+        let (oo, o) = (&mut $builder, $o);
+        oo.read(o.read).write(o.write).append(o.append).truncate(o.truncate).create(o.create).create_new(o.create_new);
+        if let Some(m) = o.mode {
+            oo.mode(m);
+        }
+    }};
+}
+
+/// The rows (name, kind, length) of a listing, sorted. std's and uext4's
+/// directory entries have the same methods: one body serves both sides.
+/// `$check` sees each entry once its metadata is read.
+macro_rules! listing {
+    ($entries:expr, $meta:expr, $check:expr) => {{
+        let check = $check;
+        let mut v = Vec::new();
+        for e in $entries {
+            let e = e?;
+            let t = e.file_type()?;
+            let m = $meta(e.metadata()?);
+            check(&e);
+            v.push((
+                e.file_name().to_string_lossy().into_owned(),
+                kind_name(t.is_dir(), t.is_file(), t.is_symlink()),
+                m.len,
+            ));
+        }
+        v.sort();
+        Ok(v)
+    }};
+}
+
 /// An open file on either side.
 trait AnyFile: Read + Write + Seek {
     fn pread(&self, buf: &mut [u8], off: u64) -> R<usize>;
@@ -191,10 +227,7 @@ impl Host {
 impl Env for Host {
     fn open(&self, p: &str, o: Opts) -> R<Box<dyn AnyFile>> {
         let mut oo = std::fs::OpenOptions::new();
-        oo.read(o.read).write(o.write).append(o.append).truncate(o.truncate).create(o.create).create_new(o.create_new);
-        if let Some(m) = o.mode {
-            oo.mode(m);
-        }
+        set_opts!(oo, o);
         Ok(Box::new(oo.open(self.p(p))?))
     }
     fn metadata(&self, p: &str) -> R<Meta> {
@@ -208,19 +241,7 @@ impl Env for Host {
         Ok((m.accessed()?, m.modified()?))
     }
     fn read_dir(&self, p: &str) -> R<Vec<(String, &'static str, u64)>> {
-        let mut v = Vec::new();
-        for e in std::fs::read_dir(self.p(p))? {
-            let e = e?;
-            let t = e.file_type()?;
-            let m = host_meta(e.metadata()?);
-            v.push((
-                e.file_name().to_string_lossy().into_owned(),
-                kind_name(t.is_dir(), t.is_file(), t.is_symlink()),
-                m.len,
-            ));
-        }
-        v.sort();
-        Ok(v)
+        listing!(std::fs::read_dir(self.p(p))?, host_meta, |_: &std::fs::DirEntry| {})
     }
     fn create_dir(&self, p: &str) -> R<()> {
         std::fs::create_dir(self.p(p))
@@ -280,10 +301,7 @@ struct Img(Filesystem);
 impl Env for Img {
     fn open(&self, p: &str, o: Opts) -> R<Box<dyn AnyFile>> {
         let mut oo = OpenOptions::new();
-        oo.read(o.read).write(o.write).append(o.append).truncate(o.truncate).create(o.create).create_new(o.create_new);
-        if let Some(m) = o.mode {
-            oo.mode(m);
-        }
+        set_opts!(oo, o);
         Ok(Box::new(self.0.open_file(p, &oo)?))
     }
     fn metadata(&self, p: &str) -> R<Meta> {
@@ -297,20 +315,10 @@ impl Env for Img {
         Ok((m.accessed()?, m.modified()?))
     }
     fn read_dir(&self, p: &str) -> R<Vec<(String, &'static str, u64)>> {
-        let mut v = Vec::new();
-        for e in self.0.read_dir(p)? {
-            let e = e?;
-            let t = e.file_type()?;
-            let m = img_meta(e.metadata()?);
-            assert_eq!(e.path(), Path::new(p).join(e.file_name()));
-            v.push((
-                e.file_name().to_string_lossy().into_owned(),
-                kind_name(t.is_dir(), t.is_file(), t.is_symlink()),
-                m.len,
-            ));
-        }
-        v.sort();
-        Ok(v)
+        listing!(self.0.read_dir(p)?, img_meta, |e: &uext4::DirEntry| assert_eq!(
+            e.path(),
+            Path::new(p).join(e.file_name())
+        ))
     }
     fn create_dir(&self, p: &str) -> R<()> {
         Ok(self.0.create_dir(p)?)

@@ -8,12 +8,14 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// The `uext4` binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+// Finding and running tools is the same for every end-to-end test.
+#[path = "../cli_support/mod.rs"]
+mod cli_support;
+pub use cli_support::{run, tool, BIN};
 
 /// An image made by `uext4 mkfs` and a mount point in a temporary
 /// directory; whatever is still mounted there is lazily unmounted, and a
@@ -96,13 +98,6 @@ impl Drop for Fixture {
     }
 }
 
-pub fn tool(name: &str) -> Command {
-    let mut c = Command::new(name);
-    let path = std::env::var("PATH").unwrap_or_default();
-    c.env("PATH", format!("{path}:/usr/local/sbin:/usr/sbin:/sbin"));
-    c
-}
-
 pub fn have(name: &str) -> bool {
     tool("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
 }
@@ -132,19 +127,6 @@ macro_rules! require_fuse {
             return;
         }
     };
-}
-
-/// Runs a command and asserts it succeeded.
-pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// Runs an unmount command, retrying while the mount is busy (a child

@@ -167,7 +167,7 @@ fn make_source(src: &Path) -> bool {
 }
 
 /// True if mkfs.ext4 is available (else the tests skip).
-pub fn have_mkfs() -> bool {
+fn have_mkfs() -> bool {
     Command::new("mkfs.ext4").arg("-V").output().is_ok()
 }
 
@@ -203,8 +203,12 @@ fn mkfs(src: &Path, img: &Path, args: &[&str], size: &str, src_xattrs: bool) -> 
 
 /// Builds the base images: 1 KiB and 4 KiB blocks with metadata_csum, 1 KiB
 /// without (so that flips reach the parsers), and an ext3-style one without
-/// extents (block maps).
-pub fn build_images() -> Vec<Image> {
+/// extents (block maps). None, the skip printed, without mkfs.ext4.
+pub fn build_images() -> Option<Vec<Image>> {
+    if !have_mkfs() {
+        eprintln!("SKIP: mkfs.ext4 not installed");
+        return None;
+    }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     let src_xattrs = make_source(&src);
@@ -214,13 +218,14 @@ pub fn build_images() -> Vec<Image> {
         ("1k-nocsum", &["-b", "1024", "-g", "2048", "-O", "^metadata_csum"], "8M"),
         ("1k-blockmap", &["-b", "1024", "-g", "2048", "-O", "^metadata_csum,^extent,^64bit,^flex_bg"], "8M"),
     ];
-    specs
+    let images = specs
         .iter()
         .map(|(name, args, size)| {
             let bytes = mkfs(&src, &dir.path().join(name), args, size, src_xattrs);
             describe(name, bytes)
         })
-        .collect()
+        .collect();
+    Some(images)
 }
 
 /// Locates every structure of interest in a pristine image.
@@ -287,6 +292,17 @@ pub fn describe(name: &'static str, bytes: Vec<u8>) -> Image {
 }
 
 impl Image {
+    /// A copy of the image changed by `f`, then the checksums of `fixes`
+    /// recomputed.
+    pub fn damaged(&self, fixes: &[Fix], f: impl FnOnce(&mut [u8])) -> Vec<u8> {
+        let mut b = self.bytes.to_vec();
+        f(&mut b);
+        for fix in fixes {
+            self.fix(&mut b, *fix);
+        }
+        b
+    }
+
     pub fn inode_target(&self, path: &str) -> Target {
         let i = self.ino[path];
         Target {

@@ -16,24 +16,29 @@ pub struct RenameFlags {
     pub exchange: bool,
 }
 
+/// The two names of one rename and its flags, handed down unchanged from
+/// the checks through each attempt to the change.
+#[derive(Clone, Copy)]
+struct Move<'n> {
+    parent: u32,
+    name: &'n [u8],
+    newparent: u32,
+    newname: &'n [u8],
+    flags: RenameFlags,
+}
+
 impl FsCore {
     /// rename(2) / renameat2 with NOREPLACE and EXCHANGE.
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
         // The new name may need a directory block a pending free holds;
         // the new name is added first, so a failure leaves nothing done.
-        self.retry_nospc(|| self.rename_checked(parent, name, newparent, newname, flags))
+        self.retry_nospc(|| self.rename_checked(Move { parent, name, newparent, newname, flags }))
     }
 
     /// The VFS's checks, the rename lock, then attempts until one finds
     /// the names unchanged under the locks.
-    fn rename_checked(
-        &self,
-        parent: u32,
-        name: &[u8],
-        newparent: u32,
-        newname: &[u8],
-        flags: RenameFlags,
-    ) -> Result<()> {
+    fn rename_checked(&self, m: Move<'_>) -> Result<()> {
+        let Move { parent, name, newparent, newname, flags } = m;
         check_name(name)?;
         check_name(newname)?;
         if is_dot(name) || is_dot(newname) {
@@ -46,7 +51,7 @@ impl FsCore {
         // Renames between two directories are serialized: the tree's
         // shape (ancestry) stays as checked until they are done.
         let _cross = (parent != newparent).then(|| rw.ns.lock_rename());
-        while !self.rename_once(parent, name, newparent, newname, flags)? {}
+        while !self.rename_once(m)? {}
         Ok(())
     }
 
@@ -55,14 +60,8 @@ impl FsCore {
     /// parents and the inodes named in inode-number order and looks again.
     /// Returns false, having changed nothing, if a name changed between
     /// the lookups and the locks.
-    fn rename_once(
-        &self,
-        parent: u32,
-        name: &[u8],
-        newparent: u32,
-        newname: &[u8],
-        flags: RenameFlags,
-    ) -> Result<bool> {
+    fn rename_once(&self, m: Move<'_>) -> Result<bool> {
+        let Move { parent, name, newparent, newname, flags } = m;
         let rw = self.rw()?;
         let src = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
         let dst = self.lookup_unlocked(newparent, newname)?;
@@ -121,25 +120,21 @@ impl FsCore {
         {
             return Ok(false);
         }
-        self.rename_locked(parent, name, newparent, newname, flags, (src, src_is_dir), (dst, dst_is_dir), pd, nd)?;
+        self.rename_locked(m, (src, src_is_dir), (dst, dst_is_dir), pd, nd)?;
         Ok(true)
     }
 
     /// The change of a rename, everything locked and checked; `pd` and
     /// `nd` are the parents loaded under the locks.
-    #[allow(clippy::too_many_arguments)]
     fn rename_locked(
         &self,
-        parent: u32,
-        name: &[u8],
-        newparent: u32,
-        newname: &[u8],
-        flags: RenameFlags,
+        m: Move<'_>,
         (src, src_is_dir): (u32, bool),
         (dst, dst_is_dir): (Option<u32>, bool),
         mut pd: Inode,
         mut nd: Inode,
     ) -> Result<()> {
+        let Move { parent, name, newparent, newname, flags } = m;
         let mut s = self.load(src)?;
         let now = Timestamp::now();
         if flags.exchange {

@@ -1,0 +1,82 @@
+//! Helpers shared by the end-to-end tests of the `uext4` command (cli.rs,
+//! cli_write.rs, and the FUSE tests through mount_support): finding and
+//! running e2fsprogs, the skip rule, and running `uext4` itself. Every
+//! tool runs with TZ=UTC, so times print the same everywhere.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::process::{Command, Output, Stdio};
+
+/// The `uext4` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_uext4");
+
+/// `name` with e2fsprogs' directories added to PATH (for users without
+/// sbin in theirs) and TZ=UTC.
+pub fn tool(name: &str) -> Command {
+    let mut c = Command::new(name);
+    let path = std::env::var("PATH").unwrap_or_default();
+    c.env("PATH", format!("{path}:/usr/local/sbin:/usr/sbin:/sbin")).env("TZ", "UTC");
+    c
+}
+
+/// True if `name` can be run (prints the skip reason otherwise).
+pub fn have(name: &str) -> bool {
+    let ok = tool(name).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !ok {
+        println!("SKIP: {name} not found (install e2fsprogs)");
+    }
+    ok
+}
+
+/// Runs uext4 with TZ=UTC.
+pub fn uext4<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(BIN).args(args).env("TZ", "UTC").output().expect("run uext4")
+}
+
+/// Runs uext4, expects success without any stderr output, returns stdout.
+pub fn ok<I, S>(args: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<_> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let out = uext4(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "uext4 {args:?} failed ({:?}): {err}", out.status);
+    assert!(err.is_empty(), "uext4 {args:?}: unexpected stderr: {err}");
+    out.stdout
+}
+
+/// Runs a command and asserts it succeeded (its output shown if not).
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// [`run`] for a command built by value.
+pub fn run_ok(mut c: Command) -> Output {
+    run(&mut c)
+}
+
+/// Asserts that `out` is a failure with exit status 1 and exactly one
+/// `uext4: ` line on stderr, and returns that line (what it must say is
+/// the caller's check); `what` names the run in the messages.
+pub fn one_error_line(what: &str, out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{what}: stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: expected one error line, got: {err:?}");
+    assert!(lines[0].starts_with("uext4: "), "{what}: no prefix: {err:?}");
+    lines[0].to_string()
+}
