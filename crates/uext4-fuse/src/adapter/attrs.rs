@@ -1,0 +1,177 @@
+//! Requests on an inode's attributes: getattr and setattr, the extended
+//! attributes (with what callers may see of them), `access(2)` and
+//! statfs.
+
+use super::Uext4Fuse;
+use crate::conv::{self, attr, from_fuse};
+use fuser::{AccessFlags, Errno, INodeNo, ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyXattr, Request, TimeOrNow};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use uext4::fs::{SetAttr, XattrSetMode};
+use uext4::{FileType, Timestamp};
+
+impl Uext4Fuse {
+    fn xattr_reply(reply: ReplyXattr, size: u32, data: &[u8]) {
+        let Ok(len) = u32::try_from(data.len()) else {
+            reply.error(Errno::E2BIG);
+            return;
+        };
+        if size == 0 {
+            reply.size(len);
+        } else if len > size {
+            reply.error(Errno::ERANGE);
+        } else {
+            reply.data(data);
+        }
+    }
+
+    pub(super) fn do_getattr(&self, ino: INodeNo, reply: ReplyAttr) {
+        let ino = tri!(reply, from_fuse(ino));
+        let st = tri!(reply, self.stat("getattr", ino));
+        reply.attr(&self.features.attr_ttl, &attr(&st));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn do_setattr(
+        &self,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        reply: ReplyAttr,
+    ) {
+        tri!(reply, self.writable());
+        let ino = tri!(reply, from_fuse(ino));
+        let change = SetAttr {
+            mode: mode.map(|m| (m & 0o7777) as u16),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time),
+            mtime: mtime.map(time),
+        };
+        let st = tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", e)));
+        reply.attr(&self.features.attr_ttl, &attr(&st));
+    }
+
+    pub(super) fn do_statfs(&self, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks,
+            s.free_blocks,
+            s.avail_blocks,
+            s.inodes,
+            s.free_inodes,
+            s.block_size,
+            s.name_max,
+            s.block_size,
+        );
+    }
+
+    pub(super) fn do_setxattr(
+        &self,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        tri!(reply, self.writable());
+        let ino = tri!(reply, from_fuse(ino));
+        if position != 0 {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let mode = match flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) {
+            0 => XattrSetMode::Any,
+            libc::XATTR_CREATE => XattrSetMode::Create,
+            libc::XATTR_REPLACE => XattrSetMode::Replace,
+            _ => {
+                reply.error(Errno::EINVAL);
+                return;
+            }
+        };
+        tri!(reply, self.fs.set_xattr(ino, name.as_bytes(), value, mode).map_err(|e| self.fail("setxattr", e)));
+        reply.ok();
+    }
+
+    pub(super) fn do_getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let ino = tri!(reply, from_fuse(ino));
+        let name = name.as_bytes();
+        if !visible_xattr(req, name) {
+            reply.error(Errno::NO_XATTR);
+            return;
+        }
+        let value = tri!(reply, self.fs.get_xattr(ino, name).map_err(|e| self.fail("getxattr", e)));
+        Self::xattr_reply(reply, size, &value);
+    }
+
+    pub(super) fn do_listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let ino = tri!(reply, from_fuse(ino));
+        let names = tri!(reply, self.fs.list_xattrs(ino).map_err(|e| self.fail("listxattr", e)));
+        let mut buf = Vec::new();
+        for n in names.iter().filter(|n| visible_xattr(req, n)) {
+            buf.extend_from_slice(n);
+            buf.push(0);
+        }
+        Self::xattr_reply(reply, size, &buf);
+    }
+
+    pub(super) fn do_removexattr(&self, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        tri!(reply, self.writable());
+        let ino = tri!(reply, from_fuse(ino));
+        tri!(reply, self.fs.remove_xattr(ino, name.as_bytes()).map_err(|e| self.fail("removexattr", e)));
+        reply.ok();
+    }
+
+    /// Only asked by kernels that do not check permissions themselves
+    /// (the mount always has `default_permissions`): the mode bits, with
+    /// root passing read and write checks.
+    pub(super) fn do_access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let ino = tri!(reply, from_fuse(ino));
+        let st = tri!(reply, self.stat("access", ino));
+        if mask.contains(AccessFlags::W_OK) && self.writable().is_err() {
+            reply.error(Errno::EROFS);
+            return;
+        }
+        let want = (mask.bits() & 0o7) as u16;
+        let ok = if req.uid() == 0 {
+            !mask.contains(AccessFlags::X_OK) || st.file_type == FileType::Directory || st.mode & 0o111 != 0
+        } else {
+            let bits = if req.uid() == st.uid {
+                st.mode >> 6
+            } else if req.gid() == st.gid {
+                st.mode >> 3
+            } else {
+                st.mode
+            } & 0o7;
+            bits & want == want
+        };
+        if ok {
+            reply.ok();
+        } else {
+            reply.error(Errno::EACCES);
+        }
+    }
+}
+
+fn time(t: TimeOrNow) -> Timestamp {
+    match t {
+        TimeOrNow::Now => Timestamp::now(),
+        TimeOrNow::SpecificTime(s) => conv::timestamp(s),
+    }
+}
+
+/// `trusted.` attributes are for CAP_SYS_ADMIN (approximated by uid 0, as
+/// FUSE gives no capabilities); `system.data` (inline data) is never
+/// listed, as in ext4.
+fn visible_xattr(req: &Request, name: &[u8]) -> bool {
+    if name == b"system.data" {
+        return false;
+    }
+    !name.starts_with(b"trusted.") || req.uid() == 0
+}

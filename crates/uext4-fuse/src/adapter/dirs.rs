@@ -1,0 +1,138 @@
+//! Requests on open directories: opendir, readdir and readdirplus (in
+//! batches from the library, skipping entries that point at inodes the
+//! adapter cannot serve) and fsyncdir.
+
+use super::Uext4Fuse;
+use crate::conv::{attr, from_fuse, is_servable, kind, to_fuse};
+use fuser::{
+    Errno, FileHandle, FopenFlags, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen,
+};
+use log::{debug, warn};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+use uext4::{FileType, Stat, Timestamp};
+
+/// Directory entries fetched from the library per step of a readdir.
+const READDIR_BATCH: usize = 128;
+
+impl Uext4Fuse {
+    /// The file type of a directory entry, from the entry or the inode.
+    fn entry_kind(&self, e: &uext4::dir::DirEntry) -> fuser::FileType {
+        match e.file_type {
+            Some(t) => kind(t),
+            None => self.fs.stat(e.ino).map_or(fuser::FileType::RegularFile, |st| kind(st.file_type)),
+        }
+    }
+
+    /// Fills a readdir reply from `cookie` on; `add` returns true when the
+    /// reply is full (that entry was not added).
+    fn fill_dir(&self, ino: u32, cookie: u64, mut add: impl FnMut(&uext4::dir::DirEntry) -> bool) -> Result<(), Errno> {
+        let mut cookie = cookie;
+        let mut added = 0usize;
+        loop {
+            let batch = match self.fs.readdir(ino, cookie, READDIR_BATCH) {
+                Ok(b) => b,
+                // Entries already added are returned; the next call from
+                // their cookie reports the error.
+                Err(e) if added > 0 => {
+                    debug!("readdir({ino}) after {added} entries: {e}");
+                    return Ok(());
+                }
+                Err(e) => return Err(self.fail("readdir", e)),
+            };
+            let n = batch.len();
+            for e in &batch {
+                if is_servable(e.ino) {
+                    if add(e) {
+                        return Ok(());
+                    }
+                    added += 1;
+                } else {
+                    warn!("readdir({ino}): entry {:?} points at inode {}", String::from_utf8_lossy(&e.name), e.ino);
+                }
+                cookie = e.next_cookie;
+            }
+            if n < READDIR_BATCH {
+                return Ok(());
+            }
+        }
+    }
+
+    pub(super) fn do_opendir(&self, ino: INodeNo, reply: ReplyOpen) {
+        let ino = tri!(reply, from_fuse(ino));
+        let st = tri!(reply, self.stat("opendir", ino));
+        if st.file_type != FileType::Directory {
+            reply.error(Errno::ENOTDIR);
+            return;
+        }
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    pub(super) fn do_readdir(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectory) {
+        let ino = tri!(reply, from_fuse(ino));
+        let r = self.fill_dir(ino, offset, |e| {
+            let kind = self.entry_kind(e);
+            reply.add(to_fuse(e.ino), e.next_cookie, kind, OsStr::from_bytes(&e.name))
+        });
+        tri!(reply, r);
+        reply.ok();
+    }
+
+    pub(super) fn do_readdirplus(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let ino = tri!(reply, from_fuse(ino));
+        let zero = Duration::ZERO;
+        let ttl = self.features.entry_and_attr_ttl();
+        let r = self.fill_dir(ino, offset, |e| match self.fs.stat(e.ino) {
+            Ok(st) => reply.add(
+                to_fuse(e.ino),
+                e.next_cookie,
+                OsStr::from_bytes(&e.name),
+                &ttl,
+                &attr(&st),
+                Self::generation(&st),
+            ),
+            Err(err) => {
+                // List the name anyway (as readdir on ext4 does); with no
+                // cache lifetime the kernel asks again and gets the error.
+                debug!("readdirplus: stat of inode {}: {err}", e.ino);
+                let mut a = attr(&placeholder(e.ino, e.file_type));
+                a.kind = self.entry_kind(e);
+                reply.add(to_fuse(e.ino), e.next_cookie, OsStr::from_bytes(&e.name), &zero, &a, Generation(0))
+            }
+        });
+        tri!(reply, r);
+        reply.ok();
+    }
+
+    pub(super) fn do_fsyncdir(&self, ino: INodeNo, reply: ReplyEmpty) {
+        tri!(reply, self.fsync_ino("fsyncdir", ino));
+        reply.ok();
+    }
+}
+
+/// Attributes for an entry whose inode cannot be read (listed anyway).
+pub(super) fn placeholder(ino: u32, t: Option<FileType>) -> Stat {
+    let t = t.unwrap_or(FileType::Regular);
+    let zero = Timestamp { sec: 0, nsec: 0 };
+    Stat {
+        ino,
+        file_type: t,
+        mode: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        blocks: 0,
+        blksize: 4096,
+        rdev: (0, 0),
+        atime: zero,
+        mtime: zero,
+        ctime: zero,
+        crtime: None,
+        flags: 0,
+        generation: 0,
+        file_acl: 0,
+        projid: 0,
+    }
+}

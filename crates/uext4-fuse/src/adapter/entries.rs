@@ -1,0 +1,216 @@
+//! Requests on directory entries: lookup and every request that adds,
+//! removes or moves a name (mknod, mkdir, unlink, rmdir, symlink, rename,
+//! link, create), with their common prologue (a writable mount, a name
+//! ext4 can store) and the owner of new inodes.
+
+use super::dirs::placeholder;
+use super::Uext4Fuse;
+use crate::conv::{self, attr, from_fuse, is_servable};
+use fuser::{Errno, Generation, INodeNo, RenameFlags, ReplyCreate, ReplyEmpty, ReplyEntry, Request};
+use log::warn;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+use uext4::fs::RenameFlags as LibRename;
+use uext4::{Error, Stat};
+
+/// Longest name ext4 stores.
+const NAME_MAX: usize = 255;
+
+const S_ISGID: u16 = 0o2000;
+const S_IFLNK: u16 = 0o120000;
+
+impl Uext4Fuse {
+    fn entry(&self, reply: ReplyEntry, st: &Stat) {
+        let f = &self.features;
+        reply.entry_with_ttls(&f.attr_ttl, &f.entry_ttl, &attr(st), Self::generation(st));
+    }
+
+    /// The prologue of every request that changes the entry `name` of
+    /// `parent`: a writable mount, then the parent's inode number and a
+    /// name ext4 can store, in that order (the errno of the first check
+    /// that fails is the reply).
+    fn entry_change<'n>(&self, parent: INodeNo, name: &'n OsStr) -> Result<(u32, &'n [u8]), Errno> {
+        self.writable()?;
+        Ok((from_fuse(parent)?, name_ok(name)?))
+    }
+
+    /// [`Self::entry_change`] for a request that makes a new inode, with
+    /// the new inode's mode, uid and gid (see [`Self::owner`]).
+    fn entry_create<'n>(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &'n OsStr,
+        mode: u16,
+        is_dir: bool,
+    ) -> Result<NewEntry<'n>, Errno> {
+        let (parent, name) = self.entry_change(parent, name)?;
+        let (mode, uid, gid) = self.owner(req, parent, mode, is_dir)?;
+        Ok(NewEntry { parent, name, mode, uid, gid })
+    }
+
+    /// Mode, uid and gid of a new inode made by `req` in `parent`, as the
+    /// kernel's inode_init_owner: the caller's ids, but the group of a
+    /// setgid directory, whose subdirectories inherit the setgid bit. (The
+    /// kernel applied the umask to `mode` already: no FUSE_DONT_MASK.)
+    fn owner(&self, req: &Request, parent: u32, mode: u16, is_dir: bool) -> Result<(u16, u32, u32), Errno> {
+        let p = self.stat("create", parent)?;
+        let (mut mode, mut gid) = (mode, req.gid());
+        if p.mode & S_ISGID != 0 {
+            gid = p.gid;
+            if is_dir {
+                mode |= S_ISGID;
+            }
+        }
+        Ok((mode, req.uid(), gid))
+    }
+
+    pub(super) fn do_lookup(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent = tri!(reply, from_fuse(parent));
+        let name = tri!(reply, name_ok(name));
+        let ino = match self.fs.lookup(parent, name) {
+            Ok(ino) => ino,
+            Err(Error::NotFound(_)) if !self.features.negative_ttl.is_zero() => {
+                // A negative entry (node id 0): the kernel remembers the
+                // name is absent. Every create or rename of a name goes
+                // through this mount, and the kernel replaces the entry
+                // then, so it cannot hide a file.
+                let mut a = attr(&placeholder(0, None));
+                a.ino = INodeNo(0);
+                reply.entry_with_ttls(&Duration::ZERO, &self.features.negative_ttl, &a, Generation(0));
+                return;
+            }
+            Err(e) => {
+                reply.error(self.fail("lookup", e));
+                return;
+            }
+        };
+        if !is_servable(ino) {
+            warn!("lookup: {:?} in {parent} points at inode {ino}", String::from_utf8_lossy(name));
+            reply.error(Errno::from_i32(libc::EUCLEAN));
+            return;
+        }
+        let st = tri!(reply, self.stat("lookup", ino));
+        self.entry(reply, &st);
+    }
+
+    pub(super) fn do_mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0xffff) as u16, false));
+        let dev = conv::decode_dev(rdev);
+        let st =
+            tri!(reply, self.fs.mknod(n.parent, n.name, n.mode, dev, n.uid, n.gid).map_err(|e| self.fail("mknod", e)));
+        self.entry(reply, &st);
+    }
+
+    pub(super) fn do_mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, reply: ReplyEntry) {
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, true));
+        let st = tri!(reply, self.fs.mkdir(n.parent, n.name, n.mode, n.uid, n.gid).map_err(|e| self.fail("mkdir", e)));
+        self.entry(reply, &st);
+    }
+
+    pub(super) fn do_unlink(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (parent, name) = tri!(reply, self.entry_change(parent, name));
+        tri!(reply, self.fs.unlink(parent, name).map_err(|e| self.fail("unlink", e)));
+        reply.ok();
+    }
+
+    pub(super) fn do_rmdir(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (parent, name) = tri!(reply, self.entry_change(parent, name));
+        tri!(reply, self.fs.rmdir(parent, name).map_err(|e| self.fail("rmdir", e)));
+        reply.ok();
+    }
+
+    pub(super) fn do_symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let n = tri!(reply, self.entry_create(req, parent, link_name, S_IFLNK | 0o777, false));
+        let target = target.as_os_str().as_bytes();
+        let st = tri!(
+            reply,
+            self.fs.inodes().symlink(n.parent, n.name, target, n.uid, n.gid).map_err(|e| self.fail("symlink", e))
+        );
+        self.entry(reply, &st);
+    }
+
+    pub(super) fn do_rename(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (parent, name) = tri!(reply, self.entry_change(parent, name));
+        let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
+        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        if !known.contains(flags) {
+            // RENAME_WHITEOUT (overlayfs) is not implemented by the library.
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let lib = LibRename {
+            noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
+            exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
+        };
+        tri!(reply, self.fs.inodes().rename(parent, name, newparent, newname, lib).map_err(|e| self.fail("rename", e)));
+        reply.ok();
+    }
+
+    pub(super) fn do_link(&self, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
+        let ino = tri!(reply, from_fuse(ino));
+        let st = tri!(reply, self.fs.link(ino, newparent, newname).map_err(|e| self.fail("link", e)));
+        self.entry(reply, &st);
+    }
+
+    pub(super) fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, false));
+        let st =
+            tri!(reply, self.fs.create(n.parent, n.name, n.mode, n.uid, n.gid).map_err(|e| self.fail("create", e)));
+        let (fh, fopen) = self.open_handle(st.ino, flags);
+        let ttl = self.features.entry_and_attr_ttl();
+        reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
+    }
+}
+
+fn name_ok(name: &OsStr) -> Result<&[u8], Errno> {
+    let b = name.as_bytes();
+    if b.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(b)
+}
+
+/// Where a new inode goes and who owns it: what
+/// [`Uext4Fuse::entry_create`] checked and worked out.
+struct NewEntry<'n> {
+    parent: u32,
+    name: &'n [u8],
+    mode: u16,
+    uid: u32,
+    gid: u32,
+}

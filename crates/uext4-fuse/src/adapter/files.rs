@@ -1,0 +1,240 @@
+//! Requests on open files and their data: open (and the file handle it
+//! hands out), read, write, release, fsync, fallocate, lseek and
+//! readlink. The handle's bits are all the adapter remembers about an
+//! open file, besides the writeback-error cursor of a counted open.
+
+use super::Uext4Fuse;
+use crate::conv::from_fuse;
+use fuser::{
+    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite,
+};
+use log::debug;
+use std::sync::atomic::Ordering;
+use uext4::fs::FallocMode;
+use uext4::FileType;
+
+/// File handle bit: the file was opened with O_DIRECT; its I/O goes to
+/// the library's direct-I/O path.
+pub(super) const FH_DIRECT: u64 = 1;
+/// File handle bit: the open was counted with `Filesystem::open_inode`
+/// (read-write mounts), so release must call `close_inode`.
+pub(super) const FH_COUNTED: u64 = 2;
+/// File handle bits above these two: a counted open's id, the key of its
+/// writeback-error cursor (each open file description sees each
+/// writeback error of its file once from fsync, as on Linux).
+const FH_ID_SHIFT: u32 = 2;
+
+/// Upper bound on the buffer of one read request, whatever it asks.
+const MAX_READ: u32 = 16 << 20;
+
+/// fallocate(2) mode bits.
+const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+
+/// lseek(2) whence values FUSE forwards.
+const SEEK_DATA: i32 = 3;
+const SEEK_HOLE: i32 = 4;
+
+impl Uext4Fuse {
+    /// Counts an open handle (read-write mounts) and builds the handle and
+    /// the open flags of the reply.
+    pub(super) fn open_handle(&self, ino: u32, flags: i32) -> (FileHandle, FopenFlags) {
+        let direct = flags & libc::O_DIRECT != 0;
+        let mut fh = if direct { FH_DIRECT } else { 0 };
+        if !self.read_only {
+            match self.fs.open_inode(ino) {
+                Ok(()) => {
+                    fh |= FH_COUNTED | (self.next_fh.fetch_add(1, Ordering::Relaxed) << FH_ID_SHIFT);
+                    let sample = self.fs.wb_err_sample(ino);
+                    self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, sample);
+                }
+                Err(e) => debug!("open_inode({ino}): {e}"),
+            }
+        }
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        // Nothing to do at close: every write reached the library already
+        // (with the kernel's writeback cache the kernel ignores this flag
+        // and writes its dirty pages back at close, as it must).
+        let mut fopen = FopenFlags::FOPEN_NOFLUSH;
+        let f = &self.features;
+        if f.kernel_cache {
+            // Every change of the data goes through this mount, so the
+            // kernel's pages are current: no reason to drop them at open.
+            fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
+        if (direct && f.direct_odirect) || f.direct_io || (writes && f.direct_writes) {
+            // The kernel sends the I/O of this open straight to us, as the
+            // caller gave it, and lets writes to one file run in parallel
+            // (the library locks what it needs); without FOPEN_DIRECT_IO
+            // it serializes buffered writes to a file under its inode
+            // lock. Buffered opens stay on the library's buffered path:
+            // uext4's page cache serves them. The kernel writes back and
+            // drops its cached pages of every range written this way, so
+            // read-only opens, which keep the kernel's page cache, and
+            // shared mappings (FUSE_DIRECT_IO_ALLOW_MMAP) see the data.
+            fopen |= FopenFlags::FOPEN_DIRECT_IO;
+            if f.parallel_direct_writes {
+                fopen |= FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
+            }
+        }
+        let access = if writes { "" } else { " (read-only)" };
+        debug!("open {ino}{access}: {fopen:?}");
+        (FileHandle(fh), fopen)
+    }
+
+    fn is_direct(fh: FileHandle, flags: OpenFlags) -> bool {
+        fh.0 & FH_DIRECT != 0 || flags.0 & libc::O_DIRECT != 0
+    }
+
+    pub(super) fn fsync_ino(&self, op: &str, ino: INodeNo) -> Result<(), Errno> {
+        let ino = from_fuse(ino)?;
+        if self.read_only {
+            return self.stat(op, ino).map(|_| ());
+        }
+        self.fs.fsync(ino).map_err(|e| self.fail(op, e))
+    }
+
+    pub(super) fn do_readlink(&self, ino: INodeNo, reply: ReplyData) {
+        let ino = tri!(reply, from_fuse(ino));
+        let target = tri!(reply, self.fs.readlink(ino).map_err(|e| self.fail("readlink", e)));
+        reply.data(&target);
+    }
+
+    pub(super) fn do_open(&self, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let ino = tri!(reply, from_fuse(ino));
+        let st = tri!(reply, self.stat("open", ino));
+        if st.file_type == FileType::Directory {
+            reply.error(Errno::EISDIR);
+            return;
+        }
+        let (fh, fopen) = self.open_handle(ino, flags.0);
+        reply.opened(fh, fopen);
+    }
+
+    pub(super) fn do_read(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        flags: OpenFlags,
+        reply: ReplyData,
+    ) {
+        let ino = tri!(reply, from_fuse(ino));
+        let mut buf = vec![0u8; size.min(MAX_READ) as usize];
+        let r = if Self::is_direct(fh, flags) {
+            self.fs.read_direct(ino, offset, &mut buf)
+        } else {
+            self.fs.inodes().read(ino, offset, &mut buf)
+        };
+        let n = tri!(reply, r.map_err(|e| self.fail("read", e)));
+        reply.data(buf.get(..n).unwrap_or(&buf));
+    }
+
+    pub(super) fn do_write(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        flags: OpenFlags,
+        reply: ReplyWrite,
+    ) {
+        tri!(reply, self.writable());
+        let ino = tri!(reply, from_fuse(ino));
+        let r = if Self::is_direct(fh, flags) {
+            self.fs.write_direct(ino, offset, data)
+        } else {
+            self.fs.inodes().write(ino, offset, data)
+        };
+        let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
+        reply.written(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+
+    pub(super) fn do_release(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+        let ino = tri!(reply, from_fuse(ino));
+        if fh.0 & FH_COUNTED != 0 {
+            self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
+            // The last close of an unlinked file deletes it.
+            tri!(reply, self.fs.close_inode(ino).map_err(|e| self.fail("release", e)));
+        }
+        reply.ok();
+    }
+
+    pub(super) fn do_fsync(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+        let cursor = self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).get(&fh.0).copied();
+        if let (Some(mut c), false) = (cursor, self.read_only) {
+            let ino = tri!(reply, from_fuse(ino));
+            let r = self.fs.fsync_file(ino, &mut c);
+            // Only this description's cursor moves.
+            if let Some(v) = self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&fh.0) {
+                *v = (*v).max(c);
+            }
+            tri!(reply, r.map_err(|e| self.fail("fsync", e)));
+            reply.ok();
+            return;
+        }
+        tri!(reply, self.fsync_ino("fsync", ino));
+        reply.ok();
+    }
+
+    pub(super) fn do_fallocate(&self, ino: INodeNo, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        tri!(reply, self.writable());
+        let ino = tri!(reply, from_fuse(ino));
+        let fs = &self.fs;
+        let r = match mode {
+            0 => fs.fallocate(ino, FallocMode::Allocate, offset, length),
+            FALLOC_FL_KEEP_SIZE => fs.fallocate(ino, FallocMode::KeepSize, offset, length),
+            m if m == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE => {
+                fs.fallocate(ino, FallocMode::PunchHole, offset, length)
+            }
+            FALLOC_FL_ZERO_RANGE => fs.fallocate(ino, FallocMode::ZeroRange, offset, length),
+            m if m == FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE => {
+                // Zero what lies inside the file, preallocate the rest
+                // without growing it.
+                let size = tri!(reply, self.stat("fallocate", ino)).size;
+                let Some(end) = offset.checked_add(length) else {
+                    reply.error(Errno::EFBIG);
+                    return;
+                };
+                if offset >= size {
+                    fs.fallocate(ino, FallocMode::KeepSize, offset, length)
+                } else if end <= size {
+                    fs.fallocate(ino, FallocMode::ZeroRange, offset, length)
+                } else {
+                    fs.fallocate(ino, FallocMode::ZeroRange, offset, size - offset)
+                        .and_then(|()| fs.fallocate(ino, FallocMode::KeepSize, size, end - size))
+                }
+            }
+            // Collapse, insert, unshare, a punch without KEEP_SIZE.
+            _ => {
+                reply.error(Errno::EOPNOTSUPP);
+                return;
+            }
+        };
+        tri!(reply, r.map_err(|e| self.fail("fallocate", e)));
+        reply.ok();
+    }
+
+    pub(super) fn do_lseek(&self, ino: INodeNo, offset: i64, whence: i32, reply: ReplyLseek) {
+        let ino = tri!(reply, from_fuse(ino));
+        let Ok(offset) = u64::try_from(offset) else {
+            reply.error(Errno::ENXIO);
+            return;
+        };
+        let r = match whence {
+            SEEK_DATA => self.fs.seek_data(ino, offset),
+            SEEK_HOLE => self.fs.seek_hole(ino, offset),
+            // SEEK_SET/CUR/END are the kernel's.
+            _ => {
+                reply.error(Errno::EINVAL);
+                return;
+            }
+        };
+        match tri!(reply, r.map_err(|e| self.fail("lseek", e))) {
+            Some(pos) => reply.offset(i64::try_from(pos).unwrap_or(i64::MAX)),
+            None => reply.error(Errno::ENXIO),
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The FUSE_INIT handshake: the write size, background-request limits
+//! and capability flags the adapter asks of the kernel, as the mount's
+//! [`KernelFeatures`](crate::KernelFeatures) say, logging what the kernel
+//! does not offer.
+
+use super::Uext4Fuse;
+use crate::Readdirplus;
+use fuser::{InitFlags, KernelConfig};
+use log::{info, warn};
+
+impl Uext4Fuse {
+    pub(super) fn do_init(&self, config: &mut KernelConfig) -> std::io::Result<()> {
+        let f = &self.features;
+        if let Err(max) = config.set_max_write(f.max_write) {
+            info!("max_write {} refused, the kernel's limit is {max}", f.max_write);
+            let _ = config.set_max_write(max);
+        }
+        let _ = config.set_max_background(64);
+        let _ = config.set_congestion_threshold(48);
+        let mut want = InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            // Shared mappings of files opened with FOPEN_DIRECT_IO (write
+            // opens under `direct_writes`, O_DIRECT opens): without it
+            // mmap(MAP_SHARED) of such a file fails with ENODEV.
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        for (on, flag) in [
+            (f.parallel_dirops, InitFlags::FUSE_PARALLEL_DIROPS),
+            (f.readdirplus != Readdirplus::Off, InitFlags::FUSE_DO_READDIRPLUS),
+            (f.readdirplus == Readdirplus::Auto, InitFlags::FUSE_READDIRPLUS_AUTO),
+            (f.writeback_cache, InitFlags::FUSE_WRITEBACK_CACHE),
+        ] {
+            if on {
+                want |= flag;
+            }
+        }
+        // FUSE_ASYNC_READ (several reads of a file in flight, readahead
+        // beside the caller's read) is requested by fuser itself, always.
+        let have = config.capabilities();
+        for flag in want.iter() {
+            if have.contains(flag) {
+                let _ = config.add_capabilities(flag);
+            } else {
+                info!("the kernel does not offer {flag:?}");
+            }
+        }
+        if f.writeback_cache && !have.contains(InitFlags::FUSE_WRITEBACK_CACHE) {
+            warn!("writeback_cache requested but the kernel does not support it");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,407 @@
+//! The adapter: one `fuser::Filesystem` method per FUSE request, each a
+//! thin call into the library.
+//!
+//! No state of our own besides the configuration: file handles encode
+//! what the adapter must remember about an open file in their bits (see
+//! [`files::FH_DIRECT`], [`files::FH_COUNTED`]), names and attributes
+//! come straight from the library, so nothing here needs a lock.
+//! Permission checks are the kernel's (`default_permissions`), as for
+//! ext4 in the kernel; what the kernel leaves to the filesystem is done
+//! here: the owner of new inodes (the caller, with the group of a setgid
+//! directory), hiding `trusted.` attributes from non-root callers, and
+//! `access(2)` for kernels that ask.
+//!
+//! This module owns the adapter's state and what every request uses (the
+//! read-only check, the error path and `errors=`), and the one
+//! `impl fuser::Filesystem`: a thin method per request calling the
+//! inherent `do_*` method that serves it, kept by request family in
+//! [`init`] (what the session asks of the kernel), [`entries`] (lookup
+//! and the requests that add, remove or move names), [`files`] (open
+//! files and their data), [`attrs`] (attributes, extended attributes,
+//! access, statfs) and [`dirs`] (reading directories).
+
+use crate::conv::errno;
+use crate::{KernelFeatures, MountConfig, OnError};
+use fuser::{
+    AccessFlags, CopyFileRangeFlags, Errno, FileHandle, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use log::{debug, error, warn};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use uext4::{Error, Filesystem, Stat};
+
+/// Replies with the error and returns from the method on `Err`.
+macro_rules! tri {
+    ($reply:ident, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(errno) => {
+                $reply.error(errno);
+                return;
+            }
+        }
+    };
+}
+
+mod attrs;
+mod dirs;
+mod entries;
+mod files;
+mod init;
+
+/// The FUSE adapter over a shared [`uext4::Filesystem`].
+#[derive(Debug)]
+pub struct Uext4Fuse {
+    fs: Arc<Filesystem>,
+    features: KernelFeatures,
+    read_only: bool,
+    on_error: OnError,
+    /// Set by the first filesystem error under `errors=remount-ro`.
+    errored: AtomicBool,
+    /// Writeback-error cursor of each counted open, by file handle
+    /// (Linux's `file->f_wb_err`).
+    wb_cursors: Mutex<HashMap<u64, u64>>,
+    next_fh: AtomicU64,
+}
+
+impl Uext4Fuse {
+    /// An adapter serving `fs` with the cache lifetimes and options of `cfg`.
+    pub fn new(fs: Arc<Filesystem>, cfg: &MountConfig) -> Uext4Fuse {
+        let read_only = cfg.read_only || fs.is_read_only();
+        Uext4Fuse {
+            fs,
+            features: cfg.kernel.clone(),
+            read_only,
+            on_error: cfg.errors,
+            errored: AtomicBool::new(false),
+            wb_cursors: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+
+    /// Ok if changes are allowed: a read-write mount that has not met a
+    /// filesystem error under `errors=remount-ro`.
+    fn writable(&self) -> Result<(), Errno> {
+        if self.read_only || self.errored.load(Ordering::Acquire) {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The errno for a library error, logged: corruption and device errors
+    /// as warnings, the ordinary ones (ENOENT, EEXIST, ...) for `debug`.
+    /// Corruption and device errors (EIO, which includes a journal abort)
+    /// are filesystem errors: recorded in the superblock's error fields
+    /// (as ext4_error does) and handled as `errors=` says.
+    fn fail(&self, op: &str, e: Error) -> Errno {
+        if matches!(e, Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_)) && !self.read_only {
+            // A dead disk refuses this too; the error is logged below anyway.
+            if let Err(re) = self.fs.record_error(&e, 0, op) {
+                debug!("{op}: recording the error in the superblock: {re}");
+            }
+        }
+        match e {
+            Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_) => match self.on_error {
+                OnError::Continue => warn!("{op}: {e} (errors=continue)"),
+                OnError::RemountRo => {
+                    if !self.errored.swap(true, Ordering::AcqRel) && !self.read_only {
+                        error!("{op}: {e}: refusing all changes from now on (errors=remount-ro)");
+                    } else {
+                        warn!("{op}: {e}");
+                    }
+                }
+                OnError::Stop => {
+                    error!("{op}: {e}: stopping at once (errors=panic); the journal is left for recovery");
+                    // No destructor runs: nothing more reaches the image.
+                    std::process::exit(2);
+                }
+            },
+            Error::NotExt4(_) => warn!("{op}: {e}"),
+            _ => debug!("{op}: {e}"),
+        }
+        errno(&e)
+    }
+
+    fn stat(&self, op: &str, ino: u32) -> Result<Stat, Errno> {
+        self.fs.stat(ino).map_err(|e| self.fail(op, e))
+    }
+
+    fn generation(st: &Stat) -> Generation {
+        Generation(u64::from(st.generation))
+    }
+}
+
+impl fuser::Filesystem for Uext4Fuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        self.do_init(config)
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.do_lookup(parent, name, reply);
+    }
+
+    /// Nothing to drop: the adapter keeps no per-inode state (open files
+    /// are counted by the library until release).
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {}
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.do_getattr(ino, reply);
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        self.do_setattr(ino, mode, uid, gid, size, atime, mtime, reply);
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.do_readlink(ino, reply);
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.do_mknod(req, parent, name, mode, rdev, reply);
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.do_mkdir(req, parent, name, mode, reply);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.do_unlink(parent, name, reply);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.do_rmdir(parent, name, reply);
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.do_symlink(req, parent, link_name, target, reply);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.do_rename(parent, name, newparent, newname, flags, reply);
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.do_link(ino, newparent, newname, reply);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.do_open(ino, flags, reply);
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.do_read(ino, fh, offset, size, flags, reply);
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        self.do_write(ino, fh, offset, data, flags, reply);
+    }
+
+    /// Data is written through to the device by every write: nothing to
+    /// flush at close (durability is fsync's job, as on ext4).
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.do_release(ino, fh, reply);
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.do_fsync(ino, fh, reply);
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.do_opendir(ino, reply);
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, reply: ReplyDirectory) {
+        self.do_readdir(ino, offset, reply);
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, reply: ReplyDirectoryPlus) {
+        self.do_readdirplus(ino, offset, reply);
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.do_fsyncdir(ino, reply);
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.do_statfs(reply);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.do_setxattr(ino, name, value, flags, position, reply);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.do_getxattr(req, ino, name, size, reply);
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.do_listxattr(req, ino, size, reply);
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.do_removexattr(ino, name, reply);
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.do_access(req, ino, mask, reply);
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        self.do_create(req, parent, name, mode, flags, reply);
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.do_fallocate(ino, offset, length, mode, reply);
+    }
+
+    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        self.do_lseek(ino, offset, whence, reply);
+    }
+
+    /// ENOSYS: the kernel stops asking and copies through the page cache.
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        tri!(reply, self.writable());
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// No ioctls (FS_IOC_GETFLAGS and friends): ENOTTY, as for an unknown
+    /// request.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
+    }
+
+    /// Only used by fuseblk mounts.
+    fn bmap(&self, _req: &Request, _ino: INodeNo, _blocksize: u32, _idx: u64, reply: ReplyBmap) {
+        reply.error(Errno::ENOSYS);
+    }
+}
