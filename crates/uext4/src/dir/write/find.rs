@@ -1,0 +1,82 @@
+//! Finding the entry to remove or re-point: through the index when there
+//! is a usable one, else (or when it is structurally bad) by scanning the
+//! leaves.
+
+use super::leaf::Ctx;
+use super::probe::probe;
+use crate::dir::htree;
+use crate::dir::{block, is_htree};
+use crate::error::{Error, Result, Structure};
+use crate::format::block_number::FileBlock;
+use crate::format::dx::DxEntry;
+use crate::format::inode::Inode;
+
+/// Where a live entry is: its block (and a copy of it) and offset.
+pub(super) struct Loc {
+    pub(super) pblk: u64,
+    pub(super) data: Vec<u8>,
+    pub(super) off: usize,
+    pub(super) ino: u32,
+}
+
+pub(super) fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
+    if is_htree(ctx.vol(), dir) {
+        match dx_find(ctx, dir, name) {
+            // A structurally bad index: the leaves still hold every entry.
+            Err(Error::Corrupt(c)) if c.structure == Structure::DxNode => {}
+            r => return r,
+        }
+    }
+    linear_find(ctx, dir, name)
+}
+
+fn find_in(ctx: &Ctx, pblk: u64, data: Vec<u8>, name: &[u8]) -> Result<Option<Loc>> {
+    let v = ctx.slots(&data, pblk)?;
+    Ok(v.iter().find(|s| s.ino != 0 && s.name(&data) == name).map(|s| (s.off, s.ino)).map(|(off, ino)| Loc {
+        pblk,
+        data,
+        off,
+        ino,
+    }))
+}
+
+fn linear_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
+    let htree = is_htree(ctx.vol(), dir);
+    let nblocks = FileBlock::of_byte(dir.size, ctx.bs as u64);
+    let mut lblk = FileBlock(0);
+    while lblk < nblocks {
+        match block::read(ctx.vol(), dir, lblk, htree)? {
+            Ok(b) if !b.is_dx => {
+                let data = b.buf.data().to_vec();
+                if let Some(loc) = find_in(ctx, b.block, data, name)? {
+                    return Ok(Some(loc));
+                }
+                lblk += 1;
+            }
+            Ok(_) => lblk += 1,
+            Err(skip) => lblk += skip,
+        }
+    }
+    Ok(None)
+}
+
+fn dx_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
+    let p = probe(ctx, dir, name)?;
+    let nblocks = dir.size / ctx.bs as u64;
+    let mut path: Vec<(Vec<DxEntry>, usize)> = p.frames.into_iter().map(|f| (f.entries, f.pos)).collect();
+    let (entries, pos) = &path[path.len() - 1];
+    let mut leaf = entries[*pos].block;
+    loop {
+        if let Some((pblk, data)) = ctx.read_leaf(dir, FileBlock::from(leaf))? {
+            if let Some(loc) = find_in(ctx, pblk, data, name)? {
+                return Ok(Some(loc));
+            }
+        }
+        // Equal hashes may continue into the next leaf (its index entry
+        // then has the low bit set).
+        match htree::next_leaf(ctx.vol(), dir, &mut path, ctx.csum, nblocks)? {
+            Some((h, next)) if h & !1 == p.hash => leaf = next,
+            _ => return Ok(None),
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Directory writes: adding, removing and re-pointing entries, a new
+//! directory's first block, "..", and the emptiness test.
+//!
+//! Linear directories take a new entry in the first block with room (the
+//! slack after a live entry, or an unused slot), else in a new block. A
+//! one-block directory that fills up on a dir_index filesystem becomes an
+//! htree (a root in block 0 and two leaves), as the kernel does; larger
+//! linear directories stay linear, as in the kernel.
+//!
+//! Indexed directories insert through the index. A full leaf is split in
+//! two by hash, preferring a split point between different hashes so that
+//! equal hashes stay in one leaf; when that is impossible the new index
+//! entry carries the "continued" bit that makes lookups go on into the
+//! next leaf. A full index node is split into two (its parent gains an
+//! entry), and a full chain up to the root makes the tree one level deeper
+//! (the root's entries move into a new node), up to the kernel's limit of
+//! two index levels (three with large_dir).
+//!
+//! Every block is read through the verifying reader (checksums, entry
+//! structure) and changed on a copy; the copy is installed whole through
+//! the transaction with its checksum tail recomputed, so a corrupt block is
+//! reported as a typed error before anything is written. New blocks are
+//! written as valid empty leaves as soon as they are mapped, so the
+//! directory stays well-formed even if a later step fails.
+//!
+//! The parts: `leaf` (the per-operation context and edits inside one
+//! leaf block), `grow` (new blocks at the directory's end), `linear`
+//! (adding to a linear directory and turning it into an htree), `split`
+//! (where a full leaf splits by hash), `probe` (the walk from the index
+//! root to a leaf), `index` (adding through the index: leaf, node and
+//! root splits), `find` (locating the entry to remove or re-point) and
+//! `dots` (a new directory's first block, "..", and the emptiness test).
+
+mod dots;
+mod find;
+mod grow;
+mod index;
+mod leaf;
+mod linear;
+mod probe;
+mod split;
+
+use crate::dir::is_htree;
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
+use crate::format::bytes::{put_le16, put_le32};
+use crate::format::dirent::{rec_len_to_disk, NAME_MAX};
+use crate::format::inode::{Inode, FL_CASEFOLD, FL_ENCRYPT, S_IFDIR, S_IFMT};
+use crate::txn::Tx;
+use crate::volume::Volume;
+
+pub use dots::{init_dir_block, is_empty, set_dotdot};
+use find::find;
+use index::dx_add;
+use leaf::{Ctx, Item};
+use linear::linear_add;
+
+/// Adds entry `name` -> `ino` with dirent file type `file_type` (see
+/// [`dirent::file_type_of`](crate::format::dirent::file_type_of)). The
+/// caller has checked that the name does not exist, holds the directory's
+/// lock, and writes `dir` back (its size, block count and flags may change).
+pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8) -> Result<()> {
+    check_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+    }
+    if ino == 0 || ino > tx.vol.sb.inodes_count {
+        return Err(Error::Invalid(format!("directory entry for inode {ino}")));
+    }
+    check_dir(tx.vol, dir)?;
+    let ctx = Ctx::new(tx, dir);
+    let item = Item { hash: 0, ino, file_type: ctx.file_type(file_type), name: name.to_vec() };
+    let mut fallback = false;
+    if is_htree(tx.vol, dir) {
+        match dx_add(&ctx, dir, item.clone()) {
+            // A structurally broken index (not a checksum failure) is
+            // abandoned without metadata_csum, as the kernel does: the
+            // leaves still hold every entry, so the directory is used as
+            // a linear one from now on.
+            Err(Error::Corrupt(c)) if c.structure == Structure::DxNode && !ctx.csum => fallback = true,
+            r => return r,
+        }
+    }
+    linear_add(&ctx, dir, item, fallback)
+}
+
+/// Removes entry `name` and returns the inode it pointed at. Its space
+/// joins the previous entry of its block (the first entry of a block is
+/// marked unused instead). Never removes "." or "..".
+pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
+    check_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(Error::Invalid(format!("cannot remove {:?}", String::from_utf8_lossy(name))));
+    }
+    check_dir(tx.vol, dir)?;
+    let ctx = Ctx::new(tx, dir);
+    let mut loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
+    let slots = ctx.slots(&loc.data, loc.pblk)?;
+    let i = slots.iter().position(|s| s.off == loc.off).ok_or_else(|| moved(loc.pblk))?;
+    let s = slots[i];
+    let b = &mut loc.data;
+    if i > 0 {
+        let prev = slots[i - 1];
+        put_le16(b, prev.off + 4, rec_len_to_disk(prev.rec_len + s.rec_len, ctx.bs));
+        b[s.off..s.off + s.rec_len].fill(0);
+    } else {
+        // Keep the record (its rec_len) but wipe inode, name length,
+        // type and name.
+        put_le32(b, s.off, 0);
+        b[s.off + 6..s.off + s.rec_len].fill(0);
+    }
+    ctx.finish_leaf(b);
+    ctx.put(loc.pblk, b)?;
+    Ok(loc.ino)
+}
+
+/// Points existing entry `name` at `ino` with `file_type` (rename over an
+/// existing name); returns the inode it pointed at before.
+pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8) -> Result<u32> {
+    check_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(Error::Invalid(format!("cannot replace {:?}", String::from_utf8_lossy(name))));
+    }
+    if ino == 0 || ino > tx.vol.sb.inodes_count {
+        return Err(Error::Invalid(format!("directory entry for inode {ino}")));
+    }
+    check_dir(tx.vol, dir)?;
+    let ctx = Ctx::new(tx, dir);
+    let mut loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
+    put_le32(&mut loc.data, loc.off, ino);
+    if ctx.ft {
+        loc.data[loc.off + 7] = ctx.file_type(file_type);
+    }
+    ctx.finish_leaf(&mut loc.data);
+    ctx.put(loc.pblk, &loc.data)?;
+    Ok(loc.ino)
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::Invalid(format!("bad name {:?}", String::from_utf8_lossy(name))));
+    }
+    if name.len() > NAME_MAX {
+        return Err(Error::NameTooLong(String::from_utf8_lossy(name).into_owned()));
+    }
+    Ok(())
+}
+
+pub(super) fn check_dir(vol: &Volume, dir: &Inode) -> Result<()> {
+    if dir.mode & S_IFMT != S_IFDIR {
+        return Err(Error::NotDir(format!("inode {}", dir.ino)));
+    }
+    if dir.has_inline_data() {
+        return Err(Error::Unsupported("writing inline-data directories".into()));
+    }
+    if dir.flags & (FL_ENCRYPT | FL_CASEFOLD) != 0 {
+        return Err(Error::Unsupported("writing encrypted or casefolded directories".into()));
+    }
+    if !dir.size.is_multiple_of(vol.block_size as u64) {
+        return Err(Error::corruption(
+            Structure::Inode,
+            Location::Inode(dir.ino),
+            CorruptKind::OutOfRange { field: "i_size (not whole blocks)", value: dir.size },
+        ));
+    }
+    Ok(())
+}
+
+fn not_found(name: &[u8]) -> Error {
+    Error::NotFound(String::from_utf8_lossy(name).into_owned())
+}
+
+fn moved(pblk: u64) -> Error {
+    Error::corruption(Structure::DirEntry, Location::from_block(pblk), CorruptKind::Changed { what: "directory entry" })
+}
