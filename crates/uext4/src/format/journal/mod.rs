@@ -14,7 +14,9 @@
 //!   transaction's blocks with the old COMPAT_CHECKSUM feature, or a crc32c
 //!   of the commit block itself with csum v2/v3);
 //! - revoke blocks: block numbers whose earlier log copies must not be
-//!   replayed, closed by a checksum tail (csum v2/v3).
+//!   replayed, closed by a checksum tail (csum v2/v3);
+//! - the fast-commit area's tags (little-endian, ext4's own format), in
+//!   the blocks after the log when the fast-commit feature is on.
 //!
 //! All checksums except the superblock's start from the journal seed,
 //! `crc32c(~0, s_uuid)`. Data blocks are checksummed in their descriptor tag:
@@ -32,6 +34,7 @@ pub mod bytes;
 pub mod checksum;
 pub mod commit;
 pub mod descriptor;
+pub mod fast_commit;
 pub mod features;
 pub mod header;
 pub mod revoke;
@@ -42,6 +45,7 @@ pub use bytes::*;
 pub use checksum::*;
 pub use commit::*;
 pub use descriptor::*;
+pub use fast_commit::*;
 pub use features::*;
 pub use header::*;
 pub use revoke::*;
