@@ -2,11 +2,13 @@
 //!
 //! Locating an internal journal (the journal inode's block map and its
 //! superblock), [`recovery`] (replaying the log left by a crash or by a
-//! kernel that did not checkpoint) and [`writer`] (handles, transactions,
+//! kernel that did not checkpoint; [`fast_commit`] scans the fast-commit
+//! area after it) and [`writer`] (handles, transactions,
 //! commit, checkpoint, revoke).
 //!
 //! The on-disk codecs live in [`crate::format::journal`].
 
+pub mod fast_commit;
 pub mod recovery;
 pub mod writer;
 

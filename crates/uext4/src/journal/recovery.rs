@@ -49,13 +49,18 @@
 //! error moved to the filesystem state (`s_state |= ERROR_FS`) and cleared
 //! from the journal.
 //!
-//! **Fast commits** are not replayed. A journal with the fast-commit
-//! feature is replayed up to its last full commit (its log area ends where
-//! the fast-commit area starts, as the kernel lays it out); if the
-//! fast-commit area holds fast commits that follow that commit, the report
-//! says they were skipped ([`RecoveryReport::fast_commits_skipped`]) and
-//! adds a warning. The filesystem is then consistent as of the last full
-//! commit, without the fast-committed changes.
+//! **Fast commits** are not replayed yet. After SCAN, the fast-commit area
+//! (when the journal has the feature and a non-empty log) is scanned as the
+//! kernel does ([`super::fast_commit`]): only fast commits of the
+//! transaction after the last full commit, up to the last valid tail,
+//! count. If there are any, [`recover`] refuses with
+//! [`Error::Unsupported`] naming `fast_commit` **before anything is
+//! written**, so the kernel (mount) or `e2fsck -fy` can still replay the
+//! journal whole; dropping them would lose data the kernel acknowledged to
+//! fsync. [`replay_in_memory`] (read-only opens) replays the full commits
+//! and reports the skipped fast commits
+//! ([`RecoveryReport::fast_commits_skipped`] and a warning). Stale or
+//! invalid fast-commit blocks are ignored, as the kernel ignores them.
 //!
 //! **Bounds**: every pass walks at most the log area once (a log that
 //! would wrap onto itself ends the scan), a descriptor has at most a
@@ -67,6 +72,7 @@
 //! Orphan processing (what the kernel does after recovery at mount) is not
 //! part of recovery.
 
+use super::fast_commit::{scan_area, FcScan};
 use super::{at_block, Journal};
 use crate::device::{BlockDevice, OverlayDevice};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
@@ -91,8 +97,6 @@ const CACHE_BLOCKS: usize = 256;
 /// `s_error_count` .. `s_mount_opts`: the ext4 superblock fields the kernel
 /// keeps from before the replay (EXT4_S_ERR_START .. EXT4_S_ERR_END).
 const SB_ERR_RANGE: std::ops::Range<usize> = 0x194..0x200;
-/// Fast-commit tag of the area's head (EXT4_FC_TAG_HEAD).
-const FC_TAG_HEAD: u16 = 9;
 
 /// What [`recover`] found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -124,8 +128,11 @@ pub struct RecoveryReport {
     /// `s_errno` of the journal as found (non-zero after a journal abort).
     pub journal_errno: i32,
     /// The fast-commit area held fast commits newer than the last full
-    /// commit; they were not replayed.
+    /// commit; they were not replayed (only [`replay_in_memory`] goes on
+    /// without them; [`recover`] refuses).
     pub fast_commits_skipped: bool,
+    /// Valid fast commits found after the last full commit.
+    pub fast_commits: u32,
     /// Things worth telling the user.
     pub warnings: Vec<String>,
 }
@@ -466,23 +473,19 @@ impl Log<'_> {
         Ok(())
     }
 
-    /// True if the fast-commit area starts with a head for the transaction
-    /// after the last full commit, i.e. holds fast commits to replay.
-    fn fast_commits_present(&self, end_tid: u32) -> bool {
+    /// The valid fast commits for transaction `end_tid` (the one after the
+    /// last full commit) in the fast-commit area, as the kernel scans it.
+    fn scan_fast_commits(&self, end_tid: u32, inode_size: usize) -> FcScan {
         let sb = &self.journal.sb;
         if !sb.features.fast_commit() || sb.log_end() >= sb.maxlen {
-            return false;
+            return FcScan::default();
         }
-        // The kernel's j_fc_first = j_last + 1.
+        // The kernel's j_fc_first = j_last + 1; its writes stay below
+        // j_fc_last = s_maxlen.
         let fc_first = sb.log_end().saturating_add(1);
-        if fc_first >= sb.maxlen {
-            return false;
-        }
-        let mut b = vec![0u8; self.bs];
-        if self.read(fc_first, &mut b).is_err() {
-            return false;
-        }
-        le16(&b, 0) == FC_TAG_HEAD && le32(&b, 8) == end_tid
+        let blocks = sb.maxlen.saturating_sub(fc_first);
+        let mut read = |i: u32, buf: &mut [u8]| self.read(fc_first + i, buf).map(|_| ());
+        scan_area(&mut read, blocks, self.bs, inode_size, end_tid)
     }
 }
 
@@ -497,8 +500,23 @@ impl Log<'_> {
 /// [`Error::Checksum`] with [`Structure::Journal`]) — when found before
 /// replay nothing has been written; a failed commit or a bad data block
 /// checksum is reported after the rest was replayed (see the module
-/// documentation).
+/// documentation); valid fast commits after the last full commit
+/// ([`Error::Unsupported`] naming `fast_commit`, found before anything is
+/// written).
 pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
+    recover_with(dev, FastCommits::Refuse)
+}
+
+/// What recovery does with fast commits it cannot replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FastCommits {
+    /// Refuse before writing anything (the device is the real one).
+    Refuse,
+    /// Go on without them and say so (an in-memory replay for reading).
+    Skip,
+}
+
+fn recover_with(dev: Arc<dyn BlockDevice>, fc: FastCommits) -> Result<RecoveryReport> {
     if dev.read_only() {
         return Err(Error::ReadOnly("journal recovery needs a writable device".into()));
     }
@@ -550,6 +568,27 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
     } else {
         let mut revokes = RevokeTable { map: HashMap::new(), fs_blocks: vol.sb.blocks_count };
         log.pass(Pass::Scan, &mut info, &mut revokes)?;
+        let end = info.end_tid.unwrap_or(jsb.sequence);
+        let fcs = log.scan_fast_commits(end, usize::from(vol.sb.inode_size));
+        if fcs.has_tags() {
+            report.fast_commits = fcs.commits;
+            if fc == FastCommits::Refuse {
+                return Err(Error::Unsupported(format!(
+                    "fast_commit: the journal holds {} fast commit(s) ({} change tag(s)) after transaction {} \
+                     that uext4 cannot replay yet; nothing was written: recover the image with the kernel \
+                     (mount it) or with e2fsck -fy, or open it read-only",
+                    fcs.commits,
+                    fcs.change_tags(),
+                    end.wrapping_sub(1)
+                )));
+            }
+            report.fast_commits_skipped = true;
+            report.warnings.push(format!(
+                "the journal holds {} fast commit(s) after the last full commit; they were not replayed \
+                 (fast-commit replay is not supported), so the most recent fsync'ed changes are not shown",
+                fcs.commits
+            ));
+        }
         log.pass(Pass::Revoke, &mut info, &mut revokes)?;
         log.pass(Pass::Replay, &mut info, &mut revokes)?;
         dev.flush()?;
@@ -571,15 +610,6 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
             CorruptKind::BadCommit { replayed: u64::from(report.transactions) },
         ));
     }
-    if log.fast_commits_present(end_tid) {
-        report.fast_commits_skipped = true;
-        report.warnings.push(
-            "the journal holds fast commits after the last full commit; they were not replayed \
-             (fast-commit replay is not supported), so the most recent fast-committed changes are lost"
-                .into(),
-        );
-    }
-
     // The superblock as replayed (the log may have carried a copy of it),
     // without needs_recovery. Checked before anything more is written.
     let mut raw = [0u8; SUPERBLOCK_SIZE];
@@ -621,7 +651,7 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
 /// overlay (the replayed filesystem) and what was done.
 pub fn replay_in_memory(base: Arc<dyn BlockDevice>) -> Result<(Arc<OverlayDevice>, RecoveryReport)> {
     let overlay = Arc::new(OverlayDevice::new(base));
-    let report = recover(overlay.clone())?;
+    let report = recover_with(overlay.clone(), FastCommits::Skip)?;
     Ok((overlay, report))
 }
 
