@@ -157,7 +157,10 @@ mod tests {
         if with_head {
             v.push(FcTag::Head { features: 0, tid });
         }
-        v.push(FcTag::AddRange { ino, extent: FcExtent { lblk: 0, len: 1, unwritten: false, pblk: 500 + u64::from(ino) } });
+        v.push(FcTag::AddRange {
+            ino,
+            extent: FcExtent { lblk: 0, len: 1, unwritten: false, pblk: 500 + u64::from(ino) },
+        });
         v.push(FcTag::Dentry { kind: fc_tag::CREAT, parent: 2, ino, name: format!("f{ino}").into_bytes() });
         v.push(FcTag::Inode { ino, raw: vec![ino as u8; 256] });
         v.push(FcTag::Tail { tid, crc: 0 });
