@@ -37,6 +37,7 @@ mod namespace;
 mod open_files;
 pub mod ops;
 mod orphan;
+mod orphan_file;
 mod read;
 mod seek;
 mod std_support;

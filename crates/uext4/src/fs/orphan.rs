@@ -1,8 +1,10 @@
 //! The orphan list: inodes unlinked while open, and truncates in
-//! progress, chained from `s_last_orphan` through `i_dtime`. After a
-//! crash the list says what to finish: delete the inodes with no links,
-//! cut the others back to their `i_size` (the kernel's
-//! ext4_orphan_cleanup).
+//! progress, in the orphan file's slots when the filesystem has one
+//! (`fs/orphan_file.rs`) and otherwise, or when it is full, chained from
+//! `s_last_orphan` through `i_dtime`. After a crash the list says what
+//! to finish: delete the inodes with no links, cut the others back to
+//! their `i_size` (the kernel's ext4_orphan_cleanup, chain first, then
+//! the file).
 
 use super::FsCore;
 use crate::error::{Error, Result};
@@ -79,10 +81,16 @@ impl FsCore {
         Ok(done)
     }
 
-    /// Puts inode `i` on the orphan list (its `i_dtime` links to the
-    /// previous head).
+    /// Puts inode `i` on the orphan list: in a free slot of the orphan
+    /// file (one block of the handle's credits), or, without one, at the
+    /// head of the chain (its `i_dtime` links to the previous head; the
+    /// superblock and the inode). Either costs the handle at most two
+    /// blocks besides the inode.
     pub(crate) fn orphan_add(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
-        let _o = self.rw()?.open.lock_orphans();
+        let mut o = self.rw()?.open.lock_orphans();
+        if o.add(tx, i.ino)? {
+            return Ok(());
+        }
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
         set_last_orphan(tx, i.ino)
@@ -145,10 +153,14 @@ impl FsCore {
         }
     }
 
-    /// Takes inode `ino` off the orphan list.
+    /// Takes inode `ino` off the orphan list (its orphan-file slot, or
+    /// its link in the chain).
     fn orphan_remove(&self, tx: &Tx, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let _o = rw.open.lock_orphans();
+        let mut o = rw.open.lock_orphans();
+        if o.remove(tx, ino)? {
+            return Ok(());
+        }
         let next = crate::inode::read_inode(&self.vol, ino)?.dtime;
         let mut cur = last_orphan(tx)?;
         if cur == ino {
@@ -234,6 +246,31 @@ impl FsCore {
             } else {
                 self.finish_truncate(next, None)?;
                 truncated += 1;
+            }
+        }
+        // Then the orphan file's slots, as the kernel does after the chain.
+        let rw = self.rw()?;
+        let entries = rw.open.lock_orphans().on_disk(&self.vol)?;
+        for (ino, idx) in entries {
+            rw.open.lock_orphans().adopt(ino, idx);
+            let valid = ino >= self.vol.sb.first_ino && ino <= self.vol.sb.inodes_count && seen.insert(ino);
+            let i = if valid { Some(crate::inode::read_inode(&self.vol, ino)?) } else { None };
+            match i {
+                // A slot naming no inode in use (a stale or repeated
+                // entry) is only freed, as the kernel's cleanup skips it.
+                Some(i) if i.mode != 0 && i.links_count == 0 => {
+                    self.delete_orphan(ino)?;
+                    deleted += 1;
+                }
+                Some(i) if i.mode != 0 => {
+                    self.finish_truncate(ino, None)?;
+                    truncated += 1;
+                }
+                _ => {
+                    let tx = self.begin(1)?;
+                    self.orphan_remove(&tx, ino)?;
+                    tx.settle();
+                }
             }
         }
         if deleted + truncated > 0 {
