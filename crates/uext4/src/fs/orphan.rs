@@ -89,7 +89,9 @@ impl FsCore {
     pub(crate) fn orphan_add(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let mut o = self.rw()?.open.lock_orphans();
         if o.add(tx, i.ino)? {
-            return Ok(());
+            // The inode is written here on either path (the callers count
+            // on it); its `i_dtime` stays as it is (no chain link).
+            return tx.write_inode(i);
         }
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;

@@ -74,9 +74,11 @@ impl OrphanSlots {
             if let Err(e) = of::verify(buf.data(), p, seed) {
                 let kind = match e {
                     of::BlockError::BadMagic(found) => CorruptKind::BadMagic { found: u64::from(found) },
-                    of::BlockError::BadChecksum(found, want) => {
-                        CorruptKind::Mismatch { field: "orphan block checksum", value: found.into(), expected: want.into() }
-                    }
+                    of::BlockError::BadChecksum(found, want) => CorruptKind::Mismatch {
+                        field: "orphan block checksum",
+                        value: found.into(),
+                        expected: want.into(),
+                    },
                     of::BlockError::TooShort => CorruptKind::TooShort { len: vol.block_size, need: 12 },
                 };
                 return Err(Error::corruption(Structure::Inode, Location::Block(p), kind));
