@@ -307,4 +307,51 @@ fn kernel_left_orphans_are_cleaned() {
     fsck_clean(&img);
     let fs = Filesystem::open(&img).unwrap();
     assert_no_orphans(&fs, "after the cleanup");
+    drop(fs);
+    rw_support::kernel_read_back(&img, &[("keep", b"kept".to_vec())]);
+    fsck_clean(&img);
+}
+
+/// A file unlinked while open and then truncated in bounded steps (an
+/// ftruncate on the open descriptor) stays an orphan until its last
+/// close: a crash before it leaves it to the next open, which deletes
+/// it. With and without the orphan file (the chain).
+#[test]
+fn truncate_of_an_unlinked_open_file_keeps_it_an_orphan() {
+    for orphan_file in [true, false] {
+        let args = ["-b", "1024", "-g", "256", "-O", "^resize_inode", "-J", "size=1"];
+        let made = if orphan_file { orphan_image(48, &args) } else { rw_support::mkfs(48, &args) };
+        let Some((_d, img0)) = made else { return };
+        let base = std::fs::read(&img0).unwrap();
+        let (dev, fs) = open_recording(&base);
+        let before = inodes_and_names(&fs);
+        let root = fs.root();
+        let ino = fs.create(root, b"big", 0o644, 0, 0).unwrap().ino;
+        let len: u64 = 24 << 20;
+        fs.fallocate(ino, uext4::fs::FallocMode::Allocate, 0, len).unwrap();
+        for k in 0..len / 65536 {
+            fs.fallocate(ino, uext4::fs::FallocMode::PunchHole, k * 65536 + 1024, 1024).unwrap();
+        }
+        fs.open_inode(ino).unwrap();
+        fs.unlink(root, b"big").unwrap();
+        fs.setattr(ino, SetAttr { size: Some(3000), ..Default::default() }).unwrap();
+        fs.commit().unwrap();
+        std::mem::forget(fs);
+        let crashed = dev.crash_image(dev.events(), |_| true);
+        let what = if orphan_file { "orphan file" } else { "chain" };
+        {
+            let ro = read_only(&crashed);
+            let listed =
+                if orphan_file { orphan_slots(&ro).0.contains(&ino) } else { ro.superblock().last_orphan == ino };
+            assert!(listed, "{what}: the unlinked open file is no longer an orphan after its truncate");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        std::fs::write(&img, &crashed).unwrap();
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        assert_eq!(inodes_and_names(&fs), before, "{what}: the orphan was not deleted");
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+    }
 }

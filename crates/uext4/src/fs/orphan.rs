@@ -132,7 +132,9 @@ impl FsCore {
     /// Frees the blocks past `i_size` of inode `ino` (on the orphan list
     /// with links, as a truncate that did not fit in one handle left it)
     /// in bounded handles, then takes it off the list. `map` is taken
-    /// for each step (after the handle: the data path's order).
+    /// for each step (after the handle: the data path's order). An
+    /// unlinked open file (no links) stays on the list for its last close
+    /// to delete (as ext4_truncate's orphan_del only with links).
     pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&crate::locks::OrderedLock>) -> Result<()> {
         let bs = self.vol.block_size as u64;
         loop {
@@ -142,16 +144,18 @@ impl FsCore {
             let keep = FileBlock(i.size.div_ceil(bs));
             let done =
                 if i.file_type()? == FileType::Regular { self.free_blocks_bounded(&tx, &mut i, keep)? } else { true };
-            if done {
+            if done && i.links_count > 0 {
                 self.orphan_remove(&tx, ino)?;
                 i.dtime = 0;
                 tx.write_inode_dtime(&mut i)?;
-                tx.settle();
+            } else {
+                self.write_orphan_inode(&tx, &mut i)?;
+            }
+            tx.settle();
+            if done {
                 self.rw()?.txns.note_dirty(&[ino], tx.tid());
                 return Ok(());
             }
-            self.write_orphan_inode(&tx, &mut i)?;
-            tx.settle();
         }
     }
 
