@@ -164,3 +164,20 @@ impl OrphanSlots {
         self.slot_of.insert(ino, idx);
     }
 }
+
+/// The notice of a read-only open of `vol` that holds orphans (a crash
+/// left them; a read-write open deletes or truncates them), if any.
+pub(crate) fn pending_notice(vol: &Volume) -> Option<String> {
+    let chain = vol.sb.last_orphan != 0;
+    let in_file = match OrphanSlots::load(vol).and_then(|s| s.on_disk(vol)) {
+        Ok(e) => e.len(),
+        Err(e) => return Some(format!("the orphan file cannot be read ({e}); a read-write open will refuse it")),
+    };
+    if !chain && in_file == 0 {
+        return None;
+    }
+    let chain = if chain { " and on the s_last_orphan chain" } else { "" };
+    Some(format!(
+        "orphan inodes pending ({in_file} in the orphan file{chain}): a read-write open deletes or truncates them"
+    ))
+}
