@@ -52,7 +52,8 @@
 //!    `i_data_sem` inside `journal_start`: a thread holding it never waits
 //!    for a commit.
 //! 6. The orphan-list mutex (`OpenFiles::lock_orphans` in
-//!    `fs/open_files.rs`), only around a change of the orphan chain.
+//!    `fs/open_files.rs`), only around a change of the orphan chain or
+//!    of the orphan file's slots.
 //! 7. Allocator group locks ([`crate::alloc`]: block and inode groups),
 //!    one at a time.
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),

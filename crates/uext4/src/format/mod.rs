@@ -19,6 +19,7 @@ pub mod group_desc;
 pub mod inode;
 pub mod journal;
 pub mod mmp;
+pub mod orphan_file;
 pub mod superblock;
 pub mod timestamp;
 pub mod xattr;

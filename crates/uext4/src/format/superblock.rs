@@ -416,6 +416,18 @@ impl Superblock {
         super::bytes::put_le32(&mut self.raw[..], 0x60, self.features.incompat);
     }
 
+    /// Sets or clears RO_COMPAT_ORPHAN_PRESENT: the orphan file may hold
+    /// entries (set at a read-write mount, cleared at a clean unmount
+    /// that leaves the orphan file empty, as the kernel does).
+    pub fn set_orphan_present(&mut self, on: bool) {
+        if on {
+            self.features.ro_compat |= ro_compat::ORPHAN_PRESENT;
+        } else {
+            self.features.ro_compat &= !ro_compat::ORPHAN_PRESENT;
+        }
+        super::bytes::put_le32(&mut self.raw[..], 0x64, self.features.ro_compat);
+    }
+
     /// Sets `s_last_orphan`, the head of the orphan-inode list.
     pub fn set_last_orphan(&mut self, ino: u32) {
         self.last_orphan = ino;

@@ -37,6 +37,7 @@ mod namespace;
 mod open_files;
 pub mod ops;
 mod orphan;
+mod orphan_file;
 mod read;
 mod seek;
 mod std_support;
@@ -141,6 +142,7 @@ impl Filesystem {
                 )),
             }
         }
+        notices.extend(orphan_file::pending_notice(&vol));
         let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
         Ok(Filesystem { core: Arc::new(core), new_files: Default::default() })
     }

@@ -29,7 +29,8 @@ const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::GDT_CSUM
     | ro_compat::DIR_NLINK
     | ro_compat::EXTRA_ISIZE
-    | ro_compat::METADATA_CSUM;
+    | ro_compat::METADATA_CSUM
+    | ro_compat::ORPHAN_PRESENT;
 
 /// The subsystems of a filesystem opened read-write, each owning its
 /// state behind its own methods.
@@ -68,9 +69,6 @@ pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {
     if !sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
         return Err(Error::ReadOnly("filesystems without the extent feature (ext2/ext3) are opened read-only".into()));
     }
-    if sb.features.has_compat(compat::ORPHAN_FILE) {
-        return Err(Error::ReadOnly("the orphan_file feature cannot be written by uext4".into()));
-    }
     Ok(())
 }
 
@@ -97,11 +95,16 @@ pub(crate) fn write_sb_direct(vol: &Volume, f: impl FnOnce(&mut Superblock)) -> 
 }
 
 /// Marks the superblock in use at mount (`now`): mount time and count,
-/// and "needs recovery" with a journal or "not clean" without one.
+/// and "needs recovery" with a journal or "not clean" without one; with
+/// an orphan file, "orphan present" (the kernel's ext4_setup_super: the
+/// file may hold entries until a clean unmount finds it empty).
 pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<()> {
     write_sb_direct(vol, |sb| {
         sb.set_mount_time(u64::from(now));
         sb.bump_mount_count();
+        if sb.features.has_compat(compat::ORPHAN_FILE) {
+            sb.set_orphan_present(true);
+        }
         if has_journal {
             sb.set_needs_recovery(true);
         } else {
@@ -110,14 +113,26 @@ pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<
     })
 }
 
-/// Clears "needs recovery" once the log is empty (clean unmount).
-pub(crate) fn mark_journal_clean(vol: &Volume) -> Result<()> {
-    write_sb_direct(vol, |sb| sb.set_needs_recovery(false))
+/// Clears "needs recovery" once the log is empty (clean unmount), and
+/// "orphan present" if `orphans_empty` (the orphan file holds nothing).
+pub(crate) fn mark_journal_clean(vol: &Volume, orphans_empty: bool) -> Result<()> {
+    write_sb_direct(vol, |sb| {
+        sb.set_needs_recovery(false);
+        if orphans_empty {
+            sb.set_orphan_present(false);
+        }
+    })
 }
 
-/// Sets "clean" on a filesystem without a journal (clean unmount).
-pub(crate) fn mark_unjournaled_clean(vol: &Volume) -> Result<()> {
-    write_sb_direct(vol, |sb| sb.set_state(sb.state | STATE_VALID))
+/// Sets "clean" on a filesystem without a journal (clean unmount), and
+/// clears "orphan present" if `orphans_empty`.
+pub(crate) fn mark_unjournaled_clean(vol: &Volume, orphans_empty: bool) -> Result<()> {
+    write_sb_direct(vol, |sb| {
+        sb.set_state(sb.state | STATE_VALID);
+        if orphans_empty {
+            sb.set_orphan_present(false);
+        }
+    })
 }
 
 /// Records error `e` in the superblock's error fields, written straight
@@ -158,13 +173,16 @@ impl Subsystems {
         errs: Arc<super::errors::WbErrors>,
     ) -> Result<Subsystems> {
         check_writable(&vol.sb)?;
+        // Before the superblock is marked in use: a bad orphan file
+        // refuses the open as it refuses the kernel's mount.
+        let orphans = super::orphan_file::OrphanSlots::load(vol)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
         let now = crate::format::inode::Timestamp::now().sec as u32;
         let txns = Transactions::start(vol, alloc, &ialloc, commit_interval, use_reserved, mmp, now)?;
         Ok(Subsystems {
             txns,
             ialloc,
-            open: OpenFiles::default(),
+            open: OpenFiles::new(orphans),
             ns: NamespaceState::new(now),
             data: DataPath::new(data, cache_bytes, errs),
             closed: AtomicBool::new(false),
@@ -176,7 +194,8 @@ impl Subsystems {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.txns.shutdown(vol, alloc, &self.ialloc)
+        let orphans_empty = self.open.lock_orphans().is_empty();
+        self.txns.shutdown(vol, alloc, &self.ialloc, orphans_empty)
     }
 }
 

@@ -1,12 +1,15 @@
 //! Open files and orphans: how many handles each inode has, which
 //! inodes were unlinked while open (deleted at their last close), which
 //! were truncated to zero while open (written back at their next close),
-//! and the mutex that serializes changes of the on-disk orphan list.
+//! and the mutex that serializes changes of the on-disk orphan list
+//! (the `s_last_orphan` chain and the orphan file's slots, whose state
+//! it guards: `fs/orphan_file.rs`).
 //!
 //! The orphan list itself (its on-disk chain, cleanup at mount) is in
 //! `fs/orphan.rs`; this module is the in-memory bookkeeping it and the
 //! namespace operations consult.
 
+use super::orphan_file::OrphanSlots;
 use crate::lock_order::Class;
 use crate::locks::{ordered, Ordered};
 use parking_lot::{Mutex, MutexGuard};
@@ -36,9 +39,10 @@ pub(crate) struct Closed {
 #[derive(Default)]
 pub(crate) struct OpenFiles {
     table: Mutex<Table>,
-    /// Serializes changes of the orphan list (taken inside inode locks
-    /// and a handle, before any allocator or cache lock).
-    orphan_lock: Mutex<()>,
+    /// Serializes changes of the orphan list and guards the orphan
+    /// file's slots (taken inside inode locks and a handle, before any
+    /// allocator or cache lock).
+    orphan_lock: Mutex<OrphanSlots>,
 }
 
 impl std::fmt::Debug for OpenFiles {
@@ -48,8 +52,13 @@ impl std::fmt::Debug for OpenFiles {
 }
 
 impl OpenFiles {
+    /// An empty table over the orphan file's state `slots`.
+    pub(crate) fn new(slots: OrphanSlots) -> OpenFiles {
+        OpenFiles { table: Mutex::default(), orphan_lock: Mutex::new(slots) }
+    }
+
     /// Takes the orphan-list mutex (checked against the lock order).
-    pub(crate) fn lock_orphans(&self) -> Ordered<MutexGuard<'_, ()>> {
+    pub(crate) fn lock_orphans(&self) -> Ordered<MutexGuard<'_, OrphanSlots>> {
         ordered(Class::Orphan, 0, || self.orphan_lock.lock())
     }
 

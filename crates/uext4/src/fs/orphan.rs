@@ -1,8 +1,10 @@
 //! The orphan list: inodes unlinked while open, and truncates in
-//! progress, chained from `s_last_orphan` through `i_dtime`. After a
-//! crash the list says what to finish: delete the inodes with no links,
-//! cut the others back to their `i_size` (the kernel's
-//! ext4_orphan_cleanup).
+//! progress, in the orphan file's slots when the filesystem has one
+//! (`fs/orphan_file.rs`) and otherwise, or when it is full, chained from
+//! `s_last_orphan` through `i_dtime`. After a crash the list says what
+//! to finish: delete the inodes with no links, cut the others back to
+//! their `i_size` (the kernel's ext4_orphan_cleanup, chain first, then
+//! the file).
 
 use super::FsCore;
 use crate::error::{Error, Result};
@@ -79,10 +81,18 @@ impl FsCore {
         Ok(done)
     }
 
-    /// Puts inode `i` on the orphan list (its `i_dtime` links to the
-    /// previous head).
+    /// Puts inode `i` on the orphan list: in a free slot of the orphan
+    /// file (one block of the handle's credits), or, without one, at the
+    /// head of the chain (its `i_dtime` links to the previous head; the
+    /// superblock and the inode). Either costs the handle at most two
+    /// blocks besides the inode.
     pub(crate) fn orphan_add(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
-        let _o = self.rw()?.open.lock_orphans();
+        let mut o = self.rw()?.open.lock_orphans();
+        if o.add(tx, i.ino)? {
+            // The inode is written here on either path (the callers count
+            // on it); its `i_dtime` stays as it is (no chain link).
+            return tx.write_inode(i);
+        }
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
         set_last_orphan(tx, i.ino)
@@ -122,7 +132,9 @@ impl FsCore {
     /// Frees the blocks past `i_size` of inode `ino` (on the orphan list
     /// with links, as a truncate that did not fit in one handle left it)
     /// in bounded handles, then takes it off the list. `map` is taken
-    /// for each step (after the handle: the data path's order).
+    /// for each step (after the handle: the data path's order). An
+    /// unlinked open file (no links) stays on the list for its last close
+    /// to delete (as ext4_truncate's orphan_del only with links).
     pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&crate::locks::OrderedLock>) -> Result<()> {
         let bs = self.vol.block_size as u64;
         loop {
@@ -132,23 +144,29 @@ impl FsCore {
             let keep = FileBlock(i.size.div_ceil(bs));
             let done =
                 if i.file_type()? == FileType::Regular { self.free_blocks_bounded(&tx, &mut i, keep)? } else { true };
-            if done {
+            if done && i.links_count > 0 {
                 self.orphan_remove(&tx, ino)?;
                 i.dtime = 0;
                 tx.write_inode_dtime(&mut i)?;
-                tx.settle();
+            } else {
+                self.write_orphan_inode(&tx, &mut i)?;
+            }
+            tx.settle();
+            if done {
                 self.rw()?.txns.note_dirty(&[ino], tx.tid());
                 return Ok(());
             }
-            self.write_orphan_inode(&tx, &mut i)?;
-            tx.settle();
         }
     }
 
-    /// Takes inode `ino` off the orphan list.
+    /// Takes inode `ino` off the orphan list (its orphan-file slot, or
+    /// its link in the chain).
     fn orphan_remove(&self, tx: &Tx, ino: u32) -> Result<()> {
         let rw = self.rw()?;
-        let _o = rw.open.lock_orphans();
+        let mut o = rw.open.lock_orphans();
+        if o.remove(tx, ino)? {
+            return Ok(());
+        }
         let next = crate::inode::read_inode(&self.vol, ino)?.dtime;
         let mut cur = last_orphan(tx)?;
         if cur == ino {
@@ -234,6 +252,31 @@ impl FsCore {
             } else {
                 self.finish_truncate(next, None)?;
                 truncated += 1;
+            }
+        }
+        // Then the orphan file's slots, as the kernel does after the chain.
+        let rw = self.rw()?;
+        let entries = rw.open.lock_orphans().on_disk(&self.vol)?;
+        for (ino, idx) in entries {
+            rw.open.lock_orphans().adopt(ino, idx);
+            let valid = ino >= self.vol.sb.first_ino && ino <= self.vol.sb.inodes_count && seen.insert(ino);
+            let i = if valid { Some(crate::inode::read_inode(&self.vol, ino)?) } else { None };
+            match i {
+                // A slot naming no inode in use (a stale or repeated
+                // entry) is only freed, as the kernel's cleanup skips it.
+                Some(i) if i.mode != 0 && i.links_count == 0 => {
+                    self.delete_orphan(ino)?;
+                    deleted += 1;
+                }
+                Some(i) if i.mode != 0 => {
+                    self.finish_truncate(ino, None)?;
+                    truncated += 1;
+                }
+                _ => {
+                    let tx = self.begin(1)?;
+                    self.orphan_remove(&tx, ino)?;
+                    tx.settle();
+                }
             }
         }
         if deleted + truncated > 0 {

@@ -214,18 +214,27 @@ impl Transactions {
 
     /// Stops the periodic commit, empties the log and marks the
     /// filesystem clean (then releases the MMP claim).
-    pub(crate) fn shutdown(&self, vol: &Volume, alloc: &Allocator, ialloc: &InodeAllocator) -> Result<()> {
+    ///
+    /// `orphans_empty`: the orphan file holds no entry (its "present"
+    /// flag is cleared with the clean mark).
+    pub(crate) fn shutdown(
+        &self,
+        vol: &Volume,
+        alloc: &Allocator,
+        ialloc: &InodeAllocator,
+        orphans_empty: bool,
+    ) -> Result<()> {
         *self.committer.lock() = None;
         alloc.discard_all_prealloc();
         match &self.journal {
             Some(j) => {
                 j.shutdown()?;
-                mark_journal_clean(vol)?;
+                mark_journal_clean(vol, orphans_empty)?;
             }
             None => {
                 let h = Handle::direct(vol.cache.clone());
                 write_super_counts(vol, &h, alloc.free_blocks(), ialloc.free_inodes())?;
-                mark_unjournaled_clean(vol)?;
+                mark_unjournaled_clean(vol, orphans_empty)?;
             }
         }
         vol.device().flush()?;

@@ -577,9 +577,9 @@ pub fn tree_change_credits(depth: u16) -> usize {
 }
 
 /// Credits a bounded removal leaves for its caller to finish in the same
-/// handle: the inode, the orphan list (superblock or previous orphan),
-/// the inode's bitmap and descriptor, its xattr block with that block's
-/// bitmap and descriptor.
+/// handle: the inode, the orphan list (superblock, previous orphan or
+/// orphan-file block: one either way), the inode's bitmap and
+/// descriptor, its xattr block with that block's bitmap and descriptor.
 pub const FINISH_RESERVE: usize = 16;
 
 /// The end of the part of `[a, b)` whose removal from leaf `v` fits in

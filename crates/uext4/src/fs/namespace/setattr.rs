@@ -75,9 +75,10 @@ impl FsCore {
         }
         i.ctime = now;
         tx.write_inode(&mut i)?;
-        if truncate_left {
+        if truncate_left && i.links_count > 0 {
             // The rest of the blocks are freed in more handles; the orphan
-            // list has a crash finish them (ext4_setattr's orphan_add).
+            // list has a crash finish them (ext4_setattr's orphan_add). An
+            // unlinked open file is on the list already, until its close.
             self.orphan_add(&tx, &mut i)?;
         }
         self.note_tid(&tx, &[ino]);
