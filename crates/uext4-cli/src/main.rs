@@ -271,10 +271,12 @@ enum Cmd {
     },
     /// Create a fresh ext4 filesystem in an image file (no mke2fs needed)
     #[command(long_about = "Create (or overwrite) the image file IMAGE of --size bytes holding a fresh ext4\n\
-                            filesystem with mke2fs's default ext4 features (has_journal, ext_attr, dir_index,\n\
-                            filetype, extent, 64bit, flex_bg, sparse_super, large_file, huge_file, dir_nlink,\n\
-                            extra_isize, metadata_csum) except resize_inode. Block size and inode ratio\n\
-                            default as in mke2fs (1 KiB blocks below 512 MiB, else 4 KiB).")]
+                            filesystem with upstream mke2fs's default ext4 features (has_journal, ext_attr,\n\
+                            dir_index, filetype, extent, 64bit, flex_bg, sparse_super, large_file, huge_file,\n\
+                            dir_nlink, extra_isize, metadata_csum, metadata_csum_seed, orphan_file) except\n\
+                            resize_inode. -O adds or drops features as mke2fs's does (e.g. -O\n\
+                            ^orphan_file,^metadata_csum_seed). Block size and inode ratio default as in\n\
+                            mke2fs (1 KiB blocks below 512 MiB, else 4 KiB).")]
     Mkfs {
         /// The image file to create
         image: PathBuf,
@@ -296,9 +298,14 @@ enum Cmd {
         /// Journal size in blocks (0 for none; default as mke2fs)
         #[arg(short = 'J', long)]
         journal_blocks: Option<u32>,
-        /// Without metadata_csum (uses uninit_bg's descriptor checksums)
+        /// Without metadata_csum (uses uninit_bg's descriptor checksums); same as -O ^metadata_csum
         #[arg(long)]
         no_metadata_csum: bool,
+        /// Features to add (name) or drop (^name), comma-separated, as mke2fs -O: has_journal,
+        /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit, dir_nlink, extra_isize,
+        /// orphan_file
+        #[arg(short = 'O', long = "features", value_name = "FEATURES")]
+        features: Vec<String>,
     },
     /// Mount an image through FUSE (needs root and /dev/fuse)
     #[command(long_about = "Serve IMAGE at MOUNTPOINT through FUSE until it is unmounted (umount MOUNTPOINT,\n\
@@ -456,9 +463,26 @@ fn run(cli: Cli) -> CliResult {
             let fs = util::open_image(&image)?;
             get::run(&fs, os_bytes(&path), &dest)?;
         }
-        Cmd::Mkfs { image, size, block_size, inode_size, inode_ratio, label, journal_blocks, no_metadata_csum } => {
+        Cmd::Mkfs {
+            image,
+            size,
+            block_size,
+            inode_size,
+            inode_ratio,
+            label,
+            journal_blocks,
+            no_metadata_csum,
+            features: feature_lists,
+        } => {
             if label.len() > 16 {
                 return Err(CliError::msg("label longer than 16 bytes"));
+            }
+            let mut features = uext4::mkfs::MkfsFeatures::default();
+            if no_metadata_csum {
+                features.apply("^metadata_csum").map_err(|e| util::fs_err("-O", e))?;
+            }
+            for list in &feature_lists {
+                features.apply(list).map_err(|e| util::fs_err("-O", e))?;
             }
             let opts = uext4::mkfs::MkfsOptions {
                 size,
@@ -467,7 +491,7 @@ fn run(cli: Cli) -> CliResult {
                 inode_ratio,
                 label,
                 journal_blocks,
-                metadata_csum: !no_metadata_csum,
+                features,
                 ..Default::default()
             };
             let spinner = if progress::enabled() {

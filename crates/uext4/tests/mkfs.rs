@@ -4,8 +4,40 @@
 mod rw_support;
 
 use rw_support::{fsck_clean, have, is_root, KernelMount};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
 use std::process::Command;
-use uext4::mkfs::{mkfs_file, MkfsOptions};
+use uext4::format::checksum::crc32c;
+use uext4::format::orphan_file as of;
+use uext4::mkfs::{mkfs_file, MkfsFeatures, MkfsOptions};
+use uext4::Filesystem;
+
+/// The feature names `dumpe2fs -h` lists for `img`.
+fn dumpe2fs_features(img: &Path) -> BTreeSet<String> {
+    let out = Command::new("dumpe2fs").arg("-h").arg(img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find_map(|l| l.strip_prefix("Filesystem features:")).expect("no feature line");
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+fn set(names: &str) -> BTreeSet<String> {
+    names.split_whitespace().map(str::to_string).collect()
+}
+
+/// Upstream e2fsprogs 1.47's default ext4 set without resize_inode.
+const UPSTREAM: &str = "has_journal ext_attr dir_index orphan_file filetype extent 64bit flex_bg \
+                        metadata_csum_seed sparse_super large_file huge_file dir_nlink extra_isize metadata_csum";
+/// The set before orphan_file and metadata_csum_seed became defaults.
+const OLD: &str = "has_journal ext_attr dir_index filetype extent 64bit flex_bg sparse_super large_file huge_file \
+                   dir_nlink extra_isize metadata_csum";
+
+/// The default features with `list` applied as `-O`.
+fn with(list: &str) -> MkfsFeatures {
+    let mut f = MkfsFeatures::default();
+    f.apply(list).unwrap();
+    f
+}
 
 #[test]
 fn fresh_images_are_clean() {
@@ -19,7 +51,8 @@ fn fresh_images_are_clean() {
         ("5m", MkfsOptions { size: 5 << 20, ..Default::default() }),
         ("600m", MkfsOptions { size: 600 << 20, ..Default::default() }),
         ("2k", MkfsOptions { size: 100 << 20, block_size: Some(2048), ..Default::default() }),
-        ("nocsum", MkfsOptions { size: 64 << 20, metadata_csum: false, ..Default::default() }),
+        ("nocsum", MkfsOptions { size: 64 << 20, features: with("^metadata_csum"), ..Default::default() }),
+        ("no64", MkfsOptions { size: 300 << 20, features: with("^64bit,^flex_bg"), ..Default::default() }),
         (
             "nojournal",
             MkfsOptions { size: 64 << 20, journal_blocks: Some(0), label: "data".into(), ..Default::default() },
@@ -51,7 +84,7 @@ fn kernel_mounts_and_writes() {
     for (name, opts) in [
         ("k1", MkfsOptions { size: 64 << 20, ..Default::default() }),
         ("k4", MkfsOptions { size: 1 << 30, ..Default::default() }),
-        ("knocsum", MkfsOptions { size: 64 << 20, metadata_csum: false, ..Default::default() }),
+        ("knocsum", MkfsOptions { size: 64 << 20, features: with("^metadata_csum"), ..Default::default() }),
     ] {
         let img = dir.path().join(name);
         mkfs_file(&img, &opts).unwrap();
@@ -69,6 +102,15 @@ fn kernel_mounts_and_writes() {
         for i in 0..300 {
             std::fs::write(mnt.join(format!("d/small{i}")), format!("{i}")).unwrap();
         }
+        // Held open across its unlink: an orphan (in the orphan file by
+        // default), deleted at the close.
+        let mut held = std::fs::File::create(mnt.join("held")).unwrap();
+        held.write_all(&data[..200_000]).unwrap();
+        held.sync_all().unwrap();
+        std::fs::remove_file(mnt.join("held")).unwrap();
+        held.write_all(&data[..100_000]).unwrap();
+        held.sync_all().unwrap();
+        drop(held);
         m.unmount();
         fsck_clean(&img);
         let fs = uext4::Filesystem::open(&img).unwrap();
@@ -115,5 +157,132 @@ fn inode_encode_round_trips() {
             checked += 1;
         }
         assert!(checked >= 8, "{name}: only {checked} inodes");
+    }
+}
+
+/// A default image has exactly upstream mke2fs's default features (less
+/// resize_inode), its orphan file (inode 12, sized as mke2fs sizes it,
+/// every block an empty slot array with a valid tail) and a stored
+/// checksum seed of crc32c(~0, uuid); uext4 writes into it read-write
+/// (a file unlinked while open included) and e2fsck stays clean. `-O
+/// ^orphan_file,^metadata_csum_seed` gives the set of before.
+#[test]
+fn default_features_are_upstreams() {
+    if !have("e2fsck") || !have("dumpe2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (size, orphan_blocks) in [(64u64 << 20, 32u64), (1 << 30, 64)] {
+        let img = dir.path().join("default");
+        let l = mkfs_file(&img, &MkfsOptions { size, ..Default::default() }).unwrap();
+        assert_eq!(dumpe2fs_features(&img), set(UPSTREAM));
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        let sb = fs.superblock().clone();
+        assert_eq!(sb.orphan_file_inum, 12);
+        assert_eq!(sb.checksum_seed, crc32c(!0, &sb.uuid));
+        assert_eq!(u64::from(l.orphan.1), orphan_blocks);
+        let bs = fs.block_size() as usize;
+        let st = fs.stat(12).unwrap();
+        assert_eq!(st.size, orphan_blocks * bs as u64);
+        let mut data = vec![0u8; st.size as usize];
+        assert_eq!(fs.inodes().read(12, 0, &mut data).unwrap(), data.len());
+        for (k, b) in data.chunks(bs).enumerate() {
+            assert!(of::verify(b, l.orphan.0 + k as u64, None).is_ok(), "block {k}: no magic");
+            assert_eq!(of::entries(b).count(), 0, "block {k}: a slot taken");
+        }
+        drop(fs);
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        let payload = vec![0x5au8; 300_000];
+        let f = fs.create(root, b"kept", 0o644, 0, 0).unwrap().ino;
+        fs.inodes().write(f, 0, &payload).unwrap();
+        let gone = fs.create(root, b"gone", 0o644, 0, 0).unwrap().ino;
+        fs.inodes().write(gone, 0, &payload).unwrap();
+        fs.open_inode(gone).unwrap();
+        fs.unlink(root, b"gone").unwrap();
+        fs.commit().unwrap();
+        fs.close_inode(gone).unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/kept").unwrap()).unwrap(), payload);
+        assert!(fs.resolve("/gone").is_err());
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
+
+    let img = dir.path().join("old");
+    let opts = MkfsOptions { size: 64 << 20, features: with("^orphan_file,^metadata_csum_seed"), ..Default::default() };
+    mkfs_file(&img, &opts).unwrap();
+    assert_eq!(dumpe2fs_features(&img), set(OLD));
+    fsck_clean(&img);
+    let fs = Filesystem::open(&img).unwrap();
+    assert_eq!(fs.superblock().orphan_file_inum, 0);
+}
+
+/// mke2fs itself makes the same set when asked for the two new
+/// defaults (Debian's mke2fs.conf lacks them), bar resize_inode.
+#[test]
+fn default_features_match_mke2fs() {
+    let Some((_d, img)) = rw_support::mkfs(64, &["-O", "orphan_file,metadata_csum_seed"]) else { return };
+    if !have("dumpe2fs") {
+        eprintln!("SKIP: dumpe2fs not installed");
+        return;
+    }
+    let mut theirs = dumpe2fs_features(&img);
+    theirs.remove("resize_inode");
+    assert_eq!(theirs, set(UPSTREAM));
+}
+
+/// `-O` lists: every supported feature can be dropped (each image is
+/// clean and lists exactly what was asked); unknown and unsupported
+/// names are refused, all named, leaving the features unchanged.
+#[test]
+fn feature_lists() {
+    let mut f = MkfsFeatures::default();
+    let e = f.apply("^orphan_file,frobnicate,quota,^extent,orphan_file").unwrap_err().to_string();
+    assert!(e.contains("frobnicate") && e.contains("quota") && e.contains("^extent"), "{e}");
+    assert!(!e.contains("^orphan_file"), "{e}");
+    assert_eq!(f, MkfsFeatures::default(), "a refused list changes nothing");
+    f.apply("extent,ext_attr").unwrap();
+    assert_eq!(f, MkfsFeatures::default(), "always-on features may be named");
+    f.apply("^metadata_csum").unwrap();
+    assert!(!f.metadata_csum && !f.metadata_csum_seed, "the seed goes with the checksums");
+    let mut g = MkfsFeatures::default();
+    g.apply("^metadata_csum,metadata_csum_seed").unwrap();
+    assert!(g.check().is_err());
+    let mut h = MkfsFeatures::default();
+    h.apply("^has_journal").unwrap();
+    assert!(!h.orphan_file, "no journal, no orphan file");
+    h.apply("orphan_file").unwrap();
+    assert!(MkfsOptions { size: 64 << 20, features: h, ..Default::default() }.features.check().is_err());
+
+    if !have("e2fsck") || !have("dumpe2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = set(UPSTREAM);
+    for (list, dropped) in [
+        ("^has_journal", "has_journal orphan_file"),
+        ("^huge_file,^dir_nlink,^extra_isize", "huge_file dir_nlink extra_isize"),
+        ("^flex_bg", "flex_bg"),
+        ("^64bit", "64bit"),
+        ("^metadata_csum", "metadata_csum metadata_csum_seed"),
+    ] {
+        let img = dir.path().join("f");
+        mkfs_file(&img, &MkfsOptions { size: 200 << 20, features: with(list), ..Default::default() })
+            .unwrap_or_else(|e| panic!("{list}: {e}"));
+        let mut want: BTreeSet<String> = all.difference(&set(dropped)).cloned().collect();
+        if list == "^metadata_csum" {
+            want.insert("uninit_bg".into());
+        }
+        assert_eq!(dumpe2fs_features(&img), want, "{list}");
+        fsck_clean(&img);
+        std::fs::remove_file(&img).unwrap();
     }
 }

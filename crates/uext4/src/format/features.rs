@@ -118,6 +118,12 @@ const INCOMPAT_NAMES: &[(u32, &str)] = &[
     (incompat::CASEFOLD, "casefold"),
 ];
 
+/// True if `name` is the e2fsprogs name of a feature (for messages that
+/// tell an unknown name from an unsupported one).
+pub(crate) fn is_known_name(name: &str) -> bool {
+    COMPAT_NAMES.iter().chain(RO_COMPAT_NAMES).chain(INCOMPAT_NAMES).any(|&(_, n)| n == name)
+}
+
 /// INCOMPAT features this implementation understands well enough to read.
 /// Anything else (journal_dev, compression, dirdata, encrypt, casefold,
 /// ea_inode, inline_data, and unknown bits) refuses the open: see

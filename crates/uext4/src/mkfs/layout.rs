@@ -22,9 +22,9 @@ pub struct MkfsOptions {
     pub journal_blocks: Option<u32>,
     /// Filesystem UUID (random if `None`).
     pub uuid: Option<[u8; 16]>,
-    /// metadata_csum (default on; off gives uninit_bg's crc16 descriptor
-    /// checksums instead).
-    pub metadata_csum: bool,
+    /// The optional features to create (default: upstream mke2fs's ext4
+    /// set); edit with [`MkfsFeatures::apply`].
+    pub features: MkfsFeatures,
     /// Percentage of blocks reserved for root.
     pub reserved_percent: u32,
 }
@@ -39,16 +39,167 @@ impl Default for MkfsOptions {
             label: String::new(),
             journal_blocks: None,
             uuid: None,
-            metadata_csum: true,
+            features: MkfsFeatures::default(),
             reserved_percent: 5,
         }
     }
 }
 
-/// Groups per flex group.
+/// The features `mkfs` can turn on or off. The default is the ext4
+/// set of upstream e2fsprogs 1.47's mke2fs.conf (`has_journal, extent,
+/// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit,
+/// dir_nlink, extra_isize, orphan_file`); `ext_attr`, `dir_index`,
+/// `filetype`, `extent`, `sparse_super` and `large_file` are always on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MkfsFeatures {
+    /// A journal (its size: [`MkfsOptions::journal_blocks`]).
+    pub has_journal: bool,
+    /// Files larger than 2 TiB (the inode block count in fs blocks).
+    pub huge_file: bool,
+    /// Flex groups of 16 (bitmaps and inode tables packed together).
+    pub flex_bg: bool,
+    /// crc32c checksums on all metadata (off gives uninit_bg's crc16
+    /// descriptor checksums instead, as mke2fs does).
+    pub metadata_csum: bool,
+    /// The checksum seed stored in the superblock (needs metadata_csum),
+    /// so that the UUID can change without rewriting every checksum.
+    pub metadata_csum_seed: bool,
+    /// 64-byte group descriptors and block numbers above 2^32.
+    pub bit64: bool,
+    /// Directories with more than 65000 subdirectories.
+    pub dir_nlink: bool,
+    /// A guaranteed 32 bytes of extra inode fields.
+    pub extra_isize: bool,
+    /// An orphan file (inode 12) instead of the `s_last_orphan` chain only.
+    /// Made only with a journal (the kernel and e2fsck refuse it without).
+    pub orphan_file: bool,
+}
+
+impl Default for MkfsFeatures {
+    fn default() -> Self {
+        MkfsFeatures {
+            has_journal: true,
+            huge_file: true,
+            flex_bg: true,
+            metadata_csum: true,
+            metadata_csum_seed: true,
+            bit64: true,
+            dir_nlink: true,
+            extra_isize: true,
+            orphan_file: true,
+        }
+    }
+}
+
+impl MkfsFeatures {
+    /// The features mkfs can add or drop, by their e2fsprogs names.
+    pub const NAMES: [&'static str; 9] = [
+        "has_journal",
+        "huge_file",
+        "flex_bg",
+        "metadata_csum",
+        "metadata_csum_seed",
+        "64bit",
+        "dir_nlink",
+        "extra_isize",
+        "orphan_file",
+    ];
+
+    fn flag(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "has_journal" => &mut self.has_journal,
+            "huge_file" => &mut self.huge_file,
+            "flex_bg" => &mut self.flex_bg,
+            "metadata_csum" => &mut self.metadata_csum,
+            "metadata_csum_seed" => &mut self.metadata_csum_seed,
+            "64bit" => &mut self.bit64,
+            "dir_nlink" => &mut self.dir_nlink,
+            "extra_isize" => &mut self.extra_isize,
+            "orphan_file" => &mut self.orphan_file,
+            _ => return None,
+        })
+    }
+
+    /// Applies a mke2fs `-O` list: comma-separated names, each adding the
+    /// feature or, prefixed with `^`, dropping it. Dropping metadata_csum
+    /// also drops metadata_csum_seed unless the list names the latter
+    /// (the seed means nothing without checksums), and dropping
+    /// has_journal drops orphan_file unless the list names it (it needs a
+    /// journal). Unknown features and
+    /// features mkfs cannot make are refused, all named in one error,
+    /// and leave `self` unchanged.
+    pub fn apply(&mut self, list: &str) -> Result<()> {
+        let mut next = *self;
+        let (mut unknown, mut unsupported) = (Vec::new(), Vec::new());
+        let mut seed_named = false;
+        let mut csum_dropped = false;
+        let (mut orphan_named, mut journal_dropped) = (false, false);
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (on, name) = match item.strip_prefix('^') {
+                Some(n) => (false, n),
+                None => (true, item),
+            };
+            seed_named |= name == "metadata_csum_seed";
+            csum_dropped |= name == "metadata_csum" && !on;
+            orphan_named |= name == "orphan_file";
+            journal_dropped |= name == "has_journal" && !on;
+            match next.flag(name) {
+                Some(f) => *f = on,
+                // Always on: naming them is harmless, dropping them is not
+                // something mkfs can do.
+                None if on && ALWAYS_ON.contains(&name) => {}
+                None if crate::format::features::is_known_name(name) || ALWAYS_ON.contains(&name) => {
+                    unsupported.push(item.to_string())
+                }
+                None => unknown.push(item.to_string()),
+            }
+        }
+        if csum_dropped && !seed_named {
+            next.metadata_csum_seed = false;
+        }
+        if journal_dropped && !orphan_named {
+            next.orphan_file = false;
+        }
+        let mut why = Vec::new();
+        if !unknown.is_empty() {
+            why.push(format!("unknown feature(s): {}", unknown.join(", ")));
+        }
+        if !unsupported.is_empty() {
+            why.push(format!(
+                "feature(s) uext4 mkfs cannot set this way: {} (it can add or drop {})",
+                unsupported.join(", "),
+                Self::NAMES.join(", ")
+            ));
+        }
+        if !why.is_empty() {
+            return Err(Error::Invalid(why.join("; ")));
+        }
+        *self = next;
+        Ok(())
+    }
+
+    /// Refuses combinations mke2fs refuses.
+    pub fn check(&self) -> Result<()> {
+        if self.metadata_csum_seed && !self.metadata_csum {
+            return Err(Error::Invalid("metadata_csum_seed needs metadata_csum".into()));
+        }
+        if self.orphan_file && !self.has_journal {
+            return Err(Error::Invalid("orphan_file needs has_journal".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Features every uext4 mkfs image has.
+const ALWAYS_ON: [&str; 6] = ["ext_attr", "dir_index", "filetype", "extent", "sparse_super", "large_file"];
+
+/// Groups per flex group (with flex_bg).
 pub const FLEX_SIZE: u32 = 16;
-/// Descriptor size (64bit feature).
+/// Descriptor size with the 64bit feature.
 pub const DESC_SIZE: u32 = 64;
+/// The orphan file's inode (the first free one after lost+found, as
+/// mke2fs allocates it).
+pub const ORPHAN_INO: u32 = 12;
 /// First non-reserved inode.
 pub const FIRST_INO: u32 = 11;
 /// lost+found's inode.
@@ -86,6 +237,10 @@ pub struct Layout {
     pub itable_blocks: u32,
     /// Descriptor blocks.
     pub gdt_blocks: u32,
+    /// Descriptor size (64 with 64bit, else 32).
+    pub desc_size: u32,
+    /// Groups per flex group (1 without flex_bg).
+    pub flex_size: u32,
     /// Per-group metadata.
     pub meta: Vec<GroupMeta>,
     /// Journal runs (start, len) in logical order; empty without a journal.
@@ -96,11 +251,24 @@ pub struct Layout {
     pub root_block: u64,
     /// lost+found's blocks (contiguous).
     pub lpf: (u64, u32),
+    /// The orphan file's blocks (contiguous; length 0 without orphan_file).
+    pub orphan: (u64, u32),
     used: Vec<u64>,
 }
 
 fn has_super(g: u32) -> bool {
     crate::format::superblock::sparse_super_group(u64::from(g))
+}
+
+/// mke2fs's default orphan file size for a filesystem of `blocks`
+/// blocks (e2fsprogs' ext2fs_default_orphan_file_blocks): 32 blocks
+/// below 128Ki blocks, 1/4096 of the blocks below 2Mi, else 512.
+pub fn default_orphan_blocks(blocks: u64) -> u32 {
+    match blocks {
+        0..131072 => 32,
+        131072..2097152 => (blocks / 4096) as u32,
+        _ => 512,
+    }
 }
 
 /// mke2fs's default journal size for a filesystem of `blocks` blocks.
@@ -210,10 +378,17 @@ impl Layout {
         }
         let first = u32::from(bs == 1024);
         let bpg = 8 * bs;
+        let feat = opts.features;
+        feat.check()?;
         let mut blocks = opts.size / u64::from(bs);
         if blocks >= 1 << 48 {
             return Err(Error::Invalid("filesystem too large".into()));
         }
+        if !feat.bit64 && blocks >= 1 << 32 {
+            return Err(Error::Invalid(format!("{blocks} blocks need the 64bit feature")));
+        }
+        let desc_size = if feat.bit64 { DESC_SIZE } else { 32 };
+        let flex_size = if feat.flex_bg { FLEX_SIZE } else { 1 };
         let inodes_per_block = bs / u32::from(isz);
         let (groups, ipg, gdt_blocks) = loop {
             if blocks < u64::from(first) + 64 {
@@ -229,7 +404,7 @@ impl Layout {
             ipg = ipg.div_ceil(inodes_per_block) * inodes_per_block;
             ipg = ipg.div_ceil(8) * 8;
             ipg = ipg.min(8 * bs).max(16);
-            let gdt_blocks = (u64::from(groups) * u64::from(DESC_SIZE)).div_ceil(u64::from(bs)) as u32;
+            let gdt_blocks = (u64::from(groups) * u64::from(desc_size)).div_ceil(u64::from(bs)) as u32;
             let last = blocks - u64::from(first) - u64::from(groups - 1) * u64::from(bpg);
             let itable = u64::from(ipg) * u64::from(isz) / u64::from(bs);
             let overhead = if has_super(groups - 1) { 1 + u64::from(gdt_blocks) } else { 0 } + 2 + itable;
@@ -251,11 +426,14 @@ impl Layout {
             inode_size: isz,
             itable_blocks,
             gdt_blocks,
+            desc_size,
+            flex_size,
             meta: Vec::with_capacity(groups as usize),
             journal: Vec::new(),
             journal_leaf: None,
             root_block: 0,
             lpf: (0, 0),
+            orphan: (0, 0),
             used: vec![0; blocks.div_ceil(64) as usize],
         };
         // Block 0 holds the boot sector (and, with 4 KiB blocks, the
@@ -269,8 +447,10 @@ impl Layout {
         // Flex groups: all block bitmaps, then inode bitmaps, then inode
         // tables, packed at the start of the flex group's first group.
         let mut meta = vec![GroupMeta { block_bitmap: 0, inode_bitmap: 0, inode_table: 0 }; groups as usize];
-        for leader in (0..groups).step_by(FLEX_SIZE as usize) {
-            let members = leader..(leader + FLEX_SIZE).min(groups);
+        // Without flex_bg each group is its own "flex group": its metadata
+        // sits at its own start, as the format requires then.
+        for leader in (0..groups).step_by(flex_size as usize) {
+            let members = leader..(leader + flex_size).min(groups);
             let from = l.group_start(leader);
             for g in members.clone() {
                 meta[g as usize].block_bitmap = l.take(from, 1, "block bitmaps")?;
@@ -286,7 +466,17 @@ impl Layout {
         l.root_block = l.take(l.group_start(0), 1, "the root directory")?;
         let lpf_len = (16384 / bs).max(2);
         l.lpf = (l.take(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
-        let jblocks = opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks));
+        let jblocks = if feat.has_journal {
+            opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks))
+        } else {
+            0
+        };
+        // A journal of 0 blocks (asked, or the default of a tiny
+        // filesystem) means no journal, hence no orphan file.
+        if feat.orphan_file && jblocks > 0 {
+            let n = default_orphan_blocks(blocks);
+            l.orphan = (l.take(l.group_start(0), u64::from(n), "the orphan file")?, n);
+        }
         if jblocks > 0 {
             if jblocks < 1024 {
                 return Err(Error::Invalid(format!("journal of {jblocks} blocks is too small (minimum 1024)")));

@@ -1,8 +1,12 @@
 //! Creating a fresh ext4 filesystem (`uext4 mkfs`), without mke2fs.
 //!
-//! The result has mke2fs's default ext4 feature set except
+//! The result has upstream mke2fs's (e2fsprogs 1.47) default ext4
+//! feature set, orphan_file and metadata_csum_seed included, except
 //! `resize_inode` (no blocks are reserved for online growth; the kernel
-//! and e2fsck accept that, see docs/COMPATIBILITY.md). Layout follows
+//! and e2fsck accept that, see docs/COMPATIBILITY.md); [`MkfsFeatures`]
+//! adds or drops features as `mke2fs -O` does. The orphan file is inode
+//! 12, sized as mke2fs sizes it, each block an empty slot array with a
+//! sealed tail. Layout follows
 //! mke2fs: sparse superblock backups, 64-byte descriptors, flex groups of
 //! 16 whose bitmaps and inode tables sit together at the start of each
 //! flex group, a contiguous journal near the middle of the disk, a root
@@ -13,7 +17,7 @@
 mod layout;
 mod write;
 
-pub use layout::{Layout, MkfsOptions};
+pub use layout::{default_orphan_blocks, Layout, MkfsFeatures, MkfsOptions};
 pub use write::format_device;
 
 use crate::device::FileDevice;

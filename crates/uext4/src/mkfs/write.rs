@@ -1,6 +1,6 @@
 //! Writing a computed layout to a device.
 
-use super::layout::{Layout, MkfsOptions, DESC_SIZE, FIRST_INO, FLEX_SIZE, LPF_INO};
+use super::layout::{Layout, MkfsOptions, FIRST_INO, LPF_INO, ORPHAN_INO};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::block_number::LogicalBlock;
@@ -11,6 +11,7 @@ use crate::format::extent::{encode_node, set_block_checksum, Extent, ExtentHeade
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, ROOT_INO, S_IFDIR, S_IFREG};
+use crate::format::orphan_file;
 use crate::format::superblock::{Superblock, EXT4_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 
 fn random_bytes() -> [u8; 16] {
@@ -72,16 +73,36 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     if journal {
         compat_f |= compat::HAS_JOURNAL;
     }
+    let feat = opts.features;
+    let orphan = l.orphan.1 > 0;
+    if orphan {
+        compat_f |= compat::ORPHAN_FILE;
+    }
     put_le32(&mut b, 0x5C, compat_f);
-    put_le32(&mut b, 0x60, incompat::FILETYPE | incompat::EXTENTS | incompat::BIT64 | incompat::FLEX_BG);
-    let mut ro = ro_compat::SPARSE_SUPER
-        | ro_compat::LARGE_FILE
-        | ro_compat::HUGE_FILE
-        | ro_compat::DIR_NLINK
-        | ro_compat::EXTRA_ISIZE;
+    let mut inc = incompat::FILETYPE | incompat::EXTENTS;
+    for (on, bit) in [
+        (feat.bit64, incompat::BIT64),
+        (feat.flex_bg, incompat::FLEX_BG),
+        (feat.metadata_csum_seed, incompat::CSUM_SEED),
+    ] {
+        if on {
+            inc |= bit;
+        }
+    }
+    put_le32(&mut b, 0x60, inc);
+    let mut ro = ro_compat::SPARSE_SUPER | ro_compat::LARGE_FILE;
+    for (on, bit) in [
+        (feat.huge_file, ro_compat::HUGE_FILE),
+        (feat.dir_nlink, ro_compat::DIR_NLINK),
+        (feat.extra_isize, ro_compat::EXTRA_ISIZE),
+    ] {
+        if on {
+            ro |= bit;
+        }
+    }
     // Without metadata_csum, uninit_bg (crc16 descriptor checksums) is
     // what makes the uninitialised-group flags valid, as mke2fs does.
-    ro |= if opts.metadata_csum { ro_compat::METADATA_CSUM } else { ro_compat::GDT_CSUM };
+    ro |= if feat.metadata_csum { ro_compat::METADATA_CSUM } else { ro_compat::GDT_CSUM };
     put_le32(&mut b, 0x64, ro);
     b[0x68..0x78].copy_from_slice(&ids.uuid);
     let label = opts.label.as_bytes();
@@ -100,7 +121,10 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         put_le32(&mut b, 0x10C + 4 * 15, (jsize >> 32) as u32);
         put_le32(&mut b, 0x10C + 4 * 16, jsize as u32);
     }
-    put_le16(&mut b, 0xFE, DESC_SIZE as u16);
+    // s_desc_size counts only with 64bit (mke2fs leaves it 0 otherwise).
+    if feat.bit64 {
+        put_le16(&mut b, 0xFE, l.desc_size as u16);
+    }
     put_le32(&mut b, 0x100, 0x0004 | 0x0008); // user_xattr, acl
     put_le32(&mut b, 0x108, now.sec as u32);
     put_le32(&mut b, 0x150, (l.blocks_count >> 32) as u32);
@@ -111,15 +135,21 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     // Directory hashes follow the host's char signedness, as mke2fs does.
     let signed_char = std::ffi::c_char::MIN != 0;
     put_le32(&mut b, 0x160, if signed_char { 0x1 } else { 0x2 });
-    b[0x174] = FLEX_SIZE.trailing_zeros() as u8;
-    if opts.metadata_csum {
+    b[0x174] = l.flex_size.trailing_zeros() as u8;
+    if feat.metadata_csum {
         b[0x175] = 1;
+    }
+    if feat.metadata_csum_seed {
+        put_le32(&mut b, 0x270, crc32c(!0, &ids.uuid));
+    }
+    if orphan {
+        put_le32(&mut b, 0x280, ORPHAN_INO);
     }
     let hi = (now.sec >> 32) as u8;
     b[0x274] = hi; // wtime
     b[0x276] = hi; // mkfs_time
     b[0x277] = hi; // lastcheck
-    if opts.metadata_csum {
+    if feat.metadata_csum {
         let c = crc32c(!0, &b[..0x3FC]);
         put_le32(&mut b, 0x3FC, c);
     }
@@ -207,14 +237,14 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
             let mut buf = vec![0u8; bs];
             let leaf = ExtentNode::Leaf(ExtentHeader { entries: 0, max: 0, depth: 0 }, extents_of(&l.journal));
             encode_node(&leaf, &mut buf)?;
-            if opts.metadata_csum {
+            if opts.features.metadata_csum {
                 set_block_checksum(&mut buf, inode_seed(JOURNAL_INO));
             }
             journal_leaf = Some((lb, buf));
         }
     }
     let sb0 = superblock_raw(&l, &opts, &ids, 0, 0)?;
-    let mut itable0: Vec<u8> = vec![0u8; (FIRST_INO as usize + 1) * usize::from(l.inode_size)];
+    let mut itable0: Vec<u8> = vec![0u8; ORPHAN_INO as usize * usize::from(l.inode_size)];
     let mut put_inode = |ino: &mut Inode| -> Result<()> {
         let raw = ino.encode(&sb0)?.to_vec();
         let off = (ino.ino as usize - 1) * usize::from(l.inode_size);
@@ -264,9 +294,30 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         j.block = extent_root(&l.journal, l.journal_leaf)?;
         put_inode(&mut j)?;
     }
+    if l.orphan.1 > 0 {
+        // Like mke2fs's: root's, generation 0, no links from any directory.
+        let mut o = Inode::new_raw(&sb0, ORPHAN_INO);
+        o.mode = S_IFREG | 0o600;
+        o.links_count = 1;
+        o.size = u64::from(l.orphan.1) * bs as u64;
+        o.blocks_512 = o.size / 512;
+        o.flags = FL_EXTENTS;
+        (o.atime, o.ctime, o.mtime, o.crtime) = (now, now, now, Some(now));
+        o.block = extent_root(&[l.orphan], None)?;
+        put_inode(&mut o)?;
+    }
+
+    // Orphan file blocks: no slot taken, a sealed tail each.
+    let csum = opts.features.metadata_csum;
+    let orphan_seed = csum.then(|| inode_seed(ORPHAN_INO));
+    for k in 0..u64::from(l.orphan.1) {
+        let p = l.orphan.0 + k;
+        let mut b = vec![0u8; bs];
+        orphan_file::seal(&mut b, p, orphan_seed);
+        w.block(p, &b)?;
+    }
 
     // Directory blocks.
-    let csum = opts.metadata_csum;
     let end = if csum { bs - 12 } else { bs };
     let mut rb = vec![0u8; bs];
     write_entry(&mut rb, 0, ROOT_INO, 12, b".", file_type_of(S_IFDIR), true);
@@ -321,7 +372,11 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         let used = l.used_in_group(g);
         let free = n - used;
         total_free += u64::from(free);
-        let used_inodes = if g == 0 { FIRST_INO } else { 0 };
+        let used_inodes = match g {
+            0 if l.orphan.1 > 0 => ORPHAN_INO,
+            0 => FIRST_INO,
+            _ => 0,
+        };
         total_free_inodes += u64::from(ipg - used_inodes);
         // Only a superblock backup in it: leave the bitmap uninitialised.
         let block_uninit = g != 0 && g + 1 != l.groups && used == l.super_blocks(g);
@@ -390,9 +445,10 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     }
     let sb = superblock_raw(&l, &opts, &ids, total_free, total_free_inodes as u32)?;
     let mut gdt = vec![0u8; l.gdt_blocks as usize * bs];
+    let ds = l.desc_size as usize;
     for (g, gd) in descs.iter().enumerate() {
-        let off = g * DESC_SIZE as usize;
-        gd.encode(&sb, g as u32, &mut gdt[off..off + DESC_SIZE as usize]);
+        let off = g * ds;
+        gd.encode(&sb, g as u32, &mut gdt[off..off + ds]);
     }
     for g in 0..l.groups {
         if !l.has_super(g) {
