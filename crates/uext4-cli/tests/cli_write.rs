@@ -615,3 +615,50 @@ fn json_names_that_are_not_utf8() {
     assert_eq!(j["target"], "bad\u{fffd}");
     assert_eq!(j["target_bytes"], serde_json::json!([98, 97, 100, 255]));
 }
+
+/// `dumpe2fs -h` feature names of `img`.
+fn features_of(img: &Path) -> Vec<String> {
+    let out = tool("dumpe2fs").arg("-h").arg(img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find_map(|l| l.strip_prefix("Filesystem features:")).unwrap_or("").to_string();
+    let mut v: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// `uext4 mkfs` makes orphan_file and metadata_csum_seed by default;
+/// `-O ^orphan_file,^metadata_csum_seed` (the list may repeat) drops
+/// them; unknown or unsupported names are refused, each named; every
+/// image made is clean and takes a `put`.
+#[test]
+fn mkfs_feature_option() {
+    if !have_tools() || !have("dumpe2fs") {
+        return;
+    }
+    let im = Img::new();
+    let f = features_of(&im.img);
+    assert!(f.iter().any(|n| n == "orphan_file") && f.iter().any(|n| n == "metadata_csum_seed"), "{f:?}");
+    let src = im.dir.path().join("src");
+    fs::write(&src, pattern(3, 50_000)).unwrap();
+    im.put(&src, "/a");
+    assert_eq!(im.cat("/a"), pattern(3, 50_000));
+    im.fsck();
+
+    let img = im.dir.path().join("old.img");
+    let mk = |extra: &[&str]| {
+        let mut v: Vec<&OsStr> = vec![OsStr::new("mkfs"), img.as_os_str(), OsStr::new("-s"), OsStr::new("64M")];
+        v.extend(extra.iter().map(OsStr::new));
+        v.into_iter().map(|a| a.to_owned()).collect::<Vec<_>>()
+    };
+    ok(mk(&["-O", "^orphan_file", "-O", "^metadata_csum_seed"]));
+    let f = features_of(&img);
+    assert!(!f.iter().any(|n| n == "orphan_file" || n == "metadata_csum_seed"), "{f:?}");
+    assert!(f.iter().any(|n| n == "metadata_csum"), "{f:?}");
+    let old = Img { dir: tempfile::tempdir().unwrap(), img: img.clone() };
+    old.put(&src, "/a");
+    old.fsck();
+
+    fails(mk(&["-O", "frobnicate,^orphan_file"]), "frobnicate");
+    fails(mk(&["-O", "inline_data"]), "inline_data");
+    fails(mk(&["-O", "^has_journal,orphan_file"]), "orphan_file needs has_journal");
+}
