@@ -466,11 +466,8 @@ impl Layout {
         l.root_block = l.take(l.group_start(0), 1, "the root directory")?;
         let lpf_len = (16384 / bs).max(2);
         l.lpf = (l.take(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
-        let jblocks = if feat.has_journal {
-            opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks))
-        } else {
-            0
-        };
+        let jblocks =
+            if feat.has_journal { opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks)) } else { 0 };
         // A journal of 0 blocks (asked, or the default of a tiny
         // filesystem) means no journal, hence no orphan file.
         if feat.orphan_file && jblocks > 0 {
