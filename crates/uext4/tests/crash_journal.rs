@@ -8,7 +8,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have};
+use rw_support::{fsck_clean, have, inodes_and_names, open_recording};
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -27,13 +27,6 @@ fn small_journal_image(size_mb: u64) -> Option<Vec<u8>> {
     }
     let (_d, img) = rw_support::mkfs(size_mb, &["-b", "1024", "-J", "size=1"])?;
     Some(std::fs::read(&img).unwrap())
-}
-
-fn open_recording(base: &[u8]) -> (Arc<RecordingDevice>, Filesystem) {
-    let dev = Arc::new(RecordingDevice::new(base.to_vec()));
-    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
-    let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
-    (dev, fs)
 }
 
 fn flushes(dev: &RecordingDevice, from: usize, to: usize) -> usize {
@@ -270,13 +263,6 @@ fn handle_over_its_credits_is_caught() {
     fsck_clean(&img);
 }
 
-/// Inodes in use and files left in the root directory (the orphan tests
-/// expect the deleted ones gone).
-fn inodes_and_names(fs: &Filesystem) -> (u64, usize) {
-    let st = fs.statfs();
-    (st.inodes - st.free_inodes, fs.read_dir_all(fs.root()).unwrap().len())
-}
-
 /// `points` crash points spread evenly over `from..=to` (every point
 /// when there are no more), plus both ends.
 fn spread(from: usize, to: usize, points: usize) -> Vec<usize> {
@@ -366,14 +352,8 @@ fn run_large_free(unlink: bool) {
     let base = std::fs::read(&img0).unwrap();
     let (dev, fs) = open_recording(&base);
     let root = fs.root();
-    let ino = fs.create(root, b"big", 0o644, 0, 0).unwrap().ino;
     let len: u64 = 52 << 20;
-    fs.fallocate(ino, uext4::fs::FallocMode::Allocate, 0, len).unwrap();
-    // Holes every 64 KiB: hundreds of extents, a tree with leaf blocks.
-    for k in 0..len / 65536 {
-        fs.fallocate(ino, uext4::fs::FallocMode::PunchHole, k * 65536 + 1024, 1024).unwrap();
-    }
-    fs.write_direct(ino, 0, &[9u8; 4096]).unwrap();
+    let ino = rw_support::fragmented_file(&fs, b"big", len);
     fs.commit().unwrap();
     let mark = dev.events();
     if unlink {

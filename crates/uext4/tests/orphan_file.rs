@@ -7,7 +7,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, KernelMount};
+use rw_support::{fsck_clean, have, inodes_and_names, open_recording, KernelMount};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,19 +48,6 @@ fn orphan_slots(fs: &Filesystem) -> (Vec<u32>, usize) {
 fn read_only(img: &[u8]) -> Filesystem {
     let dev = Arc::new(RecordingDevice::new(img.to_vec()));
     Filesystem::open_device(dev as Arc<dyn BlockDevice>, MountOptions::default()).unwrap()
-}
-
-fn open_recording(base: &[u8]) -> (Arc<RecordingDevice>, Filesystem) {
-    let dev = Arc::new(RecordingDevice::new(base.to_vec()));
-    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
-    let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
-    (dev, fs)
-}
-
-/// Inodes in use and names in the root directory.
-fn inodes_and_names(fs: &Filesystem) -> (u64, usize) {
-    let st = fs.statfs();
-    (st.inodes - st.free_inodes, fs.read_dir_all(fs.root()).unwrap().len())
 }
 
 /// After a clean unmount: no orphan anywhere, the flag cleared.
@@ -211,14 +198,8 @@ fn bounded_truncate_survives_crashes_through_the_orphan_file() {
     };
     let base = std::fs::read(&img0).unwrap();
     let (dev, fs) = open_recording(&base);
-    let root = fs.root();
-    let ino = fs.create(root, b"big", 0o644, 0, 0).unwrap().ino;
     let len: u64 = 40 << 20;
-    fs.fallocate(ino, uext4::fs::FallocMode::Allocate, 0, len).unwrap();
-    for k in 0..len / 65536 {
-        fs.fallocate(ino, uext4::fs::FallocMode::PunchHole, k * 65536 + 1024, 1024).unwrap();
-    }
-    fs.write_direct(ino, 0, &[9u8; 4096]).unwrap();
+    let ino = rw_support::fragmented_file(&fs, b"big", len);
     fs.commit().unwrap();
     let mark = dev.events();
     fs.setattr(ino, SetAttr { size: Some(3000), ..Default::default() }).unwrap();

@@ -138,8 +138,10 @@ pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::CSUM_SEED
     | incompat::LARGEDIR;
 
-/// RO_COMPAT features this implementation understands. Others make the
-/// filesystem read-only, as in the kernel.
+/// RO_COMPAT features this implementation understands and keeps
+/// consistent while writing. Others make the filesystem read-only, as in
+/// the kernel (the one list both the open's notice and the read-write
+/// check use).
 pub const RO_COMPAT_SUPPORTED: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::LARGE_FILE
     | ro_compat::HUGE_FILE

@@ -13,7 +13,7 @@ use crate::alloc::Allocator;
 use crate::data::FileLocks;
 use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
 use crate::error::{Error, Result};
-use crate::format::features::{compat, ro_compat};
+use crate::format::features::{compat, RO_COMPAT_SUPPORTED};
 use crate::format::superblock::{Superblock, STATE_VALID, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::journal::Handle;
 use crate::txn::Tx;
@@ -21,16 +21,6 @@ use crate::volume::Volume;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// RO_COMPAT features uext4 can keep consistent while writing.
-const WRITABLE_RO_COMPAT: u32 = ro_compat::SPARSE_SUPER
-    | ro_compat::LARGE_FILE
-    | ro_compat::HUGE_FILE
-    | ro_compat::GDT_CSUM
-    | ro_compat::DIR_NLINK
-    | ro_compat::EXTRA_ISIZE
-    | ro_compat::METADATA_CSUM
-    | ro_compat::ORPHAN_PRESENT;
 
 /// The subsystems of a filesystem opened read-write, each owning its
 /// state behind its own methods.
@@ -58,7 +48,7 @@ impl std::fmt::Debug for Subsystems {
 /// Refuses read-write access to features whose metadata uext4 would not
 /// keep consistent.
 pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {
-    let bad_ro = sb.features.ro_compat & !WRITABLE_RO_COMPAT;
+    let bad_ro = sb.features.ro_compat & !RO_COMPAT_SUPPORTED;
     if bad_ro != 0 {
         let names = sb.features.ro_compat_names(bad_ro);
         return Err(Error::ReadOnly(format!(

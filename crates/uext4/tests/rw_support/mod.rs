@@ -196,3 +196,40 @@ pub fn kernel_read_back(img: &Path, files: &[(&str, Vec<u8>)]) {
     }
     mnt.unmount();
 }
+
+/// Opens `base` (an image's bytes) read-write on a device that records
+/// every write and flush, for crash-point tests; the periodic commit is
+/// pushed out of the way so that commits happen where the test says.
+pub fn open_recording(base: &[u8]) -> (std::sync::Arc<uext4::device::RecordingDevice>, uext4::Filesystem) {
+    use std::sync::Arc;
+    use uext4::device::{BlockDevice, RecordingDevice};
+    let dev = Arc::new(RecordingDevice::new(base.to_vec()));
+    let opts = uext4::MountOptions {
+        write: true,
+        commit_interval: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let fs = uext4::Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    (dev, fs)
+}
+
+/// Inodes in use and names in the root directory.
+pub fn inodes_and_names(fs: &uext4::Filesystem) -> (u64, usize) {
+    let st = fs.statfs();
+    (st.inodes - st.free_inodes, fs.read_dir_all(fs.root()).unwrap().len())
+}
+
+/// Creates `name` in the root as a `len`-byte allocated file with a 1 KiB
+/// hole every 64 KiB (hundreds of extents: a tree with leaf blocks, whose
+/// truncate or delete takes several bounded handles), its first 4 KiB
+/// written; returns its inode number.
+pub fn fragmented_file(fs: &uext4::Filesystem, name: &[u8], len: u64) -> u32 {
+    use uext4::fs::FallocMode;
+    let ino = fs.create(fs.root(), name, 0o644, 0, 0).unwrap().ino;
+    fs.fallocate(ino, FallocMode::Allocate, 0, len).unwrap();
+    for k in 0..len / 65536 {
+        fs.fallocate(ino, FallocMode::PunchHole, k * 65536 + 1024, 1024).unwrap();
+    }
+    fs.write_direct(ino, 0, &[9u8; 4096]).unwrap();
+    ino
+}
