@@ -10,7 +10,7 @@
 //! In a casefolded directory ([`is_casefolded`]) names are hashed in their
 //! casefolded form ([`crate::format::casefold`]) and a name matches an
 //! entry whose name is the same bytes or folds to the same string, as the
-//! kernel's `generic_ci_match` decides ([`NameKey`]); entries keep the
+//! kernel's `generic_ci_match` decides (`NameKey`); entries keep the
 //! bytes they were created with.
 
 mod block;
