@@ -26,7 +26,9 @@
 //! (0x80..=0xbf) after the first byte is passed through as if it belonged
 //! to the character before it, and repeated where that character's run is
 //! re-scanned for ordering. e2fsprogs (`debugfs dx_hash -c`, e2fsck) does
-//! the same, which the tests check.
+//! the same, which the tests check, except that where the fold fails after
+//! the first byte its casefold misses the failure and reports an error
+//! (1.47.0) instead of hashing the raw bytes as the kernel does.
 //!
 //! The data: case folding from `caseless`, decompositions and combining
 //! classes from `unicode-normalization`; both follow a newer Unicode, whose
