@@ -58,6 +58,7 @@ impl Volume {
         if !refused.is_empty() {
             return Err(Error::Unsupported(format!("incompatible feature(s) {}", refused.join(", "))));
         }
+        crate::format::casefold::check_encoding(&sb)?;
         let block_size = sb.block_size() as usize;
         let dev_blocks = dev.size() / block_size as u64;
         if sb.blocks_count > dev_blocks {

@@ -1,5 +1,6 @@
 //! Reading one directory block and checking it.
 
+use super::NameKey;
 use crate::cache::Buffer;
 use crate::error::Result;
 use crate::format::block_number::FileBlock;
@@ -68,12 +69,12 @@ impl DirBlock {
         Ok(v)
     }
 
-    /// Finds `name` among the live entries.
-    pub fn find(&self, filetype: bool, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
+    /// Finds the live entry that matches `name`.
+    pub(crate) fn find(&self, filetype: bool, name: &NameKey<'_>) -> Result<Option<(u32, Option<FileType>)>> {
         Ok(self
             .entries(filetype)?
             .into_iter()
-            .find(|e| e.inode != 0 && e.name == name)
+            .find(|e| e.inode != 0 && name.matches(e.name))
             .map(|e| (e.inode, FileType::from_dirent(e.file_type))))
     }
 }

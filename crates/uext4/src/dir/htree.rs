@@ -9,10 +9,10 @@
 //! the wrong kind of block and rejected.
 
 use super::block::{self, DirBlock};
-use super::DirEntry;
+use super::{DirEntry, NameKey};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::FileBlock;
-use crate::format::dir_hash::{dx_hash, HashVersion};
+use crate::format::dir_hash::HashVersion;
 use crate::format::dx::{self, DxEntry, DxRootInfo};
 use crate::format::features::incompat;
 use crate::format::inode::{FileType, Inode};
@@ -77,11 +77,11 @@ impl Walk {
 }
 
 /// Looks `name` up through the index.
-pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
+pub(super) fn lookup(vol: &Volume, dir: &Inode, name: &NameKey<'_>) -> Result<Option<(u32, Option<FileType>)>> {
     let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
     let mut hash = 0;
     let mut walk = Walk::down(vol, dir, |v| {
-        hash = dx_hash(name, v, &vol.sb.hash_seed).major;
+        hash = name.hash(vol, dir, v).major;
         hash
     })?;
     loop {
@@ -176,7 +176,7 @@ pub fn readdir_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64,
             if e.inode == 0 || e.name == b"." || e.name == b".." {
                 continue;
             }
-            let h = dx_hash(e.name, version, &vol.sb.hash_seed);
+            let h = super::name_hash(vol, dir, e.name, version);
             found.push((h.major, h.minor, super::entry(vol, &e, b.block, 0)?));
         }
     }
@@ -203,7 +203,7 @@ pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<D
                 if e.inode == 0 {
                     continue;
                 }
-                let h = dx_hash(e.name, walk.version, &vol.sb.hash_seed);
+                let h = super::name_hash(vol, dir, e.name, walk.version);
                 if pos_of(h.major, h.minor) >= start {
                     found.push((h.major, h.minor, super::entry(vol, &e, b.block, 0)?));
                 }

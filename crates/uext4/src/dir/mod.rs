@@ -6,6 +6,12 @@
 //! back to a scan, like the kernel, when the index is structurally unusable.
 //! Callers hold the directory's I/O lock (shared to read, exclusive to
 //! change; see [`crate::locks`]), so readers never see a change half done.
+//!
+//! In a casefolded directory ([`is_casefolded`]) names are hashed in their
+//! casefolded form ([`crate::format::casefold`]) and a name matches an
+//! entry whose name is the same bytes or folds to the same string, as the
+//! kernel's `generic_ci_match` decides (`NameKey`); entries keep the
+//! bytes they were created with.
 
 mod block;
 mod htree;
@@ -13,9 +19,11 @@ pub mod write;
 
 use crate::error::{CorruptKind, Error, Location, Result};
 use crate::format::block_number::FileBlock;
+use crate::format::casefold::{self, ENCODING_FLAG_STRICT};
+use crate::format::dir_hash::{dx_hash, DirHash, HashVersion};
 use crate::format::dirent::{RawDirent, NAME_MAX};
 use crate::format::features::{compat, incompat};
-use crate::format::inode::{FileType, Inode, FL_INDEX};
+use crate::format::inode::{FileType, Inode, FL_CASEFOLD, FL_INDEX};
 use crate::volume::Volume;
 
 pub use block::DirBlock;
@@ -36,6 +44,84 @@ pub struct DirEntry {
 /// True if the directory is hash-indexed and the filesystem honours it.
 pub fn is_htree(vol: &Volume, dir: &Inode) -> bool {
     dir.flags & FL_INDEX != 0 && vol.sb.features.has_compat(compat::DIR_INDEX)
+}
+
+/// True if names in `dir` are casefolded: the directory has the casefold
+/// flag and the filesystem the casefold feature (the flag alone, which the
+/// kernel refuses as corruption, leaves names compared byte for byte).
+pub fn is_casefolded(vol: &Volume, dir: &Inode) -> bool {
+    dir.flags & FL_CASEFOLD != 0 && vol.sb.features.has_incompat(incompat::CASEFOLD)
+}
+
+/// True if the filesystem refuses names that are not UTF-8 in casefolded
+/// directories (strict mode).
+pub fn is_strict(vol: &Volume) -> bool {
+    vol.sb.encoding_flags() & ENCODING_FLAG_STRICT != 0
+}
+
+/// The htree hash of entry name `name` in `dir` with `version`: over the
+/// casefolded name in a casefolded directory when the name folds (the
+/// raw bytes otherwise, as the kernel's `ext4fs_dirhash`).
+pub(crate) fn name_hash(vol: &Volume, dir: &Inode, name: &[u8], version: HashVersion) -> DirHash {
+    let folded = if is_casefolded(vol, dir) && !name.is_empty() {
+        casefold::casefold(name, casefold::HASH_FOLD_MAX)
+    } else {
+        None
+    };
+    dx_hash(folded.as_deref().unwrap_or(name), version, &vol.sb.hash_seed)
+}
+
+/// Longest folded form compared when matching names: far beyond what any
+/// 255-byte name folds to, only a bound on pathological input.
+const MATCH_FOLD_MAX: usize = 1 << 16;
+
+/// A name looked for in one directory: how entries match it and how it
+/// hashes there.
+#[derive(Debug, Clone)]
+pub(crate) struct NameKey<'n> {
+    name: &'n [u8],
+    /// Whether the directory is casefolded.
+    casefold: bool,
+    /// The name's folded form (casefolded directories, names that fold).
+    folded: Option<Vec<u8>>,
+}
+
+impl<'n> NameKey<'n> {
+    /// The key of `name` in `dir`. In a strict-mode casefolded directory
+    /// a name the kernel cannot fold is EINVAL, as its `d_hash` refuses it.
+    pub(crate) fn new(vol: &Volume, dir: &Inode, name: &'n [u8]) -> Result<NameKey<'n>> {
+        let casefold = is_casefolded(vol, dir);
+        let folded = if casefold { casefold::casefold(name, MATCH_FOLD_MAX) } else { None };
+        if casefold && folded.is_none() && is_strict(vol) {
+            return Err(Error::Invalid(format!(
+                "name {:?} is not valid UTF-8 (strict casefolded directory)",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        Ok(NameKey { name, casefold, folded })
+    }
+
+    /// The name as given.
+    pub(crate) fn name(&self) -> &'n [u8] {
+        self.name
+    }
+
+    /// Whether an entry named `entry` is this name: the same bytes, or in
+    /// a casefolded directory, both fold and their folded forms are equal.
+    pub(crate) fn matches(&self, entry: &[u8]) -> bool {
+        if entry == self.name {
+            return true;
+        }
+        match &self.folded {
+            Some(f) if self.casefold => casefold::casefold(entry, MATCH_FOLD_MAX).is_some_and(|e| e == *f),
+            _ => false,
+        }
+    }
+
+    /// The name's hash in its directory with `version`.
+    pub(crate) fn hash(&self, vol: &Volume, dir: &Inode, version: HashVersion) -> DirHash {
+        name_hash(vol, dir, self.name, version)
+    }
 }
 
 fn filetype(vol: &Volume) -> bool {
@@ -165,16 +251,22 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
     if name.len() > NAME_MAX {
         return Err(Error::NameTooLong(String::from_utf8_lossy(name).into_owned()));
     }
+    // "." and ".." are never folded.
+    let key = if name == b"." || name == b".." {
+        NameKey { name, casefold: false, folded: None }
+    } else {
+        NameKey::new(vol, dir, name)?
+    };
     if is_htree(vol, dir) {
         // "." and ".." live in the index root, which no hash leads to: the
         // kernel looks for them in block 0 only.
         if name == b"." || name == b".." {
             return match block::read(vol, dir, FileBlock(0), true)? {
-                Ok(b) => b.find(filetype(vol), name),
+                Ok(b) => b.find(filetype(vol), &key),
                 Err(_) => Ok(None),
             };
         }
-        match htree::lookup(vol, dir, name) {
+        match htree::lookup(vol, dir, &key) {
             Ok(found) => return Ok(found),
             // A structurally bad index is not fatal: the leaves still hold
             // every entry, so scan them (as the kernel does on
@@ -183,10 +275,10 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
             Err(e) => return Err(e),
         }
     }
-    linear_lookup(vol, dir, name)
+    linear_lookup(vol, dir, &key)
 }
 
-fn linear_lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Option<FileType>)>> {
+fn linear_lookup(vol: &Volume, dir: &Inode, name: &NameKey<'_>) -> Result<Option<(u32, Option<FileType>)>> {
     let htree = is_htree(vol, dir);
     let nblocks = dir_blocks(vol, dir);
     let mut lblk = FileBlock(0);

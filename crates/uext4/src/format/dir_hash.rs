@@ -4,8 +4,9 @@
 //! An indexed directory sorts its entries by a 32-bit major hash (plus a
 //! minor hash to break ties during readdir), so this must reproduce the
 //! kernel's `ext4fs_dirhash` bit for bit: a single differing bit sends
-//! lookups to the wrong leaf block. Casefolded and encrypted names (which the
-//! kernel hashes after normalisation, or with SipHash) are out of scope.
+//! lookups to the wrong leaf block. Casefolded directories hash the folded
+//! name ([`super::casefold`], applied by the callers); encrypted names
+//! (SipHash) are out of scope.
 //!
 //! The "signed" flavours exist because the original code widened `char` to
 //! `int`, and `char` is signed on x86 but unsigned on e.g. ARM and PowerPC.

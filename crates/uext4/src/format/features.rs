@@ -125,7 +125,7 @@ pub(crate) fn is_known_name(name: &str) -> bool {
 }
 
 /// INCOMPAT features this implementation understands well enough to read.
-/// Anything else (journal_dev, compression, dirdata, encrypt, casefold,
+/// Anything else (journal_dev, compression, dirdata, encrypt,
 /// ea_inode, inline_data, and unknown bits) refuses the open: see
 /// docs/COMPATIBILITY.md for the reason behind each.
 pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
@@ -136,7 +136,8 @@ pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::MMP
     | incompat::FLEX_BG
     | incompat::CSUM_SEED
-    | incompat::LARGEDIR;
+    | incompat::LARGEDIR
+    | incompat::CASEFOLD;
 
 /// RO_COMPAT features this implementation understands and keeps
 /// consistent while writing. Others make the filesystem read-only, as in
@@ -226,8 +227,8 @@ mod tests {
 
     #[test]
     fn unknown_bits_are_named() {
-        let f = Features { compat: 0, ro_compat: 0x8000_0000, incompat: 0x4000_0000 | incompat::CASEFOLD };
-        assert_eq!(f.refused_incompat(), vec!["casefold".to_string(), "FEATURE_0x40000000".into()]);
+        let f = Features { compat: 0, ro_compat: 0x8000_0000, incompat: 0x4000_0000 | incompat::ENCRYPT };
+        assert_eq!(f.refused_incompat(), vec!["encrypt".to_string(), "FEATURE_0x40000000".into()]);
         assert_eq!(f.readonly_ro_compat(), vec!["FEATURE_0x80000000".to_string()]);
     }
 

@@ -8,6 +8,7 @@
 
 pub mod block_number;
 pub mod bytes;
+pub mod casefold;
 pub mod checksum;
 pub mod dir_hash;
 pub mod dirent;

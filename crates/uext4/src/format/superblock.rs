@@ -489,6 +489,17 @@ impl Superblock {
         &self.raw
     }
 
+    /// Filename encoding of casefolded directories (`s_encoding`; 1 is
+    /// UTF-8 12.1), meaningful with the casefold feature.
+    pub fn encoding(&self) -> u16 {
+        le16(&self.raw[..], 0x27C)
+    }
+
+    /// Encoding flags (`s_encoding_flags`; 0x1: strict mode).
+    pub fn encoding_flags(&self) -> u16 {
+        le16(&self.raw[..], 0x27E)
+    }
+
     /// Block size in bytes (1 KiB to 64 KiB).
     pub fn block_size(&self) -> u32 {
         1024 << self.log_block_size

@@ -5,7 +5,7 @@
 use super::leaf::Ctx;
 use super::probe::probe;
 use crate::dir::htree;
-use crate::dir::{block, is_htree};
+use crate::dir::{block, is_htree, NameKey};
 use crate::error::{Error, Result, Structure};
 use crate::format::block_number::FileBlock;
 use crate::format::dx::DxEntry;
@@ -20,6 +20,7 @@ pub(super) struct Loc {
 }
 
 pub(super) fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
+    let name = &NameKey::new(ctx.vol(), dir, name)?;
     if is_htree(ctx.vol(), dir) {
         match dx_find(ctx, dir, name) {
             // A structurally bad index: the leaves still hold every entry.
@@ -30,9 +31,9 @@ pub(super) fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     linear_find(ctx, dir, name)
 }
 
-fn find_in(ctx: &Ctx, pblk: u64, data: Vec<u8>, name: &[u8]) -> Result<Option<Loc>> {
+fn find_in(ctx: &Ctx, pblk: u64, data: Vec<u8>, name: &NameKey<'_>) -> Result<Option<Loc>> {
     let v = ctx.slots(&data, pblk)?;
-    Ok(v.iter().find(|s| s.ino != 0 && s.name(&data) == name).map(|s| (s.off, s.ino)).map(|(off, ino)| Loc {
+    Ok(v.iter().find(|s| s.ino != 0 && name.matches(s.name(&data))).map(|s| (s.off, s.ino)).map(|(off, ino)| Loc {
         pblk,
         data,
         off,
@@ -40,7 +41,7 @@ fn find_in(ctx: &Ctx, pblk: u64, data: Vec<u8>, name: &[u8]) -> Result<Option<Lo
     }))
 }
 
-fn linear_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
+fn linear_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>> {
     let htree = is_htree(ctx.vol(), dir);
     let nblocks = FileBlock::of_byte(dir.size, ctx.bs as u64);
     let mut lblk = FileBlock(0);
@@ -60,8 +61,8 @@ fn linear_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     Ok(None)
 }
 
-fn dx_find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
-    let p = probe(ctx, dir, name)?;
+fn dx_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>> {
+    let p = probe(ctx, dir, name.name())?;
     let nblocks = dir.size / ctx.bs as u64;
     let mut path: Vec<(Vec<DxEntry>, usize)> = p.frames.into_iter().map(|f| (f.entries, f.pos)).collect();
     let (entries, pos) = &path[path.len() - 1];

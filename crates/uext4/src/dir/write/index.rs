@@ -7,9 +7,9 @@ use super::leaf::{find_slot, insert_at, Ctx, Item, Slot};
 use super::probe::{probe, Frame, Probe};
 use super::split::{choose_split, halves};
 use crate::dir::htree::bad_dx;
+use crate::dir::name_hash;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::FileBlock;
-use crate::format::dir_hash::dx_hash;
 use crate::format::dx::{self, DxEntry};
 use crate::format::inode::Inode;
 
@@ -104,12 +104,11 @@ fn split_node(ctx: &Ctx, dir: &mut Inode, frames: &mut [Frame], k: usize) -> Res
 /// Splits a full leaf by hash into itself and a new block, adds the new
 /// entry to the right half and indexes the new block.
 fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &mut Probe, pblk: u64, b: &[u8], v: &[Slot], item: Item) -> Result<()> {
-    let seed = &ctx.vol().sb.hash_seed;
     let mut items: Vec<Item> = v
         .iter()
         .filter(|s| s.ino != 0)
         .map(|s| Item {
-            hash: dx_hash(s.name(b), p.version, seed).major,
+            hash: name_hash(ctx.vol(), dir, s.name(b), p.version).major,
             ino: s.ino,
             file_type: if ctx.ft { b[s.off + 7] } else { 0 },
             name: s.name(b).to_vec(),

@@ -8,10 +8,11 @@ use super::leaf::{find_slot, insert_at, Ctx, Item, Slot};
 use super::split::{choose_split, halves};
 use crate::dir::block;
 use crate::dir::htree::hash_version;
+use crate::dir::name_hash;
 use crate::error::Result;
 use crate::format::block_number::FileBlock;
 use crate::format::bytes::le32;
-use crate::format::dir_hash::{dx_hash, HashVersion};
+use crate::format::dir_hash::HashVersion;
 use crate::format::dirent::rec_len_for;
 use crate::format::dx::{self, DxEntry};
 use crate::format::features::compat;
@@ -44,7 +45,7 @@ pub(super) fn linear_add(ctx: &Ctx, dir: &mut Inode, mut item: Item, fallback: b
             // (the unsigned flavour comes from the superblock flag).
             let raw = ctx.vol().sb.def_hash_version;
             if let Some(version) = hash_version(ctx.vol(), raw).filter(|_| raw <= 2) {
-                item.hash = dx_hash(&item.name, version, &ctx.vol().sb.hash_seed).major;
+                item.hash = name_hash(ctx.vol(), dir, &item.name, version).major;
                 return make_indexed(ctx, dir, pblk, &b, &v, item, version);
             }
         }
@@ -73,7 +74,7 @@ fn make_indexed(
         .iter()
         .filter(|s| s.ino != 0)
         .map(|s| Item {
-            hash: dx_hash(s.name(b0), version, &ctx.vol().sb.hash_seed).major,
+            hash: name_hash(ctx.vol(), dir, s.name(b0), version).major,
             ino: s.ino,
             file_type: if ctx.ft { b0[s.off + 7] } else { 0 },
             name: s.name(b0).to_vec(),

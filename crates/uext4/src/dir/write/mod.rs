@@ -30,6 +30,10 @@
 //! root to a leaf), `index` (adding through the index: leaf, node and
 //! root splits), `find` (locating the entry to remove or re-point) and
 //! `dots` (a new directory's first block, "..", and the emptiness test).
+//!
+//! Casefolded directories hash names in their folded form and find the
+//! entry to remove or re-point by a case-insensitive match (see
+//! [`crate::dir`]); strict mode refuses new names that are not UTF-8.
 
 mod dots;
 mod find;
@@ -40,9 +44,10 @@ mod linear;
 mod probe;
 mod split;
 
-use crate::dir::is_htree;
+use crate::dir::{is_casefolded, is_htree, is_strict};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{put_le16, put_le32};
+use crate::format::casefold;
 use crate::format::dirent::{rec_len_to_disk, NAME_MAX};
 use crate::format::inode::{Inode, FL_CASEFOLD, FL_ENCRYPT, S_IFDIR, S_IFMT};
 use crate::txn::Tx;
@@ -67,6 +72,7 @@ pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8)
         return Err(Error::Invalid(format!("directory entry for inode {ino}")));
     }
     check_dir(tx.vol, dir)?;
+    check_encoding(tx.vol, dir, name)?;
     let ctx = Ctx::new(tx, dir);
     let item = Item { hash: 0, ino, file_type: ctx.file_type(file_type), name: name.to_vec() };
     let mut fallback = false;
@@ -135,6 +141,18 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
     Ok(loc.ino)
 }
 
+/// A new name in a strict-mode casefolded directory must be UTF-8 (the
+/// kernel's `utf8_validate` in `ext4_add_entry`): EINVAL otherwise.
+pub fn check_encoding(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<()> {
+    if is_casefolded(vol, dir) && is_strict(vol) && !casefold::is_valid(name) {
+        return Err(Error::Invalid(format!(
+            "name {:?} is not valid UTF-8 (strict casefolded directory)",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
 fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
         return Err(Error::Invalid(format!("bad name {:?}", String::from_utf8_lossy(name))));
@@ -152,8 +170,11 @@ pub(super) fn check_dir(vol: &Volume, dir: &Inode) -> Result<()> {
     if dir.has_inline_data() {
         return Err(Error::Unsupported("writing inline-data directories".into()));
     }
-    if dir.flags & (FL_ENCRYPT | FL_CASEFOLD) != 0 {
-        return Err(Error::Unsupported("writing encrypted or casefolded directories".into()));
+    if dir.flags & FL_ENCRYPT != 0 {
+        return Err(Error::Unsupported("writing encrypted directories".into()));
+    }
+    if dir.flags & FL_CASEFOLD != 0 && !is_casefolded(vol, dir) {
+        return Err(Error::Unsupported("writing a casefolded directory without the casefold feature".into()));
     }
     if !dir.size.is_multiple_of(vol.block_size as u64) {
         return Err(Error::corruption(

@@ -5,9 +5,10 @@
 use super::leaf::Ctx;
 use crate::dir::block;
 use crate::dir::htree::{self, bad_dx};
+use crate::dir::name_hash;
 use crate::error::{CorruptKind, Location, Result};
 use crate::format::block_number::FileBlock;
-use crate::format::dir_hash::{dx_hash, HashVersion};
+use crate::format::dir_hash::HashVersion;
 use crate::format::dx::{self, DxEntry};
 use crate::format::inode::Inode;
 
@@ -45,7 +46,7 @@ pub(super) fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
     let nblocks = dir.size / ctx.bs as u64;
     let htree::Root { block: root, info, version } = htree::read_root(vol, dir)?;
     let data = root.buf.data().to_vec();
-    let hash = dx_hash(name, version, &vol.sb.hash_seed).major;
+    let hash = name_hash(vol, dir, name, version).major;
     let node = dx::parse_node(&data, true, ctx.csum, root.block)?;
     let mut seen = vec![0u32];
     let mut cur = Frame {

@@ -6,7 +6,9 @@ use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
 use crate::format::dirent::file_type_of;
-use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::format::inode::{
+    FileType, Inode, Timestamp, FL_CASEFOLD, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
+};
 use crate::fs::{FsCore, Stat};
 use crate::inode::extent_write as ew;
 
@@ -46,6 +48,8 @@ impl FsCore {
         if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
+        // Before the handle: a refused name must leave nothing half done.
+        dw::check_encoding(&self.vol, &dir, name)?;
         Ok((l, dir))
     }
 
@@ -65,6 +69,9 @@ impl FsCore {
         let tx = self.begin(48)?;
         let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
         d.links_count = 2;
+        // Subdirectories of a casefolded directory are casefolded (the
+        // kernel's inherited flags; only directories take this one).
+        d.flags |= dir.flags & FL_CASEFOLD;
         let added = (|| {
             let runs = ew::allocate_range(&tx, &mut d, FileBlock(0), 1, false, aflags::METADATA, 0)?;
             let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
@@ -144,6 +151,7 @@ impl FsCore {
         if is_dot(newname) || self.lookup_opt(&dir, newname)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
         }
+        dw::check_encoding(&self.vol, &dir, newname)?;
         let tx = self.begin(24)?;
         i.links_count += 1;
         i.ctime = Timestamp::now();

@@ -12,6 +12,7 @@
 //! (an entry is added only after its inode is written, removed before its
 //! inode is freed).
 
+mod casefold;
 mod create;
 mod remove;
 mod rename;

@@ -135,6 +135,8 @@ impl FsCore {
         mut nd: Inode,
     ) -> Result<()> {
         let Move { parent, name, newparent, newname, flags } = m;
+        // Before the handle: a refused name must leave nothing half done.
+        dw::check_encoding(&self.vol, &nd, newname)?;
         let mut s = self.load(src)?;
         let now = Timestamp::now();
         if flags.exchange {
