@@ -91,7 +91,7 @@ const ROWS: &[Row] = &[
         mkfs: &["-t", "ext4", "-O", "casefold"],
         size_mb: 64,
         kernel: false,
-        expect: Expect::Refused("casefold"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "bigalloc-16k",
