@@ -1,0 +1,520 @@
+//! Fast-commit replay: applying the tags of the journal's fast-commit
+//! area to the filesystem, as the kernel's `ext4_fc_replay` does.
+//!
+//! Journal recovery (`journal/recovery.rs`) writes the full commits home,
+//! scans the fast-commit area and calls [`replay`] before it empties the
+//! journal. The replay runs the engine on the device without a journal
+//! (handles write through, as the kernel's replay writes in place), so a
+//! crash part-way leaves the journal whole and the next open replays
+//! everything again: every handler looks at what is already there first
+//! (an entry that exists is not added twice, a range mapped as the tag
+//! says is left alone), so replaying twice gives the same result.
+//!
+//! The tags, in log order:
+//! - INODE: the logged inode is copied over the on-disk one except its
+//!   `i_block` (the extent tree is what ADD_RANGE/DEL_RANGE built; an
+//!   inode without an extent tree there gets an empty one), as the kernel
+//!   keeps it; inline-data and block-mapped inodes take the logged
+//!   `i_block`. The inode is marked in use.
+//! - ADD_RANGE: the logical range is mapped to the logged blocks; a part
+//!   mapped elsewhere is unmapped first (its blocks freed), an unwritten
+//!   part the tag calls written is converted.
+//! - DEL_RANGE: the range is unmapped and its blocks freed.
+//! - CREAT / LINK: the entry is added unless it is there; a new
+//!   directory gets its "." and ".." block (directory blocks are not in
+//!   fast commits), a new link counts. UNLINK: the entry is removed if it
+//!   names the tag's inode; the inode loses a link and is deleted with
+//!   its last one.
+//!
+//! Blocks: every ADD_RANGE's blocks are marked in use before the first
+//! tag (the kernel's excluded regions: an extent-tree split or a new
+//! directory block must not take a block a later tag maps), and again
+//! after a tag frees some of them. At the end (the kernel's
+//! `ext4_fc_set_bitmaps_and_counters`) every block of the trees of the
+//! inodes the tags touched is marked in use, the region blocks nothing
+//! maps are freed again, `i_blocks` is recomputed, and the link counts of
+//! the directories that gained or lost entries are recounted (the
+//! kernel's replay leaves a parent's count wrong when a subdirectory is
+//! created; e2fsck counts them). The descriptors are kept by the
+//! allocators on the way, the superblock's free counts at the end.
+
+use super::{FsCore, MountOptions};
+use crate::alloc::{AllocConfig, Allocator};
+use crate::device::BlockDevice;
+use crate::error::{Error, Result};
+use crate::format::block_number::{FileBlock, PhysicalBlock};
+use crate::format::bytes::{le16, le32, put_le16};
+use crate::format::dirent::file_type_of;
+use crate::format::extent::{parse_node, ExtentNode, EXTENT_MAGIC, MAX_DEPTH};
+use crate::format::features::ro_compat;
+use crate::format::inode::{inode_checksum, FileType, Inode, FL_EXTENTS, FL_INLINE_DATA, I_BLOCK_SIZE, S_IFDIR, S_IFMT};
+use crate::format::journal::{fc_tag, FcExtent, FcTag};
+use crate::inode::extent_write as ew;
+use crate::inode::{self, MapKind, MAX_LBLK};
+use crate::journal::fast_commit::FcScan;
+use crate::txn::{FreeKind, Tx};
+use crate::volume::Volume;
+use crate::{alloc::flags as aflags, dir};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, OnceLock};
+
+/// Most tags a replay reports one by one when it skips them.
+const MAX_NOTES: usize = 8;
+/// Offset of `i_block` in an inode record.
+const I_BLOCK: usize = 0x28;
+/// Offset of `i_flags`.
+const I_FLAGS: usize = 0x20;
+/// Most links a directory counts before dir_nlink's "1" (EXT4_LINK_MAX).
+const DIR_LINK_MAX: u32 = 65000;
+
+/// Replays the fast commits of `scan` onto the filesystem on `dev` (the
+/// full commits are already home). Returns notices for the user.
+pub(crate) fn replay(dev: Arc<dyn BlockDevice>, scan: &FcScan) -> Result<Vec<String>> {
+    let opts = MountOptions::default();
+    let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
+    let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
+    let rw = super::mount::Subsystems::start_for_replay(&vol)?;
+    let cell = OnceLock::new();
+    let _ = cell.set(alloc);
+    let core = FsCore { vol, notices: Vec::new(), alloc: cell, subsystems: Some(rw) };
+    let mut r = Replay { core: &core, regions: Vec::new(), claimed: Vec::new(), modified: BTreeSet::new(), dirs: BTreeSet::new(), skipped: Vec::new() };
+    r.claim_regions(scan)?;
+    let mut applied = 0usize;
+    for tag in &scan.tags {
+        match r.apply(tag) {
+            Ok(true) => applied += 1,
+            Ok(false) => r.skipped.push(format!("{}: nothing to apply it to", tag_name(tag))),
+            // The device failing is not the tag's fault: stop, the journal
+            // stays for the next try.
+            Err(e @ Error::Io(_)) => return Err(e),
+            // As the kernel: a tag that cannot be applied is passed over.
+            Err(e) => r.skipped.push(format!("{}: {e}", tag_name(tag))),
+        }
+    }
+    r.finish()?;
+    let skipped = std::mem::take(&mut r.skipped);
+    core.shutdown()?;
+    let mut notes = vec![format!("{} fast commit(s) replayed ({applied} tag(s) applied)", scan.commits)];
+    if !skipped.is_empty() {
+        notes.push(format!("{} fast-commit tag(s) were passed over (as the kernel would):", skipped.len()));
+        notes.extend(skipped.iter().take(MAX_NOTES).map(|s| format!("  {s}")));
+    }
+    Ok(notes)
+}
+
+fn tag_name(tag: &FcTag) -> String {
+    match tag {
+        FcTag::AddRange { ino, extent } => format!("ADD_RANGE inode {ino} block {}+{}", extent.lblk, extent.len),
+        FcTag::DelRange { ino, lblk, len } => format!("DEL_RANGE inode {ino} block {lblk}+{len}"),
+        FcTag::Dentry { kind, parent, ino, .. } => {
+            let k = match *kind {
+                fc_tag::CREAT => "CREAT",
+                fc_tag::LINK => "LINK",
+                _ => "UNLINK",
+            };
+            format!("{k} inode {ino} in directory {parent}")
+        }
+        FcTag::Inode { ino, .. } => format!("INODE {ino}"),
+        other => format!("{other:?}"),
+    }
+}
+
+struct Replay<'a> {
+    core: &'a FsCore,
+    /// The blocks ADD_RANGE tags map (merged, sorted): kept in use.
+    regions: Vec<(u64, u64)>,
+    /// Region blocks this replay marked in use (freed at the end unless
+    /// a tree maps them).
+    claimed: Vec<(u64, u64)>,
+    /// Inodes the tags changed.
+    modified: BTreeSet<u32>,
+    /// Directories whose entries changed (link counts recounted).
+    dirs: BTreeSet<u32>,
+    skipped: Vec<String>,
+}
+
+impl<'a> Replay<'a> {
+    fn vol(&self) -> &'a Volume {
+        &self.core.vol
+    }
+
+    fn begin(&self) -> Result<Tx<'a>> {
+        // Without a journal the credits bound nothing.
+        self.core.begin(1)
+    }
+
+    /// Is `(pblk, len)` a range data may live in?
+    fn data_range(&self, pblk: u64, len: u64) -> Result<bool> {
+        Ok(len > 0
+            && self.vol().valid_range(pblk, len)
+            && !self.core.allocator()?.in_system_zone(PhysicalBlock(pblk), len))
+    }
+
+    /// Marks every ADD_RANGE's blocks in use.
+    fn claim_regions(&mut self, scan: &FcScan) -> Result<()> {
+        let mut v: Vec<(u64, u64)> = Vec::new();
+        for t in &scan.tags {
+            if let FcTag::AddRange { extent: FcExtent { pblk, len, .. }, .. } = t {
+                if self.data_range(*pblk, u64::from(*len))? {
+                    v.push((*pblk, *pblk + u64::from(*len)));
+                }
+            }
+        }
+        v.sort_unstable();
+        for (s, e) in v {
+            match self.regions.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => self.regions.push((s, e)),
+            }
+        }
+        let tx = self.begin()?;
+        for &(s, e) in &self.regions.clone() {
+            let got = tx.claim_blocks(PhysicalBlock(s), e - s)?;
+            self.claimed.extend(got.into_iter().map(|(p, n)| (p.get(), n)));
+        }
+        tx.settle();
+        Ok(())
+    }
+
+    /// Marks in use again the region blocks inside `(pblk, len)`, which a
+    /// tag has just freed.
+    fn reclaim(&mut self, tx: &Tx, pblk: u64, len: u64) -> Result<()> {
+        let (a, b) = (pblk, pblk + len);
+        let first = self.regions.partition_point(|r| r.1 <= a);
+        let hits: Vec<(u64, u64)> =
+            self.regions[first..].iter().take_while(|r| r.0 < b).map(|r| (r.0.max(a), r.1.min(b))).collect();
+        for (s, e) in hits {
+            let got = tx.claim_blocks(PhysicalBlock(s), e - s)?;
+            self.claimed.extend(got.into_iter().map(|(p, n)| (p.get(), n)));
+        }
+        Ok(())
+    }
+
+    /// Applies one tag; false if there was nothing to apply it to.
+    fn apply(&mut self, tag: &FcTag) -> Result<bool> {
+        match tag {
+            FcTag::Inode { ino, raw } => self.inode(*ino, raw),
+            FcTag::AddRange { ino, extent } => self.add_range(*ino, extent),
+            FcTag::DelRange { ino, lblk, len } => self.del_range(*ino, *lblk, *len),
+            FcTag::Dentry { kind, parent, ino, name } if *kind == fc_tag::UNLINK => self.unlink(*parent, *ino, name),
+            FcTag::Dentry { kind, parent, ino, name } => self.link(*kind == fc_tag::CREAT, *parent, *ino, name),
+            FcTag::Head { .. } | FcTag::Pad | FcTag::Tail { .. } | FcTag::Invalid { .. } => Ok(true),
+        }
+    }
+
+    /// An inode in use (mode set) with links, or None.
+    fn live_inode(&self, ino: u32) -> Option<Inode> {
+        if ino == 0 || ino > self.vol().sb.inodes_count {
+            return None;
+        }
+        inode::read_inode(self.vol(), ino).ok().filter(|i| i.mode != 0 && i.links_count > 0)
+    }
+
+    /// Inode table block and offset of `ino`'s record.
+    fn slot(&self, ino: u32) -> (u64, usize) {
+        let sb = &self.vol().sb;
+        let idx = ino - 1;
+        let g = (idx / sb.inodes_per_group) as usize;
+        let within = u64::from(idx % sb.inodes_per_group) * u64::from(sb.inode_size);
+        let bs = self.vol().block_size as u64;
+        (self.vol().groups[g].inode_table + within / bs, (within % bs) as usize)
+    }
+
+    fn inode(&mut self, ino: u32, raw: &[u8]) -> Result<bool> {
+        let vol = self.vol();
+        let sb = &vol.sb;
+        if ino == 0 || ino > sb.inodes_count {
+            return Ok(false);
+        }
+        let isz = usize::from(sb.inode_size);
+        let (block, off) = self.slot(ino);
+        let tx = self.begin()?;
+        tx.modify(block, |b| {
+            let rec = &mut b[off..off + isz];
+            let old_iblock: Vec<u8> = rec[I_BLOCK..I_BLOCK + I_BLOCK_SIZE].to_vec();
+            let n = raw.len().min(isz);
+            rec[..n].copy_from_slice(&raw[..n]);
+            let flags = le32(rec, I_FLAGS);
+            if flags & FL_EXTENTS != 0 && flags & FL_INLINE_DATA == 0 {
+                rec[I_BLOCK..I_BLOCK + I_BLOCK_SIZE].copy_from_slice(&old_iblock);
+                if le16(rec, I_BLOCK) != EXTENT_MAGIC {
+                    let mut empty = Inode::new_raw(sb, ino);
+                    ew::init_root(&mut empty);
+                    rec[I_BLOCK..I_BLOCK + I_BLOCK_SIZE].copy_from_slice(&empty.block);
+                }
+            }
+            if sb.has_metadata_csum() {
+                let c = inode_checksum(sb, ino, rec);
+                put_le16(rec, 0x7C, c as u16);
+                if isz > 128 && 128 + usize::from(le16(rec, 0x80)) >= 0x84 {
+                    put_le16(rec, 0x82, (c >> 16) as u16);
+                }
+            }
+            Ok(())
+        })?;
+        let mode = le16(raw, 0);
+        if mode != 0 && le16(raw, 0x1A) > 0 {
+            tx.claim_inode(ino, mode & S_IFMT == S_IFDIR)?;
+        }
+        tx.settle();
+        self.modified.insert(ino);
+        Ok(true)
+    }
+
+    fn add_range(&mut self, ino: u32, ext: &FcExtent) -> Result<bool> {
+        let Some(mut i) = self.live_inode(ino).filter(|i| i.uses_extents() && !i.has_inline_data()) else {
+            return Ok(false);
+        };
+        let len = u64::from(ext.len);
+        if !self.data_range(ext.pblk, len)? {
+            return Ok(false);
+        }
+        self.modified.insert(ino);
+        let tx = self.begin()?;
+        let (start, end) = (FileBlock(u64::from(ext.lblk)), FileBlock(u64::from(ext.lblk) + len));
+        if end > MAX_LBLK {
+            return Ok(false);
+        }
+        let mut cur = start;
+        while cur < end {
+            let m = inode::map_block(self.vol(), &i, cur)?;
+            let n = m.len.max(1).min(end - cur);
+            let want = PhysicalBlock(ext.pblk + (cur - start));
+            match m.kind {
+                MapKind::Mapped(p) if p == want && !ext.unwritten => {}
+                MapKind::Unwritten(p) if p == want && ext.unwritten => {}
+                MapKind::Unwritten(p) if p == want => ew::mark_written(&tx, &mut i, cur, n)?,
+                MapKind::Hole => {
+                    tx.claim_blocks(want, n)?;
+                    ew::map_run(&tx, &mut i, cur, want, n, ext.unwritten)?;
+                }
+                MapKind::Mapped(p) | MapKind::Unwritten(p) => {
+                    // Mapped elsewhere (freed and reallocated since the
+                    // last full commit): the old blocks go. Marked in use
+                    // first so that freeing them is never a double free.
+                    tx.claim_blocks(p, n)?;
+                    ew::remove_range(&tx, &mut i, cur, cur + n)?;
+                    self.reclaim(&tx, p.get(), n)?;
+                    tx.claim_blocks(want, n)?;
+                    ew::map_run(&tx, &mut i, cur, want, n, ext.unwritten)?;
+                }
+            }
+            cur += n;
+        }
+        tx.write_inode(&mut i)?;
+        tx.settle();
+        Ok(true)
+    }
+
+    fn del_range(&mut self, ino: u32, lblk: u32, len: u32) -> Result<bool> {
+        let Some(mut i) = self.live_inode(ino).filter(|i| i.uses_extents() && !i.has_inline_data()) else {
+            return Ok(false);
+        };
+        self.modified.insert(ino);
+        let from = FileBlock(u64::from(lblk));
+        let to = (from + u64::from(len)).min(MAX_LBLK);
+        // What the range maps now (few runs: holes come back whole).
+        let mut mapped = Vec::new();
+        let mut cur = from;
+        while cur < to {
+            let m = inode::map_block(self.vol(), &i, cur)?;
+            let n = m.len.max(1).min(to - cur);
+            if let MapKind::Mapped(p) | MapKind::Unwritten(p) = m.kind {
+                mapped.push((p, n));
+            }
+            cur += n;
+        }
+        let tx = self.begin()?;
+        for &(p, n) in &mapped {
+            tx.claim_blocks(p, n)?;
+        }
+        ew::remove_range(&tx, &mut i, from, to)?;
+        for &(p, n) in &mapped {
+            self.reclaim(&tx, p.get(), n)?;
+        }
+        tx.write_inode(&mut i)?;
+        tx.settle();
+        Ok(true)
+    }
+
+    fn link(&mut self, creat: bool, parent: u32, ino: u32, name: &[u8]) -> Result<bool> {
+        let Some(mut child) = self.live_inode(ino) else { return Ok(false) };
+        let Some(mut d) = self.live_inode(parent).filter(|d| d.mode & S_IFMT == S_IFDIR) else {
+            return Ok(false);
+        };
+        let is_dir = child.mode & S_IFMT == S_IFDIR;
+        let tx = self.begin()?;
+        if creat {
+            tx.claim_inode(ino, is_dir)?;
+        }
+        if creat && is_dir && child.uses_extents() && !child.has_inline_data() {
+            // Directory blocks are not in fast commits: a new directory
+            // gets its first block here (the kernel's ext4_init_new_dir).
+            if inode::map_block(self.vol(), &child, FileBlock(0))?.kind == MapKind::Hole {
+                let runs = ew::allocate_range(&tx, &mut child, FileBlock(0), 1, false, aflags::METADATA, 0)?;
+                let Some(&(_, pblk, _)) = runs.first() else {
+                    return Err(Error::NoSpace("no block for a replayed directory".into()));
+                };
+                dir::write::init_dir_block(&tx, &mut child, pblk, parent)?;
+                tx.write_inode(&mut child)?;
+            }
+            self.modified.insert(ino);
+            self.dirs.insert(ino);
+        }
+        let added = match dir::lookup(self.vol(), &d, name)? {
+            Some(_) => false,
+            None => {
+                dir::write::add_entry(&tx, &mut d, name, ino, file_type_of(child.mode))?;
+                tx.write_inode(&mut d)?;
+                true
+            }
+        };
+        if added && !creat {
+            child.links_count = child.links_count.saturating_add(1);
+            tx.write_inode(&mut child)?;
+        }
+        tx.settle();
+        self.dirs.insert(parent);
+        Ok(true)
+    }
+
+    fn unlink(&mut self, parent: u32, ino: u32, name: &[u8]) -> Result<bool> {
+        let Some(mut d) = self.live_inode(parent).filter(|d| d.mode & S_IFMT == S_IFDIR) else {
+            return Ok(false);
+        };
+        match dir::lookup(self.vol(), &d, name)? {
+            Some((e, _)) if e == ino => {}
+            _ => return Ok(false),
+        }
+        let tx = self.begin()?;
+        dir::write::remove_entry(&tx, &mut d, name)?;
+        tx.write_inode(&mut d)?;
+        self.dirs.insert(parent);
+        if let Some(mut child) = self.live_inode(ino) {
+            let is_dir = child.mode & S_IFMT == S_IFDIR;
+            child.links_count = if is_dir { 0 } else { child.links_count - 1 };
+            if child.links_count == 0 {
+                self.core.release_inode(&tx, &mut child)?;
+                self.dirs.remove(&ino);
+            } else {
+                tx.write_inode(&mut child)?;
+            }
+        }
+        tx.settle();
+        Ok(true)
+    }
+
+    /// Every block of `i`'s extent tree: (tree node blocks, data runs).
+    fn tree_blocks(&self, i: &Inode) -> Result<(Vec<u64>, Vec<(u64, u64)>)> {
+        let vol = self.vol();
+        let mut nodes = Vec::new();
+        let mut data = Vec::new();
+        let mut stack = vec![(parse_node(&i.block, 0)?, MAX_DEPTH + 1)];
+        while let Some((node, limit)) = stack.pop() {
+            match node {
+                ExtentNode::Leaf(_, v) => {
+                    data.extend(v.iter().filter(|e| e.len > 0).map(|e| (e.start.get(), u64::from(e.len))));
+                }
+                ExtentNode::Index(h, v) => {
+                    if h.depth == 0 || h.depth >= limit {
+                        continue;
+                    }
+                    for e in v {
+                        let b = e.leaf.get();
+                        if !vol.valid_range(b, 1) {
+                            continue;
+                        }
+                        nodes.push(b);
+                        let buf = vol.block(b)?;
+                        stack.push((parse_node(buf.data(), b)?, h.depth));
+                    }
+                }
+            }
+        }
+        Ok((nodes, data))
+    }
+
+    /// The kernel's final fix-up: bitmaps and block counts of the inodes
+    /// the tags touched, region blocks nothing maps, directory links.
+    fn finish(&mut self) -> Result<()> {
+        let bs = self.vol().block_size as u64;
+        let mut used: HashSet<u64> = HashSet::new();
+        for &ino in &self.modified.clone() {
+            let Some(mut i) = self.live_inode(ino) else { continue };
+            let tx = self.begin()?;
+            tx.claim_inode(ino, i.mode & S_IFMT == S_IFDIR)?;
+            if i.uses_extents() && !i.has_inline_data() && !self.core.is_fast_symlink(&i) {
+                let (nodes, data) = match self.tree_blocks(&i) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.skipped.push(format!("inode {ino}: extent tree unreadable after replay: {e}"));
+                        continue;
+                    }
+                };
+                let mut count = 0u64;
+                for &b in &nodes {
+                    if self.data_range(b, 1)? {
+                        tx.claim_blocks(PhysicalBlock(b), 1)?;
+                        used.insert(b);
+                        count += 1;
+                    }
+                }
+                for &(p, n) in &data {
+                    if self.data_range(p, n)? {
+                        tx.claim_blocks(PhysicalBlock(p), n)?;
+                        used.extend(p..p + n);
+                        count += n;
+                    }
+                }
+                count += u64::from(i.file_acl != 0);
+                let blocks_512 = count * (bs / 512);
+                if i.blocks_512 != blocks_512 {
+                    i.blocks_512 = blocks_512;
+                    tx.write_inode(&mut i)?;
+                }
+            }
+            tx.settle();
+        }
+        // Region blocks marked for tags that mapped them nowhere in the
+        // end (skipped tags, ranges deleted again).
+        let tx = self.begin()?;
+        for &(p, n) in &self.claimed {
+            let mut b = p;
+            while b < p + n {
+                if used.contains(&b) || self.core.allocator()?.is_free_on_disk(PhysicalBlock(b)) {
+                    b += 1;
+                    continue;
+                }
+                let s = b;
+                while b < p + n && !used.contains(&b) && !self.core.allocator()?.is_free_on_disk(PhysicalBlock(b)) {
+                    b += 1;
+                }
+                tx.free_blocks(PhysicalBlock(s), b - s, FreeKind::Data)?;
+            }
+        }
+        tx.settle();
+        let dir_nlink = self.vol().sb.features.has_ro_compat(ro_compat::DIR_NLINK);
+        for &ino in &self.dirs {
+            let Some(mut d) = self.live_inode(ino).filter(|d| d.mode & S_IFMT == S_IFDIR) else { continue };
+            let mut links = 2u32;
+            for e in self.core.read_dir_all(ino)? {
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                let sub = match e.file_type {
+                    Some(t) => t == FileType::Directory,
+                    None => self.live_inode(e.ino).is_some_and(|c| c.mode & S_IFMT == S_IFDIR),
+                };
+                links += u32::from(sub);
+            }
+            let links = if links >= DIR_LINK_MAX && dir_nlink { 1 } else { links.min(u32::from(u16::MAX)) } as u16;
+            if d.links_count != links {
+                let tx = self.begin()?;
+                d.links_count = links;
+                tx.write_inode(&mut d)?;
+                tx.settle();
+            }
+        }
+        Ok(())
+    }
+}
