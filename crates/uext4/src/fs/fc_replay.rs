@@ -493,6 +493,8 @@ impl<'a> Replay<'a> {
             }
         }
         tx.settle();
+        // The handle ends before the directories are read (lock order).
+        drop(tx);
         let dir_nlink = self.vol().sb.features.has_ro_compat(ro_compat::DIR_NLINK);
         for &ino in &self.dirs {
             let Some(mut d) = self.live_inode(ino).filter(|d| d.mode & S_IFMT == S_IFDIR) else { continue };
