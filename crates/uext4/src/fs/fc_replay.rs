@@ -47,7 +47,9 @@ use crate::format::bytes::{le16, le32, put_le16};
 use crate::format::dirent::file_type_of;
 use crate::format::extent::{parse_node, ExtentNode, EXTENT_MAGIC, MAX_DEPTH};
 use crate::format::features::ro_compat;
-use crate::format::inode::{inode_checksum, FileType, Inode, FL_EXTENTS, FL_INLINE_DATA, I_BLOCK_SIZE, S_IFDIR, S_IFMT};
+use crate::format::inode::{
+    inode_checksum, FileType, Inode, FL_EXTENTS, FL_INLINE_DATA, I_BLOCK_SIZE, S_IFDIR, S_IFMT,
+};
 use crate::format::journal::{fc_tag, FcExtent, FcTag};
 use crate::inode::extent_write as ew;
 use crate::inode::{self, MapKind, MAX_LBLK};
@@ -77,7 +79,14 @@ pub(crate) fn replay(dev: Arc<dyn BlockDevice>, scan: &FcScan) -> Result<Vec<Str
     let cell = OnceLock::new();
     let _ = cell.set(alloc);
     let core = FsCore { vol, notices: Vec::new(), alloc: cell, subsystems: Some(rw) };
-    let mut r = Replay { core: &core, regions: Vec::new(), claimed: Vec::new(), modified: BTreeSet::new(), dirs: BTreeSet::new(), skipped: Vec::new() };
+    let mut r = Replay {
+        core: &core,
+        regions: Vec::new(),
+        claimed: Vec::new(),
+        modified: BTreeSet::new(),
+        dirs: BTreeSet::new(),
+        skipped: Vec::new(),
+    };
     r.claim_regions(scan)?;
     let mut applied = 0usize;
     for tag in &scan.tags {
