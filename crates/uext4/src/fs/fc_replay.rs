@@ -60,6 +60,9 @@ use crate::{alloc::flags as aflags, dir};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, OnceLock};
 
+/// Physical runs: (first block, length).
+type Runs = Vec<(u64, u64)>;
+
 /// Most tags a replay reports one by one when it skips them.
 const MAX_NOTES: usize = 8;
 /// Offset of `i_block` in an inode record.
@@ -414,7 +417,7 @@ impl<'a> Replay<'a> {
     }
 
     /// Every block of `i`'s extent tree: (tree node blocks, data runs).
-    fn tree_blocks(&self, i: &Inode) -> Result<(Vec<u64>, Vec<(u64, u64)>)> {
+    fn tree_blocks(&self, i: &Inode) -> Result<(Vec<u64>, Runs)> {
         let vol = self.vol();
         let mut nodes = Vec::new();
         let mut data = Vec::new();
