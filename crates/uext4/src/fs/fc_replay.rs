@@ -77,6 +77,15 @@ const DIR_LINK_MAX: u32 = 65000;
 pub(crate) fn replay(dev: Arc<dyn BlockDevice>, scan: &FcScan) -> Result<Vec<String>> {
     let opts = MountOptions::default();
     let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
+    // A read-only open of an image uext4 cannot write gets the full
+    // commits only (a read-write open was refused before recovery).
+    if let Err(e) = super::mount::check_writable(&vol.sb) {
+        return Ok(vec![format!(
+            "the journal holds {} fast commit(s) after the last full commit; they were not replayed ({e}), \
+             so the most recent fsync'ed changes are not shown",
+            scan.commits
+        )]);
+    }
     let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
     let rw = super::mount::Subsystems::start_for_replay(&vol)?;
     let cell = OnceLock::new();
@@ -510,8 +519,15 @@ impl<'a> Replay<'a> {
         let dir_nlink = self.vol().sb.features.has_ro_compat(ro_compat::DIR_NLINK);
         for &ino in &self.dirs {
             let Some(mut d) = self.live_inode(ino).filter(|d| d.mode & S_IFMT == S_IFDIR) else { continue };
+            let entries = match self.core.read_dir_all(ino) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.skipped.push(format!("directory {ino}: link count not recounted: {e}"));
+                    continue;
+                }
+            };
             let mut links = 2u32;
-            for e in self.core.read_dir_all(ino)? {
+            for e in entries {
                 if e.name == b"." || e.name == b".." {
                     continue;
                 }
