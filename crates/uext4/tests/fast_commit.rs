@@ -263,6 +263,30 @@ fn three_ways(tag: &str, img: &Path) -> Tree {
     let again = uext4_rw_tree(tag, &a2);
     assert_eq!(again, ours, "{tag}: replaying the fast commits twice changed the result");
 
+    // (a'') crashes in the middle of the replay (the device dies at its
+    // n-th write): the next open starts over and comes to the same tree.
+    let writes = {
+        let a3 = copy(img, "a3.img");
+        let faulty = Arc::new(FaultyDevice::new(Arc::new(FileDevice::open(&a3, true).unwrap())));
+        let opts = MountOptions { write: true, ..Default::default() };
+        let mut f = Filesystem::open_device(faulty.clone(), opts).unwrap();
+        let n = faulty.calls(FaultOps::WRITE);
+        f.unmount().unwrap();
+        n
+    };
+    for k in 1..=4u64 {
+        let at = writes * k / 5;
+        let a3 = copy(img, "a3.img");
+        let faulty = Arc::new(FaultyDevice::new(Arc::new(FileDevice::open(&a3, true).unwrap())));
+        faulty.die_at(FaultOps::WRITE, at.max(1));
+        let opts = MountOptions { write: true, ..Default::default() };
+        if let Ok(mut f) = Filesystem::open_device(faulty, opts) {
+            let _ = f.unmount();
+        }
+        let t = uext4_rw_tree(tag, &a3);
+        assert_eq!(t, ours, "{tag}: a crash at write {at} of {writes} changed the replayed tree");
+    }
+
     // (b) the kernel's replay.
     let b = copy(img, "b.img");
     let mnt = img.with_file_name("mnt-b");

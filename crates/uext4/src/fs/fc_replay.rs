@@ -26,9 +26,11 @@
 //!   names the tag's inode; the inode loses a link and is deleted with
 //!   its last one.
 //!
-//! Blocks: every ADD_RANGE's blocks are marked in use before the first
-//! tag (the kernel's excluded regions: an extent-tree split or a new
-//! directory block must not take a block a later tag maps), and again
+//! Blocks: before the first tag, the blocks the touched inodes' trees map
+//! now (a replay that crashed part-way may have mapped blocks the full
+//! commits' bitmaps call free) and every ADD_RANGE's blocks (the kernel's
+//! excluded regions: an extent-tree split or a new directory block must
+//! not take a block a later tag maps) are marked in use, the latter again
 //! after a tag frees some of them. At the end (the kernel's
 //! `ext4_fc_set_bitmaps_and_counters`) every block of the trees of the
 //! inodes the tags touched is marked in use, the region blocks nothing
@@ -99,6 +101,7 @@ pub(crate) fn replay(dev: Arc<dyn BlockDevice>, scan: &FcScan) -> Result<Vec<Str
         dirs: BTreeSet::new(),
         skipped: Vec::new(),
     };
+    r.claim_trees(scan)?;
     r.claim_regions(scan)?;
     let mut applied = 0usize;
     for tag in &scan.tags {
@@ -169,6 +172,42 @@ impl<'a> Replay<'a> {
         Ok(len > 0
             && self.vol().valid_range(pblk, len)
             && !self.core.allocator()?.in_system_zone(PhysicalBlock(pblk), len))
+    }
+
+    /// Marks in use every block the trees of the tags' inodes map now.
+    /// After a replay that crashed part-way, the full commits' bitmaps
+    /// (written again) may call free a block that replay gave to one of
+    /// these inodes; an allocation now must not take it.
+    fn claim_trees(&mut self, scan: &FcScan) -> Result<()> {
+        let mut inos = BTreeSet::new();
+        for t in &scan.tags {
+            match t {
+                FcTag::Inode { ino, .. } | FcTag::AddRange { ino, .. } | FcTag::DelRange { ino, .. } => {
+                    inos.insert(*ino);
+                }
+                FcTag::Dentry { parent, ino, .. } => {
+                    inos.insert(*parent);
+                    inos.insert(*ino);
+                }
+                _ => {}
+            }
+        }
+        for ino in inos {
+            let Some(i) = self.live_inode(ino) else { continue };
+            if !i.uses_extents() || i.has_inline_data() || self.core.is_fast_symlink(&i) {
+                continue;
+            }
+            // An unreadable tree is the tags' business (they may replace it).
+            let Ok((nodes, data)) = self.tree_blocks(&i) else { continue };
+            let tx = self.begin()?;
+            for (p, n) in nodes.into_iter().map(|b| (b, 1)).chain(data) {
+                if self.data_range(p, n)? {
+                    tx.claim_blocks(PhysicalBlock(p), n)?;
+                }
+            }
+            tx.settle();
+        }
+        Ok(())
     }
 
     /// Marks every ADD_RANGE's blocks in use.
