@@ -5,24 +5,28 @@
 //! fsyncs (fsync is what writes fast commits), and shuts the filesystem
 //! down without flushing the log (EXT4_IOC_SHUTDOWN, NOLOGFLUSH: a log
 //! flush would commit the running transaction in full, superseding the
-//! fast commits). The image is then recovered three ways:
+//! fast commits). The image is then recovered several ways:
 //!
-//! - (a) uext4 read-write open: uext4 does not replay fast commits yet, so
-//!   it must refuse (`Unsupported` naming `fast_commit`) and leave the
-//!   image byte-identical, never silently drop what fsync acknowledged;
-//! - (b) the kernel's mount (its replay), the tree read through the mount;
-//! - (c) `e2fsck -fy` (its replay), the tree read by uext4 read-only;
+//! - uext4 read-write open (full commits, then the fast commits replayed
+//!   by `fs/fc_replay.rs`), `e2fsck -fn` clean after its unmount;
+//! - the same with a crash after the fast-commit replay, before the
+//!   journal is emptied, and with the device dying at four points of the
+//!   open (`FC_PTS=n` for n points): the next open must give the same
+//!   tree, fsck-clean (the replay is idempotent);
+//! - the kernel's mount (its replay), the tree read through the mount;
+//! - `e2fsck -fy` (its replay), the tree read by uext4 read-only;
+//! - uext4 read-only (the replay into the in-memory overlay), which must
+//!   leave the image untouched.
 //!
-//! The kernel's tree (b) must hold exactly the fsynced changes (names,
-//! types, sizes, data hashes); `e2fsck -fn` is clean after (c). Where
-//! e2fsck's tree differs from the kernel's, or the kernel's replay leaves
-//! an image `e2fsck -fn` complains about, the test prints a NOTE: both
-//! were seen here (e2fsprogs 1.47.0, kernel 6.18), and neither is uext4's
-//! doing since it wrote nothing. A read-only uext4 open of
-//! the original replays the full commits in memory and says the fast
-//! commits were not replayed. A torn last fast commit (its tail crc
-//! corrupted) is checked the same way: the kernel and e2fsck drop it, and
-//! uext4's scan counts one fast commit fewer.
+//! uext4's tree must equal the kernel's (the fsynced changes: names,
+//! types, sizes, data hashes) or, failing that, e2fsck's, with a NOTE.
+//! The kernel's replay was seen to leave e2fsck errors (a new
+//! directory's parent keeps its link count, i_blocks of new directories)
+//! and e2fsck's to drop new directories and get a reused inode's size
+//! wrong (e2fsprogs 1.47.0, kernel 6.18): those are NOTEs, not failures.
+//! The journal layer's `recover` (no fast-commit replay) still refuses
+//! and writes nothing. A torn last fast commit (its tail crc corrupted)
+//! is dropped whole by all of them.
 //!
 //! Without root and loop devices the tests print "SKIP: <reason>" and pass.
 
@@ -216,10 +220,11 @@ fn diff(tag: &str, what: &str, a: &Tree, b: &Tree) {
 }
 
 /// The uext4 tree of image `img` opened read-write (journal and fast
-/// commits replayed), unmounted; `e2fsck -fn` must be clean after.
-fn uext4_rw_tree(tag: &str, img: &Path) -> Tree {
+/// commits replayed, which the notices say if `replays`), unmounted; `e2fsck -fn` must be clean after.
+fn uext4_rw_tree(tag: &str, img: &Path, replays: bool) -> Tree {
     let mut fs = Filesystem::open_rw(img).unwrap_or_else(|e| panic!("{tag}: uext4 open_rw: {e}"));
-    assert!(fs.notices().iter().any(|n| n.contains("fast commit(s) replayed")), "{tag}: {:?}", fs.notices());
+    let replayed = fs.notices().iter().any(|n| n.contains("fast commit(s) replayed"));
+    assert!(replayed || !replays, "{tag}: {:?}", fs.notices());
     let t = uext4_tree(&fs);
     fs.unmount().unwrap();
     drop(fs);
@@ -245,7 +250,7 @@ fn three_ways(tag: &str, img: &Path) -> Tree {
 
     // (a) uext4's recovery, e2fsck -fn clean.
     let a = copy(img, "a.img");
-    let ours = uext4_rw_tree(tag, &a);
+    let ours = uext4_rw_tree(tag, &a, true);
 
     // (a') a crash after the fast-commit replay, before the journal is
     // emptied (its superblock cannot be written): the next open replays
@@ -260,7 +265,7 @@ fn three_ways(tag: &str, img: &Path) -> Tree {
         let opts = MountOptions { write: true, ..Default::default() };
         assert!(Filesystem::open_device(faulty, opts).is_err(), "{tag}: the journal reset was to fail");
     }
-    let again = uext4_rw_tree(tag, &a2);
+    let again = uext4_rw_tree(tag, &a2, true);
     assert_eq!(again, ours, "{tag}: replaying the fast commits twice changed the result");
 
     // (a'') crashes in the middle of the replay (the device dies at its
@@ -274,8 +279,9 @@ fn three_ways(tag: &str, img: &Path) -> Tree {
         f.unmount().unwrap();
         n
     };
-    for k in 1..=4u64 {
-        let at = writes * k / 5;
+    let pts: u64 = std::env::var("FC_PTS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    for k in 1..=pts {
+        let at = writes * k / (pts + 1);
         let a3 = copy(img, "a3.img");
         let faulty = Arc::new(FaultyDevice::new(Arc::new(FileDevice::open(&a3, true).unwrap())));
         faulty.die_at(FaultOps::WRITE, at.max(1));
@@ -283,7 +289,8 @@ fn three_ways(tag: &str, img: &Path) -> Tree {
         if let Ok(mut f) = Filesystem::open_device(faulty, opts) {
             let _ = f.unmount();
         }
-        let t = uext4_rw_tree(tag, &a3);
+        // A crash after the recovery finished leaves nothing to replay.
+        let t = uext4_rw_tree(tag, &a3, false);
         assert_eq!(t, ours, "{tag}: a crash at write {at} of {writes} changed the replayed tree");
     }
 
