@@ -184,11 +184,22 @@ fn journal_of(img: &Path) -> Journal {
 /// full commit covers, `change` the fsynced changes. None when the kernel
 /// cannot be used here (reason printed).
 fn fixture(tag: &str, base: impl Fn(&Path), change: impl Fn(&Path)) -> Option<(tempfile::TempDir, PathBuf)> {
+    fixture_bs(tag, 4096, base, change)
+}
+
+/// [`fixture`] with `bs`-byte blocks.
+fn fixture_bs(
+    tag: &str,
+    bs: u32,
+    base: impl Fn(&Path),
+    change: impl Fn(&Path),
+) -> Option<(tempfile::TempDir, PathBuf)> {
     if let Some(why) = kernel_unavailable() {
         eprintln!("SKIP: {tag}: {why}");
         return None;
     }
-    let (dir, img) = mkfs(64, &["-b", "4096", "-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"])?;
+    let bs = bs.to_string();
+    let (dir, img) = mkfs(64, &["-b", &bs, "-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"])?;
     let mnt = dir.path().join("mnt");
     let m = match KernelMount::at(&img, &mnt, "") {
         Ok(m) => m,
@@ -575,4 +586,30 @@ fn sparse_writes_fsynced() {
     let fs = Filesystem::open(&img).unwrap();
     let st = fs.stat(fs.resolve("/d/s0").unwrap()).unwrap();
     assert_eq!(st.blocks, 8 * 8, "{st:?}");
+}
+
+/// Many new names in one directory with 1 KiB blocks, one fsync: the
+/// replay grows the directory by several blocks (and into an htree),
+/// spread over block groups.
+#[test]
+fn many_names_1k_blocks() {
+    let n = 150;
+    let Some((_d, img)) = fixture_bs(
+        "names-1k",
+        1024,
+        |m| fs::create_dir(m.join("d")).unwrap(),
+        |m| {
+            for i in 0..n {
+                File::create(m.join(format!("d/a-fairly-long-file-name-{i:04}"))).unwrap();
+            }
+            write_fsync(&m.join("d/last"), &data(7, 5000));
+        },
+    ) else {
+        return;
+    };
+    let t = three_ways("names-1k", &img);
+    for i in 0..n {
+        assert_eq!(t.get(&format!("/d/a-fairly-long-file-name-{i:04}")), Some(&file(b"")), "{i}");
+    }
+    assert_eq!(t.get("/d/last"), Some(&file(&data(7, 5000))));
 }
