@@ -587,3 +587,151 @@ impl<'a> Replay<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemoryDevice;
+    use crate::format::inode::{Timestamp, ROOT_INO};
+    use crate::mkfs::{format_device, MkfsOptions};
+    use crate::Filesystem;
+
+    const BS: u64 = 1024;
+
+    fn fresh() -> Arc<dyn BlockDevice> {
+        let dev = MemoryDevice::new(16 << 20);
+        let opts = MkfsOptions { size: 16 << 20, block_size: Some(BS as u32), ..Default::default() };
+        format_device(&dev, &opts, true).unwrap();
+        Arc::new(dev)
+    }
+
+    /// The raw record of a new regular file `ino` of `size` bytes.
+    fn raw_file(dev: &Arc<dyn BlockDevice>, ino: u32, size: u64, links: u16) -> Vec<u8> {
+        let vol = Volume::open(dev.clone(), 64).unwrap();
+        let mut i = Inode::new_raw(&vol.sb, ino);
+        i.mode = 0o100644;
+        i.size = size;
+        i.links_count = links;
+        i.generation = 77;
+        i.mtime = Timestamp { sec: 1_700_000_000, nsec: 0 };
+        ew::init_root(&mut i);
+        // Garbage where the tree goes: the replay keeps the on-disk one.
+        i.block[20] = 0xAB;
+        i.encode(&vol.sb).unwrap().to_vec()
+    }
+
+    /// `e2fsck -fn` on the device's bytes, where e2fsprogs is installed.
+    fn fsck_clean(dev: &Arc<dyn BlockDevice>) {
+        let mut bytes = vec![0u8; dev.size() as usize];
+        dev.read_at(&mut bytes, 0).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        std::fs::write(&img, &bytes).unwrap();
+        let Ok(out) = std::process::Command::new("e2fsck").arg("-fn").arg(&img).output() else {
+            eprintln!("SKIP: e2fsck not installed");
+            return;
+        };
+        assert!(out.status.success(), "e2fsck -fn:\n{}", String::from_utf8_lossy(&out.stdout));
+    }
+
+    fn scan(tags: Vec<FcTag>) -> FcScan {
+        FcScan { tags, commits: 1, blocks_read: 1 }
+    }
+
+    /// A free run of `n` blocks after the first half of the filesystem.
+    fn free_run(dev: &Arc<dyn BlockDevice>, n: u64) -> u64 {
+        let vol = Arc::new(Volume::open(dev.clone(), 64).unwrap());
+        let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+        let mut b = vol.sb.blocks_count / 2;
+        while !(b..b + n).all(|x| a.is_free_on_disk(PhysicalBlock(x))) {
+            b += 1;
+        }
+        b
+    }
+
+    fn counts(dev: &Arc<dyn BlockDevice>) -> (u64, u32, u64, u32) {
+        let vol = Volume::open(dev.clone(), 64).unwrap();
+        let gb: u64 = vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum();
+        let gi: u32 = vol.groups.iter().map(|g| g.free_inodes_count).sum();
+        (vol.sb.free_blocks_count, vol.sb.free_inodes_count, gb, gi)
+    }
+
+    #[test]
+    fn create_map_link_unlink_and_replay_twice() {
+        let dev = fresh();
+        let (fb0, fi0, _, _) = counts(&dev);
+        let p = free_run(&dev, 3);
+        let data: Vec<u8> = (0..3 * BS as usize).map(|i| (i * 7 % 251) as u8).collect();
+        dev.write_at(&data, p * BS).unwrap();
+        let ino = 20;
+        let raw = raw_file(&dev, ino, 3 * BS, 1);
+        let tags = vec![
+            FcTag::Head { features: 0, tid: 5 },
+            FcTag::Inode { ino, raw: raw.clone() },
+            FcTag::AddRange { ino, extent: FcExtent { lblk: 0, len: 3, unwritten: false, pblk: p } },
+            FcTag::Dentry { kind: fc_tag::CREAT, parent: ROOT_INO, ino, name: b"new".to_vec() },
+            FcTag::Dentry { kind: fc_tag::LINK, parent: ROOT_INO, ino, name: b"other".to_vec() },
+            FcTag::Dentry { kind: fc_tag::UNLINK, parent: ROOT_INO, ino, name: b"other".to_vec() },
+            FcTag::Inode { ino, raw },
+            FcTag::Tail { tid: 5, crc: 0 },
+        ];
+        for round in 0..2 {
+            let notes = replay(dev.clone(), &scan(tags.clone())).unwrap();
+            assert!(notes[0].contains("replayed"), "{notes:?}");
+            assert_eq!(notes.len(), 1, "round {round}: {notes:?}");
+            let fs = Filesystem::open_device(dev.clone(), MountOptions::default()).unwrap();
+            let i = fs.resolve("/new").unwrap();
+            assert_eq!(i, ino);
+            assert!(fs.resolve("/other").is_err());
+            assert_eq!(fs.read_all(i).unwrap(), data);
+            let st = fs.stat(i).unwrap();
+            assert_eq!((st.nlink, st.blocks), (1, 3 * BS / 512), "round {round}");
+            assert_eq!(counts(&dev), (fb0 - 3, fi0 - 1, fb0 - 3, fi0 - 1), "round {round}");
+            fsck_clean(&dev);
+        }
+    }
+
+    #[test]
+    fn delete_range_remap_and_skipped_tags() {
+        let dev = fresh();
+        let (fb0, _, _, _) = counts(&dev);
+        let p = free_run(&dev, 8);
+        let ino = 21;
+        let tags = vec![
+            FcTag::Inode { ino, raw: raw_file(&dev, ino, 4 * BS, 1) },
+            FcTag::Dentry { kind: fc_tag::CREAT, parent: ROOT_INO, ino, name: b"f".to_vec() },
+            FcTag::AddRange { ino, extent: FcExtent { lblk: 0, len: 4, unwritten: false, pblk: p } },
+            // Blocks 2..4 move to p+6..p+8 (freed and reallocated).
+            FcTag::AddRange { ino, extent: FcExtent { lblk: 2, len: 2, unwritten: false, pblk: p + 6 } },
+            FcTag::DelRange { ino, lblk: 1, len: 1 },
+            // An inode that does not exist and a block outside the
+            // filesystem: passed over.
+            FcTag::AddRange { ino: 999, extent: FcExtent { lblk: 0, len: 1, unwritten: false, pblk: p + 4 } },
+            FcTag::AddRange { ino, extent: FcExtent { lblk: 9, len: 1, unwritten: false, pblk: 1 << 40 } },
+        ];
+        let notes = replay(dev.clone(), &scan(tags)).unwrap();
+        assert!(notes.iter().any(|n| n.contains("passed over")), "{notes:?}");
+        let fs = Filesystem::open_device(dev.clone(), MountOptions::default()).unwrap();
+        let i = inode::read_inode(fs.volume(), ino).unwrap();
+        let runs: Vec<(u64, u64)> = inode::extents(fs.volume(), &i)
+            .unwrap()
+            .iter()
+            .map(|m| match m.kind {
+                MapKind::Mapped(b) => (m.lblk.get(), b.get()),
+                _ => panic!("{m:?}"),
+            })
+            .collect();
+        assert_eq!(runs, vec![(0, p), (2, p + 6)]);
+        assert_eq!(i.blocks_512, 3 * BS / 512);
+        // p, p+6, p+7 in use; p+1..p+6 (deleted, moved, or only in a
+        // skipped tag) free again.
+        let (fb, _, gb, _) = counts(&dev);
+        assert_eq!((fb, gb), (fb0 - 3, fb0 - 3));
+        let a = fs.allocator().unwrap();
+        for (b, free) in [(p, false), (p + 1, true), (p + 2, true), (p + 4, true), (p + 6, false), (p + 7, false)] {
+            assert_eq!(a.is_free_on_disk(PhysicalBlock(b)), free, "block {b}");
+        }
+        drop(fs);
+        fsck_clean(&dev);
+    }
+}
