@@ -59,7 +59,7 @@ use crate::journal::fast_commit::FcScan;
 use crate::txn::{FreeKind, Tx};
 use crate::volume::Volume;
 use crate::{alloc::flags as aflags, dir};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
 /// Physical runs: (first block, length).
@@ -498,7 +498,9 @@ impl<'a> Replay<'a> {
     /// the tags touched, region blocks nothing maps, directory links.
     fn finish(&mut self) -> Result<()> {
         let bs = self.vol().block_size as u64;
-        let mut used: HashSet<u64> = HashSet::new();
+        // Runs the trees map (a huge file is a few runs, not a set of
+        // every block).
+        let mut used: Runs = Vec::new();
         for &ino in &self.modified.clone() {
             let Some(mut i) = self.live_inode(ino) else { continue };
             let tx = self.begin()?;
@@ -515,14 +517,14 @@ impl<'a> Replay<'a> {
                 for &b in &nodes {
                     if self.data_range(b, 1)? {
                         tx.claim_blocks(PhysicalBlock(b), 1)?;
-                        used.insert(b);
+                        used.push((b, 1));
                         count += 1;
                     }
                 }
                 for &(p, n) in &data {
                     if self.data_range(p, n)? {
                         tx.claim_blocks(PhysicalBlock(p), n)?;
-                        used.extend(p..p + n);
+                        used.push((p, n));
                         count += n;
                     }
                 }
@@ -537,16 +539,28 @@ impl<'a> Replay<'a> {
         }
         // Region blocks marked for tags that mapped them nowhere in the
         // end (skipped tags, ranges deleted again).
+        used.sort_unstable();
+        let mut merged: Runs = Vec::new();
+        for (p, n) in used {
+            match merged.last_mut() {
+                Some(last) if p <= last.0 + last.1 => last.1 = last.1.max(p + n - last.0),
+                _ => merged.push((p, n)),
+            }
+        }
+        let in_use = |b: u64| {
+            let i = merged.partition_point(|r| r.0 + r.1 <= b);
+            merged.get(i).is_some_and(|r| r.0 <= b)
+        };
         let tx = self.begin()?;
         for &(p, n) in &self.claimed {
             let mut b = p;
             while b < p + n {
-                if used.contains(&b) || self.core.allocator()?.is_free_on_disk(PhysicalBlock(b)) {
+                if in_use(b) || self.core.allocator()?.is_free_on_disk(PhysicalBlock(b)) {
                     b += 1;
                     continue;
                 }
                 let s = b;
-                while b < p + n && !used.contains(&b) && !self.core.allocator()?.is_free_on_disk(PhysicalBlock(b)) {
+                while b < p + n && !in_use(b) && !self.core.allocator()?.is_free_on_disk(PhysicalBlock(b)) {
                     b += 1;
                 }
                 tx.free_blocks(PhysicalBlock(s), b - s, FreeKind::Data)?;
