@@ -706,6 +706,35 @@ mod tests {
     }
 
     #[test]
+    fn unwritten_then_written() {
+        let dev = fresh();
+        let p = free_run(&dev, 4);
+        let ino = 22;
+        let raw = raw_file(&dev, ino, 4 * BS, 1);
+        let ext = |unwritten| FcExtent { lblk: 0, len: 4, unwritten, pblk: p };
+        let tags = vec![
+            FcTag::Inode { ino, raw: raw.clone() },
+            FcTag::Dentry { kind: fc_tag::CREAT, parent: ROOT_INO, ino, name: b"u".to_vec() },
+            FcTag::AddRange { ino, extent: ext(true) },
+            FcTag::AddRange { ino, extent: FcExtent { lblk: 1, len: 2, unwritten: false, pblk: p + 1 } },
+            FcTag::Inode { ino, raw },
+        ];
+        for _ in 0..2 {
+            replay(dev.clone(), &scan(tags.clone())).unwrap();
+            let vol = Volume::open(dev.clone(), 64).unwrap();
+            let i = inode::read_inode(&vol, ino).unwrap();
+            let kinds: Vec<(u64, u64, bool)> = inode::extents(&vol, &i)
+                .unwrap()
+                .iter()
+                .map(|m| (m.lblk.get(), m.len, matches!(m.kind, MapKind::Unwritten(_))))
+                .collect();
+            assert_eq!(kinds, vec![(0, 1, true), (1, 2, false), (3, 1, true)]);
+            assert_eq!(i.blocks_512, 4 * BS / 512);
+            fsck_clean(&dev);
+        }
+    }
+
+    #[test]
     fn delete_range_remap_and_skipped_tags() {
         let dev = fresh();
         let (fb0, _, _, _) = counts(&dev);
