@@ -34,7 +34,7 @@
 //! after a tag frees some of them. At the end (the kernel's
 //! `ext4_fc_set_bitmaps_and_counters`) every block of the trees of the
 //! inodes the tags touched is marked in use, the region blocks nothing
-//! maps are freed again, `i_blocks` is recomputed, and the link counts of
+//! maps are freed again, `i_blocks` (and a directory's size) is recomputed, and the link counts of
 //! the directories that gained or lost entries are recounted (the
 //! kernel's replay leaves a parent's count wrong when a subdirectory is
 //! created; e2fsck counts them). The descriptors are kept by the
@@ -64,6 +64,17 @@ use std::sync::{Arc, OnceLock};
 
 /// Physical runs: (first block, length).
 type Runs = Vec<(u64, u64)>;
+
+/// The blocks of an extent tree.
+#[derive(Default)]
+struct TreeBlocks {
+    /// Index and leaf blocks (not the root in the inode).
+    nodes: Vec<u64>,
+    /// Data runs.
+    data: Runs,
+    /// One past the last logical block mapped.
+    end: u64,
+}
 
 /// Most tags a replay reports one by one when it skips them.
 const MAX_NOTES: usize = 8;
@@ -198,9 +209,9 @@ impl<'a> Replay<'a> {
                 continue;
             }
             // An unreadable tree is the tags' business (they may replace it).
-            let Ok((nodes, data)) = self.tree_blocks(&i) else { continue };
+            let Ok(t) = self.tree_blocks(&i) else { continue };
             let tx = self.begin()?;
-            for (p, n) in nodes.into_iter().map(|b| (b, 1)).chain(data) {
+            for (p, n) in t.nodes.into_iter().map(|b| (b, 1)).chain(t.data) {
                 if self.data_range(p, n)? {
                     tx.claim_blocks(PhysicalBlock(p), n)?;
                 }
@@ -464,16 +475,18 @@ impl<'a> Replay<'a> {
         Ok(true)
     }
 
-    /// Every block of `i`'s extent tree: (tree node blocks, data runs).
-    fn tree_blocks(&self, i: &Inode) -> Result<(Vec<u64>, Runs)> {
+    /// Every block of `i`'s extent tree.
+    fn tree_blocks(&self, i: &Inode) -> Result<TreeBlocks> {
         let vol = self.vol();
-        let mut nodes = Vec::new();
-        let mut data = Vec::new();
+        let mut t = TreeBlocks::default();
         let mut stack = vec![(parse_node(&i.block, 0)?, MAX_DEPTH + 1)];
         while let Some((node, limit)) = stack.pop() {
             match node {
                 ExtentNode::Leaf(_, v) => {
-                    data.extend(v.iter().filter(|e| e.len > 0).map(|e| (e.start.get(), u64::from(e.len))));
+                    for e in v.iter().filter(|e| e.len > 0) {
+                        t.data.push((e.start.get(), u64::from(e.len)));
+                        t.end = t.end.max(u64::from(e.block.0) + u64::from(e.len));
+                    }
                 }
                 ExtentNode::Index(h, v) => {
                     if h.depth == 0 || h.depth >= limit {
@@ -484,14 +497,14 @@ impl<'a> Replay<'a> {
                         if !vol.valid_range(b, 1) {
                             continue;
                         }
-                        nodes.push(b);
+                        t.nodes.push(b);
                         let buf = vol.block(b)?;
                         stack.push((parse_node(buf.data(), b)?, h.depth));
                     }
                 }
             }
         }
-        Ok((nodes, data))
+        Ok(t)
     }
 
     /// The kernel's final fix-up: bitmaps and block counts of the inodes
@@ -506,7 +519,7 @@ impl<'a> Replay<'a> {
             let tx = self.begin()?;
             tx.claim_inode(ino, i.mode & S_IFMT == S_IFDIR)?;
             if i.uses_extents() && !i.has_inline_data() && !self.core.is_fast_symlink(&i) {
-                let (nodes, data) = match self.tree_blocks(&i) {
+                let TreeBlocks { nodes, data, end } = match self.tree_blocks(&i) {
                     Ok(t) => t,
                     Err(e) => {
                         self.skipped.push(format!("inode {ino}: extent tree unreadable after replay: {e}"));
@@ -530,8 +543,13 @@ impl<'a> Replay<'a> {
                 }
                 count += u64::from(i.file_acl != 0);
                 let blocks_512 = count * (bs / 512);
-                if i.blocks_512 != blocks_512 {
+                // A directory is as long as its blocks (its logged size
+                // counts the kernel's blocks, which the replay rebuilt).
+                let is_dir = i.mode & S_IFMT == S_IFDIR;
+                let size = if is_dir && end > 0 { end * bs } else { i.size };
+                if i.blocks_512 != blocks_512 || i.size != size {
                     i.blocks_512 = blocks_512;
+                    i.size = size;
                     tx.write_inode(&mut i)?;
                 }
             }
