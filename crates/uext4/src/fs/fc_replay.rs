@@ -34,8 +34,9 @@
 //! after a tag frees some of them. At the end (the kernel's
 //! `ext4_fc_set_bitmaps_and_counters`) every block of the trees of the
 //! inodes the tags touched is marked in use, the region blocks nothing
-//! maps are freed again, `i_blocks` (and a directory's size) is recomputed, and the link counts of
-//! the directories that gained or lost entries are recounted (the
+//! maps are freed again, `i_blocks` (and a directory's size) is
+//! recomputed, and the link counts of the directories that gained or
+//! lost entries are recounted (the
 //! kernel's replay leaves a parent's count wrong when a subdirectory is
 //! created; e2fsck counts them). The descriptors are kept by the
 //! allocators on the way, the superblock's free counts at the end.
