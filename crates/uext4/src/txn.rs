@@ -218,6 +218,26 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    /// Marks `start..start+len` in use wherever it is free, through the
+    /// allocator (fast-commit replay); returns the runs newly marked.
+    pub fn claim_blocks(&self, start: PhysicalBlock, len: u64) -> Result<Vec<(PhysicalBlock, u64)>> {
+        let runs = self.alloc.claim(start, len)?;
+        for &(s, _) in &runs {
+            self.journal_block_group(s)?;
+        }
+        Ok(runs)
+    }
+
+    /// Marks inode `ino` in use if it is free (fast-commit replay); true
+    /// if it was free.
+    pub fn claim_inode(&self, ino: u32, is_dir: bool) -> Result<bool> {
+        let newly = self.ialloc.claim(ino, is_dir)?;
+        if newly {
+            self.journal_inode_group(ino, true)?;
+        }
+        Ok(newly)
+    }
+
     /// Copies the allocator's view of `block`'s group bitmap into the
     /// journal and updates the group's descriptor.
     fn journal_block_group(&self, block: PhysicalBlock) -> Result<()> {

@@ -618,10 +618,11 @@ fn kernel_made_journals() {
     }
 }
 
-/// Fast commits are not replayed: a read-write recovery refuses before
-/// writing anything (naming fast_commit), so the kernel or e2fsck can
-/// still replay the whole journal; the in-memory replay of a read-only
-/// open gives the full commits and reports the skipped fast commits.
+/// Fast commits: the journal layer's `recover` (no fast-commit replay)
+/// refuses before writing anything (naming fast_commit) and its
+/// `replay_in_memory` gives the full commits and reports the skipped fast
+/// commits; the filesystem's opens (read-only and read-write) replay them,
+/// so the fsynced files are there (more in tests/fast_commit.rs).
 #[test]
 fn kernel_fast_commit_journal() {
     let extra = ["-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"];
@@ -669,7 +670,17 @@ fn kernel_fast_commit_journal() {
 
     // The read-only open says so too.
     let fs_o = Filesystem::open(&img).unwrap();
-    assert!(fs_o.notices().iter().any(|n| n.contains("fast commit")), "{:?}", fs_o.notices());
+    assert!(fs_o.notices().iter().any(|n| n.contains("fast commit(s) replayed")), "{:?}", fs_o.notices());
+    let fs_w = Filesystem::open_rw(&a).unwrap();
+    for f in [&fs_o, &fs_w] {
+        for i in 0..10 {
+            let ino = f.resolve(format!("/more/g{i}")).unwrap();
+            assert_eq!(f.read_all(ino).unwrap(), vec![b'x'; 5000]);
+        }
+    }
+    drop(fs_w);
+    assert!(!needs_recovery_flag(&a));
+    fsck_clean(&a, "after uext4's fast-commit replay");
 }
 
 // ---------------------------------------------------------------------------

@@ -189,6 +189,33 @@ impl InodeAllocator {
         order
     }
 
+    /// Marks inode `ino` in use if it is free (fast-commit replay: an
+    /// inode the kernel allocated); true if it was free.
+    pub fn claim(&self, ino: u32, is_dir: bool) -> Result<bool> {
+        let sb = &self.vol.sb;
+        if ino == 0 || ino > sb.inodes_count {
+            return Err(Error::BadInode(u64::from(ino)));
+        }
+        let ipg = sb.inodes_per_group;
+        let (g, i) = ((ino - 1) / ipg, (ino - 1) % ipg);
+        self.load(g)?;
+        let mut slot = self.lock_group(g);
+        let st = slot.as_mut().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
+        let byte = &mut st.bitmap[(i / 8) as usize];
+        if *byte >> (i % 8) & 1 != 0 {
+            return Ok(false);
+        }
+        *byte |= 1 << (i % 8);
+        st.free -= 1;
+        if is_dir {
+            st.dirs += 1;
+            self.dirs_hint[g as usize].store(st.dirs, Relaxed);
+        }
+        self.free_hint[g as usize].store(st.free, Relaxed);
+        self.total_free.fetch_sub(1, Relaxed);
+        Ok(true)
+    }
+
     /// Frees inode `ino` (a directory if `is_dir`).
     pub fn release(&self, ino: u32, is_dir: bool) -> Result<()> {
         let sb = &self.vol.sb;

@@ -546,6 +546,52 @@ impl Allocator {
         Ok(())
     }
 
+    /// Marks `start..start+len` in use wherever it is free (blocks already
+    /// in use stay as they are) and returns the runs it newly marked. For
+    /// fast-commit replay, which maps blocks the kernel chose (the
+    /// kernel's ext4_mb_mark_bb); nothing else may hold a reservation on
+    /// them then (no preallocation, no pending free).
+    pub fn claim(&self, start: PhysicalBlock, len: u64) -> Result<Vec<(PhysicalBlock, u64)>> {
+        let block = start.get();
+        if block < u64::from(self.vol.sb.first_data_block)
+            || block.checked_add(len).is_none_or(|e| e > self.vol.sb.blocks_count)
+            || self.in_system_zone(start, len)
+        {
+            let kind = CorruptKind::OutsideFilesystem { what: "blocks to mark in use", block, len };
+            return Err(Error::corruption(Structure::Bitmap, Location::from_block(block), kind));
+        }
+        let mut out: Vec<(PhysicalBlock, u64)> = Vec::new();
+        let end = start + len;
+        let mut b = start;
+        while b < end {
+            let (g, rel) = self.group_of(b);
+            let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
+            self.ensure_loaded(g)?;
+            let mut slot = self.groups[g as usize].lock();
+            let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
+            for i in rel..rel + n {
+                if st.disk_all_used(i, 1) {
+                    continue;
+                }
+                // A block free on disk may still be reserved in the buddy
+                // (a preallocation): it is ours now either way.
+                if !st.buddy.is_used(i) {
+                    st.buddy.mark_used(i, 1);
+                }
+                st.disk_mark_used(i, 1);
+                let p = self.block_of(g, i);
+                match out.last_mut() {
+                    Some((s, l)) if *s + *l == p => *l += 1,
+                    _ => out.push((p, 1)),
+                }
+            }
+            self.relist(g, st);
+            drop(slot);
+            b += u64::from(n);
+        }
+        Ok(out)
+    }
+
     /// True if blocks freed by a transaction that has not committed yet
     /// are waiting (a commit would make them allocatable).
     pub fn has_pending_frees(&self) -> bool {

@@ -31,6 +31,7 @@ mod data_path;
 mod direct;
 mod errors;
 mod fallocate;
+mod fc_replay;
 mod mmp;
 mod mount;
 mod namespace;
@@ -125,8 +126,8 @@ impl Filesystem {
             notices.push(format!("read-only compatible feature(s) {} not supported for writing", ro.join(", ")));
         }
         if vol.sb.needs_recovery() {
-            let replayed =
-                crate::journal::replay_in_memory(dev).and_then(|(ov, r)| Ok((Volume::open(ov, opts.cache_blocks)?, r)));
+            let replayed = crate::journal::replay_in_memory_replaying(dev, &mut fc_replay::replay)
+                .and_then(|(ov, r)| Ok((Volume::open(ov, opts.cache_blocks)?, r)));
             match replayed {
                 Ok((replayed, r)) => {
                     vol = replayed;
@@ -159,7 +160,7 @@ impl Filesystem {
         let mmp = mmp::claim(&dev, &probe.sb, opts.mmp_wait)?;
         if probe.sb.needs_recovery() {
             drop(probe);
-            let r = crate::journal::recover(dev.clone())?;
+            let r = crate::journal::recover_replaying(dev.clone(), &mut fc_replay::replay)?;
             notices.push(format!("the journal was replayed ({} transaction(s))", r.transactions));
             notices.extend(r.warnings);
         } else {

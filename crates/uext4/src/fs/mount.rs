@@ -179,6 +179,22 @@ impl Subsystems {
         })
     }
 
+    /// The subsystems of a fast-commit replay (`fs/fc_replay.rs`):
+    /// writes go straight to the device, nothing is marked mounted.
+    pub(crate) fn start_for_replay(vol: &Arc<Volume>) -> Result<Subsystems> {
+        let orphans = super::orphan_file::OrphanSlots::load(vol)?;
+        let now = crate::format::inode::Timestamp::now().sec as u32;
+        let d = super::MountOptions::default();
+        Ok(Subsystems {
+            txns: Transactions::unjournaled(),
+            ialloc: Arc::new(InodeAllocator::new(vol.clone())),
+            open: OpenFiles::new(orphans),
+            ns: NamespaceState::new(now),
+            data: DataPath::new(d.data, d.cache_bytes, Arc::new(super::errors::WbErrors::default())),
+            closed: AtomicBool::new(false),
+        })
+    }
+
     /// Flushes everything and marks the filesystem clean. Idempotent.
     fn shutdown(&self, vol: &Volume, alloc: &Allocator) -> Result<()> {
         if self.closed.swap(true, Ordering::SeqCst) {

@@ -123,6 +123,21 @@ impl Transactions {
         })
     }
 
+    /// Journal control for fast-commit replay on a journaled filesystem
+    /// whose journal still needs recovery: no journal writer, handles
+    /// write through (the kernel's replay writes in place too), the
+    /// superblock not marked mounted.
+    pub(crate) fn unjournaled() -> Transactions {
+        Transactions {
+            journal: None,
+            committer: Mutex::new(None),
+            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            use_reserved: true,
+            mmp_lost: None,
+            mmp: Mutex::new(None),
+        }
+    }
+
     /// Operations may allocate the blocks reserved for root.
     pub(crate) fn use_reserved(&self) -> bool {
         self.use_reserved

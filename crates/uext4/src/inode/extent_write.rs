@@ -726,6 +726,27 @@ fn insert_run(
     Ok(())
 }
 
+/// Maps the run `(lblk, pblk, len)` whose blocks the caller owns already
+/// (fast-commit replay: blocks the kernel allocated) into a hole of the
+/// tree, as unwritten when `unwritten`; the inode's block count grows by
+/// `len`. Overlapping a mapped block is corruption.
+pub fn map_run(
+    tx: &Tx,
+    inode: &mut Inode,
+    lblk: FileBlock,
+    pblk: PhysicalBlock,
+    len: u64,
+    unwritten: bool,
+) -> Result<()> {
+    let ctx = Ctx::new(tx, inode)?;
+    if lblk.checked_add(len).is_none_or(|e| e > MAX_LBLK) {
+        return Err(Error::FileTooBig(format!("inode {}: blocks {lblk}+{len} beyond the largest file", inode.ino)));
+    }
+    insert_run(&ctx, inode, lblk, pblk, len, unwritten)?;
+    inode.blocks_512 += len * (ctx.bs as u64 / 512);
+    Ok(())
+}
+
 /// Physical block that would continue the extent mapping `lblk - 1`, or a
 /// block in the inode's group: where new blocks for `lblk` should go.
 fn goal_for(ctx: &Ctx, inode: &Inode, lblk: FileBlock) -> Result<PhysicalBlock> {

@@ -18,9 +18,8 @@
 //!   commit is dropped whole.
 //!
 //! What to do with the valid tags is the caller's business
-//! ([`super::recovery`]): uext4 does not replay them yet, so a read-write
-//! recovery refuses the image (nothing written) and a read-only open
-//! replays the full commits only, with a notice.
+//! ([`super::recovery`], which hands them to the engine's replay).
+//! [`build_area`] lays tags out as the kernel does, for tests and tools.
 
 use crate::error::Result;
 use crate::format::checksum::crc32c;

@@ -12,7 +12,9 @@ pub mod fast_commit;
 pub mod recovery;
 pub mod writer;
 
-pub use recovery::{recover, replay_in_memory, RecoveryReport};
+pub use recovery::{
+    recover, recover_replaying, replay_in_memory, replay_in_memory_replaying, FcReplay, RecoveryReport,
+};
 pub use writer::{Handle, JournalWriter};
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};

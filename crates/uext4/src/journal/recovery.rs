@@ -49,16 +49,19 @@
 //! error moved to the filesystem state (`s_state |= ERROR_FS`) and cleared
 //! from the journal.
 //!
-//! **Fast commits** are not replayed yet. After SCAN, the fast-commit area
-//! (when the journal has the feature and a non-empty log) is scanned as the
-//! kernel does ([`super::fast_commit`]): only fast commits of the
-//! transaction after the last full commit, up to the last valid tail,
-//! count. If there are any, [`recover`] refuses with
-//! [`Error::Unsupported`] naming `fast_commit` **before anything is
-//! written**, so the kernel (mount) or `e2fsck -fy` can still replay the
-//! journal whole; dropping them would lose data the kernel acknowledged to
-//! fsync. [`replay_in_memory`] (read-only opens) replays the full commits
-//! and reports the skipped fast commits
+//! **Fast commits**: after SCAN, the fast-commit area (when the journal
+//! has the feature and a non-empty log) is scanned as the kernel does
+//! ([`super::fast_commit`]): only fast commits of the transaction after
+//! the last full commit, up to the last valid tail, count. Their tags
+//! change inodes, extent trees and directories, which this layer does not
+//! know: [`recover_replaying`] and [`replay_in_memory_replaying`] take the
+//! replay as a callback (the engine's `fs/fc_replay.rs`), run once the
+//! full commits are written home and flushed and **before** the journal is
+//! emptied, so a crash during the replay leaves the whole journal for the
+//! next recovery (the tag replay is idempotent, as the kernel's is).
+//! Without a callback, [`recover`] refuses with [`Error::Unsupported`]
+//! naming `fast_commit` before anything is written, and
+//! [`replay_in_memory`] replays the full commits only and says so
 //! ([`RecoveryReport::fast_commits_skipped`] and a warning). Stale or
 //! invalid fast-commit blocks are ignored, as the kernel ignores them.
 //!
@@ -133,6 +136,8 @@ pub struct RecoveryReport {
     pub fast_commits_skipped: bool,
     /// Valid fast commits found after the last full commit.
     pub fast_commits: u32,
+    /// The fast commits were replayed (by the caller's replay).
+    pub fast_commits_replayed: bool,
     /// Things worth telling the user.
     pub warnings: Vec<String>,
 }
@@ -507,16 +512,29 @@ pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
     recover_with(dev, FastCommits::Refuse)
 }
 
-/// What recovery does with fast commits it cannot replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FastCommits {
+/// Applies the valid fast-commit tags of a scan to the filesystem on the
+/// device it is given (the one recovery writes to), after the full
+/// commits were written home and before the journal is emptied; returns
+/// notices for the user.
+pub type FcReplay<'a> = &'a mut dyn FnMut(Arc<dyn BlockDevice>, &FcScan) -> Result<Vec<String>>;
+
+/// [`recover`], replaying the fast commits through `replay` instead of
+/// refusing them.
+pub fn recover_replaying(dev: Arc<dyn BlockDevice>, replay: FcReplay<'_>) -> Result<RecoveryReport> {
+    recover_with(dev, FastCommits::Replay(replay))
+}
+
+/// What recovery does with fast commits.
+enum FastCommits<'a> {
     /// Refuse before writing anything (the device is the real one).
     Refuse,
     /// Go on without them and say so (an in-memory replay for reading).
     Skip,
+    /// Replay them through the callback.
+    Replay(FcReplay<'a>),
 }
 
-fn recover_with(dev: Arc<dyn BlockDevice>, fc: FastCommits) -> Result<RecoveryReport> {
+fn recover_with(dev: Arc<dyn BlockDevice>, mut fc: FastCommits<'_>) -> Result<RecoveryReport> {
     if dev.read_only() {
         return Err(Error::ReadOnly("journal recovery needs a writable device".into()));
     }
@@ -563,6 +581,7 @@ fn recover_with(dev: Arc<dyn BlockDevice>, fc: FastCommits) -> Result<RecoveryRe
 
     let mut info = Info { head_block: jsb.start, ..Default::default() };
     report.log_start = jsb.start;
+    let mut fc_pending: Option<FcScan> = None;
     let end_tid = if jsb.start == 0 {
         jsb.sequence
     } else {
@@ -572,22 +591,25 @@ fn recover_with(dev: Arc<dyn BlockDevice>, fc: FastCommits) -> Result<RecoveryRe
         let fcs = log.scan_fast_commits(end, usize::from(vol.sb.inode_size));
         if fcs.has_tags() {
             report.fast_commits = fcs.commits;
-            if fc == FastCommits::Refuse {
+            if matches!(fc, FastCommits::Replay(_)) {
+                fc_pending = Some(fcs);
+            } else if matches!(fc, FastCommits::Refuse) {
                 return Err(Error::Unsupported(format!(
                     "fast_commit: the journal holds {} fast commit(s) ({} change tag(s)) after transaction {} \
-                     that uext4 cannot replay yet; nothing was written: recover the image with the kernel \
-                     (mount it) or with e2fsck -fy, or open it read-only",
+                     and this recovery has no fast-commit replay; nothing was written: open the image with \
+                     uext4's Filesystem (which replays them), mount it, or run e2fsck -fy",
                     fcs.commits,
                     fcs.change_tags(),
                     end.wrapping_sub(1)
                 )));
+            } else {
+                report.fast_commits_skipped = true;
+                report.warnings.push(format!(
+                    "the journal holds {} fast commit(s) after the last full commit; they were not replayed, \
+                     so the most recent fsync'ed changes are not shown",
+                    fcs.commits
+                ));
             }
-            report.fast_commits_skipped = true;
-            report.warnings.push(format!(
-                "the journal holds {} fast commit(s) after the last full commit; they were not replayed \
-                 (fast-commit replay is not supported), so the most recent fsync'ed changes are not shown",
-                fcs.commits
-            ));
         }
         log.pass(Pass::Revoke, &mut info, &mut revokes)?;
         log.pass(Pass::Replay, &mut info, &mut revokes)?;
@@ -609,6 +631,15 @@ fn recover_with(dev: Arc<dyn BlockDevice>, fc: FastCommits) -> Result<RecoveryRe
             Location::Transaction { tid, block: commit_block },
             CorruptKind::BadCommit { replayed: u64::from(report.transactions) },
         ));
+    }
+    if let (Some(scan), FastCommits::Replay(replay)) = (fc_pending.as_ref(), &mut fc) {
+        // The full commits are home and flushed; the journal still holds
+        // everything, so a failure or crash here leaves it for the next
+        // recovery.
+        let notes = replay(dev.clone(), scan)?;
+        dev.flush()?;
+        report.warnings.extend(notes);
+        report.fast_commits_replayed = true;
     }
     // The superblock as replayed (the log may have carried a copy of it),
     // without needs_recovery. Checked before anything more is written.
@@ -652,6 +683,17 @@ fn recover_with(dev: Arc<dyn BlockDevice>, fc: FastCommits) -> Result<RecoveryRe
 pub fn replay_in_memory(base: Arc<dyn BlockDevice>) -> Result<(Arc<OverlayDevice>, RecoveryReport)> {
     let overlay = Arc::new(OverlayDevice::new(base));
     let report = recover_with(overlay.clone(), FastCommits::Skip)?;
+    Ok((overlay, report))
+}
+
+/// [`replay_in_memory`], replaying the fast commits into the overlay
+/// through `replay`.
+pub fn replay_in_memory_replaying(
+    base: Arc<dyn BlockDevice>,
+    replay: FcReplay<'_>,
+) -> Result<(Arc<OverlayDevice>, RecoveryReport)> {
+    let overlay = Arc::new(OverlayDevice::new(base));
+    let report = recover_with(overlay.clone(), FastCommits::Replay(replay))?;
     Ok((overlay, report))
 }
 
