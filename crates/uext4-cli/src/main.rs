@@ -517,15 +517,16 @@ fn run(cli: Cli) -> CliResult {
             if label.len() > 16 {
                 return Err(CliError::msg("label longer than 16 bytes"));
             }
-            let epoch = match source_date_epoch {
-                Some(s) => Some(s),
-                None => match std::env::var("SOURCE_DATE_EPOCH") {
-                    Ok(v) => Some(v.trim().parse::<i64>().map_err(|_| {
-                        CliError::msg(format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds"))
-                    })?),
-                    Err(_) => None,
-                },
-            };
+            let epoch =
+                match source_date_epoch {
+                    Some(s) => Some(s),
+                    None => match std::env::var("SOURCE_DATE_EPOCH") {
+                        Ok(v) => Some(v.trim().parse::<i64>().map_err(|_| {
+                            CliError::msg(format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds"))
+                        })?),
+                        Err(_) => None,
+                    },
+                };
             let time = epoch.map(|sec| uext4::Timestamp { sec, nsec: 0 });
             let mut features = uext4::mkfs::MkfsFeatures::default();
             if no_metadata_csum {
@@ -678,25 +679,13 @@ fn main() -> ExitCode {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_definition_is_valid() {
-        Cli::command().debug_assert();
-    }
-}
-
 /// The journal size in blocks of a mke2fs `-J` option list (`size=MiB`).
 fn journal_option(list: &str, block_size: u32) -> CliResult<u32> {
     let mut blocks = None;
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=') {
             Some(("size", v)) => {
-                let mib: u64 =
-                    v.parse().map_err(|_| CliError::msg(format!("-J size={v}: not a number of MiB")))?;
+                let mib: u64 = v.parse().map_err(|_| CliError::msg(format!("-J size={v}: not a number of MiB")))?;
                 let b = (mib << 20) / u64::from(block_size);
                 blocks = Some(u32::try_from(b).map_err(|_| CliError::msg(format!("-J size={v}: too large")))?);
             }
@@ -715,7 +704,12 @@ fn journal_option(list: &str, block_size: u32) -> CliResult<u32> {
 /// and whose background writeback never runs (the copy writes each file
 /// back itself), with the clock fixed at `time` if given, then resets the
 /// mount's traces so that the image looks freshly made.
-fn populate(image: &std::path::Path, dir: &std::path::Path, layout: &uext4::mkfs::Layout, time: Option<uext4::Timestamp>) -> CliResult {
+fn populate(
+    image: &std::path::Path,
+    dir: &std::path::Path,
+    layout: &uext4::mkfs::Layout,
+    time: Option<uext4::Timestamp>,
+) -> CliResult {
     let never = std::time::Duration::from_secs(1 << 30);
     let opts = uext4::MountOptions {
         commit_interval: never,
@@ -729,4 +723,15 @@ fn populate(image: &std::path::Path, dir: &std::path::Path, layout: &uext4::mkfs
     r?;
     let now = time.unwrap_or_else(uext4::Timestamp::now);
     uext4::mkfs::reset_mount_traces(image, layout, now).map_err(|e| util::fs_err(&image.display().to_string(), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
 }

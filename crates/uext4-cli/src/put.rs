@@ -12,13 +12,13 @@ use crate::progress::{self, Progress};
 use crate::util::{describe, fs_err, report, shown, warn, CliError, CliResult};
 use crate::write::{basename, existing_dir, is_fatal, join_shown, locate, lookup_opt};
 use std::collections::{HashMap, HashSet};
-use std::sync::{mpsc, Arc, Mutex};
 use std::fs::{self, File, Metadata};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
 use uext4::fs::ops::SetAttr;
 use uext4::fs::xattr_ops::XattrSetMode;
 use uext4::{FileType, Filesystem, Timestamp};
@@ -464,9 +464,10 @@ impl Putter<'_> {
                     continue;
                 }
             };
-            self.fs.inodes().set_xattr(ino, &name, &value, XattrSetMode::Any).map_err(|e| {
-                Fail::image(&format!("{dest} (xattr {})", String::from_utf8_lossy(&name)), e)
-            })?;
+            self.fs
+                .inodes()
+                .set_xattr(ino, &name, &value, XattrSetMode::Any)
+                .map_err(|e| Fail::image(&format!("{dest} (xattr {})", String::from_utf8_lossy(&name)), e))?;
         }
         Ok(())
     }

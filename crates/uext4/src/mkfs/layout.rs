@@ -94,9 +94,10 @@ impl MkfsOptions {
                 }
                 ("root_owner", Some(v)) => {
                     let parsed = v.split_once(':').and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
-                    next.root_owner = Some(parsed.ok_or_else(|| {
-                        Error::Invalid(format!("-E root_owner={v}: expected uid:gid (two numbers)"))
-                    })?);
+                    next.root_owner =
+                        Some(parsed.ok_or_else(|| {
+                            Error::Invalid(format!("-E root_owner={v}: expected uid:gid (two numbers)"))
+                        })?);
                 }
                 ("lazy_itable_init" | "lazy_journal_init", Some("0" | "1")) | ("discard" | "nodiscard", None) => {}
                 _ => bad.push(item.to_string()),

@@ -18,8 +18,8 @@ mod finish;
 mod layout;
 mod write;
 
-pub use layout::{default_orphan_blocks, parse_uuid, Layout, MkfsFeatures, MkfsOptions};
 pub use finish::reset_mount_traces;
+pub use layout::{default_orphan_blocks, parse_uuid, Layout, MkfsFeatures, MkfsOptions};
 pub use write::format_device;
 
 use crate::device::FileDevice;
