@@ -452,22 +452,32 @@ impl Putter<'_> {
     }
 
     /// Copies the extended attributes of host path `src` to image inode
-    /// `ino`, in name order. One the host will not read is reported (the
-    /// copy goes on); one the image refuses is an error for the entry.
+    /// `ino`, in name order. One the host will not read or the image
+    /// refuses is reported and skipped (the entry itself is copied); only
+    /// an error after which the image takes nothing more stops the copy.
     fn copy_xattrs(&mut self, src: &Path, ino: u32, dest: &str) -> Result<(), Fail> {
-        let names = host_xattr_names(src).map_err(|e| Fail::host(src, &e))?;
+        let names = match host_xattr_names(src) {
+            Ok(n) => n,
+            Err(e) => {
+                report(&format!("{}: listing xattrs: {e}", src.display()));
+                return Ok(());
+            }
+        };
         for name in names {
+            let shown_name = String::from_utf8_lossy(&name).into_owned();
             let value = match host_xattr(src, &name) {
                 Ok(v) => v,
                 Err(e) => {
-                    report(&format!("{}: xattr {}: {e}", src.display(), String::from_utf8_lossy(&name)));
+                    report(&format!("{}: xattr {shown_name}: {e}", src.display()));
                     continue;
                 }
             };
-            self.fs
-                .inodes()
-                .set_xattr(ino, &name, &value, XattrSetMode::Any)
-                .map_err(|e| Fail::image(&format!("{dest} (xattr {})", String::from_utf8_lossy(&name)), e))?;
+            if let Err(e) = self.fs.inodes().set_xattr(ino, &name, &value, XattrSetMode::Any) {
+                match Fail::image(&format!("{dest} (xattr {shown_name})"), e) {
+                    Fail::Entry(m) => report(&m),
+                    fatal => return Err(fatal),
+                }
+            }
         }
         Ok(())
     }
