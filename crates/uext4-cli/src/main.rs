@@ -734,4 +734,13 @@ mod tests {
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
     }
+
+    #[test]
+    fn journal_sizes() {
+        assert_eq!(journal_option("size=8", 2048).unwrap(), 4096);
+        assert_eq!(journal_option("size=0", 4096).unwrap(), 0);
+        for bad in ["size=x", "device=/dev/sdb", "", "size=8,location=1G"] {
+            assert!(journal_option(bad, 4096).is_err(), "{bad}");
+        }
+    }
 }
