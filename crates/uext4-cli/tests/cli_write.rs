@@ -757,8 +757,22 @@ fn mkfs_d_copies_a_tree() {
     let xattrs = set_host_xattr(&src.join("one"), "user.mkfs", b"file value")
         && set_host_xattr(&src.join("sub"), "user.dir", &pattern(5, 300))
         && set_host_xattr(&src, "user.root", b"r");
-    if !xattrs {
-        eprintln!("SKIP (xattr part): the host's /tmp takes no user xattrs");
+    // An access ACL (posix_acl_xattr v2: user::rw-, user:1234:r--,
+    // group::r--, mask::r--, other::r--), stored in ext4's own form.
+    let acl: Vec<u8> =
+        [(1u16, 6u16, u32::MAX), (2, 4, 1234), (4, 4, u32::MAX), (0x10, 4, u32::MAX), (0x20, 4, u32::MAX)]
+            .iter()
+            .flat_map(|&(tag, perm, id)| {
+                [tag.to_le_bytes().to_vec(), perm.to_le_bytes().to_vec(), id.to_le_bytes().to_vec()]
+            })
+            .flatten()
+            .fold(2u32.to_le_bytes().to_vec(), |mut v, b| {
+                v.push(b);
+                v
+            });
+    let acls = xattrs && set_host_xattr(&src.join("f4096"), "system.posix_acl_access", &acl);
+    if !xattrs || !acls {
+        eprintln!("SKIP (xattr part): the host's /tmp takes no user xattrs or ACLs");
     }
     let img = dir.path().join("d.img");
     ok([OsStr::new("mkfs"), img.as_os_str(), OsStr::new("-s"), OsStr::new("64M"), OsStr::new("-d"), src.as_os_str()]);
@@ -770,6 +784,10 @@ fn mkfs_d_copies_a_tree() {
             assert_eq!(host_xattr(&copy.join("one"), "user.mkfs"), b"file value");
             assert_eq!(host_xattr(&copy.join("sub"), "user.dir"), pattern(5, 300));
             assert_eq!(host_xattr(copy, "user.root"), b"r");
+        }
+        if acls {
+            let want = host_xattr(&src.join("f4096"), "system.posix_acl_access");
+            assert_eq!(host_xattr(&copy.join("f4096"), "system.posix_acl_access"), want);
         }
     };
     let out = im.dir.path().join("out");
