@@ -759,17 +759,12 @@ fn mkfs_d_copies_a_tree() {
         && set_host_xattr(&src, "user.root", b"r");
     // An access ACL (posix_acl_xattr v2: user::rw-, user:1234:r--,
     // group::r--, mask::r--, other::r--), stored in ext4's own form.
-    let acl: Vec<u8> =
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in
         [(1u16, 6u16, u32::MAX), (2, 4, 1234), (4, 4, u32::MAX), (0x10, 4, u32::MAX), (0x20, 4, u32::MAX)]
-            .iter()
-            .flat_map(|&(tag, perm, id)| {
-                [tag.to_le_bytes().to_vec(), perm.to_le_bytes().to_vec(), id.to_le_bytes().to_vec()]
-            })
-            .flatten()
-            .fold(2u32.to_le_bytes().to_vec(), |mut v, b| {
-                v.push(b);
-                v
-            });
+    {
+        acl.extend(tag.to_le_bytes().into_iter().chain(perm.to_le_bytes()).chain(id.to_le_bytes()));
+    }
     let acls = xattrs && set_host_xattr(&src.join("f4096"), "system.posix_acl_access", &acl);
     if !xattrs || !acls {
         eprintln!("SKIP (xattr part): the host's /tmp takes no user xattrs or ACLs");
