@@ -276,7 +276,17 @@ enum Cmd {
                             dir_nlink, extra_isize, metadata_csum, metadata_csum_seed, orphan_file) except\n\
                             resize_inode. -O adds or drops features as mke2fs's does (e.g. -O\n\
                             ^orphan_file,^metadata_csum_seed). Block size and inode ratio default as in\n\
-                            mke2fs (1 KiB blocks below 512 MiB, else 4 KiB).")]
+                            mke2fs (1 KiB blocks below 512 MiB, else 4 KiB).\n\n\
+                            -d DIR fills the new filesystem from the host directory DIR, as mke2fs -d does\n\
+                            (no root needed): files, directories, symlinks, hard links, device nodes, FIFOs and\n\
+                            sockets with their modes, owners, times and extended attributes; DIR's own mode,\n\
+                            owner and times go to the root directory. Entries are copied in name order and\n\
+                            the image is left as freshly made (never mounted, empty journal).\n\n\
+                            Reproducible images: with SOURCE_DATE_EPOCH set (or --source-date-epoch), every\n\
+                            time mkfs and the copy write is that time (modification times later than it are\n\
+                            clamped to it, access times equal modification times), and the UUID and directory\n\
+                            hash seed, unless given with -U and -E hash_seed=, are derived from it and the\n\
+                            label: the same tree and options give a byte-identical image on every run.")]
     Mkfs {
         /// The image file to create
         image: PathBuf,
@@ -296,8 +306,31 @@ enum Cmd {
         #[arg(short = 'L', long, default_value = "")]
         label: String,
         /// Journal size in blocks (0 for none; default as mke2fs)
-        #[arg(short = 'J', long)]
+        #[arg(long, conflicts_with = "journal")]
         journal_blocks: Option<u32>,
+        /// Journal options as mke2fs -J: size=MiB (0 for none)
+        #[arg(short = 'J', value_name = "size=MiB")]
+        journal: Option<String>,
+        /// Number of inodes (instead of one per --inode-ratio bytes)
+        #[arg(short = 'N', long)]
+        inodes: Option<u64>,
+        /// Percentage of blocks reserved for root (0 to 50)
+        #[arg(short = 'm', long, default_value_t = 5)]
+        reserved_percent: u32,
+        /// Filesystem UUID: a UUID, "random", "time" (also random) or "clear" (all zeros)
+        #[arg(short = 'U', long)]
+        uuid: Option<String>,
+        /// Extended options as mke2fs -E, comma-separated: hash_seed=UUID, root_owner[=uid:gid],
+        /// lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard
+        #[arg(short = 'E', value_name = "OPTIONS")]
+        extended: Vec<String>,
+        /// Fill the filesystem from this host directory (as mke2fs -d)
+        #[arg(short = 'd', long = "root-directory", value_name = "DIR")]
+        root_directory: Option<PathBuf>,
+        /// Fixed time for reproducible images (seconds since the epoch); default: the
+        /// SOURCE_DATE_EPOCH environment variable, if set
+        #[arg(long, value_name = "SECONDS")]
+        source_date_epoch: Option<i64>,
         /// Without metadata_csum (uses uninit_bg's descriptor checksums); same as -O ^metadata_csum
         #[arg(long)]
         no_metadata_csum: bool,
@@ -471,12 +504,30 @@ fn run(cli: Cli) -> CliResult {
             inode_ratio,
             label,
             journal_blocks,
+            journal,
+            inodes,
+            reserved_percent,
+            uuid,
+            extended,
+            root_directory,
+            source_date_epoch,
             no_metadata_csum,
             features: feature_lists,
         } => {
             if label.len() > 16 {
                 return Err(CliError::msg("label longer than 16 bytes"));
             }
+            let epoch =
+                match source_date_epoch {
+                    Some(s) => Some(s),
+                    None => match std::env::var("SOURCE_DATE_EPOCH") {
+                        Ok(v) => Some(v.trim().parse::<i64>().map_err(|_| {
+                            CliError::msg(format!("SOURCE_DATE_EPOCH={v:?} is not a number of seconds"))
+                        })?),
+                        Err(_) => None,
+                    },
+                };
+            let time = epoch.map(|sec| uext4::Timestamp { sec, nsec: 0 });
             let mut features = uext4::mkfs::MkfsFeatures::default();
             if no_metadata_csum {
                 features.apply("^metadata_csum").map_err(|e| util::fs_err("-O", e))?;
@@ -484,7 +535,12 @@ fn run(cli: Cli) -> CliResult {
             for list in &feature_lists {
                 features.apply(list).map_err(|e| util::fs_err("-O", e))?;
             }
-            let opts = uext4::mkfs::MkfsOptions {
+            let uuid = match uuid.as_deref() {
+                None | Some("random" | "time") => None,
+                Some("clear") => Some([0; 16]),
+                Some(u) => Some(uext4::mkfs::parse_uuid(u).map_err(|e| util::fs_err("-U", e))?),
+            };
+            let mut opts = uext4::mkfs::MkfsOptions {
                 size,
                 block_size,
                 inode_size,
@@ -492,8 +548,18 @@ fn run(cli: Cli) -> CliResult {
                 label,
                 journal_blocks,
                 features,
+                reserved_percent,
+                inodes,
+                uuid,
+                time,
                 ..Default::default()
             };
+            if let Some(j) = &journal {
+                opts.journal_blocks = Some(journal_option(j, opts.effective_block_size())?);
+            }
+            for list in &extended {
+                opts.apply_extended(list).map_err(|e| util::fs_err("-E", e))?;
+            }
             let spinner = if progress::enabled() {
                 progress::Progress::spinner(format!("writing a {} byte filesystem to {}", size, image.display()))
             } else {
@@ -501,6 +567,9 @@ fn run(cli: Cli) -> CliResult {
             };
             let l = uext4::mkfs::mkfs_file(&image, &opts).map_err(|e| util::fs_err(&image.display().to_string(), e))?;
             drop(spinner);
+            if let Some(dir) = &root_directory {
+                populate(&image, dir, &l, time)?;
+            }
             println!(
                 "{}: {} blocks of {} bytes, {} groups, {} inodes, journal {} blocks",
                 image.display(),
@@ -610,6 +679,52 @@ fn main() -> ExitCode {
     }
 }
 
+/// The journal size in blocks of a mke2fs `-J` option list (`size=MiB`).
+fn journal_option(list: &str, block_size: u32) -> CliResult<u32> {
+    let mut blocks = None;
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item.split_once('=') {
+            Some(("size", v)) => {
+                let mib: u64 = v.parse().map_err(|_| CliError::msg(format!("-J size={v}: not a number of MiB")))?;
+                let b = (mib << 20) / u64::from(block_size);
+                blocks = Some(u32::try_from(b).map_err(|_| CliError::msg(format!("-J size={v}: too large")))?);
+            }
+            _ => {
+                return Err(CliError::msg(format!(
+                    "-J {item}: journal option uext4 mkfs does not know or support (it takes size=MiB)"
+                )))
+            }
+        }
+    }
+    blocks.ok_or_else(|| CliError::msg(format!("-J {list}: no size=MiB")))
+}
+
+/// `mkfs -d`: fills the image just made (`layout`) from host directory
+/// `dir` through a read-write mount whose journal commits only when full
+/// and whose background writeback never runs (the copy writes each file
+/// back itself), with the clock fixed at `time` if given, then resets the
+/// mount's traces so that the image looks freshly made.
+fn populate(
+    image: &std::path::Path,
+    dir: &std::path::Path,
+    layout: &uext4::mkfs::Layout,
+    time: Option<uext4::Timestamp>,
+) -> CliResult {
+    let never = std::time::Duration::from_secs(1 << 30);
+    let opts = uext4::MountOptions {
+        commit_interval: never,
+        cache_bytes: 256 << 20,
+        data: uext4::data::DataPathConfig { writeback_interval: never, dirty_expire: never, ..Default::default() },
+        ..Default::default()
+    };
+    uext4::Timestamp::set_fixed_clock(time.map(|t| t.sec));
+    let r = write::with_rw_using(image, opts, |fs| put::populate(fs, image, dir, time));
+    uext4::Timestamp::set_fixed_clock(None);
+    r?;
+    let now = time.unwrap_or_else(uext4::Timestamp::now);
+    uext4::mkfs::reset_mount_traces(image, layout, now).map_err(|e| util::fs_err(&image.display().to_string(), e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,5 +733,14 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn journal_sizes() {
+        assert_eq!(journal_option("size=8", 2048).unwrap(), 4096);
+        assert_eq!(journal_option("size=0", 4096).unwrap(), 0);
+        for bad in ["size=x", "device=/dev/sdb", "", "size=8,location=1G"] {
+            assert!(journal_option(bad, 4096).is_err(), "{bad}");
+        }
     }
 }

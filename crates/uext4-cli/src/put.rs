@@ -1,7 +1,12 @@
 //! `uext4 put`: copy a host file, symlink or directory tree into the image,
 //! keeping data (holes stay holes), permission bits, owners, access and
 //! modification times with nanoseconds, symlinks, hard links within the
-//! copied tree, FIFOs, sockets and device nodes.
+//! copied tree, FIFOs, sockets, device nodes and extended attributes
+//! (those the host lets the caller read: POSIX ACLs, `user.`, `security.`,
+//! `trusted.` as root). `uext4 mkfs -d` fills a fresh image the same way
+//! ([`populate`]), in a deterministic order, each file written back as soon as it
+//! is copied (so allocation does not depend on when background writeback
+//! runs), with host files read ahead in parallel.
 
 use crate::progress::{self, Progress};
 use crate::util::{describe, fs_err, report, shown, warn, CliError, CliResult};
@@ -13,7 +18,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
 use uext4::fs::ops::SetAttr;
+use uext4::fs::xattr_ops::XattrSetMode;
 use uext4::{FileType, Filesystem, Timestamp};
 
 /// Bytes read from the host and written to the image per step.
@@ -62,20 +69,139 @@ struct Putter<'a> {
     image_id: Option<(u64, u64)>,
     buf: Vec<u8>,
     progress: Progress,
+    /// Write each file back once copied, in steps of [`WRITEBACK_STEP`]
+    /// (mkfs -d: deterministic allocation, see the module docs).
+    sync_each: bool,
+    /// Reproducible copy (`SOURCE_DATE_EPOCH`): modification times later
+    /// than this are clamped to it and access times equal them.
+    clamp: Option<Timestamp>,
+    /// Host files to read ahead (mkfs -d).
+    readahead: Option<Readahead>,
+}
+
+/// Bytes of one file copied between two writebacks of it under
+/// `sync_each`: well under the background writeback threshold of the
+/// page-cache budget mkfs -d mounts with.
+const WRITEBACK_STEP: u64 = 16 << 20;
+
+/// Host files handed to a few threads that ask the kernel to read them
+/// ahead (`POSIX_FADV_WILLNEED`), so that the copy, which reads files one
+/// at a time in a fixed order, finds them in the host's page cache.
+struct Readahead {
+    tx: Option<mpsc::SyncSender<PathBuf>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Readahead {
+    fn start(threads: usize) -> Readahead {
+        let (tx, rx) = mpsc::sync_channel::<PathBuf>(4096);
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..threads)
+            .filter_map(|_| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name("uext4-readahead".into())
+                    .spawn(move || loop {
+                        let next = match rx.lock() {
+                            Ok(r) => r.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(path) = next else { return };
+                        let Ok(f) = fs::OpenOptions::new()
+                            .read(true)
+                            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                            .open(&path)
+                        else {
+                            continue;
+                        };
+                        // SAFETY: a hint on an open descriptor; no memory is passed.
+                        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
+                    })
+                    .ok()
+            })
+            .collect();
+        Readahead { tx: Some(tx), threads }
+    }
+
+    /// Queues `path` unless the queue is full (a hint, never a wait).
+    fn hint(&self, path: PathBuf) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(path);
+        }
+    }
+}
+
+impl Drop for Readahead {
+    fn drop(&mut self) {
+        self.tx = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The names of the extended attributes of host path `p` (not following
+/// a symlink), sorted; none where the host has no xattr support.
+fn host_xattr_names(p: &Path) -> io::Result<Vec<Vec<u8>>> {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: `c` is a NUL-terminated path, `buf` is writable for its length.
+        let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            buf.truncate(n as usize);
+            break;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ERANGE) => buf.resize(buf.len() * 4, 0),
+            Some(libc::ENOTSUP) => return Ok(Vec::new()),
+            _ => return Err(e),
+        }
+    }
+    let mut names: Vec<Vec<u8>> = buf.split(|&b| b == 0).filter(|n| !n.is_empty()).map(<[u8]>::to_vec).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The value of host xattr `name` of `p` (not following a symlink).
+fn host_xattr(p: &Path, name: &[u8]) -> io::Result<Vec<u8>> {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let n = std::ffi::CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut buf = vec![0u8; 256];
+    loop {
+        // SAFETY: NUL-terminated path and name; `buf` is writable for its length.
+        let r = unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if r >= 0 {
+            buf.truncate(r as usize);
+            return Ok(buf);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ERANGE) || buf.len() > 1 << 20 {
+            return Err(e);
+        }
+        buf.resize(buf.len() * 4, 0);
+    }
 }
 
 fn ts(sec: i64, nsec: i64) -> Timestamp {
     Timestamp { sec, nsec: nsec.clamp(0, 999_999_999) as u32 }
 }
 
-/// Mode, owner and times of `m` (the size is set separately).
-fn meta_attr(m: &Metadata) -> SetAttr {
+/// Mode, owner and times of `m` (the size is set separately); with
+/// `clamp`, the reproducible times: mtime at most `clamp`, atime = mtime.
+fn meta_attr(m: &Metadata, clamp: Option<Timestamp>) -> SetAttr {
+    let mtime = ts(m.mtime(), m.mtime_nsec());
+    let (atime, mtime) = match clamp {
+        Some(c) => (mtime.min(c), mtime.min(c)),
+        None => (ts(m.atime(), m.atime_nsec()), mtime),
+    };
     SetAttr {
         mode: Some((m.mode() & 0o7777) as u16),
         uid: Some(m.uid()),
         gid: Some(m.gid()),
-        atime: Some(ts(m.atime(), m.atime_nsec())),
-        mtime: Some(ts(m.mtime(), m.mtime_nsec())),
+        atime: Some(atime),
+        mtime: Some(mtime),
         size: None,
     }
 }
@@ -140,7 +266,7 @@ impl Putter<'_> {
                 }
                 Job::Contents { src, ino, dest } => self.contents(&src, ino, &dest, &mut jobs),
                 Job::Finish { ino, meta, dest } => {
-                    self.fs.setattr(ino, meta_attr(&meta)).map(drop).map_err(|e| Fail::image(&dest, e))
+                    self.fs.setattr(ino, meta_attr(&meta, self.clamp)).map(drop).map_err(|e| Fail::image(&dest, e))
                 }
             };
             match r {
@@ -185,6 +311,7 @@ impl Putter<'_> {
                 }
             };
             jobs.push(Job::Finish { ino, meta, dest: dest.clone() });
+            self.copy_xattrs(&src, ino, &dest)?;
             return self.contents(&src, ino, &dest, jobs);
         }
         match existing_type {
@@ -214,7 +341,7 @@ impl Putter<'_> {
                 }
                 e => Fail::image(&dest, e),
             })?;
-            let a = meta_attr(&meta);
+            let a = meta_attr(&meta, self.clamp);
             // A symlink's permission bits are always 0777.
             let attr = SetAttr { mode: None, ..a };
             fs.setattr(st.ino, attr).map_err(|e| Fail::image(&dest, e))?;
@@ -235,7 +362,8 @@ impl Putter<'_> {
             let dev = (libc::major(rdev), libc::minor(rdev));
             let mode = (kind | (meta.mode() & 0o7777)) as u16;
             let st = fs.mknod(parent, &name, mode, dev, uid, gid).map_err(|e| Fail::image(&dest, e))?;
-            fs.setattr(st.ino, meta_attr(&meta)).map_err(|e| Fail::image(&dest, e))?;
+            self.copy_xattrs(&src, st.ino, &dest)?;
+            fs.setattr(st.ino, meta_attr(&meta, self.clamp)).map_err(|e| Fail::image(&dest, e))?;
             st.ino
         };
         if meta.nlink() > 1 {
@@ -251,12 +379,17 @@ impl Putter<'_> {
         let mut names = Vec::new();
         for e in rd {
             match e {
-                Ok(e) => names.push(e.file_name()),
+                Ok(e) => names.push((e.file_name(), e.file_type().is_ok_and(|t| t.is_file()))),
                 Err(e) => report(&format!("{}: {e}", src.display())),
             }
         }
         names.sort();
-        for n in names.into_iter().rev() {
+        if let Some(ra) = &self.readahead {
+            for (n, _) in names.iter().filter(|(_, file)| *file) {
+                ra.hint(src.join(n));
+            }
+        }
+        for (n, _) in names.into_iter().rev() {
             let name = n.as_bytes().to_vec();
             let child = join_shown(dest, &name);
             jobs.push(Job::Copy { src: src.join(&n), parent: ino, name, dest: child });
@@ -282,6 +415,7 @@ impl Putter<'_> {
         let mut end = size;
         let mut off = 0u64;
         let mut read = 0u64;
+        let mut unsynced = 0u64;
         'segments: while let Some((start, stop)) = next_data(&f, off, size).map_err(|e| Fail::host(src, &e))? {
             let mut pos = start;
             while pos < stop {
@@ -294,6 +428,11 @@ impl Putter<'_> {
                 }
                 for (a, b) in nonzero_runs(&self.buf[..n], pos) {
                     fs.inodes().write(ino, pos + a as u64, &self.buf[a..b]).map_err(|e| Fail::image(dest, e))?;
+                    unsynced += (b - a) as u64;
+                }
+                if self.sync_each && unsynced >= WRITEBACK_STEP {
+                    fs.inodes().writeback_inode(ino).map_err(|e| Fail::image(dest, e))?;
+                    unsynced = 0;
                 }
                 pos += n as u64;
                 read += n as u64;
@@ -303,9 +442,44 @@ impl Putter<'_> {
         }
         // The holes skipped count as done too.
         self.progress.bytes(size.saturating_sub(read));
-        let attr = SetAttr { size: Some(end), ..meta_attr(&meta) };
+        let attr = SetAttr { size: Some(end), ..meta_attr(&meta, self.clamp) };
         fs.setattr(ino, attr).map_err(|e| Fail::image(dest, e))?;
+        if self.sync_each {
+            fs.inodes().writeback_inode(ino).map_err(|e| Fail::image(dest, e))?;
+        }
+        self.copy_xattrs(src, ino, dest)?;
         Ok(ino)
+    }
+
+    /// Copies the extended attributes of host path `src` to image inode
+    /// `ino`, in name order. One the host will not read or the image
+    /// refuses is reported and skipped (the entry itself is copied); only
+    /// an error after which the image takes nothing more stops the copy.
+    fn copy_xattrs(&mut self, src: &Path, ino: u32, dest: &str) -> Result<(), Fail> {
+        let names = match host_xattr_names(src) {
+            Ok(n) => n,
+            Err(e) => {
+                report(&format!("{}: listing xattrs: {e}", src.display()));
+                return Ok(());
+            }
+        };
+        for name in names {
+            let shown_name = String::from_utf8_lossy(&name).into_owned();
+            let value = match host_xattr(src, &name) {
+                Ok(v) => v,
+                Err(e) => {
+                    report(&format!("{}: xattr {shown_name}: {e}", src.display()));
+                    continue;
+                }
+            };
+            if let Err(e) = self.fs.inodes().set_xattr(ino, &name, &value, XattrSetMode::Any) {
+                match Fail::image(&format!("{dest} (xattr {shown_name})"), e) {
+                    Fail::Entry(m) => report(&m),
+                    fatal => return Err(fatal),
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -316,7 +490,16 @@ impl Putter<'_> {
 pub fn run(fs: &Filesystem, image: &Path, src: &Path, dest: &[u8]) -> CliResult {
     let meta = fs::symlink_metadata(src).map_err(|e| CliError::msg(format!("{}: {e}", src.display())))?;
     let image_id = fs::metadata(image).ok().map(|m| (m.dev(), m.ino()));
-    let mut p = Putter { fs, links: HashMap::new(), image_id, buf: vec![0; CHUNK], progress: Progress::hidden() };
+    let mut p = Putter {
+        fs,
+        links: HashMap::new(),
+        image_id,
+        buf: vec![0; CHUNK],
+        progress: Progress::hidden(),
+        sync_each: false,
+        clamp: None,
+        readahead: None,
+    };
     let dest_shown = shown(dest);
     let jobs = match existing_dir(fs, dest)? {
         Some(dir) => match basename(src.as_os_str().as_bytes()) {
@@ -349,6 +532,44 @@ pub fn run(fs: &Filesystem, image: &Path, src: &Path, dest: &[u8]) -> CliResult 
         }
         p.progress = Progress::copy(bytes, files);
     }
+    p.run(jobs)
+}
+
+/// Fills the fresh image `fs` (file `image`) from host directory `src`,
+/// as `mke2fs -d` does: `src`'s contents go into the root directory,
+/// whose mode, owner, times and xattrs become `src`'s. Entries are copied
+/// in name order, each file written back once copied, so the same tree
+/// gives the same allocation on every run; with `clamp`
+/// (`SOURCE_DATE_EPOCH`), modification times are clamped to it and
+/// access times equal them (see [`meta_attr`]).
+pub fn populate(fs: &Filesystem, image: &Path, src: &Path, clamp: Option<Timestamp>) -> CliResult {
+    let meta = fs::metadata(src).map_err(|e| CliError::msg(format!("{}: {e}", src.display())))?;
+    if !meta.is_dir() {
+        return Err(CliError::msg(format!("{}: not a directory", src.display())));
+    }
+    let image_id = fs::metadata(image).ok().map(|m| (m.dev(), m.ino()));
+    let mut p = Putter {
+        fs,
+        links: HashMap::new(),
+        image_id,
+        buf: vec![0; CHUNK],
+        progress: Progress::hidden(),
+        sync_each: true,
+        clamp,
+        readahead: Some(Readahead::start(4)),
+    };
+    if progress::enabled() {
+        let (bytes, files) = count_host(src);
+        p.progress = Progress::copy(bytes, files.saturating_sub(1));
+    }
+    let root = fs.root();
+    p.copy_xattrs(src, root, "/").map_err(|f| match f {
+        Fail::Entry(m) | Fail::Fatal(m) => CliError::Msg(m),
+    })?;
+    let jobs = vec![
+        Job::Finish { ino: root, meta, dest: "/".into() },
+        Job::Contents { src: src.to_path_buf(), ino: root, dest: "/".into() },
+    ];
     p.run(jobs)
 }
 

@@ -9,8 +9,8 @@ use uext4::{FileType, Filesystem};
 
 /// Opens an image read-write (replaying its journal first, if needed) and
 /// prints its notices as warnings.
-fn open_rw(image: &Path) -> CliResult<Filesystem> {
-    opened(image, Filesystem::open_rw(image))
+fn open_rw(image: &Path, opts: uext4::MountOptions) -> CliResult<Filesystem> {
+    opened(image, Filesystem::open_with(image, uext4::MountOptions { write: true, ..opts }))
 }
 
 /// Runs `f` on the image opened read-write, then unmounts it cleanly
@@ -18,7 +18,16 @@ fn open_rw(image: &Path) -> CliResult<Filesystem> {
 /// first error wins; an unmount failure after another error is added to
 /// the same line.
 pub fn with_rw<T>(image: &Path, f: impl FnOnce(&Filesystem) -> CliResult<T>) -> CliResult<T> {
-    let mut fs = open_rw(image)?;
+    with_rw_using(image, uext4::MountOptions::default(), f)
+}
+
+/// [`with_rw`] with mount options `opts` (made read-write).
+pub fn with_rw_using<T>(
+    image: &Path,
+    opts: uext4::MountOptions,
+    f: impl FnOnce(&Filesystem) -> CliResult<T>,
+) -> CliResult<T> {
+    let mut fs = open_rw(image, opts)?;
     let r = f(&fs);
     let u = fs.unmount().map_err(|e| describe(&format!("{}: unmount", image.display()), &e));
     match (r, u) {

@@ -286,3 +286,74 @@ fn feature_lists() {
         std::fs::remove_file(&img).unwrap();
     }
 }
+
+/// `dumpe2fs -h` fields of `img`, "Key" -> value.
+fn dumpe2fs_fields(img: &Path) -> std::collections::BTreeMap<String, String> {
+    let out = Command::new("dumpe2fs").arg("-h").arg(img).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The library's mke2fs-like options (`-N`, `-m`, `-U`, `-E hash_seed=`,
+/// `root_owner=`, a fixed time) show in dumpe2fs; `-E` refuses unknown
+/// names, all named, changing nothing; with a fixed time and no UUID, two
+/// images made apart in wall-clock time are byte-identical, every
+/// timestamp the fixed one.
+#[test]
+fn options_and_fixed_time() {
+    let mut o = MkfsOptions { size: 64 << 20, ..Default::default() };
+    let e = o.apply_extended("stride=4,hash_seed=00112233-4455-6677-8899-aabbccddeeff,bogus").unwrap_err().to_string();
+    assert!(e.contains("stride=4") && e.contains("bogus"), "{e}");
+    assert!(o.hash_seed.is_none(), "a refused list changes nothing");
+    assert!(o.apply_extended("hash_seed=xyz").is_err());
+    o.apply_extended("hash_seed=00112233-4455-6677-8899-aabbccddeeff,root_owner=42:43,lazy_itable_init=0").unwrap();
+    assert_eq!(o.root_owner, Some((42, 43)));
+    if !have("e2fsck") || !have("dumpe2fs") || !have("debugfs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("o");
+    o.inodes = Some(3000);
+    o.reserved_percent = 10;
+    o.uuid = Some(uext4::mkfs::parse_uuid("0a0b0c0d-0e0f-4011-8213-141516171819").unwrap());
+    mkfs_file(&img, &o).unwrap();
+    fsck_clean(&img);
+    let d = dumpe2fs_fields(&img);
+    let inodes: u64 = d["Inode count"].parse().unwrap();
+    assert!((3000..3000 + 8 * 8).contains(&inodes), "{inodes}");
+    let blocks: u64 = d["Block count"].parse().unwrap();
+    assert_eq!(d["Reserved block count"].parse::<u64>().unwrap(), blocks / 10);
+    assert_eq!(d["Filesystem UUID"], "0a0b0c0d-0e0f-4011-8213-141516171819");
+    assert_eq!(d["Directory Hash Seed"], "00112233-4455-6677-8899-aabbccddeeff");
+    let fs = Filesystem::open(&img).unwrap();
+    let st = fs.stat(fs.root()).unwrap();
+    assert_eq!((st.uid, st.gid), (42, 43));
+    drop(fs);
+    assert!(mkfs_file(&img, &MkfsOptions { inodes: Some(1 << 40), ..o.clone() }).is_err());
+    assert!(mkfs_file(&img, &MkfsOptions { reserved_percent: 51, ..o.clone() }).is_err());
+
+    let time = uext4::Timestamp { sec: 1_650_000_000, nsec: 0 };
+    let fixed = MkfsOptions { size: 64 << 20, time: Some(time), label: "r".into(), ..Default::default() };
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    mkfs_file(&a, &fixed).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    mkfs_file(&b, &fixed).unwrap();
+    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "two fixed-time images differ");
+    fsck_clean(&a);
+    let fs = Filesystem::open(&a).unwrap();
+    let sb = fs.superblock();
+    assert_eq!((sb.mkfs_time, sb.wtime, sb.lastcheck), (1_650_000_000, 1_650_000_000, 1_650_000_000));
+    for ino in [fs.root(), 11] {
+        let st = fs.stat(ino).unwrap();
+        assert_eq!([st.atime, st.mtime, st.ctime], [time; 3], "inode {ino}");
+        assert_eq!(st.crtime, Some(time));
+    }
+    drop(fs);
+    let other = MkfsOptions { label: "s".into(), ..fixed };
+    mkfs_file(&b, &other).unwrap();
+    assert_ne!(dumpe2fs_fields(&a)["Filesystem UUID"], dumpe2fs_fields(&b)["Filesystem UUID"]);
+}

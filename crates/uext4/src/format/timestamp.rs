@@ -33,12 +33,36 @@ impl Timestamp {
         (sec as u32, epoch | (self.nsec.min(999_999_999) << 2))
     }
 
-    /// The current time.
+    /// The current time, or the fixed time set by
+    /// [`Timestamp::set_fixed_clock`].
     pub fn now() -> Timestamp {
+        let fixed = FIXED_CLOCK.load(std::sync::atomic::Ordering::Relaxed);
+        if fixed != CLOCK_REAL {
+            return Timestamp { sec: fixed, nsec: 0 };
+        }
         let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Timestamp { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
     }
+
+    /// Makes [`Timestamp::now`] return `sec` (whole seconds) in the whole
+    /// process until called again with `None`. For reproducible images
+    /// (`SOURCE_DATE_EPOCH`): every time the engine stamps (inode change
+    /// and creation times, superblock mount and write times, journal
+    /// commit times, the generation-number seed) is then the same on
+    /// every run. Process-wide because the clock is read deep inside
+    /// every operation; only a tool that owns the process (`uext4 mkfs
+    /// -d`) should set it.
+    pub fn set_fixed_clock(sec: Option<i64>) {
+        // i64::MIN itself cannot be fixed; it is before ext4's range anyway.
+        let v = sec.map_or(CLOCK_REAL, |s| s.max(CLOCK_REAL + 1));
+        FIXED_CLOCK.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
 }
+
+/// [`FIXED_CLOCK`]'s value for "read the real clock".
+const CLOCK_REAL: i64 = i64::MIN;
+/// The fixed time of [`Timestamp::set_fixed_clock`], or [`CLOCK_REAL`].
+static FIXED_CLOCK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(CLOCK_REAL);
 
 #[cfg(test)]
 mod tests {

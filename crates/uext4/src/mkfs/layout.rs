@@ -25,8 +25,22 @@ pub struct MkfsOptions {
     /// The optional features to create (default: upstream mke2fs's ext4
     /// set); edit with [`MkfsFeatures::apply`].
     pub features: MkfsFeatures,
-    /// Percentage of blocks reserved for root.
+    /// Percentage of blocks reserved for root (`-m`, at most 50).
     pub reserved_percent: u32,
+    /// Number of inodes (`-N`): overrides the inode ratio; rounded up to
+    /// fill whole inode table blocks in every group, as mke2fs does.
+    pub inodes: Option<u64>,
+    /// The directory hash seed (`-E hash_seed=UUID`; random if `None`,
+    /// derived from [`Self::time`] when that is set).
+    pub hash_seed: Option<[u8; 16]>,
+    /// Owner of the root directory (`-E root_owner=uid:gid`; default the
+    /// calling process's).
+    pub root_owner: Option<(u32, u32)>,
+    /// A fixed creation time (`SOURCE_DATE_EPOCH`) for reproducible
+    /// images: every timestamp mkfs writes is this one, and a UUID or
+    /// hash seed not given is derived from it (and the label) instead of
+    /// drawn at random, so the same options give the same bytes.
+    pub time: Option<crate::format::inode::Timestamp>,
 }
 
 impl Default for MkfsOptions {
@@ -41,8 +55,80 @@ impl Default for MkfsOptions {
             uuid: None,
             features: MkfsFeatures::default(),
             reserved_percent: 5,
+            inodes: None,
+            hash_seed: None,
+            root_owner: None,
+            time: None,
         }
     }
+}
+
+impl MkfsOptions {
+    /// The block size mkfs will use: [`Self::block_size`], or mke2fs's
+    /// default for the size (1 KiB below 512 MiB, else 4 KiB).
+    pub fn effective_block_size(&self) -> u32 {
+        self.block_size.unwrap_or(if self.size < 512 << 20 { 1024 } else { 4096 })
+    }
+
+    /// Applies a mke2fs `-E` list (comma-separated): `hash_seed=UUID`,
+    /// `root_owner[=uid:gid]` (without a value: the calling process's),
+    /// and, accepted for compatibility because uext4 mkfs behaves so
+    /// anyway (its image files are sparse, their tables read as zeros and
+    /// no device is discarded), `lazy_itable_init=0|1`,
+    /// `lazy_journal_init=0|1`, `discard` and `nodiscard`. Anything else
+    /// is refused, every unknown name in one error, leaving `self`
+    /// unchanged.
+    pub fn apply_extended(&mut self, list: &str) -> Result<()> {
+        let mut next = self.clone();
+        let mut bad = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (key, value) = match item.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (item, None),
+            };
+            match (key, value) {
+                ("hash_seed", Some(v)) => next.hash_seed = Some(parse_uuid(v)?),
+                ("root_owner", None) => {
+                    // SAFETY: getuid/getgid have no preconditions and cannot fail.
+                    next.root_owner = Some(unsafe { (libc::getuid(), libc::getgid()) });
+                }
+                ("root_owner", Some(v)) => {
+                    let parsed = v.split_once(':').and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+                    next.root_owner =
+                        Some(parsed.ok_or_else(|| {
+                            Error::Invalid(format!("-E root_owner={v}: expected uid:gid (two numbers)"))
+                        })?);
+                }
+                ("lazy_itable_init" | "lazy_journal_init", Some("0" | "1")) | ("discard" | "nodiscard", None) => {}
+                _ => bad.push(item.to_string()),
+            }
+        }
+        if !bad.is_empty() {
+            return Err(Error::Invalid(format!(
+                "extended option(s) uext4 mkfs does not know or support: {} (it takes hash_seed=UUID, \
+                 root_owner[=uid:gid], lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
+                bad.join(", ")
+            )));
+        }
+        *self = next;
+        Ok(())
+    }
+}
+
+/// Parses a UUID in its usual text form (32 hex digits, dashes anywhere
+/// ignored), as mke2fs's `-U` and `-E hash_seed=` take it.
+pub fn parse_uuid(s: &str) -> Result<[u8; 16]> {
+    let hex: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
+    let bad = || Error::Invalid(format!("{s:?} is not a UUID (32 hex digits, e.g. 0a1b2c3d-...)"));
+    if hex.len() != 32 {
+        return Err(bad());
+    }
+    let mut u = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).map_err(|_| bad())?;
+        u[i] = u8::from_str_radix(text, 16).map_err(|_| bad())?;
+    }
+    Ok(u)
 }
 
 /// The features `mkfs` can turn on or off. The default is the ext4
@@ -358,7 +444,10 @@ impl Layout {
     /// Computes the layout for `opts`.
     pub fn compute(opts: &MkfsOptions) -> Result<Layout> {
         let small = opts.size < 512 << 20;
-        let bs = opts.block_size.unwrap_or(if small { 1024 } else { 4096 });
+        let bs = opts.effective_block_size();
+        if opts.reserved_percent > 50 {
+            return Err(Error::Invalid(format!("reserved blocks percentage {} (at most 50)", opts.reserved_percent)));
+        }
         if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
             return Err(Error::Invalid(format!("block size {bs}")));
         }
@@ -399,8 +488,15 @@ impl Layout {
                 return Err(Error::Invalid("too many groups".into()));
             }
             let groups = groups as u32;
-            let target = (blocks * u64::from(bs) / ratio).max(u64::from(FIRST_INO) + 5);
-            let mut ipg = target.div_ceil(u64::from(groups)) as u32;
+            let target = opts.inodes.unwrap_or(blocks * u64::from(bs) / ratio).max(u64::from(FIRST_INO) + 5);
+            let per_group = target.div_ceil(u64::from(groups));
+            if opts.inodes.is_some() && per_group > u64::from(8 * bs) {
+                return Err(Error::Invalid(format!(
+                    "{target} inodes: at most {} fit in {groups} groups of {bs}-byte blocks",
+                    u64::from(8 * bs) * u64::from(groups)
+                )));
+            }
+            let mut ipg = per_group.min(u64::from(8 * bs)) as u32;
             ipg = ipg.div_ceil(inodes_per_block) * inodes_per_block;
             ipg = ipg.div_ceil(8) * 8;
             ipg = ipg.min(8 * bs).max(16);

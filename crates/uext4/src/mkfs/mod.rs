@@ -14,10 +14,12 @@
 //! superblock backup are marked BLOCK_UNINIT, groups without used inodes
 //! INODE_UNINIT, as mke2fs does.
 
+mod finish;
 mod layout;
 mod write;
 
-pub use layout::{default_orphan_blocks, Layout, MkfsFeatures, MkfsOptions};
+pub use finish::reset_mount_traces;
+pub use layout::{default_orphan_blocks, parse_uuid, Layout, MkfsFeatures, MkfsOptions};
 pub use write::format_device;
 
 use crate::device::FileDevice;

@@ -31,6 +31,21 @@ fn uuid_v4() -> [u8; 16] {
     u
 }
 
+/// A version-4-shaped UUID derived from a fixed time and the label, for
+/// reproducible images: `tag` tells the UUID and the hash seed apart.
+fn derived_uuid(tag: &[u8], time: Timestamp, label: &str) -> [u8; 16] {
+    let mut u = [0u8; 16];
+    for (i, word) in u.chunks_mut(4).enumerate() {
+        let mut c = crc32c(i as u32, tag);
+        c = crc32c(c, &time.sec.to_le_bytes());
+        c = crc32c(c, label.as_bytes());
+        word.copy_from_slice(&c.to_le_bytes());
+    }
+    u[6] = (u[6] & 0x0F) | 0x40;
+    u[8] = (u[8] & 0x3F) | 0x80;
+    u
+}
+
 struct Writer<'a> {
     dev: &'a dyn BlockDevice,
     bs: usize,
@@ -215,14 +230,20 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     let l = Layout::compute(&opts)?;
     let bs = l.block_size as usize;
     let w = Writer { dev, bs };
-    let now = Timestamp::now();
-    let mut ids = Ids { uuid: opts.uuid.unwrap_or_else(uuid_v4), hash_seed: uuid_v4(), now, journal_iblock: [0; 15] };
+    let now = opts.time.unwrap_or_else(Timestamp::now);
+    let fresh = |tag: &[u8]| match opts.time {
+        Some(t) => derived_uuid(tag, t, &opts.label),
+        None => uuid_v4(),
+    };
+    let uuid = opts.uuid.unwrap_or_else(|| fresh(b"uuid"));
+    let hash_seed = opts.hash_seed.unwrap_or_else(|| fresh(b"hash_seed"));
+    let mut ids = Ids { uuid, hash_seed, now, journal_iblock: [0; 15] };
 
     // Inodes of the root, lost+found and the journal.
-    let (uid, gid) = {
+    let (uid, gid) = opts.root_owner.unwrap_or_else(|| {
         // SAFETY: getuid/getgid have no preconditions and cannot fail.
         unsafe { (libc::getuid(), libc::getgid()) }
-    };
+    });
     let stub = superblock_raw(&l, &opts, &ids, 0, 0)?;
     let seed = stub.csum_seed();
     let inode_seed = |ino: u32| crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
