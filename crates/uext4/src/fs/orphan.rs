@@ -63,11 +63,16 @@ impl FsCore {
     }
 
     /// Frees the blocks of `i` from logical block `keep` on as far as the
-    /// handle's credits allow; true when none are left. Only extent-mapped
-    /// files have blocks freed here (others are refused or have none, see
-    /// [`FsCore::release_inode`]).
+    /// handle's credits allow; true when none are left. Extent-mapped and
+    /// block-mapped files alike; devices, fifos, sockets and fast
+    /// symlinks have no map.
     pub(crate) fn free_blocks_bounded(&self, tx: &Tx, i: &mut Inode, keep: FileBlock) -> Result<bool> {
-        if i.flags & FL_EXTENTS == 0 || self.is_fast_symlink(i) {
+        let mapped = match crate::fs::namespace::ftype(i)? {
+            FileType::Regular | FileType::Directory => true,
+            FileType::Symlink => !self.is_fast_symlink(i),
+            _ => i.flags & FL_EXTENTS != 0,
+        };
+        if !mapped {
             return Ok(true);
         }
         let done = ew::remove_range_bounded(tx, i, keep, FileBlock(u64::MAX))?;

@@ -1,0 +1,350 @@
+//! ext2 and ext3 read-write: block-mapped files (direct, single, double
+//! and triple indirect blocks) written, overwritten, truncated to each
+//! boundary and deleted; block-mapped directories grown; slow symlinks;
+//! new files in an ext4 image that also holds block-mapped files stay
+//! extent-mapped. Every image ends `e2fsck -fn` clean and, as root with
+//! loop devices, the kernel reads back exactly what was written.
+
+mod rw_support;
+
+use rw_support::{debugfs, fsck_clean, have, kernel_unavailable, pattern, KernelMount};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uext4::fs::ops::{FallocMode, SetAttr};
+use uext4::{Error, Filesystem};
+
+/// A fresh `kind` ("ext2"/"ext3") image of `size_mb` MiB with `bs`-byte
+/// blocks; None (with a printed reason) without mke2fs.
+fn mkfs_old(kind: &str, size_mb: u64, bs: u32) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !have("mke2fs") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    std::fs::File::create(&img).unwrap().set_len(size_mb << 20).unwrap();
+    let out = Command::new("mke2fs").args(["-q", "-F", "-t", kind, "-b", &bs.to_string()]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "mke2fs: {}", String::from_utf8_lossy(&out.stderr));
+    Some((dir, img))
+}
+
+/// The four configurations: (kind, block size).
+const CONFIGS: [(&str, u32); 4] = [("ext2", 1024), ("ext3", 1024), ("ext2", 4096), ("ext3", 4096)];
+
+/// The first logical blocks of the single, double and triple indirect
+/// trees for a block size.
+fn boundaries(bs: u32) -> [u64; 3] {
+    let per = u64::from(bs) / 4;
+    [12, 12 + per, 12 + per + per * per]
+}
+
+fn create(fs: &Filesystem, dir: u32, name: &str) -> u32 {
+    fs.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap().ino
+}
+
+fn read_all(fs: &Filesystem, ino: u32) -> Vec<u8> {
+    let size = fs.stat(ino).unwrap().size;
+    let mut buf = vec![0u8; size as usize];
+    let mut off = 0;
+    while off < buf.len() {
+        let n = fs.inodes().read(ino, off as u64, &mut buf[off..]).unwrap();
+        assert!(n > 0, "short read at {off} of {size}");
+        off += n;
+    }
+    buf
+}
+
+/// Writes `data` at `off` into the model `m` (grown with zeros).
+fn model_write(m: &mut Vec<u8>, off: u64, data: &[u8]) {
+    let end = off as usize + data.len();
+    if m.len() < end {
+        m.resize(end, 0);
+    }
+    m[off as usize..end].copy_from_slice(data);
+}
+
+/// Checks a sparse file written as `pieces` (later ones over earlier
+/// ones) through `read`: each piece with the bytes around it (holes read
+/// as zeros).
+fn check_pieces(pieces: &[(u64, Vec<u8>)], read: impl Fn(u64, &mut [u8]) -> usize) {
+    let end = pieces.iter().map(|(o, p)| o + p.len() as u64).max().unwrap_or(0);
+    for (off, piece) in pieces {
+        let start = off.saturating_sub(300);
+        let stop = (off + piece.len() as u64 + 300).min(end);
+        let mut want = vec![0u8; (stop - start) as usize];
+        for (o, p) in pieces {
+            for (k, &byte) in p.iter().enumerate() {
+                let at = o + k as u64;
+                if (start..stop).contains(&at) {
+                    want[(at - start) as usize] = byte;
+                }
+            }
+        }
+        let mut got = vec![0u8; want.len()];
+        let mut done = 0;
+        while done < got.len() {
+            let n = read(start + done as u64, &mut got[done..]);
+            assert!(n > 0, "short read at {}", start + done as u64);
+            done += n;
+        }
+        assert!(got == want, "sparse file differs around offset {off}");
+    }
+}
+
+/// `debugfs stat` of `path`: the map kind and the indirect levels used.
+fn map_of(img: &Path, path: &str) -> String {
+    debugfs(img, &format!("stat {path}"))
+}
+
+/// Kernel read-back: mounts `img` (a `fstype` image) read-only and compares the
+/// files (sparse ones compared in full), symlinks and directory sizes.
+fn kernel_check(
+    img: &Path,
+    fstype: &str,
+    files: &[(String, Vec<u8>)],
+    links: &[(String, Vec<u8>)],
+    sparse: &[(u64, Vec<u8>)],
+) {
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: kernel read-back: {why}");
+        return;
+    }
+    // The ext4 driver serves ext2 and ext3 images (as distributions
+    // configure it); `fstype` names the image in messages.
+    let mnt = KernelMount::new(img, "ro")
+        .unwrap_or_else(|e| panic!("kernel refused to mount {fstype} {}: {e}", img.display()));
+    for (name, want) in files {
+        let got = std::fs::read(mnt.path().join(name)).unwrap();
+        assert!(&got == want, "kernel read of {name} differs ({} vs {} bytes)", got.len(), want.len());
+    }
+    for (name, target) in links {
+        let got = std::fs::read_link(mnt.path().join(name)).unwrap();
+        assert_eq!(got.as_os_str().as_encoded_bytes(), &target[..], "symlink {name}");
+    }
+    if !sparse.is_empty() {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open(mnt.path().join("sparse")).unwrap();
+        check_pieces(sparse, |off, buf| f.read_at(buf, off).unwrap());
+        drop(f);
+    }
+    mnt.unmount();
+}
+
+#[test]
+fn blockmapped_files_cross_every_indirect_boundary() {
+    for (kind, bs) in CONFIGS {
+        let Some((_d, img)) = mkfs_old(kind, 48, bs) else { return };
+        let mut fs = Filesystem::open_rw(&img).unwrap_or_else(|e| panic!("{kind} {bs}: open rw: {e}"));
+        let root = fs.root();
+        let b = u64::from(bs);
+        let [ind, dind, tind] = boundaries(bs);
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+
+        // Small, and large across the single/double boundary (buffered).
+        let small = create(&fs, root, "small");
+        let data = pattern(1, 5000);
+        fs.inodes().write(small, 0, &data).unwrap();
+        files.push(("small".into(), data));
+        let large = create(&fs, root, "large");
+        let len = ((dind + 40) * b + 123) as usize;
+        let data = pattern(2, len);
+        fs.inodes().write(large, 0, &data).unwrap();
+        files.push(("large".into(), data));
+
+        // Direct writes across the single indirect boundary, then an
+        // overwrite straddling it.
+        let direct = create(&fs, root, "direct");
+        let mut model = Vec::new();
+        let d1 = pattern(3, (ind * b + 3 * b) as usize);
+        fs.write_direct(direct, 0, &d1).unwrap();
+        model_write(&mut model, 0, &d1);
+        let d2 = pattern(4, (2 * b + 77) as usize);
+        fs.write_direct(direct, (ind - 1) * b + 5, &d2).unwrap();
+        model_write(&mut model, (ind - 1) * b + 5, &d2);
+        files.push(("direct".into(), model));
+
+        // Sparse (gigabytes at 4 KiB blocks: compared piece by piece):
+        // pieces at the start of each tree, the double tree's second
+        // subtree and the triple tree's second one, and an overwrite.
+        let sparse = create(&fs, root, "sparse");
+        let mut pieces: Vec<(u64, Vec<u8>)> = Vec::new();
+        for (k, lblk) in
+            [3, ind + 1, dind, dind + b / 4 + 2, tind, tind + (b / 4) * (b / 4) + 5].into_iter().enumerate()
+        {
+            pieces.push((lblk * b + 17, pattern(10 + k as u64, (b + 100) as usize)));
+        }
+        pieces.push((dind * b + 200, pattern(30, 64)));
+        for (off, piece) in &pieces {
+            fs.inodes().write(sparse, *off, piece).unwrap();
+        }
+
+        // Slow and fast symlinks; a subdirectory grown past its direct
+        // blocks (into its single indirect block).
+        let long_target = vec![b'x'; 200];
+        fs.inodes().symlink(root, b"slow", &long_target, 0, 0).unwrap();
+        fs.inodes().symlink(root, b"fast", b"small", 0, 0).unwrap();
+        let sub = fs.mkdir(root, b"sub", 0o755, 0, 0).unwrap().ino;
+        let names = (14 * b / 48) as usize + 10;
+        for n in 0..names {
+            let name = format!("entry-with-a-longish-name-{n:05}");
+            create(&fs, sub, &name);
+        }
+        assert!(fs.stat(sub).unwrap().size > 12 * b, "{kind} {bs}: the directory stays within direct blocks");
+
+        fs.fsync(large).unwrap();
+        for (name, want) in &files {
+            let ino = fs.lookup(root, name.as_bytes()).unwrap();
+            assert!(read_all(&fs, ino) == *want, "{kind} {bs}: uext4 read of {name}");
+        }
+        check_pieces(&pieces, |off, buf| fs.inodes().read(sparse, off, buf).unwrap());
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+
+        for name in ["small", "large", "sparse", "slow", "sub"] {
+            let st = map_of(&img, name);
+            assert!(!st.contains("EXTENTS"), "{kind} {bs}: {name} is extent-mapped:\n{st}");
+        }
+        assert!(map_of(&img, "large").contains("(DIND)"), "{kind} {bs}: large has no double indirect block");
+        assert!(map_of(&img, "sparse").contains("(TIND)"), "{kind} {bs}: sparse has no triple indirect block");
+        assert!(map_of(&img, "sub").contains("(IND)"), "{kind} {bs}: sub has no indirect block");
+
+        // Read-only reopen sees the same, and so does the kernel.
+        let fs = Filesystem::open(&img).unwrap();
+        for (name, want) in &files {
+            let ino = fs.lookup(fs.root(), name.as_bytes()).unwrap();
+            assert!(read_all(&fs, ino) == *want, "{kind} {bs}: reopened read of {name}");
+        }
+        let sparse = fs.lookup(fs.root(), b"sparse").unwrap();
+        check_pieces(&pieces, |off, buf| fs.inodes().read(sparse, off, buf).unwrap());
+        assert_eq!(fs.read_dir_all(fs.lookup(fs.root(), b"sub").unwrap()).unwrap().len(), names + 2);
+        drop(fs);
+        kernel_check(&img, kind, &files, &[("slow".into(), long_target), ("fast".into(), b"small".to_vec())], &pieces);
+    }
+}
+
+#[test]
+fn truncate_to_each_boundary_and_delete() {
+    for (kind, bs) in CONFIGS {
+        let Some((_d, img)) = mkfs_old(kind, 32, bs) else { return };
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        let b = u64::from(bs);
+        let [ind, dind, tind] = boundaries(bs);
+        let free0 = fs.statfs().free_blocks;
+        let ino = create(&fs, root, "f");
+        // Filled to a little past the double indirect boundary, plus a
+        // block in the triple tree.
+        let len = (dind + 3) * b;
+        let mut model = pattern(5, len as usize);
+        fs.inodes().write(ino, 0, &model).unwrap();
+        let tail = pattern(6, 100);
+        fs.inodes().write(ino, tind * b, &tail).unwrap();
+        fs.fsync(ino).unwrap();
+        for size in [tind * b + 1, dind * b + 1, dind * b, dind * b - 1, ind * b + 1, ind * b, ind * b - 7, 5 * b, 0] {
+            fs.setattr(ino, SetAttr { size: Some(size), ..Default::default() }).unwrap();
+            assert_eq!(fs.stat(ino).unwrap().size, size);
+            if size == tind * b + 1 {
+                // The dense part (the model) and the first tail byte.
+                let mut one = [0u8; 1];
+                fs.inodes().read(ino, tind * b, &mut one).unwrap();
+                assert_eq!(one[0], tail[0]);
+            } else {
+                model.truncate(size as usize);
+                assert!(read_all(&fs, ino) == model, "{kind} {bs}: read after truncate to {size}");
+            }
+            let blocks = fs.stat(ino).unwrap().blocks;
+            fs.commit().unwrap();
+            // The file is dense up to `len`, sparse past it.
+            let want_data = size.min(len).div_ceil(b);
+            // Data blocks plus at most the indirect blocks on the way.
+            assert!(blocks * 512 >= want_data * b, "{kind} {bs}: {blocks} sectors for {size} bytes");
+        }
+        assert_eq!(fs.stat(ino).unwrap().blocks, 0, "{kind} {bs}: blocks left after truncate to 0");
+        // Regrow across the boundaries, then delete while open (orphan),
+        // and a second file by plain unlink.
+        let data = pattern(7, ((dind + 2) * b) as usize);
+        fs.inodes().write(ino, 0, &data).unwrap();
+        let g = create(&fs, root, "g");
+        fs.write_direct(g, 0, &pattern(8, ((ind + 5) * b) as usize)).unwrap();
+        fs.fsync(ino).unwrap();
+        fs.open_inode(ino).unwrap();
+        fs.unlink(root, b"f").unwrap();
+        fs.unlink(root, b"g").unwrap();
+        fs.close_inode(ino).unwrap();
+        fs.commit().unwrap();
+        assert_eq!(fs.statfs().free_blocks, free0, "{kind} {bs}: blocks leaked");
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+    }
+}
+
+#[test]
+fn fallocate_on_blockmapped_files_is_eopnotsupp() {
+    let Some((_d, img)) = mkfs_old("ext3", 16, 1024) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let ino = create(&fs, fs.root(), "f");
+    fs.inodes().write(ino, 0, b"abc").unwrap();
+    let e = fs.fallocate(ino, FallocMode::Allocate, 0, 1 << 20).unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    assert_eq!(e.errno(), libc::EOPNOTSUPP);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
+/// An ext3 image whose files debugfs wrote block-mapped, then given the
+/// `extent` feature (as `tune2fs -O extent` does to convert to ext4):
+/// the old files stay block-mapped as uext4 grows, truncates and deletes
+/// them; new files are extent-mapped.
+#[test]
+fn ext4_image_with_blockmapped_files() {
+    if !have("tune2fs") || !have("debugfs") {
+        eprintln!("SKIP: e2fsprogs tools missing");
+        return;
+    }
+    for bs in [1024u32, 4096] {
+        let Some((d, img)) = mkfs_old("ext3", 32, bs) else { return };
+        let b = u64::from(bs);
+        let [_, dind, _] = boundaries(bs);
+        let src = d.path().join("src");
+        let old = pattern(40, ((dind + 5) * b) as usize);
+        std::fs::write(&src, &old).unwrap();
+        for name in ["old", "gone"] {
+            let out = Command::new("debugfs")
+                .arg("-w")
+                .arg("-R")
+                .arg(format!("write {} {name}", src.display()))
+                .arg(&img)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+        }
+        let out = Command::new("tune2fs").args(["-O", "extent"]).arg(&img).output().unwrap();
+        assert!(out.status.success(), "tune2fs: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(map_of(&img, "old").contains("(DIND)"));
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        let ino = fs.lookup(root, b"old").unwrap();
+        let mut model = old.clone();
+        let more = pattern(41, (3 * b + 9) as usize);
+        let at = model.len() as u64 + 2 * b;
+        fs.inodes().write(ino, at, &more).unwrap();
+        model_write(&mut model, at, &more);
+        let keep = (dind - 1) * b + 3;
+        fs.setattr(ino, SetAttr { size: Some(keep), ..Default::default() }).unwrap();
+        model.truncate(keep as usize);
+        fs.unlink(root, b"gone").unwrap();
+        let new = create(&fs, root, "new");
+        let data = pattern(42, (20 * b) as usize);
+        fs.inodes().write(new, 0, &data).unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        assert!(!map_of(&img, "old").contains("EXTENTS"), "the old file became extent-mapped");
+        assert!(map_of(&img, "new").contains("EXTENTS"), "a new file in an ext4 image is not extent-mapped");
+        kernel_check(&img, "ext4", &[("old".into(), model), ("new".into(), data)], &[], &[]);
+    }
+}
