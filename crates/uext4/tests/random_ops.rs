@@ -28,7 +28,9 @@
 //!
 //! Images: 1k blocks with metadata_csum (32 MiB), 4k blocks without it
 //! (64 MiB), 4k without a journal (24 MiB), and small images (16 MiB, 1k
-//! and 4k, few inodes) where ENOSPC is frequent. A failure names its
+//! and 4k, few inodes) where ENOSPC is frequent; ext3 (1k) and ext2
+//! (4k, small) images, whose files are block-mapped (fallocate answers
+//! EOPNOTSUPP there, as on Linux). A failure names its
 //! configuration, seed and step and prints the last operations. The
 //! regression tests at the end are minimal reproductions of the bugs the
 //! random runs found.
@@ -320,6 +322,18 @@ const CFG_4K_SMALL: Cfg = Cfg {
     small: true,
 };
 
+/// ext3 (journal, no extents): block-mapped files, 1 KiB blocks.
+const CFG_EXT3: Cfg =
+    Cfg { name: "ext3-1k-32M", size_mb: 32, args: &["-t", "ext3", "-b", "1024"], seeds: 500..503, small: false };
+/// ext2 (no journal, no extents), small: ENOSPC with block maps.
+const CFG_EXT2_SMALL: Cfg = Cfg {
+    name: "ext2-4k-16M",
+    size_mb: 16,
+    args: &["-t", "ext2", "-b", "4096", "-N", "64"],
+    seeds: 600..603,
+    small: true,
+};
+
 #[derive(Default, Debug)]
 struct Stats {
     ops: usize,
@@ -371,6 +385,8 @@ struct Runner {
     stats: Stats,
     /// Operations left during which space is freed preferentially.
     pressure: u32,
+    /// Files are block-mapped (ext2/ext3): fallocate is EOPNOTSUPP.
+    blockmap: bool,
 }
 
 impl Drop for Runner {
@@ -778,7 +794,8 @@ impl Runner {
         len = len.min(MAX_FILE - off);
         self.log(format!("fallocate {mode:?} {} (inode {ino}, size {size}) at {off} len {len}", self.m.path_of(ino)));
         let r = self.fs().fallocate(ino, mode, off, len);
-        match self.outcome(r, &[], "fallocate") {
+        let allowed: &[i32] = if self.blockmap { &[libc::EOPNOTSUPP] } else { &[] };
+        match self.outcome(r, allowed, "fallocate") {
             Outcome::Done(()) => {
                 let end = off + len;
                 let f = self.m.file_mut(ino);
@@ -822,7 +839,7 @@ impl Runner {
                 *self.m.file_mut(ino) = got;
             }
             Outcome::NoSpace => self.check_file(ino),
-            Outcome::Refused => unreachable!(),
+            Outcome::Refused => self.check_file(ino),
         }
     }
 
@@ -1084,6 +1101,7 @@ fn run_seed(cfg: &Cfg, seed: u64, ops: usize) -> Option<Stats> {
         hist: VecDeque::new(),
         stats: Stats::default(),
         pressure: 0,
+        blockmap: cfg.args.iter().any(|a| matches!(*a, "ext2" | "ext3")),
     };
     r.check_tree(true);
     // Debugging aid: UEXT4_RANDOM_FSCK=1 syncs and runs e2fsck after every
@@ -1164,6 +1182,16 @@ fn random_ops_small_4k_enospc() {
 #[test]
 fn random_ops_4k_without_journal() {
     run_cfg(&CFG_4K_NOJOURNAL);
+}
+
+#[test]
+fn random_ops_ext3_blockmapped() {
+    run_cfg(&CFG_EXT3);
+}
+
+#[test]
+fn random_ops_ext2_small_enospc() {
+    run_cfg(&CFG_EXT2_SMALL);
 }
 
 // ---------------------------------------------------------------------------
