@@ -56,8 +56,7 @@ fn images() -> Option<&'static [Image]> {
     static IMAGES: OnceLock<Option<Vec<Image>>> = OnceLock::new();
     IMAGES
         .get_or_init(|| {
-            // The block-mapped image is refused read-write: nothing to run.
-            build_images().map(|v| v.into_iter().filter(|i| i.extents).collect())
+            build_images()
         })
         .as_deref()
 }

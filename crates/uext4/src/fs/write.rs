@@ -44,7 +44,10 @@ impl FsCore {
     /// it fails with EFBIG. The limit is inode `ino`'s: smaller for a
     /// block-mapped file than for an extent-mapped one.
     pub(crate) fn write_limit(&self, ino: u32, offset: u64, len: usize) -> Result<usize> {
-        let max = self.vol.sb.max_file_size(self.load(ino)?.flags & FL_EXTENTS != 0);
+        let sb = &self.vol.sb;
+        // Below both limits no inode is needed.
+        let small = offset.saturating_add(len as u64) <= sb.max_file_size(false).min(sb.max_file_size(true));
+        let max = if small { u64::MAX } else { sb.max_file_size(self.load(ino)?.flags & FL_EXTENTS != 0) };
         if len == 0 {
             return Ok(0);
         }
