@@ -61,6 +61,10 @@ impl FsCore {
     /// allow: false when some are left) and zeroes the tail of the last
     /// block.
     pub(in crate::fs) fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<bool> {
+        if i.has_inline_data() {
+            // i_block holds data, not a map (see inode::indirect_write).
+            return Err(Error::Unsupported("truncating files with inline data".into()));
+        }
         let bs = self.vol.block_size as u64;
         let keep = FileBlock(size.div_ceil(bs));
         let done = self.free_blocks_bounded(tx, i, keep)?;
@@ -107,6 +111,9 @@ impl FsCore {
             FileType::Regular => {}
             FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
             _ => return Err(Error::Invalid(format!("write to inode {ino}, not a regular file"))),
+        }
+        if i.has_inline_data() {
+            return Err(Error::Unsupported("writing files with inline data".into()));
         }
         if data.is_empty() {
             return Ok(0);

@@ -112,6 +112,10 @@ impl W<'_, '_> {
         if inode.uses_extents() {
             return Err(Error::Invalid(format!("inode {}: block-map change on an extent-mapped file", inode.ino)));
         }
+        if inode.has_inline_data() {
+            // Its i_block holds data: changing it as a map would corrupt it.
+            return Err(Error::Unsupported(format!("inode {}: changing the blocks of inline data", inode.ino)));
+        }
         let bs = tx.vol.block_size as u64;
         Ok(W { tx, ino: inode.ino, per: bs / 4, sectors: bs / 512 })
     }

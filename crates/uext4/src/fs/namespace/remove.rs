@@ -4,7 +4,7 @@ use super::{check_name, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
-use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, ROOT_INO};
+use crate::format::inode::{FileType, Inode, Timestamp, ROOT_INO};
 use crate::fs::FsCore;
 use crate::inode::extent_write as ew;
 use crate::txn::Tx;
@@ -106,14 +106,8 @@ impl FsCore {
             // Its errors are not the next user's of the number.
             rw.data.errors().forget(i.ino);
         }
-        // Extent-mapped or block-mapped alike; a device's i_block holds
-        // its number, a fast symlink's its target: no map to free.
-        let mapped = match ftype(i)? {
-            FileType::Regular | FileType::Directory => true,
-            FileType::Symlink => !self.is_fast_symlink(i),
-            _ => i.flags & FL_EXTENTS != 0,
-        };
-        if mapped {
+        // Extent-mapped or block-mapped alike.
+        if self.has_block_map(i)? {
             ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
         }
         if i.file_acl != 0 {
