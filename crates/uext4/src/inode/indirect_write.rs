@@ -323,8 +323,8 @@ impl W<'_, '_> {
         let mut groups: Vec<u64> = Vec::new();
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let mut stop = b;
-        for j in a..b {
-            let q = u64::from(ptrs[j]);
+        for (j, ptr) in ptrs.iter_mut().enumerate().take(b).skip(a) {
+            let q = u64::from(*ptr);
             if q == 0 {
                 continue;
             }
@@ -341,7 +341,7 @@ impl W<'_, '_> {
                 Some((s, n)) if *s + *n == q => *n += 1,
                 _ => runs.push((q, 1)),
             }
-            ptrs[j] = 0;
+            *ptr = 0;
         }
         Ok((stop, runs))
     }
