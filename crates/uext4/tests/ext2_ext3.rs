@@ -29,7 +29,7 @@ fn mkfs_old(kind: &str, size_mb: u64, bs: u32) -> Option<(tempfile::TempDir, Pat
 }
 
 /// The four configurations: (kind, block size).
-const CONFIGS: [(&str, u32); 4] = [("ext2", 1024), ("ext3", 1024), ("ext2", 4096), ("ext3", 4096)];
+const CONFIGS: [(&str, u32); 5] = [("ext2", 1024), ("ext3", 1024), ("ext3", 2048), ("ext2", 4096), ("ext3", 4096)];
 
 /// The first logical blocks of the single, double and triple indirect
 /// trees for a block size.
@@ -346,5 +346,67 @@ fn ext4_image_with_blockmapped_files() {
         assert!(!map_of(&img, "old").contains("EXTENTS"), "the old file became extent-mapped");
         assert!(map_of(&img, "new").contains("EXTENTS"), "a new file in an ext4 image is not extent-mapped");
         kernel_check(&img, "ext4", &[("old".into(), model), ("new".into(), data)], &[], &[]);
+    }
+}
+
+/// The kernel and uext4 take turns on ext2 and ext3 images: each reads
+/// back exactly what the other wrote, then grows, overwrites and
+/// truncates it and deletes the other's files.
+#[test]
+fn kernel_and_uext4_take_turns() {
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    for (kind, bs) in [("ext3", 1024u32), ("ext2", 4096)] {
+        let Some((_d, img)) = mkfs_old(kind, 32, bs) else { return };
+        let b = u64::from(bs);
+        let [ind, dind, _] = boundaries(bs);
+        // uext4 first.
+        let mut a = pattern(50, ((ind + 20) * b + 5) as usize);
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let ino = create(&fs, fs.root(), "a");
+        fs.inodes().write(ino, 0, &a).unwrap();
+        create(&fs, fs.root(), "doomed");
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        // The kernel reads it, appends to it, writes its own file across
+        // the double indirect boundary and deletes one of uext4's.
+        let k = pattern(51, ((dind + 10) * b + 7) as usize);
+        let more = pattern(52, (3 * b) as usize);
+        {
+            use std::io::Write;
+            let mnt = KernelMount::new(&img, "").unwrap_or_else(|e| panic!("{kind}: kernel mount: {e}"));
+            assert!(std::fs::read(mnt.path().join("a")).unwrap() == a, "{kind} {bs}: kernel read of uext4's file");
+            let mut f = std::fs::OpenOptions::new().append(true).open(mnt.path().join("a")).unwrap();
+            f.write_all(&more).unwrap();
+            drop(f);
+            std::fs::write(mnt.path().join("k"), &k).unwrap();
+            std::fs::remove_file(mnt.path().join("doomed")).unwrap();
+            mnt.unmount();
+        }
+        a.extend_from_slice(&more);
+        fsck_clean(&img);
+        // uext4 reads both back, overwrites, truncates and deletes.
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        let ai = fs.lookup(root, b"a").unwrap();
+        let ki = fs.lookup(root, b"k").unwrap();
+        assert!(read_all(&fs, ai) == a, "{kind} {bs}: uext4 read of the kernel's append");
+        assert!(read_all(&fs, ki) == k, "{kind} {bs}: uext4 read of the kernel's file");
+        assert!(fs.lookup(root, b"doomed").is_err());
+        let over = pattern(53, (2 * b) as usize);
+        fs.inodes().write(ki, ind * b - 9, &over).unwrap();
+        let mut k2 = k.clone();
+        model_write(&mut k2, ind * b - 9, &over);
+        let keep = (ind + 7) * b + 1;
+        fs.setattr(ki, SetAttr { size: Some(keep), ..Default::default() }).unwrap();
+        k2.truncate(keep as usize);
+        fs.unlink(root, b"a").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        kernel_check(&img, kind, &[("k".into(), k2)], &[], &[]);
     }
 }
