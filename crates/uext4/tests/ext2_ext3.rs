@@ -16,6 +16,11 @@ use uext4::{Error, Filesystem};
 /// A fresh `kind` ("ext2"/"ext3") image of `size_mb` MiB with `bs`-byte
 /// blocks; None (with a printed reason) without mke2fs.
 fn mkfs_old(kind: &str, size_mb: u64, bs: u32) -> Option<(tempfile::TempDir, PathBuf)> {
+    mkfs_old_with(kind, size_mb, bs, &[])
+}
+
+/// As [`mkfs_old`], with more mke2fs arguments.
+fn mkfs_old_with(kind: &str, size_mb: u64, bs: u32, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf)> {
     if !have("mke2fs") || !have("e2fsck") {
         eprintln!("SKIP: e2fsprogs not installed");
         return None;
@@ -23,12 +28,17 @@ fn mkfs_old(kind: &str, size_mb: u64, bs: u32) -> Option<(tempfile::TempDir, Pat
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
     std::fs::File::create(&img).unwrap().set_len(size_mb << 20).unwrap();
-    let out = Command::new("mke2fs").args(["-q", "-F", "-t", kind, "-b", &bs.to_string()]).arg(&img).output().unwrap();
+    let out = Command::new("mke2fs")
+        .args(["-q", "-F", "-t", kind, "-b", &bs.to_string()])
+        .args(extra)
+        .arg(&img)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "mke2fs: {}", String::from_utf8_lossy(&out.stderr));
     Some((dir, img))
 }
 
-/// The four configurations: (kind, block size).
+/// The configurations: (kind, block size).
 const CONFIGS: [(&str, u32); 5] = [("ext2", 1024), ("ext3", 1024), ("ext3", 2048), ("ext2", 4096), ("ext3", 4096)];
 
 /// The first logical blocks of the single, double and triple indirect
@@ -408,5 +418,31 @@ fn kernel_and_uext4_take_turns() {
         drop(fs);
         fsck_clean(&img);
         kernel_check(&img, kind, &[("k".into(), k2)], &[], &[]);
+    }
+}
+
+/// The oldest layouts: 128-byte inodes (no extra fields, no crtime) and
+/// no `filetype` (directory entries without a type byte).
+#[test]
+fn old_layouts_128_byte_inodes_without_filetype() {
+    for (kind, bs) in [("ext2", 4096u32), ("ext3", 1024)] {
+        let Some((_d, img)) = mkfs_old_with(kind, 16, bs, &["-I", "128", "-O", "^filetype"]) else { return };
+        let b = u64::from(bs);
+        let [_, dind, _] = boundaries(bs);
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        let f = create(&fs, root, "f");
+        let data = pattern(60, ((dind + 2) * b) as usize);
+        fs.inodes().write(f, 0, &data).unwrap();
+        let d = fs.mkdir(root, b"d", 0o755, 0, 0).unwrap().ino;
+        for n in 0..40 {
+            create(&fs, d, &format!("file-{n}"));
+        }
+        fs.inodes().symlink(d, b"up", b"../f", 0, 0).unwrap();
+        fs.unlink(d, b"file-7").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        kernel_check(&img, kind, &[("f".into(), data)], &[("d/up".into(), b"../f".to_vec())], &[]);
     }
 }
