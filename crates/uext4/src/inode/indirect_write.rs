@@ -29,6 +29,10 @@ use crate::txn::{FreeKind, Tx};
 /// Direct pointers in `i_block`.
 const DIRECT: u64 = 12;
 
+/// Block pointers are 32 bits: a block-mapped file's blocks (data and
+/// indirect) lie below 2^32 (the kernel's EXT4_MAX_BLOCK_FILE_PHYS).
+const MAX_PHYS: u64 = 1 << 32;
+
 /// Credits one allocation step can take: up to three new indirect
 /// blocks (each written, its bitmap and descriptor), the pointer that
 /// links them (a block or the inode), the data's bitmap and descriptor,
@@ -222,11 +226,18 @@ impl W<'_, '_> {
                 let _ = tx.free_blocks(b, 1, FreeKind::Metadata);
             }
         };
+        let too_high = || Error::NoSpace(format!("inode {}: no block below 2^32 for a block-mapped file", self.ino));
+        goal = goal.min(PhysicalBlock(MAX_PHYS - 1));
         for _ in have..p.depth {
             match tx.alloc_metadata_block(self.ino, goal) {
-                Ok(b) => {
+                Ok(b) if b.get() < MAX_PHYS => {
                     fresh.push(b);
                     goal = b + 1;
+                }
+                Ok(b) => {
+                    fresh.push(b);
+                    undo(&fresh);
+                    return Err(too_high());
                 }
                 Err(e) => {
                     undo(&fresh);
@@ -250,7 +261,14 @@ impl W<'_, '_> {
                 return Err(e);
             }
         };
-        let got = u64::from(a.len).min(n);
+        // Only the part below 2^32 is usable (none: ENOSPC, as for the
+        // kernel, whose allocator never hands such a file higher blocks).
+        let got = u64::from(a.len).min(n).min(MAX_PHYS.saturating_sub(a.start.get()));
+        if got == 0 {
+            let _ = tx.free_blocks(a.start, u64::from(a.len), FreeKind::Data);
+            undo(&fresh);
+            return Err(too_high());
+        }
         if u64::from(a.len) > got {
             tx.free_blocks(a.start + got, u64::from(a.len) - got, FreeKind::Data)?;
         }
