@@ -281,6 +281,18 @@ fn truncate_to_each_boundary_and_delete() {
         fs.open_inode(ino).unwrap();
         fs.unlink(root, b"f").unwrap();
         fs.unlink(root, b"g").unwrap();
+        // A directory grown into its single indirect block, emptied and
+        // removed.
+        let dir = fs.mkdir(root, b"dir", 0o755, 0, 0).unwrap().ino;
+        let names: Vec<String> = (0..(14 * b / 48) + 10).map(|n| format!("entry-with-a-longish-name-{n:05}")).collect();
+        for name in &names {
+            create(&fs, dir, name);
+        }
+        assert!(fs.stat(dir).unwrap().size > 12 * b);
+        for name in &names {
+            fs.unlink(dir, name.as_bytes()).unwrap();
+        }
+        fs.rmdir(root, b"dir").unwrap();
         fs.close_inode(ino).unwrap();
         fs.commit().unwrap();
         assert_eq!(fs.statfs().free_blocks, free0, "{kind} {bs}: blocks leaked");
