@@ -11,7 +11,7 @@ use rw_support::{debugfs, fsck_clean, have, kernel_unavailable, pattern, KernelM
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uext4::fs::ops::{FallocMode, SetAttr};
-use uext4::{Error, Filesystem};
+use uext4::Filesystem;
 
 /// A fresh `kind` ("ext2"/"ext3") image of `size_mb` MiB with `bs`-byte
 /// blocks; None (with a printed reason) without mke2fs.
@@ -302,18 +302,43 @@ fn truncate_to_each_boundary_and_delete() {
     }
 }
 
+/// fallocate on block-mapped files: punch hole works (blocks and emptied
+/// indirect blocks freed, edges zeroed), every other mode is EOPNOTSUPP,
+/// as ext4_fallocate.
 #[test]
-fn fallocate_on_blockmapped_files_is_eopnotsupp() {
-    let Some((_d, img)) = mkfs_old("ext3", 16, 1024) else { return };
-    let mut fs = Filesystem::open_rw(&img).unwrap();
-    let ino = create(&fs, fs.root(), "f");
-    fs.inodes().write(ino, 0, b"abc").unwrap();
-    let e = fs.fallocate(ino, FallocMode::Allocate, 0, 1 << 20).unwrap_err();
-    assert!(matches!(e, Error::Unsupported(_)), "{e}");
-    assert_eq!(e.errno(), libc::EOPNOTSUPP);
-    fs.unmount().unwrap();
-    drop(fs);
-    fsck_clean(&img);
+fn fallocate_on_blockmapped_files_punches_only() {
+    for (kind, bs) in [("ext3", 1024u32), ("ext2", 4096)] {
+        let Some((_d, img)) = mkfs_old(kind, 16, bs) else { return };
+        let b = u64::from(bs);
+        let [ind, dind, _] = boundaries(bs);
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let ino = create(&fs, fs.root(), "f");
+        let mut model = pattern(80, ((dind + 2 * b / 4 + 3) * b) as usize);
+        fs.inodes().write(ino, 0, &model).unwrap();
+        fs.fsync(ino).unwrap();
+        for mode in [FallocMode::Allocate, FallocMode::KeepSize, FallocMode::ZeroRange] {
+            let e = fs.fallocate(ino, mode, 0, 1 << 20).unwrap_err();
+            assert_eq!(e.errno(), libc::EOPNOTSUPP, "{kind} {bs} {mode:?}: {e}");
+        }
+        let before = fs.stat(ino).unwrap().blocks;
+        // Unaligned holes: across the direct/single boundary, the whole
+        // single indirect range (its block freed) and a whole double
+        // indirect subtree plus parts of its neighbours.
+        let holes = [(5 * b + 100, (ind + 3) * b), (ind * b, (b / 4) * b), ((dind + 10) * b + 1, (b / 4 + 20) * b)];
+        for (off, len) in holes {
+            fs.fallocate(ino, FallocMode::PunchHole, off, len).unwrap();
+            let end = ((off + len) as usize).min(model.len());
+            model[off as usize..end].fill(0);
+        }
+        assert!(read_all(&fs, ino) == model, "{kind} {bs}: contents after the punches");
+        let after = fs.stat(ino).unwrap().blocks;
+        // At least the data of the single indirect range and its block.
+        assert!(before - after >= (b / 4 + 1) * (b / 512), "{kind} {bs}: {before} -> {after} sectors");
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        kernel_check(&img, kind, &[("f".into(), model)], &[], &[]);
+    }
 }
 
 /// An ext3 image whose files debugfs wrote block-mapped, then given the
