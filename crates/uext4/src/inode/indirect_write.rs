@@ -13,7 +13,8 @@
 //! half-built branch. `i_blocks` counts data and indirect blocks.
 //!
 //! Block-mapped files have no unwritten state: nothing here maps
-//! preallocated blocks (fallocate refuses these files, as ext4 does).
+//! preallocated blocks (fallocate only punches holes in these files, as
+//! ext4 does).
 //!
 //! Locking: as [`super::extent_write`] (the caller excludes other
 //! changers of this inode's map).
