@@ -83,7 +83,14 @@ impl Drop for Tx<'_> {
 /// buffered data may need: only writeback allocates them, and buffered
 /// writes reserve their data blocks outside them (the kernel's
 /// s_resv_clusters).
+///
+/// Without the `extent` feature every file is block-mapped: writeback
+/// adds an indirect block per 256 to 1024 data blocks, and the pool is
+/// the kernel's (ext4_calculate_resv_clusters: 2%, at most 4096).
 pub fn writeback_reserve(sb: &crate::format::superblock::Superblock) -> u64 {
+    if !sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
+        return (sb.blocks_count / 50).clamp(16, 4096);
+    }
     (sb.blocks_count / 1024).clamp(16, 4096)
 }
 

@@ -115,8 +115,8 @@ const ROWS: &[Row] = &[
         expect: Expect::ReadWrite,
     },
     Row { name: "mmp", mkfs: &["-t", "ext4", "-O", "mmp"], size_mb: 64, kernel: true, expect: Expect::ReadWrite },
-    Row { name: "ext3", mkfs: &["-t", "ext3"], size_mb: 64, kernel: true, expect: Expect::ReadOnly("extent") },
-    Row { name: "ext2", mkfs: &["-t", "ext2"], size_mb: 64, kernel: true, expect: Expect::ReadOnly("extent") },
+    Row { name: "ext3", mkfs: &["-t", "ext3"], size_mb: 64, kernel: true, expect: Expect::ReadWrite },
+    Row { name: "ext2", mkfs: &["-t", "ext2"], size_mb: 64, kernel: true, expect: Expect::ReadWrite },
     Row {
         name: "1k-blocks",
         mkfs: &["-t", "ext4", "-b", "1024"],

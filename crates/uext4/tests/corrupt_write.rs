@@ -54,12 +54,7 @@ fn install_panic_hook() {
 
 fn images() -> Option<&'static [Image]> {
     static IMAGES: OnceLock<Option<Vec<Image>>> = OnceLock::new();
-    IMAGES
-        .get_or_init(|| {
-            // The block-mapped image is refused read-write: nothing to run.
-            build_images().map(|v| v.into_iter().filter(|i| i.extents).collect())
-        })
-        .as_deref()
+    IMAGES.get_or_init(build_images).as_deref()
 }
 
 fn env_count(name: &str, default: usize) -> usize {

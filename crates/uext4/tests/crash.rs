@@ -153,6 +153,12 @@ fn crash_points_4k_nocsum() {
     run(&["-b", "4096", "-O", "^metadata_csum"], 7, 30);
 }
 
+/// ext3: block-mapped files (past 12 KiB: single indirect blocks, journaled).
+#[test]
+fn crash_points_ext3_blockmapped() {
+    run(&["-t", "ext3", "-b", "1024"], 11, 30);
+}
+
 /// Tag of a file of the data-path workload, from its name `t<tag>`.
 fn tag_of(name: &str) -> Option<u32> {
     name.strip_prefix('t')?.parse().ok()

@@ -28,7 +28,9 @@
 //!
 //! Images: 1k blocks with metadata_csum (32 MiB), 4k blocks without it
 //! (64 MiB), 4k without a journal (24 MiB), and small images (16 MiB, 1k
-//! and 4k, few inodes) where ENOSPC is frequent. A failure names its
+//! and 4k, few inodes) where ENOSPC is frequent; ext3 (1k) and ext2
+//! (4k, small) images, whose files are block-mapped (fallocate other than
+//! punch hole answers EOPNOTSUPP there, as on Linux). A failure names its
 //! configuration, seed and step and prints the last operations. The
 //! regression tests at the end are minimal reproductions of the bugs the
 //! random runs found.
@@ -71,6 +73,18 @@ const CFG_4K_SMALL: Cfg = Cfg {
     small: true,
 };
 
+/// ext3 (journal, no extents): block-mapped files, 1 KiB blocks.
+const CFG_EXT3: Cfg =
+    Cfg { name: "ext3-1k-32M", size_mb: 32, args: &["-t", "ext3", "-b", "1024"], seeds: 500..503, small: false };
+/// ext2 (no journal, no extents), small: ENOSPC with block maps.
+const CFG_EXT2_SMALL: Cfg = Cfg {
+    name: "ext2-4k-16M",
+    size_mb: 16,
+    args: &["-t", "ext2", "-b", "4096", "-N", "64"],
+    seeds: 600..603,
+    small: true,
+};
+
 #[test]
 fn random_ops_1k_metadata_csum() {
     run_cfg(&CFG_1K);
@@ -94,6 +108,16 @@ fn random_ops_small_4k_enospc() {
 #[test]
 fn random_ops_4k_without_journal() {
     run_cfg(&CFG_4K_NOJOURNAL);
+}
+
+#[test]
+fn random_ops_ext3_blockmapped() {
+    run_cfg(&CFG_EXT3);
+}
+
+#[test]
+fn random_ops_ext2_small_enospc() {
+    run_cfg(&CFG_EXT2_SMALL);
 }
 
 // ---------------------------------------------------------------------------

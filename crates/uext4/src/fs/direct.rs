@@ -67,7 +67,7 @@ impl FsCore {
     /// Writes `data` at `offset` with direct I/O (`O_DIRECT`). Returns the
     /// bytes written (short only when the disk fills part-way).
     pub fn write_direct(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        let data = &data[..self.write_limit(offset, data.len())?];
+        let data = &data[..self.write_limit(ino, offset, data.len())?];
         // After a journal abort nothing reaches the device, not even an
         // overwrite that needs no handle.
         self.check_not_aborted()?;

@@ -37,7 +37,7 @@ impl FsCore {
         if len == 0 {
             return Err(Error::Invalid("fallocate of length 0".into()));
         }
-        // Only extent-mapped files can be fallocated (checked below).
+        // Block-mapped files only have holes punched (checked below).
         self.check_offset(offset, len, true)?;
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
@@ -51,8 +51,12 @@ impl FsCore {
         if ftype(&i)? != FileType::Regular {
             return Err(Error::Invalid(format!("fallocate on inode {ino}, not a regular file")));
         }
-        if i.flags & FL_EXTENTS == 0 {
-            return Err(Error::Unsupported("fallocate on block-mapped (non-extent) files".into()));
+        // As ext4_fallocate: block-mapped files have no unwritten state,
+        // so only punching a hole works on them.
+        if i.flags & FL_EXTENTS == 0 && mode != FallocMode::PunchHole {
+            return Err(Error::Unsupported(
+                "fallocate other than punch hole on block-mapped (non-extent) files".into(),
+            ));
         }
         let end = offset + len;
         // Punch and zero free blocks: no folio fill may read them meanwhile.

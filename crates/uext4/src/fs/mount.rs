@@ -56,9 +56,6 @@ pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {
             names.join(", ")
         )));
     }
-    if !sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
-        return Err(Error::ReadOnly("filesystems without the extent feature (ext2/ext3) are opened read-only".into()));
-    }
     Ok(())
 }
 

@@ -63,11 +63,11 @@ impl FsCore {
     }
 
     /// Frees the blocks of `i` from logical block `keep` on as far as the
-    /// handle's credits allow; true when none are left. Only extent-mapped
-    /// files have blocks freed here (others are refused or have none, see
-    /// [`FsCore::release_inode`]).
+    /// handle's credits allow; true when none are left. Extent-mapped and
+    /// block-mapped files alike; devices, fifos, sockets and fast
+    /// symlinks have no map.
     pub(crate) fn free_blocks_bounded(&self, tx: &Tx, i: &mut Inode, keep: FileBlock) -> Result<bool> {
-        if i.flags & FL_EXTENTS == 0 || self.is_fast_symlink(i) {
+        if !self.has_block_map(i)? {
             return Ok(true);
         }
         let done = ew::remove_range_bounded(tx, i, keep, FileBlock(u64::MAX))?;
@@ -79,6 +79,23 @@ impl FsCore {
             )));
         }
         Ok(done)
+    }
+
+    /// Whether `i_block` of `i` maps blocks (an extent tree or a block
+    /// map) rather than holding a device number, a fast symlink's target
+    /// or inline data: what deleting or truncating it must free.
+    pub(crate) fn has_block_map(&self, i: &Inode) -> Result<bool> {
+        if i.flags & FL_EXTENTS != 0 {
+            return Ok(!self.is_fast_symlink(i));
+        }
+        if i.has_inline_data() {
+            return Ok(false);
+        }
+        Ok(match crate::fs::namespace::ftype(i)? {
+            FileType::Regular | FileType::Directory => true,
+            FileType::Symlink => !self.is_fast_symlink(i),
+            _ => false,
+        })
     }
 
     /// Puts inode `i` on the orphan list: in a free slot of the orphan

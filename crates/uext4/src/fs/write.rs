@@ -41,9 +41,13 @@ impl FsCore {
     /// How much of a write of `len` bytes at `offset` fits below the
     /// largest file size: as the kernel's generic_write_checks, a write
     /// that starts below it is cut short there, one that starts at or past
-    /// it fails with EFBIG. Writes go to extent-mapped files only.
-    pub(crate) fn write_limit(&self, offset: u64, len: usize) -> Result<usize> {
-        let max = self.vol.sb.max_file_size(true);
+    /// it fails with EFBIG. The limit is inode `ino`'s: smaller for a
+    /// block-mapped file than for an extent-mapped one.
+    pub(crate) fn write_limit(&self, ino: u32, offset: u64, len: usize) -> Result<usize> {
+        let sb = &self.vol.sb;
+        // Below both limits no inode is needed.
+        let small = offset.saturating_add(len as u64) <= sb.max_file_size(false).min(sb.max_file_size(true));
+        let max = if small { u64::MAX } else { sb.max_file_size(self.load(ino)?.flags & FL_EXTENTS != 0) };
         if len == 0 {
             return Ok(0);
         }
@@ -57,8 +61,9 @@ impl FsCore {
     /// allow: false when some are left) and zeroes the tail of the last
     /// block.
     pub(in crate::fs) fn shrink(&self, tx: &Tx, i: &mut Inode, size: u64) -> Result<bool> {
-        if i.flags & FL_EXTENTS == 0 {
-            return Err(Error::Unsupported("truncating block-mapped (non-extent) files".into()));
+        if i.has_inline_data() {
+            // i_block holds data, not a map (see inode::indirect_write).
+            return Err(Error::Unsupported("truncating files with inline data".into()));
         }
         let bs = self.vol.block_size as u64;
         let keep = FileBlock(size.div_ceil(bs));
@@ -77,7 +82,7 @@ impl FsCore {
     /// data is in dirty folios when this returns, its blocks reserved;
     /// writeback allocates them and writes it, see fs/writeback.rs).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        let data = &data[..self.write_limit(offset, data.len())?];
+        let data = &data[..self.write_limit(ino, offset, data.len())?];
         self.check_not_aborted()?;
         let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
         // The write is done; a writeback error is reported by fsync.
@@ -107,8 +112,8 @@ impl FsCore {
             FileType::Directory => return Err(Error::IsDir(format!("inode {ino}"))),
             _ => return Err(Error::Invalid(format!("write to inode {ino}, not a regular file"))),
         }
-        if i.flags & FL_EXTENTS == 0 {
-            return Err(Error::Unsupported("writing block-mapped (non-extent) files".into()));
+        if i.has_inline_data() {
+            return Err(Error::Unsupported("writing files with inline data".into()));
         }
         if data.is_empty() {
             return Ok(0);

@@ -1,7 +1,9 @@
 //! Changing an extent tree: insert (allocate), convert unwritten to
 //! written, remove ranges; leaves split and the tree grows a level when a
 //! node overflows, empty nodes are freed and a root with a single small
-//! child pulls it back up (shrink).
+//! child pulls it back up (shrink). The public entry points also serve
+//! block-mapped (ext2/ext3) files, handing them to
+//! [`super::indirect_write`], so the data path calls one interface.
 //!
 //! Invariants kept (those `e2fsck` checks): every non-root node has at
 //! least one entry; an index entry's key equals the first logical block of
@@ -42,6 +44,18 @@ pub fn init_root(inode: &mut Inode) {
     inode.block = [0; I_BLOCK_SIZE];
     inode.block[0..2].copy_from_slice(&EXTENT_MAGIC.to_le_bytes());
     inode.block[4..6].copy_from_slice(&(ROOT_CAPACITY as u16).to_le_bytes());
+}
+
+/// Makes `inode`'s `i_block` an empty map of the kind new files get on
+/// this filesystem: an extent root with the `extent` feature, else an
+/// empty block map (the kernel's ext4_new_inode: block-mapped files on
+/// ext2/ext3 images, even when the ext4 driver mounts them).
+pub fn init_map(sb: &crate::format::superblock::Superblock, inode: &mut Inode) {
+    if sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
+        init_root(inode);
+    } else {
+        super::indirect_write::init_map(inode);
+    }
 }
 
 /// One node on the path from the root to a leaf.
@@ -671,6 +685,9 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: 
 /// ranges known to be small. Large ones (truncate, delete) go through
 /// [`remove_range_bounded`] in a loop of handles.
 pub fn remove_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock) -> Result<()> {
+    if !inode.uses_extents() {
+        return super::indirect_write::remove_range(tx, inode, from, to, false).map(|_| ());
+    }
     edit_range(tx, inode, from, to, Edit::Remove, false).map(|_| ())
 }
 
@@ -679,6 +696,9 @@ pub fn remove_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock) 
 /// in a new handle (the inode written first; the tree and the inode are
 /// consistent after every step, as ext4_ext_remove_space's restarts).
 pub fn remove_range_bounded(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock) -> Result<bool> {
+    if !inode.uses_extents() {
+        return super::indirect_write::remove_range(tx, inode, from, to, true);
+    }
     edit_range(tx, inode, from, to, Edit::Remove, true)
 }
 
@@ -768,6 +788,9 @@ fn goal_for(ctx: &Ctx, inode: &Inode, lblk: FileBlock) -> Result<PhysicalBlock> 
 /// `inode` can take: the tree's change (see [`tree_change_credits`]) and
 /// the data's bitmap and descriptor.
 pub fn alloc_step_credits(inode: &Inode) -> usize {
+    if !inode.uses_extents() {
+        return super::indirect_write::alloc_step_credits();
+    }
     let depth = parse_node(&inode.block, 0).map_or(MAX_DEPTH, |n| n.header().depth);
     tree_change_credits(depth) + 2
 }
@@ -792,6 +815,12 @@ pub fn allocate_range(
     flags: u32,
     size_hint: u64,
 ) -> Result<Vec<Run>> {
+    if !inode.uses_extents() {
+        if unwritten {
+            return Err(Error::Unsupported(format!("inode {}: unwritten blocks in a block-mapped file", inode.ino)));
+        }
+        return super::indirect_write::allocate_range(tx, inode, lblk, n, flags, size_hint);
+    }
     let ctx = Ctx::new(tx, inode)?;
     // The last block an extent file may have is 2^32 - 2 (ext4_max_size):
     // the kernel refuses an inode that maps 2^32 - 1.

@@ -1,7 +1,7 @@
 //! The inode layer: reading inodes from the inode tables and mapping a
 //! file's logical blocks to physical blocks (extent trees, or the block
 //! maps of ext2/ext3-style files); changing extent trees is
-//! [`extent_write`]'s.
+//! [`extent_write`]'s, changing block maps [`indirect_write`]'s.
 //!
 //! Logical positions cross this layer's interfaces as [`FileBlock`]s
 //! (64-bit: a hole past the format's 2^32 limit runs to `u64::MAX`) and
@@ -11,6 +11,7 @@
 mod extent_tree;
 pub mod extent_write;
 mod indirect;
+pub mod indirect_write;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, PhysicalBlock};

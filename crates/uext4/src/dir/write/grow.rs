@@ -28,11 +28,8 @@ pub(super) fn append_block(ctx: &Ctx, dir: &mut Inode) -> Result<(u32, u64)> {
 
 /// Allocates and maps logical block `lblk` of the directory (a metadata
 /// block, near the directory's other blocks; the extent tree grows as
-/// needed).
+/// needed, or the block map of a directory without extents).
 fn grow(ctx: &Ctx, dir: &mut Inode, lblk: FileBlock) -> Result<u64> {
-    if !dir.uses_extents() {
-        return Err(Error::Unsupported("growing a directory without extents".into()));
-    }
     let size = dir.size + ctx.bs as u64;
     let runs = crate::inode::extent_write::allocate_range(ctx.tx, dir, lblk, 1, false, aflags::METADATA, size)?;
     match runs.as_slice() {

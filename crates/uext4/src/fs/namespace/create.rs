@@ -105,7 +105,7 @@ impl FsCore {
                 i.block = [0; I_BLOCK_SIZE];
                 i.block[..target.len()].copy_from_slice(target);
             } else {
-                ew::init_root(&mut i);
+                ew::init_map(&self.vol.sb, &mut i);
                 let size = i.size;
                 let runs = ew::allocate_range(&tx, &mut i, FileBlock(0), 1, false, aflags::SMALL_FILE, size)?;
                 let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the symlink".into()))?;

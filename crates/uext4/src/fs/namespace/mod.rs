@@ -148,7 +148,7 @@ impl FsCore {
         }
         i.generation = self.rw()?.ns.next_generation();
         if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
-            ew::init_root(&mut i);
+            ew::init_map(&self.vol.sb, &mut i);
         }
         Ok(i)
     }

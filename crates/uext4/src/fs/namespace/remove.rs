@@ -4,10 +4,9 @@ use super::{check_name, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
-use crate::format::inode::{FileType, Inode, Timestamp, FL_EXTENTS, ROOT_INO};
+use crate::format::inode::{FileType, Inode, Timestamp, ROOT_INO};
 use crate::fs::FsCore;
 use crate::inode::extent_write as ew;
-use crate::inode::{self};
 use crate::txn::Tx;
 
 impl FsCore {
@@ -107,12 +106,9 @@ impl FsCore {
             // Its errors are not the next user's of the number.
             rw.data.errors().forget(i.ino);
         }
-        if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
+        // Extent-mapped or block-mapped alike.
+        if self.has_block_map(i)? {
             ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
-        } else if matches!(ftype(i)?, FileType::Regular | FileType::Directory)
-            || (ftype(i)? == FileType::Symlink && !self.is_fast_symlink(i))
-        {
-            self.free_blockmap(tx, i)?;
         }
         if i.file_acl != 0 {
             crate::xattr::write::release_block(tx, i)?;
@@ -123,14 +119,5 @@ impl FsCore {
         i.blocks_512 = 0;
         tx.write_inode_dtime(i)?;
         tx.free_inode(i.ino, is_dir)
-    }
-
-    /// Block-mapped (ext2/ext3) files are not written; deleting one is
-    /// refused rather than leaking its blocks.
-    fn free_blockmap(&self, _tx: &Tx, i: &Inode) -> Result<()> {
-        if inode::extents(&self.vol, i)?.is_empty() {
-            return Ok(());
-        }
-        Err(Error::Unsupported("deleting block-mapped (non-extent) files".into()))
     }
 }
