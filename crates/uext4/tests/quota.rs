@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
 use uext4::format::quota::QuotaType;
-use uext4::fs::ops::SetAttr;
+use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
+use uext4::fs::XattrSetMode;
 use uext4::fs::quota_ops::ProjectAttr;
 use uext4::fs::MountOptions;
 use uext4::quota::QuotaLimits;
@@ -79,7 +80,18 @@ fn quotas_agree(img: &Path) -> [HashMap<u32, [u64; 6]>; 3] {
     out
 }
 
-/// Randomized operations by several owners and projects.
+/// What a name in [`random_ops`] refers to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// Randomized operations by several owners and projects: creates,
+/// buffered and direct writes, truncates, fallocate and punch, xattrs,
+/// hard links, symlinks, renames (over existing files too), chown,
+/// chgrp, project changes and removals.
 fn random_ops(fs: &Filesystem, seed: u64, steps: usize) {
     let mut rng = Rng(seed);
     let root = fs.root();
@@ -92,68 +104,107 @@ fn random_ops(fs: &Filesystem, seed: u64, steps: usize) {
         fs.set_project(d, ProjectAttr { projid: p, inherit: true }).unwrap();
         dirs.push(d);
     }
-    let mut files: Vec<(u32, u32, String)> = Vec::new(); // (parent, ino, name)
+    let mut names: Vec<(u32, u32, String, Kind)> = Vec::new(); // (parent, ino, name, kind)
     for step in 0..steps {
-        match rng.below(10) {
+        let pick = |rng: &mut Rng, names: &[(u32, u32, String, Kind)], want: Option<Kind>| {
+            let c: Vec<usize> = (0..names.len()).filter(|&i| want.is_none_or(|k| names[i].3 == k)).collect();
+            (!c.is_empty()).then(|| c[rng.below(c.len() as u64) as usize])
+        };
+        let (uid, gid) = owners[rng.below(owners.len() as u64) as usize];
+        let name = format!("f{seed}.{step}");
+        match rng.below(16) {
             0..=2 => {
-                let (uid, gid) = owners[rng.below(owners.len() as u64) as usize];
                 let parent = dirs[rng.below(dirs.len() as u64) as usize];
-                let name = format!("f{seed}.{step}");
-                let st = if rng.below(5) == 0 {
-                    let st = fs.mkdir(parent, name.as_bytes(), 0o755, uid, gid).unwrap();
-                    dirs.push(st.ino);
-                    st
-                } else {
-                    fs.create(parent, name.as_bytes(), 0o644, uid, gid).unwrap()
+                let (st, kind) = match rng.below(6) {
+                    0 => (fs.mkdir(parent, name.as_bytes(), 0o755, uid, gid).unwrap(), Kind::Dir),
+                    1 => {
+                        let target = "t".repeat(1 + rng.below(900) as usize);
+                        (FsCore::symlink(fs, parent, name.as_bytes(), target.as_bytes(), uid, gid).unwrap(), Kind::Symlink)
+                    }
+                    _ => (fs.create(parent, name.as_bytes(), 0o644, uid, gid).unwrap(), Kind::File),
                 };
-                files.push((parent, st.ino, name));
+                if kind == Kind::Dir {
+                    dirs.push(st.ino);
+                }
+                names.push((parent, st.ino, name, kind));
             }
-            3..=5 if !files.is_empty() => {
-                let (_, ino, _) = &files[rng.below(files.len() as u64) as usize];
+            3..=5 => {
+                let Some(i) = pick(&mut rng, &names, Some(Kind::File)) else { continue };
+                let ino = names[i].1;
                 let off = rng.below(200_000);
-                let len = 1 + rng.below(40_000) as usize;
-                let data = rw_support::pattern(step as u64, len);
-                let r = if rng.below(2) == 0 { FsCore::write(fs, *ino, off, &data) } else { fs.write_direct(*ino, off, &data) };
-                match r {
-                    Ok(_) | Err(Error::IsDir(_)) => {}
-                    Err(e) => panic!("write: {e}"),
+                let data = rw_support::pattern(step as u64, 1 + rng.below(40_000) as usize);
+                if rng.below(2) == 0 {
+                    FsCore::write(fs, ino, off, &data).unwrap();
+                } else {
+                    fs.write_direct(ino, off, &data).unwrap();
                 }
             }
-            6 if !files.is_empty() => {
-                let (_, ino, _) = &files[rng.below(files.len() as u64) as usize];
-                let size = rng.below(100_000);
-                match fs.setattr(*ino, SetAttr { size: Some(size), ..Default::default() }) {
-                    Ok(_) | Err(Error::IsDir(_)) => {}
-                    Err(e) => panic!("truncate: {e}"),
-                }
+            6 => {
+                let Some(i) = pick(&mut rng, &names, Some(Kind::File)) else { continue };
+                fs.setattr(names[i].1, SetAttr { size: Some(rng.below(100_000)), ..Default::default() }).unwrap();
             }
-            7 if !files.is_empty() => {
-                let (_, ino, _) = &files[rng.below(files.len() as u64) as usize];
-                let (uid, gid) = owners[rng.below(owners.len() as u64) as usize];
+            7 => {
+                let Some(i) = pick(&mut rng, &names, None) else { continue };
                 let attr = match rng.below(3) {
                     0 => SetAttr { uid: Some(uid), ..Default::default() },
                     1 => SetAttr { gid: Some(gid), ..Default::default() },
                     _ => SetAttr { uid: Some(uid), gid: Some(gid), ..Default::default() },
                 };
-                fs.setattr(*ino, attr).unwrap();
+                fs.setattr(names[i].1, attr).unwrap();
             }
-            8 if !files.is_empty() => {
-                let (_, ino, _) = &files[rng.below(files.len() as u64) as usize];
+            8 => {
+                let Some(i) = pick(&mut rng, &names, None) else { continue };
                 let p = projects[rng.below(projects.len() as u64) as usize];
-                fs.set_project(*ino, ProjectAttr { projid: p, inherit: false }).unwrap();
+                fs.set_project(names[i].1, ProjectAttr { projid: p, inherit: false }).unwrap();
             }
-            9 if !files.is_empty() => {
-                let i = rng.below(files.len() as u64) as usize;
-                let (parent, ino, name) = files[i].clone();
-                let r = if dirs.contains(&ino) { fs.rmdir(parent, name.as_bytes()) } else { fs.unlink(parent, name.as_bytes()) };
+            9 => {
+                let Some(i) = pick(&mut rng, &names, None) else { continue };
+                let (parent, ino, name, kind) = names[i].clone();
+                let r = if kind == Kind::Dir { fs.rmdir(parent, name.as_bytes()) } else { fs.unlink(parent, name.as_bytes()) };
                 match r {
                     Ok(()) => {
-                        files.swap_remove(i);
+                        names.swap_remove(i);
                         dirs.retain(|&d| d != ino);
                     }
                     Err(Error::NotEmpty(_)) => {}
                     Err(e) => panic!("remove: {e}"),
                 }
+            }
+            10 => {
+                let Some(i) = pick(&mut rng, &names, Some(Kind::File)) else { continue };
+                let mode = [FallocMode::Allocate, FallocMode::KeepSize, FallocMode::PunchHole, FallocMode::ZeroRange]
+                    [rng.below(4) as usize];
+                fs.fallocate(names[i].1, mode, rng.below(150_000), 1 + rng.below(60_000)).unwrap();
+            }
+            11 => {
+                let Some(i) = pick(&mut rng, &names, Some(Kind::File)) else { continue };
+                let value = rw_support::pattern(step as u64, rng.below(1200) as usize);
+                let key = format!("user.q{}", rng.below(3));
+                match fs.set_xattr(names[i].1, key.as_bytes(), &value, XattrSetMode::default()) {
+                    Ok(()) | Err(Error::NoSpace(_)) => {}
+                    Err(e) => panic!("set_xattr: {e}"),
+                }
+            }
+            12 => {
+                // A file moved to another directory, over an existing file.
+                let (Some(i), Some(j)) = (pick(&mut rng, &names, Some(Kind::File)), pick(&mut rng, &names, Some(Kind::File)))
+                else {
+                    continue;
+                };
+                if names[i].1 == names[j].1 {
+                    continue;
+                }
+                let (src, dst) = (names[i].clone(), names[j].clone());
+                FsCore::rename(fs, src.0, src.2.as_bytes(), dst.0, dst.2.as_bytes(), RenameFlags::default()).unwrap();
+                names[j].1 = src.1;
+                names.swap_remove(i);
+            }
+            13 => {
+                let Some(i) = pick(&mut rng, &names, Some(Kind::File)) else { continue };
+                let parent = dirs[rng.below(dirs.len() as u64) as usize];
+                let ino = names[i].1;
+                fs.link(ino, parent, name.as_bytes()).unwrap();
+                names.push((parent, ino, name, Kind::File));
             }
             _ => {}
         }
@@ -359,5 +410,53 @@ fn usage_is_exact_after_a_crash_and_recovery() {
             std::fs::write(&img, dev2.crash_image(dev2.events(), |_| true)).unwrap();
             fsck_clean(&img);
         }
+    }
+}
+
+/// Many ids, spread over every byte of the id: new tree blocks at each
+/// level, data blocks filled (14 entries each) and taken off the
+/// free-entry list, the quota files growing; then reopened (the tree
+/// uext4 wrote is read back) and changed again.
+#[test]
+fn many_ids_grow_the_quota_tree() {
+    if !tools() {
+        return;
+    }
+    for bs in ["1024", "4096"] {
+        let Some((_d, img)) = quota_image(32, &["-b", bs, "-N", "512"]) else { return };
+        let ids: Vec<u32> = (0..70u32).map(|k| (k % 4) << (8 * (k % 4)) | (k * 37 + 1)).collect();
+        {
+            let mut fs = Filesystem::open_rw(&img).unwrap();
+            let root = fs.root();
+            for (k, &id) in ids.iter().enumerate() {
+                let ino = fs.create(root, format!("u{k}").as_bytes(), 0o644, id, id ^ 0x5555).unwrap().ino;
+                fs.write_direct(ino, 0, &[k as u8; 3000]).unwrap();
+                fs.set_project(ino, ProjectAttr { projid: id.rotate_left(8), inherit: false }).unwrap();
+            }
+            fs.unmount().unwrap();
+        }
+        fsck_clean(&img);
+        let q = quotas_agree(&img);
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(q[0].get(&id).map(|v| v[3]), Some(1), "uid {id} (file u{k}, {bs}-byte blocks)");
+        }
+        let st = debugfs(&img, "stat <3>");
+        let size: u64 = st.split("Size: ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap();
+        // mke2fs made 6 quota blocks (header, 4 tree levels, one data block).
+        assert!(size >= 6 * 1024 + 4 * 1024, "the user quota file grew: {size} bytes\n{st}");
+        {
+            let mut fs = Filesystem::open_rw(&img).unwrap();
+            let root = fs.root();
+            for k in (0..ids.len()).step_by(3) {
+                fs.unlink(root, format!("u{k}").as_bytes()).unwrap();
+            }
+            let ino = fs.lookup(root, b"u1").unwrap();
+            fs.setattr(ino, SetAttr { uid: Some(ids[0]), ..Default::default() }).unwrap();
+            fs.unmount().unwrap();
+        }
+        fsck_clean(&img);
+        let q = quotas_agree(&img);
+        assert_eq!(q[0].get(&ids[0]).map(|v| v[3]), Some(1), "uid {} took u1", ids[0]);
+        assert_eq!(q[0].get(&ids[3]).map_or(0, |v| v[3]), 0, "uid {} lost u3", ids[3]);
     }
 }
