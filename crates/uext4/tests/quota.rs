@@ -16,9 +16,9 @@ use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
 use uext4::format::quota::QuotaType;
 use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
-use uext4::fs::XattrSetMode;
 use uext4::fs::quota_ops::ProjectAttr;
 use uext4::fs::MountOptions;
+use uext4::fs::XattrSetMode;
 use uext4::quota::QuotaLimits;
 use uext4::{Error, Filesystem, FsCore};
 
@@ -119,7 +119,10 @@ fn random_ops(fs: &Filesystem, seed: u64, steps: usize) {
                     0 => (fs.mkdir(parent, name.as_bytes(), 0o755, uid, gid).unwrap(), Kind::Dir),
                     1 => {
                         let target = "t".repeat(1 + rng.below(900) as usize);
-                        (FsCore::symlink(fs, parent, name.as_bytes(), target.as_bytes(), uid, gid).unwrap(), Kind::Symlink)
+                        (
+                            FsCore::symlink(fs, parent, name.as_bytes(), target.as_bytes(), uid, gid).unwrap(),
+                            Kind::Symlink,
+                        )
                     }
                     _ => (fs.create(parent, name.as_bytes(), 0o644, uid, gid).unwrap(), Kind::File),
                 };
@@ -160,7 +163,11 @@ fn random_ops(fs: &Filesystem, seed: u64, steps: usize) {
             9 => {
                 let Some(i) = pick(&mut rng, &names, None) else { continue };
                 let (parent, ino, name, kind) = names[i].clone();
-                let r = if kind == Kind::Dir { fs.rmdir(parent, name.as_bytes()) } else { fs.unlink(parent, name.as_bytes()) };
+                let r = if kind == Kind::Dir {
+                    fs.rmdir(parent, name.as_bytes())
+                } else {
+                    fs.unlink(parent, name.as_bytes())
+                };
                 match r {
                     Ok(()) => {
                         names.swap_remove(i);
@@ -187,7 +194,8 @@ fn random_ops(fs: &Filesystem, seed: u64, steps: usize) {
             }
             12 => {
                 // A file moved to another directory, over an existing file.
-                let (Some(i), Some(j)) = (pick(&mut rng, &names, Some(Kind::File)), pick(&mut rng, &names, Some(Kind::File)))
+                let (Some(i), Some(j)) =
+                    (pick(&mut rng, &names, Some(Kind::File)), pick(&mut rng, &names, Some(Kind::File)))
                 else {
                     continue;
                 };
@@ -288,8 +296,7 @@ fn hard_limits_give_edquot_at_the_limit_and_not_before() {
         let mut fs = Filesystem::open_rw(&img).unwrap();
         let root = fs.root();
         fs.set_quota_limits(QuotaType::User, 1000, limits).unwrap();
-        fs.set_quota_limits(QuotaType::Project, 7, QuotaLimits { space_hard: 32 << 10, ..Default::default() })
-            .unwrap();
+        fs.set_quota_limits(QuotaType::Project, 7, QuotaLimits { space_hard: 32 << 10, ..Default::default() }).unwrap();
         // Space: 64 KiB fit exactly (no extent block for one extent).
         let f = fs.create(root, b"f", 0o644, 1000, 1000).unwrap().ino;
         fs.write_direct(f, 0, &[1u8; 64 << 10]).unwrap();
@@ -441,7 +448,8 @@ fn many_ids_grow_the_quota_tree() {
             assert_eq!(q[0].get(&id).map(|v| v[3]), Some(1), "uid {id} (file u{k}, {bs}-byte blocks)");
         }
         let st = debugfs(&img, "stat <3>");
-        let size: u64 = st.split("Size: ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap();
+        let size: u64 =
+            st.split("Size: ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap();
         // mke2fs made 6 quota blocks (header, 4 tree levels, one data block).
         assert!(size >= 6 * 1024 + 4 * 1024, "the user quota file grew: {size} bytes\n{st}");
         {

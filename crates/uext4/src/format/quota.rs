@@ -123,7 +123,8 @@ pub fn parse_header(ty: QuotaType, b: &[u8]) -> Result<Info, HeaderError> {
 pub fn encode_header(ty: QuotaType, info: &Info, b: &mut [u8]) {
     put_le32(b, 0, ty.magic());
     put_le32(b, 4, VERSION);
-    for (i, v) in [info.bgrace, info.igrace, info.flags, info.blocks, info.free_blk, info.free_entry].into_iter().enumerate()
+    for (i, v) in
+        [info.bgrace, info.igrace, info.flags, info.blocks, info.free_blk, info.free_entry].into_iter().enumerate()
     {
         put_le32(b, INFO_OFF + 4 * i, v);
     }

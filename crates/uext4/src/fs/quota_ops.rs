@@ -34,8 +34,8 @@ impl FsCore {
         if let Some(q) = self.live().and_then(|rw| rw.quota.as_ref()) {
             return Ok(f(q));
         }
-        let q = Quotas::load(&self.vol)?
-            .ok_or_else(|| Error::Unsupported("the filesystem has no quota feature".into()))?;
+        let q =
+            Quotas::load(&self.vol)?.ok_or_else(|| Error::Unsupported("the filesystem has no quota feature".into()))?;
         Ok(f(&q))
     }
 

@@ -336,7 +336,7 @@ impl JournalWriter {
                 credits,
                 changed: Default::default(),
                 used: AtomicUsize::new(0),
-            reserve: 0,
+                reserve: 0,
             });
         }
     }
@@ -453,7 +453,7 @@ impl JournalWriter {
                 credits: 0,
                 changed: Default::default(),
                 used: AtomicUsize::new(0),
-            reserve: 0,
+                reserve: 0,
             };
             hook(&h)?;
         }

@@ -132,13 +132,14 @@ impl QFile {
             }
             lblk += n;
         }
-        let mut qf =
-            QFile { ty, ino, info: Info::default(), fblocks, size: inode.size, dquots: HashMap::new() };
+        let mut qf = QFile { ty, ino, info: Info::default(), fblocks, size: inode.size, dquots: HashMap::new() };
         let b0 = qf.read(vol, 0)?;
         qf.info = fq::parse_header(ty, &b0).map_err(|e| {
             let kind = match e {
                 fq::HeaderError::Magic(m) => CorruptKind::BadMagic { found: u64::from(m) },
-                fq::HeaderError::Version(v) => CorruptKind::OutOfRange { field: "quota file version", value: u64::from(v) },
+                fq::HeaderError::Version(v) => {
+                    CorruptKind::OutOfRange { field: "quota file version", value: u64::from(v) }
+                }
                 fq::HeaderError::Short => CorruptKind::TooShort { len: 0, need: QT_BLOCK_SIZE },
             };
             corrupt(ino, 0, kind)
@@ -243,7 +244,8 @@ impl QFile {
         let mut qi = crate::inode::read_inode(tx.vol, self.ino)?;
         if !mapped {
             let flags = crate::alloc::flags::METADATA;
-            let runs = crate::inode::extent_write::allocate_range(tx, &mut qi, FileBlock(fidx as u64), 1, false, flags, end)?;
+            let runs =
+                crate::inode::extent_write::allocate_range(tx, &mut qi, FileBlock(fidx as u64), 1, false, flags, end)?;
             let &(_, p, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the quota file".into()))?;
             tx.init(p.get(), |b| {
                 b.fill(0);
