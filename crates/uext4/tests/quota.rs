@@ -349,6 +349,47 @@ fn hard_limits_give_edquot_at_the_limit_and_not_before() {
 }
 
 #[test]
+fn soft_limits_refuse_once_their_grace_time_is_over() {
+    if !tools() {
+        return;
+    }
+    let Some((_d, img)) = quota_image(32, &["-b", "1024"]) else { return };
+    {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        assert_eq!(fs.quota_grace(QuotaType::Group).unwrap(), Some((604800, 604800)));
+        let soft = QuotaLimits { space_soft: 16 << 10, inodes_soft: 2, ..Default::default() };
+        fs.set_quota_limits(QuotaType::Group, 300, soft).unwrap();
+        // A week of grace: past the soft limit is allowed.
+        let f = fs.create(root, b"f", 0o644, 5, 300).unwrap().ino;
+        fs.write_direct(f, 0, &[1u8; 20 << 10]).unwrap();
+        let q = fs.quota(QuotaType::Group, 300).unwrap().unwrap();
+        assert!(q.btime > 0 && q.itime == 0, "{q:?}");
+        fs.write_direct(f, 20 << 10, &[1u8; 4 << 10]).unwrap();
+        // No grace: the next block past the soft limit is refused...
+        fs.set_quota_grace(QuotaType::Group, 0, 0).unwrap();
+        fs.set_quota_limits(QuotaType::Group, 300, soft).unwrap(); // restarts the grace time
+        let e = fs.write_direct(f, 24 << 10, &[1u8; 1024]).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)), "{e}");
+        // ... until the usage is back under it.
+        fs.setattr(f, SetAttr { size: Some(8 << 10), ..Default::default() }).unwrap();
+        assert_eq!(fs.quota(QuotaType::Group, 300).unwrap().unwrap().btime, 0);
+        fs.write_direct(f, 8 << 10, &[1u8; 8 << 10]).unwrap();
+        // Inodes (soft limit 2, no grace): f and g fit, h passes the
+        // soft limit (starting a grace time that is already over), i is
+        // refused.
+        fs.create(root, b"g", 0o644, 5, 300).unwrap();
+        fs.create(root, b"h", 0o644, 5, 300).unwrap();
+        let e = fs.create(root, b"i", 0o644, 5, 300).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)), "{e}");
+        fs.unmount().unwrap();
+    }
+    fsck_clean(&img);
+    let q = quotas_agree(&img);
+    assert_eq!(q[1][&300][3], 3);
+}
+
+#[test]
 fn project_ids_are_inherited_and_move_usage() {
     if !tools() {
         return;

@@ -60,6 +60,23 @@ impl FsCore {
         r
     }
 
+    /// The grace periods (space, inodes; seconds) of the `ty` quota (None:
+    /// no such quota file).
+    pub fn quota_grace(&self, ty: QuotaType) -> Result<Option<(u32, u32)>> {
+        self.with_quotas(|q| q.grace(ty))
+    }
+
+    /// Sets the grace periods (seconds) of the `ty` quota: how long usage
+    /// may stay past a soft limit before it counts as a hard one.
+    pub fn set_quota_grace(&self, ty: QuotaType, space: u32, inodes: u32) -> Result<()> {
+        let rw = self.rw()?;
+        let q = rw.quota.as_ref().ok_or_else(|| Error::Unsupported("the filesystem has no quota feature".into()))?;
+        let tx = self.begin(QUOTA_OP_CREDITS)?;
+        let r = q.set_grace(&tx, ty, space, inodes);
+        tx.settle_unless_broken(r.as_ref().err());
+        r
+    }
+
     /// Refuses (EDQUOT) `bytes` more space for inode `ino` past a hard
     /// limit of its owners: what a buffered write checks before it
     /// reserves blocks. Data written but not yet written back is not

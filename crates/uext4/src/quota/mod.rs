@@ -16,11 +16,12 @@
 //! the kernel's `ext4_quota_write` does) there too; each handle keeps
 //! [`QUOTA_CREDITS`] aside for that ([`crate::journal::Handle::set_reserve`]).
 //!
-//! Hard limits are enforced before space or inodes are taken
-//! ([`Quotas::check`]): `EDQUOT`, unless the filesystem was opened with
+//! Limits are enforced before space or inodes are taken
+//! ([`Quotas::check`]): `EDQUOT` past a hard limit, or past a soft limit
+//! whose grace time (started when the usage passed it, from the file's
+//! grace period) is over; unless the filesystem was opened with
 //! `use_reserved` (the library's stand-in for `CAP_SYS_RESOURCE`, which
-//! lets the kernel ignore hard limits too). Soft limits and grace times
-//! are stored and kept but not enforced.
+//! lets the kernel ignore limits too).
 //!
 //! Lock order: the quota mutex comes after the orphan-list mutex and
 //! before the allocator group locks ([`crate::locks`]).
@@ -384,6 +385,26 @@ impl QFile {
     }
 }
 
+/// Seconds since the epoch.
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Starts the grace time of a soft limit the usage just passed and ends
+/// it when the usage is back under (the kernel's dquot btime/itime).
+fn set_grace(d: &mut Dqblk, info: &Info, now: u64) {
+    if d.bsoftlimit == 0 || d.curspace <= d.space_soft_bytes() {
+        d.btime = 0;
+    } else if d.btime == 0 {
+        d.btime = now + u64::from(info.bgrace);
+    }
+    if d.isoftlimit == 0 || d.curinodes <= d.isoftlimit {
+        d.itime = 0;
+    } else if d.itime == 0 {
+        d.itime = now + u64::from(info.igrace);
+    }
+}
+
 impl Quotas {
     /// Loads the quota files of `vol` (None without the `quota` feature).
     pub fn load(vol: &Volume) -> Result<Option<Quotas>> {
@@ -473,7 +494,17 @@ impl Quotas {
                 let mut d = qf.dquots.get(&id).map_or(Dqblk { id, ..Default::default() }, |e| e.d);
                 d.curspace = (i128::from(d.curspace) + ds).clamp(0, i128::from(u64::MAX)) as u64;
                 d.curinodes = (i128::from(d.curinodes) + i128::from(di)).clamp(0, i128::from(u64::MAX)) as u64;
-                qf.store(tx, d)?;
+                set_grace(&mut d, &qf.info, now());
+                // The inode record already changed in this handle: a
+                // quota file that cannot follow (no block for a new
+                // id's entry) must not commit with it, so the error is
+                // not one an operation stops cleanly at.
+                qf.store(tx, d).map_err(|e| match e {
+                    Error::NoSpace(m) | Error::QuotaExceeded(m) => {
+                        Error::Io(std::io::Error::other(format!("the {} quota file cannot grow: {m}", ty.name())))
+                    }
+                    e => e,
+                })?;
             }
         }
         Ok(())
@@ -501,11 +532,23 @@ impl Quotas {
                 continue;
             };
             let d = &e.d;
-            let over_space = space > 0 && d.bhardlimit != 0 && d.curspace.saturating_add(space) > d.space_hard_bytes();
-            let over_inodes = inodes > 0 && d.ihardlimit != 0 && d.curinodes.saturating_add(inodes) > d.ihardlimit;
-            if over_space || over_inodes {
-                let what = if over_space { "space" } else { "inodes" };
-                return Err(Error::QuotaExceeded(format!("{} {} of {} {}", what, "hard limit", ty.name(), d.id)));
+            let (sp, ino) = (d.curspace.saturating_add(space), d.curinodes.saturating_add(inodes));
+            // Past the soft limit once its grace time ran out counts as
+            // past the hard one (the kernel's check_bdq/check_idq).
+            let late = |soft: u64, grace_end: u64| soft != 0 && grace_end != 0 && now() >= grace_end;
+            let refused = if space > 0 && d.bhardlimit != 0 && sp > d.space_hard_bytes() {
+                Some("space hard limit")
+            } else if inodes > 0 && d.ihardlimit != 0 && ino > d.ihardlimit {
+                Some("inode hard limit")
+            } else if space > 0 && sp > d.space_soft_bytes() && late(d.bsoftlimit, d.btime) {
+                Some("space soft limit (grace time over)")
+            } else if inodes > 0 && ino > d.isoftlimit && late(d.isoftlimit, d.itime) {
+                Some("inode soft limit (grace time over)")
+            } else {
+                None
+            };
+            if let Some(what) = refused {
+                return Err(Error::QuotaExceeded(format!("{what} of {} {}", ty.name(), d.id)));
             }
         }
         Ok(())
@@ -540,6 +583,24 @@ impl Quotas {
         v
     }
 
+    /// The grace periods (space, inodes; seconds) of the `ty` quota file.
+    pub fn grace(&self, ty: QuotaType) -> Option<(u32, u32)> {
+        let files = self.lock();
+        files[ty.index()].as_ref().map(|qf| (qf.info.bgrace, qf.info.igrace))
+    }
+
+    /// Sets the grace periods (seconds) of the `ty` quota file through
+    /// `tx`; grace times already running keep their end.
+    pub fn set_grace(&self, tx: &Tx, ty: QuotaType, space: u32, inodes: u32) -> Result<()> {
+        let mut files = self.lock();
+        let qf = files[ty.index()]
+            .as_mut()
+            .ok_or_else(|| Error::Unsupported(format!("the filesystem has no {} quota file", ty.name())))?;
+        qf.info.bgrace = space;
+        qf.info.igrace = inodes;
+        qf.write_info(tx)
+    }
+
     /// Sets the limits of `id` in the `ty` quota file through `tx`.
     pub fn set_limits(&self, tx: &Tx, ty: QuotaType, id: u32, l: QuotaLimits) -> Result<()> {
         let mut files = self.lock();
@@ -551,12 +612,10 @@ impl Quotas {
         d.bsoftlimit = l.space_soft / fq::LIMIT_UNIT;
         d.ihardlimit = l.inodes_hard;
         d.isoftlimit = l.inodes_soft;
-        if d.bsoftlimit == 0 || d.curspace <= d.space_soft_bytes() {
-            d.btime = 0;
-        }
-        if d.isoftlimit == 0 || d.curinodes <= d.isoftlimit {
-            d.itime = 0;
-        }
+        // New limits restart a grace time (the kernel's do_set_dqblk).
+        d.btime = 0;
+        d.itime = 0;
+        set_grace(&mut d, &qf.info, now());
         qf.store(tx, d)
     }
 }
