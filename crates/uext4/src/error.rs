@@ -513,6 +513,10 @@ pub enum Error {
     /// project) would be exceeded.
     #[error("disk quota exceeded: {0}")]
     QuotaExceeded(String),
+    /// A link or rename into a directory whose project the file does not
+    /// share (a PROJINHERIT directory keeps its tree in one project).
+    #[error("invalid cross-device link: {0}")]
+    CrossDevice(String),
     /// The named extended attribute does not exist.
     #[error("no such attribute: {0}")]
     NoAttr(String),
@@ -604,6 +608,7 @@ impl Error {
             Error::NoAttr(_) => libc::ENODATA,
             Error::NoSpace(_) => libc::ENOSPC,
             Error::QuotaExceeded(_) => libc::EDQUOT,
+            Error::CrossDevice(_) => libc::EXDEV,
             Error::Exists(_) => libc::EEXIST,
             Error::NotEmpty(_) => libc::ENOTEMPTY,
             Error::TooManyLinks(_) => libc::EMLINK,

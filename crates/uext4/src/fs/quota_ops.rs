@@ -9,7 +9,7 @@
 use super::FsCore;
 use crate::error::{Error, Result};
 use crate::format::features::ro_compat;
-use crate::format::inode::{Timestamp, FL_PROJINHERIT, GOOD_OLD_INODE_SIZE};
+use crate::format::inode::{Inode, Timestamp, FL_PROJINHERIT, GOOD_OLD_INODE_SIZE};
 use crate::format::quota::QuotaType;
 use crate::quota::{QuotaEntry, QuotaLimits, Quotas};
 
@@ -25,6 +25,20 @@ pub struct ProjectAttr {
     pub projid: u32,
     /// New files in this directory take its project (`FS_XFLAG_PROJINHERIT`).
     pub inherit: bool,
+}
+
+/// Refuses (EXDEV) a new name for inode `i` in directory `dir` when
+/// `dir` keeps its tree in a project `i` is not in (the kernel's
+/// ext4_link and ext4_rename: such a move would escape the project's
+/// quota; user space copies instead).
+pub(crate) fn check_project_link(dir: &Inode, i: &Inode) -> Result<()> {
+    if dir.flags & FL_PROJINHERIT != 0 && dir.projid != i.projid {
+        return Err(Error::CrossDevice(format!(
+            "inode {} (project {}) into directory {} of project {}",
+            i.ino, i.projid, dir.ino, dir.projid
+        )));
+    }
+    Ok(())
 }
 
 impl FsCore {

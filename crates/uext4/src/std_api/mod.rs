@@ -121,6 +121,7 @@ impl Filesystem {
 /// | `ReadOnly`               | `EROFS`        | `ReadOnlyFilesystem`     |
 /// | `NoSpace`                | `ENOSPC`       | `StorageFull`            |
 /// | `QuotaExceeded`          | `EDQUOT`       | (std's kind for EDQUOT)  |
+/// | `CrossDevice`            | `EXDEV`        | `CrossesDevices`         |
 /// | `FileTooBig`             | `EFBIG`        | `FileTooLarge`           |
 /// | `TooManyLinks`           | `EMLINK`       | `TooManyLinks`           |
 /// | `NameTooLong`            | `ENAMETOOLONG` | `InvalidFilename`        |

@@ -141,6 +141,7 @@ impl FsCore {
         if i.links_count >= LINK_MAX {
             return Err(Error::TooManyLinks(format!("inode {ino}")));
         }
+        crate::fs::quota_ops::check_project_link(&dir, &i)?;
         if is_dot(newname) || self.lookup_opt(&dir, newname)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
         }
