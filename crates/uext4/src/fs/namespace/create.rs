@@ -153,7 +153,7 @@ impl FsCore {
             // No new name (e.g. ENOSPC growing the directory): no new link.
             i.links_count -= 1;
             tx.write_inode(&mut i)?;
-            if matches!(e, Error::NoSpace(_)) {
+            if matches!(e, Error::NoSpace(_) | Error::QuotaExceeded(_)) {
                 tx.settle();
             }
             return Err(e);
