@@ -330,6 +330,16 @@ fn hard_limits_give_edquot_at_the_limit_and_not_before() {
         let e = fs.create(root, b"h3", 0o644, 1000, 1000).unwrap_err();
         assert!(matches!(e, Error::QuotaExceeded(_)), "inode limit: {e}");
         assert_eq!(fs.quota(QuotaType::User, 1000).unwrap().unwrap().curinodes, 3);
+        // Buffered writes count this file's data not yet written back.
+        let b = fs.create(root, b"b", 0o644, 1002, 1000).unwrap().ino;
+        fs.set_quota_limits(QuotaType::User, 1002, QuotaLimits { space_hard: 40 << 10, ..Default::default() }).unwrap();
+        for k in 0..10 {
+            FsCore::write(&fs, b, k * 4096, &[7u8; 4096]).unwrap();
+        }
+        let e = FsCore::write(&fs, b, 10 * 4096, &[7u8; 4096]).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)), "buffered past the limit: {e}");
+        fs.fsync(b).unwrap();
+        assert_eq!(fs.quota(QuotaType::User, 1002).unwrap().unwrap().curspace, 40 << 10);
         // Freeing makes room again.
         fs.setattr(f, SetAttr { size: Some(32 << 10), ..Default::default() }).unwrap();
         fs.write_direct(f, 32 << 10, &[5u8; 32 << 10]).unwrap();

@@ -91,11 +91,12 @@ impl FsCore {
         r
     }
 
-    /// Refuses (EDQUOT) `bytes` more space for inode `ino` past a hard
-    /// limit of its owners: what a buffered write checks before it
-    /// reserves blocks. Data written but not yet written back is not
-    /// counted yet (writeback itself is never refused), so a burst of
-    /// buffered writes can pass a limit by what is still dirty.
+    /// Refuses (EDQUOT) `bytes` more space for inode `ino` past a limit
+    /// of its owners: what a buffered write checks before it reserves
+    /// blocks, with `bytes` covering this file's data still waiting for
+    /// writeback (writeback itself is never refused). Other files' data
+    /// waiting for writeback is not counted, so buffered writes to
+    /// several files at once can pass a limit by what is still dirty.
     pub(crate) fn check_buffered_quota(&self, ino: u32, bytes: u64) -> Result<()> {
         let Some(rw) = self.live() else { return Ok(()) };
         let Some(q) = rw.quota.as_ref().filter(|q| q.tracks(ino)) else { return Ok(()) };
