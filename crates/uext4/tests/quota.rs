@@ -535,3 +535,58 @@ fn many_ids_grow_the_quota_tree() {
         assert_eq!(q[0].get(&ids[3]).map_or(0, |v| v[3]), 0, "uid {} lost u3", ids[3]);
     }
 }
+
+/// Threads changing files of different and shared owners at once (the
+/// lock-order checker of debug builds watches the quota mutex): the
+/// usage stays exact.
+#[test]
+fn concurrent_changes_keep_usage_exact() {
+    if !tools() {
+        return;
+    }
+    let Some((_d, img)) = quota_image(64, &["-b", "4096"]) else { return };
+    {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let fs = &fs;
+                s.spawn(move || {
+                    let root = fs.root();
+                    let mut rng = Rng(100 + u64::from(t));
+                    let dir = fs.mkdir(root, format!("t{t}").as_bytes(), 0o755, 1000 + t, 100).unwrap().ino;
+                    let mut live: Vec<(String, u32)> = Vec::new();
+                    for k in 0..150 {
+                        match rng.below(5) {
+                            0 | 1 => {
+                                let name = format!("f{k}");
+                                // Shared owners: threads charge the same ids at once.
+                                let uid = [1000 + t, 2000][rng.below(2) as usize];
+                                let ino = fs.create(dir, name.as_bytes(), 0o644, uid, 100 + t % 2).unwrap().ino;
+                                live.push((name, ino));
+                            }
+                            2 if !live.is_empty() => {
+                                let (_, ino) = &live[rng.below(live.len() as u64) as usize];
+                                let data = rw_support::pattern(k, 1 + rng.below(30_000) as usize);
+                                FsCore::write(fs, *ino, rng.below(100_000), &data).unwrap();
+                            }
+                            3 if !live.is_empty() => {
+                                let (_, ino) = &live[rng.below(live.len() as u64) as usize];
+                                let uid = [1000 + t, 2000, 3000][rng.below(3) as usize];
+                                fs.setattr(*ino, SetAttr { uid: Some(uid), ..Default::default() }).unwrap();
+                            }
+                            4 if !live.is_empty() => {
+                                let (name, _) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                                fs.unlink(dir, name.as_bytes()).unwrap();
+                            }
+                            _ => {}
+                        }
+                    }
+                });
+            }
+        });
+        fs.unmount().unwrap();
+    }
+    fsck_clean(&img);
+    let q = quotas_agree(&img);
+    assert!(q[0].get(&2000).is_some_and(|v| v[3] > 0), "{:?}", q[0]);
+}
