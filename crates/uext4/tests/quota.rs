@@ -314,6 +314,10 @@ fn hard_limits_give_edquot_at_the_limit_and_not_before() {
         assert_eq!(e.errno(), libc::EDQUOT);
         let e = FsCore::write(&fs, f, 64 << 10, &[2u8; 4096]).unwrap_err();
         assert!(matches!(e, Error::QuotaExceeded(_)), "buffered: {e}");
+        // An xattr block is space too.
+        let e = fs.set_xattr(f, b"user.big", &[9u8; 2000], XattrSetMode::default()).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)), "xattr block: {e}");
+        fs.set_xattr(f, b"user.small", b"fits in the inode", XattrSetMode::default()).unwrap();
         // Rewriting what is allocated needs nothing.
         fs.write_direct(f, 0, &[3u8; 4096]).unwrap();
         // Another owner is not limited.
