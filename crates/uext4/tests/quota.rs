@@ -96,12 +96,14 @@ fn random_ops(fs: &Filesystem, seed: u64, steps: usize) {
     let mut rng = Rng(seed);
     let root = fs.root();
     let owners = [(0u32, 0u32), (1000, 100), (1001, 100), (1002, 200), (70000, 70001)];
-    let projects = [0u32, 5, 42, 1 << 20];
+    // Without the project feature only project 0 exists.
+    let has_project = fs.superblock().features.has_ro_compat(uext4::format::features::ro_compat::PROJECT);
+    let projects: &[u32] = if has_project { &[0, 5, 42, 1 << 20] } else { &[0, 0, 0] };
     // Two project directories whose new files inherit their project.
     let mut dirs = vec![root];
     for (k, &p) in projects[1..3].iter().enumerate() {
         let d = fs.mkdir(root, format!("proj{seed}.{k}").as_bytes(), 0o777, 0, 0).unwrap().ino;
-        fs.set_project(d, ProjectAttr { projid: p, inherit: true }).unwrap();
+        fs.set_project(d, ProjectAttr { projid: p, inherit: has_project }).unwrap();
         dirs.push(d);
     }
     let mut names: Vec<(u32, u32, String, Kind)> = Vec::new(); // (parent, ino, name, kind)
@@ -291,6 +293,26 @@ fn mke2fs_tree_of_several_owners_stays_exact() {
     }
     fsck_clean(&img);
     quotas_agree(&img);
+}
+
+/// `-O quota` alone (user and group quota files, no project feature).
+#[test]
+fn user_and_group_quota_without_project() {
+    if !tools() {
+        return;
+    }
+    let Some((_d, img)) = rw_support::mkfs(32, &["-O", "quota", "-b", "1024"]) else { return };
+    {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        random_ops(&fs, 11, 300);
+        assert!(fs.quota(QuotaType::Project, 0).unwrap().is_none());
+        let e = fs.set_project(fs.root(), ProjectAttr { projid: 3, inherit: false }).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e}");
+        fs.unmount().unwrap();
+    }
+    fsck_clean(&img);
+    let q = quotas_agree(&img);
+    assert!(q[0].len() >= 3 && q[1].len() >= 3 && q[2].is_empty(), "{q:?}");
 }
 
 #[test]
