@@ -4,7 +4,9 @@
 //! filesystem through: a journal [`Handle`] (every block change is a
 //! journaled copy-on-write; write-through on a filesystem without a
 //! journal) plus the block and inode allocators, whose bitmap and
-//! group-descriptor updates it journals in the same handle.
+//! group-descriptor updates it journals in the same handle. With the
+//! `quota` feature, every inode write also moves the usage it changes in
+//! the quota files, in the same handle ([`crate::quota`]).
 //!
 //! Lock order here: an allocator group lock, then a cache stripe lock
 //! (inside [`Handle::modify`]), then the journal's state lock. Closures
@@ -469,10 +471,11 @@ impl<'a> Tx<'a> {
     }
 
     /// Refuses (EDQUOT) `space` more bytes and `inodes` more inodes for
-    /// owner `ids` (uid, gid, project) past a hard quota limit; nothing
-    /// without quotas, for writeback (its blocks were accepted when the
-    /// data was written) or when the root reserve may be used (the
-    /// stand-in for CAP_SYS_RESOURCE, which ignores hard limits).
+    /// owner `ids` (uid, gid, project) past a quota limit (see
+    /// [`crate::quota::Quotas::check`]); nothing without quotas, for
+    /// writeback (its blocks were accepted when the data was written) or
+    /// when the root reserve may be used (the stand-in for
+    /// CAP_SYS_RESOURCE, which ignores limits).
     pub fn check_quota(&self, ids: [u32; 3], space: u64, inodes: u64) -> Result<()> {
         match self.quota {
             Some(q) if !self.writeback && !self.use_reserved => q.check(ids, space, inodes),
