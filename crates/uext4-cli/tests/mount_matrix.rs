@@ -50,7 +50,7 @@ const ROWS: &[Row] = &[
         name: "quota",
         mkfs: &["-t", "ext4", "-O", "quota", "-E", "quotatype=usrquota:grpquota"],
         kernel: false,
-        expect: Expect::Refused("quota"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "inline_data",

@@ -509,6 +509,14 @@ pub enum Error {
     /// No free space (blocks or inodes) for the request.
     #[error("no space left on device: {0}")]
     NoSpace(String),
+    /// A disk quota's hard limit (space or inodes of a user, group or
+    /// project) would be exceeded.
+    #[error("disk quota exceeded: {0}")]
+    QuotaExceeded(String),
+    /// A link or rename into a directory whose project the file does not
+    /// share (a PROJINHERIT directory keeps its tree in one project).
+    #[error("invalid cross-device link: {0}")]
+    CrossDevice(String),
     /// The named extended attribute does not exist.
     #[error("no such attribute: {0}")]
     NoAttr(String),
@@ -599,6 +607,8 @@ impl Error {
             Error::Loop(_) => libc::ELOOP,
             Error::NoAttr(_) => libc::ENODATA,
             Error::NoSpace(_) => libc::ENOSPC,
+            Error::QuotaExceeded(_) => libc::EDQUOT,
+            Error::CrossDevice(_) => libc::EXDEV,
             Error::Exists(_) => libc::EEXIST,
             Error::NotEmpty(_) => libc::ENOTEMPTY,
             Error::TooManyLinks(_) => libc::EMLINK,

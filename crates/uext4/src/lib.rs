@@ -111,6 +111,7 @@ pub mod journal;
 pub mod lock_order;
 pub mod locks;
 pub mod mkfs;
+pub mod quota;
 pub mod std_api;
 pub mod txn;
 pub mod volume;

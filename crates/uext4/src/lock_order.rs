@@ -31,6 +31,8 @@ pub enum Class {
     Map,
     /// The orphan-list mutex.
     Orphan,
+    /// The quota mutex ([`crate::quota::Quotas`]).
+    Quota,
     /// An allocator group lock (block or inode group; key: the group):
     /// one at a time.
     Group,
@@ -86,6 +88,7 @@ mod imp {
             Class::Map => Some("a second mapping lock is taken (one at a time)"),
             Class::Invalidate => Some("a second invalidate lock is taken (one at a time)"),
             Class::Orphan => Some("the orphan-list mutex is taken twice"),
+            Class::Quota => Some("the quota mutex is taken twice"),
             Class::Group => Some("a second allocator group lock is taken (one at a time)"),
             Class::Stripe => Some("a second buffer-cache stripe lock is taken (one at a time)"),
             Class::Journal => Some("the journal state lock is taken twice"),

@@ -53,7 +53,9 @@
 //!    for a commit.
 //! 6. The orphan-list mutex (`OpenFiles::lock_orphans` in
 //!    `fs/open_files.rs`), only around a change of the orphan chain or
-//!    of the orphan file's slots.
+//!    of the orphan file's slots. Then the quota mutex
+//!    ([`crate::quota::Quotas`]), around a change of usage and of the
+//!    quota files (which may allocate: group locks come after it).
 //! 7. Allocator group locks ([`crate::alloc`]: block and inode groups),
 //!    one at a time.
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),

@@ -4,7 +4,9 @@
 //! filesystem through: a journal [`Handle`] (every block change is a
 //! journaled copy-on-write; write-through on a filesystem without a
 //! journal) plus the block and inode allocators, whose bitmap and
-//! group-descriptor updates it journals in the same handle.
+//! group-descriptor updates it journals in the same handle. With the
+//! `quota` feature, every inode write also moves the usage it changes in
+//! the quota files, in the same handle ([`crate::quota`]).
 //!
 //! Lock order here: an allocator group lock, then a cache stripe lock
 //! (inside [`Handle::modify`]), then the journal's state lock. Closures
@@ -42,6 +44,11 @@ pub struct Tx<'a> {
     pub settled: std::sync::atomic::AtomicBool,
     /// The handle's record in the lock-order checker.
     pub order: crate::lock_order::Held,
+    /// Disk quotas to keep (None without the `quota` feature).
+    pub quota: Option<&'a crate::quota::Quotas>,
+    /// Inodes this handle allocated and has not written yet: their slot's
+    /// old contents charged nothing, whatever they hold.
+    pub new_inodes: parking_lot::Mutex<Vec<u32>>,
 }
 
 impl std::fmt::Debug for Tx<'_> {
@@ -107,7 +114,7 @@ impl<'a> Tx<'a> {
     /// Linux); any other error leaves the `Tx` unsettled, so its drop
     /// aborts the journal.
     pub fn settle_unless_broken(&self, err: Option<&Error>) {
-        let ok = matches!(err, None | Some(Error::NoSpace(_)));
+        let ok = matches!(err, None | Some(Error::NoSpace(_)) | Some(Error::QuotaExceeded(_)));
         self.settled.store(ok, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -288,6 +295,9 @@ impl<'a> Tx<'a> {
             let _ = self.ialloc.release(ino, is_dir);
             return Err(e);
         }
+        if self.quota.is_some() {
+            self.new_inodes.lock().push(ino);
+        }
         Ok(ino)
     }
 
@@ -448,22 +458,86 @@ impl<'a> Tx<'a> {
         let sb = &self.vol.sb;
         let (block, off) = self.inode_slot(inode.ino)?;
         let isz = usize::from(sb.inode_size);
+        let quota = self.quota.filter(|q| q.tracks(inode.ino));
+        // What the record charged before this write (see crate::quota).
+        let mut old = None;
         if own_dtime {
             let raw = inode.encode(sb)?.to_vec();
-            return self.handle.modify(block, |b| {
+            self.handle.modify(block, |b| {
+                if let Some(q) = quota {
+                    old = q.charge_of(inode.ino, &b[off..off + isz]);
+                }
                 b[off..off + raw.len()].copy_from_slice(&raw);
                 Ok(())
-            });
+            })?;
+        } else {
+            self.handle.modify(block, |b| {
+                // The slot's dtime wins (see write_inode). A never-used slot
+                // may not parse; its dtime is then ours.
+                let slot = &b[off..off + isz];
+                if let Some(q) = quota {
+                    old = q.charge_of(inode.ino, slot);
+                }
+                let dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
+                inode.dtime = dtime;
+                let raw = inode.encode(sb)?;
+                b[off..off + isz].copy_from_slice(raw);
+                Ok(())
+            })?;
         }
-        self.handle.modify(block, |b| {
-            // The slot's dtime wins (see write_inode). A never-used slot
-            // may not parse; its dtime is then ours.
-            let slot = &b[off..off + isz];
-            let dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
-            inode.dtime = dtime;
-            let raw = inode.encode(sb)?;
-            b[off..off + isz].copy_from_slice(raw);
-            Ok(())
-        })
+        if let Some(q) = quota {
+            let mut fresh = self.new_inodes.lock();
+            if let Some(i) = fresh.iter().position(|&n| n == inode.ino) {
+                fresh.swap_remove(i);
+                old = None;
+            }
+            drop(fresh);
+            q.transfer(self, old, q.charge_of(inode.ino, &inode.raw))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses (EDQUOT) `space` more bytes and `inodes` more inodes for
+    /// owner `ids` (uid, gid, project) past a quota limit (see
+    /// [`crate::quota::Quotas::check`]); nothing without quotas, for
+    /// writeback (its blocks were accepted when the data was written) or
+    /// when the root reserve may be used (the stand-in for
+    /// CAP_SYS_RESOURCE, which ignores limits).
+    pub fn check_quota(&self, ids: [u32; 3], space: u64, inodes: u64) -> Result<()> {
+        match self.quota {
+            Some(q) if !self.writeback && !self.use_reserved => q.check(ids, space, inodes),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Tx::check_quota`] for inode `inode` moving to the owner `ids`
+    /// (chown, chgrp, project change): its space and one inode, for each
+    /// quota type whose id changes.
+    pub fn check_quota_move(&self, inode: &Inode, ids: [u32; 3]) -> Result<()> {
+        let Some(q) = self.quota.filter(|q| q.tracks(inode.ino) && inode.links_count > 0) else { return Ok(()) };
+        if self.writeback || self.use_reserved {
+            return Ok(());
+        }
+        let old = [inode.uid, inode.gid, inode.projid];
+        q.check_moved(old, ids, inode.blocks_512.saturating_mul(512))
+    }
+
+    /// Bytes inode `inode` may still take before a hard space limit of
+    /// its owners (`u64::MAX` when nothing limits it here).
+    pub fn quota_room(&self, inode: &Inode) -> u64 {
+        match self.quota {
+            Some(q) if !self.writeback && !self.use_reserved && q.tracks(inode.ino) => {
+                q.space_room([inode.uid, inode.gid, inode.projid])
+            }
+            _ => u64::MAX,
+        }
+    }
+
+    /// [`Tx::check_quota`] for `space` more bytes of inode `inode`.
+    pub fn check_quota_space(&self, inode: &Inode, space: u64) -> Result<()> {
+        match self.quota {
+            Some(q) if q.tracks(inode.ino) => self.check_quota([inode.uid, inode.gid, inode.projid], space, 0),
+            _ => Ok(()),
+        }
     }
 }

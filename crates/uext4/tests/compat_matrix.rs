@@ -63,14 +63,14 @@ const ROWS: &[Row] = &[
         mkfs: &["-t", "ext4", "-O", "quota", "-E", "quotatype=usrquota:grpquota"],
         size_mb: 64,
         kernel: false,
-        expect: Expect::ReadOnly("quota"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "project",
         mkfs: &["-t", "ext4", "-I", "256", "-O", "quota,project"],
         size_mb: 64,
         kernel: false,
-        expect: Expect::ReadOnly("project"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "inline_data",

@@ -150,7 +150,9 @@ pub const RO_COMPAT_SUPPORTED: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::DIR_NLINK
     | ro_compat::EXTRA_ISIZE
     | ro_compat::METADATA_CSUM
-    | ro_compat::ORPHAN_PRESENT;
+    | ro_compat::ORPHAN_PRESENT
+    | ro_compat::QUOTA
+    | ro_compat::PROJECT;
 
 /// The three feature words of a superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

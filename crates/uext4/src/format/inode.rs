@@ -32,6 +32,9 @@ pub const FL_EA_INODE: u32 = 0x20_0000;
 pub const FL_ENCRYPT: u32 = 0x800;
 /// `i_flags`: casefolded directory.
 pub const FL_CASEFOLD: u32 = 0x4000_0000;
+/// `i_flags`: new files in this directory take its project id (and new
+/// directories this flag too).
+pub const FL_PROJINHERIT: u32 = 0x2000_0000;
 /// `i_flags`: fs-verity file.
 pub const FL_VERITY: u32 = 0x10_0000;
 

@@ -21,6 +21,7 @@ pub mod inode;
 pub mod journal;
 pub mod mmp;
 pub mod orphan_file;
+pub mod quota;
 pub mod superblock;
 pub mod timestamp;
 pub mod xattr;

@@ -366,6 +366,8 @@ impl FsCore {
         let allocated = |l: FileBlock| g.runs.iter().any(|r| r.contains(l));
         let new = (first..end).filter(|&i| !g.dirty.get(i) && !allocated(FileBlock(base + i))).count() as u64;
         if new > 0 {
+            // This file's data waiting for writeback counts too.
+            self.check_buffered_quota(ino, (st.data.pages.reserved_blocks() + new) * bs)?;
             self.reserve_blocks(new)?;
         }
         if st.data.pages.set_dirty(f, g, first, end, bs, g.reserved + new) {

@@ -39,6 +39,7 @@ mod open_files;
 pub mod ops;
 mod orphan;
 mod orphan_file;
+pub mod quota_ops;
 mod read;
 mod seek;
 mod std_support;

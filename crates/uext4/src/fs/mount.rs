@@ -35,6 +35,8 @@ pub(crate) struct Subsystems {
     pub ns: NamespaceState,
     /// Inode locks, page cache, writeback, I/O counters and errors.
     pub data: DataPath,
+    /// Disk quotas (None without the `quota` feature).
+    pub quota: Option<crate::quota::Quotas>,
     /// Set by the unmount: the filesystem is read-only from then on.
     closed: AtomicBool,
 }
@@ -163,6 +165,7 @@ impl Subsystems {
         // Before the superblock is marked in use: a bad orphan file
         // refuses the open as it refuses the kernel's mount.
         let orphans = super::orphan_file::OrphanSlots::load(vol)?;
+        let quota = crate::quota::Quotas::load(vol)?;
         let ialloc = Arc::new(InodeAllocator::new(vol.clone()));
         let now = crate::format::inode::Timestamp::now().sec as u32;
         let txns = Transactions::start(vol, alloc, &ialloc, commit_interval, use_reserved, mmp, now)?;
@@ -172,6 +175,7 @@ impl Subsystems {
             open: OpenFiles::new(orphans),
             ns: NamespaceState::new(now),
             data: DataPath::new(data, cache_bytes, errs),
+            quota,
             closed: AtomicBool::new(false),
         })
     }
@@ -231,7 +235,10 @@ impl FsCore {
         rw.txns.check_mmp()?;
         let alloc = self.allocator()?;
         IoStats::bump(&rw.data.stats().handles);
-        let (order, handle) = rw.txns.start_handle(&self.vol, credits)?;
+        let quota = rw.quota.as_ref();
+        let extra = if quota.is_some() { crate::quota::QUOTA_CREDITS } else { 0 };
+        let (order, mut handle) = rw.txns.start_handle(&self.vol, credits + extra)?;
+        handle.set_reserve(extra);
         Ok(Tx {
             vol: &self.vol,
             alloc,
@@ -242,6 +249,8 @@ impl FsCore {
             writeback,
             settled: Default::default(),
             order,
+            quota,
+            new_inodes: Default::default(),
         })
     }
 

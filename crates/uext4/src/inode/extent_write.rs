@@ -842,11 +842,16 @@ pub fn allocate_range(
                 return Ok(runs);
             }
             let goal = goal_for(&ctx, inode, hole.0)?;
+            // At least one block, or EDQUOT (the kernel's dquot_alloc_block
+            // before the allocation; the request may get fewer blocks).
+            tx.check_quota_space(inode, ctx.bs as u64)?;
+            let want = hole.1.min(u64::from(u32::MAX) / 2);
+            let want = want.min(tx.quota_room(inode) / ctx.bs as u64).max(1);
             let a = tx.alloc_blocks(&AllocRequest {
                 inode: inode.ino,
                 logical: hole.0,
                 goal,
-                len: hole.1.min(u64::from(u32::MAX) / 2) as u32,
+                len: want as u32,
                 min_len: 1,
                 file_size: size_hint,
                 flags,

@@ -147,6 +147,8 @@ pub struct Handle {
     changed: std::sync::atomic::AtomicBool,
     /// Credits used: blocks this handle added to the transaction.
     used: AtomicUsize,
+    /// Credits kept aside (see [`Handle::set_reserve`]).
+    reserve: usize,
 }
 
 impl std::fmt::Debug for Handle {
@@ -334,6 +336,7 @@ impl JournalWriter {
                 credits,
                 changed: Default::default(),
                 used: AtomicUsize::new(0),
+                reserve: 0,
             });
         }
     }
@@ -450,6 +453,7 @@ impl JournalWriter {
                 credits: 0,
                 changed: Default::default(),
                 used: AtomicUsize::new(0),
+                reserve: 0,
             };
             hook(&h)?;
         }
@@ -673,6 +677,7 @@ impl Handle {
             credits: 0,
             changed: Default::default(),
             used: AtomicUsize::new(0),
+            reserve: 0,
         }
     }
 
@@ -685,7 +690,15 @@ impl Handle {
         if self.journal.is_none() || !self.counted {
             return usize::MAX;
         }
-        self.credits.saturating_sub(self.used.load(Ordering::Relaxed))
+        self.credits.saturating_sub(self.used.load(Ordering::Relaxed) + self.reserve)
+    }
+
+    /// Keeps `n` of the handle's credits out of [`Handle::credits_left`]:
+    /// they are for writes made at the end of every change, whatever it
+    /// was (the quota entries), so that a long operation sizing its steps
+    /// by the credits left never uses them up.
+    pub fn set_reserve(&mut self, n: usize) {
+        self.reserve = n.min(self.credits);
     }
 
     /// Credits reserved when the handle started.

@@ -120,6 +120,8 @@ impl Filesystem {
 /// | `NotEmpty`               | `ENOTEMPTY`    | `DirectoryNotEmpty`      |
 /// | `ReadOnly`               | `EROFS`        | `ReadOnlyFilesystem`     |
 /// | `NoSpace`                | `ENOSPC`       | `StorageFull`            |
+/// | `QuotaExceeded`          | `EDQUOT`       | (std's kind for EDQUOT)  |
+/// | `CrossDevice`            | `EXDEV`        | `CrossesDevices`         |
 /// | `FileTooBig`             | `EFBIG`        | `FileTooLarge`           |
 /// | `TooManyLinks`           | `EMLINK`       | `TooManyLinks`           |
 /// | `NameTooLong`            | `ENAMETOOLONG` | `InvalidFilename`        |

@@ -239,6 +239,8 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
     let content = encode_block(vol.block_size, entries)?;
     let old = inode.file_acl;
     if old == 0 {
+        // The block is charged to the inode's owners (dquot_alloc_block).
+        tx.check_quota_space(inode, vol.block_size as u64)?;
         let new = new_block(tx, inode, &content, seed)?;
         inode.file_acl = new.get();
         inode.blocks_512 += vol.block_size as u64 / 512;

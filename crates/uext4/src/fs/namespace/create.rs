@@ -148,6 +148,7 @@ impl FsCore {
         if i.links_count >= LINK_MAX {
             return Err(Error::TooManyLinks(format!("inode {ino}")));
         }
+        crate::fs::quota_ops::check_project_link(&dir, &i)?;
         if is_dot(newname) || self.lookup_opt(&dir, newname)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
         }
@@ -160,7 +161,7 @@ impl FsCore {
             // No new name (e.g. ENOSPC growing the directory): no new link.
             i.links_count -= 1;
             tx.write_inode(&mut i)?;
-            if matches!(e, Error::NoSpace(_)) {
+            if matches!(e, Error::NoSpace(_) | Error::QuotaExceeded(_)) {
                 tx.settle();
             }
             return Err(e);

@@ -134,8 +134,22 @@ impl FsCore {
     /// A fresh inode of `mode` owned by `uid`/`gid`, allocated near `parent`.
     fn new_inode(&self, tx: &Tx, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Inode> {
         let is_dir = mode & S_IFMT == S_IFDIR;
+        // The project of a directory marked for inheritance (the
+        // kernel's __ext4_new_inode), else the default project 0.
+        let mut projid = 0;
+        let mut inherit = 0;
+        if self.vol.sb.features.has_ro_compat(crate::format::features::ro_compat::PROJECT) {
+            let d = self.load(parent)?;
+            if d.flags & crate::format::inode::FL_PROJINHERIT != 0 {
+                projid = d.projid;
+                inherit = if is_dir { crate::format::inode::FL_PROJINHERIT } else { 0 };
+            }
+        }
+        tx.check_quota([uid, gid, projid], 0, 1)?;
         let ino = tx.alloc_inode(parent, is_dir)?;
         let mut i = Inode::new_raw(&self.vol.sb, ino);
+        i.projid = projid;
+        i.flags |= inherit;
         let now = Timestamp::now();
         i.mode = mode;
         i.uid = uid;
@@ -179,7 +193,7 @@ impl FsCore {
             // before changing what they grow: the inode was the only
             // change, and it is undone. Any other failure may have left a
             // half-changed directory: the journal aborts (Tx's Drop).
-            if matches!(e, Error::NoSpace(_)) {
+            if matches!(e, Error::NoSpace(_) | Error::QuotaExceeded(_)) {
                 tx.settle();
             }
             return Err(e);

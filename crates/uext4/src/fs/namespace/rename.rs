@@ -138,10 +138,12 @@ impl FsCore {
         // Before the handle: a refused name must leave nothing half done.
         dw::check_encoding(&self.vol, &nd, newname)?;
         let mut s = self.load(src)?;
+        crate::fs::quota_ops::check_project_link(&nd, &s)?;
         let now = Timestamp::now();
         if flags.exchange {
             let d_ino = dst.ok_or_else(|| Error::NotFound(lossy(newname)))?;
             let mut d = self.load(d_ino)?;
+            crate::fs::quota_ops::check_project_link(&pd, &d)?;
             let tx = self.begin(64)?;
             if parent == newparent {
                 dw::replace_entry(&tx, &mut pd, name, d_ino, file_type_of(d.mode))?;

@@ -46,6 +46,11 @@ impl FsCore {
         let shrinking = attr.size.is_some_and(|s| s < i.size);
         let _inv = shrinking.then(|| st.invalidate.write());
         let tx = self.begin(128)?;
+        if attr.uid.is_some_and(|u| u != i.uid) || attr.gid.is_some_and(|g| g != i.gid) {
+            // The new owner takes the file's usage (dquot_transfer), checked
+            // before anything changes.
+            tx.check_quota_move(&i, [attr.uid.unwrap_or(i.uid), attr.gid.unwrap_or(i.gid), i.projid])?;
+        }
         let m = st.map.write();
         let mut truncate_left = false;
         if let Some(size) = attr.size {
