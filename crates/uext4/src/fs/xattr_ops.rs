@@ -79,12 +79,17 @@ fn check_writable(i: &Inode, index: u8) -> Result<()> {
 impl FsCore {
     /// Names of the extended attributes of `ino`.
     pub fn list_xattrs(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
+        let _s = self.rw().ok().map(|rw| rw.data.locks().lock_shared(ino));
         let i = self.inode(ino)?;
         Ok(xattr::list(&self.vol, &i)?.into_iter().map(|e| e.name).collect())
     }
 
-    /// The value of extended attribute `name` of `ino`.
+    /// The value of extended attribute `name` of `ino` (read from its EA
+    /// inode when it has one).
     pub fn get_xattr(&self, ino: u32, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        // Read-write, under the inode's lock shared: a change of its
+        // attributes may free the EA inode or block the entries name.
+        let _s = self.rw().ok().map(|rw| rw.data.locks().lock_shared(ino));
         let i = self.inode(ino)?;
         xattr::get(&self.vol, &i, name.as_ref())
     }
@@ -199,8 +204,18 @@ impl FsCore {
         presence: Presence,
         dirty: bool,
     ) -> Result<()> {
-        let tx = self.begin(XATTR_CREDITS)?;
-        let changed = xw::set(&tx, i, index, name, value, presence)?;
+        let tx = self.begin(xw::credits(&self.vol, i, value.map_or(0, <[u8]>::len)).max(XATTR_CREDITS))?;
+        let changed = match xw::set(&tx, i, index, name, value, presence) {
+            Ok(c) => c,
+            Err(e) => {
+                // ENOSPC gave back whatever it had taken (an EA inode):
+                // the handle is consistent, and the caller may retry.
+                if matches!(e, Error::NoSpace(_)) {
+                    tx.settle();
+                }
+                return Err(e);
+            }
+        };
         if changed || dirty {
             i.ctime = Timestamp::now();
             tx.write_inode(i)?;

@@ -57,11 +57,28 @@ pub struct RawXattr {
     pub value: Option<Vec<u8>>,
     /// EA inode holding the value, if any.
     pub value_inum: u32,
-    /// `e_hash` as found on disk.
+    /// `e_value_size`: the value's length (for a value in an EA inode
+    /// the only record of it here; for a local value the encoder uses
+    /// `value`'s length instead).
+    pub value_size: u32,
+    /// `e_hash` as found on disk (for a value in an EA inode also what
+    /// the encoder writes: it covers the inode's value hash).
     pub hash: u32,
 }
 
 impl RawXattr {
+    /// An entry with a local value (stored in the inode or the block).
+    pub fn local(index: u8, name: &[u8], value: &[u8]) -> RawXattr {
+        RawXattr {
+            index,
+            name: name.to_vec(),
+            value: Some(value.to_vec()),
+            value_inum: 0,
+            value_size: value.len() as u32,
+            hash: 0,
+        }
+    }
+
     /// The full name including the namespace prefix.
     pub fn full_name(&self) -> Vec<u8> {
         let mut name = prefix(self.index).unwrap_or("").as_bytes().to_vec();
@@ -98,7 +115,7 @@ mod tests {
     use crate::format::bytes::le32;
 
     fn raw(index: u8, name: &[u8], value: &[u8]) -> RawXattr {
-        RawXattr { index, name: name.to_vec(), value: Some(value.to_vec()), value_inum: 0, hash: 0 }
+        RawXattr { index, name: name.to_vec(), value: Some(value.to_vec()), value_inum: 0, value_size: 0, hash: 0 }
     }
 
     #[test]

@@ -1,0 +1,308 @@
+//! Large extended attribute values kept in their own inodes (the
+//! ea_inode feature): values the kernel wrote (including one inode shared
+//! by two files) read back exactly; values uext4 writes (4 KiB to 64 KiB)
+//! read back by the kernel and by `debugfs ea_get`; replacing, removing
+//! and unlinking give every inode and block back, shared value inodes
+//! only lose a reference; orphans left by a crash are finished with their
+//! value inodes; damaged references are typed errors. Every image ends
+//! `e2fsck -fn` clean (which checks the value inodes' flags, hashes and
+//! reference counts and the owners' block counts).
+
+mod rw_support;
+
+use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, open_recording, pattern, KernelMount};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use uext4::fs::XattrSetMode;
+use uext4::Filesystem;
+
+/// mkfs variants: 4 KiB blocks with metadata_csum, 1 KiB blocks without
+/// it (the hash seed then comes from the UUID), no journal.
+const VARIANTS: &[&[&str]] = &[
+    &["-b", "4096", "-I", "256", "-O", "ea_inode"],
+    &["-b", "1024", "-I", "256", "-O", "ea_inode,^metadata_csum"],
+    &["-b", "4096", "-I", "256", "-O", "ea_inode,^has_journal"],
+];
+
+const ANY: XattrSetMode = XattrSetMode::Any;
+
+fn new_file(fs: &Filesystem, name: &str) -> u32 {
+    fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0).unwrap().ino
+}
+
+/// Free blocks and inodes as the group descriptors say (after a clean
+/// close everything freed is committed).
+fn free_counts(img: &Path) -> (u64, u64) {
+    let s = Filesystem::open(img).unwrap().statfs();
+    (s.free_blocks, s.free_inodes)
+}
+
+/// Inode numbers flagged EXT4_EA_INODE_FL that are in use (debugfs's
+/// `find_free_inode` cannot tell; walk the used inodes of the first group).
+fn ea_inodes(img: &Path) -> Vec<u32> {
+    let fs = Filesystem::open(img).unwrap();
+    let n = fs.statfs().inodes.min(2048) as u32;
+    (12..=n)
+        .filter(|&ino| {
+            let out = debugfs(img, &format!("stat <{ino}>"));
+            out.contains("Links: 1") && flags_of(&out) & 0x20_0000 != 0
+        })
+        .collect()
+}
+
+fn flags_of(stat: &str) -> u32 {
+    stat.split("Flags: 0x").nth(1).and_then(|s| u32::from_str_radix(s.split_whitespace().next()?, 16).ok()).unwrap_or(0)
+}
+
+/// Runs `setfattr`-equivalent lsetxattr(2) through the kernel.
+fn k_set(p: &Path, name: &str, value: &[u8]) {
+    let path = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    // SAFETY: valid NUL-terminated strings and a value of the given length.
+    let r = unsafe { libc::lsetxattr(path.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    assert!(r == 0, "lsetxattr {}: {}", p.display(), std::io::Error::last_os_error());
+}
+
+/// lgetxattr(2) through the kernel.
+fn k_get(p: &Path, name: &str) -> Vec<u8> {
+    let path = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let n = CString::new(name).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    // SAFETY: valid NUL-terminated strings and a buffer of the given length.
+    let r = unsafe { libc::lgetxattr(path.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(r >= 0, "lgetxattr {} {name}: {}", p.display(), std::io::Error::last_os_error());
+    buf.truncate(r as usize);
+    buf
+}
+
+fn kernel_mount(img: &Path) -> Option<KernelMount> {
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: kernel mount: {why}");
+        return None;
+    }
+    Some(KernelMount::new(img, "").unwrap_or_else(|e| panic!("kernel refused {}: {e}", img.display())))
+}
+
+/// `debugfs -R "ea_get -f OUT FILE NAME"`: the value as e2fsprogs reads it.
+fn debugfs_value(img: &Path, file: &str, name: &str) -> Vec<u8> {
+    let out = img.with_extension("ea_get");
+    let _ = std::fs::remove_file(&out);
+    debugfs(img, &format!("ea_get -f {} {file} {name}", out.display()));
+    std::fs::read(&out).unwrap_or_default()
+}
+
+#[test]
+fn kernel_written_values_read_back() {
+    let Some((_d, img)) = mkfs(32, VARIANTS[0]) else { return };
+    let Some(mnt) = kernel_mount(&img) else { return };
+    let big = pattern(1, 10_000);
+    let max = pattern(2, 65_536);
+    let mut want: Vec<(&str, &str, Vec<u8>)> = Vec::new();
+    for f in ["a", "b", "c"] {
+        std::fs::write(mnt.path().join(f), b"data").unwrap();
+    }
+    // a and b: the same value, which the kernel keeps in one shared inode.
+    for f in ["a", "b"] {
+        k_set(&mnt.path().join(f), "user.big", &big);
+        want.push((f, "user.big", big.clone()));
+    }
+    k_set(&mnt.path().join("a"), "user.small", b"hello");
+    want.push(("a", "user.small", b"hello".to_vec()));
+    k_set(&mnt.path().join("c"), "user.max", &max);
+    want.push(("c", "user.max", max.clone()));
+    // Enough names to send some entries to the xattr block.
+    for k in 0..12 {
+        let v = pattern(100 + k, 5000 + k as usize);
+        let name: &'static str = Box::leak(format!("user.n{k:02}_{}", "x".repeat(40)).into_boxed_str());
+        k_set(&mnt.path().join("c"), name, &v);
+        want.push(("c", name, v));
+    }
+    mnt.unmount();
+    fsck_clean(&img);
+    let shared = ea_inodes(&img);
+    assert_eq!(shared.len(), 14, "value inodes: {shared:?}");
+    for fs in [Filesystem::open(&img).unwrap(), Filesystem::open_rw(&img).unwrap()] {
+        for (f, name, v) in &want {
+            let ino = fs.resolve(format!("/{f}")).unwrap();
+            assert_eq!(&fs.get_xattr(ino, name).unwrap(), v, "{f} {name}");
+            assert!(fs.list_xattrs(ino).unwrap().contains(&name.as_bytes().to_vec()), "{f} lists {name}");
+        }
+    }
+    fsck_clean(&img);
+}
+
+#[test]
+fn uext4_written_values_read_by_kernel_and_debugfs() {
+    for args in VARIANTS {
+        let Some((_d, img)) = mkfs(48, args) else { return };
+        let sizes = [4096usize, 5000, 16_384, 65_536];
+        let fs = Filesystem::open_rw(&img).unwrap();
+        for (k, &n) in sizes.iter().enumerate() {
+            let ino = new_file(&fs, &format!("f{k}"));
+            fs.set_xattr(ino, b"user.v", &pattern(k as u64, n), ANY).unwrap();
+            fs.set_xattr(ino, b"user.small", b"s", ANY).unwrap();
+        }
+        // Several large values on one file: entries in the inode and in
+        // the block.
+        let many = new_file(&fs, "many");
+        for k in 0..8u64 {
+            let name = format!("user.m{k}_{}", "y".repeat(30));
+            fs.set_xattr(many, name.as_bytes(), &pattern(50 + k, 3000 + 1000 * k as usize), ANY).unwrap();
+        }
+        for (k, &n) in sizes.iter().enumerate() {
+            let ino = fs.resolve(format!("/f{k}")).unwrap();
+            assert_eq!(fs.get_xattr(ino, "user.v").unwrap(), pattern(k as u64, n));
+        }
+        drop(fs);
+        fsck_clean(&img);
+        for (k, &n) in sizes.iter().enumerate() {
+            assert_eq!(debugfs_value(&img, &format!("/f{k}"), "user.v"), pattern(k as u64, n), "{args:?} debugfs f{k}");
+        }
+        let Some(mnt) = kernel_mount(&img) else { continue };
+        for (k, &n) in sizes.iter().enumerate() {
+            assert_eq!(k_get(&mnt.path().join(format!("f{k}")), "user.v"), pattern(k as u64, n), "{args:?} f{k}");
+        }
+        for k in 0..8u64 {
+            let name = format!("user.m{k}_{}", "y".repeat(30));
+            assert_eq!(k_get(&mnt.path().join("many"), &name), pattern(50 + k, 3000 + 1000 * k as usize));
+        }
+        // The kernel replaces one of ours: it drops our inode's reference.
+        k_set(&mnt.path().join("f0"), "user.v", &pattern(9, 7000));
+        mnt.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.get_xattr(fs.resolve("/f0").unwrap(), "user.v").unwrap(), pattern(9, 7000));
+    }
+}
+
+#[test]
+fn replace_remove_and_unlink_give_everything_back() {
+    for args in VARIANTS {
+        let Some((_d, img)) = mkfs(48, args) else { return };
+        {
+            let fs = Filesystem::open_rw(&img).unwrap();
+            new_file(&fs, "f");
+        }
+        let base = free_counts(&img);
+        let step = |f: &dyn Fn(&Filesystem, u32)| {
+            let fs = Filesystem::open_rw(&img).unwrap();
+            let ino = fs.resolve("/f").unwrap();
+            f(&fs, ino);
+            drop(fs);
+            fsck_clean(&img);
+        };
+        // Replace a value inode by another, by a local value, remove.
+        step(&|fs, ino| fs.set_xattr(ino, b"user.a", &pattern(1, 30_000), ANY).unwrap());
+        assert!(free_counts(&img).1 < base.1, "{args:?}: a value inode was made");
+        step(&|fs, ino| fs.set_xattr(ino, b"user.a", &pattern(2, 65_536), ANY).unwrap());
+        step(&|fs, ino| {
+            assert_eq!(fs.get_xattr(ino, "user.a").unwrap(), pattern(2, 65_536));
+            fs.set_xattr(ino, b"user.a", b"tiny", ANY).unwrap();
+        });
+        assert_eq!(free_counts(&img), base, "{args:?}: after replacing by a local value");
+        step(&|fs, ino| fs.set_xattr(ino, b"user.b", &pattern(3, 9000), ANY).unwrap());
+        step(&|fs, ino| fs.remove_xattr(ino, b"user.b").unwrap());
+        step(&|fs, ino| fs.remove_xattr(ino, b"user.a").unwrap());
+        assert_eq!(free_counts(&img), base, "{args:?}: after removing");
+        // A file with values in the inode and in the block, unlinked.
+        step(&|fs, ino| {
+            for k in 0..10u64 {
+                let name = format!("user.k{k}_{}", "z".repeat(50));
+                fs.set_xattr(ino, name.as_bytes(), &pattern(k, 4000 + 500 * k as usize), ANY).unwrap();
+            }
+        });
+        step(&|fs, _| fs.unlink(fs.root(), b"f").unwrap());
+        let (blocks, inodes) = free_counts(&img);
+        assert_eq!((blocks, inodes), (base.0, base.1 + 1), "{args:?}: after unlink");
+    }
+}
+
+#[test]
+fn shared_value_inode_keeps_its_other_reference() {
+    let Some((_d, img)) = mkfs(32, VARIANTS[0]) else { return };
+    let Some(mnt) = kernel_mount(&img) else { return };
+    let v = pattern(7, 20_000);
+    for f in ["a", "b"] {
+        std::fs::write(mnt.path().join(f), b"x").unwrap();
+        k_set(&mnt.path().join(f), "user.same", &v);
+    }
+    mnt.unmount();
+    let base = free_counts(&img);
+    let shared = ea_inodes(&img);
+    assert_eq!(shared.len(), 1, "the kernel shares one value inode");
+    assert!(debugfs(&img, &format!("stat <{}>", shared[0])).contains("Version: 0x00000000:00000002"));
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let a = fs.resolve("/a").unwrap();
+        fs.set_xattr(a, b"user.same", &pattern(8, 20_000), ANY).unwrap();
+    }
+    fsck_clean(&img);
+    assert!(debugfs(&img, &format!("stat <{}>", shared[0])).contains("Version: 0x00000000:00000001"));
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        assert_eq!(fs.get_xattr(fs.resolve("/b").unwrap(), "user.same").unwrap(), v);
+        fs.unlink(fs.root(), b"b").unwrap();
+    }
+    fsck_clean(&img);
+    assert!(!ea_inodes(&img).contains(&shared[0]), "the shared value inode is freed with its last reference");
+    let (_, inodes) = free_counts(&img);
+    assert_eq!(inodes, base.1 + 1, "b and the old shared inode freed, a's new value inode made");
+    let Some(mnt) = kernel_mount(&img) else { return };
+    assert_eq!(k_get(&mnt.path().join("a"), "user.same"), pattern(8, 20_000));
+}
+
+#[test]
+fn orphan_with_value_inodes_is_finished_at_open() {
+    let Some((_d, img)) = mkfs(32, VARIANTS[0]) else { return };
+    let base = free_counts(&img);
+    let (dev, fs) = open_recording(&std::fs::read(&img).unwrap());
+    let ino = new_file(&fs, "f");
+    fs.set_xattr(ino, b"user.big", &pattern(1, 40_000), ANY).unwrap();
+    fs.set_xattr(ino, b"user.big2", &pattern(2, 8000), ANY).unwrap();
+    fs.open_inode(ino).unwrap();
+    fs.unlink(fs.root(), b"f").unwrap();
+    fs.sync().unwrap();
+    // A crash with the file still open: it stays an orphan.
+    std::mem::forget(fs);
+    std::fs::write(&img, dev.crash_image(dev.events(), |_| true)).unwrap();
+    drop(Filesystem::open_rw(&img).unwrap());
+    fsck_clean(&img);
+    assert_eq!(free_counts(&img), base);
+}
+
+#[test]
+fn damaged_references_are_typed_errors() {
+    let Some((_d, img)) = mkfs(32, VARIANTS[0]) else { return };
+    let v = pattern(3, 12_000);
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let ino = new_file(&fs, "f");
+        fs.set_xattr(ino, b"user.big", &v, ANY).unwrap();
+    }
+    let ea = ea_inodes(&img);
+    assert_eq!(ea.len(), 1);
+    let damage = |field: &str, value: &str| {
+        let copy = img.with_extension(field);
+        std::fs::copy(&img, &copy).unwrap();
+        let out = std::process::Command::new("debugfs")
+            .arg("-w")
+            .arg("-R")
+            .arg(format!("sif <{}> {field} {value}", ea[0]))
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let fs = Filesystem::open(&copy).unwrap();
+        let e = fs.get_xattr(fs.resolve("/f").unwrap(), "user.big").expect_err(field);
+        assert!(e.as_corruption().is_some(), "{field}: {e:?}");
+    };
+    damage("flags", "0x80000");
+    damage("size", "12001");
+    damage("atime", "@12345678");
+    // The first extent starts at logical block 1: block 0 is a hole.
+    damage("block[3]", "1");
+    // Undamaged, it reads.
+    let fs = Filesystem::open(&img).unwrap();
+    assert_eq!(fs.get_xattr(fs.resolve("/f").unwrap(), "user.big").unwrap(), v);
+}
