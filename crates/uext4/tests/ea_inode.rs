@@ -38,16 +38,19 @@ fn free_counts(img: &Path) -> (u64, u64) {
     (s.free_blocks, s.free_inodes)
 }
 
-/// Inode numbers flagged EXT4_EA_INODE_FL that are in use (debugfs's
-/// `find_free_inode` cannot tell; walk the used inodes of the first group).
+/// Inode numbers in use (one link) flagged EXT4_EA_INODE_FL, among the
+/// first 2048: one debugfs run over a script of `stat` commands.
 fn ea_inodes(img: &Path) -> Vec<u32> {
-    let fs = Filesystem::open(img).unwrap();
-    let n = fs.statfs().inodes.min(2048) as u32;
-    (12..=n)
-        .filter(|&ino| {
-            let out = debugfs(img, &format!("stat <{ino}>"));
-            out.contains("Links: 1") && flags_of(&out) & 0x20_0000 != 0
-        })
+    let n = Filesystem::open(img).unwrap().statfs().inodes.min(2048) as u32;
+    let script = img.with_extension("stat-script");
+    let cmds: String = (12..=n).map(|ino| format!("stat <{ino}>\n")).collect();
+    std::fs::write(&script, cmds).unwrap();
+    let out = std::process::Command::new("debugfs").arg("-f").arg(&script).arg(img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("Inode: ")
+        .skip(1)
+        .filter(|s| s.contains("Links: 1") && flags_of(s) & 0x20_0000 != 0)
+        .filter_map(|s| s.split_whitespace().next()?.parse().ok())
         .collect()
 }
 
