@@ -309,3 +309,61 @@ fn damaged_references_are_typed_errors() {
     let fs = Filesystem::open(&img).unwrap();
     assert_eq!(fs.get_xattr(fs.resolve("/f").unwrap(), "user.big").unwrap(), v);
 }
+
+/// Two files whose xattr blocks the kernel shares, the block naming a
+/// value inode. (The kernel leaves that inode's count one too high when
+/// it shares the block; `e2fsck -fy` sets it right first.) A change on one
+/// file copies the block, and the copy takes a reference of its own; the
+/// other file's deletion frees the old block and drops its reference.
+#[test]
+fn shared_block_naming_a_value_inode_is_copied() {
+    let Some((_d, img)) = mkfs(32, VARIANTS[0]) else { return };
+    let Some(mnt) = kernel_mount(&img) else { return };
+    let big = pattern(5, 10_000);
+    for f in ["a", "b"] {
+        let p = mnt.path().join(f);
+        std::fs::write(&p, b"x").unwrap();
+        // Fills the in-inode area, so that the large value's entry goes
+        // to the block.
+        k_set(&p, "user.i", &[b'i'; 60]);
+        k_set(&p, "user.big", &big);
+    }
+    mnt.unmount();
+    let _ = std::process::Command::new("e2fsck").arg("-fy").arg(&img).output().unwrap();
+    fsck_clean(&img);
+    let acl = |f: &str| {
+        debugfs(&img, &format!("stat {f}"))
+            .split("File ACL: ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+    };
+    assert_eq!(acl("a"), acl("b"), "the kernel shares the block");
+    let before = free_counts(&img);
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let a = fs.resolve("/a").unwrap();
+        fs.set_xattr(a, b"user.more", b"m", ANY).unwrap();
+    }
+    fsck_clean(&img);
+    assert_ne!(acl("a"), acl("b"), "a has its own copy");
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        fs.unlink(fs.root(), b"b").unwrap();
+        let a = fs.resolve("/a").unwrap();
+        assert_eq!(fs.get_xattr(a, "user.big").unwrap(), big);
+    }
+    fsck_clean(&img);
+    assert_eq!(ea_inodes(&img).len(), 1);
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let a = fs.resolve("/a").unwrap();
+        fs.remove_xattr(a, b"user.big").unwrap();
+    }
+    fsck_clean(&img);
+    assert!(ea_inodes(&img).is_empty());
+    let (blocks, inodes) = free_counts(&img);
+    // b's inode and the value inode are free; the block count is back to
+    // what it was (a's copy replaced by nothing of the shared one's).
+    assert_eq!(inodes, before.1 + 2);
+    assert!(blocks >= before.0, "{blocks} < {}", before.0);
+}

@@ -152,7 +152,10 @@ pub fn read_value(vol: &Volume, owner: &Inode, e: &RawXattr) -> Result<Vec<u8>> 
     let ino = e.value_inum;
     let i = load(vol, ino)?;
     if i.size != u64::from(e.value_size) {
-        return Err(corrupt(ino, CorruptKind::Mismatch { field: "EA inode i_size", value: i.size, expected: u64::from(e.value_size) }));
+        return Err(corrupt(
+            ino,
+            CorruptKind::Mismatch { field: "EA inode i_size", value: i.size, expected: u64::from(e.value_size) },
+        ));
     }
     let bs = vol.block_size as u64;
     let len = e.value_size as usize;
@@ -167,7 +170,10 @@ pub fn read_value(vol: &Volume, owner: &Inode, e: &RawXattr) -> Result<Vec<u8>> 
         };
         let n = m.len.min(end - lblk);
         if !vol.valid_range(p.get(), n) {
-            return Err(corrupt(ino, CorruptKind::OutsideFilesystem { what: "EA inode block", block: p.get(), len: n }));
+            return Err(corrupt(
+                ino,
+                CorruptKind::OutsideFilesystem { what: "EA inode block", block: p.get(), len: n },
+            ));
         }
         for k in 0..n {
             let b = vol.block(p.get() + k)?;
@@ -184,13 +190,21 @@ pub fn read_value(vol: &Volume, owner: &Inode, e: &RawXattr) -> Result<Vec<u8>> 
         }
         return Err(corrupt(
             ino,
-            CorruptKind::Mismatch { field: "EA inode value hash", value: u64::from(stored_hash(&i)), expected: u64::from(hash) },
+            CorruptKind::Mismatch {
+                field: "EA inode value hash",
+                value: u64::from(stored_hash(&i)),
+                expected: u64::from(hash),
+            },
         ));
     }
     if e.hash != ea_entry_hash(&e.name, hash) && e.hash != signed_entry_hash(&e.name, hash) {
         return Err(corrupt(
             owner.ino,
-            CorruptKind::Mismatch { field: "e_hash", value: u64::from(e.hash), expected: u64::from(ea_entry_hash(&e.name, hash)) },
+            CorruptKind::Mismatch {
+                field: "e_hash",
+                value: u64::from(e.hash),
+                expected: u64::from(ea_entry_hash(&e.name, hash)),
+            },
         ));
     }
     Ok(out)

@@ -20,6 +20,7 @@
 //! their attributes at once cannot both believe they hold the last
 //! reference, or both copy and leave the block unreferenced.
 
+use super::ea_inode;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::PhysicalBlock;
 use crate::format::bytes::{le32, put_le32};
@@ -33,7 +34,6 @@ use crate::format::xattr::{
     BLOCK_HEADER_SIZE, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT, INDEX_SECURITY, INDEX_TRUSTED, INDEX_USER,
     NAME_MAX,
 };
-use super::ea_inode;
 use crate::txn::{FreeKind, Tx};
 use crate::volume::Volume;
 
@@ -159,7 +159,8 @@ pub fn set(
     // The entry that goes away (replaced or removed), for its EA inode's
     // reference and its owner's charge.
     let old_entry = in_ibody.map(|p| ibody[p].clone()).or_else(|| in_block.map(|p| block[p].clone()));
-    let old_charge = old_entry.as_ref().filter(|e| e.value_inum != 0).map_or(0, |e| ea_inode::charge_sectors(vol, e.value_size));
+    let old_charge =
+        old_entry.as_ref().filter(|e| e.value_inum != 0).map_or(0, |e| ea_inode::charge_sectors(vol, e.value_size));
 
     let Some(value) = value else {
         // Removal.
@@ -191,11 +192,17 @@ pub fn set(
     let plan = loop {
         let new = if in_ea {
             // Placeholder inode number until the placement is known.
-            RawXattr { value: None, value_inum: u32::MAX, value_size: value.len() as u32, ..RawXattr::local(index, name, b"") }
+            RawXattr {
+                value: None,
+                value_inum: u32::MAX,
+                value_size: value.len() as u32,
+                ..RawXattr::local(index, name, b"")
+            }
         } else {
             RawXattr::local(index, name, value)
         };
-        if let Some(plan) = place(bs, ea_ok, ibody_at.map(|at| inode.raw.len() - at), &ibody, &block, in_ibody, in_block, new)
+        if let Some(plan) =
+            place(bs, ea_ok, ibody_at.map(|at| inode.raw.len() - at), &ibody, &block, in_ibody, in_block, new)
         {
             break plan;
         }
