@@ -367,3 +367,99 @@ fn shared_block_naming_a_value_inode_is_copied() {
     assert_eq!(inodes, before.1 + 2);
     assert!(blocks >= before.0, "{blocks} < {}", before.0);
 }
+
+/// Eight files sharing one kernel-made value inode change their values
+/// at once, each several times: every change drops or takes references
+/// on the shared inode and on fresh ones concurrently. In the end the
+/// shared inode is freed exactly once, no value inode leaks, and every
+/// file holds its last value.
+#[test]
+fn concurrent_changes_on_a_shared_value_inode() {
+    let Some((_d, img)) = mkfs(48, VARIANTS[0]) else { return };
+    let Some(mnt) = kernel_mount(&img) else { return };
+    let n = 8u64;
+    let v = pattern(11, 12_000);
+    for k in 0..n {
+        let p = mnt.path().join(format!("f{k}"));
+        std::fs::write(&p, b"x").unwrap();
+        k_set(&p, "user.same", &v);
+    }
+    mnt.unmount();
+    let shared = ea_inodes(&img);
+    assert_eq!(shared.len(), 1);
+    assert!(debugfs(&img, &format!("stat <{}>", shared[0])).contains("Version: 0x00000000:00000008"));
+    let base = free_counts(&img);
+    let last = |k: u64| pattern(200 + k, 9000 + 100 * k as usize);
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let inos: Vec<u32> = (0..n).map(|k| fs.resolve(format!("/f{k}")).unwrap()).collect();
+        std::thread::scope(|s| {
+            for (k, &ino) in inos.iter().enumerate() {
+                let fs = &fs;
+                s.spawn(move || {
+                    let k = k as u64;
+                    for round in 0..4u64 {
+                        fs.set_xattr(ino, b"user.same", &pattern(300 + 10 * k + round, 20_000), ANY).unwrap();
+                        fs.set_xattr(ino, b"user.other", &pattern(400 + k, 6000), ANY).unwrap();
+                        fs.remove_xattr(ino, b"user.other").unwrap();
+                    }
+                    fs.set_xattr(ino, b"user.same", &last(k), ANY).unwrap();
+                });
+            }
+        });
+        for (k, &ino) in inos.iter().enumerate() {
+            assert_eq!(fs.get_xattr(ino, "user.same").unwrap(), last(k as u64));
+        }
+    }
+    fsck_clean(&img);
+    let now = ea_inodes(&img);
+    assert_eq!(now.len(), n as usize, "one value inode per file: {now:?}");
+    assert!(
+        !now.contains(&shared[0])
+            || debugfs(&img, &format!("stat <{}>", shared[0])).contains("Version: 0x00000000:00000001")
+    );
+    // The shared one is gone; eight new ones exist.
+    assert_eq!(free_counts(&img).1, base.1 + 1 - n);
+}
+
+/// A large value on a full filesystem: ENOSPC, and nothing the attempt
+/// took (the value inode, part of its blocks) stays allocated.
+#[test]
+fn no_space_for_the_value_leaves_nothing_behind() {
+    for args in [VARIANTS[0], VARIANTS[1]] {
+        let Some((_d, img)) = mkfs(8, args) else { return };
+        let before;
+        {
+            let fs = Filesystem::open_rw(&img).unwrap();
+            let f = new_file(&fs, "f");
+            let filler = new_file(&fs, "filler");
+            let chunk = vec![7u8; 64 << 10];
+            let mut off = 0u64;
+            loop {
+                let room = fs.statfs().free_blocks * fs.statfs().block_size as u64;
+                // Leave less than the value needs.
+                if room < 16 << 10 {
+                    break;
+                }
+                let n = chunk.len().min((room - (12 << 10)) as usize);
+                match fs.write_direct(filler, off, &chunk[..n]) {
+                    Ok(w) => off += w as u64,
+                    Err(e) if e.errno() == libc::ENOSPC => break,
+                    Err(e) => panic!("{e}"),
+                }
+                fs.sync().unwrap();
+            }
+            fs.sync().unwrap();
+            before = fs.statfs();
+            let e = fs.set_xattr(f, b"user.big", &pattern(1, 65_536), ANY).unwrap_err();
+            assert_eq!(e.errno(), libc::ENOSPC, "{args:?}: {e}");
+            fs.sync().unwrap();
+            let after = fs.statfs();
+            assert_eq!((after.free_blocks, after.free_inodes), (before.free_blocks, before.free_inodes), "{args:?}");
+            // A small one still fits (the handle was not left broken).
+            fs.set_xattr(f, b"user.small", b"ok", ANY).unwrap();
+        }
+        fsck_clean(&img);
+        let _ = before;
+    }
+}
