@@ -145,6 +145,32 @@ mod tests {
     }
 
     #[test]
+    fn ea_inode_entries_round_trip() {
+        let ea = RawXattr {
+            value: None,
+            value_inum: 13,
+            value_size: 10_000,
+            hash: ea_entry_hash(b"big", 0xdcb4_8f9a),
+            ..RawXattr::local(INDEX_USER, b"big", b"")
+        };
+        let entries = vec![raw(1, b"a", b"local"), ea.clone()];
+        // The entry takes only its descriptor: no value bytes.
+        assert_eq!(entries_bytes(&[ea.clone()]), entry_len(3));
+        let b = encode_block(1024, &entries).unwrap();
+        let (_, got) = parse_block_raw(&b, 9, None).unwrap();
+        assert_eq!(got[1], ea);
+        assert_eq!(le32(&b, 0xC), block_hash([got[0].hash, ea.hash]));
+        let mut area = vec![0u8; 96];
+        encode_inode_area(&mut area, std::slice::from_ref(&ea)).unwrap();
+        assert_eq!(parse_inode_area_raw(&area, 1).unwrap(), vec![ea]);
+        // A size beyond what the kernel accepts is corruption.
+        let mut bad = b.clone();
+        let at = BLOCK_HEADER_SIZE + entry_len(1) + 8;
+        bad[at..at + 4].copy_from_slice(&((VALUE_MAX_ON_DISK as u32) + 1).to_le_bytes());
+        assert!(parse_block_raw(&bad, 9, None).unwrap_err().as_corruption().is_some());
+    }
+
+    #[test]
     fn fits_and_overflows() {
         let max = 1024 - BLOCK_HEADER_SIZE - 4 - entry_len(1);
         assert!(encode_block(1024, &[raw(1, b"a", &vec![1; max])]).is_ok());
