@@ -155,7 +155,7 @@ mod tests {
         };
         let entries = vec![raw(1, b"a", b"local"), ea.clone()];
         // The entry takes only its descriptor: no value bytes.
-        assert_eq!(entries_bytes(&[ea.clone()]), entry_len(3));
+        assert_eq!(entries_bytes(std::slice::from_ref(&ea)), entry_len(3));
         let b = encode_block(1024, &entries).unwrap();
         let (_, got) = parse_block_raw(&b, 9, None).unwrap();
         assert_eq!(got[1], ea);
