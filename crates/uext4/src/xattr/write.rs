@@ -19,6 +19,14 @@
 //! (under its stripe lock), so two inodes sharing a block and changing
 //! their attributes at once cannot both believe they hold the last
 //! reference, or both copy and leave the block unreferenced.
+//!
+//! With `ea_inode`, a value too large for a block (or for the room left)
+//! goes into an EA inode of its own ([`super::ea_inode`]) and the entry
+//! keeps only its descriptor. Every entry naming an EA inode holds one
+//! reference on it: entries that go away (replaced, removed, in a block
+//! rewritten in place or freed) drop theirs, a copy of a shared block
+//! takes one for each of its entries, and a dying inode drops its own
+//! ([`drop_ea_refs`]).
 
 use super::ea_inode;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
