@@ -463,3 +463,41 @@ fn no_space_for_the_value_leaves_nothing_behind() {
         let _ = before;
     }
 }
+
+/// A value inode uext4 made is one the kernel can share: after reading
+/// it, the kernel gives the same value to another file by taking a
+/// reference on it (its hash and contents pass the kernel's checks);
+/// uext4 then drops the first file's reference and the second keeps the
+/// value.
+#[test]
+fn kernel_shares_a_uext4_value_inode() {
+    let Some((_d, img)) = mkfs(32, VARIANTS[0]) else { return };
+    let v = pattern(21, 30_000);
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let a = new_file(&fs, "a");
+        new_file(&fs, "b");
+        fs.set_xattr(a, b"user.v", &v, ANY).unwrap();
+    }
+    let ours = ea_inodes(&img);
+    assert_eq!(ours.len(), 1);
+    let Some(mnt) = kernel_mount(&img) else { return };
+    assert_eq!(k_get(&mnt.path().join("a"), "user.v"), v);
+    k_set(&mnt.path().join("b"), "user.v", &v);
+    mnt.unmount();
+    fsck_clean(&img);
+    let stat = debugfs(&img, &format!("stat <{}>", ours[0]));
+    if !stat.contains("Version: 0x00000000:00000002") {
+        eprintln!("SKIP: the kernel did not share the value inode (no mbcache?)");
+        return;
+    }
+    assert_eq!(ea_inodes(&img), ours);
+    {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let a = fs.resolve("/a").unwrap();
+        fs.remove_xattr(a, b"user.v").unwrap();
+        assert_eq!(fs.get_xattr(fs.resolve("/b").unwrap(), "user.v").unwrap(), v);
+    }
+    fsck_clean(&img);
+    assert!(debugfs(&img, &format!("stat <{}>", ours[0])).contains("Version: 0x00000000:00000001"));
+}
