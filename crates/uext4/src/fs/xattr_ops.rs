@@ -101,7 +101,9 @@ impl FsCore {
     ///
     /// The value goes into the inode's extra space when it fits, else into
     /// the xattr block (allocated, or copied first when other inodes
-    /// share it). ctime changes unless the attribute already had this
+    /// share it); with the ea_inode feature a value larger than a block
+    /// takes, or fitting neither, goes into an EA inode of its own (up
+    /// to 64 KiB). ctime changes unless the attribute already had this
     /// value.
     ///
     /// POSIX ACLs are given in the form getxattr(2) returns
@@ -114,7 +116,8 @@ impl FsCore {
     /// Errors: ERANGE (name empty or over 255 bytes), EOPNOTSUPP (unknown
     /// namespace, `system.data`, ACL on a symlink), EINVAL (nothing after
     /// the prefix, malformed ACL), ENOSPC (value larger than 64 KiB or
-    /// fitting neither in the inode nor in one block; no blocks left),
+    /// fitting neither in the inode nor in one block, without ea_inode;
+    /// no blocks or inodes left),
     /// EEXIST / ENODATA per `mode`, EPERM (`user.` on a special file or
     /// symlink, immutable or append-only inode), EACCES (default ACL on a
     /// non-directory), EROFS (read-only open).
