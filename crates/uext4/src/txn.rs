@@ -442,6 +442,23 @@ impl<'a> Tx<'a> {
         })
     }
 
+    /// Read-modify-write of inode `ino` in its slot, all under the slot
+    /// block's lock: `f` sees the inode as it is now and decides on it
+    /// (e.g. an EA inode's reference count, which other inodes' handles
+    /// change too); the inode is written back unless `f` fails.
+    pub fn modify_inode<R>(&self, ino: u32, f: impl FnOnce(&mut Inode) -> Result<R>) -> Result<R> {
+        let (block, off) = self.inode_slot(ino)?;
+        let sb = &self.vol.sb;
+        let isz = usize::from(sb.inode_size);
+        self.handle.modify(block, |b| {
+            let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
+            let r = f(&mut cur)?;
+            let raw = cur.encode(sb)?;
+            b[off..off + isz].copy_from_slice(raw);
+            Ok(r)
+        })
+    }
+
     fn inode_slot(&self, ino: u32) -> Result<(u64, usize)> {
         let sb = &self.vol.sb;
         if ino == 0 || ino > sb.inodes_count {

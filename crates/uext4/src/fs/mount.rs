@@ -192,6 +192,10 @@ impl Subsystems {
             open: OpenFiles::new(orphans),
             ns: NamespaceState::new(now),
             data: DataPath::new(d.data, d.cache_bytes, Arc::new(super::errors::WbErrors::default())),
+            // Inode writes of the replay charge quota as any other (this
+            // kernel cannot mount quota images, so no kernel-left fixture
+            // checks it).
+            quota: crate::quota::Quotas::load(vol)?,
             closed: AtomicBool::new(false),
         })
     }

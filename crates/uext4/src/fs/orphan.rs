@@ -49,7 +49,7 @@ impl FsCore {
         if !rw.open.doom_if_open(i.ino) {
             // Its cached data goes before its blocks do.
             rw.data.inode(i.ino).data.pages.invalidate_all();
-            if self.free_blocks_bounded(tx, i, FileBlock(0))? {
+            if self.free_blocks_bounded(tx, i, FileBlock(0))? && Self::drop_ea_refs_bounded(tx, i)? {
                 self.release_inode(tx, i)?;
                 return Ok(false);
             }
@@ -98,6 +98,13 @@ impl FsCore {
         })
     }
 
+    /// Drops the references a dying inode holds on EA inodes as far as
+    /// the handle allows, leaving what [`FsCore::release_inode`] needs;
+    /// true when none are left (see [`crate::xattr::write::drop_ea_refs`]).
+    fn drop_ea_refs_bounded(tx: &Tx, i: &mut Inode) -> Result<bool> {
+        crate::xattr::write::drop_ea_refs(tx, i, true, ew::FINISH_RESERVE)
+    }
+
     /// Puts inode `i` on the orphan list: in a free slot of the orphan
     /// file (one block of the handle's credits), or, without one, at the
     /// head of the chain (its `i_dtime` links to the previous head; the
@@ -133,7 +140,7 @@ impl FsCore {
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let mut i = crate::inode::read_inode(&self.vol, ino)?;
-            if !self.free_blocks_bounded(&tx, &mut i, FileBlock(0))? {
+            if !(self.free_blocks_bounded(&tx, &mut i, FileBlock(0))? && Self::drop_ea_refs_bounded(&tx, &mut i)?) {
                 self.write_orphan_inode(&tx, &mut i)?;
                 tx.settle();
                 continue;

@@ -79,12 +79,17 @@ fn check_writable(i: &Inode, index: u8) -> Result<()> {
 impl FsCore {
     /// Names of the extended attributes of `ino`.
     pub fn list_xattrs(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
+        let _s = self.rw().ok().map(|rw| rw.data.locks().lock_shared(ino));
         let i = self.inode(ino)?;
         Ok(xattr::list(&self.vol, &i)?.into_iter().map(|e| e.name).collect())
     }
 
-    /// The value of extended attribute `name` of `ino`.
+    /// The value of extended attribute `name` of `ino` (read from its EA
+    /// inode when it has one).
     pub fn get_xattr(&self, ino: u32, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        // Read-write, under the inode's lock shared: a change of its
+        // attributes may free the EA inode or block the entries name.
+        let _s = self.rw().ok().map(|rw| rw.data.locks().lock_shared(ino));
         let i = self.inode(ino)?;
         xattr::get(&self.vol, &i, name.as_ref())
     }
@@ -96,7 +101,9 @@ impl FsCore {
     ///
     /// The value goes into the inode's extra space when it fits, else into
     /// the xattr block (allocated, or copied first when other inodes
-    /// share it). ctime changes unless the attribute already had this
+    /// share it); with the ea_inode feature a value larger than a block
+    /// takes, or fitting neither, goes into an EA inode of its own (up
+    /// to 64 KiB). ctime changes unless the attribute already had this
     /// value.
     ///
     /// POSIX ACLs are given in the form getxattr(2) returns
@@ -109,7 +116,8 @@ impl FsCore {
     /// Errors: ERANGE (name empty or over 255 bytes), EOPNOTSUPP (unknown
     /// namespace, `system.data`, ACL on a symlink), EINVAL (nothing after
     /// the prefix, malformed ACL), ENOSPC (value larger than 64 KiB or
-    /// fitting neither in the inode nor in one block; no blocks left),
+    /// fitting neither in the inode nor in one block, without ea_inode;
+    /// no blocks or inodes left),
     /// EEXIST / ENODATA per `mode`, EPERM (`user.` on a special file or
     /// symlink, immutable or append-only inode), EACCES (default ACL on a
     /// non-directory), EROFS (read-only open).
@@ -199,8 +207,18 @@ impl FsCore {
         presence: Presence,
         dirty: bool,
     ) -> Result<()> {
-        let tx = self.begin(XATTR_CREDITS)?;
-        let changed = xw::set(&tx, i, index, name, value, presence)?;
+        let tx = self.begin(xw::credits(&self.vol, i, value.map_or(0, <[u8]>::len)).max(XATTR_CREDITS))?;
+        let changed = match xw::set(&tx, i, index, name, value, presence) {
+            Ok(c) => c,
+            Err(e) => {
+                // ENOSPC gave back whatever it had taken (an EA inode):
+                // the handle is consistent, and the caller may retry.
+                if matches!(e, Error::NoSpace(_)) {
+                    tx.settle();
+                }
+                return Err(e);
+            }
+        };
         if changed || dirty {
             i.ctime = Timestamp::now();
             tx.write_inode(i)?;

@@ -632,8 +632,10 @@ fn bounded_end(vol: &crate::volume::Volume, v: &[Extent], a: FileBlock, b: FileB
 /// says so (false); the tree is consistent after every step.
 fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: Edit, bounded: bool) -> Result<bool> {
     let ctx = Ctx::new(tx, inode)?;
-    // Directory blocks are journaled metadata: revoke them when freed.
-    let kind = if inode.mode & S_IFMT == S_IFDIR { FreeKind::Metadata } else { FreeKind::Data };
+    // Directory blocks and an EA inode's value blocks are journaled
+    // metadata: revoke them when freed.
+    let journaled = inode.mode & S_IFMT == S_IFDIR || inode.flags & crate::format::inode::FL_EA_INODE != 0;
+    let kind = if journaled { FreeKind::Metadata } else { FreeKind::Data };
     let to = to.min(MAX_LBLK);
     let mut cursor = from;
     while cursor < to {

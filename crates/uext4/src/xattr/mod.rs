@@ -1,21 +1,36 @@
 //! Extended attributes of an inode: the in-inode area first, then the
-//! (possibly shared) xattr block, as the kernel lists them.
+//! (possibly shared) xattr block, as the kernel lists them; large values
+//! in their own inodes ([`ea_inode`]).
 
+pub mod ea_inode;
 pub mod write;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::inode::Inode;
-use crate::format::xattr::{acl_to_xattr, parse_block, parse_inode_area, XattrEntry};
+use crate::format::xattr::{acl_to_xattr, parse_block_raw, parse_inode_area_raw, RawXattr, XattrEntry};
 use crate::volume::Volume;
 
-/// All attributes of `inode`, in-inode ones first.
+/// All attributes of `inode`, in-inode ones first. A value kept in an EA
+/// inode is `None` here (its entry is checked; [`get`] reads it).
 pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
-    let mut out = parse_inode_area(inode.xattr_area(), inode.ino)?;
+    Ok(list_raw(vol, inode)?
+        .into_iter()
+        .map(|r| XattrEntry { name: r.full_name(), value: r.value, value_inum: r.value_inum })
+        .collect())
+}
+
+/// All attributes of `inode` in their stored form, in-inode ones first,
+/// with the entries that name EA inodes checked ([`ea_inode::check_entry`]).
+pub fn list_raw(vol: &Volume, inode: &Inode) -> Result<Vec<RawXattr>> {
+    let mut out = parse_inode_area_raw(inode.xattr_area(), inode.ino)?;
     if inode.file_acl != 0 {
         let buf = block_of(vol, inode)?;
         let seed = vol.has_csum().then(|| vol.csum_seed());
-        let (_, entries) = parse_block(buf.data(), inode.file_acl, seed)?;
+        let (_, entries) = parse_block_raw(buf.data(), inode.file_acl, seed)?;
         out.extend(entries);
+    }
+    for e in &out {
+        ea_inode::check_entry(vol, inode.ino, e)?;
     }
     Ok(out)
 }
@@ -35,13 +50,17 @@ pub(crate) fn block_of(vol: &Volume, inode: &Inode) -> Result<std::sync::Arc<cra
 }
 
 /// The value of attribute `name`, in the form getxattr(2) returns it
-/// (POSIX ACLs converted from ext4's compact encoding).
+/// (POSIX ACLs converted from ext4's compact encoding; a value in an EA
+/// inode read from it and checked).
 pub fn get(vol: &Volume, inode: &Inode, name: &[u8]) -> Result<Vec<u8>> {
-    let e = list(vol, inode)?
+    let e = list_raw(vol, inode)?
         .into_iter()
-        .find(|e| e.name == name)
+        .find(|e| e.full_name() == name)
         .ok_or_else(|| Error::NoAttr(String::from_utf8_lossy(name).into_owned()))?;
-    let value = e.value.ok_or_else(|| Error::Unsupported("xattr value in an EA inode".into()))?;
+    let value = match &e.value {
+        Some(v) => v.clone(),
+        None => ea_inode::read_value(vol, inode, &e)?,
+    };
     if name == b"system.posix_acl_access" || name == b"system.posix_acl_default" {
         return acl_to_xattr(&value).ok_or_else(|| {
             let at = Location::inode_block(inode.ino, inode.file_acl);

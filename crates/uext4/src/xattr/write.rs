@@ -19,7 +19,16 @@
 //! (under its stripe lock), so two inodes sharing a block and changing
 //! their attributes at once cannot both believe they hold the last
 //! reference, or both copy and leave the block unreferenced.
+//!
+//! With `ea_inode`, a value too large for a block (or for the room left)
+//! goes into an EA inode of its own ([`super::ea_inode`]) and the entry
+//! keeps only its descriptor. Every entry naming an EA inode holds one
+//! reference on it: entries that go away (replaced, removed, in a block
+//! rewritten in place or freed) drop theirs, a copy of a shared block
+//! takes one for each of its entries, and a dying inode drops its own
+//! ([`drop_ea_refs`]).
 
+use super::ea_inode;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::PhysicalBlock;
 use crate::format::bytes::{le32, put_le32};
@@ -28,9 +37,10 @@ use crate::format::features::compat;
 use crate::format::inode::{Inode, GOOD_OLD_INODE_SIZE};
 use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use crate::format::xattr::{
-    block_checksum, block_fits, encode_block, encode_inode_area, inode_area_fits, parse_block, parse_block_raw,
-    parse_inode_area_raw, set_block_checksum, RawXattr, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT,
-    INDEX_SECURITY, INDEX_TRUSTED, INDEX_USER, NAME_MAX,
+    block_checksum, block_fits, block_reserve, ea_entry_hash, encode_block, encode_inode_area, inode_area_fits,
+    min_large_value, parse_block_raw, parse_inode_area_raw, set_block_checksum, value_len, values_bytes, RawXattr,
+    BLOCK_HEADER_SIZE, INDEX_POSIX_ACL_ACCESS, INDEX_POSIX_ACL_DEFAULT, INDEX_SECURITY, INDEX_TRUSTED, INDEX_USER,
+    NAME_MAX,
 };
 use crate::txn::{FreeKind, Tx};
 use crate::volume::Volume;
@@ -105,15 +115,23 @@ fn read_block(vol: &Volume, inode: &Inode) -> Result<(u32, Vec<RawXattr>)> {
 /// Creates, replaces or (with `value` None) removes attribute
 /// `index`/`name` of `inode`, checking `presence` first. Changes the
 /// in-inode area in `inode.raw`, `file_acl` and `blocks_512`, and the
-/// xattr blocks through `tx`; the caller writes the inode (with a new
-/// ctime) when this returns `Ok(true)`. `Ok(false)`: nothing changed (the
-/// value was already there, or there was nothing to remove and
-/// `presence` allowed that). On an error the caller must not write
-/// `inode`; errors of the checks and of allocation come before any change.
+/// xattr blocks and EA inodes through `tx`; the caller writes the inode
+/// (with a new ctime) when this returns `Ok(true)`. `Ok(false)`: nothing
+/// changed (the value was already there, or there was nothing to remove
+/// and `presence` allowed that). On an error the caller must not write
+/// `inode`; errors of the checks come before any change, and ENOSPC
+/// leaves nothing allocated (the caller may settle its handle).
+///
+/// With the ea_inode feature a value goes into an EA inode of its own
+/// when it is longer than a block could take ([`min_large_value`]) or
+/// fits neither in the inode nor in the block (ext4_xattr_set_handle's
+/// retry); a local value may then not eat into the block's reserve for
+/// names ([`block_reserve`]). Replaced and removed values in EA inodes
+/// lose their reference ([`ea_inode::adjust_ref`]).
 ///
 /// Errors: EEXIST / ENODATA per `presence`, ENOSPC when the value fits
-/// neither in the inode nor in the block, EOPNOTSUPP for attributes kept
-/// in EA inodes, corruption of the existing area or block.
+/// neither in the inode nor in the block (nor, with ea_inode, in an EA
+/// inode), corruption of the existing area, block or EA inodes.
 pub fn set(
     tx: &Tx,
     inode: &mut Inode,
@@ -129,92 +147,222 @@ pub fn set(
         Some(at) => parse_inode_area_raw(&inode.raw[at..], inode.ino)?,
         None => Vec::new(),
     };
-    let mut block = if inode.file_acl != 0 { read_block(vol, inode)?.1 } else { Vec::new() };
-    if ibody.iter().chain(&block).any(|e| e.value_inum != 0) {
-        // Values in EA inodes carry references that a rewrite (or a
-        // copy of a shared block) would have to adjust.
-        return Err(Error::Unsupported(format!("inode {}: xattr values in EA inodes", inode.ino)));
+    let old_block = if inode.file_acl != 0 { read_block(vol, inode)?.1 } else { Vec::new() };
+    for e in ibody.iter().chain(&old_block) {
+        ea_inode::check_entry(vol, inode.ino, e)?;
     }
+    let mut block = old_block.clone();
     let is_it = |e: &RawXattr| e.index == index && e.name == name;
     let in_ibody = ibody.iter().position(is_it);
     // As the kernel: the block is searched only when the inode does not
     // have the attribute.
     let in_block = if in_ibody.is_none() { block.iter().position(is_it) } else { None };
-    let shown = || {
-        let n = RawXattr { index, name: name.to_vec(), value: None, value_inum: 0, hash: 0 }.full_name();
-        String::from_utf8_lossy(&n).into_owned()
-    };
+    let shown = || String::from_utf8_lossy(&RawXattr::local(index, name, b"").full_name()).into_owned();
     let found = in_ibody.is_some() || in_block.is_some();
     match presence {
         Presence::Absent if found => return Err(Error::Exists(shown())),
         Presence::Present if !found => return Err(Error::NoAttr(shown())),
         _ => {}
     }
+    // The entry that goes away (replaced or removed), for its EA inode's
+    // reference and its owner's charge.
+    let old_entry = in_ibody.map(|p| ibody[p].clone()).or_else(|| in_block.map(|p| block[p].clone()));
+    let old_charge =
+        old_entry.as_ref().filter(|e| e.value_inum != 0).map_or(0, |e| ea_inode::charge_sectors(vol, e.value_size));
 
     let Some(value) = value else {
         // Removal.
         if let (Some(p), Some(at)) = (in_ibody, ibody_at) {
-            ibody.remove(p);
+            let gone = ibody.remove(p);
             encode_inode_area(&mut inode.raw[at..], &ibody)?;
+            if gone.value_inum != 0 {
+                ea_inode::adjust_ref(tx, gone.value_inum, -1)?;
+            }
         } else if let Some(p) = in_block {
             block.remove(p);
-            store_block(tx, inode, &block)?;
+            store_block(tx, inode, &old_block, &block, 0)?;
         } else {
             return Ok(false);
         }
+        inode.blocks_512 = inode.blocks_512.saturating_sub(old_charge);
         return Ok(true);
     };
 
     // Setting a value that is already there changes nothing (and, as in
-    // the kernel, not even ctime).
-    let current = in_ibody.map(|p| &ibody[p]).or_else(|| in_block.map(|p| &block[p]));
-    if current.and_then(|e| e.value.as_deref()) == Some(value) {
+    // the kernel, not even ctime). A value in an EA inode is never
+    // compared (ext4_xattr_value_same).
+    if old_entry.as_ref().and_then(|e| e.value.as_deref()) == Some(value) {
         return Ok(false);
     }
-    let new = RawXattr { index, name: name.to_vec(), value: Some(value.to_vec()), value_inum: 0, hash: 0 };
 
-    // First choice: the inode.
-    if let Some(at) = ibody_at {
-        let mut candidate = ibody.clone();
-        match in_ibody {
-            Some(p) => candidate[p] = new.clone(),
-            // In-inode entries are unsorted: new ones go last.
-            None => candidate.push(new.clone()),
-        }
-        if inode_area_fits(inode.raw.len() - at, &candidate) {
-            // The block change may fail (allocation for a copy of a
-            // shared block); do it before touching the inode's copy.
-            if let Some(p) = in_block {
-                block.remove(p);
-                store_block(tx, inode, &block)?;
+    let ea_ok = ea_inode::enabled(vol);
+    let mut in_ea = ea_ok && value_len(value.len()) > min_large_value(bs);
+    let plan = loop {
+        let new = if in_ea {
+            // Placeholder inode number until the placement is known.
+            RawXattr {
+                value: None,
+                value_inum: u32::MAX,
+                value_size: value.len() as u32,
+                ..RawXattr::local(index, name, b"")
             }
-            encode_inode_area(&mut inode.raw[at..], &candidate)?;
-            ensure_ext_attr_feature(tx)?;
-            return Ok(true);
+        } else {
+            RawXattr::local(index, name, value)
+        };
+        if let Some(plan) =
+            place(bs, ea_ok, ibody_at.map(|at| inode.raw.len() - at), &ibody, &block, in_ibody, in_block, new)
+        {
+            break plan;
         }
-    }
-
-    // Else the block. When the inode had the attribute the block was not
-    // searched yet; the kernel searches it now too (a copy there, which
-    // only a damaged filesystem has, is replaced rather than duplicated).
-    match block.iter().position(is_it) {
-        Some(p) => block[p] = new,
-        None => block.push(new),
-    }
-    if !block_fits(bs, &block) {
+        if ea_ok && !in_ea && !value.is_empty() {
+            in_ea = true;
+            continue;
+        }
         return Err(Error::NoSpace(format!(
             "xattr {} ({} bytes) does not fit in the inode or the xattr block",
             shown(),
             value.len()
         )));
+    };
+
+    // The value's own inode first (as the kernel prepares it before
+    // touching the areas); undone if what follows runs out of space.
+    let fresh = if in_ea {
+        let (ino, vhash) = ea_inode::create(tx, inode, value)?;
+        Some((ino, ea_entry_hash(name, vhash)))
+    } else {
+        None
+    };
+    let fill = |mut entries: Vec<RawXattr>| {
+        if let Some((ino, hash)) = fresh {
+            for e in entries.iter_mut().filter(|e| e.value_inum == u32::MAX && e.index == index && e.name == name) {
+                e.value_inum = ino;
+                e.hash = hash;
+            }
+        }
+        entries
+    };
+    let fresh_ino = fresh.map_or(0, |f| f.0);
+    let done = match plan {
+        Plan::Ibody(candidate) => {
+            let candidate = fill(candidate);
+            // The block change may fail (allocation for a copy of a
+            // shared block); do it before touching the inode's copy.
+            if let Some(p) = in_block {
+                block.remove(p);
+                if let Err(e) = store_block(tx, inode, &old_block, &block, 0) {
+                    return abandon(tx, fresh_ino, e);
+                }
+            }
+            let at = ibody_at.ok_or_else(|| Error::Invalid("in-inode placement without an in-inode area".into()))?;
+            encode_inode_area(&mut inode.raw[at..], &candidate)
+        }
+        Plan::Block(candidate) => {
+            let candidate = fill(candidate);
+            if let Err(e) = store_block(tx, inode, &old_block, &candidate, fresh_ino) {
+                return abandon(tx, fresh_ino, e);
+            }
+            match (in_ibody, ibody_at) {
+                (Some(p), Some(at)) => {
+                    ibody.remove(p);
+                    encode_inode_area(&mut inode.raw[at..], &ibody)
+                }
+                _ => Ok(()),
+            }
+        }
+    };
+    done?;
+    // The old value's EA inode loses the reference the inode held (one in
+    // the block was dropped by store_block).
+    if let Some(e) = old_entry.as_ref().filter(|e| in_ibody.is_some() && e.value_inum != 0) {
+        ea_inode::adjust_ref(tx, e.value_inum, -1)?;
     }
-    store_block(tx, inode, &block)?;
-    if let (Some(p), Some(at)) = (in_ibody, ibody_at) {
-        ibody.remove(p);
-        encode_inode_area(&mut inode.raw[at..], &ibody)?;
-    }
+    let new_charge = if in_ea { ea_inode::charge_sectors(vol, value.len() as u32) } else { 0 };
+    inode.blocks_512 = inode.blocks_512.saturating_sub(old_charge) + new_charge;
     ensure_ext_attr_feature(tx)?;
     Ok(true)
+}
+
+/// Where a new value goes.
+enum Plan {
+    /// The in-inode area, with these entries.
+    Ibody(Vec<RawXattr>),
+    /// The xattr block, with these entries.
+    Block(Vec<RawXattr>),
+}
+
+/// The placement of entry `new` (ext4_xattr_set_handle): the inode's area
+/// (of `ibody_len` bytes, if it has one) if it fits there, else the
+/// block; None when neither has room. `in_ibody`/`in_block`: where the
+/// attribute is now.
+#[allow(clippy::too_many_arguments)]
+fn place(
+    bs: usize,
+    ea_ok: bool,
+    ibody_len: Option<usize>,
+    ibody: &[RawXattr],
+    block: &[RawXattr],
+    in_ibody: Option<usize>,
+    in_block: Option<usize>,
+    new: RawXattr,
+) -> Option<Plan> {
+    if let Some(len) = ibody_len {
+        let mut candidate = ibody.to_vec();
+        match in_ibody {
+            Some(p) => candidate[p] = new.clone(),
+            // In-inode entries are unsorted: new ones go last.
+            None => candidate.push(new.clone()),
+        }
+        if inode_area_fits(len, &candidate) {
+            return Some(Plan::Ibody(candidate));
+        }
+    }
+    // Else the block. When the inode had the attribute the block was not
+    // searched yet; the kernel searches it now too (a copy there, which
+    // only a damaged filesystem has, is replaced rather than duplicated).
+    let mut candidate = block.to_vec();
+    let is_it = |e: &RawXattr| e.index == new.index && e.name == new.name;
+    match in_block.or_else(|| candidate.iter().position(is_it)) {
+        Some(p) => candidate[p] = new.clone(),
+        None => candidate.push(new.clone()),
+    }
+    if !block_fits(bs, &candidate) {
+        return None;
+    }
+    // With EA inodes to fall back on, a local value may not take the
+    // room kept for names (EXT4_XATTR_BLOCK_RESERVE).
+    let local = new.value.as_ref().is_some_and(|v| !v.is_empty());
+    if ea_ok && local && bs.saturating_sub(BLOCK_HEADER_SIZE + values_bytes(&candidate)) < block_reserve(bs) {
+        return None;
+    }
+    Some(Plan::Block(candidate))
+}
+
+/// Gives up a change after the EA inode `fresh` (0: none) was created:
+/// frees it and returns `err`.
+fn abandon(tx: &Tx, fresh: u32, err: Error) -> Result<bool> {
+    if fresh != 0 {
+        ea_inode::free(tx, fresh)?;
+    }
+    Err(err)
+}
+
+/// The EA inodes named by entries of `from` that `to` does not keep (the
+/// same name with the same inode).
+fn refs_not_in(from: &[RawXattr], to: &[RawXattr]) -> Vec<u32> {
+    from.iter()
+        .filter(|e| e.value_inum != 0)
+        .filter(|e| !to.iter().any(|t| t.index == e.index && t.name == e.name && t.value_inum == e.value_inum))
+        .map(|e| e.value_inum)
+        .collect()
+}
+
+/// Adds `delta` to the reference count of each EA inode in `inos`.
+fn adjust_all(tx: &Tx, inos: &[u32], delta: i64) -> Result<()> {
+    for &ino in inos {
+        ea_inode::adjust_ref(tx, ino, delta)?;
+    }
+    Ok(())
 }
 
 /// How a rewrite of an existing block went.
@@ -227,43 +375,57 @@ enum Rewrite {
     NeedCopy,
 }
 
-/// Makes `inode`'s xattr block hold exactly `entries`: frees it (or drops
-/// a reference) when there are none, allocates one when there was none,
-/// rewrites it in place when the inode is its only user, else copies.
-fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
+/// Makes `inode`'s xattr block hold exactly `entries` (it held `old`):
+/// frees it (or drops a reference) when there are none, allocates one
+/// when there was none, rewrites it in place when the inode is its only
+/// user, else copies. `fresh`: the EA inode of the new value, if any,
+/// whose one reference the new entry takes over.
+///
+/// EA inode references follow the block's entries: a copy holds a new
+/// reference to each EA inode it names (taken before the old block's
+/// count drops, so that no other user of the old block can free one in
+/// between), a block rewritten in place drops those of the entries it
+/// lost, and a freed block those of all its entries.
+fn store_block(tx: &Tx, inode: &mut Inode, old: &[RawXattr], entries: &[RawXattr], fresh: u32) -> Result<()> {
     let vol = tx.vol;
     if entries.is_empty() {
         return release_block(tx, inode);
     }
     let seed = vol.has_csum().then(|| vol.csum_seed());
     let content = encode_block(vol.block_size, entries)?;
-    let old = inode.file_acl;
-    if old == 0 {
+    let carried: Vec<u32> =
+        entries.iter().filter(|e| e.value_inum != 0 && e.value_inum != fresh).map(|e| e.value_inum).collect();
+    let prev = inode.file_acl;
+    if prev == 0 {
         // The block is charged to the inode's owners (dquot_alloc_block).
         tx.check_quota_space(inode, vol.block_size as u64)?;
         let new = new_block(tx, inode, &content, seed)?;
         inode.file_acl = new.get();
         inode.blocks_512 += vol.block_size as u64 / 512;
-        return Ok(());
+        return adjust_all(tx, &carried, 1);
     }
     // Prepare the copy up front when the block looks shared, so that the
     // decision below (under the block's lock) has it at hand.
     let (refs, _) = read_block(vol, inode)?;
-    let mut copy = if refs > 1 { Some(new_block(tx, inode, &content, seed)?) } else { None };
+    let mut copy = None;
+    if refs > 1 {
+        copy = Some(new_block(tx, inode, &content, seed)?);
+        adjust_all(tx, &carried, 1)?;
+    }
     // At most two rounds: a second one only if the block became shared
     // in between, and then a copy is ready.
     for _ in 0..2 {
         let have_copy = copy.is_some();
-        let outcome = tx.modify(old, |b| {
+        let outcome = tx.modify(prev, |b| {
             let refs = le32(b, 4);
             if refs <= 1 {
                 if b.len() != content.len() {
                     let kind = CorruptKind::Changed { what: "xattr block size" };
-                    return Err(Error::corruption(Structure::Xattr, Location::Block(old), kind));
+                    return Err(Error::corruption(Structure::Xattr, Location::Block(prev), kind));
                 }
                 b.copy_from_slice(&content);
                 if let Some(seed) = seed {
-                    set_block_checksum(b, old, seed);
+                    set_block_checksum(b, prev, seed);
                 }
                 return Ok(Rewrite::InPlace);
             }
@@ -272,26 +434,35 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
             }
             put_le32(b, 4, refs - 1);
             if let Some(seed) = seed {
-                set_block_checksum(b, old, seed);
+                set_block_checksum(b, prev, seed);
             }
             Ok(Rewrite::Dropped)
         })?;
         match (outcome, copy) {
             (Rewrite::InPlace, Some(unused)) => {
-                // The other users went away meanwhile: the copy is not needed.
+                // The other users went away meanwhile: the copy and its
+                // references are not needed.
                 tx.free_blocks(unused, 1, FreeKind::Metadata)?;
-                return Ok(());
+                adjust_all(tx, &carried, -1)?;
+                return adjust_all(tx, &refs_not_in(old, entries), -1);
             }
-            (Rewrite::InPlace, None) => return Ok(()),
+            (Rewrite::InPlace, None) => {
+                adjust_all(tx, &refs_not_in(old, entries), -1)?;
+                let added: Vec<u32> = refs_not_in(entries, old).into_iter().filter(|&i| i != fresh).collect();
+                return adjust_all(tx, &added, 1);
+            }
             (Rewrite::Dropped, Some(new)) => {
                 // One block replaced by another: blocks_512 unchanged.
                 inode.file_acl = new.get();
                 return Ok(());
             }
-            _ => copy = Some(new_block(tx, inode, &content, seed)?),
+            _ => {
+                copy = Some(new_block(tx, inode, &content, seed)?);
+                adjust_all(tx, &carried, 1)?;
+            }
         }
     }
-    Err(Error::corruption(Structure::Xattr, Location::Block(old), CorruptKind::Changed { what: "h_refcount" }))
+    Err(Error::corruption(Structure::Xattr, Location::Block(prev), CorruptKind::Changed { what: "h_refcount" }))
 }
 
 /// Allocates a block for `inode`'s attributes (near the start of the
@@ -351,9 +522,11 @@ fn ensure_ext_attr_feature(tx: &Tx) -> Result<()> {
     })
 }
 
-/// Drops `inode`'s reference to its xattr block (inode being deleted):
-/// the block is freed with its last reference, else its count goes down.
-/// Clears `file_acl` and the block's share of `blocks_512`.
+/// Drops `inode`'s reference to its xattr block (inode being deleted, or
+/// its last attribute there removed): the block is freed with its last
+/// reference, and then the EA inodes its entries name lose theirs; else
+/// its count goes down. Clears `file_acl` and the block's share of
+/// `blocks_512`.
 pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
     let blk = inode.file_acl;
     if blk == 0 {
@@ -362,7 +535,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
     let vol = tx.vol;
     let seed = vol.has_csum().then(|| vol.csum_seed());
     // Validates magic, size and checksum before trusting the count.
-    parse_block(vol.block(blk)?.data(), blk, seed)?;
+    let (_, entries) = parse_block_raw(vol.block(blk)?.data(), blk, seed)?;
     let last = tx.modify(blk, |b| {
         let refs = le32(b, 4);
         if refs <= 1 {
@@ -377,10 +550,86 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
     })?;
     if last {
         tx.free_blocks(PhysicalBlock(blk), 1, FreeKind::Metadata)?;
+        // Nobody else could see the block any more: its entries' EA
+        // inodes lose the references it held.
+        let inos: Vec<u32> = entries.iter().filter(|e| e.value_inum != 0).map(|e| e.value_inum).collect();
+        adjust_all(tx, &inos, -1)?;
     }
     inode.file_acl = 0;
     inode.blocks_512 = inode.blocks_512.saturating_sub(vol.block_size as u64 / 512);
     Ok(())
+}
+
+/// Drops the references `inode` (being deleted) holds on EA inodes, as
+/// the kernel's ext4_xattr_delete_inode: each entry of its in-inode area
+/// that names one, and those of its xattr block when the inode is the
+/// block's only user (a shared block keeps them; [`release_block`] drops
+/// them if it turns out to be the last user). Each entry is removed in
+/// the same handle as its reference, so a crash part-way leaves an
+/// orphan whose deletion goes on from there, and `blocks_512` loses the
+/// value's charge. `bounded`: stop (false) before a step might not fit
+/// in the handle's credits with `reserve` left; the caller writes the
+/// inode and goes on in a new handle. True when none are left.
+pub fn drop_ea_refs(tx: &Tx, inode: &mut Inode, bounded: bool, reserve: usize) -> Result<bool> {
+    let vol = tx.vol;
+    if !ea_inode::enabled(vol) {
+        return Ok(true);
+    }
+    let room = |tx: &Tx| !bounded || tx.handle.credits_left() >= ea_inode::DROP_CREDITS + reserve;
+    if let Some(at) = ibody_start(inode) {
+        let mut ibody = parse_inode_area_raw(&inode.raw[at..], inode.ino)?;
+        while let Some(p) = ibody.iter().position(|e| e.value_inum != 0) {
+            if !room(tx) {
+                return Ok(false);
+            }
+            let gone = ibody.remove(p);
+            ea_inode::check_entry(vol, inode.ino, &gone)?;
+            encode_inode_area(&mut inode.raw[at..], &ibody)?;
+            inode.blocks_512 = inode.blocks_512.saturating_sub(ea_inode::charge_sectors(vol, gone.value_size));
+            ea_inode::adjust_ref(tx, gone.value_inum, -1)?;
+        }
+    }
+    if inode.file_acl == 0 {
+        return Ok(true);
+    }
+    let (refs, mut block) = read_block(vol, inode)?;
+    if refs > 1 {
+        return Ok(true);
+    }
+    while let Some(p) = block.iter().position(|e| e.value_inum != 0) {
+        if !room(tx) {
+            return Ok(false);
+        }
+        let old = block.clone();
+        let gone = block.remove(p);
+        ea_inode::check_entry(vol, inode.ino, &gone)?;
+        store_block(tx, inode, &old, &block, 0)?;
+        inode.blocks_512 = inode.blocks_512.saturating_sub(ea_inode::charge_sectors(vol, gone.value_size));
+        if inode.file_acl == 0 {
+            break;
+        }
+    }
+    Ok(true)
+}
+
+/// Credits one attribute change of `inode` to a value of `value_len`
+/// bytes (0: a removal) can take: the inode, the old and the new xattr
+/// block with their bitmaps and descriptors, the superblock; with
+/// ea_inode also a new EA inode for the value, the old value's EA inode
+/// freed, and a reference change for each EA inode the inode's entries
+/// name (a copied block takes a new one on each).
+pub fn credits(vol: &Volume, inode: &Inode, value_len: usize) -> usize {
+    const BASE: usize = 16;
+    if !ea_inode::enabled(vol) {
+        return BASE;
+    }
+    let mut named = ibody_start(inode)
+        .and_then(|at| parse_inode_area_raw(&inode.raw[at..], inode.ino).ok())
+        .map_or(0, |v| v.iter().filter(|e| e.value_inum != 0).count());
+    if inode.file_acl != 0 {
+        named += read_block(vol, inode).map_or(0, |(_, v)| v.iter().filter(|e| e.value_inum != 0).count());
+    }
+    BASE + ea_inode::create_credits(vol.block_size, value_len) + ea_inode::DROP_CREDITS + named
 }
 
 #[cfg(test)]

@@ -72,6 +72,25 @@ pub fn block_hash(hashes: impl IntoIterator<Item = u32>) -> u32 {
     h
 }
 
+/// The padded value size from which the kernel puts a value in an EA
+/// inode right away (EXT4_XATTR_MIN_LARGE_EA_SIZE: a block less its
+/// header, one entry with a 3-byte name and the terminator).
+pub fn min_large_value(block_size: usize) -> usize {
+    block_size.saturating_sub(super::entry::entry_len(3) + BLOCK_HEADER_SIZE + 4)
+}
+
+/// Bytes of an xattr block that local values may not take when they
+/// could go to EA inodes instead (EXT4_XATTR_BLOCK_RESERVE), so that one
+/// long value does not leave no room for the names of others.
+pub fn block_reserve(block_size: usize) -> usize {
+    (block_size / 8).min(1024)
+}
+
+/// Bytes the local values of `entries` take (padded).
+pub fn values_bytes(entries: &[RawXattr]) -> usize {
+    entries.iter().map(|e| e.value.as_ref().map_or(0, |v| super::entry::value_len(v.len()))).sum()
+}
+
 /// True if `entries` fit in one xattr block of `block_size` bytes.
 pub fn block_fits(block_size: usize, entries: &[RawXattr]) -> bool {
     BLOCK_HEADER_SIZE + entries_bytes(entries) + 4 <= block_size

@@ -8,6 +8,11 @@ use crate::format::bytes::{le16, le32, put_le16, put_le32, u8_at};
 
 pub(super) const ENTRY_HEADER_SIZE: usize = 16;
 
+/// Largest `e_value_size` the kernel accepts on disk
+/// (EXT4_XATTR_SIZE_MAX); larger is corruption. Values written through
+/// setxattr(2) are at most [`super::VALUE_MAX`].
+pub const VALUE_MAX_ON_DISK: usize = 1 << 24;
+
 /// Parses an entry table. `b` is the region that holds both entries and
 /// values; entries start at `entries_start`; value offsets are relative to
 /// `value_base`. Each entry and value is bounds-checked against `b`.
@@ -45,7 +50,12 @@ pub(super) fn parse_raw_entries(
             return Err(bad(off, CorruptKind::OutOfRange { field: "e_name_index", value: u64::from(index) }));
         }
         let name = b[off + ENTRY_HEADER_SIZE..name_end].to_vec();
+        if value_size > VALUE_MAX_ON_DISK {
+            return Err(bad(off, CorruptKind::OutOfRange { field: "e_value_size", value: value_size as u64 }));
+        }
         let value = if value_inum != 0 {
+            // Kept in an EA inode (ea_inode feature): e_value_offs means
+            // nothing; the caller resolves the inode.
             None
         } else if value_size == 0 {
             // An empty value has no storage; its offset means nothing (the
@@ -61,7 +71,7 @@ pub(super) fn parse_raw_entries(
             }
             Some(b[start..end].to_vec())
         };
-        out.push(RawXattr { index, name, value, value_inum, hash });
+        out.push(RawXattr { index, name, value, value_inum, value_size: value_size as u32, hash });
         off = (name_end + 3) & !3;
     }
     Ok(out)
@@ -94,6 +104,13 @@ pub fn entry_hash(name: &[u8], value: &[u8]) -> u32 {
     h
 }
 
+/// `e_hash` of an entry whose value lives in an EA inode: the name, then
+/// the value's crc32c (the EA inode's hash) as the only value word
+/// (ext4_xattr_set_entry feeds the hash instead of the long value).
+pub fn ea_entry_hash(name: &[u8], value_hash: u32) -> u32 {
+    entry_hash(name, &value_hash.to_le_bytes())
+}
+
 /// Bytes the entries and their values take in an entry table (not
 /// counting the header or the 4-byte terminator).
 pub fn entries_bytes(entries: &[RawXattr]) -> usize {
@@ -116,15 +133,25 @@ pub(super) fn write_table(
     let mut off = entries_start;
     let mut val_end = region.len();
     for e in entries {
-        let value = e
-            .value
-            .as_deref()
-            .ok_or_else(|| Error::Unsupported("rewriting an xattr whose value lives in an EA inode".into()))?;
         let name_len =
             u8::try_from(e.name.len()).map_err(|_| Error::Range(format!("xattr name of {} bytes", e.name.len())))?;
+        let elen = entry_len(e.name.len());
+        let Some(value) = e.value.as_deref() else {
+            // A value in an EA inode: only the descriptor is stored here,
+            // with the inode, the value's size and the hash it was given.
+            if e.value_inum == 0 {
+                return Err(Error::Invalid("xattr entry with neither a value nor an EA inode".into()));
+            }
+            if off + elen + 4 > val_end {
+                return Err(nospace());
+            }
+            put_descriptor(&mut region[off..off + elen], e, name_len, 0, e.value_inum, e.value_size, e.hash);
+            hashes.push(e.hash);
+            off += elen;
+            continue;
+        };
         let value_size =
             u32::try_from(value.len()).map_err(|_| Error::NoSpace(format!("xattr value of {} bytes", value.len())))?;
-        let elen = entry_len(e.name.len());
         let vlen = value_len(value.len());
         let offs = if value.is_empty() {
             0
@@ -142,18 +169,22 @@ pub(super) fn write_table(
             return Err(nospace());
         }
         let hash = entry_hash(&e.name, value);
-        let d = &mut region[off..off + elen];
-        d[0] = name_len;
-        d[1] = e.index;
-        put_le16(d, 2, offs);
-        put_le32(d, 4, 0);
-        put_le32(d, 8, value_size);
-        put_le32(d, 12, hash);
-        d[ENTRY_HEADER_SIZE..ENTRY_HEADER_SIZE + e.name.len()].copy_from_slice(&e.name);
+        put_descriptor(&mut region[off..off + elen], e, name_len, offs, 0, value_size, hash);
         hashes.push(hash);
         off += elen;
     }
     // The terminator (four zero bytes) is already there: the region was
     // zeroed and `off + 4 <= val_end` was checked for every entry.
     Ok(hashes)
+}
+
+/// Fills one entry descriptor `d` (exactly its padded length).
+fn put_descriptor(d: &mut [u8], e: &RawXattr, name_len: u8, offs: u16, inum: u32, size: u32, hash: u32) {
+    d[0] = name_len;
+    d[1] = e.index;
+    put_le16(d, 2, offs);
+    put_le32(d, 4, inum);
+    put_le32(d, 8, size);
+    put_le32(d, 12, hash);
+    d[ENTRY_HEADER_SIZE..ENTRY_HEADER_SIZE + e.name.len()].copy_from_slice(&e.name);
 }

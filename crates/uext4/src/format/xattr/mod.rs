@@ -57,11 +57,28 @@ pub struct RawXattr {
     pub value: Option<Vec<u8>>,
     /// EA inode holding the value, if any.
     pub value_inum: u32,
-    /// `e_hash` as found on disk.
+    /// `e_value_size`: the value's length (for a value in an EA inode
+    /// the only record of it here; for a local value the encoder uses
+    /// `value`'s length instead).
+    pub value_size: u32,
+    /// `e_hash` as found on disk (for a value in an EA inode also what
+    /// the encoder writes: it covers the inode's value hash).
     pub hash: u32,
 }
 
 impl RawXattr {
+    /// An entry with a local value (stored in the inode or the block).
+    pub fn local(index: u8, name: &[u8], value: &[u8]) -> RawXattr {
+        RawXattr {
+            index,
+            name: name.to_vec(),
+            value: Some(value.to_vec()),
+            value_inum: 0,
+            value_size: value.len() as u32,
+            hash: 0,
+        }
+    }
+
     /// The full name including the namespace prefix.
     pub fn full_name(&self) -> Vec<u8> {
         let mut name = prefix(self.index).unwrap_or("").as_bytes().to_vec();
@@ -98,7 +115,7 @@ mod tests {
     use crate::format::bytes::le32;
 
     fn raw(index: u8, name: &[u8], value: &[u8]) -> RawXattr {
-        RawXattr { index, name: name.to_vec(), value: Some(value.to_vec()), value_inum: 0, hash: 0 }
+        RawXattr { index, name: name.to_vec(), value: Some(value.to_vec()), value_inum: 0, value_size: 0, hash: 0 }
     }
 
     #[test]
@@ -125,6 +142,32 @@ mod tests {
         }
         assert_eq!(le32(&b, 0xC), block_hash(got.iter().map(|e| e.hash)));
         assert_eq!(got[1].value.as_deref(), Some(&[7u8; 33][..]));
+    }
+
+    #[test]
+    fn ea_inode_entries_round_trip() {
+        let ea = RawXattr {
+            value: None,
+            value_inum: 13,
+            value_size: 10_000,
+            hash: ea_entry_hash(b"big", 0xdcb4_8f9a),
+            ..RawXattr::local(INDEX_USER, b"big", b"")
+        };
+        let entries = vec![raw(1, b"a", b"local"), ea.clone()];
+        // The entry takes only its descriptor: no value bytes.
+        assert_eq!(entries_bytes(std::slice::from_ref(&ea)), entry_len(3));
+        let b = encode_block(1024, &entries).unwrap();
+        let (_, got) = parse_block_raw(&b, 9, None).unwrap();
+        assert_eq!(got[1], ea);
+        assert_eq!(le32(&b, 0xC), block_hash([got[0].hash, ea.hash]));
+        let mut area = vec![0u8; 96];
+        encode_inode_area(&mut area, std::slice::from_ref(&ea)).unwrap();
+        assert_eq!(parse_inode_area_raw(&area, 1).unwrap(), vec![ea]);
+        // A size beyond what the kernel accepts is corruption.
+        let mut bad = b.clone();
+        let at = BLOCK_HEADER_SIZE + entry_len(1) + 8;
+        bad[at..at + 4].copy_from_slice(&((VALUE_MAX_ON_DISK as u32) + 1).to_le_bytes());
+        assert!(parse_block_raw(&bad, 9, None).unwrap_err().as_corruption().is_some());
     }
 
     #[test]

@@ -95,8 +95,9 @@ impl FsCore {
         Ok(())
     }
 
-    /// Frees an inode whose last link is gone: its blocks, its xattr
-    /// block reference and its bitmap bit (dtime set, as the kernel does).
+    /// Frees an inode whose last link is gone: its blocks, its references
+    /// to EA inodes, its xattr block reference and its bitmap bit (dtime
+    /// set, as the kernel does).
     pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
@@ -110,6 +111,9 @@ impl FsCore {
         if self.has_block_map(i)? {
             ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
         }
+        // References to EA inodes left (the bounded callers dropped them
+        // already), then the xattr block.
+        crate::xattr::write::drop_ea_refs(tx, i, false, 0)?;
         if i.file_acl != 0 {
             crate::xattr::write::release_block(tx, i)?;
         }
