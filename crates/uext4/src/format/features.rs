@@ -126,7 +126,7 @@ pub(crate) fn is_known_name(name: &str) -> bool {
 
 /// INCOMPAT features this implementation understands well enough to read.
 /// Anything else (journal_dev, compression, dirdata, encrypt, casefold,
-/// ea_inode, inline_data, and unknown bits) refuses the open: see
+/// ea_inode, and unknown bits) refuses the open: see
 /// docs/COMPATIBILITY.md for the reason behind each.
 pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::RECOVER
@@ -136,7 +136,8 @@ pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::MMP
     | incompat::FLEX_BG
     | incompat::CSUM_SEED
-    | incompat::LARGEDIR;
+    | incompat::LARGEDIR
+    | incompat::INLINE_DATA;
 
 /// RO_COMPAT features this implementation understands and keeps
 /// consistent while writing. Others make the filesystem read-only, as in

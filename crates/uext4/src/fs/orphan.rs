@@ -67,7 +67,7 @@ impl FsCore {
     /// files have blocks freed here (others are refused or have none, see
     /// [`FsCore::release_inode`]).
     pub(crate) fn free_blocks_bounded(&self, tx: &Tx, i: &mut Inode, keep: FileBlock) -> Result<bool> {
-        if i.flags & FL_EXTENTS == 0 || self.is_fast_symlink(i) {
+        if i.flags & FL_EXTENTS == 0 || self.is_fast_symlink(i) || i.has_inline_data() {
             return Ok(true);
         }
         let done = ew::remove_range_bounded(tx, i, keep, FileBlock(u64::MAX))?;

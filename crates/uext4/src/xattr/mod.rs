@@ -11,6 +11,9 @@ use crate::volume::Volume;
 /// All attributes of `inode`, in-inode ones first.
 pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
     let mut out = parse_inode_area(inode.xattr_area(), inode.ino)?;
+    // `system.data` is inline data, not an attribute (the kernel has no
+    // handler for it: neither listed nor readable).
+    out.retain(|e| e.name != b"system.data");
     if inode.file_acl != 0 {
         let buf = block_of(vol, inode)?;
         let seed = vol.has_csum().then(|| vol.csum_seed());

@@ -107,7 +107,9 @@ impl FsCore {
             // Its errors are not the next user's of the number.
             rw.data.errors().forget(i.ino);
         }
-        if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
+        if i.has_inline_data() {
+            // No blocks: the data goes with the inode.
+        } else if i.flags & FL_EXTENTS != 0 && !self.is_fast_symlink(i) {
             ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
         } else if matches!(ftype(i)?, FileType::Regular | FileType::Directory)
             || (ftype(i)? == FileType::Symlink && !self.is_fast_symlink(i))

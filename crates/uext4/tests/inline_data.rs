@@ -1,0 +1,346 @@
+//! inline_data images: files, symlinks and directories kept in the inode
+//! (`i_block` + `system.data`), read exactly as mke2fs and the kernel wrote
+//! them; writes that convert files to extents, truncates, directory
+//! inserts (in place, then converted to a block), removals and renames;
+//! every written image is checked by `e2fsck -fn` and read back by the
+//! kernel (root and loop devices; skipped otherwise).
+
+mod rw_support;
+
+use rw_support::{fsck_clean, have, kernel_unavailable, pattern, KernelMount};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uext4::format::inode::{FL_EXTENTS, FL_INLINE_DATA};
+use uext4::fs::ops::{RenameFlags, SetAttr};
+use uext4::Filesystem;
+
+/// What a path holds, as compared between trees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    File(Vec<u8>),
+    Link(Vec<u8>),
+    Dir,
+}
+
+type Tree = BTreeMap<String, Node>;
+
+/// The tree under `dir` of the host's filesystem (lost+found left out).
+fn host_tree(dir: &Path) -> Tree {
+    fn walk(base: &Path, rel: &str, out: &mut Tree) {
+        for e in std::fs::read_dir(base.join(rel)).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            if rel.is_empty() && name == "lost+found" {
+                continue;
+            }
+            let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let ft = e.file_type().unwrap();
+            if ft.is_symlink() {
+                let t = std::fs::read_link(e.path()).unwrap();
+                out.insert(path, Node::Link(t.into_os_string().into_encoded_bytes()));
+            } else if ft.is_dir() {
+                out.insert(path.clone(), Node::Dir);
+                walk(base, &path, out);
+            } else {
+                out.insert(path, Node::File(std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    let mut out = Tree::new();
+    walk(dir, "", &mut out);
+    out
+}
+
+/// The tree as uext4 reads it (lost+found left out); checks "." and ".."
+/// of every directory on the way.
+fn uext4_tree(fs: &Filesystem) -> Tree {
+    fn walk(fs: &Filesystem, ino: u32, parent: u32, rel: &str, out: &mut Tree) {
+        let entries = fs.inodes().read_dir_all(ino).unwrap();
+        assert_eq!(entries[0].name, b".", "{rel}: first entry");
+        assert_eq!(entries[0].ino, ino);
+        assert_eq!(entries[1].name, b"..", "{rel}: second entry");
+        assert_eq!(entries[1].ino, parent, "{rel}: ..");
+        for e in &entries[2..] {
+            let name = String::from_utf8(e.name.clone()).unwrap();
+            if rel.is_empty() && name == "lost+found" {
+                continue;
+            }
+            assert_eq!(fs.inodes().lookup(ino, &e.name).unwrap(), e.ino, "lookup of {name}");
+            let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let st = fs.inodes().stat(e.ino).unwrap();
+            match st.file_type {
+                uext4::format::inode::FileType::Directory => {
+                    out.insert(path.clone(), Node::Dir);
+                    walk(fs, e.ino, ino, &path, out);
+                }
+                uext4::format::inode::FileType::Symlink => {
+                    out.insert(path, Node::Link(fs.inodes().readlink(e.ino).unwrap()));
+                }
+                _ => {
+                    out.insert(path, Node::File(fs.inodes().read_all(e.ino).unwrap()));
+                }
+            }
+        }
+    }
+    let mut out = Tree::new();
+    walk(fs, 2, 2, "", &mut out);
+    out
+}
+
+fn assert_same(got: &Tree, want: &Tree, what: &str) {
+    let gk: Vec<_> = got.keys().collect();
+    let wk: Vec<_> = want.keys().collect();
+    assert_eq!(gk, wk, "{what}: names differ");
+    for (k, v) in want {
+        assert!(got[k] == *v, "{what}: {k} differs");
+    }
+}
+
+/// A source tree with inline-sized and bigger files, symlinks of every
+/// kind, a small directory and one too big to stay inline.
+fn source_tree(root: &Path) {
+    std::fs::create_dir_all(root.join("small")).unwrap();
+    std::fs::create_dir_all(root.join("big")).unwrap();
+    std::fs::create_dir_all(root.join("small/empty")).unwrap();
+    for (i, len) in [0usize, 1, 59, 60, 61, 100, 150, 5000].into_iter().enumerate() {
+        std::fs::write(root.join(format!("f{len}")), pattern(i as u64 + 1, len)).unwrap();
+    }
+    std::fs::write(root.join("small/a"), b"alpha").unwrap();
+    std::fs::write(root.join("small/b"), pattern(9, 90)).unwrap();
+    for i in 0..40 {
+        std::fs::write(root.join(format!("big/entry-with-a-longish-name-{i:03}")), pattern(100 + i, i as usize))
+            .unwrap();
+    }
+    std::os::unix::fs::symlink("short", root.join("l10")).unwrap();
+    std::os::unix::fs::symlink("m".repeat(80), root.join("l80")).unwrap();
+    std::os::unix::fs::symlink("x".repeat(300), root.join("l300")).unwrap();
+}
+
+/// `mkfs.ext4 -O inline_data -d` of [`source_tree`] (256-byte inodes);
+/// returns the temp dir, the image and the source path.
+fn image() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if !have("mkfs.ext4") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    source_tree(&src);
+    let img = dir.path().join("img");
+    std::fs::File::create(&img).unwrap().set_len(32 << 20).unwrap();
+    let out = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-b", "4096", "-I", "256", "-O", "inline_data,metadata_csum"])
+        .arg("-d")
+        .arg(&src)
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mkfs.ext4: {}", String::from_utf8_lossy(&out.stderr));
+    fsck_clean(&img);
+    Some((dir, img, src))
+}
+
+fn flags(fs: &Filesystem, path: &str) -> u32 {
+    fs.inodes().stat(fs.inodes().resolve(path).unwrap()).unwrap().flags
+}
+
+fn kernel_tree(img: &Path) -> Option<Tree> {
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: kernel read-back: {why}");
+        return None;
+    }
+    let m = KernelMount::new(img, "ro").unwrap_or_else(|e| panic!("kernel refused {}: {e}", img.display()));
+    let t = host_tree(m.path());
+    m.unmount();
+    Some(t)
+}
+
+#[test]
+fn reads_mke2fs_inline_tree() {
+    let Some((_d, img, src)) = image() else { return };
+    let want = host_tree(&src);
+    let fs = Filesystem::open(&img).unwrap();
+    // mke2fs made the small things inline (what this test is about).
+    for p in ["f1", "f59", "f100", "small", "l80"] {
+        assert_ne!(flags(&fs, p) & FL_INLINE_DATA, 0, "{p} is not inline");
+    }
+    assert_eq!(flags(&fs, "big") & FL_INLINE_DATA, 0);
+    assert_same(&uext4_tree(&fs), &want, "read-only open");
+    let ino = fs.inodes().resolve("f100").unwrap();
+    assert_eq!(fs.inodes().seek_data(ino, 10).unwrap(), Some(10));
+    assert_eq!(fs.inodes().seek_hole(ino, 10).unwrap(), Some(100));
+    assert_eq!(fs.inodes().seek_data(ino, 100).unwrap(), None);
+    let mut buf = [0u8; 30];
+    assert_eq!(fs.inodes().read(ino, 50, &mut buf).unwrap(), 30);
+    assert_eq!(&buf[..], &pattern(6, 100)[50..80]);
+    assert!(fs.inodes().extents(ino).unwrap().is_empty());
+    assert!(!fs.inodes().list_xattrs(ino).unwrap().iter().any(|n| n == b"system.data"));
+    drop(fs);
+    // The same through a read-write open (page cache and direct paths).
+    let fs = Filesystem::open_rw(&img).unwrap();
+    assert_same(&uext4_tree(&fs), &want, "read-write open");
+    let mut buf = vec![0u8; 200];
+    assert_eq!(fs.inodes().read_direct(ino, 0, &mut buf).unwrap(), 100);
+    assert_eq!(&buf[..100], &pattern(6, 100)[..]);
+    drop(fs);
+    fsck_clean(&img);
+}
+
+#[test]
+fn writes_convert_files_and_truncate() {
+    let Some((_d, img, src)) = image() else { return };
+    let mut want = host_tree(&src);
+    let fs = Filesystem::open_rw(&img).unwrap();
+    // Writes and truncates that still fit stay in the inode
+    // (system.data grows and shrinks): 63, 30, then 120 bytes.
+    let f59 = fs.inodes().resolve("f59").unwrap();
+    fs.inodes().write(f59, 59, b"tail").unwrap();
+    fs.inodes().setattr(f59, SetAttr { size: Some(30), ..Default::default() }).unwrap();
+    fs.inodes().setattr(f59, SetAttr { size: Some(120), ..Default::default() }).unwrap();
+    fs.inodes().write(f59, 100, b"twenty bytes at 100!").unwrap();
+    if let Some(Node::File(v)) = want.get_mut("f59") {
+        v.truncate(30);
+        v.resize(100, 0);
+        v.extend_from_slice(b"twenty bytes at 100!");
+    }
+    let f0 = fs.inodes().resolve("f0").unwrap();
+    fs.inodes().write(f0, 0, b"was empty").unwrap();
+    want.insert("f0".into(), Node::File(b"was empty".to_vec()));
+    // A write past what the inode holds: converted to extents.
+    let f100 = fs.inodes().resolve("f100").unwrap();
+    let more = pattern(77, 9000);
+    fs.inodes().write(f100, 100, &more).unwrap();
+    if let Some(Node::File(v)) = want.get_mut("f100") {
+        v.extend_from_slice(&more);
+    }
+    // Direct I/O converts too.
+    let f61 = fs.inodes().resolve("f61").unwrap();
+    fs.inodes().write_direct(f61, 0, &[7u8; 4096]).unwrap();
+    want.insert("f61".into(), Node::File(vec![7u8; 4096]));
+    // Truncates: shorter, to zero, longer.
+    let f150 = fs.inodes().resolve("f150").unwrap();
+    fs.inodes().setattr(f150, SetAttr { size: Some(20), ..Default::default() }).unwrap();
+    if let Some(Node::File(v)) = want.get_mut("f150") {
+        v.truncate(20);
+    }
+    let f60 = fs.inodes().resolve("f60").unwrap();
+    fs.inodes().setattr(f60, SetAttr { size: Some(0), ..Default::default() }).unwrap();
+    want.insert("f60".into(), Node::File(Vec::new()));
+    let f1 = fs.inodes().resolve("f1").unwrap();
+    fs.inodes().setattr(f1, SetAttr { size: Some(3000), ..Default::default() }).unwrap();
+    if let Some(Node::File(v)) = want.get_mut("f1") {
+        v.resize(3000, 0);
+    }
+    // Unlinking inline files and symlinks frees no blocks that are not theirs.
+    fs.inodes().unlink(2, b"l80").unwrap();
+    want.remove("l80");
+    let small = fs.inodes().resolve("small").unwrap();
+    fs.inodes().unlink(small, b"b").unwrap();
+    want.remove("small/b");
+    for p in ["f59", "f60"] {
+        assert_ne!(flags(&fs, p) & FL_INLINE_DATA, 0, "{p} was converted");
+    }
+    for p in ["f100", "f61", "f150", "f1"] {
+        let fl = flags(&fs, p);
+        assert_eq!(fl & FL_INLINE_DATA, 0, "{p} still inline");
+        assert_ne!(fl & FL_EXTENTS, 0, "{p} has no extents");
+    }
+    assert_same(&uext4_tree(&fs), &want, "uext4 after writes");
+    fs.inodes().sync().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    if let Some(k) = kernel_tree(&img) {
+        assert_same(&k, &want, "kernel after uext4's writes");
+    }
+    let fs = Filesystem::open(&img).unwrap();
+    assert_same(&uext4_tree(&fs), &want, "uext4 reopened");
+}
+
+#[test]
+fn inline_dirs_insert_remove_convert_rename() {
+    let Some((_d, img, src)) = image() else { return };
+    let mut want = host_tree(&src);
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let small = fs.inodes().resolve("small").unwrap();
+    let empty = fs.inodes().resolve("small/empty").unwrap();
+    // Remove then add in place: still inline.
+    fs.inodes().unlink(small, b"a").unwrap();
+    want.remove("small/a");
+    fs.inodes().create(small, b"n1", 0o100644, 0, 0).unwrap();
+    want.insert("small/n1".into(), Node::File(Vec::new()));
+    assert_ne!(flags(&fs, "small") & FL_INLINE_DATA, 0, "small converted early");
+    // Rename inside the inline directory, and an inline directory moved
+    // to another parent ("..").
+    fs.inodes().rename(small, b"n1", small, b"n2", RenameFlags::default()).unwrap();
+    want.remove("small/n1");
+    want.insert("small/n2".into(), Node::File(Vec::new()));
+    let d = fs.inodes().mkdir(2, b"moved", 0o40755, 0, 0).unwrap().ino;
+    fs.inodes().rename(small, b"empty", d, b"e2", RenameFlags::default()).unwrap();
+    want.remove("small/empty");
+    want.insert("moved".into(), Node::Dir);
+    want.insert("moved/e2".into(), Node::Dir);
+    assert_eq!(fs.inodes().lookup(empty, b"..").unwrap(), d);
+    // Fill the inline directory until it becomes a block directory.
+    for i in 0..30 {
+        let name = format!("grow-{i:02}-padding-name");
+        fs.inodes().create(small, name.as_bytes(), 0o100644, 0, 0).unwrap();
+        want.insert(format!("small/{name}"), Node::File(Vec::new()));
+    }
+    assert_eq!(flags(&fs, "small") & FL_INLINE_DATA, 0, "small still inline");
+    // A file renamed over an entry of an inline directory (replace).
+    fs.inodes().create(empty, b"x", 0o100644, 0, 0).unwrap();
+    fs.inodes().create(empty, b"y", 0o100644, 0, 0).unwrap();
+    fs.inodes().rename(empty, b"x", empty, b"y", RenameFlags::default()).unwrap();
+    want.insert("moved/e2/y".into(), Node::File(Vec::new()));
+    // rmdir of an emptied inline directory.
+    fs.inodes().mkdir(small, b"gone", 0o40755, 0, 0).unwrap();
+    fs.inodes().rmdir(small, b"gone").unwrap();
+    assert_same(&uext4_tree(&fs), &want, "uext4 after directory changes");
+    fs.inodes().sync().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    if let Some(k) = kernel_tree(&img) {
+        assert_same(&k, &want, "kernel after uext4's directory changes");
+    }
+}
+
+#[test]
+fn reads_kernel_written_inline_tree() {
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let Some((_d, img)) = rw_support::mkfs(32, &["-b", "4096", "-I", "256", "-O", "inline_data"]) else { return };
+    let m = KernelMount::new(&img, "").unwrap_or_else(|e| panic!("mount: {e}"));
+    let root = m.path();
+    std::fs::create_dir_all(root.join("kd/sub")).unwrap();
+    for (i, len) in [3usize, 40, 60, 100, 140, 2000].into_iter().enumerate() {
+        std::fs::write(root.join(format!("kd/k{len}")), pattern(50 + i as u64, len)).unwrap();
+    }
+    std::fs::write(root.join("kd/sub/s"), b"sub").unwrap();
+    std::os::unix::fs::symlink("t".repeat(70), root.join("kd/link70")).unwrap();
+    for i in 0..12 {
+        std::fs::write(root.join(format!("kd/sub/many-{i}")), b"").unwrap();
+    }
+    let want = host_tree(root);
+    m.unmount();
+    fsck_clean(&img);
+    let fs = Filesystem::open(&img).unwrap();
+    assert_ne!(flags(&fs, "kd/k40") & FL_INLINE_DATA, 0, "the kernel wrote k40 as an extent file");
+    assert_same(&uext4_tree(&fs), &want, "uext4 reading the kernel's tree");
+    drop(fs);
+    // uext4 writes to the kernel's inline files and directories.
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let kd = fs.inodes().resolve("kd").unwrap();
+    let k40 = fs.inodes().resolve("kd/k40").unwrap();
+    fs.inodes().write(k40, 0, b"uext4").unwrap();
+    fs.inodes().create(kd, b"new", 0o100644, 0, 0).unwrap();
+    let want2 = uext4_tree(&fs);
+    fs.inodes().sync().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    if let Some(k) = kernel_tree(&img) {
+        assert_same(&k, &want2, "kernel reading uext4's changes");
+    }
+}
