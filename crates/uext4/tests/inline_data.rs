@@ -9,6 +9,7 @@ mod rw_support;
 
 use rw_support::{fsck_clean, have, kernel_unavailable, pattern, KernelMount};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uext4::format::inode::{FL_EXTENTS, FL_INLINE_DATA};
@@ -103,6 +104,7 @@ fn source_tree(root: &Path) {
     std::fs::create_dir_all(root.join("small")).unwrap();
     std::fs::create_dir_all(root.join("big")).unwrap();
     std::fs::create_dir_all(root.join("small/empty")).unwrap();
+    std::fs::create_dir_all(root.join("empty2")).unwrap();
     for (i, len) in [0usize, 1, 59, 60, 61, 100, 150, 5000].into_iter().enumerate() {
         std::fs::write(root.join(format!("f{len}")), pattern(i as u64 + 1, len)).unwrap();
     }
@@ -293,9 +295,19 @@ fn inline_dirs_insert_remove_convert_rename() {
     fs.inodes().create(empty, b"y", 0o100644, 0, 0).unwrap();
     fs.inodes().rename(empty, b"x", empty, b"y", RenameFlags::default()).unwrap();
     want.insert("moved/e2/y".into(), Node::File(Vec::new()));
-    // rmdir of an emptied inline directory.
+    // rmdir of a directory uext4 made, and of an inline one after an
+    // exchange of two inline directories in different parents (both
+    // ".." move).
     fs.inodes().mkdir(small, b"gone", 0o40755, 0, 0).unwrap();
     fs.inodes().rmdir(small, b"gone").unwrap();
+    let exchange = RenameFlags { exchange: true, ..Default::default() };
+    assert_ne!(flags(&fs, "empty2") & FL_INLINE_DATA, 0);
+    assert_ne!(flags(&fs, "moved/e2") & FL_INLINE_DATA, 0);
+    fs.inodes().rename(2, b"empty2", d, b"e2", exchange).unwrap();
+    want.remove("moved/e2/y");
+    want.insert("empty2/y".into(), Node::File(Vec::new()));
+    fs.inodes().rmdir(d, b"e2").unwrap();
+    want.remove("moved/e2");
     assert_same(&uext4_tree(&fs), &want, "uext4 after directory changes");
     fs.inodes().sync().unwrap();
     drop(fs);
@@ -340,7 +352,189 @@ fn reads_kernel_written_inline_tree() {
     fs.inodes().sync().unwrap();
     drop(fs);
     fsck_clean(&img);
-    if let Some(k) = kernel_tree(&img) {
-        assert_same(&k, &want2, "kernel reading uext4's changes");
+    // The kernel reads uext4's changes, then writes more (to files and
+    // directories uext4 converted or left inline), and uext4 reads that.
+    let m = KernelMount::new(&img, "").unwrap_or_else(|e| panic!("mount: {e}"));
+    let root = m.path();
+    assert_same(&host_tree(root), &want2, "kernel reading uext4's changes");
+    std::fs::write(root.join("kd/k60"), pattern(7, 90)).unwrap();
+    std::fs::OpenOptions::new().append(true).open(root.join("kd/k40")).unwrap().write_all(b" and the kernel").unwrap();
+    std::fs::write(root.join("kd/new"), b"kernel data").unwrap();
+    std::fs::create_dir(root.join("kd/kdir")).unwrap();
+    std::fs::write(root.join("kd/kdir/x"), b"x").unwrap();
+    let want3 = host_tree(root);
+    m.unmount();
+    fsck_clean(&img);
+    let fs = Filesystem::open(&img).unwrap();
+    assert_same(&uext4_tree(&fs), &want3, "uext4 reading the kernel's second writes");
+}
+
+/// Parent path and name of `path` ("" is the root).
+fn split(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').unwrap_or(("", path))
+}
+
+fn ino_of(fs: &Filesystem, path: &str) -> u32 {
+    if path.is_empty() {
+        2
+    } else {
+        fs.inodes().resolve(path).unwrap_or_else(|e| panic!("resolve {path}: {e}"))
+    }
+}
+
+/// Random small writes, truncates, creates, unlinks, mkdirs, rmdirs and
+/// renames (files and directories, across parents, over existing files)
+/// in inline files and directories, against a model of the tree: inline
+/// files grow and shrink in place or convert, inline directories fill up
+/// and convert. Checked against the model along the way, then by
+/// `e2fsck -fn`, a read-only reopen and the kernel.
+#[test]
+fn random_inline_operations() {
+    if !have("mkfs.ext4") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    for seed in [1u64, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let mut rng = rw_support::Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        for d in 0..4 {
+            std::fs::create_dir_all(src.join(format!("d{d}"))).unwrap();
+            for f in 0..2 {
+                let len = rng.below(120) as usize;
+                std::fs::write(src.join(format!("d{d}/f{f}")), pattern(rng.next(), len)).unwrap();
+            }
+        }
+        let img = dir.path().join("img");
+        std::fs::File::create(&img).unwrap().set_len(32 << 20).unwrap();
+        // Inline capacity: about 128 bytes, 380 and 890.
+        let (bs, isize) = [("4096", "256"), ("1024", "512"), ("1024", "1024")][(seed - 1) as usize];
+        let out = Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", bs, "-I", isize, "-O", "inline_data"])
+            .arg("-d")
+            .arg(&src)
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mkfs.ext4: {}", String::from_utf8_lossy(&out.stderr));
+        let mut model = host_tree(&src);
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let c = fs.inodes();
+        for step in 0..300 {
+            let files: Vec<String> =
+                model.iter().filter(|(_, n)| matches!(n, Node::File(_))).map(|(k, _)| k.clone()).collect();
+            let mut dirs: Vec<String> =
+                model.iter().filter(|(_, n)| **n == Node::Dir).map(|(k, _)| k.clone()).collect();
+            dirs.push(String::new());
+            let pick = |rng: &mut rw_support::Rng, v: &[String]| v[rng.below(v.len() as u64) as usize].clone();
+            let join = |d: &str, n: &str| if d.is_empty() { n.to_string() } else { format!("{d}/{n}") };
+            let fresh = |rng: &mut rw_support::Rng, model: &Tree, d: &str| loop {
+                let name = format!("n{}-{}", rng.below(1000), "x".repeat(rng.below(12) as usize));
+                if !model.contains_key(&join(d, &name)) {
+                    break name;
+                }
+            };
+            match rng.below(10) {
+                0..=2 if !files.is_empty() => {
+                    let p = pick(&mut rng, &files);
+                    let far = rng.below(25) == 0;
+                    let off = rng.below(if far { 3000 } else { 100 });
+                    let data = pattern(rng.next(), 1 + rng.below(40) as usize);
+                    c.write(ino_of(&fs, &p), off, &data).unwrap();
+                    if let Some(Node::File(v)) = model.get_mut(&p) {
+                        let end = off as usize + data.len();
+                        if v.len() < end {
+                            v.resize(end, 0);
+                        }
+                        v[off as usize..end].copy_from_slice(&data);
+                    }
+                }
+                3 if !files.is_empty() => {
+                    let p = pick(&mut rng, &files);
+                    let far = rng.below(25) == 0;
+                    let size = rng.below(if far { 5000 } else { 120 });
+                    c.setattr(ino_of(&fs, &p), SetAttr { size: Some(size), ..Default::default() }).unwrap();
+                    if let Some(Node::File(v)) = model.get_mut(&p) {
+                        v.resize(size as usize, 0);
+                    }
+                }
+                4 | 5 => {
+                    let d = pick(&mut rng, &dirs);
+                    let name = fresh(&mut rng, &model, &d);
+                    c.create(ino_of(&fs, &d), name.as_bytes(), 0o100644, 0, 0).unwrap();
+                    model.insert(join(&d, &name), Node::File(Vec::new()));
+                }
+                6 if !files.is_empty() => {
+                    let p = pick(&mut rng, &files);
+                    let (d, n) = split(&p);
+                    c.unlink(ino_of(&fs, d), n.as_bytes()).unwrap();
+                    model.remove(&p);
+                }
+                7 => {
+                    let d = pick(&mut rng, &dirs);
+                    if rng.below(2) == 0 {
+                        let name = fresh(&mut rng, &model, &d);
+                        c.mkdir(ino_of(&fs, &d), name.as_bytes(), 0o40755, 0, 0).unwrap();
+                        model.insert(join(&d, &name), Node::Dir);
+                    } else if !d.is_empty() && !model.keys().any(|k| k.starts_with(&format!("{d}/"))) {
+                        let (pd, n) = split(&d);
+                        c.rmdir(ino_of(&fs, pd), n.as_bytes()).unwrap();
+                        model.remove(&d);
+                    }
+                }
+                8 if !files.is_empty() => {
+                    // A file to another (or the same) directory, a new
+                    // name or over an existing file.
+                    let p = pick(&mut rng, &files);
+                    let to_dir = pick(&mut rng, &dirs);
+                    let target = if rng.below(3) == 0 {
+                        pick(&mut rng, &files)
+                    } else {
+                        join(&to_dir, &fresh(&mut rng, &model, &to_dir))
+                    };
+                    let ((sd, sn), (td, tn)) = (split(&p), split(&target));
+                    c.rename(ino_of(&fs, sd), sn.as_bytes(), ino_of(&fs, td), tn.as_bytes(), RenameFlags::default())
+                        .unwrap();
+                    if p != target {
+                        let v = model.remove(&p).unwrap();
+                        model.insert(target, v);
+                    }
+                }
+                9 => {
+                    // A directory to another parent outside its subtree.
+                    let d = pick(&mut rng, &dirs);
+                    let to = pick(&mut rng, &dirs);
+                    if d.is_empty() || to == d || to.starts_with(&format!("{d}/")) {
+                        continue;
+                    }
+                    let name = fresh(&mut rng, &model, &to);
+                    let (pd, n) = split(&d);
+                    c.rename(ino_of(&fs, pd), n.as_bytes(), ino_of(&fs, &to), name.as_bytes(), RenameFlags::default())
+                        .unwrap();
+                    let new = join(&to, &name);
+                    let moved: Vec<String> =
+                        model.keys().filter(|k| **k == d || k.starts_with(&format!("{d}/"))).cloned().collect();
+                    for k in moved {
+                        let v = model.remove(&k).unwrap();
+                        model.insert(format!("{new}{}", &k[d.len()..]), v);
+                    }
+                }
+                _ => {}
+            }
+            if step % 50 == 49 {
+                assert_same(&uext4_tree(&fs), &model, &format!("seed {seed} step {step}"));
+            }
+        }
+        assert_same(&uext4_tree(&fs), &model, &format!("seed {seed} at the end"));
+        let inline = model.keys().filter(|p| flags(&fs, p) & FL_INLINE_DATA != 0).count();
+        eprintln!("seed {seed}: {} names, {inline} inline", model.len());
+        drop(fs);
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_same(&uext4_tree(&fs), &model, &format!("seed {seed} reopened"));
+        drop(fs);
+        if let Some(k) = kernel_tree(&img) {
+            assert_same(&k, &model, &format!("seed {seed}: kernel"));
+        }
     }
 }
