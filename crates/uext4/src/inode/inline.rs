@@ -344,3 +344,130 @@ pub fn add_entry(inode: &mut Inode, ft: bool, name: &[u8], ino: u32, file_type: 
     }
     Ok(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::inode::{Timestamp, FL_INLINE_DATA};
+
+    /// An empty inline inode of 256 bytes (32 extra) with an empty
+    /// `system.data`, as mke2fs makes them.
+    fn inode() -> Inode {
+        let mut i = Inode {
+            ino: 12,
+            mode: 0o100644,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            crtime: None,
+            dtime: 0,
+            links_count: 1,
+            blocks_512: 0,
+            flags: FL_INLINE_DATA,
+            version: 0,
+            block: [0; I_BLOCK_SIZE],
+            generation: 0,
+            file_acl: 0,
+            extra_isize: 32,
+            projid: 0,
+            raw: vec![0; 256],
+        };
+        set_data_value(&mut i, Some(b"")).unwrap();
+        i
+    }
+
+    fn read_all(i: &Inode) -> Vec<u8> {
+        let mut v = vec![0xEE; i.size as usize];
+        assert_eq!(read_at(i, 0, &mut v).unwrap(), v.len());
+        v
+    }
+
+    #[test]
+    fn file_grows_into_system_data_and_shrinks() {
+        let mut i = inode();
+        write_at(&mut i, 0, &[1; 50]).unwrap();
+        assert_eq!(i.size, 50);
+        assert!(data_value(&i).unwrap().is_empty());
+        write_at(&mut i, 55, &[2; 45]).unwrap();
+        assert_eq!(i.size, 100);
+        assert_eq!(data_value(&i).unwrap().len(), 40);
+        let v = read_all(&i);
+        assert_eq!(&v[..50], &[1; 50]);
+        assert_eq!(&v[50..55], &[0; 5]);
+        assert_eq!(&v[55..], &[2; 45]);
+        // 96-byte area: magic, one entry of 20 bytes, terminator: 68 bytes
+        // of value at most.
+        assert!(matches!(write_at(&mut i.clone(), 0, &[3; 129]), Err(Error::NoSpace(_))));
+        write_at(&mut i, 0, &[3; 128]).unwrap();
+        resize(&mut i, 10).unwrap();
+        assert_eq!(read_all(&i), vec![3; 10]);
+        assert!(data_value(&i).unwrap().is_empty());
+        assert_eq!(&i.block[10..], &[0; 50]);
+        resize(&mut i, 70).unwrap();
+        let mut want = vec![3; 10];
+        want.resize(70, 0);
+        assert_eq!(read_all(&i), want);
+        destroy(&mut i).unwrap();
+        assert!(!i.has_inline_data());
+        assert!(parse_inode_area_raw(i.xattr_area(), 12).unwrap().is_empty());
+    }
+
+    #[test]
+    fn size_past_the_inline_bytes_reads_zeros_and_corrupt_sizes_are_refused() {
+        let mut i = inode();
+        i.block[0] = 9;
+        i.size = 100;
+        let v = read_all(&i);
+        assert_eq!(v[0], 9);
+        assert!(v[1..].iter().all(|&b| b == 0));
+        i.size = 1 << 40;
+        assert!(matches!(write_at(&mut i, 0, b"x"), Err(Error::Corrupt(_))));
+    }
+
+    #[test]
+    fn directory_entries_in_both_parts() {
+        let mut d = inode();
+        d.mode = 0o40755;
+        set_parent(&mut d, 2);
+        // i_block: one unused record covering the 56 bytes.
+        dirent::write_entry(&mut d.block[DOTDOT_SIZE..], 0, 0, 56, b"", 0, true);
+        set_data_value(&mut d, Some(&[0; 40])).unwrap();
+        let mut tail = vec![0u8; 40];
+        dirent::write_entry(&mut tail, 0, 0, 40, b"", 0, true);
+        set_data_value(&mut d, Some(&tail)).unwrap();
+        assert!(add_entry(&mut d, true, b"first-long-name-of-thirty-bytes", 20, 1).unwrap());
+        assert!(add_entry(&mut d, true, b"second", 21, 2).unwrap());
+        assert!(add_entry(&mut d, true, b"third", 22, 1).unwrap());
+        assert!(add_entry(&mut d, true, b"fourth-is-here", 23, 1).unwrap());
+        assert!(!add_entry(&mut d, true, b"no-room-for-this-one-anywhere", 24, 1).unwrap());
+        let (parent, v) = dir_entries(&d, true).unwrap();
+        assert_eq!(parent, 2);
+        let names: Vec<_> = v.iter().map(|e| (e.name.clone(), e.inode, e.pos)).collect();
+        assert_eq!(
+            names,
+            vec![
+                (b"first-long-name-of-thirty-bytes".to_vec(), 20, 24),
+                (b"second".to_vec(), 21, 24 + 40),
+                (b"third".to_vec(), 22, 80),
+                (b"fourth-is-here".to_vec(), 23, 80 + 16),
+            ]
+        );
+        assert_eq!(replace_entry(&mut d, true, b"third", 30, 2).unwrap(), Some(22));
+        assert_eq!(remove_entry(&mut d, true, b"second").unwrap(), Some(21));
+        assert_eq!(remove_entry(&mut d, true, b"third").unwrap(), Some(30));
+        assert_eq!(remove_entry(&mut d, true, b"third").unwrap(), None);
+        let (_, v) = dir_entries(&d, true).unwrap();
+        let names: Vec<_> = v.iter().map(|e| e.name.clone()).collect();
+        assert_eq!(names, vec![b"first-long-name-of-thirty-bytes".to_vec(), b"fourth-is-here".to_vec()]);
+        // New entries take the room removals left: the slack after the
+        // first entry (which absorbed "second"), then the unused first
+        // record of system.data.
+        assert!(add_entry(&mut d, true, b"again", 25, 1).unwrap());
+        assert!(add_entry(&mut d, true, b"more", 26, 1).unwrap());
+        let pos: Vec<_> = dir_entries(&d, true).unwrap().1.iter().map(|e| (e.inode, e.pos)).collect();
+        assert_eq!(pos, vec![(20, 24), (25, 64), (26, 80), (23, 96)]);
+    }
+}
