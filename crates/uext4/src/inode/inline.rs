@@ -287,7 +287,7 @@ pub fn remove_entry(inode: &mut Inode, ft: bool, name: &[u8]) -> Result<Option<u
         let s = v[i];
         if i > 0 {
             let prev = v[i - 1];
-            let merged = (prev.rec_len + s.rec_len) as u16;
+            let merged = dirent::rec_len_to_disk(prev.rec_len + s.rec_len, b.len());
             b[prev.offset + 4..prev.offset + 6].copy_from_slice(&merged.to_le_bytes());
             b[s.offset..s.offset + s.rec_len].fill(0);
         } else {
@@ -334,7 +334,8 @@ pub fn add_entry(inode: &mut Inode, ft: bool, name: &[u8], ino: u32, file_type: 
             } else {
                 // The live entry keeps what it needs; the new one takes
                 // the slack.
-                part[s.offset + 4..s.offset + 6].copy_from_slice(&(used as u16).to_le_bytes());
+                let used_disk = dirent::rec_len_to_disk(used, part.len());
+                part[s.offset + 4..s.offset + 6].copy_from_slice(&used_disk.to_le_bytes());
                 (s.offset + used, s.rec_len - used)
             };
             dirent::write_entry(part, off, ino, rec, name, file_type, ft);
