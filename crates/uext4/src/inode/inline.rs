@@ -312,8 +312,11 @@ pub fn replace_entry(inode: &mut Inode, ft: bool, name: &[u8], ino: u32, file_ty
 }
 
 /// Adds `name` -> `ino` to inline directory `inode` if a record has room
-/// (an unused one, or the slack after a live one); false when neither part
-/// has room (the caller converts the directory to blocks).
+/// (an unused one, or the slack after a live one), else in a new record
+/// at the end of `system.data`, grown as far as the inode body allows
+/// (`i_size` grows with it), as the kernel's ext4_try_add_inline_entry
+/// does; false when that does not fit either (the caller converts the
+/// directory to blocks).
 pub fn add_entry(inode: &mut Inode, ft: bool, name: &[u8], ino: u32, file_type: u8) -> Result<bool> {
     let need = rec_len_for(name.len());
     let (mut head, mut tail) = dir_parts(inode)?;
@@ -343,7 +346,17 @@ pub fn add_entry(inode: &mut Inode, ft: bool, name: &[u8], ino: u32, file_type: 
             return Ok(true);
         }
     }
-    Ok(false)
+    let old = tail.len();
+    tail.resize(old + need, 0);
+    dirent::write_entry(&mut tail, old, ino, need, name, file_type, ft);
+    match set_data_value(inode, Some(&tail)) {
+        Ok(()) => {
+            inode.size = (I_BLOCK_SIZE + tail.len()) as u64;
+            Ok(true)
+        }
+        Err(Error::NoSpace(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -443,7 +456,17 @@ mod tests {
         assert!(add_entry(&mut d, true, b"second", 21, 2).unwrap());
         assert!(add_entry(&mut d, true, b"third", 22, 1).unwrap());
         assert!(add_entry(&mut d, true, b"fourth-is-here", 23, 1).unwrap());
+        // No record has room: system.data grows by a record when the
+        // inode body holds it (96-byte area: magic 4, entry 20, end 4: a
+        // value of 68 bytes at most), and i_size with it.
+        d.size = 100;
         assert!(!add_entry(&mut d, true, b"no-room-for-this-one-anywhere", 24, 1).unwrap());
+        assert_eq!(d.size, 100);
+        assert!(add_entry(&mut d, true, b"z", 27, 1).unwrap());
+        assert_eq!(d.size, 112);
+        assert!(add_entry(&mut d, true, b"y", 28, 1).unwrap());
+        assert_eq!(d.size, 124);
+        assert!(!add_entry(&mut d, true, b"w", 29, 1).unwrap());
         let (parent, v) = dir_entries(&d, true).unwrap();
         assert_eq!(parent, 2);
         let names: Vec<_> = v.iter().map(|e| (e.name.clone(), e.inode, e.pos)).collect();
@@ -454,6 +477,8 @@ mod tests {
                 (b"second".to_vec(), 21, 24 + 40),
                 (b"third".to_vec(), 22, 80),
                 (b"fourth-is-here".to_vec(), 23, 80 + 16),
+                (b"z".to_vec(), 27, 120),
+                (b"y".to_vec(), 28, 132),
             ]
         );
         assert_eq!(replace_entry(&mut d, true, b"third", 30, 2).unwrap(), Some(22));
@@ -462,13 +487,16 @@ mod tests {
         assert_eq!(remove_entry(&mut d, true, b"third").unwrap(), None);
         let (_, v) = dir_entries(&d, true).unwrap();
         let names: Vec<_> = v.iter().map(|e| e.name.clone()).collect();
-        assert_eq!(names, vec![b"first-long-name-of-thirty-bytes".to_vec(), b"fourth-is-here".to_vec()]);
+        assert_eq!(
+            names,
+            vec![b"first-long-name-of-thirty-bytes".to_vec(), b"fourth-is-here".to_vec(), b"z".to_vec(), b"y".to_vec()]
+        );
         // New entries take the room removals left: the slack after the
         // first entry (which absorbed "second"), then the unused first
         // record of system.data.
         assert!(add_entry(&mut d, true, b"again", 25, 1).unwrap());
         assert!(add_entry(&mut d, true, b"more", 26, 1).unwrap());
         let pos: Vec<_> = dir_entries(&d, true).unwrap().1.iter().map(|e| (e.inode, e.pos)).collect();
-        assert_eq!(pos, vec![(20, 24), (25, 64), (26, 80), (23, 96)]);
+        assert_eq!(pos, vec![(20, 24), (25, 64), (26, 80), (23, 96), (27, 120), (28, 132)]);
     }
 }

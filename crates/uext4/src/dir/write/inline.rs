@@ -2,11 +2,12 @@
 //! `i_block` and the `system.data` attribute, see [`crate::inode::inline`]).
 //!
 //! Removing and re-pointing an entry, and "..", are edited in place in the
-//! inode. A new entry goes into a record with room; when neither part has
-//! any, the directory becomes a one-block directory first (the kernel's
-//! ext4_convert_inline_dir, without its intermediate step of growing
-//! `system.data`), and the entry is added to that block the usual way. The
-//! caller writes the inode in every case.
+//! inode. A new entry goes into a record with room, else into a new record
+//! at the end of `system.data`, grown as far as the inode body allows
+//! (the kernel's ext4_try_add_inline_entry); when even that does not fit,
+//! the directory becomes a one-block directory first (the kernel's
+//! ext4_convert_inline_dir) and the entry is added to that block the usual
+//! way. The caller writes the inode in every case.
 
 use super::grow::append_block;
 use super::leaf::{Ctx, Item};
