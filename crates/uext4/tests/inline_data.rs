@@ -278,6 +278,7 @@ fn inline_dirs_insert_remove_convert_rename() {
     want.remove("small/n1");
     want.insert("small/n2".into(), Node::File(Vec::new()));
     let d = fs.inodes().mkdir(2, b"moved", 0o40755, 0, 0).unwrap().ino;
+    assert_ne!(flags(&fs, "moved") & FL_INLINE_DATA, 0, "a new directory starts inline, as the kernel's");
     fs.inodes().rename(small, b"empty", d, b"e2", RenameFlags::default()).unwrap();
     want.remove("small/empty");
     want.insert("moved".into(), Node::Dir);

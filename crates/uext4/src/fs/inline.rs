@@ -15,14 +15,15 @@
 //! allocated (when the file is not empty), the bytes written to it before
 //! the handle ends (ordered), the flag and `system.data` cleared and an
 //! extent root set; the operation then goes on through the ordinary path
-//! (page cache, delayed allocation, writeback). uext4 never makes an
-//! inode inline (extent files are valid on inline_data filesystems: new
-//! files start as extent files), so once converted an inode stays so, and
-//! "this inode is not inline" stays true without a lock.
+//! (page cache, delayed allocation, writeback). uext4 never makes a file
+//! inline (extent files are valid on inline_data filesystems: new files
+//! start as extent files), so once converted a file stays so, and "this
+//! file is not inline" stays true without a lock.
 //!
-//! Inline directories are edited in place by [`crate::dir::write`]
-//! (converted to a block when full); inline symlinks are read as inline
-//! data and, like every symlink, never rewritten.
+//! Inline directories (new ones start inline, as the kernel's do) are
+//! edited in place by [`crate::dir::write`], converted to a block when
+//! full; inline symlinks are read as inline data and, like every symlink,
+//! never rewritten.
 
 use super::namespace::ftype;
 use super::FsCore;

@@ -16,7 +16,7 @@
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::dirent::{self, rec_len_for};
-use crate::format::inode::{Inode, FL_INLINE_DATA, GOOD_OLD_INODE_SIZE, I_BLOCK_SIZE};
+use crate::format::inode::{Inode, FL_EXTENTS, FL_INLINE_DATA, GOOD_OLD_INODE_SIZE, I_BLOCK_SIZE};
 use crate::format::xattr::{encode_inode_area, inode_area_fits, parse_inode_area_raw, RawXattr, INDEX_SYSTEM};
 
 /// The name (after `system.`) of the attribute holding the bytes past
@@ -245,6 +245,21 @@ fn put_dir_parts(inode: &mut Inode, head: &[u8], tail: &[u8]) -> Result<()> {
     if !tail.is_empty() {
         set_data_value(inode, Some(tail))?;
     }
+    Ok(())
+}
+
+/// Makes new directory `inode` an empty inline directory under `parent`,
+/// as the kernel's ext4_try_create_inline_dir does: the parent number,
+/// one unused record over the rest of `i_block`, an empty `system.data`,
+/// `i_size` 60. ENOSPC, with nothing changed, when the inode has no room
+/// for the attribute (the caller makes a block directory instead).
+pub fn init_dir(inode: &mut Inode, parent: u32, ft: bool) -> Result<()> {
+    set_data_value(inode, Some(b""))?;
+    inode.flags = (inode.flags & !FL_EXTENTS) | FL_INLINE_DATA;
+    inode.block = [0; I_BLOCK_SIZE];
+    set_parent(inode, parent);
+    dirent::write_entry(&mut inode.block[DOTDOT_SIZE..], 0, 0, I_BLOCK_SIZE - DOTDOT_SIZE, b"", 0, ft);
+    inode.size = I_BLOCK_SIZE as u64;
     Ok(())
 }
 
