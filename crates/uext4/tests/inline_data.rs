@@ -284,13 +284,27 @@ fn inline_dirs_insert_remove_convert_rename() {
     want.insert("moved".into(), Node::Dir);
     want.insert("moved/e2".into(), Node::Dir);
     assert_eq!(fs.inodes().lookup(empty, b"..").unwrap(), d);
-    // Fill the inline directory until it becomes a block directory.
+    // Fill the inline directory until it becomes a block directory; the
+    // entries keep their listing positions across the conversion (as the
+    // kernel's conversion keeps them), so a listing can go on.
+    let mut converted = false;
     for i in 0..30 {
+        let before = fs.inodes().read_dir_all(small).unwrap();
         let name = format!("grow-{i:02}-padding-name");
         fs.inodes().create(small, name.as_bytes(), 0o100644, 0, 0).unwrap();
         want.insert(format!("small/{name}"), Node::File(Vec::new()));
+        if !converted && flags(&fs, "small") & FL_INLINE_DATA == 0 {
+            converted = true;
+            let vol = fs.volume().clone();
+            let after = uext4::dir::linear_readdir(&vol, &fs.inodes().inode(small).unwrap(), 0, usize::MAX).unwrap();
+            let pos = |v: &[uext4::dir::DirEntry]| -> Vec<(Vec<u8>, u64)> {
+                v.iter().map(|e| (e.name.clone(), e.next_cookie)).collect()
+            };
+            let (b, a) = (pos(&before), pos(&after));
+            assert_eq!(b[..b.len() - 1], a[..b.len() - 1], "positions changed by the conversion");
+        }
     }
-    assert_eq!(flags(&fs, "small") & FL_INLINE_DATA, 0, "small still inline");
+    assert!(converted, "small still inline");
     // A file renamed over an entry of an inline directory (replace).
     fs.inodes().create(empty, b"x", 0o100644, 0, 0).unwrap();
     fs.inodes().create(empty, b"y", 0o100644, 0, 0).unwrap();

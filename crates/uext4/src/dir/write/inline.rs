@@ -10,8 +10,10 @@
 //! way. The caller writes the inode in every case.
 
 use super::grow::append_block;
-use super::leaf::{Ctx, Item};
-use crate::error::Result;
+use super::leaf::Ctx;
+use crate::error::{Error, Result};
+use crate::format::bytes::put_le16;
+use crate::format::dirent::{self, rec_len_for, rec_len_to_disk};
 use crate::format::inode::Inode;
 use crate::inode::{extent_write as ew, inline};
 use crate::txn::Tx;
@@ -30,31 +32,38 @@ pub(super) fn add(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8
     Ok(false)
 }
 
-/// Moves the entries of inline directory `dir` into a new first block:
-/// "." and "..", then the entries in their order, and clears the inline
-/// state (flag and `system.data`), as ext4_convert_inline_dir does.
+/// Moves the entries of inline directory `dir` into a new first block
+/// and clears the inline state (flag and `system.data`), as
+/// ext4_convert_inline_dir does: "." and ".." (12 bytes each) take the
+/// place of the 4-byte parent number and the records follow unchanged,
+/// `i_block`'s then `system.data`'s, so every entry keeps the position
+/// listings gave it (see [`inline::DIR_POS_SHIFT`]) and a listing goes on
+/// across the change; the last record reaches the end of the block.
 fn convert(ctx: &Ctx, dir: &mut Inode) -> Result<()> {
-    let (parent, entries) = inline::dir_entries(dir, ctx.ft)?;
-    let mut items = vec![
-        Item { hash: 0, ino: dir.ino, file_type: ctx.file_type(FT_DIR), name: b".".to_vec() },
-        Item { hash: 0, ino: parent, file_type: ctx.file_type(FT_DIR), name: b"..".to_vec() },
-    ];
-    items.extend(entries.into_iter().map(|e| Item {
-        hash: 0,
-        ino: e.inode,
-        file_type: ctx.file_type(e.file_type),
-        name: e.name,
-    }));
-    // Built before anything changes: entries that cannot fit a block
-    // (impossible for a sane inode) fail here with nothing written.
-    let leaf = ctx.build_leaf(&items)?;
+    // Checked the way readers check them (records, inode numbers).
+    let (parent, _) = inline::dir_entries(dir, ctx.ft)?;
+    let raw = inline::bytes(dir)?;
+    let body = &raw[inline::DOTDOT_SIZE..];
+    let dots = rec_len_for(1) + rec_len_for(2);
+    let end = dots + body.len();
+    let space = ctx.space();
+    if end > space {
+        return Err(Error::NoSpace(format!("inline directory {} does not fit a block", dir.ino)));
+    }
+    let mut b = vec![0u8; ctx.bs];
+    ctx.write_entry(&mut b, 0, dir.ino, rec_len_for(1), b".", FT_DIR);
+    ctx.write_entry(&mut b, rec_len_for(1), parent, rec_len_for(2), b"..", FT_DIR);
+    b[dots..end].copy_from_slice(body);
+    let last = dirent::parse_leaf(&b[..end], ctx.ft, 0)?.last().map_or(dots, |r| r.offset);
+    put_le16(&mut b, last + 4, rec_len_to_disk(space - last, ctx.bs));
+    ctx.finish_leaf(&mut b);
     let mut converted = dir.clone();
     inline::destroy(&mut converted)?;
     ew::init_root(&mut converted);
     converted.size = 0;
     // On ENOSPC nothing was allocated and `dir` stays inline.
     let (_, pblk) = append_block(ctx, &mut converted)?;
-    ctx.put(pblk, &leaf)?;
+    ctx.put(pblk, &b)?;
     *dir = converted;
     Ok(())
 }
