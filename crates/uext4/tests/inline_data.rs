@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use uext4::format::inode::{FL_EXTENTS, FL_INLINE_DATA};
 use uext4::fs::ops::{RenameFlags, SetAttr};
+use uext4::fs::xattr_ops::XattrSetMode;
 use uext4::Filesystem;
 
 /// What a path holds, as compared between trees.
@@ -449,7 +450,7 @@ fn random_inline_operations() {
                     break name;
                 }
             };
-            match rng.below(10) {
+            match rng.below(12) {
                 0..=2 if !files.is_empty() => {
                     let p = pick(&mut rng, &files);
                     let far = rng.below(25) == 0;
@@ -532,6 +533,34 @@ fn random_inline_operations() {
                     for k in moved {
                         let v = model.remove(&k).unwrap();
                         model.insert(format!("{new}{}", &k[d.len()..]), v);
+                    }
+                }
+                10 if !files.is_empty() => {
+                    // Direct I/O converts, as in the kernel.
+                    let p = pick(&mut rng, &files);
+                    let off = rng.below(100);
+                    let data = pattern(rng.next(), 1 + rng.below(30) as usize);
+                    c.write_direct(ino_of(&fs, &p), off, &data).unwrap();
+                    if let Some(Node::File(v)) = model.get_mut(&p) {
+                        let end = off as usize + data.len();
+                        if v.len() < end {
+                            v.resize(end, 0);
+                        }
+                        v[off as usize..end].copy_from_slice(&data);
+                    }
+                }
+                11 => {
+                    // Attributes compete with system.data for the inode
+                    // body (set or removed on files and directories).
+                    let all: Vec<String> = model.keys().cloned().collect();
+                    if let Some(p) = all.get(rng.below(all.len() as u64) as usize) {
+                        let ino = ino_of(&fs, p);
+                        if rng.below(3) == 0 {
+                            let _ = c.remove_xattr(ino, b"user.k");
+                        } else {
+                            let v = pattern(rng.next(), rng.below(40) as usize);
+                            c.set_xattr(ino, b"user.k", &v, XattrSetMode::Any).unwrap();
+                        }
                     }
                 }
                 _ => {}
