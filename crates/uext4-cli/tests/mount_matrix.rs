@@ -52,12 +52,7 @@ const ROWS: &[Row] = &[
         kernel: false,
         expect: Expect::ReadWrite,
     },
-    Row {
-        name: "inline_data",
-        mkfs: &["-t", "ext4", "-O", "inline_data"],
-        kernel: true,
-        expect: Expect::Refused("inline_data"),
-    },
+    Row { name: "inline_data", mkfs: &["-t", "ext4", "-O", "inline_data"], kernel: true, expect: Expect::ReadWrite },
     Row { name: "casefold", mkfs: &["-t", "ext4", "-O", "casefold"], kernel: false, expect: Expect::ReadWrite },
     Row { name: "ext3", mkfs: &["-t", "ext3"], kernel: true, expect: Expect::ReadWrite },
 ];

@@ -77,7 +77,7 @@ const ROWS: &[Row] = &[
         mkfs: &["-t", "ext4", "-O", "inline_data"],
         size_mb: 64,
         kernel: true,
-        expect: Expect::Refused("inline_data"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "ea_inode",

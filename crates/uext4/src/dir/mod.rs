@@ -24,7 +24,11 @@ use crate::format::dir_hash::{dx_hash, DirHash, HashVersion};
 use crate::format::dirent::{RawDirent, NAME_MAX};
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{FileType, Inode, FL_CASEFOLD, FL_INDEX};
+use crate::inode::inline;
 use crate::volume::Volume;
+
+/// Dirent file type of a directory ("." and "..").
+const FT_DIR: u8 = 2;
 
 pub use block::DirBlock;
 
@@ -154,6 +158,9 @@ fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::Hash
 /// directories use byte positions within the directory file. A directory
 /// whose index is unusable is listed by byte position, like a linear one.
 pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    if dir.has_inline_data() {
+        return inline_readdir(vol, dir, cookie, max);
+    }
     let block_hash = block_hash(vol, dir);
     if !is_htree(vol, dir) && block_hash.is_none() {
         // A hash cookie from when the directory was one block, which has
@@ -198,6 +205,9 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
 /// Reads up to `max` entries in block order from byte position `cookie`.
 /// Unused slots are skipped.
 pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    if dir.has_inline_data() {
+        return inline_readdir(vol, dir, cookie, max);
+    }
     let bs = vol.block_size as u64;
     let nblocks = dir_blocks(vol, dir);
     let htree = is_htree(vol, dir);
@@ -222,6 +232,59 @@ pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Res
             out.push(entry(vol, &e, blk.block, pos + e.rec_len as u64)?);
         }
         lblk += 1;
+    }
+    Ok(out)
+}
+
+/// Every entry of an inline directory, "." and ".." first, with the
+/// kernel's listing positions (see [`inline::DIR_POS_SHIFT`]).
+fn inline_all(vol: &Volume, dir: &Inode) -> Result<Vec<DirEntry>> {
+    let ft = filetype(vol);
+    let (parent, entries) = inline::dir_entries(dir, ft)?;
+    let dir_type = if ft { FileType::from_dirent(FT_DIR) } else { None };
+    let mut out = vec![
+        DirEntry { ino: dir.ino, name: b".".to_vec(), file_type: dir_type, next_cookie: 12 },
+        DirEntry { ino: parent, name: b"..".to_vec(), file_type: dir_type, next_cookie: inline::DIR_POS_SHIFT + 4 },
+    ];
+    for e in entries {
+        out.push(DirEntry {
+            ino: e.inode,
+            name: e.name,
+            file_type: FileType::from_dirent(e.file_type),
+            next_cookie: e.next,
+        });
+    }
+    for e in &out {
+        if e.ino == 0 || e.ino > vol.sb.inodes_count {
+            return Err(Error::corruption(
+                crate::error::Structure::DirEntry,
+                Location::Inode(dir.ino),
+                CorruptKind::OutsideRange {
+                    what: "inode",
+                    value: u64::from(e.ino),
+                    start: 1,
+                    end: u64::from(vol.sb.inodes_count) + 1,
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Reads up to `max` entries of an inline directory from position
+/// `cookie` ("." is at 0, ".." at 12, the rest at their inline offsets
+/// plus 20, as the kernel lists them).
+fn inline_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    let all = inline_all(vol, dir)?;
+    let mut pos = 0;
+    let mut out = Vec::new();
+    for e in all {
+        if pos >= cookie && out.len() < max {
+            pos = e.next_cookie;
+            out.push(e);
+        } else {
+            pos = e.next_cookie;
+        }
     }
     Ok(out)
 }
@@ -257,6 +320,9 @@ pub fn lookup(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Option<(u32, Opt
     } else {
         NameKey::new(vol, dir, name)?
     };
+    if dir.has_inline_data() {
+        return Ok(inline_all(vol, dir)?.into_iter().find(|e| key.matches(&e.name)).map(|e| (e.ino, e.file_type)));
+    }
     if is_htree(vol, dir) {
         // "." and ".." live in the index root, which no hash leads to: the
         // kernel looks for them in block 0 only.

@@ -125,8 +125,8 @@ pub(crate) fn is_known_name(name: &str) -> bool {
 }
 
 /// INCOMPAT features this implementation understands well enough to read.
-/// Anything else (journal_dev, compression, dirdata, encrypt,
-/// inline_data, and unknown bits) refuses the open: see
+/// Anything else (journal_dev, compression, dirdata, encrypt, and
+/// unknown bits) refuses the open: see
 /// docs/COMPATIBILITY.md for the reason behind each.
 pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::RECOVER
@@ -138,7 +138,8 @@ pub const INCOMPAT_SUPPORTED: u32 = incompat::FILETYPE
     | incompat::CSUM_SEED
     | incompat::LARGEDIR
     | incompat::CASEFOLD
-    | incompat::EA_INODE;
+    | incompat::EA_INODE
+    | incompat::INLINE_DATA;
 
 /// RO_COMPAT features this implementation understands and keeps
 /// consistent while writing. Others make the filesystem read-only, as in

@@ -140,6 +140,9 @@ impl FsCore {
     /// Buffered read (no inode I/O lock; see the module comment).
     pub(crate) fn read_buffered(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
+        if let Some(n) = self.read_if_inline(ino, offset, buf)? {
+            return Ok(n);
+        }
         let st = rw.data.inode(ino);
         let size = self.file_size(&st, ino)?;
         if offset >= size || buf.is_empty() {
@@ -179,6 +182,9 @@ impl FsCore {
         if data.is_empty() {
             self.regular(ino)?;
             return Ok(0);
+        }
+        if let Some(n) = self.write_inline(ino, offset, data)? {
+            return Ok(n);
         }
         let st = rw.data.inode(ino);
         let len = data.len() as u64;

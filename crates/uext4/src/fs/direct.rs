@@ -86,6 +86,7 @@ impl FsCore {
             self.regular(ino)?;
             return Ok(0);
         }
+        self.uninline(ino)?;
         let st = rw.data.inode(ino);
         let stats = &rw.data.stats();
         let cfg = *rw.data.config();
@@ -300,6 +301,9 @@ impl FsCore {
     /// The body of a read on a writable filesystem (see `read_direct`).
     pub(crate) fn read_shared(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let rw = self.rw()?;
+        if let Some(n) = self.read_if_inline(ino, offset, buf)? {
+            return Ok(n);
+        }
         let st = rw.data.inode(ino);
         let _shared = st.io.read();
         let _dio = st.dio_begin();

@@ -41,6 +41,7 @@ impl FsCore {
         self.check_offset(offset, len, true)?;
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
+        self.uninline_locked(ino)?;
         let st = rw.data.inode(ino);
         if st.data.pages.is_dirty() {
             // fallocate works on the blocks: dirty data goes to them first.

@@ -85,11 +85,11 @@ impl FsCore {
     /// map) rather than holding a device number, a fast symlink's target
     /// or inline data: what deleting or truncating it must free.
     pub(crate) fn has_block_map(&self, i: &Inode) -> Result<bool> {
-        if i.flags & FL_EXTENTS != 0 {
-            return Ok(!self.is_fast_symlink(i));
-        }
         if i.has_inline_data() {
             return Ok(false);
+        }
+        if i.flags & FL_EXTENTS != 0 {
+            return Ok(!self.is_fast_symlink(i));
         }
         Ok(match crate::fs::namespace::ftype(i)? {
             FileType::Regular | FileType::Directory => true,

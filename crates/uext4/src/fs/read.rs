@@ -116,6 +116,9 @@ impl FsCore {
     }
 
     fn read_inode_data(&self, i: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if i.has_inline_data() {
+            return inode::inline::read_at(i, offset, buf);
+        }
         if offset >= i.size {
             return Ok(0);
         }
@@ -144,6 +147,9 @@ impl FsCore {
     /// symlinks, device nodes, fifos, sockets) have none.
     pub fn extents(&self, ino: u32) -> Result<Vec<Mapping>> {
         let i = self.inode(ino)?;
+        if i.has_inline_data() {
+            return Ok(Vec::new());
+        }
         match i.file_type()? {
             FileType::Regular | FileType::Directory => {}
             FileType::Symlink if !self.is_fast_symlink(&i) => {}
@@ -153,8 +159,12 @@ impl FsCore {
     }
 
     /// A symlink whose target lives in `i_block` (no data block), by the
-    /// kernel's test: no blocks besides an xattr block.
+    /// kernel's test: no blocks besides an xattr block, and not inline
+    /// (an inline symlink is read as inline data, like a file).
     pub(in crate::fs) fn is_fast_symlink(&self, i: &Inode) -> bool {
+        if i.has_inline_data() {
+            return false;
+        }
         // The xattr block occupies a whole cluster (bigalloc) in i_blocks.
         let cluster = 1u64 << (10 + self.vol.sb.log_cluster_size.max(self.vol.sb.log_block_size));
         let ea_sectors = if i.file_acl != 0 { cluster / 512 } else { 0 };

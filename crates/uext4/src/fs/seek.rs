@@ -65,6 +65,10 @@ impl FsCore {
         if offset >= size {
             return Ok(None);
         }
+        if i.has_inline_data() {
+            // All of an inline file is data.
+            return Ok(Some(if data { offset } else { size }));
+        }
         let bs = self.vol.block_size as u64;
         let mut pos = offset;
         while pos < size {

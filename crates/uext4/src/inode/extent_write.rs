@@ -182,6 +182,11 @@ impl Ctx<'_, '_> {
 
     /// The path from the root to the leaf that holds (or would hold) `lblk`.
     fn find_path(&self, inode: &Inode, lblk: FileBlock) -> Result<Vec<Level>> {
+        if inode.has_inline_data() {
+            // Inline bytes can look like an extent header (a directory
+            // whose parent is inode 0xF30A): never edit them as a tree.
+            return Err(Error::Invalid(format!("inode {} keeps its data inline: it has no extent tree", inode.ino)));
+        }
         let root = parse_node(&inode.block, 0)?;
         let mut depth = root.header().depth;
         let mut node = match root {

@@ -12,6 +12,7 @@ mod extent_tree;
 pub mod extent_write;
 mod indirect;
 pub mod indirect_write;
+pub mod inline;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, PhysicalBlock};
@@ -82,6 +83,12 @@ pub fn map_block(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping
         // Nothing is addressable past the format's limit: one hole to the
         // end, so a walk over a corrupt, huge i_size ends in one step.
         return Ok(Mapping { lblk, len: u64::MAX - lblk.get(), kind: MapKind::Hole });
+    }
+    if inode.has_inline_data() {
+        // `i_block` holds data, not a map: reading it as one could free or
+        // overwrite blocks that belong to others. Callers handle inline
+        // inodes before they map anything (see [`inline`]).
+        return Err(Error::Invalid(format!("inode {} keeps its data inline: it has no block map", inode.ino)));
     }
     if inode.uses_extents() {
         extent_tree::map(vol, inode, lblk)

@@ -7,14 +7,17 @@ pub mod write;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::inode::Inode;
-use crate::format::xattr::{acl_to_xattr, parse_block_raw, parse_inode_area_raw, RawXattr, XattrEntry};
+use crate::format::xattr::{acl_to_xattr, parse_block_raw, parse_inode_area_raw, RawXattr, XattrEntry, INDEX_SYSTEM};
 use crate::volume::Volume;
 
 /// All attributes of `inode`, in-inode ones first. A value kept in an EA
 /// inode is `None` here (its entry is checked; [`get`] reads it).
 pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
+    // `system.data` is inline data, not an attribute (the kernel has no
+    // handler for it: neither listed nor readable).
     Ok(list_raw(vol, inode)?
         .into_iter()
+        .filter(|r| !(r.index == INDEX_SYSTEM && r.name == b"data"))
         .map(|r| XattrEntry { name: r.full_name(), value: r.value, value_inum: r.value_inum })
         .collect())
 }

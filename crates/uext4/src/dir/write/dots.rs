@@ -37,8 +37,24 @@ pub fn init_dir_block(tx: &Tx, dir: &mut Inode, block: PhysicalBlock, parent: u3
     Ok(())
 }
 
+/// Points ".." of directory `dir` at `parent` (a directory renamed to a
+/// new parent), wherever the directory keeps it: as [`set_dotdot`], and
+/// in the inode of an inline directory (then the caller writes `dir`
+/// back, as it does after a rename anyway).
+pub fn set_parent(tx: &Tx, dir: &mut Inode, parent: u32) -> Result<()> {
+    if parent == 0 || parent > tx.vol.sb.inodes_count {
+        return Err(Error::Invalid(format!("parent inode {parent}")));
+    }
+    if super::is_inline(dir)? {
+        crate::inode::inline::set_parent(dir, parent);
+        return Ok(());
+    }
+    set_dotdot(tx, dir, parent)
+}
+
 /// Points ".." of directory `dir` at `parent` (a directory renamed to a new
-/// parent). Works on linear first blocks and htree roots.
+/// parent). Works on linear first blocks and htree roots (inline
+/// directories: [`set_parent`]).
 pub fn set_dotdot(tx: &Tx, dir: &Inode, parent: u32) -> Result<()> {
     if parent == 0 || parent > tx.vol.sb.inodes_count {
         return Err(Error::Invalid(format!("parent inode {parent}")));

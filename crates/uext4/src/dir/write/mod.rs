@@ -39,6 +39,7 @@ mod dots;
 mod find;
 mod grow;
 mod index;
+mod inline;
 mod leaf;
 mod linear;
 mod probe;
@@ -53,7 +54,7 @@ use crate::format::inode::{Inode, FL_CASEFOLD, FL_ENCRYPT, S_IFDIR, S_IFMT};
 use crate::txn::Tx;
 use crate::volume::Volume;
 
-pub use dots::{init_dir_block, is_empty, set_dotdot};
+pub use dots::{init_dir_block, is_empty, set_dotdot, set_parent};
 use find::find;
 use index::dx_add;
 use leaf::{Ctx, Item};
@@ -70,6 +71,9 @@ pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8)
     }
     if ino == 0 || ino > tx.vol.sb.inodes_count {
         return Err(Error::Invalid(format!("directory entry for inode {ino}")));
+    }
+    if is_inline(dir)? && inline::add(tx, dir, name, ino, file_type)? {
+        return Ok(());
     }
     check_dir(tx.vol, dir)?;
     check_encoding(tx.vol, dir, name)?;
@@ -96,6 +100,9 @@ pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
     check_name(name)?;
     if name == b"." || name == b".." {
         return Err(Error::Invalid(format!("cannot remove {:?}", String::from_utf8_lossy(name))));
+    }
+    if is_inline(dir)? {
+        return inline::remove(tx, dir, name);
     }
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
@@ -128,6 +135,9 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
     }
     if ino == 0 || ino > tx.vol.sb.inodes_count {
         return Err(Error::Invalid(format!("directory entry for inode {ino}")));
+    }
+    if is_inline(dir)? {
+        return inline::replace(tx, dir, name, ino, file_type);
     }
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
@@ -163,15 +173,31 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn check_dir(vol: &Volume, dir: &Inode) -> Result<()> {
+/// True if `dir` is an inline directory (inline_data), which the caller
+/// changes through [`mod@inline`]; errors as [`check_dir`] for what is no
+/// directory or cannot be written.
+fn is_inline(dir: &Inode) -> Result<bool> {
+    if !dir.has_inline_data() {
+        return Ok(false);
+    }
+    check_kind(dir)?;
+    Ok(true)
+}
+
+fn check_kind(dir: &Inode) -> Result<()> {
     if dir.mode & S_IFMT != S_IFDIR {
         return Err(Error::NotDir(format!("inode {}", dir.ino)));
     }
-    if dir.has_inline_data() {
-        return Err(Error::Unsupported("writing inline-data directories".into()));
-    }
     if dir.flags & FL_ENCRYPT != 0 {
         return Err(Error::Unsupported("writing encrypted directories".into()));
+    }
+    Ok(())
+}
+
+pub(super) fn check_dir(vol: &Volume, dir: &Inode) -> Result<()> {
+    check_kind(dir)?;
+    if dir.has_inline_data() {
+        return Err(Error::Unsupported("block edits of an inline-data directory".into()));
     }
     if dir.flags & FL_CASEFOLD != 0 && !is_casefolded(vol, dir) {
         return Err(Error::Unsupported("writing a casefolded directory without the casefold feature".into()));

@@ -6,6 +6,7 @@ use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
 use crate::format::dirent::file_type_of;
+use crate::format::features::incompat;
 use crate::format::inode::{
     FileType, Inode, Timestamp, FL_CASEFOLD, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG,
 };
@@ -73,9 +74,20 @@ impl FsCore {
         // kernel's inherited flags; only directories take this one).
         d.flags |= dir.flags & FL_CASEFOLD;
         let added = (|| {
-            let runs = ew::allocate_range(&tx, &mut d, FileBlock(0), 1, false, aflags::METADATA, 0)?;
-            let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
-            dw::init_dir_block(&tx, &mut d, pblk, parent)?;
+            // On inline_data filesystems a new directory starts inline, as
+            // the kernel makes it (when the inode has room for it).
+            let features = &self.vol.sb.features;
+            let inline = features.has_incompat(incompat::INLINE_DATA)
+                && match crate::inode::inline::init_dir(&mut d, parent, features.has_incompat(incompat::FILETYPE)) {
+                    Ok(()) => true,
+                    Err(Error::NoSpace(_)) => false,
+                    Err(e) => return Err(e),
+                };
+            if !inline {
+                let runs = ew::allocate_range(&tx, &mut d, FileBlock(0), 1, false, aflags::METADATA, 0)?;
+                let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
+                dw::init_dir_block(&tx, &mut d, pblk, parent)?;
+            }
             tx.write_inode(&mut d)?;
             dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))
         })();

@@ -154,10 +154,10 @@ impl FsCore {
                 dw::replace_entry(&tx, &mut pd, name, d_ino, file_type_of(d.mode))?;
                 dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
                 if src_is_dir {
-                    dw::set_dotdot(&tx, &s, newparent)?;
+                    dw::set_parent(&tx, &mut s, newparent)?;
                 }
                 if dst_is_dir {
-                    dw::set_dotdot(&tx, &d, parent)?;
+                    dw::set_parent(&tx, &mut d, parent)?;
                 }
                 if src_is_dir != dst_is_dir {
                     // The directory moved from pd to nd or back.
@@ -207,7 +207,7 @@ impl FsCore {
         }
         dw::remove_entry(&tx, &mut pd, name)?;
         if src_is_dir && parent != newparent {
-            dw::set_dotdot(&tx, &s, newparent)?;
+            dw::set_parent(&tx, &mut s, newparent)?;
             Self::bump_dir_links(&mut pd, false);
             if !dst_is_dir {
                 Self::bump_dir_links(&mut nd, true);

@@ -27,6 +27,11 @@ impl FsCore {
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
+        if let Some(size) = attr.size {
+            // An inline file too small for the new size becomes an extent
+            // file first (fs/inline.rs).
+            self.prepare_inline_resize(ino, size)?;
+        }
         let st = rw.data.inode(ino);
         if attr.size.is_some() && st.data.pages.is_dirty() {
             // Truncate works on the blocks: the data goes to them first.
@@ -54,7 +59,13 @@ impl FsCore {
         let m = st.map.write();
         let mut truncate_left = false;
         if let Some(size) = attr.size {
-            if size < i.size {
+            if i.has_inline_data() {
+                // Fits (see prepare_inline_resize); no folios, no blocks.
+                if size != i.size {
+                    i.mtime = now;
+                }
+                crate::inode::inline::resize(&mut i, size)?;
+            } else if size < i.size {
                 st.data.pages.invalidate(size, u64::MAX);
                 truncate_left = !self.shrink(&tx, &mut i, size)?;
             }
