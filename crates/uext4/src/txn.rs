@@ -183,8 +183,11 @@ impl<'a> Tx<'a> {
             flags: crate::alloc::flags::METADATA,
             ..Default::default()
         })?;
-        if a.len > 1 {
-            self.free_blocks(a.start + 1, u64::from(a.len) - 1, FreeKind::Metadata)?;
+        // With bigalloc the block owns its whole cluster (the kernel's
+        // metadata blocks do too): only clusters past the first go back.
+        let ratio = self.alloc.cluster_ratio();
+        if u64::from(a.len) > ratio {
+            self.free_blocks(a.start + ratio, u64::from(a.len) - ratio, FreeKind::Metadata)?;
         }
         Ok(a.start)
     }

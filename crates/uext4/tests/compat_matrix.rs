@@ -98,14 +98,14 @@ const ROWS: &[Row] = &[
         mkfs: &["-t", "ext4", "-O", "bigalloc", "-C", "16384"],
         size_mb: 128,
         kernel: true,
-        expect: Expect::ReadOnly("bigalloc"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "bigalloc-64k",
         mkfs: &["-t", "ext4", "-O", "bigalloc", "-C", "65536"],
         size_mb: 256,
         kernel: true,
-        expect: Expect::ReadOnly("bigalloc"),
+        expect: Expect::ReadWrite,
     },
     Row {
         name: "fast_commit",

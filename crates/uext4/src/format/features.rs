@@ -149,7 +149,8 @@ pub const RO_COMPAT_SUPPORTED: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::DIR_NLINK
     | ro_compat::EXTRA_ISIZE
     | ro_compat::METADATA_CSUM
-    | ro_compat::ORPHAN_PRESENT;
+    | ro_compat::ORPHAN_PRESENT
+    | ro_compat::BIGALLOC;
 
 /// The three feature words of a superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -241,7 +241,8 @@ fn store_block(tx: &Tx, inode: &mut Inode, entries: &[RawXattr]) -> Result<()> {
     if old == 0 {
         let new = new_block(tx, inode, &content, seed)?;
         inode.file_acl = new.get();
-        inode.blocks_512 += vol.block_size as u64 / 512;
+        // A whole cluster with bigalloc, as the kernel counts it.
+        inode.blocks_512 += vol.sb.cluster_size() / 512;
         return Ok(());
     }
     // Prepare the copy up front when the block looks shared, so that the
@@ -377,7 +378,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
         tx.free_blocks(PhysicalBlock(blk), 1, FreeKind::Metadata)?;
     }
     inode.file_acl = 0;
-    inode.blocks_512 = inode.blocks_512.saturating_sub(vol.block_size as u64 / 512);
+    inode.blocks_512 = inode.blocks_512.saturating_sub(vol.sb.cluster_size() / 512);
     Ok(())
 }
 

@@ -1,0 +1,274 @@
+//! Bigalloc read-write (issue 14, item 7): images made by
+//! `mkfs.ext4 -O bigalloc -C 16384/65536` (4 KiB blocks, and 1 KiB blocks
+//! with 16 KiB clusters) written by uext4.
+//!
+//! Checked after each case: `e2fsck -fn` clean (it checks the cluster
+//! bitmaps, the group and superblock free counts, i_blocks in whole
+//! clusters and the rule that a file's logical and physical cluster
+//! offsets agree); the free count back exactly after deletes; as root,
+//! the kernel reads back exactly what uext4 wrote and writes more, which
+//! e2fsck passes and uext4 reads back. A randomized run against the model
+//! (tests/random_support) per cluster size.
+
+mod random_support;
+mod rw_support;
+
+use random_support::{run_cfg, Cfg};
+use rw_support::{fsck_clean, kernel_unavailable, mkfs, pattern, KernelMount};
+use std::path::Path;
+use uext4::fs::ops::{FallocMode, SetAttr};
+use uext4::Filesystem;
+
+const ROOT: u32 = 2;
+
+/// The image variants: (name, mkfs arguments, size in MiB).
+const VARIANTS: &[(&str, &[&str], u64)] = &[
+    ("4k-16k", &["-b", "4096", "-O", "bigalloc", "-C", "16384"], 64),
+    ("4k-64k", &["-b", "4096", "-O", "bigalloc", "-C", "65536"], 128),
+    ("1k-16k", &["-b", "1024", "-O", "bigalloc", "-C", "16384"], 64),
+];
+
+fn free_blocks(fs: &Filesystem) -> u64 {
+    fs.statfs().free_blocks
+}
+
+fn read_all(fs: &Filesystem, ino: u32) -> Vec<u8> {
+    fs.read_all(ino).unwrap()
+}
+
+/// The expected contents of the files written by [`write_cases`].
+struct Expected(Vec<(String, Vec<u8>)>);
+
+/// Writes the cases into `dir` of `fs`: small, sparse, unaligned and large
+/// files, partial-cluster truncates and punches.
+fn write_cases(fs: &Filesystem, dir: u32, seed: u64) -> Expected {
+    let mut out = Vec::new();
+    let mut put = |name: &str, writes: &[(u64, usize)], after: &dyn Fn(&Filesystem, u32, &mut Vec<u8>)| {
+        let ino = fs.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        let mut model = Vec::new();
+        for (k, &(off, len)) in writes.iter().enumerate() {
+            let data = pattern(seed * 1000 + k as u64 + name.len() as u64, len);
+            assert_eq!(fs.inodes().write(ino, off, &data).unwrap(), len);
+            let end = off as usize + len;
+            if model.len() < end {
+                model.resize(end, 0);
+            }
+            model[off as usize..end].copy_from_slice(&data);
+        }
+        after(fs, ino, &mut model);
+        out.push((name.to_string(), model));
+    };
+    let none = |_: &Filesystem, _: u32, _: &mut Vec<u8>| {};
+    put("small", &[(0, 100)], &none);
+    put("unaligned", &[(5000, 9000), (70_000, 3)], &none);
+    put("sparse", &[(0, 1), (1 << 20, 4096), (3 << 20, 5000), (12_288, 4096)], &none);
+    put("large", &[(0, 3 << 20)], &none);
+    put("backwards", &[(12_288, 4096), (8192, 4096), (4096, 4096), (0, 4096)], &none);
+    // Truncate inside a cluster, then grow again over the cut.
+    put("truncated", &[(0, 200_000)], &|fs, ino, m| {
+        fs.setattr(ino, SetAttr { size: Some(70_000), ..Default::default() }).unwrap();
+        m.truncate(70_000);
+        fs.setattr(ino, SetAttr { size: Some(5000), ..Default::default() }).unwrap();
+        m.truncate(5000);
+        let d = pattern(77, 30_000);
+        fs.inodes().write(ino, 9000, &d).unwrap();
+        m.resize(39_000, 0);
+        m[9000..39_000].copy_from_slice(&d);
+    });
+    // Punches: inside one cluster, across clusters, partial edges.
+    put("punched", &[(0, 600_000)], &|fs, ino, m| {
+        for &(off, len) in &[(4096u64, 4096u64), (20_000, 50_000), (131_072, 65_536), (300_000, 1), (400_000, 150_000)] {
+            fs.fallocate(ino, FallocMode::PunchHole, off, len).unwrap();
+            m[off as usize..(off + len) as usize].fill(0);
+        }
+        // Write back into a punched cluster.
+        let d = pattern(5, 6000);
+        fs.inodes().write(ino, 22_000, &d).unwrap();
+        m[22_000..28_000].copy_from_slice(&d);
+    });
+    put("fallocated", &[(0, 10)], &|fs, ino, m| {
+        fs.fallocate(ino, FallocMode::KeepSize, 100_000, 200_000).unwrap();
+        fs.fallocate(ino, FallocMode::Allocate, 7000, 10_000).unwrap();
+        m.resize(17_000, 0);
+        let d = pattern(9, 5000);
+        fs.inodes().write(ino, 150_000, &d).unwrap();
+        m.resize(155_000, 0);
+        m[150_000..155_000].copy_from_slice(&d);
+    });
+    Expected(out)
+}
+
+fn check_cases(fs: &Filesystem, dir: u32, want: &Expected) {
+    for (name, data) in &want.0 {
+        let ino = fs.lookup(dir, name.as_bytes()).unwrap();
+        assert!(read_all(fs, ino) == *data, "{name}: contents differ");
+    }
+}
+
+fn check_cases_host(dir: &Path, want: &Expected) {
+    for (name, data) in &want.0 {
+        let got = std::fs::read(dir.join(name)).unwrap();
+        assert!(got == *data, "kernel: {name}: contents differ");
+    }
+}
+
+/// Every case on one variant: writes, fsck, deletes back to the free
+/// count, then the kernel round trip.
+fn cases(variant: usize) {
+    let (name, args, size) = VARIANTS[variant];
+    let Some((_d, img)) = mkfs(size, args) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = free_blocks(&fs);
+    let dir = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap().ino;
+    let want = write_cases(&fs, dir, 1);
+    // Many small files and directories.
+    for i in 0..60 {
+        let sub = fs.mkdir(dir, format!("sub{i}").as_bytes(), 0o755, 0, 0).unwrap().ino;
+        for j in 0..5 {
+            let f = fs.create(sub, format!("f{j}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+            fs.inodes().write(f, 0, &pattern(i * 10 + j, (j as usize + 1) * 700)).unwrap();
+        }
+    }
+    fs.sync().unwrap();
+    check_cases(&fs, dir, &want);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+
+    // Reopen, check, delete everything: the free count comes back exactly.
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    check_cases(&fs, dir, &want);
+    for i in 0..60 {
+        let sub = fs.lookup(dir, format!("sub{i}").as_bytes()).unwrap();
+        for j in 0..5 {
+            fs.unlink(sub, format!("f{j}").as_bytes()).unwrap();
+        }
+        fs.rmdir(dir, format!("sub{i}").as_bytes()).unwrap();
+    }
+    for (n, _) in &want.0 {
+        fs.unlink(dir, n.as_bytes()).unwrap();
+    }
+    fs.rmdir(ROOT, b"d").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0, "{name}: free blocks after deleting everything");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+
+    // Write again, then the kernel reads back, writes more; uext4 reads that.
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let dir = fs.mkdir(ROOT, b"k", 0o755, 0, 0).unwrap().ino;
+    let want = write_cases(&fs, dir, 2);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: kernel round trip ({name}): {why}");
+        return;
+    }
+    let extra = pattern(42, 300_000);
+    {
+        let m = KernelMount::new(&img, "").unwrap();
+        check_cases_host(&m.path().join("k"), &want);
+        std::fs::write(m.path().join("k/kernel"), &extra).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(m.path().join("k/unaligned")).unwrap();
+        std::io::Write::write_all(&mut f, b"kernel tail").unwrap();
+        drop(f);
+        m.unmount();
+    }
+    fsck_clean(&img);
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let k = fs.lookup(dir, b"kernel").unwrap();
+    assert!(read_all(&fs, k) == extra, "{name}: the kernel's file");
+    let u = fs.lookup(dir, b"unaligned").unwrap();
+    let mut tail = want.0.iter().find(|(n, _)| n == "unaligned").unwrap().1.clone();
+    tail.extend_from_slice(b"kernel tail");
+    assert!(read_all(&fs, u) == tail, "{name}: the kernel's append");
+    // uext4 changes the kernel's file: a punch and a truncate mid-cluster.
+    fs.fallocate(k, FallocMode::PunchHole, 10_000, 100_000).unwrap();
+    fs.setattr(k, SetAttr { size: Some(150_001), ..Default::default() }).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
+#[test]
+fn bigalloc_4k_16k_cases() {
+    cases(0);
+}
+
+#[test]
+fn bigalloc_4k_64k_cases() {
+    cases(1);
+}
+
+#[test]
+fn bigalloc_1k_16k_cases() {
+    cases(2);
+}
+
+#[test]
+fn bigalloc_write_open_and_xattr_blocks() {
+    // Xattr blocks and extent-tree blocks each take a cluster: i_blocks
+    // as the kernel counts them (e2fsck checks).
+    let Some((_d, img)) = mkfs(64, VARIANTS[0].1) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = free_blocks(&fs);
+    let f = fs.create(ROOT, b"frag", 0o644, 0, 0).unwrap().ino;
+    // Every other cluster: many extents, a tree with a leaf block.
+    for i in 0..400u64 {
+        fs.inodes().write(f, i * 2 * 16384 + (i % 4) * 4096, &pattern(i, 4096)).unwrap();
+    }
+    fs.set_xattr(f, b"user.big", &[7u8; 2000], uext4::fs::XattrSetMode::Any).unwrap();
+    fs.sync().unwrap();
+    let st = fs.stat(f).unwrap();
+    // 400 data clusters, a leaf or more, the xattr cluster.
+    assert!(st.blocks >= (400 + 2) * 32, "i_blocks {}", st.blocks);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    fs.unlink(ROOT, b"frag").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
+const CFG_16K: Cfg = Cfg {
+    name: "bigalloc-4k-16k",
+    size_mb: 64,
+    args: &["-b", "4096", "-O", "bigalloc", "-C", "16384"],
+    seeds: 700..702,
+    small: false,
+};
+const CFG_64K: Cfg = Cfg {
+    name: "bigalloc-4k-64k",
+    size_mb: 128,
+    args: &["-b", "4096", "-O", "bigalloc", "-C", "65536"],
+    seeds: 710..712,
+    small: false,
+};
+const CFG_1K_16K: Cfg = Cfg {
+    name: "bigalloc-1k-16k",
+    size_mb: 64,
+    args: &["-b", "1024", "-O", "bigalloc", "-C", "16384"],
+    seeds: 720..722,
+    small: false,
+};
+
+#[test]
+fn bigalloc_random_16k() {
+    run_cfg(&CFG_16K);
+}
+
+#[test]
+fn bigalloc_random_64k() {
+    run_cfg(&CFG_64K);
+}
+
+#[test]
+fn bigalloc_random_1k_16k() {
+    run_cfg(&CFG_1K_16K);
+}
