@@ -150,17 +150,23 @@ impl<'a> Tx<'a> {
         let mut _claim = None;
         if committed + root > 0 {
             let free = self.alloc.free_blocks();
-            let want = u64::from(req.min_len.max(1));
+            // With bigalloc whole clusters are taken, from the request's
+            // offset in its cluster on (see Allocator::allocate).
+            let r = self.alloc.cluster_ratio();
+            let off = req.logical.get() % r;
+            let taken = |n: u64| (off + n).div_ceil(r) * r;
+            let want = taken(u64::from(req.min_len.max(1)));
             let avail = free.saturating_sub(committed + root);
             let full = || Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into());
             if avail < want {
                 return Err(full());
             }
             // Nor may a long request eat into them.
-            req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));
+            let fits = (avail / r * r).saturating_sub(off);
+            req.len = req.len.min(u32::try_from(fits).unwrap_or(u32::MAX));
             if let Some(acct) = acct {
-                _claim =
-                    Some(acct.claim(u64::from(req.len), root, pool, || self.alloc.free_blocks()).ok_or_else(full)?);
+                let n = taken(u64::from(req.len));
+                _claim = Some(acct.claim(n, root, pool, || self.alloc.free_blocks()).ok_or_else(full)?);
             }
         }
         let a = self.alloc.allocate(&req)?;

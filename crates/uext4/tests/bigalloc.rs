@@ -257,6 +257,14 @@ const CFG_1K_16K: Cfg = Cfg {
     seeds: 720..722,
     small: false,
 };
+/// Small: ENOSPC is frequent (the per-cluster reservations and claims).
+const CFG_16K_SMALL: Cfg = Cfg {
+    name: "bigalloc-4k-16k-small",
+    size_mb: 16,
+    args: &["-b", "4096", "-O", "bigalloc", "-C", "16384", "-N", "64"],
+    seeds: 730..732,
+    small: true,
+};
 
 #[test]
 fn bigalloc_random_16k() {
@@ -271,4 +279,9 @@ fn bigalloc_random_64k() {
 #[test]
 fn bigalloc_random_1k_16k() {
     run_cfg(&CFG_1K_16K);
+}
+
+#[test]
+fn bigalloc_random_16k_small() {
+    run_cfg(&CFG_16K_SMALL);
 }

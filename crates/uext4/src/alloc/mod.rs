@@ -498,7 +498,7 @@ impl Allocator {
         match &result {
             Ok(a) => {
                 self.counters.hits[a.criterion.index()].fetch_add(1, Relaxed);
-                self.counters.blocks_allocated.fetch_add(u64::from(a.len), Relaxed);
+                self.counters.blocks_allocated.fetch_add(u64::from(a.len) << self.cbits, Relaxed);
             }
             Err(Error::NoSpace(_)) => {
                 self.counters.enospc.fetch_add(1, Relaxed);
