@@ -77,7 +77,8 @@ fn write_cases(fs: &Filesystem, dir: u32, seed: u64) -> Expected {
     });
     // Punches: inside one cluster, across clusters, partial edges.
     put("punched", &[(0, 600_000)], &|fs, ino, m| {
-        for &(off, len) in &[(4096u64, 4096u64), (20_000, 50_000), (131_072, 65_536), (300_000, 1), (400_000, 150_000)] {
+        for &(off, len) in &[(4096u64, 4096u64), (20_000, 50_000), (131_072, 65_536), (300_000, 1), (400_000, 150_000)]
+        {
             fs.fallocate(ino, FallocMode::PunchHole, off, len).unwrap();
             m[off as usize..(off + len) as usize].fill(0);
         }

@@ -646,14 +646,16 @@ impl Allocator {
         Ok(f(&st.disk, st.disk_free))
     }
 
-    /// Free units (clusters with bigalloc) of group `g` (a lock-free hint).
+    /// Free blocks of group `g` (a lock-free hint; with bigalloc its free
+    /// clusters times the blocks per cluster).
     pub fn group_free_hint(&self, g: u32) -> u32 {
         let Some(grp) = self.groups.get(g as usize) else { return 0 };
-        if grp.loaded.load(Relaxed) {
+        let units = if grp.loaded.load(Relaxed) {
             grp.free_hint.load(Relaxed)
         } else {
             self.vol.groups[g as usize].free_blocks_count
-        }
+        };
+        units.saturating_mul(1 << self.cbits)
     }
 
     /// Returns inode `ino`'s unused preallocated blocks (on close or truncate).

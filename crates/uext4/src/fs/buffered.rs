@@ -368,13 +368,15 @@ impl FsCore {
         let ratio = 1u64 << self.vol.sb.log_cluster_size.saturating_sub(self.vol.sb.log_block_size);
         if ratio > 1 && new > 0 {
             // Bigalloc: a whole cluster per logical cluster that gets its
-            // first dirty block here and has none allocated or dirty in
-            // this folio (the kernel reserves per cluster too; a cluster
-            // wider than the folio may be reserved more than once until
-            // writeback gives the surplus back).
+            // first dirty block here and has no block in this folio that
+            // reserved it already (dirty, not allocated). The kernel
+            // reserves per cluster too. Blocks allocated in the cluster do
+            // not count: a truncate may free their cluster before this
+            // data is written back. A cluster wider than the folio may be
+            // reserved more than once until writeback gives it back.
             let nblk = f.len() / bs;
             let owned = |c: u64| {
-                (0..nblk).any(|j| (base + j) / ratio == c && (g.dirty.get(j) || allocated(FileBlock(base + j))))
+                (0..nblk).any(|j| (base + j) / ratio == c && g.dirty.get(j) && !allocated(FileBlock(base + j)))
             };
             let mut clusters: Vec<u64> = (first..end).map(|i| (base + i) / ratio).collect();
             clusters.dedup();
