@@ -286,3 +286,79 @@ fn bigalloc_random_1k_16k() {
 fn bigalloc_random_16k_small() {
     run_cfg(&CFG_16K_SMALL);
 }
+
+#[test]
+fn bigalloc_implied_cluster_and_partial_frees() {
+    // 4 KiB blocks, 16 KiB clusters: 4 blocks a cluster.
+    let Some((_d, img)) = mkfs(64, VARIANTS[0].1) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = free_blocks(&fs);
+    let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap().ino;
+    let block = |k: u64| pattern(k, 4096);
+    fs.inodes().write(f, 0, &block(0)).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0 - 4, "one cluster for the first block");
+    assert_eq!(fs.stat(f).unwrap().blocks, 32, "i_blocks: a whole cluster");
+    // Blocks 2 and 3 go into the same cluster: nothing more allocated.
+    fs.inodes().write(f, 2 * 4096, &block(2)).unwrap();
+    fs.sync().unwrap();
+    fs.inodes().write(f, 3 * 4096, &block(3)).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0 - 4, "the file's partly used cluster is reused");
+    // Block 5 starts a second cluster.
+    fs.inodes().write(f, 5 * 4096, &block(5)).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0 - 8);
+    assert_eq!(fs.stat(f).unwrap().blocks, 64);
+    // Punching blocks 0 and 2 keeps the first cluster (block 3 is mapped);
+    // punching block 3 too frees it.
+    fs.fallocate(f, FallocMode::PunchHole, 0, 4096).unwrap();
+    fs.fallocate(f, FallocMode::PunchHole, 2 * 4096, 4096).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0 - 8, "a cluster with a mapped block stays");
+    fs.fallocate(f, FallocMode::PunchHole, 3 * 4096, 4096).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0 - 4, "the emptied cluster is freed");
+    assert_eq!(fs.stat(f).unwrap().blocks, 32);
+    // A truncate inside the second cluster that keeps block 5 keeps the
+    // cluster; one that cuts block 5 frees it.
+    fs.setattr(f, SetAttr { size: Some(6 * 4096 - 100), ..Default::default() }).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0 - 4);
+    fs.setattr(f, SetAttr { size: Some(5 * 4096), ..Default::default() }).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0, "nothing mapped: every cluster back");
+    assert_eq!(fs.stat(f).unwrap().blocks, 0);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+
+    // A cluster the kernel left partly mapped is reused by uext4.
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: kernel part: {why}");
+        return;
+    }
+    {
+        let m = KernelMount::new(&img, "").unwrap();
+        let mut k = std::fs::File::create(m.path().join("k")).unwrap();
+        std::io::Write::write_all(&mut k, &block(10)).unwrap();
+        k.sync_all().unwrap();
+        drop(k);
+        m.unmount();
+    }
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let k = fs.lookup(ROOT, b"k").unwrap();
+    let before = free_blocks(&fs);
+    fs.inodes().write(k, 4096, &block(11)).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), before, "the kernel's cluster is reused");
+    let mut want = block(10);
+    want.extend_from_slice(&block(11));
+    assert!(read_all(&fs, k) == want);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let m = KernelMount::new(&img, "ro").unwrap();
+    assert!(std::fs::read(m.path().join("k")).unwrap() == want, "the kernel reads uext4's block");
+    m.unmount();
+}

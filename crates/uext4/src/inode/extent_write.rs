@@ -704,7 +704,7 @@ fn mapped_cluster(ctx: &Ctx, inode: &Inode, lc: u64) -> Result<Option<PhysicalBl
         if let super::MapKind::Mapped(p) | super::MapKind::Unwritten(p) = m.kind {
             return Ok(Some(PhysicalBlock(p.get() / r * r)));
         }
-        l = l + m.len.max(1);
+        l += m.len.max(1);
     }
     Ok(None)
 }
