@@ -362,3 +362,51 @@ fn bigalloc_implied_cluster_and_partial_frees() {
     assert!(std::fs::read(m.path().join("k")).unwrap() == want, "the kernel reads uext4's block");
     m.unmount();
 }
+
+#[test]
+fn bigalloc_shared_xattr_block_from_the_kernel() {
+    // The kernel shares one xattr block (one cluster) between files with
+    // the same attributes; uext4 unshares and frees it by reference.
+    let Some((_d, img)) = mkfs(64, VARIANTS[1].1) else { return };
+    if let Some(why) = kernel_unavailable() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    if !rw_support::have("setfattr") {
+        eprintln!("SKIP: setfattr not installed");
+        return;
+    }
+    let free0 = Filesystem::open(&img).unwrap().statfs().free_blocks;
+    {
+        let m = KernelMount::new(&img, "").unwrap();
+        for n in ["a", "b", "c"] {
+            let p = m.path().join(n);
+            std::fs::write(&p, pattern(3, 20_000)).unwrap();
+            let st = std::process::Command::new("setfattr")
+                .args(["-n", "user.shared", "-v"])
+                .arg("0x".to_string() + &"ab".repeat(1500))
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        m.unmount();
+    }
+    fsck_clean(&img);
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let a = fs.lookup(ROOT, b"a").unwrap();
+    fs.set_xattr(a, b"user.other", b"x", uext4::fs::XattrSetMode::Any).unwrap();
+    fs.unlink(ROOT, b"b").unwrap();
+    fs.sync().unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    fs.unlink(ROOT, b"a").unwrap();
+    fs.unlink(ROOT, b"c").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0, "every cluster back");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
