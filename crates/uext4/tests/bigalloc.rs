@@ -258,6 +258,15 @@ const CFG_1K_16K: Cfg = Cfg {
     seeds: 720..722,
     small: false,
 };
+/// 64 blocks a cluster.
+const CFG_1K_64K: Cfg = Cfg {
+    name: "bigalloc-1k-64k",
+    size_mb: 128,
+    args: &["-b", "1024", "-O", "bigalloc", "-C", "65536"],
+    seeds: 740..742,
+    small: false,
+};
+
 /// Small: ENOSPC is frequent (the per-cluster reservations and claims).
 const CFG_16K_SMALL: Cfg = Cfg {
     name: "bigalloc-4k-16k-small",
@@ -280,6 +289,11 @@ fn bigalloc_random_64k() {
 #[test]
 fn bigalloc_random_1k_16k() {
     run_cfg(&CFG_1K_16K);
+}
+
+#[test]
+fn bigalloc_random_1k_64k() {
+    run_cfg(&CFG_1K_64K);
 }
 
 #[test]
@@ -409,4 +423,61 @@ fn bigalloc_shared_xattr_block_from_the_kernel() {
     fs.unmount().unwrap();
     drop(fs);
     fsck_clean(&img);
+}
+
+#[test]
+fn bigalloc_allocator_hands_out_clusters() {
+    use std::sync::Arc;
+    use uext4::alloc::{flags, AllocConfig, AllocRequest, Allocator};
+    use uext4::device::{BlockDevice, FileDevice};
+    use uext4::volume::Volume;
+    use uext4::{FileBlock, PhysicalBlock};
+    for (name, args, size) in VARIANTS {
+        let Some((_d, img)) = mkfs(*size, args) else { return };
+        let open = || {
+            let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
+            let vol = Arc::new(Volume::open(dev, 4096).unwrap());
+            Allocator::new(vol, AllocConfig::default()).unwrap()
+        };
+        let a = open();
+        let r = a.cluster_ratio();
+        let free0 = a.free_blocks();
+        let mut got = Vec::new();
+        for k in 0..40u64 {
+            let meta = k % 5 == 0;
+            let req = AllocRequest {
+                inode: 12,
+                logical: FileBlock(k * 7),
+                len: 1 + (k as u32 * 3) % 40,
+                flags: if meta { flags::METADATA } else { 0 },
+                goal: PhysicalBlock(if k % 2 == 0 { 0 } else { 5000 }),
+                ..Default::default()
+            };
+            let al = a.allocate(&req).unwrap();
+            // Metadata too: directory blocks are asked for at their
+            // logical block (tree and xattr blocks at 0).
+            let off = k * 7 % r;
+            assert_eq!(al.start.get() % r, off, "{name}: the logical offset in the cluster is kept");
+            assert_eq!((al.start.get() + u64::from(al.len)) % r, 0, "{name}: whole clusters");
+            assert!(u64::from(al.len) >= u64::from(req.len).min(r - off), "{name}: {al:?} for {req:?}");
+            got.push((al.start.get() - off, u64::from(al.len) + off));
+        }
+        got.sort_unstable();
+        for w in got.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "{name}: overlapping clusters {w:?}");
+        }
+        let used: u64 = got.iter().map(|g| g.1).sum();
+        assert_eq!(a.free_blocks(), free0 - used, "{name}: free count in blocks");
+        // Freeing one block of a cluster frees the cluster.
+        for &(s, l) in &got {
+            a.free(PhysicalBlock(s + l - 1), 1, None).unwrap();
+            if l > r {
+                a.free(PhysicalBlock(s), l - r, None).unwrap();
+            }
+        }
+        assert_eq!(a.free_blocks(), free0, "{name}");
+        a.flush().unwrap();
+        drop(a);
+        fsck_clean(&img);
+    }
 }

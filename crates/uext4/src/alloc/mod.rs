@@ -117,7 +117,8 @@ pub struct AllocRequest {
 pub struct Allocation {
     /// First physical block.
     pub start: PhysicalBlock,
-    /// Number of blocks (between the request's minimum and its length).
+    /// Number of blocks (between the request's minimum and its length;
+    /// with bigalloc, up to the end of the last cluster taken).
     pub len: u32,
     /// Which criterion found them.
     pub criterion: Criterion,
