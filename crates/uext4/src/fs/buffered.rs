@@ -378,7 +378,10 @@ impl FsCore {
             let owned = |c: u64| {
                 (0..nblk).any(|j| (base + j) / ratio == c && g.dirty.get(j) && !allocated(FileBlock(base + j)))
             };
-            let mut clusters: Vec<u64> = (first..end).map(|i| (base + i) / ratio).collect();
+            let mut clusters: Vec<u64> = (first..end)
+                .filter(|&i| !g.dirty.get(i) && !allocated(FileBlock(base + i)))
+                .map(|i| (base + i) / ratio)
+                .collect();
             clusters.dedup();
             new = clusters.into_iter().filter(|&c| !owned(c)).count() as u64 * ratio;
         }
