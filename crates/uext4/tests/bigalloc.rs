@@ -7,8 +7,10 @@
 //! clusters and the rule that a file's logical and physical cluster
 //! offsets agree); the free count back exactly after deletes; as root,
 //! the kernel reads back exactly what uext4 wrote and writes more, which
-//! e2fsck passes and uext4 reads back. A randomized run against the model
-//! (tests/random_support) per cluster size.
+//! e2fsck passes and uext4 reads back. Randomized runs against the model
+//! (tests/random_support): 16, 32 and 64 KiB clusters on 4 KiB blocks,
+//! 16 and 64 KiB on 1 KiB blocks, the upstream default features, no
+//! journal, and a small image where ENOSPC is frequent.
 
 mod random_support;
 mod rw_support;
@@ -258,6 +260,23 @@ const CFG_1K_16K: Cfg = Cfg {
     seeds: 720..722,
     small: false,
 };
+/// The upstream default features (orphan_file, metadata_csum_seed) and
+/// no journal (metadata written in place).
+const CFG_UPSTREAM: Cfg = Cfg {
+    name: "bigalloc-upstream-16k",
+    size_mb: 64,
+    args: &["-b", "4096", "-O", "bigalloc,orphan_file,metadata_csum_seed", "-C", "16384"],
+    seeds: 750..752,
+    small: false,
+};
+const CFG_NOJOURNAL: Cfg = Cfg {
+    name: "bigalloc-nojournal-32k",
+    size_mb: 64,
+    args: &["-b", "4096", "-O", "bigalloc,^has_journal", "-C", "32768"],
+    seeds: 760..762,
+    small: false,
+};
+
 /// 64 blocks a cluster.
 const CFG_1K_64K: Cfg = Cfg {
     name: "bigalloc-1k-64k",
@@ -294,6 +313,16 @@ fn bigalloc_random_1k_16k() {
 #[test]
 fn bigalloc_random_1k_64k() {
     run_cfg(&CFG_1K_64K);
+}
+
+#[test]
+fn bigalloc_random_upstream_features() {
+    run_cfg(&CFG_UPSTREAM);
+}
+
+#[test]
+fn bigalloc_random_no_journal() {
+    run_cfg(&CFG_NOJOURNAL);
 }
 
 #[test]
