@@ -82,9 +82,11 @@ impl Drop for Tx<'_> {
 /// Blocks kept free for the metadata (extent blocks) that writeback of
 /// buffered data may need: only writeback allocates them, and buffered
 /// writes reserve their data blocks outside them (the kernel's
-/// s_resv_clusters).
+/// s_resv_clusters). Counted in clusters with bigalloc, where each
+/// extent block takes one.
 pub fn writeback_reserve(sb: &crate::format::superblock::Superblock) -> u64 {
-    (sb.blocks_count / 1024).clamp(16, 4096)
+    let bits = sb.log_cluster_size.saturating_sub(sb.log_block_size);
+    ((sb.blocks_count >> bits) / 1024).clamp(16, 4096) << bits
 }
 
 impl<'a> Tx<'a> {
