@@ -277,6 +277,23 @@ const CFG_NOJOURNAL: Cfg = Cfg {
     small: false,
 };
 
+/// Many small groups (2048 clusters each): allocations and frees across
+/// group boundaries, flex_bg metadata in the first group.
+const CFG_GROUPS: Cfg = Cfg {
+    name: "bigalloc-groups-16k",
+    size_mb: 160,
+    args: &["-b", "4096", "-O", "bigalloc", "-C", "16384", "-g", "2048"],
+    seeds: 770..772,
+    small: false,
+};
+const CFG_GROUPS_1K: Cfg = Cfg {
+    name: "bigalloc-groups-1k-16k",
+    size_mb: 96,
+    args: &["-b", "1024", "-O", "bigalloc", "-C", "16384", "-g", "1024"],
+    seeds: 780..782,
+    small: false,
+};
+
 /// 64 blocks a cluster.
 const CFG_1K_64K: Cfg = Cfg {
     name: "bigalloc-1k-64k",
@@ -323,6 +340,12 @@ fn bigalloc_random_upstream_features() {
 #[test]
 fn bigalloc_random_no_journal() {
     run_cfg(&CFG_NOJOURNAL);
+}
+
+#[test]
+fn bigalloc_random_many_groups() {
+    run_cfg(&CFG_GROUPS);
+    run_cfg(&CFG_GROUPS_1K);
 }
 
 #[test]
@@ -509,4 +532,43 @@ fn bigalloc_allocator_hands_out_clusters() {
         drop(a);
         fsck_clean(&img);
     }
+}
+
+#[test]
+fn bigalloc_file_across_groups() {
+    // 32 MiB groups: a 70 MiB file spans three; punch and truncate across
+    // group boundaries, unaligned to clusters.
+    let Some((_d, img)) = mkfs(160, &["-b", "4096", "-O", "bigalloc", "-C", "16384", "-g", "2048"]) else {
+        return;
+    };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = free_blocks(&fs);
+    let f = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap().ino;
+    let mut want = pattern(8, 70 << 20);
+    for (k, chunk) in want.chunks(8 << 20).enumerate() {
+        fs.inodes().write(f, (k as u64) * (8 << 20), chunk).unwrap();
+    }
+    let (p0, p1) = ((32u64 << 20) - 5000, (33u64 << 20) + 7000);
+    fs.fallocate(f, FallocMode::PunchHole, p0, p1 - p0).unwrap();
+    want[p0 as usize..p1 as usize].fill(0);
+    let cut = (64u64 << 20) + 12_345;
+    fs.setattr(f, SetAttr { size: Some(cut), ..Default::default() }).unwrap();
+    want.truncate(cut as usize);
+    fs.sync().unwrap();
+    assert!(read_all(&fs, f) == want);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    if kernel_unavailable().is_none() {
+        let m = KernelMount::new(&img, "ro").unwrap();
+        assert!(std::fs::read(m.path().join("big")).unwrap() == want, "the kernel reads the file");
+        m.unmount();
+    }
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    fs.unlink(ROOT, b"big").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
 }
