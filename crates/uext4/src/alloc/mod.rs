@@ -744,12 +744,13 @@ impl Allocator {
                 if st.disk[(i / 8) as usize] >> (i % 8) & 1 == 0 {
                     run += 1;
                 } else if run > 0 {
-                    h.add(run);
+                    h.add(run << self.cbits);
                     run = 0;
                 }
             }
         }
-        h.add(run);
+        // Runs of clusters with bigalloc: reported in blocks.
+        h.add(run << self.cbits);
         Ok(h)
     }
 
