@@ -572,3 +572,36 @@ fn bigalloc_file_across_groups() {
     drop(fs);
     fsck_clean(&img);
 }
+
+#[test]
+fn bigalloc_large_directory() {
+    // An htree directory over many clusters (its blocks fill each cluster
+    // through the implied-cluster path), then emptied and removed.
+    let Some((_d, img)) = mkfs(64, VARIANTS[2].1) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = free_blocks(&fs);
+    let d = fs.mkdir(ROOT, b"many", 0o755, 0, 0).unwrap().ino;
+    let name = |i: u32| format!("a-rather-long-file-name-to-fill-blocks-{i:05}");
+    for i in 0..3000 {
+        fs.create(d, name(i).as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    fs.sync().unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    if kernel_unavailable().is_none() {
+        let m = KernelMount::new(&img, "ro").unwrap();
+        assert_eq!(std::fs::read_dir(m.path().join("many")).unwrap().count(), 3000);
+        m.unmount();
+    }
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    for i in 0..3000 {
+        fs.unlink(d, name(i).as_bytes()).unwrap();
+    }
+    fs.rmdir(ROOT, b"many").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(free_blocks(&fs), free0);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
