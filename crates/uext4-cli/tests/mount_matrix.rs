@@ -11,7 +11,7 @@
 //! -fn`), and the kernel's mount (or `debugfs rdump` where this kernel
 //! cannot mount the set) must show exactly the model's tree.
 //!
-//! Rows uext4 does not write yet must fail to mount read-write with the
+//! Rows uext4 refuses (encrypt: no keys) must fail to mount with the
 //! feature named; the library matrix (crates/uext4/tests/compat_matrix.rs)
 //! covers every row in depth.
 
@@ -54,6 +54,7 @@ const ROWS: &[Row] = &[
     },
     Row { name: "inline_data", mkfs: &["-t", "ext4", "-O", "inline_data"], kernel: true, expect: Expect::ReadWrite },
     Row { name: "casefold", mkfs: &["-t", "ext4", "-O", "casefold"], kernel: false, expect: Expect::ReadWrite },
+    Row { name: "encrypt", mkfs: &["-t", "ext4", "-O", "encrypt"], kernel: true, expect: Expect::Refused("encrypt") },
     Row { name: "ext3", mkfs: &["-t", "ext3"], kernel: true, expect: Expect::ReadWrite },
 ];
 
@@ -273,4 +274,5 @@ rows! {
     mount_inline_data => "inline_data",
     mount_casefold => "casefold",
     mount_ext3 => "ext3",
+    mount_encrypt_refused => "encrypt",
 }

@@ -89,7 +89,8 @@ impl Drop for Tx<'_> {
 /// Blocks kept free for the metadata (extent blocks) that writeback of
 /// buffered data may need: only writeback allocates them, and buffered
 /// writes reserve their data blocks outside them (the kernel's
-/// s_resv_clusters).
+/// s_resv_clusters). Counted in clusters with bigalloc, where each
+/// extent block takes one.
 ///
 /// Without the `extent` feature every file is block-mapped: writeback
 /// adds an indirect block per 256 to 1024 data blocks, and the pool is
@@ -98,7 +99,8 @@ pub fn writeback_reserve(sb: &crate::format::superblock::Superblock) -> u64 {
     if !sb.features.has_incompat(crate::format::features::incompat::EXTENTS) {
         return (sb.blocks_count / 50).clamp(16, 4096);
     }
-    (sb.blocks_count / 1024).clamp(16, 4096)
+    let bits = sb.log_cluster_size.saturating_sub(sb.log_block_size);
+    ((sb.blocks_count >> bits) / 1024).clamp(16, 4096) << bits
 }
 
 impl<'a> Tx<'a> {
@@ -164,17 +166,23 @@ impl<'a> Tx<'a> {
         let mut _claim = None;
         if committed + root > 0 {
             let free = self.alloc.free_blocks();
-            let want = u64::from(req.min_len.max(1));
+            // With bigalloc whole clusters are taken, from the request's
+            // offset in its cluster on (see Allocator::allocate).
+            let r = self.alloc.cluster_ratio();
+            let off = req.logical.get() % r;
+            let taken = |n: u64| (off + n).div_ceil(r) * r;
+            let want = taken(u64::from(req.min_len.max(1)));
             let avail = free.saturating_sub(committed + root);
             let full = || Error::NoSpace("the free blocks left are reserved (for root or for buffered data)".into());
             if avail < want {
                 return Err(full());
             }
             // Nor may a long request eat into them.
-            req.len = req.len.min(u32::try_from(avail).unwrap_or(u32::MAX));
+            let fits = (avail / r * r).saturating_sub(off);
+            req.len = req.len.min(u32::try_from(fits).unwrap_or(u32::MAX));
             if let Some(acct) = acct {
-                _claim =
-                    Some(acct.claim(u64::from(req.len), root, pool, || self.alloc.free_blocks()).ok_or_else(full)?);
+                let n = taken(u64::from(req.len));
+                _claim = Some(acct.claim(n, root, pool, || self.alloc.free_blocks()).ok_or_else(full)?);
             }
         }
         let a = self.alloc.allocate(&req)?;
@@ -197,8 +205,11 @@ impl<'a> Tx<'a> {
             flags: crate::alloc::flags::METADATA,
             ..Default::default()
         })?;
-        if a.len > 1 {
-            self.free_blocks(a.start + 1, u64::from(a.len) - 1, FreeKind::Metadata)?;
+        // With bigalloc the block owns its whole cluster (the kernel's
+        // metadata blocks do too): only clusters past the first go back.
+        let ratio = self.alloc.cluster_ratio();
+        if u64::from(a.len) > ratio {
+            self.free_blocks(a.start + ratio, u64::from(a.len) - ratio, FreeKind::Metadata)?;
         }
         Ok(a.start)
     }

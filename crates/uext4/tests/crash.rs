@@ -287,6 +287,12 @@ fn crash_points_data_path_1k() {
     run_data_path(&["-b", "1024", "-O", "^metadata_csum"], 5, 20);
 }
 
+#[test]
+fn crash_points_bigalloc() {
+    run(&["-b", "4096", "-O", "bigalloc", "-C", "16384"], 11, 20);
+    run_data_path(&["-b", "1024", "-O", "bigalloc", "-C", "16384"], 13, 15);
+}
+
 /// auto_da_alloc under a crash: a file written without fsync and renamed
 /// over another, and a file truncated to zero while open, rewritten and
 /// closed, are written back by the rename and the close. Once the

@@ -10,7 +10,7 @@
 //! Invariant: every block used in `disk` is used in `buddy`.
 
 use super::buddy::Buddy;
-use super::layout::{group_blocks, uninit_used_ranges};
+use super::layout::{group_units, uninit_used_ranges};
 use crate::error::Result;
 use crate::format::group_desc::{verify_block_bitmap, BG_BLOCK_UNINIT};
 use crate::volume::Volume;
@@ -54,7 +54,8 @@ pub fn is_uninit(vol: &Volume, g: u64) -> bool {
 /// group is BLOCK_UNINIT. Does not take any lock: the caller installs the
 /// result under the group's mutex.
 pub fn load(vol: &Volume, g: u64) -> Result<(GroupState, LoadKind)> {
-    let nblocks = group_blocks(vol, g);
+    // Bits of the bitmap: clusters with bigalloc.
+    let nblocks = group_units(vol, g);
     let bs = vol.block_size;
     let gd = &vol.groups[g as usize];
     let (disk, kind) = if is_uninit(vol, g) {

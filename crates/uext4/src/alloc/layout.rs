@@ -35,23 +35,38 @@ pub fn group_blocks(vol: &Volume, g: u64) -> u32 {
     end.saturating_sub(start) as u32
 }
 
-/// The in-use ranges (group-relative start, length) of an uninitialised
-/// group: base metadata plus every group's bitmaps and inode table that
-/// happen to lie inside it (with flex_bg they usually live elsewhere).
+/// log2 of the blocks per cluster (0 without bigalloc).
+pub fn cluster_bits(vol: &Volume) -> u32 {
+    vol.sb.log_cluster_size.saturating_sub(vol.sb.log_block_size)
+}
+
+/// Allocation units (clusters with bigalloc, else blocks) of group `g`:
+/// the bits of its block bitmap.
+pub fn group_units(vol: &Volume, g: u64) -> u32 {
+    let bits = cluster_bits(vol);
+    group_blocks(vol, g).div_ceil(1 << bits)
+}
+
+/// The in-use ranges (group-relative start, length, in units: clusters
+/// with bigalloc) of an uninitialised group: base metadata plus every
+/// group's bitmaps and inode table that happen to lie inside it (with
+/// flex_bg they usually live elsewhere).
 pub fn uninit_used_ranges(vol: &Volume, g: u64) -> Vec<(u32, u32)> {
     let start = vol.group_first_block(g);
     let nblocks = u64::from(group_blocks(vol, g));
+    let bits = cluster_bits(vol);
     let mut out = Vec::new();
     let base = base_meta_blocks(vol, g).min(nblocks);
     if base > 0 {
-        out.push((0, base as u32));
+        out.push((0, (base.div_ceil(1 << bits)) as u32));
     }
     let itable = vol.inode_table_blocks();
     let mut add = |b: u64, n: u64| {
         let e = b + n;
         let (lo, hi) = (b.max(start), e.min(start + nblocks));
         if lo < hi {
-            out.push(((lo - start) as u32, (hi - lo) as u32));
+            let (ulo, uhi) = ((lo - start) >> bits, (hi - start - 1) >> bits);
+            out.push((ulo as u32, (uhi - ulo + 1) as u32));
         }
     };
     for gd in &vol.groups {

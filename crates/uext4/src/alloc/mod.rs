@@ -16,6 +16,19 @@
 //! - frees that can be deferred until the freeing transaction commits;
 //! - per-criterion statistics and a free-extent histogram ([`stats`]).
 //!
+//! # Bigalloc
+//!
+//! With bigalloc the bitmaps, the buddy and the group free counts are in
+//! clusters (2^n blocks), as on disk; inside this module a group-relative
+//! position or length is in these *units* (a cluster, or a block without
+//! bigalloc). The public interface stays in blocks: a data request for
+//! logical block `l` gets blocks starting at `l`'s offset inside a fresh
+//! cluster (the kernel's rule that a block's logical and physical offsets
+//! in their clusters agree), a metadata request gets a whole cluster, and
+//! [`Allocator::free`] frees every cluster its block range touches (the
+//! callers decide which clusters no block of the file still needs).
+//! The superblock's free count stays in blocks, as the kernel writes it.
+//!
 //! # Locking
 //!
 //! Lock order (outer first); no path takes them in another order:
@@ -104,7 +117,8 @@ pub struct AllocRequest {
 pub struct Allocation {
     /// First physical block.
     pub start: PhysicalBlock,
-    /// Number of blocks (between the request's minimum and its length).
+    /// Number of blocks (between the request's minimum and its length;
+    /// with bigalloc, up to the end of the last cluster taken).
     pub len: u32,
     /// Which criterion found them.
     pub criterion: Criterion,
@@ -215,16 +229,19 @@ pub struct Allocator {
     loaded_groups: AtomicU64,
     system_zone: Vec<(u64, u64)>,
     flush_lock: Mutex<()>,
+    /// log2 of the blocks per cluster (0 without bigalloc).
+    cbits: u32,
+    /// Allocation units (clusters) per group.
+    upg: u32,
 }
 
 impl Allocator {
     /// An allocator over `vol`. Groups are loaded lazily (and by prefetch).
     pub fn new(vol: Arc<Volume>, cfg: AllocConfig) -> Result<Allocator> {
-        if vol.sb.log_cluster_size != vol.sb.log_block_size {
-            return Err(Error::Unsupported("allocation on bigalloc filesystems".into()));
-        }
+        let cbits = vol.sb.log_cluster_size.saturating_sub(vol.sb.log_block_size);
+        let upg = vol.sb.blocks_per_group >> cbits;
         let ngroups = vol.groups.len();
-        let max_order = buddy::order_of(vol.sb.blocks_per_group.max(1));
+        let max_order = buddy::order_of(upg.max(1));
         let groups = (0..ngroups)
             .map(|g| Group {
                 no: g as u64,
@@ -247,6 +264,8 @@ impl Allocator {
             loaded_groups: AtomicU64::new(0),
             system_zone,
             flush_lock: Mutex::new(()),
+            cbits,
+            upg,
         })
     }
 
@@ -310,15 +329,22 @@ impl Allocator {
         self.groups.len() as u32
     }
 
+    /// Blocks per allocation unit (a cluster; 1 without bigalloc).
+    pub fn cluster_ratio(&self) -> u64 {
+        1 << self.cbits
+    }
+
+    /// Group of `block` and the unit (cluster) it lies in, group-relative.
     fn group_of(&self, block: PhysicalBlock) -> (u32, u32) {
         let first = u64::from(self.vol.sb.first_data_block);
         let bpg = u64::from(self.vol.sb.blocks_per_group);
         let b = block.get().max(first) - first;
-        (((b / bpg) as u32).min(self.group_count() - 1), (b % bpg) as u32)
+        (((b / bpg) as u32).min(self.group_count() - 1), ((b % bpg) >> self.cbits) as u32)
     }
 
+    /// First block of group-relative unit `rel` of group `g`.
     fn block_of(&self, g: u32, rel: u32) -> PhysicalBlock {
-        PhysicalBlock(self.vol.group_first_block(u64::from(g))) + u64::from(rel)
+        PhysicalBlock(self.vol.group_first_block(u64::from(g))) + (u64::from(rel) << self.cbits)
     }
 
     /// Loads group `g` if needed. Returns true if this call loaded it.
@@ -356,14 +382,15 @@ impl Allocator {
     /// True if the group's bitmap shows any fixed-metadata block as free.
     fn metadata_marked_free(&self, g: u32, st: &GroupState) -> bool {
         let start = self.vol.group_first_block(u64::from(g));
-        let end = start + u64::from(st.buddy.len());
+        let end = start + (u64::from(st.buddy.len()) << self.cbits);
         let first = self.system_zone.partition_point(|&(s, l)| s + l <= start);
         for &(s, l) in &self.system_zone[first..] {
             if s >= end {
                 break;
             }
             let (a, b) = (s.max(start), (s + l).min(end));
-            if a < b && !st.buddy.is_used_range((a - start) as u32, (b - a) as u32) {
+            let (ua, ub) = ((a - start) >> self.cbits, (b - start - 1) >> self.cbits);
+            if a < b && !st.buddy.is_used_range(ua as u32, (ub - ua + 1) as u32) {
                 return true;
             }
         }
@@ -418,17 +445,46 @@ impl Allocator {
     }
 
     /// Allocates blocks for `req`.
+    ///
+    /// With bigalloc, whole clusters are taken: the blocks handed out
+    /// start at `req.logical`'s offset in its cluster (0 for tree and
+    /// xattr blocks) and run to the end of the last cluster (the caller
+    /// gives back whole clusters it does not use).
     pub fn allocate(&self, req: &AllocRequest) -> Result<Allocation> {
-        let mut req = *req;
         if req.len == 0 {
             return Err(Error::Invalid("allocation of 0 blocks".into()));
         }
+        if self.cbits == 0 {
+            return self.allocate_units(req);
+        }
+        let r = self.cluster_ratio();
+        // Tree and xattr blocks ask with logical 0: a cluster's start.
+        let off = req.logical.get() % r;
+        let min_len = if req.flags & flags::EXACT_LEN != 0 { req.len } else { req.min_len.clamp(1, req.len) };
+        let units = |n: u32| u32::try_from((off + u64::from(n)).div_ceil(r)).unwrap_or(u32::MAX);
+        // Preallocation keeps logical-to-physical maps in blocks: not used
+        // with clusters (the request is still one contiguous run).
+        let creq = AllocRequest {
+            len: units(req.len),
+            min_len: units(min_len),
+            goal: PhysicalBlock(req.goal.get().div_ceil(r) * r),
+            flags: (req.flags | flags::NO_PREALLOC) & !flags::EXACT_LEN,
+            ..*req
+        };
+        let a = self.allocate_units(&creq)?;
+        let len = (u64::from(a.len) * r - off).min(u64::from(u32::MAX)) as u32;
+        Ok(Allocation { start: a.start + off, len, criterion: a.criterion })
+    }
+
+    /// [`Allocator::allocate`] in allocation units (clusters).
+    fn allocate_units(&self, req: &AllocRequest) -> Result<Allocation> {
+        let mut req = *req;
         if req.flags & flags::EXACT_LEN != 0 {
             req.min_len = req.len;
         }
         req.min_len = req.min_len.clamp(1, req.len);
         // A single allocation never spans groups.
-        let bpg = self.vol.sb.blocks_per_group;
+        let bpg = self.upg;
         req.len = req.len.min(bpg);
         req.min_len = req.min_len.min(req.len);
         self.counters.requests.fetch_add(1, Relaxed);
@@ -443,7 +499,7 @@ impl Allocator {
         match &result {
             Ok(a) => {
                 self.counters.hits[a.criterion.index()].fetch_add(1, Relaxed);
-                self.counters.blocks_allocated.fetch_add(u64::from(a.len), Relaxed);
+                self.counters.blocks_allocated.fetch_add(u64::from(a.len) << self.cbits, Relaxed);
             }
             Err(Error::NoSpace(_)) => {
                 self.counters.enospc.fetch_add(1, Relaxed);
@@ -468,6 +524,8 @@ impl Allocator {
         };
         let found = criteria::regular(self, req.goal, plan.goal_len, req.min_len)?;
         let (g, rel, flen, criterion) = found;
+        // `take` and the allocation's length are in units here; `allocate`
+        // turns them into blocks.
         let take = flen.min(req.len);
         {
             let mut slot = self.groups[g as usize].lock();
@@ -481,7 +539,8 @@ impl Allocator {
         Ok(Allocation { start: self.block_of(g, rel), len: take, criterion })
     }
 
-    /// Frees `start..start+len`. With `after_commit = Some(tid)`, the blocks
+    /// Frees `start..start+len` (with bigalloc: every cluster the range
+    /// touches). With `after_commit = Some(tid)`, the blocks
     /// are free on disk at once but stay reserved until
     /// [`Allocator::commit_frees`] is called with a tid >= `tid`, so data
     /// cannot be written into them before the freeing transaction commits.
@@ -502,34 +561,40 @@ impl Allocator {
             let kind = CorruptKind::OverlapsMetadata { block, len };
             return Err(Error::corruption(Structure::Bitmap, Location::from_block(block), kind));
         }
-        let end = start + len;
+        // In units (clusters) from here on: `b` and `end` count units.
+        let first = u64::from(self.vol.sb.first_data_block);
+        let (start, end) = ((block - first) >> self.cbits, (block - first + len - 1) >> self.cbits);
+        let end = end + 1;
+        let upg = u64::from(self.upg);
         // Every group is checked before any is changed: a free that fails
         // in its second group must not have freed the first in memory.
         let mut b = start;
         while b < end {
-            let (g, rel) = self.group_of(b);
-            let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
+            let (g, rel) = ((b / upg) as u32, (b % upg) as u32);
+            let n = ((upg - u64::from(rel)).min(end - b)) as u32;
             self.ensure_loaded(g)?;
             let slot = self.groups[g as usize].lock();
             let st = slot.as_ref().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
-                let kind = CorruptKind::DoubleFree { what: "blocks", first: b.get(), count: u64::from(n) };
-                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b.get()), kind));
+                let fb = first + (b << self.cbits);
+                let kind = CorruptKind::DoubleFree { what: "blocks", first: fb, count: u64::from(n) << self.cbits };
+                return Err(Error::corruption(Structure::Bitmap, Location::from_block(fb), kind));
             }
             b += u64::from(n);
         }
         // Split at group boundaries.
         let mut b = start;
         while b < end {
-            let (g, rel) = self.group_of(b);
-            let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
+            let (g, rel) = ((b / upg) as u32, (b % upg) as u32);
+            let n = ((upg - u64::from(rel)).min(end - b)) as u32;
             self.ensure_loaded(g)?;
             let mut slot = self.groups[g as usize].lock();
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 // Only a racing double free (a corrupt image) gets here.
-                let kind = CorruptKind::DoubleFree { what: "blocks", first: b.get(), count: u64::from(n) };
-                return Err(Error::corruption(Structure::Bitmap, Location::from_block(b.get()), kind));
+                let fb = first + (b << self.cbits);
+                let kind = CorruptKind::DoubleFree { what: "blocks", first: fb, count: u64::from(n) << self.cbits };
+                return Err(Error::corruption(Structure::Bitmap, Location::from_block(fb), kind));
             }
             st.disk_mark_free(rel, n);
             match after_commit {
@@ -540,7 +605,7 @@ impl Allocator {
                 }
             }
             drop(slot);
-            self.counters.blocks_freed.fetch_add(u64::from(n), Relaxed);
+            self.counters.blocks_freed.fetch_add(u64::from(n) << self.cbits, Relaxed);
             b += u64::from(n);
         }
         Ok(())
@@ -628,14 +693,16 @@ impl Allocator {
         Ok(f(&st.disk, st.disk_free))
     }
 
-    /// Free blocks of group `g` (a lock-free hint).
+    /// Free blocks of group `g` (a lock-free hint; with bigalloc its free
+    /// clusters times the blocks per cluster).
     pub fn group_free_hint(&self, g: u32) -> u32 {
         let Some(grp) = self.groups.get(g as usize) else { return 0 };
-        if grp.loaded.load(Relaxed) {
+        let units = if grp.loaded.load(Relaxed) {
             grp.free_hint.load(Relaxed)
         } else {
             self.vol.groups[g as usize].free_blocks_count
-        }
+        };
+        units.saturating_mul(1 << self.cbits)
     }
 
     /// Returns inode `ino`'s unused preallocated blocks (on close or truncate).
@@ -671,14 +738,16 @@ impl Allocator {
         slot.as_ref().is_some_and(|st| st.disk[(rel / 8) as usize] >> (rel % 8) & 1 == 0)
     }
 
-    /// Free blocks on disk (what statfs reports), over all groups.
+    /// Free blocks on disk (what statfs reports), over all groups; with
+    /// bigalloc the free clusters times the blocks per cluster.
     pub fn free_blocks(&self) -> u64 {
-        (0..self.group_count())
+        let units: u64 = (0..self.group_count())
             .map(|g| match self.groups[g as usize].lock().as_ref() {
                 Some(st) => u64::from(st.disk_free),
                 None => u64::from(self.vol.groups[g as usize].free_blocks_count),
             })
-            .sum()
+            .sum();
+        units << self.cbits
     }
 
     /// Buddy summary of group `g` (None while it is not loaded): what the
@@ -716,17 +785,18 @@ impl Allocator {
         for g in 0..self.group_count() {
             let slot = self.groups[g as usize].lock();
             let Some(st) = slot.as_ref() else { continue };
-            let n = layout::group_blocks(&self.vol, u64::from(g));
+            let n = layout::group_units(&self.vol, u64::from(g));
             for i in 0..n {
                 if st.disk[(i / 8) as usize] >> (i % 8) & 1 == 0 {
                     run += 1;
                 } else if run > 0 {
-                    h.add(run);
+                    h.add(run << self.cbits);
                     run = 0;
                 }
             }
         }
-        h.add(run);
+        // Runs of clusters with bigalloc: reported in blocks.
+        h.add(run << self.cbits);
         Ok(h)
     }
 

@@ -154,7 +154,8 @@ pub const RO_COMPAT_SUPPORTED: u32 = ro_compat::SPARSE_SUPER
     | ro_compat::METADATA_CSUM
     | ro_compat::ORPHAN_PRESENT
     | ro_compat::QUOTA
-    | ro_compat::PROJECT;
+    | ro_compat::PROJECT
+    | ro_compat::BIGALLOC;
 
 /// The three feature words of a superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -505,6 +505,12 @@ impl Superblock {
         1024 << self.log_block_size
     }
 
+    /// Cluster size in bytes: the allocation unit (the block size without
+    /// bigalloc).
+    pub fn cluster_size(&self) -> u64 {
+        1024 << self.log_cluster_size.max(self.log_block_size)
+    }
+
     /// Number of block groups.
     pub fn group_count(&self) -> u64 {
         let data = self.blocks_count - u64::from(self.first_data_block);

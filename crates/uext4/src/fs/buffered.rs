@@ -370,7 +370,27 @@ impl FsCore {
         let base = f.start() / bs;
         let (first, end) = (a / bs - base, b.div_ceil(bs) - base);
         let allocated = |l: FileBlock| g.runs.iter().any(|r| r.contains(l));
-        let new = (first..end).filter(|&i| !g.dirty.get(i) && !allocated(FileBlock(base + i))).count() as u64;
+        let mut new = (first..end).filter(|&i| !g.dirty.get(i) && !allocated(FileBlock(base + i))).count() as u64;
+        let ratio = 1u64 << self.vol.sb.log_cluster_size.saturating_sub(self.vol.sb.log_block_size);
+        if ratio > 1 && new > 0 {
+            // Bigalloc: a whole cluster per logical cluster that gets its
+            // first dirty block here and has no block in this folio that
+            // reserved it already (dirty, not allocated). The kernel
+            // reserves per cluster too. Blocks allocated in the cluster do
+            // not count: a truncate may free their cluster before this
+            // data is written back. A cluster wider than the folio may be
+            // reserved more than once until writeback gives it back.
+            let nblk = f.len() / bs;
+            let owned = |c: u64| {
+                (0..nblk).any(|j| (base + j) / ratio == c && g.dirty.get(j) && !allocated(FileBlock(base + j)))
+            };
+            let mut clusters: Vec<u64> = (first..end)
+                .filter(|&i| !g.dirty.get(i) && !allocated(FileBlock(base + i)))
+                .map(|i| (base + i) / ratio)
+                .collect();
+            clusters.dedup();
+            new = clusters.into_iter().filter(|&c| !owned(c)).count() as u64 * ratio;
+        }
         if new > 0 {
             // This file's data waiting for writeback counts too.
             self.check_buffered_quota(ino, (st.data.pages.reserved_blocks() + new) * bs)?;

@@ -200,18 +200,19 @@ impl FsCore {
     /// statfs(2): sizes and free counts, summed from the group descriptors.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.vol.sb;
+        let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
+        // The allocator counts blocks; descriptors count clusters.
         let (free_blocks, free_inodes) = match (self.live(), self.alloc.get()) {
             (Some(rw), Some(a)) => (a.free_blocks(), u64::from(rw.ialloc.free_inodes())),
             _ => (
-                self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum(),
+                self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum::<u64>() * ratio,
                 self.vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum(),
             ),
         };
-        let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
         // Blocks reserved for buffered data are as good as used (ext4's
         // s_dirtyclusters_counter).
         let reserved = self.live().map_or(0, |rw| rw.data.pages().delalloc().reserved_blocks());
-        let free_blocks = free_blocks.saturating_sub(reserved) * ratio;
+        let free_blocks = free_blocks.saturating_sub(reserved);
         StatFs {
             block_size: sb.block_size(),
             blocks: sb.blocks_count,

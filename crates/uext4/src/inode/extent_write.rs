@@ -120,6 +120,8 @@ struct Ctx<'t, 'a> {
     tx: &'t Tx<'a>,
     seed: Option<u32>,
     bs: usize,
+    /// Blocks per cluster (bigalloc; 1 without).
+    ratio: u64,
 }
 
 impl Ctx<'_, '_> {
@@ -132,7 +134,14 @@ impl Ctx<'_, '_> {
             tx,
             seed: vol.has_csum().then(|| vol.inode_csum_seed(inode.ino, inode.generation)),
             bs: vol.block_size,
+            ratio: tx.alloc.cluster_ratio(),
         })
+    }
+
+    /// `i_blocks` sectors of one allocation unit (a cluster with bigalloc:
+    /// the kernel counts every cluster a file owns in full).
+    fn unit_sectors(&self) -> u64 {
+        self.ratio * self.bs as u64 / 512
     }
 
     fn block_capacity(&self) -> usize {
@@ -224,7 +233,7 @@ impl Ctx<'_, '_> {
     /// Allocates one tree block near `goal`.
     fn alloc_node_block(&self, inode: &mut Inode, goal: PhysicalBlock) -> Result<PhysicalBlock> {
         let b = self.tx.alloc_metadata_block(inode.ino, goal)?;
-        inode.blocks_512 += self.bs as u64 / 512;
+        inode.blocks_512 += self.unit_sectors();
         Ok(b)
     }
 
@@ -243,7 +252,7 @@ impl Ctx<'_, '_> {
 
     fn free_node_block(&self, inode: &mut Inode, block: PhysicalBlock) -> Result<()> {
         self.tx.free_blocks(block, 1, FreeKind::Metadata)?;
-        inode.blocks_512 = inode.blocks_512.saturating_sub(self.bs as u64 / 512);
+        inode.blocks_512 = inode.blocks_512.saturating_sub(self.unit_sectors());
         Ok(())
     }
 
@@ -665,14 +674,19 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: 
         }
         if touches {
             let goal = v.first().map_or(PhysicalBlock(0), |e| e.start);
+            let removed = if ctx.ratio > 1 && edit == Edit::Remove { removed_runs(v, a, b) } else { Vec::new() };
             let (out, frees) = edit_leaf(v, a, b, Some(edit), &[])?;
             path[leaf].node = Node::Leaf(out);
             // The tree first: if it cannot change (no block for a split),
             // the blocks it still maps must stay allocated.
             ctx.settle(inode, &mut path, leaf, goal)?;
-            for (p, n) in frees {
-                tx.free_blocks(p, n, kind)?;
-                inode.blocks_512 = inode.blocks_512.saturating_sub(n * (ctx.bs as u64 / 512));
+            if ctx.ratio > 1 {
+                free_clusters(&ctx, inode, &removed, kind)?;
+            } else {
+                for (p, n) in frees {
+                    tx.free_blocks(p, n, kind)?;
+                    inode.blocks_512 = inode.blocks_512.saturating_sub(n * (ctx.bs as u64 / 512));
+                }
             }
             if b < to.min(hi) {
                 // Cut short by the credits: the rest in the next handle.
@@ -685,6 +699,72 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: 
         cursor = hi;
     }
     Ok(true)
+}
+
+/// The mapped runs (logical, physical, length) of leaf `v` inside
+/// `[a, b)`: what removing that range unmaps.
+fn removed_runs(v: &[Extent], a: FileBlock, b: FileBlock) -> Vec<Run> {
+    v.iter()
+        .filter_map(|e| {
+            let (s, end) = (FileBlock::from(e.block), ext_end(e));
+            let (is, ie) = (s.max(a), end.min(b));
+            (is < ie).then(|| (is, e.start + (is - s), ie - is))
+        })
+        .collect()
+}
+
+/// With bigalloc: the first block of the physical cluster some block of
+/// logical cluster `lc` is mapped into, if any (the kernel's implied
+/// cluster: a file's logical cluster lives in one physical cluster, at
+/// the same offsets).
+fn mapped_cluster(ctx: &Ctx, inode: &Inode, lc: u64) -> Result<Option<PhysicalBlock>> {
+    let r = ctx.ratio;
+    let (mut l, end) = (FileBlock(lc * r), FileBlock(lc * r + r));
+    while l < end {
+        let m = super::map_block(ctx.tx.vol, inode, l)?;
+        if let super::MapKind::Mapped(p) | super::MapKind::Unwritten(p) = m.kind {
+            return Ok(Some(PhysicalBlock(p.get() / r * r)));
+        }
+        l += m.len.max(1);
+    }
+    Ok(None)
+}
+
+/// With bigalloc: frees the clusters of the unmapped `runs` that no block
+/// of the file maps any more (the tree already changed), each once, and
+/// takes them off `i_blocks` (the kernel's partial-cluster accounting: a
+/// cluster at a run's edge stays while the rest of its logical cluster is
+/// mapped).
+fn free_clusters(ctx: &Ctx, inode: &mut Inode, runs: &[Run], kind: FreeKind) -> Result<()> {
+    let r = ctx.ratio;
+    let mut clusters = std::collections::BTreeSet::new();
+    for &(l, p, n) in runs {
+        let (first, last) = (p.get() / r, (p.get() + n - 1) / r);
+        for c in first..=last {
+            let whole = (c > first || p.get() % r == 0) && (c < last || (p.get() + n) % r == 0);
+            if !whole {
+                // The logical cluster of the run's blocks in cluster c.
+                let pb = p.get().max(c * r);
+                let lc = (l + (pb - p.get())).get() / r;
+                if mapped_cluster(ctx, inode, lc)?.is_some() {
+                    continue;
+                }
+            }
+            clusters.insert(c);
+        }
+    }
+    // Contiguous clusters are freed together.
+    let mut it = clusters.into_iter().peekable();
+    while let Some(c) = it.next() {
+        let mut k = 1;
+        while it.peek() == Some(&(c + k)) {
+            it.next();
+            k += 1;
+        }
+        ctx.tx.free_blocks(PhysicalBlock(c * r), k * r, kind)?;
+        inode.blocks_512 = inode.blocks_512.saturating_sub(k * ctx.unit_sectors());
+    }
+    Ok(())
 }
 
 /// Removes the mappings of logical blocks `[from, to)` (`to` may be
@@ -844,34 +924,59 @@ pub fn allocate_range(
             continue;
         }
         let mut hole = (cur, len);
+        let r = ctx.ratio;
         while hole.1 > 0 {
             if !runs.is_empty() && tx.handle.credits_left() < alloc_step_credits(inode) {
                 return Ok(runs);
             }
+            let mut want = hole.1;
+            if r > 1 {
+                let lc = hole.0.get() / r;
+                if let Some(pc) = mapped_cluster(&ctx, inode, lc)? {
+                    // Implied cluster: the file owns it already.
+                    let off = hole.0.get() % r;
+                    let n = hole.1.min(r - off);
+                    insert_run(&ctx, inode, hole.0, pc + off, n, unwritten)?;
+                    runs.push((hole.0, pc + off, n));
+                    hole = (hole.0 + n, hole.1 - n);
+                    continue;
+                }
+                // A new run stops before a last cluster that is partly
+                // mapped already (it is filled as an implied cluster).
+                let lc_last = (hole.0.get() + hole.1 - 1) / r;
+                if lc_last > lc && mapped_cluster(&ctx, inode, lc_last)?.is_some() {
+                    want = lc_last * r - hole.0.get();
+                }
+            }
             let goal = goal_for(&ctx, inode, hole.0)?;
             // At least one block, or EDQUOT (the kernel's dquot_alloc_block
             // before the allocation; the request may get fewer blocks).
-            tx.check_quota_space(inode, ctx.bs as u64)?;
-            let want = hole.1.min(u64::from(u32::MAX) / 2);
+            // (A whole cluster with bigalloc.)
+            tx.check_quota_space(inode, ctx.bs as u64 * r)?;
+            let want = want.min(u64::from(u32::MAX) / 2);
             let want = want.min(tx.quota_room(inode) / ctx.bs as u64).max(1);
             let a = tx.alloc_blocks(&AllocRequest {
                 inode: inode.ino,
                 logical: hole.0,
                 goal,
-                len: want as u32,
+                len: want.min(u64::from(u32::MAX) / 2) as u32,
                 min_len: 1,
                 file_size: size_hint,
                 flags,
             })?;
-            let got = u64::from(a.len).min(hole.1);
-            if u64::from(a.len) > got {
-                tx.free_blocks(a.start + got, u64::from(a.len) - got, FreeKind::Data)?;
+            let got = u64::from(a.len).min(want);
+            // Whole clusters past the last one used go back (without
+            // bigalloc: every block past `got`).
+            let used_end = (a.start.get() + got).div_ceil(r) * r;
+            let a_end = a.start.get() + u64::from(a.len);
+            if a_end > used_end {
+                tx.free_blocks(PhysicalBlock(used_end), a_end - used_end, FreeKind::Data)?;
             }
             if let Err(e) = insert_run(&ctx, inode, hole.0, a.start, got, unwritten) {
                 let _ = tx.free_blocks(a.start, got, FreeKind::Data);
                 return Err(e);
             }
-            inode.blocks_512 += got * (ctx.bs as u64 / 512);
+            inode.blocks_512 += (used_end - a.start.get() / r * r) / r * ctx.unit_sectors();
             runs.push((hole.0, a.start, got));
             hole = (hole.0 + got, hole.1 - got);
         }

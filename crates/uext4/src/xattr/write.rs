@@ -398,10 +398,11 @@ fn store_block(tx: &Tx, inode: &mut Inode, old: &[RawXattr], entries: &[RawXattr
     let prev = inode.file_acl;
     if prev == 0 {
         // The block is charged to the inode's owners (dquot_alloc_block).
-        tx.check_quota_space(inode, vol.block_size as u64)?;
+        tx.check_quota_space(inode, vol.sb.cluster_size())?;
         let new = new_block(tx, inode, &content, seed)?;
         inode.file_acl = new.get();
-        inode.blocks_512 += vol.block_size as u64 / 512;
+        // A whole cluster with bigalloc, as the kernel counts it.
+        inode.blocks_512 += vol.sb.cluster_size() / 512;
         return adjust_all(tx, &carried, 1);
     }
     // Prepare the copy up front when the block looks shared, so that the
@@ -556,7 +557,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
         adjust_all(tx, &inos, -1)?;
     }
     inode.file_acl = 0;
-    inode.blocks_512 = inode.blocks_512.saturating_sub(vol.block_size as u64 / 512);
+    inode.blocks_512 = inode.blocks_512.saturating_sub(vol.sb.cluster_size() / 512);
     Ok(())
 }
 
