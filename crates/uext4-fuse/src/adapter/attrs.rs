@@ -45,6 +45,16 @@ impl Uext4Fuse {
     ) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
+        if matches!(atime, Some(TimeOrNow::SpecificTime(_))) || matches!(mtime, Some(TimeOrNow::SpecificTime(_))) {
+            // notify_change: times set to a given value (not "now") are
+            // refused on an append-only file too; the library refuses
+            // the rest.
+            let st = tri!(reply, self.stat("setattr", ino));
+            if st.flags & uext4::fs::ops::flags::FL_APPEND != 0 {
+                reply.error(Errno::EPERM);
+                return;
+            }
+        }
         let change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,

@@ -55,6 +55,7 @@ mod dirs;
 mod entries;
 mod files;
 mod init;
+mod ioctl;
 
 /// The FUSE adapter over a shared [`uext4::Filesystem`].
 #[derive(Debug)]
@@ -384,20 +385,20 @@ impl fuser::Filesystem for Uext4Fuse {
         reply.error(Errno::ENOSYS);
     }
 
-    /// No ioctls (FS_IOC_GETFLAGS and friends): ENOTTY, as for an unknown
-    /// request.
+    /// The inode flag ioctls and FS_IOC_GETVERSION (see [`ioctl`]); ENOTTY
+    /// for the others, as for an unknown request.
     fn ioctl(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         _fh: FileHandle,
         _flags: IoctlFlags,
-        _cmd: u32,
-        _in_data: &[u8],
-        _out_size: u32,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
         reply: ReplyIoctl,
     ) {
-        reply.error(Errno::ENOTTY);
+        self.do_ioctl(req, ino, cmd, in_data, out_size, reply);
     }
 
     /// Only used by fuseblk mounts.
