@@ -31,6 +31,7 @@ mod data_path;
 mod direct;
 mod errors;
 mod fallocate;
+pub mod fiemap;
 mod mmp;
 mod mount;
 mod namespace;
