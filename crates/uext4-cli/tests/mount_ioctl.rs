@@ -146,18 +146,15 @@ fn inode_flags_through_the_mount() {
 
     // FS_IOC_GETVERSION: the generation.
     let out = run(tool("lsattr").arg("-v").arg(&f));
-    let version: u32 = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse().ok())
-        .expect("lsattr -v");
+    let version: u32 =
+        String::from_utf8_lossy(&out.stdout).split_whitespace().next().and_then(|v| v.parse().ok()).expect("lsattr -v");
 
     // FIEMAP stops in the VFS (fs/ioctl.c ioctl_fiemap: no i_op->fiemap).
     let h = fs::File::open(&f).expect("open");
     let mut buf = [0u64; 4 + 7 * 4];
     buf[1] = u64::MAX; // fm_length
-    // SAFETY: FS_IOC_FIEMAP with a struct fiemap of 32 bytes and room for
-    // four extents (fm_extent_count 0 here: count only), owned by us.
+                       // SAFETY: FS_IOC_FIEMAP with a struct fiemap of 32 bytes and room for
+                       // four extents (fm_extent_count 0 here: count only), owned by us.
     let r = unsafe { libc::ioctl(h.as_raw_fd(), 0xc020_660b, buf.as_mut_ptr()) };
     assert_eq!((r, std::io::Error::last_os_error().raw_os_error()), (-1, Some(libc::EOPNOTSUPP)));
     drop(h);
@@ -183,5 +180,83 @@ fn inode_flags_through_the_mount() {
             println!("SKIP (part): kernel mount failed: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
+    run(tool("e2fsck").arg("-fn").arg(&fx.img));
+}
+
+/// The extent lines of `filefrag -v` (or `uext4 stat --extents`):
+/// logical range, physical range, length and flags of each.
+fn extent_rows(out: &[u8]) -> Vec<[String; 4]> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| {
+            let parts: Vec<&str> = l.split(':').collect();
+            parts.first()?.trim().parse::<u32>().ok()?;
+            let flags = if parts.len() >= 6 { parts[5] } else { parts.get(4).copied().unwrap_or("") };
+            Some([parts[1], parts[2], parts[3], flags].map(|s| s.split_whitespace().collect::<String>()))
+        })
+        .collect()
+}
+
+#[test]
+fn filefrag_matches_the_kernel() {
+    require_fuse!();
+    if !have("filefrag") || !Path::new("/dev/loop-control").exists() {
+        println!("SKIP: filefrag or loop devices missing");
+        return;
+    }
+    let fx = Fixture::with_mkfs_args("128M", &[]);
+    fx.mount("rw");
+    fs::write(fx.path("small"), b"hi\n").expect("small");
+    // Contiguous past the longest extent (32768 blocks at 1 KiB).
+    let mut big = fs::File::create(fx.path("big")).expect("big");
+    let chunk = vec![0x5au8; 1 << 20];
+    for _ in 0..40 {
+        big.write_all(&chunk).expect("write big");
+    }
+    drop(big);
+    // Two files written in turns, each piece made durable: fragments.
+    let mut a = fs::File::create(fx.path("a")).expect("a");
+    let mut b = fs::File::create(fx.path("b")).expect("b");
+    for _ in 0..6 {
+        for h in [&mut a, &mut b] {
+            h.write_all(&chunk[..256 << 10]).expect("write");
+            h.sync_all().expect("fsync");
+        }
+    }
+    drop((a, b));
+    // Preallocated (unwritten), written, preallocated past the end.
+    let pre = fx.path("pre").display().to_string();
+    assert!(sh_ok(&format!("fallocate -l 1M {pre} && echo x >> {pre} && fallocate -n -o 2M -l 1M {pre}")));
+    // Holes.
+    let sparse = fx.path("sparse").display().to_string();
+    assert!(sh_ok(&format!(
+        "dd if=/dev/urandom of={sparse} bs=4k count=3 seek=100 && \
+         dd if=/dev/urandom of={sparse} bs=4k count=2 seek=10 conv=notrunc"
+    )));
+    fs::create_dir(fx.path("dir")).expect("dir");
+    fx.unmount();
+    fx.assert_clean();
+
+    let names = ["small", "big", "a", "b", "pre", "sparse", "dir"];
+    let ours: Vec<_> = names
+        .iter()
+        .map(|n| {
+            extent_rows(&run(Command::new(mount_support::BIN).args(["stat", "--extents"]).arg(&fx.img).arg(n)).stdout)
+        })
+        .collect();
+    let out = Command::new("mount").arg("-o").arg("ro,loop").arg(&fx.img).arg(&fx.mnt).output().expect("mount");
+    if !out.status.success() {
+        println!("SKIP: kernel mount failed: {}", String::from_utf8_lossy(&out.stderr));
+        return;
+    }
+    let kernel: Vec<_> =
+        names.iter().map(|n| extent_rows(&run(tool("filefrag").arg("-v").arg(fx.path(n))).stdout)).collect();
+    run(tool("umount").arg(&fx.mnt));
+    for ((n, k), o) in names.iter().zip(&kernel).zip(&ours) {
+        assert!(!k.is_empty(), "{n}: no extents from filefrag");
+        assert_eq!(o, k, "{n}: uext4 stat --extents vs the kernel's filefrag -v");
+    }
+    assert!(kernel[1].len() >= 2 && kernel[2].len() >= 2, "big and a are in pieces: {kernel:?}");
+    assert!(kernel[4].iter().any(|r| r[3].contains("unwritten")), "pre has unwritten extents");
     run(tool("e2fsck").arg("-fn").arg(&fx.img));
 }

@@ -58,12 +58,7 @@ const ROWS: &[Row] = &[
         kernel: true,
         expect: Expect::Refused("inline_data"),
     },
-    Row {
-        name: "casefold",
-        mkfs: &["-t", "ext4", "-O", "casefold"],
-        kernel: false,
-        expect: Expect::ReadWrite,
-    },
+    Row { name: "casefold", mkfs: &["-t", "ext4", "-O", "casefold"], kernel: false, expect: Expect::ReadWrite },
     Row { name: "ext3", mkfs: &["-t", "ext3"], kernel: true, expect: Expect::Refused("extent") },
 ];
 

@@ -54,7 +54,15 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 }
 
 impl Uext4Fuse {
-    pub(super) fn do_ioctl(&self, req: &Request, ino: INodeNo, cmd: u32, in_data: &[u8], out_size: u32, reply: ReplyIoctl) {
+    pub(super) fn do_ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
         let ino = tri!(reply, from_fuse(ino));
         let out = out_size as usize;
         match cmd {

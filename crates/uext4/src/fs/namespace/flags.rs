@@ -75,13 +75,13 @@ const FL_XFLAG_VISIBLE: u32 = FL_SYNC | FL_IMMUTABLE | FL_APPEND | FL_NODUMP | F
 /// `struct fsxattr`'s `fsx_xflags` bits and the inode flags they stand for
 /// (the kernel's ext4_iflags_to_xflags table).
 const XFLAG_MAP: [(u32, u32); 7] = [
-    (0x8, FL_IMMUTABLE),       // FS_XFLAG_IMMUTABLE
-    (0x10, FL_APPEND),         // FS_XFLAG_APPEND
-    (0x20, FL_SYNC),           // FS_XFLAG_SYNC
-    (0x40, FL_NOATIME),        // FS_XFLAG_NOATIME
-    (0x80, FL_NODUMP),         // FS_XFLAG_NODUMP
-    (0x200, FL_PROJINHERIT),   // FS_XFLAG_PROJINHERIT
-    (0x8000, FL_DAX),          // FS_XFLAG_DAX
+    (0x8, FL_IMMUTABLE),     // FS_XFLAG_IMMUTABLE
+    (0x10, FL_APPEND),       // FS_XFLAG_APPEND
+    (0x20, FL_SYNC),         // FS_XFLAG_SYNC
+    (0x40, FL_NOATIME),      // FS_XFLAG_NOATIME
+    (0x80, FL_NODUMP),       // FS_XFLAG_NODUMP
+    (0x200, FL_PROJINHERIT), // FS_XFLAG_PROJINHERIT
+    (0x8000, FL_DAX),        // FS_XFLAG_DAX
 ];
 
 /// Flags new inodes take from their directory (EXT4_FL_INHERITED, less
