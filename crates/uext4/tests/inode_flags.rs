@@ -177,3 +177,23 @@ fn flag_rules_persistence_and_inheritance() {
     c.read(f, 8192, &mut buf).unwrap();
     assert_eq!(&buf, b"sync");
 }
+
+#[test]
+fn casefold_flag_through_set_flags() {
+    let Some((_t, img)) = mkfs(16, &["-b", "4096", "-I", "256", "-O", "casefold"]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let c = fs.inodes();
+    let d = c.mkdir(c.root(), b"cf", 0o755, 0, 0).unwrap().ino;
+    const FL_CASEFOLD: u32 = 0x4000_0000;
+    plus(c, d, FL_CASEFOLD);
+    assert_ne!(c.flags(d).unwrap() & FL_CASEFOLD, 0);
+    c.create(d, b"Hello", 0o644, 0, 0).unwrap();
+    assert!(c.lookup(d, b"hELLO").is_ok(), "case-insensitive lookup");
+    // Not on a non-empty directory (ENOTEMPTY), nor on a file.
+    assert_eq!(errno(c.set_flags(d, c.flags(d).unwrap() & !FL_CASEFOLD)), libc::ENOTEMPTY);
+    let f = c.lookup(d, b"Hello").unwrap();
+    assert_eq!(errno(c.set_flags(f, c.flags(f).unwrap() | FL_CASEFOLD)), libc::EOPNOTSUPP);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
