@@ -107,6 +107,9 @@ enum Cmd {
         /// Print one JSON document instead of the table
         #[arg(long)]
         json: bool,
+        /// Print the extents as `filefrag -v` does (FS_IOC_FIEMAP's answer)
+        #[arg(long, conflicts_with = "json")]
+        extents: bool,
         /// The ext4 image file or block device
         image: PathBuf,
         /// File, directory or other node inside the image
@@ -482,10 +485,12 @@ fn run(cli: Cli) -> CliResult {
             let mut out = std::fs::File::from(fd);
             cat::run(&fs, os_bytes(&path), &mut out)?;
         }
-        Cmd::Stat { follow, json, image, path } => {
+        Cmd::Stat { follow, json, extents, image, path } => {
             let fs = util::open_image(&image)?;
             let mut out = BufWriter::new(io::stdout().lock());
-            if json {
+            if extents {
+                stat::run_extents(&fs, os_bytes(&path), follow, &mut out)?;
+            } else if json {
                 stat::run_json(&fs, os_bytes(&path), follow, &mut out)?;
             } else {
                 stat::run(&fs, os_bytes(&path), follow, &mut out)?;

@@ -194,3 +194,51 @@ pub fn run_json(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write
     let xattrs = xattrs.map(|names| names.iter().map(|n| JsonName::new(n)).collect());
     print_json(&StatJson { path: name, inode: JsonInode::from(&st), target, extents, xattrs }, out)
 }
+
+/// `uext4 stat --extents`: the file's FIEMAP extents in the layout of
+/// `filefrag -v` (block units, the same flag names, `eof` on an extent
+/// reaching the end of the file), since FIEMAP cannot pass a FUSE mount.
+pub fn run_extents(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
+    use uext4::fs::fiemap::{FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_MERGED, FIEMAP_EXTENT_UNWRITTEN};
+    let name = shown(path);
+    let ino = if follow { fs.resolve_follow(path) } else { fs.resolve(path) }.map_err(|e| fs_err(&name, e))?;
+    let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;
+    let ext = fs.inodes().fiemap(ino, 0, u64::MAX).map_err(|e| fs_err(&name, e))?;
+    let bs = u64::from(fs.block_size());
+    let blocks = st.size.div_ceil(bs);
+    writeln!(out, "File size of {name} is {} ({blocks} block{} of {bs} bytes)", st.size, plural(blocks))?;
+    writeln!(out, " ext:     logical_offset:        physical_offset: length:   expected: flags:")?;
+    let mut found = 0u64;
+    let mut next_phys = None;
+    for (n, e) in ext.iter().enumerate() {
+        let (l, p, len) = (e.logical / bs, e.physical / bs, e.length / bs);
+        let expected = next_phys.filter(|&x| x != p);
+        if next_phys.is_none() || expected.is_some() {
+            found += 1;
+        }
+        next_phys = Some(p + len);
+        let mut flags: Vec<&str> = Vec::new();
+        for (bit, name) in
+            [(FIEMAP_EXTENT_LAST, "last"), (FIEMAP_EXTENT_UNWRITTEN, "unwritten"), (FIEMAP_EXTENT_MERGED, "merged")]
+        {
+            if e.flags & bit != 0 {
+                flags.push(name);
+            }
+        }
+        let mut flags = flags.join(",");
+        if e.logical + e.length >= st.size {
+            // filefrag appends ",eof" (",eof" alone when no other flag).
+            flags.push_str(",eof");
+        }
+        let expected = expected.map_or_else(|| " ".repeat(11), |x| format!("{x:>10}:"));
+        writeln!(
+            out,
+            "{n:>4}: {l:>8}..{:>8}: {p:>10}..{:>10}: {len:>6}: {expected} {}",
+            l + len - 1,
+            p + len - 1,
+            flags
+        )?;
+    }
+    writeln!(out, "{name}: {found} extent{} found", plural(found))?;
+    Ok(())
+}

@@ -4,74 +4,13 @@
 
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse};
-use fuser::{
-    AccessFlags, Errno, INodeNo, ReplyAttr, ReplyEmpty, ReplyIoctl, ReplyStatfs, ReplyXattr, Request, TimeOrNow,
-};
+use fuser::{AccessFlags, Errno, INodeNo, ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyXattr, Request, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use uext4::fs::{SetAttr, XattrSetMode};
 use uext4::{FileType, Timestamp};
 
-/// `FS_IOC_FSGETXATTR`: `_IOR('X', 31, struct fsxattr)`.
-const FS_IOC_FSGETXATTR: u32 = 0x801C_581F;
-/// `FS_IOC_FSSETXATTR`: `_IOW('X', 32, struct fsxattr)`.
-const FS_IOC_FSSETXATTR: u32 = 0x401C_5820;
-/// Bytes of `struct fsxattr`.
-const FSXATTR_SIZE: usize = 28;
-/// `fsx_xflags`: new files take the directory's project.
-const FS_XFLAG_PROJINHERIT: u32 = 0x200;
-
 impl Uext4Fuse {
-    /// The project ioctls (what `xfs_io -c lsproj/chproj` and
-    /// `chattr -p` use; the kernel's fileattr requests reach FUSE as
-    /// these): the project id and PROJINHERIT. Other flags of `struct
-    /// fsxattr` are reported clear and cannot be set (EOPNOTSUPP); other
-    /// ioctls are ENOTTY.
-    pub(super) fn do_ioctl(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-        reply: ReplyIoctl,
-    ) {
-        let ino = tri!(reply, from_fuse(ino));
-        match cmd {
-            FS_IOC_FSGETXATTR => {
-                let p = tri!(reply, self.fs.project(ino).map_err(|e| self.fail("ioctl", e)));
-                let mut out = [0u8; FSXATTR_SIZE];
-                let xflags = if p.inherit { FS_XFLAG_PROJINHERIT } else { 0 };
-                out[0..4].copy_from_slice(&xflags.to_le_bytes());
-                out[12..16].copy_from_slice(&p.projid.to_le_bytes());
-                reply.ioctl(0, &out[..(out_size as usize).min(FSXATTR_SIZE)]);
-            }
-            FS_IOC_FSSETXATTR => {
-                tri!(reply, self.writable());
-                let Some(raw) = in_data.get(..FSXATTR_SIZE) else {
-                    reply.error(Errno::EINVAL);
-                    return;
-                };
-                let word = |at: usize| u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
-                let (xflags, projid) = (word(0), word(12));
-                if xflags & !FS_XFLAG_PROJINHERIT != 0 {
-                    reply.error(Errno::EOPNOTSUPP);
-                    return;
-                }
-                // The owner or root (the kernel's inode_owner_or_capable).
-                let st = tri!(reply, self.stat("ioctl", ino));
-                if req.uid() != 0 && req.uid() != st.uid {
-                    reply.error(Errno::EPERM);
-                    return;
-                }
-                let attr = uext4::fs::quota_ops::ProjectAttr { projid, inherit: xflags & FS_XFLAG_PROJINHERIT != 0 };
-                tri!(reply, self.fs.set_project(ino, attr).map_err(|e| self.fail("ioctl", e)));
-                reply.ioctl(0, &[]);
-            }
-            _ => reply.error(Errno::ENOTTY),
-        }
-    }
-
     fn xattr_reply(reply: ReplyXattr, size: u32, data: &[u8]) {
         let Ok(len) = u32::try_from(data.len()) else {
             reply.error(Errno::E2BIG);
@@ -106,6 +45,16 @@ impl Uext4Fuse {
     ) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
+        if matches!(atime, Some(TimeOrNow::SpecificTime(_))) || matches!(mtime, Some(TimeOrNow::SpecificTime(_))) {
+            // notify_change: times set to a given value (not "now") are
+            // refused on an append-only file too; the library refuses
+            // the rest.
+            let st = tri!(reply, self.stat("setattr", ino));
+            if st.flags & uext4::fs::ops::flags::FL_APPEND != 0 {
+                reply.error(Errno::EPERM);
+                return;
+            }
+        }
         let change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,

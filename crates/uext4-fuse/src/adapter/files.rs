@@ -108,6 +108,7 @@ impl Uext4Fuse {
             reply.error(Errno::EISDIR);
             return;
         }
+        tri!(reply, super::ioctl::open_allowed(st.flags, flags.0));
         let (fh, fopen) = self.open_handle(ino, flags.0);
         reply.opened(fh, fopen);
     }

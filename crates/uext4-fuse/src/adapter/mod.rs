@@ -55,6 +55,7 @@ mod dirs;
 mod entries;
 mod files;
 mod init;
+mod ioctl;
 
 /// The FUSE adapter over a shared [`uext4::Filesystem`].
 #[derive(Debug)]
@@ -384,8 +385,9 @@ impl fuser::Filesystem for Uext4Fuse {
         reply.error(Errno::ENOSYS);
     }
 
-    /// The project ioctls (FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR); others
-    /// (FS_IOC_GETFLAGS and friends) ENOTTY, as for an unknown request.
+    /// The inode flag ioctls, the project ioctls (FS_IOC_FSGETXATTR,
+    /// FS_IOC_FSSETXATTR) and FS_IOC_GETVERSION (see [`ioctl`]); ENOTTY
+    /// for the others, as for an unknown request.
     fn ioctl(
         &self,
         req: &Request,

@@ -71,7 +71,13 @@ impl FsCore {
         // After a journal abort nothing reaches the device, not even an
         // overwrite that needs no handle.
         self.check_not_aborted()?;
+        let sync = self.check_write_flags(ino, offset)?;
         let r = self.write_retrying(offset, data, |o, d| self.write_direct_once(ino, o, d));
+        let r = match r {
+            // chattr +S: the allocation and size commit with the write.
+            Ok(n) if sync => self.fsync(ino).map(|()| n),
+            r => r,
+        };
         // Part of the data may be on the device even on failure: the
         // next flush decides whether it is durable.
         if let Some(rw) = self.live() {

@@ -1,6 +1,6 @@
 //! fallocate(2): preallocation, punching holes, zeroing ranges.
 
-use super::namespace::ftype;
+use super::namespace::{flags, ftype};
 use crate::alloc::flags as aflags;
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
@@ -49,6 +49,12 @@ impl FsCore {
         }
         let mut i = self.load(ino)?;
         self.check_live(&i)?;
+        // vfs_fallocate: nothing on an immutable file; on an append-only
+        // one only allocation (no punch or zeroing).
+        flags::check_mutable(&i)?;
+        if !matches!(mode, FallocMode::Allocate | FallocMode::KeepSize) {
+            flags::check_unpinned(&i)?;
+        }
         if ftype(&i)? != FileType::Regular {
             return Err(Error::Invalid(format!("fallocate on inode {ino}, not a regular file")));
         }

@@ -32,6 +32,7 @@ mod direct;
 mod errors;
 mod fallocate;
 mod fc_replay;
+pub mod fiemap;
 mod inline;
 mod mmp;
 mod mount;

@@ -118,7 +118,8 @@ impl FsCore {
     /// FS_IOC_FSSETXATTR). A project change moves the file's usage to the
     /// new project, refused with EDQUOT past its hard limits. Needs the
     /// `project` feature and an inode with room for the project field
-    /// (EOPNOTSUPP otherwise, for any project but 0).
+    /// (EOPNOTSUPP otherwise, for any project but 0). An immutable inode
+    /// keeps its project (EPERM).
     pub fn set_project(&self, ino: u32, attr: ProjectAttr) -> Result<()> {
         let rw = self.rw()?;
         if !self.vol.sb.features.has_ro_compat(ro_compat::PROJECT) {
@@ -130,6 +131,8 @@ impl FsCore {
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         let mut i = self.load(ino)?;
         self.check_live(&i)?;
+        // An immutable inode keeps its project (EPERM), as in ext4.
+        crate::fs::namespace::flags::check_mutable(&i)?;
         let flags = if attr.inherit { i.flags | FL_PROJINHERIT } else { i.flags & !FL_PROJINHERIT };
         if i.projid == attr.projid && i.flags == flags {
             return Ok(());

@@ -84,7 +84,13 @@ impl FsCore {
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let data = &data[..self.write_limit(ino, offset, data.len())?];
         self.check_not_aborted()?;
+        let sync = self.check_write_flags(ino, offset)?;
         let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
+        if sync {
+            // chattr +S: every write is synchronous (O_SYNC).
+            self.fsync(ino)?;
+            return Ok(n);
+        }
         // The write is done; a writeback error is reported by fsync.
         let _ = self.balance_dirty(ino);
         Ok(n)

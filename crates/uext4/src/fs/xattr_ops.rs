@@ -27,11 +27,6 @@ use crate::xattr::write::{self as xw, Presence};
 /// allocation or free, and the superblock.
 const XATTR_CREDITS: usize = 16;
 
-/// `i_flags`: immutable.
-const FL_IMMUTABLE: u32 = 0x10;
-/// `i_flags`: append only.
-const FL_APPEND: u32 = 0x20;
-
 /// How [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr) treats an existing attribute
 /// (setxattr(2)'s flags).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,9 +56,7 @@ fn is_acl(index: u8) -> bool {
 
 /// The VFS's and ext4's refusals that depend on the inode alone.
 fn check_writable(i: &Inode, index: u8) -> Result<()> {
-    if i.flags & (FL_IMMUTABLE | FL_APPEND) != 0 {
-        return Err(Error::NotPermitted(format!("inode {} is immutable or append-only", i.ino)));
-    }
+    super::namespace::flags::check_unpinned(i)?;
     let t = i.file_type()?;
     // xattr_permission: user.* only on regular files and directories.
     if index == INDEX_USER && !matches!(t, FileType::Regular | FileType::Directory) {

@@ -1,6 +1,6 @@
 //! Creating inodes and names: mknod, create, mkdir, symlink, link.
 
-use super::{check_name, ftype, is_dot, lossy, touch_dir, LINK_MAX};
+use super::{check_name, flags, ftype, is_dot, lossy, touch_dir, LINK_MAX};
 use crate::alloc::flags as aflags;
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
@@ -46,6 +46,7 @@ impl FsCore {
         let rw = self.rw()?;
         let l = rw.data.locks().lock_exclusive(&[parent], &[]);
         let dir = self.load_dir(parent)?;
+        Self::check_dir_addable(&dir)?;
         if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
             return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
         }
@@ -157,6 +158,10 @@ impl FsCore {
         if i.links_count == 0 {
             return Err(Error::NotFound(format!("inode {ino} was removed")));
         }
+        // vfs_link: no new name for an immutable or append-only inode,
+        // none in an immutable directory.
+        flags::check_unpinned(&i)?;
+        Self::check_dir_addable(&dir)?;
         if i.links_count >= LINK_MAX {
             return Err(Error::TooManyLinks(format!("inode {ino}")));
         }

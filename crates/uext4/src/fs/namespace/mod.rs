@@ -14,6 +14,7 @@
 
 mod casefold;
 mod create;
+pub mod flags;
 mod remove;
 mod rename;
 mod setattr;
@@ -161,6 +162,10 @@ impl FsCore {
             i.crtime = Some(now);
         }
         i.generation = self.rw()?.ns.next_generation();
+        if let Some(t) = FileType::from_mode(mode) {
+            // EXT4_FL_INHERITED (chattr +S/+d/+A/... on a directory).
+            i.flags |= flags::inherited_flags(&self.load(parent)?, t);
+        }
         if matches!(mode & S_IFMT, S_IFREG | S_IFDIR) {
             ew::init_map(&self.vol.sb, &mut i);
         }

@@ -1,6 +1,6 @@
 //! Removing names and releasing inodes: unlink, rmdir.
 
-use super::{check_name, ftype, is_dot, lossy, touch_dir};
+use super::{check_name, flags, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
@@ -31,6 +31,10 @@ impl FsCore {
         if ftype(&i)? == FileType::Directory {
             return Err(Error::IsDir(lossy(name)));
         }
+        // may_delete: neither the directory nor the victim may be
+        // immutable or append-only.
+        Self::check_dir_removable(&dir)?;
+        flags::check_unpinned(&i)?;
         let tx = self.begin(64)?;
         dw::remove_entry(&tx, &mut dir, name)?;
         touch_dir(&mut dir);
@@ -77,6 +81,8 @@ impl FsCore {
         if ftype(&d)? != FileType::Directory {
             return Err(Error::NotDir(lossy(name)));
         }
+        Self::check_dir_removable(&dir)?;
+        flags::check_unpinned(&d)?;
         if !dw::is_empty(&self.vol, &d)? {
             return Err(Error::NotEmpty(lossy(name)));
         }

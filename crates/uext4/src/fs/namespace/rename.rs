@@ -1,6 +1,6 @@
 //! rename(2) and renameat2's exchange and noreplace.
 
-use super::{check_name, ftype, is_dot, lossy, touch_dir};
+use super::{check_name, flags, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::dirent::file_type_of;
@@ -139,6 +139,17 @@ impl FsCore {
         dw::check_encoding(&self.vol, &nd, newname)?;
         let mut s = self.load(src)?;
         crate::fs::quota_ops::check_project_link(&nd, &s)?;
+        // may_delete of the source (and of the destination it replaces
+        // or swaps with), may_create in the new directory.
+        Self::check_dir_removable(&pd)?;
+        flags::check_unpinned(&s)?;
+        match dst {
+            Some(d) => {
+                Self::check_dir_removable(&nd)?;
+                flags::check_unpinned(&self.load(d)?)?;
+            }
+            None => Self::check_dir_addable(&nd)?,
+        }
         let now = Timestamp::now();
         if flags.exchange {
             let d_ino = dst.ok_or_else(|| Error::NotFound(lossy(newname)))?;

@@ -1,6 +1,6 @@
 //! setattr: mode, owner, size (truncate or extend) and times.
 
-use super::ftype;
+use super::{flags, ftype};
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Timestamp, FL_EXTENTS, S_IFMT};
 use crate::fs::{FsCore, Stat};
@@ -39,6 +39,13 @@ impl FsCore {
         }
         let mut i = self.load(ino)?;
         self.check_live(&i)?;
+        // notify_change: nothing changes on an immutable inode; on an
+        // append-only one only the times (set to now: the front end tells
+        // the two apart).
+        flags::check_mutable(&i)?;
+        if attr.mode.is_some() || attr.uid.is_some() || attr.gid.is_some() || attr.size.is_some() {
+            flags::check_unpinned(&i)?;
+        }
         let now = Timestamp::now();
         if let Some(size) = attr.size {
             match ftype(&i)? {

@@ -1,0 +1,180 @@
+//! ioctls: the inode flags (FS_IOC_GETFLAGS/SETFLAGS, what `lsattr` and
+//! `chattr` use), the fsxattr view of them (FS_IOC_FSGETXATTR/FSSETXATTR,
+//! `xfs_io -c lsattr/chattr/stat`) and FS_IOC_GETVERSION.
+//!
+//! Since Linux 5.13 the VFS serves the flag ioctls itself
+//! (`vfs_fileattr_get`/`vfs_fileattr_set` in fs/file_attr.c, fs/ioctl.c
+//! before 6.17): it checks that the caller owns the file or is root and
+//! that only CAP_LINUX_IMMUTABLE changes `i` and `a`, then FUSE's
+//! `fuse_fileattr_get`/`fuse_fileattr_set` (fs/fuse/ioctl.c) send us a
+//! FUSE_IOCTL with FS_IOC_GETFLAGS/SETFLAGS (an `unsigned int`) or
+//! FS_IOC_FSGETXATTR/FSSETXATTR (a `struct fsxattr`). The same checks are
+//! made again here on the request's uid, for kernels that forward the raw
+//! ioctl. FS_IOC_GETVERSION reaches us as a plain restricted ioctl.
+//!
+//! FS_IOC_FIEMAP never reaches a FUSE filesystem: the VFS answers it
+//! (`ioctl_fiemap` in fs/ioctl.c) from `inode->i_op->fiemap`, which FUSE
+//! does not provide, so it fails with EOPNOTSUPP before any request; and
+//! a restricted FUSE ioctl could not return a variable-sized reply anyway
+//! (FUSE_IOCTL_RETRY needs FUSE_IOCTL_UNRESTRICTED, CUSE only). The
+//! library's [`uext4::FsCore::fiemap`] serves the same mapping.
+
+use super::Uext4Fuse;
+use crate::conv::from_fuse;
+use fuser::{Errno, INodeNo, ReplyIoctl, Request};
+use uext4::fs::ops::flags::{self, FL_APPEND, FL_IMMUTABLE};
+
+/// An ioctl number (asm-generic `_IOC`: direction, size, type, number).
+const fn ioc(dir: u32, ty: u8, nr: u8, size: u32) -> u32 {
+    (dir << 30) | (size << 16) | ((ty as u32) << 8) | nr as u32
+}
+const IOC_WRITE: u32 = 1;
+const IOC_READ: u32 = 2;
+
+/// `_IOR('f', 1, long)` and its 32-bit form.
+const FS_IOC_GETFLAGS: u32 = ioc(IOC_READ, b'f', 1, 8);
+const FS_IOC32_GETFLAGS: u32 = ioc(IOC_READ, b'f', 1, 4);
+/// `_IOW('f', 2, long)` and its 32-bit form.
+const FS_IOC_SETFLAGS: u32 = ioc(IOC_WRITE, b'f', 2, 8);
+const FS_IOC32_SETFLAGS: u32 = ioc(IOC_WRITE, b'f', 2, 4);
+/// `_IOR('v', 1, long)` and its 32-bit form.
+const FS_IOC_GETVERSION: u32 = ioc(IOC_READ, b'v', 1, 8);
+const FS_IOC32_GETVERSION: u32 = ioc(IOC_READ, b'v', 1, 4);
+/// Size of `struct fsxattr`: xflags, extsize, nextents, projid,
+/// cowextsize (u32 each) and 8 bytes of padding.
+const FSXATTR_SIZE: usize = 28;
+/// `_IOR('X', 31, struct fsxattr)`.
+const FS_IOC_FSGETXATTR: u32 = ioc(IOC_READ, b'X', 31, FSXATTR_SIZE as u32);
+/// `_IOW('X', 32, struct fsxattr)`.
+const FS_IOC_FSSETXATTR: u32 = ioc(IOC_WRITE, b'X', 32, FSXATTR_SIZE as u32);
+
+/// Little-endian u32 at `at` of `b`, if there.
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes)
+}
+
+impl Uext4Fuse {
+    pub(super) fn do_ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let ino = tri!(reply, from_fuse(ino));
+        let out = out_size as usize;
+        match cmd {
+            FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => {
+                let f = tri!(reply, self.fs.flags(ino).map_err(|e| self.fail("getflags", e)));
+                let b = f.to_le_bytes();
+                reply.ioctl(0, &b[..out.min(4)]);
+            }
+            FS_IOC_GETVERSION | FS_IOC32_GETVERSION => {
+                // ext4 writes an int.
+                let st = tri!(reply, self.stat("getversion", ino));
+                let b = st.generation.to_le_bytes();
+                reply.ioctl(0, &b[..out.min(4)]);
+            }
+            FS_IOC_FSGETXATTR => {
+                let st = tri!(reply, self.stat("fsgetxattr", ino));
+                let mut b = [0u8; FSXATTR_SIZE];
+                let xflags = flags::flags_to_xflags(st.flags & flags::FL_USER_VISIBLE);
+                b[0..4].copy_from_slice(&xflags.to_le_bytes());
+                b[12..16].copy_from_slice(&st.projid.to_le_bytes());
+                reply.ioctl(0, &b[..out.min(FSXATTR_SIZE)]);
+            }
+            FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS => {
+                tri!(reply, self.writable());
+                let Some(new) = u32_at(in_data, 0) else {
+                    reply.error(Errno::EINVAL);
+                    return;
+                };
+                tri!(reply, self.set_flags_as(req, ino, new));
+                reply.ioctl(0, &[]);
+            }
+            FS_IOC_FSSETXATTR => {
+                tri!(reply, self.writable());
+                let (Some(xflags), Some(projid)) = (u32_at(in_data, 0), u32_at(in_data, 12)) else {
+                    reply.error(Errno::EINVAL);
+                    return;
+                };
+                let st = tri!(reply, self.stat("fssetxattr", ino));
+                let new = flags::xflags_to_flags(st.flags & flags::FL_USER_VISIBLE, xflags);
+                if projid != st.projid {
+                    tri!(reply, self.owner_or_root(req, st.uid));
+                    // The inherit flag goes with the other flags below.
+                    let inherit = st.flags & uext4::format::inode::FL_PROJINHERIT != 0;
+                    let attr = uext4::fs::quota_ops::ProjectAttr { projid, inherit };
+                    tri!(reply, self.fs.set_project(ino, attr).map_err(|e| self.fail("fssetxattr", e)));
+                }
+                tri!(reply, self.set_flags_as(req, ino, new));
+                reply.ioctl(0, &[]);
+            }
+            // FS_IOC_FIEMAP among them: see the module doc.
+            _ => reply.error(Errno::ENOTTY),
+        }
+    }
+
+    /// FS_IOC_SETFLAGS for the caller of `req`: the owner or root may
+    /// change flags, only root the immutable and append-only ones (the
+    /// VFS's inode_owner_or_capable and CAP_LINUX_IMMUTABLE, seen from
+    /// the daemon as uid 0).
+    fn set_flags_as(&self, req: &Request, ino: u32, new: u32) -> Result<(), Errno> {
+        let st = self.stat("setflags", ino)?;
+        self.owner_or_root(req, st.uid)?;
+        if (st.flags ^ new) & (FL_IMMUTABLE | FL_APPEND) != 0 && req.uid() != 0 {
+            return Err(Errno::EPERM);
+        }
+        self.fs.set_flags(ino, new).map_err(|e| self.fail("setflags", e))?;
+        Ok(())
+    }
+
+    fn owner_or_root(&self, req: &Request, owner: u32) -> Result<(), Errno> {
+        if req.uid() == 0 || req.uid() == owner {
+            Ok(())
+        } else {
+            Err(Errno::EPERM)
+        }
+    }
+}
+
+/// The EPERM of open(2) (the VFS's `inode_permission` and `may_open`),
+/// which the kernel cannot make for a FUSE inode: no write access to an
+/// immutable file, none without O_APPEND to an append-only one, no
+/// O_TRUNC of either.
+pub(super) fn open_allowed(file_flags: u32, open_flags: i32) -> Result<(), Errno> {
+    let writes = open_flags & libc::O_ACCMODE != libc::O_RDONLY;
+    let trunc = open_flags & libc::O_TRUNC != 0;
+    if file_flags & FL_IMMUTABLE != 0 && (writes || trunc) {
+        return Err(Errno::EPERM);
+    }
+    if file_flags & FL_APPEND != 0 && ((writes && open_flags & libc::O_APPEND == 0) || trunc) {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ioctl_numbers_are_the_kernels() {
+        assert_eq!(FS_IOC_GETFLAGS, 0x8008_6601);
+        assert_eq!(FS_IOC_SETFLAGS, 0x4008_6602);
+        assert_eq!(FS_IOC_GETVERSION, 0x8008_7601);
+        assert_eq!(FS_IOC_FSGETXATTR, 0x801c_581f);
+        assert_eq!(FS_IOC_FSSETXATTR, 0x401c_5820);
+    }
+
+    #[test]
+    fn open_rules() {
+        assert!(open_allowed(FL_IMMUTABLE, libc::O_RDONLY).is_ok());
+        assert_eq!(open_allowed(FL_IMMUTABLE, libc::O_WRONLY | libc::O_APPEND), Err(Errno::EPERM));
+        assert_eq!(open_allowed(FL_APPEND, libc::O_WRONLY), Err(Errno::EPERM));
+        assert!(open_allowed(FL_APPEND, libc::O_WRONLY | libc::O_APPEND).is_ok());
+        assert_eq!(open_allowed(FL_APPEND, libc::O_RDONLY | libc::O_TRUNC), Err(Errno::EPERM));
+    }
+}
