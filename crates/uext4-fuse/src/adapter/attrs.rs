@@ -34,6 +34,7 @@ impl Uext4Fuse {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn do_setattr(
         &self,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -54,6 +55,13 @@ impl Uext4Fuse {
                 reply.error(Errno::EPERM);
                 return;
             }
+        }
+        if size.is_some() {
+            // FUSE_HANDLE_KILLPRIV_V2: a truncate by a caller without
+            // CAP_FSETID removes the set-id bits (fuser does not pass the
+            // kernel's FATTR_KILL_SUIDGID: the caller's capabilities are
+            // read instead, which is what the kernel looked at).
+            tri!(reply, self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail("setattr", e)));
         }
         let change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),

@@ -140,10 +140,17 @@ impl Uext4Fuse {
         offset: u64,
         data: &[u8],
         flags: OpenFlags,
+        kill_suidgid: bool,
         reply: ReplyWrite,
     ) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
+        if kill_suidgid {
+            // FUSE_HANDLE_KILLPRIV_V2: the kernel found the writer without
+            // CAP_FSETID and left file_remove_privs to us.
+            let nocap = uext4::fs::Cred::default();
+            tri!(reply, self.fs.remove_privs(ino, &nocap).map_err(|e| self.fail("write", e)));
+        }
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)
         } else {

@@ -5,11 +5,13 @@
 //! what the adapter must remember about an open file in their bits (see
 //! [`files::FH_DIRECT`], [`files::FH_COUNTED`]), names and attributes
 //! come straight from the library, so nothing here needs a lock.
-//! Permission checks are the kernel's (`default_permissions`), as for
-//! ext4 in the kernel; what the kernel leaves to the filesystem is done
-//! here: the owner of new inodes (the caller, with the group of a setgid
-//! directory), hiding `trusted.` attributes from non-root callers, and
-//! `access(2)` for kernels that ask.
+//! Permission checks are the kernel's (`default_permissions`, with
+//! FUSE_POSIX_ACL the ACLs too), as for ext4 in the kernel; what the
+//! kernel leaves to the filesystem is done here or in the library: the
+//! owner, mode and inherited ACLs of new inodes (the library's `*_as`
+//! methods with the caller's [`uext4::fs::Cred`]), the set-id bits a write
+//! or truncate removes (FUSE_HANDLE_KILLPRIV_V2), hiding `trusted.`
+//! attributes from non-root callers, and `access(2)` for kernels that ask.
 //!
 //! This module owns the adapter's state and what every request uses (the
 //! read-only check, the error path and `errors=`), and the one
@@ -159,7 +161,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -175,7 +177,7 @@ impl fuser::Filesystem for Uext4Fuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.do_setattr(ino, mode, uid, gid, size, atime, mtime, reply);
+        self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -188,15 +190,15 @@ impl fuser::Filesystem for Uext4Fuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.do_mknod(req, parent, name, mode, rdev, reply);
+        self.do_mknod(req, parent, name, mode, umask, rdev, reply);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        self.do_mkdir(req, parent, name, mode, reply);
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.do_mkdir(req, parent, name, mode, umask, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -253,12 +255,13 @@ impl fuser::Filesystem for Uext4Fuse {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.do_write(ino, fh, offset, data, flags, reply);
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        self.do_write(ino, fh, offset, data, flags, kill, reply);
     }
 
     /// Data is written through to the device by every write: nothing to
@@ -343,11 +346,11 @@ impl fuser::Filesystem for Uext4Fuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.do_create(req, parent, name, mode, flags, reply);
+        self.do_create(req, parent, name, mode, umask, flags, reply);
     }
 
     fn fallocate(
