@@ -6,7 +6,7 @@
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
 use fuser::{
-    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite,
+    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite, Request,
 };
 use log::debug;
 use std::sync::atomic::Ordering;
@@ -133,8 +133,10 @@ impl Uext4Fuse {
         reply.data(buf.get(..n).unwrap_or(&buf));
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_write(
         &self,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -147,9 +149,15 @@ impl Uext4Fuse {
         let ino = tri!(reply, from_fuse(ino));
         if kill_suidgid {
             // FUSE_HANDLE_KILLPRIV_V2: the kernel found the writer without
-            // CAP_FSETID and left file_remove_privs to us.
-            let nocap = uext4::fs::Cred::default();
-            tri!(reply, self.fs.remove_privs(ino, &nocap).map_err(|e| self.fail("write", e)));
+            // CAP_FSETID and left file_remove_privs to us; its groups still
+            // decide a set-group-ID bit without group-execute.
+            let mut c = super::entries::cred(req);
+            c.cap_fsetid = false;
+            if tri!(reply, self.fs.remove_privs(ino, &c).map_err(|e| self.fail("write", e))) {
+                // The write's reply carries no attributes: the kernel would
+                // show the old mode until its cache times out.
+                self.inval_attrs(ino);
+            }
         }
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)

@@ -72,6 +72,10 @@ pub struct Uext4Fuse {
     /// (Linux's `file->f_wb_err`).
     wb_cursors: Mutex<HashMap<u64, u64>>,
     next_fh: AtomicU64,
+    /// The session's notifier, set once the session exists: attribute
+    /// changes the kernel does not expect (set-id bits a write removed)
+    /// are pushed out of its cache through it.
+    inval: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 impl Uext4Fuse {
@@ -86,6 +90,23 @@ impl Uext4Fuse {
             errored: AtomicBool::new(false),
             wb_cursors: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            inval: Arc::new(std::sync::OnceLock::new()),
+        }
+    }
+
+    /// Shares `slot` as the place of the session's notifier (filled by
+    /// the mount once the session exists).
+    pub(crate) fn with_inval(mut self, slot: Arc<std::sync::OnceLock<fuser::Notifier>>) -> Uext4Fuse {
+        self.inval = slot;
+        self
+    }
+
+    /// Drops the kernel's cached attributes of `ino` (not its pages).
+    fn inval_attrs(&self, ino: u32) {
+        if let Some(n) = self.inval.get() {
+            if let Err(e) = n.inval_inode(INodeNo(u64::from(ino)), -1, 0) {
+                debug!("invalidating the attributes of inode {ino}: {e}");
+            }
         }
     }
 
@@ -250,7 +271,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -261,7 +282,7 @@ impl fuser::Filesystem for Uext4Fuse {
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        self.do_write(ino, fh, offset, data, flags, kill, reply);
+        self.do_write(req, ino, fh, offset, data, flags, kill, reply);
     }
 
     /// Data is written through to the device by every write: nothing to

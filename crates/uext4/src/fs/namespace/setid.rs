@@ -80,6 +80,21 @@ pub fn privs_to_kill(mode: u16) -> u16 {
     kill
 }
 
+/// The set-id bits a write or truncate by `cred` removes from a file of
+/// `mode` and group `gid` (should_remove_suid with setattr_should_drop_sgid):
+/// [`privs_to_kill`], and set-group-ID without group-execute too when the
+/// caller is not in the file's group; nothing for a caller with CAP_FSETID.
+pub fn kill_for(mode: u16, gid: u32, cred: &Cred) -> u16 {
+    if cred.cap_fsetid || mode & S_IFMT != S_IFREG {
+        return 0;
+    }
+    let mut kill = privs_to_kill(mode);
+    if mode & S_ISGID != 0 && !cred.in_group(gid) {
+        kill |= S_ISGID;
+    }
+    kill
+}
+
 /// What a new inode gets from its caller and its parent directory.
 pub(super) struct Init {
     /// Type and permission bits.
@@ -246,20 +261,22 @@ impl FsCore {
 
     /// file_remove_privs: before a write or truncate of regular file
     /// `ino` by `cred`, clears its set-user-ID bit, and set-group-ID when
-    /// group-execute is set, unless the caller has CAP_FSETID. Returns
+    /// group-execute is set or the caller is not in the file's group
+    /// (setattr_should_drop_sgid), unless the caller has CAP_FSETID. Returns
     /// true if the mode changed. [`FsCore::write`] and
     /// [`FsCore::setattr`] do not know their caller: a front end acting
     /// for a user calls this first (the FUSE adapter does, for the
     /// kernel's FUSE_WRITE_KILL_SUIDGID and for truncates).
     pub fn remove_privs(&self, ino: u32, cred: &Cred) -> Result<bool> {
-        if cred.cap_fsetid || privs_to_kill(self.stat(ino)?.mode) == 0 {
+        let st = self.stat(ino)?;
+        if kill_for(st.mode, st.gid, cred) == 0 {
             return Ok(false);
         }
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         let mut i = self.load(ino)?;
         self.check_live(&i)?;
-        let kill = privs_to_kill(i.mode);
+        let kill = kill_for(i.mode, i.gid, cred);
         if kill == 0 {
             return Ok(false);
         }
@@ -317,6 +334,10 @@ mod tests {
         assert_eq!(privs_to_kill(S_IFREG | 0o6755), S_ISUID | S_ISGID);
         assert_eq!(privs_to_kill(S_IFREG | 0o6745), S_ISUID);
         assert_eq!(privs_to_kill(S_IFDIR | 0o6755), 0);
+        let nobody = Cred::user(65534, 65534, vec![4242]);
+        assert_eq!(kill_for(S_IFREG | 0o2745, 0, &nobody), S_ISGID);
+        assert_eq!(kill_for(S_IFREG | 0o2745, 4242, &nobody), 0);
+        assert_eq!(kill_for(S_IFREG | 0o6755, 0, &Cred::root()), 0);
         let mut acl = vec![e(ACL_USER_OBJ, 7), e(ACL_USER, 7), e(ACL_GROUP_OBJ, 5), e(ACL_MASK, 7), e(ACL_OTHER, 5)];
         let mut mode = S_IFREG | 0o640;
         assert!(create_masq(&mut acl, &mut mode));
