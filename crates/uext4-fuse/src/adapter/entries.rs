@@ -12,8 +12,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
-use uext4::fs::RenameFlags as LibRename;
 use uext4::fs::Cred;
+use uext4::fs::RenameFlags as LibRename;
 use uext4::{Error, Stat};
 
 /// Longest name ext4 stores.
@@ -82,6 +82,7 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_mknod(
         &self,
         req: &Request,
@@ -179,6 +180,7 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_create(
         &self,
         req: &Request,

@@ -6,7 +6,8 @@
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
 use fuser::{
-    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite, Request,
+    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite,
+    Request,
 };
 use log::debug;
 use std::sync::atomic::Ordering;

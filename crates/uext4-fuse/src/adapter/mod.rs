@@ -205,16 +205,7 @@ impl fuser::Filesystem for Uext4Fuse {
         self.do_readlink(ino, reply);
     }
 
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         self.do_mknod(req, parent, name, mode, umask, rdev, reply);
     }
 
