@@ -56,11 +56,12 @@ impl Uext4Fuse {
                 return;
             }
         }
-        if size.is_some() {
+        if size.is_some() && tri!(reply, self.stat("setattr", ino)).mode & 0o6000 != 0 {
             // FUSE_HANDLE_KILLPRIV_V2: a truncate by a caller without
             // CAP_FSETID removes the set-id bits (fuser does not pass the
             // kernel's FATTR_KILL_SUIDGID: the caller's capabilities are
-            // read instead, which is what the kernel looked at).
+            // read instead, which is what the kernel looked at; only for
+            // a file that has such bits, /proc is not free).
             tri!(reply, self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail("setattr", e)));
         }
         let change = SetAttr {

@@ -50,7 +50,10 @@ impl Uext4Fuse {
         umask: u32,
     ) -> Result<NewEntry<'n>, Errno> {
         let (parent, name) = self.entry_change(parent, name)?;
-        Ok(NewEntry { parent, name, mode, umask: (umask & 0o777) as u16, cred: cred(req) })
+        // The groups and capabilities only decide whether a set-group-ID
+        // file keeps the bit: /proc is read only for such a mode.
+        let cred = if mode & 0o2000 != 0 { cred(req) } else { Cred::user(req.uid(), req.gid(), Vec::new()) };
+        Ok(NewEntry { parent, name, mode, umask: (umask & 0o777) as u16, cred })
     }
 
     pub(super) fn do_lookup(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
