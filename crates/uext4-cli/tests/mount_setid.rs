@@ -1,7 +1,7 @@
 //! Set-id rules and POSIX ACLs through `uext4 mount`, run by ordinary
 //! users (`setpriv --reuid 65534 --regid 65534 --clear-groups`, and the
 //! same user in supplementary group 4242): writes, truncates (also by
-//! open(O_TRUNC)) and chown clearing set-user-ID and set-group-ID, a
+//! open(O_TRUNC)), fallocate and chown clearing set-user-ID and set-group-ID, a
 //! set-group-ID directory's group and bit inherited, set-group-ID stripped
 //! from a file made by a non-member, a named-user deny entry refused
 //! (EACCES) and a named-group allow entry honoured, default ACLs inherited
@@ -34,6 +34,7 @@ const EXPECT: &[&str] = &[
     "w/f6 755 65534 0",
     "w/f7 2745 0 100",
     "w/f8 755 0 0",
+    "w/f9 777 0 0",
     "sg/a 644 65534 4242",
     "sg/d 2755 65534 4242",
     "sg/s 755 65534 4242",
@@ -72,7 +73,7 @@ fn on_ext4(p: &Path) -> bool {
 #[test]
 fn setid_and_acls_as_ext4() {
     require_fuse!();
-    for t in ["setpriv", "setfacl", "getfacl", "perl"] {
+    for t in ["setpriv", "setfacl", "getfacl", "perl", "fallocate"] {
         if !have(t) {
             println!("SKIP: {t} not found");
             return;

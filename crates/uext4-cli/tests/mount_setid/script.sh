@@ -6,18 +6,19 @@ N="setpriv --reuid 65534 --regid 65534 --clear-groups"
 G="setpriv --reuid 65534 --regid 65534 --groups 4242"
 show() { for f in "$@"; do echo "$f $(stat -c '%a %u %g' "$f")"; done; }
 mkdir w && chmod 777 w
-for f in f1 f3 f4 f5; do touch w/$f; chmod 6777 w/$f; done
+for f in f1 f3 f4 f5 f9; do touch w/$f; chmod 6777 w/$f; done
 touch w/f2 && chmod 6767 w/f2
 $N sh -c 'echo x >> w/f1'
 $N sh -c 'echo x >> w/f2'
 echo x >> w/f3
 $N truncate -s 0 w/f4
 $N sh -c ': > w/f5'
+$N fallocate -l 8192 w/f9
 touch w/f6 w/f7 w/f8 && chmod 6755 w/f6 && chmod 2745 w/f7 && chmod 6755 w/f8
 chown 65534 w/f6
 chgrp 100 w/f7
 chown root:root w/f8
-show w/f1 w/f2 w/f3 w/f4 w/f5 w/f6 w/f7 w/f8
+show w/f1 w/f2 w/f3 w/f4 w/f5 w/f6 w/f7 w/f8 w/f9
 mkdir sg && chgrp 4242 sg && chmod 2777 sg
 $N touch sg/a
 $N mkdir sg/d

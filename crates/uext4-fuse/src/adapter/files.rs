@@ -196,6 +196,21 @@ impl Uext4Fuse {
         reply.ok();
     }
 
+    /// file_modified for a request that carries no kill flag (fallocate):
+    /// under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves removing the set-id
+    /// bits to us, by the caller's capabilities and groups.
+    pub(super) fn kill_privs(&self, req: &Request, ino: INodeNo, op: &str) -> Result<(), Errno> {
+        self.writable()?;
+        let ino = from_fuse(ino)?;
+        if self.stat(op, ino)?.mode & 0o6000 == 0 {
+            return Ok(());
+        }
+        if self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail(op, e))? {
+            self.inval_attrs(ino);
+        }
+        Ok(())
+    }
+
     pub(super) fn do_fallocate(&self, ino: INodeNo, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));

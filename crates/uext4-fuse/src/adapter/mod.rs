@@ -367,7 +367,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -375,6 +375,7 @@ impl fuser::Filesystem for Uext4Fuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        tri!(reply, self.kill_privs(req, ino, "fallocate"));
         self.do_fallocate(ino, offset, length, mode, reply);
     }
 
