@@ -5,8 +5,8 @@
 //! set-group-ID directory's group and bit inherited, set-group-ID stripped
 //! from a file made by a non-member, a named-user deny entry refused
 //! (EACCES) and a named-group allow entry honoured, default ACLs inherited
-//! (checked with getfacl) with the umask ignored under them, and chmod
-//! moving the ACL mask. One script (mount_setid/script.sh) runs on the
+//! (checked with getfacl) with the umask ignored under them, chmod
+//! moving the ACL mask, and setfacl by a non-member clearing set-group-ID. One script (mount_setid/script.sh) runs on the
 //! mount and on a directory of the host's own ext4 (when the temporary
 //! directory is on ext4): the outputs must be identical, and match the
 //! expected lines below. e2fsck -fn after the unmount.
@@ -52,6 +52,7 @@ const EXPECT: &[&str] = &[
     "user:65534:rwx\t#effective:r-x",
     "default:user:65534:rwx",
     "mask::r--",
+    "k/a 775 65534 0",
 ];
 
 /// Runs the script on `dir` and returns what it printed.

@@ -43,4 +43,7 @@ getfacl -n dacl/f dacl/d dacl/e dacl/p 2>&1
 chmod 640 dacl/f
 getfacl -n dacl/f 2>&1
 $N sh -c 'echo z > dacl/f' 2>/dev/null && echo "nobody write dacl/f: allowed" || echo "nobody write dacl/f: denied"
+mkdir k && chmod 777 k && touch k/a && chown 65534:0 k/a && chmod 2775 k/a
+$N setfacl -m u:1:r k/a
+show k/a
 touch plain && chmod 644 plain && show plain

@@ -325,7 +325,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -333,7 +333,7 @@ impl fuser::Filesystem for Uext4Fuse {
         position: u32,
         reply: ReplyEmpty,
     ) {
-        self.do_setxattr(ino, name, value, flags, position, reply);
+        self.do_setxattr(req, ino, name, value, flags, position, reply);
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
