@@ -6,10 +6,11 @@
 //! from a file made by a non-member, a named-user deny entry refused
 //! (EACCES) and a named-group allow entry honoured, default ACLs inherited
 //! (checked with getfacl) with the umask ignored under them, chmod
-//! moving the ACL mask, and setfacl by a non-member clearing set-group-ID. One script (mount_setid/script.sh) runs on the
-//! mount and on a directory of the host's own ext4 (when the temporary
-//! directory is on ext4): the outputs must be identical, and match the
-//! expected lines below. e2fsck -fn after the unmount.
+//! moving the ACL mask, and setfacl by a non-member clearing
+//! set-group-ID. One script (mount_setid/script.sh) runs on the mount and
+//! on a directory of the host's own ext4 (when the temporary directory is
+//! on ext4): the outputs must be identical, and match the expected lines
+//! below. e2fsck -fn after the unmount.
 //!
 //! Needs root and /dev/fuse (prints `SKIP: <reason>` otherwise), setpriv,
 //! setfacl/getfacl (package acl) and perl.
