@@ -16,6 +16,7 @@ want_apt=()
 command -v fusermount3 >/dev/null 2>&1 || want_apt+=(fuse3)
 command -v setfattr >/dev/null 2>&1 || want_apt+=(attr)
 command -v fio >/dev/null 2>&1 || want_apt+=(fio)
+command -v getfacl >/dev/null 2>&1 || want_apt+=(acl)
 if [ ${#want_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     need_apt+=("${want_apt[@]}")

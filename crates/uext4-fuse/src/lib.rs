@@ -152,7 +152,10 @@ impl Mount {
         config.acl = if cfg.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
         config.n_threads = Some(cfg.threads.max(1));
         config.clone_fd = true;
-        let mut session = match fuser::Session::new(Uext4Fuse::new(fs.clone(), cfg), &mountpoint, &config) {
+        // The adapter's notifier, known once the session exists.
+        let inval = Arc::new(std::sync::OnceLock::new());
+        let adapter = Uext4Fuse::new(fs.clone(), cfg).with_inval(inval.clone());
+        let mut session = match fuser::Session::new(adapter, &mountpoint, &config) {
             Ok(s) => s,
             // /dev/fuse closed to us (fuser then fails instead of using the
             // setuid helper): let fusermount3 mount and hand us the device.
@@ -172,12 +175,13 @@ impl Mount {
                 // Cloning the descriptor would open /dev/fuse again, which
                 // is what we may not do: the workers share this one.
                 config.clone_fd = false;
-                fuser::Session::from_fd(Uext4Fuse::new(fs, cfg), fd, config.acl, config)?
+                fuser::Session::from_fd(Uext4Fuse::new(fs, cfg).with_inval(inval.clone()), fd, config.acl, config)?
             }
             Err(e) => return Err(e),
         };
         let path = CString::new(mountpoint.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mountpoint path contains NUL"))?;
+        let _ = inval.set(session.notifier());
         let session_unmounter = Arc::new(Mutex::new(session.unmount_callable()));
         Ok(Mount {
             session,

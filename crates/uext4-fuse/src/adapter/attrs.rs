@@ -34,6 +34,7 @@ impl Uext4Fuse {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn do_setattr(
         &self,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -54,6 +55,14 @@ impl Uext4Fuse {
                 reply.error(Errno::EPERM);
                 return;
             }
+        }
+        if size.is_some() && tri!(reply, self.stat("setattr", ino)).mode & 0o6000 != 0 {
+            // FUSE_HANDLE_KILLPRIV_V2: a truncate by a caller without
+            // CAP_FSETID removes the set-id bits (fuser does not pass the
+            // kernel's FATTR_KILL_SUIDGID: the caller's capabilities are
+            // read instead, which is what the kernel looked at; only for
+            // a file that has such bits, /proc is not free).
+            tri!(reply, self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail("setattr", e)));
         }
         let change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
@@ -81,8 +90,10 @@ impl Uext4Fuse {
         );
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_setxattr(
         &self,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -106,7 +117,29 @@ impl Uext4Fuse {
             }
         };
         tri!(reply, self.fs.set_xattr(ino, name.as_bytes(), value, mode).map_err(|e| self.fail("setxattr", e)));
+        if name.as_bytes() == b"system.posix_acl_access" && value.len() > 4 {
+            tri!(reply, self.acl_kill_sgid(req, ino));
+        }
         reply.ok();
+    }
+
+    /// posix_acl_update_mode: setting an access ACL clears set-group-ID
+    /// when the caller is neither in the file's group nor has CAP_FSETID
+    /// (the kernel would say so with FUSE_SETXATTR_ACL_KILL_SGID, which
+    /// needs FUSE_SETXATTR_EXT, unknown to fuser).
+    fn acl_kill_sgid(&self, req: &Request, ino: u32) -> Result<(), Errno> {
+        let st = self.stat("setxattr", ino)?;
+        if st.mode & S_ISGID == 0 {
+            return Ok(());
+        }
+        let c = super::entries::cred(req);
+        if c.cap_fsetid || c.in_group(st.gid) {
+            return Ok(());
+        }
+        let change = SetAttr { mode: Some(st.mode & 0o7777 & !S_ISGID), ..Default::default() };
+        self.fs.setattr(ino, change).map_err(|e| self.fail("setxattr", e))?;
+        self.inval_attrs(ino);
+        Ok(())
     }
 
     pub(super) fn do_getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -168,6 +201,8 @@ impl Uext4Fuse {
         }
     }
 }
+
+const S_ISGID: u16 = 0o2000;
 
 fn time(t: TimeOrNow) -> Timestamp {
     match t {

@@ -12,13 +12,13 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
+use uext4::fs::Cred;
 use uext4::fs::RenameFlags as LibRename;
 use uext4::{Error, Stat};
 
 /// Longest name ext4 stores.
 const NAME_MAX: usize = 255;
 
-const S_ISGID: u16 = 0o2000;
 const S_IFLNK: u16 = 0o120000;
 
 impl Uext4Fuse {
@@ -37,34 +37,23 @@ impl Uext4Fuse {
     }
 
     /// [`Self::entry_change`] for a request that makes a new inode, with
-    /// the new inode's mode, uid and gid (see [`Self::owner`]).
+    /// the caller's credentials and umask: the library works out the new
+    /// inode's owner, mode and inherited ACLs from them as ext4 does (the
+    /// umask arrives unapplied with FUSE_DONT_MASK, for the library to
+    /// apply only where the parent has no default ACL).
     fn entry_create<'n>(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &'n OsStr,
         mode: u16,
-        is_dir: bool,
+        umask: u32,
     ) -> Result<NewEntry<'n>, Errno> {
         let (parent, name) = self.entry_change(parent, name)?;
-        let (mode, uid, gid) = self.owner(req, parent, mode, is_dir)?;
-        Ok(NewEntry { parent, name, mode, uid, gid })
-    }
-
-    /// Mode, uid and gid of a new inode made by `req` in `parent`, as the
-    /// kernel's inode_init_owner: the caller's ids, but the group of a
-    /// setgid directory, whose subdirectories inherit the setgid bit. (The
-    /// kernel applied the umask to `mode` already: no FUSE_DONT_MASK.)
-    fn owner(&self, req: &Request, parent: u32, mode: u16, is_dir: bool) -> Result<(u16, u32, u32), Errno> {
-        let p = self.stat("create", parent)?;
-        let (mut mode, mut gid) = (mode, req.gid());
-        if p.mode & S_ISGID != 0 {
-            gid = p.gid;
-            if is_dir {
-                mode |= S_ISGID;
-            }
-        }
-        Ok((mode, req.uid(), gid))
+        // The groups and capabilities only decide whether a set-group-ID
+        // file keeps the bit: /proc is read only for such a mode.
+        let cred = if mode & 0o2000 != 0 { cred(req) } else { Cred::user(req.uid(), req.gid(), Vec::new()) };
+        Ok(NewEntry { parent, name, mode, umask: (umask & 0o777) as u16, cred })
     }
 
     pub(super) fn do_lookup(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -96,25 +85,40 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_mknod(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0xffff) as u16, false));
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0xffff) as u16, umask));
         let dev = conv::decode_dev(rdev);
-        let st =
-            tri!(reply, self.fs.mknod(n.parent, n.name, n.mode, dev, n.uid, n.gid).map_err(|e| self.fail("mknod", e)));
+        let st = tri!(
+            reply,
+            self.fs.mknod_as(n.parent, n.name, n.mode, dev, n.umask, &n.cred).map_err(|e| self.fail("mknod", e))
+        );
         self.entry(reply, &st);
     }
 
-    pub(super) fn do_mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, reply: ReplyEntry) {
-        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, true));
-        let st = tri!(reply, self.fs.mkdir(n.parent, n.name, n.mode, n.uid, n.gid).map_err(|e| self.fail("mkdir", e)));
+    pub(super) fn do_mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
+        let st = tri!(
+            reply,
+            self.fs.mkdir_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("mkdir", e))
+        );
         self.entry(reply, &st);
     }
 
@@ -138,11 +142,11 @@ impl Uext4Fuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let n = tri!(reply, self.entry_create(req, parent, link_name, S_IFLNK | 0o777, false));
+        let n = tri!(reply, self.entry_create(req, parent, link_name, S_IFLNK | 0o777, 0));
         let target = target.as_os_str().as_bytes();
         let st = tri!(
             reply,
-            self.fs.inodes().symlink(n.parent, n.name, target, n.uid, n.gid).map_err(|e| self.fail("symlink", e))
+            self.fs.inodes().symlink_as(n.parent, n.name, target, &n.cred).map_err(|e| self.fail("symlink", e))
         );
         self.entry(reply, &st);
     }
@@ -179,18 +183,22 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_create(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, false));
-        let st =
-            tri!(reply, self.fs.create(n.parent, n.name, n.mode, n.uid, n.gid).map_err(|e| self.fail("create", e)));
+        let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
+        let st = tri!(
+            reply,
+            self.fs.create_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("create", e))
+        );
         let (fh, fopen) = self.open_handle(st.ino, flags);
         let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
@@ -205,12 +213,37 @@ fn name_ok(name: &OsStr) -> Result<&[u8], Errno> {
     Ok(b)
 }
 
-/// Where a new inode goes and who owns it: what
-/// [`Uext4Fuse::entry_create`] checked and worked out.
+/// Where a new inode goes and who makes it: what
+/// [`Uext4Fuse::entry_create`] checked and gathered.
 struct NewEntry<'n> {
     parent: u32,
     name: &'n [u8],
     mode: u16,
-    uid: u32,
-    gid: u32,
+    umask: u16,
+    cred: Cred,
+}
+
+/// CAP_FSETID's bit in the capability sets.
+const CAP_FSETID: u32 = 4;
+
+/// The credentials of the process behind `req`: its filesystem ids from
+/// the request, its supplementary groups and whether CAP_FSETID is in its
+/// effective set from /proc/PID/status (FUSE passes neither). A process
+/// gone by now (or a kernel-internal request, pid 0) counts as an
+/// ordinary user without supplementary groups, root as capable.
+pub(super) fn cred(req: &Request) -> Cred {
+    let mut c = Cred::user(req.uid(), req.gid(), Vec::new());
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
+        return c;
+    };
+    for line in status.lines() {
+        if let Some(g) = line.strip_prefix("Groups:") {
+            c.groups = g.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        } else if let Some(cap) = line.strip_prefix("CapEff:") {
+            if let Ok(bits) = u64::from_str_radix(cap.trim(), 16) {
+                c.cap_fsetid = bits & (1 << CAP_FSETID) != 0;
+            }
+        }
+    }
+    c
 }

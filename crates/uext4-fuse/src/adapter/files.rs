@@ -7,6 +7,7 @@ use super::Uext4Fuse;
 use crate::conv::from_fuse;
 use fuser::{
     Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite,
+    Request,
 };
 use log::debug;
 use std::sync::atomic::Ordering;
@@ -133,17 +134,32 @@ impl Uext4Fuse {
         reply.data(buf.get(..n).unwrap_or(&buf));
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_write(
         &self,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
         flags: OpenFlags,
+        kill_suidgid: bool,
         reply: ReplyWrite,
     ) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
+        if kill_suidgid {
+            // FUSE_HANDLE_KILLPRIV_V2: the kernel found the writer without
+            // CAP_FSETID and left file_remove_privs to us; its groups still
+            // decide a set-group-ID bit without group-execute.
+            let mut c = super::entries::cred(req);
+            c.cap_fsetid = false;
+            if tri!(reply, self.fs.remove_privs(ino, &c).map_err(|e| self.fail("write", e))) {
+                // The write's reply carries no attributes: the kernel would
+                // show the old mode until its cache times out.
+                self.inval_attrs(ino);
+            }
+        }
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)
         } else {
@@ -178,6 +194,21 @@ impl Uext4Fuse {
         }
         tri!(reply, self.fsync_ino("fsync", ino));
         reply.ok();
+    }
+
+    /// file_modified for a request that carries no kill flag (fallocate):
+    /// under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves removing the set-id
+    /// bits to us, by the caller's capabilities and groups.
+    pub(super) fn kill_privs(&self, req: &Request, ino: INodeNo, op: &str) -> Result<(), Errno> {
+        self.writable()?;
+        let ino = from_fuse(ino)?;
+        if self.stat(op, ino)?.mode & 0o6000 == 0 {
+            return Ok(());
+        }
+        if self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail(op, e))? {
+            self.inval_attrs(ino);
+        }
+        Ok(())
     }
 
     pub(super) fn do_fallocate(&self, ino: INodeNo, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {

@@ -23,7 +23,16 @@ impl Uext4Fuse {
             // Shared mappings of files opened with FOPEN_DIRECT_IO (write
             // opens under `direct_writes`, O_DIRECT opens): without it
             // mmap(MAP_SHARED) of such a file fails with ENODEV.
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // The set-id bits a write or truncate removes are the
+            // library's (remove_privs), told by FUSE_WRITE_KILL_SUIDGID:
+            // no getattr + setattr round trip before each write.
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2
+            // The kernel checks permissions with the ACLs we serve (the
+            // mount has default_permissions) and leaves the umask to the
+            // library, which skips it under a default ACL (posix_acl_create).
+            | InitFlags::FUSE_POSIX_ACL
+            | InitFlags::FUSE_DONT_MASK;
         for (on, flag) in [
             (f.parallel_dirops, InitFlags::FUSE_PARALLEL_DIROPS),
             (f.readdirplus != Readdirplus::Off, InitFlags::FUSE_DO_READDIRPLUS),

@@ -5,11 +5,13 @@
 //! what the adapter must remember about an open file in their bits (see
 //! [`files::FH_DIRECT`], [`files::FH_COUNTED`]), names and attributes
 //! come straight from the library, so nothing here needs a lock.
-//! Permission checks are the kernel's (`default_permissions`), as for
-//! ext4 in the kernel; what the kernel leaves to the filesystem is done
-//! here: the owner of new inodes (the caller, with the group of a setgid
-//! directory), hiding `trusted.` attributes from non-root callers, and
-//! `access(2)` for kernels that ask.
+//! Permission checks are the kernel's (`default_permissions`, with
+//! FUSE_POSIX_ACL the ACLs too), as for ext4 in the kernel; what the
+//! kernel leaves to the filesystem is done here or in the library: the
+//! owner, mode and inherited ACLs of new inodes (the library's `*_as`
+//! methods with the caller's [`uext4::fs::Cred`]), the set-id bits a write
+//! or truncate removes (FUSE_HANDLE_KILLPRIV_V2), hiding `trusted.`
+//! attributes from non-root callers, and `access(2)` for kernels that ask.
 //!
 //! This module owns the adapter's state and what every request uses (the
 //! read-only check, the error path and `errors=`), and the one
@@ -70,6 +72,10 @@ pub struct Uext4Fuse {
     /// (Linux's `file->f_wb_err`).
     wb_cursors: Mutex<HashMap<u64, u64>>,
     next_fh: AtomicU64,
+    /// The session's notifier, set once the session exists: attribute
+    /// changes the kernel does not expect (set-id bits a write removed)
+    /// are pushed out of its cache through it.
+    inval: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 impl Uext4Fuse {
@@ -84,6 +90,23 @@ impl Uext4Fuse {
             errored: AtomicBool::new(false),
             wb_cursors: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            inval: Arc::new(std::sync::OnceLock::new()),
+        }
+    }
+
+    /// Shares `slot` as the place of the session's notifier (filled by
+    /// the mount once the session exists).
+    pub(crate) fn with_inval(mut self, slot: Arc<std::sync::OnceLock<fuser::Notifier>>) -> Uext4Fuse {
+        self.inval = slot;
+        self
+    }
+
+    /// Drops the kernel's cached attributes of `ino` (not its pages).
+    fn inval_attrs(&self, ino: u32) {
+        if let Some(n) = self.inval.get() {
+            if let Err(e) = n.inval_inode(INodeNo(u64::from(ino)), -1, 0) {
+                debug!("invalidating the attributes of inode {ino}: {e}");
+            }
         }
     }
 
@@ -159,7 +182,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -175,28 +198,19 @@ impl fuser::Filesystem for Uext4Fuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.do_setattr(ino, mode, uid, gid, size, atime, mtime, reply);
+        self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         self.do_readlink(ino, reply);
     }
 
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        self.do_mknod(req, parent, name, mode, rdev, reply);
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        self.do_mknod(req, parent, name, mode, umask, rdev, reply);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        self.do_mkdir(req, parent, name, mode, reply);
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.do_mkdir(req, parent, name, mode, umask, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -248,17 +262,18 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.do_write(ino, fh, offset, data, flags, reply);
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        self.do_write(req, ino, fh, offset, data, flags, kill, reply);
     }
 
     /// Data is written through to the device by every write: nothing to
@@ -310,7 +325,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -318,7 +333,7 @@ impl fuser::Filesystem for Uext4Fuse {
         position: u32,
         reply: ReplyEmpty,
     ) {
-        self.do_setxattr(ino, name, value, flags, position, reply);
+        self.do_setxattr(req, ino, name, value, flags, position, reply);
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -343,16 +358,16 @@ impl fuser::Filesystem for Uext4Fuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.do_create(req, parent, name, mode, flags, reply);
+        self.do_create(req, parent, name, mode, umask, flags, reply);
     }
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -360,6 +375,7 @@ impl fuser::Filesystem for Uext4Fuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        tri!(reply, self.kill_privs(req, ino, "fallocate"));
         self.do_fallocate(ino, offset, length, mode, reply);
     }
 

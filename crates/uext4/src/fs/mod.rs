@@ -52,7 +52,7 @@ mod write;
 mod writeback;
 pub mod xattr_ops;
 
-pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};
+pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use types::{MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
 

@@ -1,5 +1,6 @@
 //! Creating inodes and names: mknod, create, mkdir, symlink, link.
 
+use super::setid::Owner;
 use super::{check_name, flags, ftype, is_dot, lossy, touch_dir, LINK_MAX};
 use crate::alloc::flags as aflags;
 use crate::dir::write as dw;
@@ -14,12 +15,21 @@ use crate::fs::{FsCore, Stat};
 use crate::inode::extent_write as ew;
 
 impl FsCore {
-    /// Creates a node (regular file, device, fifo, socket) in `parent`.
+    /// Creates a node (regular file, device, fifo, socket) in `parent`,
+    /// owned by `uid`/`gid` with exactly `mode` (no set-id rules, no ACL
+    /// inheritance: see [`FsCore::mknod_as`] for a caller's create).
     pub fn mknod(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, uid, gid))
+        self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, Owner::Exact { uid, gid }))
     }
 
-    fn mknod_once(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
+    pub(super) fn mknod_once(
+        &self,
+        parent: u32,
+        name: &[u8],
+        mode: u16,
+        rdev: (u32, u32),
+        owner: Owner<'_>,
+    ) -> Result<Stat> {
         check_name(name)?;
         let t = mode & S_IFMT;
         let t = if t == 0 { S_IFREG } else { t };
@@ -28,15 +38,19 @@ impl FsCore {
         }
         let mode = t | (mode & 0o7777);
         let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
-        let tx = self.begin(32)?;
-        let mut i = self.new_inode(&tx, parent, mode, uid, gid)?;
+        let init = self.init_owner(&dir, mode, owner)?;
+        let tx = self.begin(32 + init.credits())?;
+        let mut i = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
         i.links_count = 1;
         if t != S_IFREG {
             i.flags &= !FL_EXTENTS;
             i.block = [0; I_BLOCK_SIZE];
             set_rdev(&mut i, rdev);
         }
-        let added = tx.write_inode(&mut i).and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
+        let added = init
+            .store_acls(&tx, &mut i)
+            .and_then(|()| tx.write_inode(&mut i))
+            .and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
         self.finish_new_entry(tx, &mut dir, &mut i, added)
     }
 
@@ -55,21 +69,22 @@ impl FsCore {
         Ok((l, dir))
     }
 
-    /// Creates a regular file.
+    /// Creates a regular file (exact owner and mode, as [`FsCore::mknod`]).
     pub fn create(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         self.mknod(parent, name, S_IFREG | (mode & 0o7777), (0, 0), uid, gid)
     }
 
-    /// Creates a directory.
+    /// Creates a directory (exact owner and mode, as [`FsCore::mknod`]).
     pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.mkdir_once(parent, name, mode, uid, gid))
+        self.retry_nospc(|| self.mkdir_once(parent, name, mode, Owner::Exact { uid, gid }))
     }
 
-    fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+    pub(super) fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, owner: Owner<'_>) -> Result<Stat> {
         check_name(name)?;
         let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
-        let tx = self.begin(48)?;
-        let mut d = self.new_inode(&tx, parent, S_IFDIR | (mode & 0o7777), uid, gid)?;
+        let init = self.init_owner(&dir, S_IFDIR | (mode & 0o7777), owner)?;
+        let tx = self.begin(48 + init.credits())?;
+        let mut d = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
         d.links_count = 2;
         // Subdirectories of a casefolded directory are casefolded (the
         // kernel's inherited flags; only directories take this one).
@@ -89,18 +104,20 @@ impl FsCore {
                 let &(_, pblk, _) = runs.first().ok_or_else(|| Error::NoSpace("no block for the directory".into()))?;
                 dw::init_dir_block(&tx, &mut d, pblk, parent)?;
             }
+            init.store_acls(&tx, &mut d)?;
             tx.write_inode(&mut d)?;
             dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))
         })();
         self.finish_new_entry(tx, &mut dir, &mut d, added)
     }
 
-    /// Creates a symbolic link (fast when the target fits in the inode).
+    /// Creates a symbolic link (fast when the target fits in the inode),
+    /// owned by exactly `uid`/`gid`.
     pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.symlink_once(parent, name, target, uid, gid))
+        self.retry_nospc(|| self.symlink_once(parent, name, target, Owner::Exact { uid, gid }))
     }
 
-    fn symlink_once(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
+    pub(super) fn symlink_once(&self, parent: u32, name: &[u8], target: &[u8], owner: Owner<'_>) -> Result<Stat> {
         check_name(name)?;
         if target.is_empty() || target.contains(&0) {
             return Err(Error::Invalid("empty symlink target".into()));
@@ -109,8 +126,9 @@ impl FsCore {
             return Err(Error::NameTooLong("symlink target".into()));
         }
         let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let init = self.init_owner(&dir, S_IFLNK | 0o777, owner)?;
         let tx = self.begin(40)?;
-        let mut i = self.new_inode(&tx, parent, S_IFLNK | 0o777, uid, gid)?;
+        let mut i = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
         i.links_count = 1;
         i.size = target.len() as u64;
         let added = (|| {

@@ -18,10 +18,12 @@ pub mod flags;
 mod remove;
 mod rename;
 mod setattr;
+pub mod setid;
 mod walk;
 
 pub use rename::RenameFlags;
 pub use setattr::SetAttr;
+pub use setid::Cred;
 
 /// The namespace's own state: the rename lock and the source of inode
 /// generation numbers.

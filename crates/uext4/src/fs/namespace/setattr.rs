@@ -24,6 +24,11 @@ pub struct SetAttr {
 
 impl FsCore {
     /// Changes attributes; a size change truncates or extends the file.
+    /// As on ext4, a chmod updates the access ACL's owner, group-or-mask
+    /// and other entries, and a chown without a mode clears the set-id
+    /// bits of a regular file (see [`setid`](super::setid); the bits a
+    /// truncate by an unprivileged caller removes are
+    /// [`FsCore::remove_privs`]'s).
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
@@ -83,6 +88,13 @@ impl FsCore {
         }
         if let Some(m) = attr.mode {
             i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+            // posix_acl_chmod: an access ACL follows the new bits.
+            self.chmod_acl(&tx, &mut i)?;
+        } else if attr.uid.is_some() || attr.gid.is_some() {
+            // chown_common: a change of owner or group removes the set-id
+            // bits of a non-directory (set-group-ID only with group-execute;
+            // root's chown too), unless the same call sets the mode.
+            i.mode &= !super::setid::privs_to_kill(i.mode);
         }
         if let Some(u) = attr.uid {
             i.uid = u;
