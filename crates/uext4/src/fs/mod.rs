@@ -30,6 +30,7 @@ mod buffered;
 mod data_path;
 mod direct;
 mod errors;
+mod copy_range;
 mod fallocate;
 mod fc_replay;
 pub mod fiemap;
