@@ -329,3 +329,43 @@ fn check_reopen(img: &Path, ino: u32, model: &[u8]) {
     drop(fs);
     fsck_clean(img);
 }
+
+/// Depth of `ino`'s extent tree (eh_depth in its root).
+fn depth(fs: &Filesystem, ino: u32) -> u16 {
+    let b = fs.inode(ino).unwrap().block;
+    u16::from_le_bytes([b[6], b[7]])
+}
+
+/// Shifts through a tree two index levels deep (1 KiB blocks, one
+/// extent per written block), up front and near the end.
+#[test]
+fn shifts_in_a_deep_tree() {
+    let Some((_d, img)) = mkfs(16, &["-b", "1024"]) else { return };
+    let mut fs = open_rw_reserved(&img);
+    let bs = 1024u64;
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    let n = 900;
+    let mut model = vec![0u8; ((2 * n - 1) * bs) as usize];
+    for k in 0..n {
+        let d = pattern(k, bs as usize);
+        fs.write_direct(ino, 2 * k * bs, &d).unwrap();
+        model[(2 * k * bs) as usize..((2 * k + 1) * bs) as usize].copy_from_slice(&d);
+    }
+    assert!(depth(&fs, ino) >= 2, "depth {}", depth(&fs, ino));
+    let ops = [(false, 3, 1), (true, 0, 1), (false, 1, 5), (true, 1700, 3), (false, 1500, 100), (true, 10, 333)];
+    for (insert, b, nb) in ops {
+        let (off, len) = (b * bs, nb * bs);
+        let mode = if insert { FallocMode::InsertRange } else { FallocMode::CollapseRange };
+        fs.fallocate(ino, mode, off, len).unwrap();
+        if insert {
+            model.splice(off as usize..off as usize, std::iter::repeat_n(0u8, len as usize));
+        } else {
+            model.drain(off as usize..(off + len) as usize);
+        }
+        check(&fs, ino, &model, &format!("{mode:?} {b}+{nb}"));
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    kernel_read_back(&img, &[("f", model)]);
+}

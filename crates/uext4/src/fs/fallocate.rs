@@ -160,7 +160,7 @@ impl FsCore {
         }
         let bs = self.vol.block_size as u64;
         let unit = self.vol.sb.cluster_size().max(bs);
-        if offset % unit != 0 || len % unit != 0 {
+        if !offset.is_multiple_of(unit) || !len.is_multiple_of(unit) {
             return Err(Error::Invalid(format!("{what}: offset {offset} or length {len} not a multiple of {unit}")));
         }
         self.check_offset(offset, len, true)?;
