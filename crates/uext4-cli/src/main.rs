@@ -242,6 +242,12 @@ enum Cmd {
         /// Zero the range (keeping it allocated)
         #[arg(short = 'z', long = "zero-range")]
         zero_range: bool,
+        /// Remove the range; what follows moves down (whole blocks)
+        #[arg(short = 'c', long = "collapse-range", conflicts_with_all = ["keep_size", "punch_hole", "zero_range", "insert_range"])]
+        collapse_range: bool,
+        /// Insert a hole of the range's length; what follows moves up
+        #[arg(short = 'i', long = "insert-range", conflicts_with_all = ["keep_size", "punch_hole", "zero_range"])]
+        insert_range: bool,
         /// Start of the range, in bytes or with a K, M, G or T suffix
         #[arg(short = 'o', long = "offset", value_parser = util::parse_size, default_value = "0")]
         offset: u64,
@@ -605,8 +611,8 @@ fn run(cli: Cli) -> CliResult {
         Cmd::Truncate { image, size, no_create, path } => {
             write::with_rw(&image, |fs| edit::truncate(fs, os_bytes(&path), size, no_create))?;
         }
-        Cmd::Fallocate { image, keep_size, punch_hole, zero_range, offset, len, path } => {
-            let opts = edit::FallocOpts { keep_size, punch_hole, zero_range };
+        Cmd::Fallocate { image, keep_size, punch_hole, zero_range, collapse_range, insert_range, offset, len, path } => {
+            let opts = edit::FallocOpts { keep_size, punch_hole, zero_range, collapse_range, insert_range };
             write::with_rw(&image, |fs| edit::fallocate(fs, os_bytes(&path), opts, offset, len))?;
         }
         Cmd::Freefrag { image, json } => {
