@@ -611,7 +611,17 @@ fn run(cli: Cli) -> CliResult {
         Cmd::Truncate { image, size, no_create, path } => {
             write::with_rw(&image, |fs| edit::truncate(fs, os_bytes(&path), size, no_create))?;
         }
-        Cmd::Fallocate { image, keep_size, punch_hole, zero_range, collapse_range, insert_range, offset, len, path } => {
+        Cmd::Fallocate {
+            image,
+            keep_size,
+            punch_hole,
+            zero_range,
+            collapse_range,
+            insert_range,
+            offset,
+            len,
+            path,
+        } => {
             let opts = edit::FallocOpts { keep_size, punch_hole, zero_range, collapse_range, insert_range };
             write::with_rw(&image, |fs| edit::fallocate(fs, os_bytes(&path), opts, offset, len))?;
         }

@@ -217,7 +217,8 @@ fn crash_shift(insert: bool) {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("crash.img");
     let n = end - start;
-    let points: Vec<usize> = if n <= 24 { (start..=end).collect() } else { (0..=24).map(|k| start + n * k / 24).collect() };
+    let points: Vec<usize> =
+        if n <= 24 { (start..=end).collect() } else { (0..=24).map(|k| start + n * k / 24).collect() };
     for p in points {
         for keep in [true, false] {
             let what = format!("insert {insert}: crash at {p} ({start}..={end}), keep {keep}");

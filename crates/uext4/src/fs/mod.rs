@@ -27,10 +27,10 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 mod buffered;
+mod copy_range;
 mod data_path;
 mod direct;
 mod errors;
-mod copy_range;
 mod fallocate;
 mod fc_replay;
 pub mod fiemap;

@@ -834,29 +834,29 @@ impl Shift {
 
 /// Moves the mappings of `shift` (ext4_ext_shift_extents) as far as the
 /// handle's credits allow: true when all moved, false when the caller
-/// must go on in a new handle. Each step unmaps a few extents of one leaf
-/// and maps the same physical blocks (written or unwritten as they were)
-/// at their new place in the same handle, so the tree is consistent and
-/// no block changes owner between handles. Moving left works from the
-/// lowest mapping up, moving right from the highest down, so the target
-/// of each step is always a hole. The caller made room: a collapsed range
-/// is unmapped first; moving right refuses (EFBIG) before a step that
+/// must go on in a new handle. Each step rewrites one leaf with its
+/// extents of the range at their new place (the same physical blocks,
+/// written or unwritten as they were) and the parents' keys (see
+/// [`Ctx::settle`]), as ext4 shifts a leaf at a time, so the tree is
+/// consistent after every step and no block changes owner. Moving left
+/// works from the lowest leaf up and moving right from the highest down,
+/// so each leaf's new range lies between its neighbours' (already moved
+/// or staying) extents. Only a right shift that splits an extent at
+/// `start` can overflow a leaf; a split needing a block it cannot get
+/// (ENOSPC) leaves the leaf as it was. The caller made room: a collapsed
+/// range is unmapped first; moving right refuses (EFBIG) a step that
 /// would pass the largest block.
 pub fn shift_bounded(tx: &Tx, inode: &mut Inode, shift: &mut Shift) -> Result<bool> {
     let ctx = Ctx::new(tx, inode)?;
     let mut moved_any = false;
     loop {
         let depth = parse_node(&inode.block, 0).map_or(MAX_DEPTH, |n| n.header().depth);
-        let per = tree_change_credits(depth);
-        // One change for the unmapping, one per extent mapped again.
-        let room = tx.handle.credits_left().saturating_sub(FINISH_RESERVE) / per;
-        if room < 2 {
+        if tx.handle.credits_left() < tree_change_credits(depth) + FINISH_RESERVE {
             if moved_any {
                 return Ok(false);
             }
             return Err(Error::Invalid(format!("inode {}: an extent shift does not fit in a handle", inode.ino)));
         }
-        let k = room - 1;
         let probe = if shift.left {
             shift.cursor
         } else {
@@ -874,31 +874,27 @@ pub fn shift_bounded(tx: &Tx, inode: &mut Inode, shift: &mut Shift) -> Result<bo
                 CorruptKind::WrongType { expected: "extent leaf", found: u64::from(path[leaf].depth) },
             ));
         };
-        // The range [a, b) of this leaf moved in this step.
+        // The range [a, b) of this leaf that moves in this step.
         let (a, b) = if shift.left {
             let hi = leaf_end(&path);
-            let rest: Vec<&Extent> = v.iter().filter(|e| ext_end(e) > shift.cursor).collect();
-            if rest.is_empty() {
+            if !v.iter().any(|e| ext_end(e) > shift.cursor) {
                 if hi >= MAX_LBLK || hi <= shift.cursor {
                     return Ok(true);
                 }
                 shift.cursor = hi;
                 continue;
             }
-            (shift.cursor, rest.get(k).map_or(hi, |e| FileBlock::from(e.block)))
+            (shift.cursor, hi)
         } else {
             let lo = leaf_start(&path).min(probe).max(shift.start);
-            let rest: Vec<&Extent> =
-                v.iter().filter(|e| FileBlock::from(e.block) < shift.cursor && ext_end(e) > lo).collect();
-            if rest.is_empty() {
+            if !v.iter().any(|e| FileBlock::from(e.block) < shift.cursor && ext_end(e) > lo) {
                 if lo <= shift.start {
                     return Ok(true);
                 }
                 shift.cursor = lo;
                 continue;
             }
-            let a = if rest.len() > k { FileBlock::from(rest[rest.len() - k].block) } else { lo };
-            (a, shift.cursor)
+            (lo, shift.cursor)
         };
         let mut pieces: Vec<Piece> = Vec::new();
         for e in v {
@@ -921,20 +917,16 @@ pub fn shift_bounded(tx: &Tx, inode: &mut Inode, shift: &mut Shift) -> Result<bo
             pieces.push((to, e.start + (is - s), ie - is, e.unwritten));
         }
         let goal = v.first().map_or(PhysicalBlock(0), |e| e.start);
-        let (out, _kept) = edit_leaf(v, a, b, Some(Edit::Remove), &[])?;
+        // The range's blocks stay mapped (at their new place): nothing
+        // is freed.
+        let (out, _moved) = edit_leaf(v, a, b, Some(Edit::Remove), &pieces)?;
         path[leaf].node = Node::Leaf(out);
         ctx.settle(inode, &mut path, leaf, goal)?;
-        for (l, p, n, u) in pieces {
-            insert_run(&ctx, inode, l, p, n, u)?;
-        }
         moved_any = true;
         if shift.left {
             shift.cursor = b;
         } else {
             shift.cursor = a;
-            if a <= shift.start {
-                return Ok(true);
-            }
         }
     }
 }
