@@ -96,6 +96,26 @@ fn collapse_insert_copy_range_like_the_kernel() {
                 }
             }
         }
+        // A punch without KEEP_SIZE and UNSHARE_RANGE: EOPNOTSUPP on
+        // both, the file unchanged.
+        for mode in [libc::FALLOC_FL_PUNCH_HOLE, libc::FALLOC_FL_UNSHARE_RANGE] {
+            let before = contents(&fx.mnt);
+            let errs: Vec<i32> = [&fx.mnt, &kfx.mnt]
+                .iter()
+                .map(|d| {
+                    let f = fs::OpenOptions::new().write(true).open(d.join("a")).expect("open a");
+                    // SAFETY: a valid descriptor, no memory arguments.
+                    let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, 0, 4096) };
+                    if r == 0 {
+                        0
+                    } else {
+                        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+                    }
+                })
+                .collect();
+            assert_eq!(errs, [libc::EOPNOTSUPP, libc::EOPNOTSUPP], "fallocate mode {mode:#x}");
+            assert!(contents(&fx.mnt) == before);
+        }
         // Overlapping ranges of one file: EINVAL (the VFS checks).
         let f = fs::OpenOptions::new().read(true).write(true).open(fx.path("c")).expect("open c");
         let (mut a, mut b) = (0i64, 100i64);
