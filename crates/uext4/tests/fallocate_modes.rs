@@ -188,7 +188,7 @@ fn collapse_insert_block_mapped_eopnotsupp() {
 }
 
 /// Every crash point across a collapse or an insert on a file of
-/// hundreds of extents (several handles): the image recovers clean, the
+/// 1,200 extents (a two-level tree, several handles): the image recovers clean, the
 /// file has its old or its new size, and after the last commit the new
 /// contents.
 fn crash_shift(insert: bool) {
@@ -200,7 +200,7 @@ fn crash_shift(insert: bool) {
     let base = std::fs::read(&img0).unwrap();
     let (dev, fs) = open_recording(&base);
     let bs = 1024;
-    let (ino, mut model) = patchy_file(&fs, b"f", 700 * bs, bs, 21);
+    let (ino, mut model) = striped_file(&fs, 1200, bs);
     fs.commit().unwrap();
     let old = model.len() as u64;
     let start = dev.events();
@@ -331,6 +331,20 @@ fn check_reopen(img: &Path, ino: u32, model: &[u8]) {
     fsck_clean(img);
 }
 
+/// File "f" with `n` one-block extents, every other block written
+/// (an extent tree two levels deep with 1 KiB blocks and 900 or more);
+/// returns its inode and contents.
+fn striped_file(fs: &Filesystem, n: u64, bs: u64) -> (u32, Vec<u8>) {
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    let mut model = vec![0u8; ((2 * n - 1) * bs) as usize];
+    for k in 0..n {
+        let d = pattern(k, bs as usize);
+        fs.write_direct(ino, 2 * k * bs, &d).unwrap();
+        model[(2 * k * bs) as usize..((2 * k + 1) * bs) as usize].copy_from_slice(&d);
+    }
+    (ino, model)
+}
+
 /// Depth of `ino`'s extent tree (eh_depth in its root).
 fn depth(fs: &Filesystem, ino: u32) -> u16 {
     let b = fs.inode(ino).unwrap().block;
@@ -344,14 +358,7 @@ fn shifts_in_a_deep_tree() {
     let Some((_d, img)) = mkfs(16, &["-b", "1024"]) else { return };
     let mut fs = open_rw_reserved(&img);
     let bs = 1024u64;
-    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
-    let n = 900;
-    let mut model = vec![0u8; ((2 * n - 1) * bs) as usize];
-    for k in 0..n {
-        let d = pattern(k, bs as usize);
-        fs.write_direct(ino, 2 * k * bs, &d).unwrap();
-        model[(2 * k * bs) as usize..((2 * k + 1) * bs) as usize].copy_from_slice(&d);
-    }
+    let (ino, mut model) = striped_file(&fs, 900, bs);
     assert!(depth(&fs, ino) >= 2, "depth {}", depth(&fs, ino));
     let ops = [(false, 3, 1), (true, 0, 1), (false, 1, 5), (true, 1700, 3), (false, 1500, 100), (true, 10, 333)];
     for (insert, b, nb) in ops {
