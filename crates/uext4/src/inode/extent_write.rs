@@ -837,7 +837,7 @@ impl Shift {
 /// must go on in a new handle. Each step rewrites one leaf with its
 /// extents of the range at their new place (the same physical blocks,
 /// written or unwritten as they were) and the parents' keys (see
-/// [`Ctx::settle`]), as ext4 shifts a leaf at a time, so the tree is
+/// `Ctx::settle`), as ext4 shifts a leaf at a time, so the tree is
 /// consistent after every step and no block changes owner. Moving left
 /// works from the lowest leaf up and moving right from the highest down,
 /// so each leaf's new range lies between its neighbours' (already moved
