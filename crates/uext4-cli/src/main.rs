@@ -224,12 +224,13 @@ enum Cmd {
         /// Regular file inside the image (symlinks followed)
         path: OsString,
     },
-    /// Preallocate, punch holes in or zero a range of a file, like util-linux fallocate
+    /// Preallocate, punch holes in, zero, collapse or insert a range of a file, like util-linux fallocate
     #[command(long_about = "Allocate the byte range OFFSET..OFFSET+LEN of PATH as unwritten extents (reading\n\
                             as zeros) and extend the size to cover it; with -k keep the size. With -p,\n\
                             deallocate the range instead (implies -k; partial blocks are zeroed); with -z,\n\
-                            make the range read as zeros, keeping it allocated. A missing PATH is created\n\
-                            (mode 0644).")]
+                            make the range read as zeros, keeping it allocated. With -c, remove the range\n\
+                            and move what follows down; with -i, insert a hole there and move what follows\n\
+                            up (both: whole blocks, inside the file). A missing PATH is created (mode 0644).")]
     Fallocate {
         /// The ext4 image file or block device
         image: PathBuf,

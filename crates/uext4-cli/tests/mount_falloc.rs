@@ -6,8 +6,10 @@
 //! a daemon (fuse_file_fallocate answers EOPNOTSUPP for the rest): a
 //! collapse or an insert through the mount fails and changes nothing
 //! there, which this test pins down (if a kernel passes them on, the
-//! results must equal ext4's). copy_file_range reaches the daemon
-//! (FUSE_COPY_FILE_RANGE), which copies inside the engine.
+//! results must equal ext4's); the engine then does them (`uext4
+//! fallocate -c/-i` on the image) and the files must equal the kernel's.
+//! copy_file_range reaches the daemon (FUSE_COPY_FILE_RANGE), which
+//! copies inside the engine.
 //!
 //! Needs root and /dev/fuse (prints `SKIP: <reason>` otherwise), xfs_io
 //! and a loop device (skipped with a printed reason when missing).
@@ -15,11 +17,11 @@
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 mod mount_support;
 
-use mount_support::{have, run, tool, unmount_retrying, Fixture};
+use mount_support::{have, run, tool, unmount_retrying, Fixture, BIN};
 
 /// Runs `script` with `sh -c` in `dir`; true if it succeeded.
 fn sh_in(dir: &Path, script: &str) -> bool {
@@ -43,13 +45,15 @@ const SETUP: &[&str] = &[
     "xfs_io -f -c 'falloc -k 0 64k' -c 'pwrite -S 0x45 8k 4k' d >/dev/null && xfs_io -c 'copy_range -s 0 -d 4096 -l 65536 d' c",
 ];
 
-/// The shifts, run in both trees: the kernel's ext4 does them all.
-const SHIFTS: &[&str] = &[
-    "xfs_io -c 'fcollapse 65536 16384' a",
-    "xfs_io -c 'finsert 4096 8192' a",
-    "fallocate -c -o 8192 -l 4096 a",
-    "fallocate -i -o 0 -l 4096 a",
-    "xfs_io -c 'fcollapse 0 4096' b",
+/// The shifts, run in both trees (the kernel's ext4 does them all), and
+/// the same through `uext4 fallocate` on the image.
+const SHIFTS: &[(&str, &[&str])] = &[
+    ("xfs_io -c 'fcollapse 65536 16384' a", &["-c", "-o", "65536", "-l", "16384", "/a"]),
+    ("xfs_io -c 'finsert 4096 8192' a", &["-i", "-o", "4096", "-l", "8192", "/a"]),
+    ("fallocate -c -o 8192 -l 4096 a", &["-c", "-o", "8192", "-l", "4096", "/a"]),
+    ("fallocate -i -o 0 -l 4096 a", &["-i", "-o", "0", "-l", "4096", "/a"]),
+    ("xfs_io -c 'fcollapse 0 4096' b", &["-c", "-o", "0", "-l", "4096", "/b"]),
+    ("xfs_io -c 'finsert 8192 65536' c", &["-i", "-o", "8192", "-l", "65536", "/c"]),
 ];
 
 const FILES: &[&str] = &["a", "b", "c", "d"];
@@ -81,21 +85,39 @@ fn collapse_insert_copy_range_like_the_kernel() {
             assert!(sh_in(&fx.mnt, s), "uext4: {s}");
         }
         assert!(contents(&fx.mnt) == contents(&kfx.mnt), "copy_range results differ from the kernel's");
-        for s in SHIFTS {
+        // Through FUSE: refused before the daemon (nothing changes), or
+        // (a kernel that passes them on) the kernel's result.
+        let mut refused = Vec::new();
+        for (s, cli) in SHIFTS {
             let before = contents(&fx.mnt);
             assert!(sh_in(&kfx.mnt, s), "kernel: {s}");
             if sh_in(&fx.mnt, s) {
+                assert!(refused.is_empty(), "{s} worked after an earlier one was refused");
                 assert!(contents(&fx.mnt) == contents(&kfx.mnt), "{s}: result differs from the kernel's");
             } else {
-                // FUSE refuses the mode before the daemon sees it.
                 assert!(contents(&fx.mnt) == before, "{s} failed but changed the files");
                 println!("{s}: refused through FUSE (kernel fuse_file_fallocate)");
-                // Bring the trees together again for the next step.
-                for f in FILES {
-                    fs::copy(kfx.mnt.join(f), fx.mnt.join(f)).expect("copy");
-                }
+                refused.push(*cli);
             }
         }
+        refused
+    });
+    fx.unmount();
+    let refused = match r {
+        Ok(v) => v,
+        Err(p) => {
+            unmount_retrying(tool("umount").arg(&kfx.mnt));
+            std::panic::resume_unwind(p);
+        }
+    };
+    // The engine does what FUSE refused: `uext4 fallocate` on the image,
+    // then the files must be the kernel's.
+    for cli in &refused {
+        run(Command::new(BIN).arg("fallocate").arg(&fx.img).args(*cli));
+    }
+    fx.mount("rw");
+    let r = std::panic::catch_unwind(|| {
+        assert!(contents(&fx.mnt) == contents(&kfx.mnt), "collapse/insert by the engine differ from the kernel's");
         // A punch without KEEP_SIZE and UNSHARE_RANGE: EOPNOTSUPP on
         // both, the file unchanged.
         for mode in [libc::FALLOC_FL_PUNCH_HOLE, libc::FALLOC_FL_UNSHARE_RANGE] {
