@@ -239,6 +239,10 @@ pub struct FallocOpts {
     pub punch_hole: bool,
     /// -z: make the range read as zeros.
     pub zero_range: bool,
+    /// -c: remove the range, moving what follows down.
+    pub collapse_range: bool,
+    /// -i: insert a hole, moving what follows up.
+    pub insert_range: bool,
 }
 
 /// `uext4 fallocate`, like util-linux fallocate (the file is created if
@@ -260,7 +264,10 @@ pub fn fallocate(fs: &Filesystem, path: &[u8], opts: FallocOpts, offset: u64, le
         _ => return Err(CliError::msg(format!("{name}: not a regular file"))),
     }
     let err = |e| fs_err(&name, e);
-    if opts.punch_hole {
+    if opts.collapse_range || opts.insert_range {
+        let mode = if opts.collapse_range { FallocMode::CollapseRange } else { FallocMode::InsertRange };
+        fs.fallocate(ino, mode, offset, len).map_err(err)?;
+    } else if opts.punch_hole {
         fs.fallocate(ino, FallocMode::PunchHole, offset, len).map_err(err)?;
     } else if opts.zero_range && opts.keep_size {
         // Zero what lies inside the file, allocate what lies beyond it.

@@ -224,12 +224,13 @@ enum Cmd {
         /// Regular file inside the image (symlinks followed)
         path: OsString,
     },
-    /// Preallocate, punch holes in or zero a range of a file, like util-linux fallocate
+    /// Preallocate, punch holes in, zero, collapse or insert a range of a file, like util-linux fallocate
     #[command(long_about = "Allocate the byte range OFFSET..OFFSET+LEN of PATH as unwritten extents (reading\n\
                             as zeros) and extend the size to cover it; with -k keep the size. With -p,\n\
                             deallocate the range instead (implies -k; partial blocks are zeroed); with -z,\n\
-                            make the range read as zeros, keeping it allocated. A missing PATH is created\n\
-                            (mode 0644).")]
+                            make the range read as zeros, keeping it allocated. With -c, remove the range\n\
+                            and move what follows down; with -i, insert a hole there and move what follows\n\
+                            up (both: whole blocks, inside the file). A missing PATH is created (mode 0644).")]
     Fallocate {
         /// The ext4 image file or block device
         image: PathBuf,
@@ -242,6 +243,12 @@ enum Cmd {
         /// Zero the range (keeping it allocated)
         #[arg(short = 'z', long = "zero-range")]
         zero_range: bool,
+        /// Remove the range; what follows moves down (whole blocks)
+        #[arg(short = 'c', long = "collapse-range", conflicts_with_all = ["keep_size", "punch_hole", "zero_range", "insert_range"])]
+        collapse_range: bool,
+        /// Insert a hole of the range's length; what follows moves up
+        #[arg(short = 'i', long = "insert-range", conflicts_with_all = ["keep_size", "punch_hole", "zero_range"])]
+        insert_range: bool,
         /// Start of the range, in bytes or with a K, M, G or T suffix
         #[arg(short = 'o', long = "offset", value_parser = util::parse_size, default_value = "0")]
         offset: u64,
@@ -605,8 +612,18 @@ fn run(cli: Cli) -> CliResult {
         Cmd::Truncate { image, size, no_create, path } => {
             write::with_rw(&image, |fs| edit::truncate(fs, os_bytes(&path), size, no_create))?;
         }
-        Cmd::Fallocate { image, keep_size, punch_hole, zero_range, offset, len, path } => {
-            let opts = edit::FallocOpts { keep_size, punch_hole, zero_range };
+        Cmd::Fallocate {
+            image,
+            keep_size,
+            punch_hole,
+            zero_range,
+            collapse_range,
+            insert_range,
+            offset,
+            len,
+            path,
+        } => {
+            let opts = edit::FallocOpts { keep_size, punch_hole, zero_range, collapse_range, insert_range };
             write::with_rw(&image, |fs| edit::fallocate(fs, os_bytes(&path), opts, offset, len))?;
         }
         Cmd::Freefrag { image, json } => {

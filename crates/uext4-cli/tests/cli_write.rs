@@ -557,6 +557,20 @@ fn truncate_and_fallocate() {
     let out = uext4(im.args("fallocate", &["-p", "-z", "-l", "1K", "/h"]));
     assert_eq!(out.status.code(), Some(2), "conflicting modes are a usage error");
     im.fsck();
+
+    // Collapse and insert ranges (whole blocks, inside the file).
+    im.put(&host, "/s");
+    let mut want = data.clone();
+    im.run("fallocate", &["-c", "-o", "4K", "-l", "8K", "/s"]);
+    want.drain(4096..12288);
+    assert_eq!(im.cat("/s"), want);
+    im.run("fallocate", &["--insert-range", "-o", "0", "-l", "4K", "/s"]);
+    want.splice(0..0, std::iter::repeat_n(0u8, 4096));
+    assert_eq!(im.cat("/s"), want);
+    im.fails("fallocate", &["-c", "-o", "100", "-l", "4K", "/s"], "nvalid");
+    let out = uext4(im.args("fallocate", &["-c", "-i", "-l", "4K", "/s"]));
+    assert_eq!(out.status.code(), Some(2), "collapse and insert together are a usage error");
+    im.fsck();
 }
 
 /// Under a terminal (`script` gives one), `mkfs` shows a spinner and `put`

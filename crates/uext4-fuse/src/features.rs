@@ -64,8 +64,8 @@ pub struct KernelFeatures {
     /// dropping them at every open. Safe because every change of file data
     /// goes through this mount, so the kernel already drops or updates
     /// what changes (buffered writes update its pages; writes of opens it
-    /// does not cache, truncate and fallocate drop the range;
-    /// copy_file_range falls back to reads and writes); the image is
+    /// does not cache, truncate and fallocate drop the range, and so does
+    /// copy_file_range for its destination); the image is
     /// locked against any other writer.
     pub kernel_cache: bool,
     /// `[no]parallel_dirops`: let the kernel run lookups and readdirs of

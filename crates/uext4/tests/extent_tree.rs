@@ -168,6 +168,12 @@ impl TestFile {
                     self.model.resize(end as usize, 0);
                 }
             }
+            FallocMode::CollapseRange => {
+                self.model.drain(off as usize..end as usize);
+            }
+            FallocMode::InsertRange => {
+                self.model.splice(off as usize..off as usize, std::iter::repeat_n(0u8, len as usize));
+            }
         }
     }
 

@@ -1,5 +1,5 @@
 //! Requests on open files and their data: open (and the file handle it
-//! hands out), read, write, release, fsync, fallocate, lseek and
+//! hands out), read, write, release, fsync, fallocate, copy_file_range, lseek and
 //! readlink. The handle's bits are all the adapter remembers about an
 //! open file, besides the writeback-error cursor of a counted open.
 
@@ -32,6 +32,8 @@ const MAX_READ: u32 = 16 << 20;
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
 const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+const FALLOC_FL_COLLAPSE_RANGE: i32 = 0x08;
+const FALLOC_FL_INSERT_RANGE: i32 = 0x20;
 
 /// lseek(2) whence values FUSE forwards.
 const SEEK_DATA: i32 = 3;
@@ -239,7 +241,16 @@ impl Uext4Fuse {
                         .and_then(|()| fs.fallocate(ino, FallocMode::KeepSize, size, end - size))
                 }
             }
-            // Collapse, insert, unshare, a punch without KEEP_SIZE.
+            FALLOC_FL_COLLAPSE_RANGE => fs.fallocate(ino, FallocMode::CollapseRange, offset, length),
+            FALLOC_FL_INSERT_RANGE => fs.fallocate(ino, FallocMode::InsertRange, offset, length),
+            // vfs_fallocate: collapse and insert take no other flag.
+            m if m & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE) != 0 => {
+                reply.error(Errno::EINVAL);
+                return;
+            }
+            // Unshare (ext4 shares no blocks), a punch without KEEP_SIZE,
+            // unknown bits: EOPNOTSUPP, as ext4_fallocate. (The kernel's
+            // FUSE passes only KEEP_SIZE, PUNCH_HOLE and ZERO_RANGE on.)
             _ => {
                 reply.error(Errno::EOPNOTSUPP);
                 return;
@@ -247,6 +258,26 @@ impl Uext4Fuse {
         };
         tri!(reply, r.map_err(|e| self.fail("fallocate", e)));
         reply.ok();
+    }
+
+    pub(super) fn do_copy_file_range(
+        &self,
+        ino_in: INodeNo,
+        offset_in: u64,
+        ino_out: INodeNo,
+        offset_out: u64,
+        len: u64,
+        reply: ReplyWrite,
+    ) {
+        tri!(reply, self.writable());
+        let ino_in = tri!(reply, from_fuse(ino_in));
+        let ino_out = tri!(reply, from_fuse(ino_out));
+        // The reply counts bytes in 32 bits: a longer request is copied
+        // in part (a short copy, which the caller repeats).
+        let len = len.min(u64::from(u32::MAX) & !0xFFF);
+        let r = self.fs.copy_file_range(ino_in, offset_in, ino_out, offset_out, len);
+        let n = tri!(reply, r.map_err(|e| self.fail("copy_file_range", e)));
+        reply.written(u32::try_from(n).unwrap_or(u32::MAX));
     }
 
     pub(super) fn do_lseek(&self, ino: INodeNo, offset: i64, whence: i32, reply: ReplyLseek) {

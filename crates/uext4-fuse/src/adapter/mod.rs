@@ -383,22 +383,23 @@ impl fuser::Filesystem for Uext4Fuse {
         self.do_lseek(ino, offset, whence, reply);
     }
 
-    /// ENOSYS: the kernel stops asking and copies through the page cache.
+    /// Copies inside the engine ([`uext4::fs::FsCore::copy_file_range`]);
+    /// the kernel checked the ranges and flushes and drops its cached
+    /// pages of the destination around the request.
     fn copy_file_range(
         &self,
         _req: &Request,
-        _ino_in: INodeNo,
+        ino_in: INodeNo,
         _fh_in: FileHandle,
-        _offset_in: u64,
-        _ino_out: INodeNo,
+        offset_in: u64,
+        ino_out: INodeNo,
         _fh_out: FileHandle,
-        _offset_out: u64,
-        _len: u64,
+        offset_out: u64,
+        len: u64,
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        tri!(reply, self.writable());
-        reply.error(Errno::ENOSYS);
+        self.do_copy_file_range(ino_in, offset_in, ino_out, offset_out, len, reply);
     }
 
     /// The inode flag ioctls, the project ioctls (FS_IOC_FSGETXATTR,

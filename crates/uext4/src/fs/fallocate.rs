@@ -1,4 +1,6 @@
-//! fallocate(2): preallocation, punching holes, zeroing ranges.
+//! fallocate(2): preallocation, punching holes, zeroing ranges, and
+//! collapsing or inserting a range (the extents after it move, as ext4's
+//! ext4_collapse_range and ext4_insert_range).
 
 use super::namespace::{flags, ftype};
 use crate::alloc::flags as aflags;
@@ -21,11 +23,26 @@ pub enum FallocMode {
     PunchHole,
     /// Make the range read as zeros (allocated, unwritten).
     ZeroRange,
+    /// Remove the range: what follows moves down, the size shrinks by
+    /// its length (FALLOC_FL_COLLAPSE_RANGE). Offset and length must be
+    /// multiples of the cluster size (the block size without bigalloc)
+    /// and the range must end before the end of the file (else EINVAL);
+    /// EOPNOTSUPP on a block-mapped file.
+    CollapseRange,
+    /// Insert a hole of the range's length at its offset: what follows
+    /// moves up, the size grows by the length (FALLOC_FL_INSERT_RANGE).
+    /// Alignment as [`FallocMode::CollapseRange`]; the offset must lie
+    /// before the end of the file (else EINVAL), the new size within the
+    /// largest file (else EFBIG).
+    InsertRange,
 }
 
 impl FsCore {
     /// fallocate(2).
     pub fn fallocate(&self, ino: u32, mode: FallocMode, offset: u64, len: u64) -> Result<()> {
+        if matches!(mode, FallocMode::CollapseRange | FallocMode::InsertRange) {
+            return self.shift_range(ino, mode == FallocMode::InsertRange, offset, len);
+        }
         if mode == FallocMode::PunchHole {
             return self.fallocate_once(ino, mode, offset, len);
         }
@@ -107,6 +124,9 @@ impl FsCore {
                     self.in_bounded_handles(&st, &mut i, |tx, i| alloc(tx, i, b0, b1, hint))?;
                 }
             }
+            FallocMode::CollapseRange | FallocMode::InsertRange => {
+                return Err(Error::Invalid("collapse and insert range move extents (shift_range)".into()));
+            }
             _ => {}
         }
         let grows = matches!(mode, FallocMode::Allocate | FallocMode::ZeroRange) && end > i.size;
@@ -120,6 +140,91 @@ impl FsCore {
         i.mtime = now;
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
+        Ok(())
+    }
+
+    /// FALLOC_FL_COLLAPSE_RANGE (`insert` false) and
+    /// FALLOC_FL_INSERT_RANGE, as ext4: the checks of ext4_collapse_range
+    /// and ext4_insert_range in their order, the file's dirty data written
+    /// back and its cached pages from `offset` on dropped (the kernel's
+    /// filemap_write_and_wait_range and truncate_pagecache), then bounded
+    /// handles: a collapse unmaps the range, moves the extents after it
+    /// down and shrinks the size last; an insert grows the size first and
+    /// moves the extents up, highest first. Between handles the image is
+    /// consistent (a crash leaves some extents moved, as in ext4, whose
+    /// shift restarts its handle too).
+    fn shift_range(&self, ino: u32, insert: bool, offset: u64, len: u64) -> Result<()> {
+        let what = if insert { "insert range" } else { "collapse range" };
+        if len == 0 {
+            return Err(Error::Invalid(format!("{what} of length 0")));
+        }
+        let bs = self.vol.block_size as u64;
+        let unit = self.vol.sb.cluster_size().max(bs);
+        if !offset.is_multiple_of(unit) || !len.is_multiple_of(unit) {
+            return Err(Error::Invalid(format!("{what}: offset {offset} or length {len} not a multiple of {unit}")));
+        }
+        self.check_offset(offset, len, true)?;
+        let rw = self.rw()?;
+        let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
+        self.uninline_locked(ino)?;
+        let st = rw.data.inode(ino);
+        if st.data.pages.is_dirty() {
+            self.writeback_locked(&st, ino)?;
+        }
+        let mut i = self.load(ino)?;
+        self.check_live(&i)?;
+        flags::check_mutable(&i)?;
+        flags::check_unpinned(&i)?;
+        if ftype(&i)? != FileType::Regular {
+            return Err(Error::Invalid(format!("{what} on inode {ino}, not a regular file")));
+        }
+        let end = offset + len;
+        if !insert && end >= i.size {
+            return Err(Error::Invalid(format!("collapse range [{offset}, {end}) reaches the end of the file")));
+        }
+        if insert {
+            if offset >= i.size {
+                return Err(Error::Invalid(format!("insert range at {offset}, at or past the end of the file")));
+            }
+            let max = self.vol.sb.max_file_size(true);
+            if len > max.saturating_sub(i.size) {
+                return Err(Error::FileTooBig(format!("insert range of {len} bytes past the largest file")));
+            }
+        }
+        if i.flags & FL_EXTENTS == 0 {
+            return Err(Error::Unsupported(format!("{what} on a block-mapped (non-extent) file")));
+        }
+        // Every cached page from the offset on moves or goes: none may be
+        // filled from the blocks while they move.
+        let _inv = st.invalidate.write();
+        {
+            let _m = st.map.write();
+            st.data.pages.invalidate(offset, u64::MAX);
+        }
+        let (b0, n) = (FileBlock(offset / bs), len / bs);
+        let now = Timestamp::now();
+        if insert {
+            let tx = self.begin(1)?;
+            let _m = st.map.write();
+            i.size += len;
+            i.ctime = now;
+            i.mtime = now;
+            tx.write_inode(&mut i)?;
+            self.note_tid(&tx, &[ino]);
+        } else {
+            self.in_bounded_handles(&st, &mut i, |tx, i| ew::remove_range_bounded(tx, i, b0, b0 + n))?;
+        }
+        let mut shift = ew::Shift::new(if insert { b0 } else { b0 + n }, n, !insert);
+        self.in_bounded_handles(&st, &mut i, |tx, i| ew::shift_bounded(tx, i, &mut shift))?;
+        if !insert {
+            let tx = self.begin(1)?;
+            let _m = st.map.write();
+            i.size -= len;
+            i.ctime = now;
+            i.mtime = now;
+            tx.write_inode(&mut i)?;
+            self.note_tid(&tx, &[ino]);
+        }
         Ok(())
     }
 

@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 mod buffered;
+mod copy_range;
 mod data_path;
 mod direct;
 mod errors;

@@ -706,6 +706,9 @@ impl Runner {
 
     pub fn op_fallocate(&mut self) {
         let Some(ino) = self.pick_file() else { return };
+        if self.rng.chance(20) {
+            return self.op_shift(ino);
+        }
         let size = self.m.file(ino).len() as u64;
         let bs = self.bs;
         let mode =
@@ -734,7 +737,8 @@ impl Runner {
                             f.resize(end as usize, 0);
                         }
                     }
-                    FallocMode::KeepSize => {}
+                    // Not picked here (op_shift).
+                    FallocMode::KeepSize | FallocMode::CollapseRange | FallocMode::InsertRange => {}
                     FallocMode::PunchHole => {
                         let e = end.min(size) as usize;
                         if (off as usize) < e {
@@ -768,6 +772,46 @@ impl Runner {
                 *self.m.file_mut(ino) = got;
             }
             Outcome::NoSpace => self.check_file(ino),
+            Outcome::Refused => self.check_file(ino),
+        }
+    }
+
+    /// fallocate COLLAPSE_RANGE or INSERT_RANGE of whole clusters inside
+    /// the file (refused on block-mapped files, as on Linux).
+    pub fn op_shift(&mut self, ino: u32) {
+        let size = self.m.file(ino).len() as u64;
+        let unit = self.fs().superblock().cluster_size().max(self.bs);
+        let units = size / unit;
+        let insert = self.rng.chance(50);
+        if units < 2 || (insert && size + 64 * unit > MAX_FILE) {
+            return;
+        }
+        let (mode, off, len) = if insert {
+            (FallocMode::InsertRange, self.rng.below(units) * unit, self.rng.range(1, 64) * unit)
+        } else {
+            let off = self.rng.below(units - 1) * unit;
+            (FallocMode::CollapseRange, off, self.rng.range(1, (units - off / unit - 1).clamp(1, 64)) * unit)
+        };
+        self.log(format!("fallocate {mode:?} {} (inode {ino}, size {size}) at {off} len {len}", self.m.path_of(ino)));
+        let r = self.fs().fallocate(ino, mode, off, len);
+        let allowed: &[i32] = if self.blockmap { &[libc::EOPNOTSUPP] } else { &[] };
+        match self.outcome(r, allowed, "fallocate") {
+            Outcome::Done(()) => {
+                let f = self.m.file_mut(ino);
+                let (a, b) = (off as usize, (off + len) as usize);
+                if insert {
+                    f.splice(a..a, std::iter::repeat_n(0u8, b - a));
+                } else {
+                    f.drain(a..b);
+                }
+                self.check_file(ino);
+            }
+            Outcome::NoSpace => {
+                // As on Linux, a shift that ran out of space part-way
+                // stays part-done (the image consistent): the model takes
+                // what the filesystem did.
+                *self.m.file_mut(ino) = self.fs().read_all(ino).unwrap();
+            }
             Outcome::Refused => self.check_file(ino),
         }
     }
