@@ -70,6 +70,14 @@ impl Uext4Fuse {
     pub(super) fn do_lookup(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
+        if name == b"." {
+            // The kernel's way of finding a node by id alone (a file
+            // handle it no longer has cached, FUSE_EXPORT_SUPPORT): the
+            // node may be any file, and it may be gone (ESTALE).
+            let st = tri!(reply, self.fs.stat_by_handle(parent, None).map_err(|e| self.fail("lookup", e)));
+            self.entry(reply, &st);
+            return;
+        }
         let ino = match self.fs.lookup(parent, name) {
             Ok(ino) => ino,
             Err(Error::NotFound(_)) if !self.features.negative_ttl.is_zero() => {

@@ -23,7 +23,12 @@ impl Uext4Fuse {
             // Shared mappings of files opened with FOPEN_DIRECT_IO (write
             // opens under `direct_writes`, O_DIRECT opens): without it
             // mmap(MAP_SHARED) of such a file fails with ENODEV.
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // File handles that outlive the kernel's inode cache (NFS
+            // export, open_by_handle_at): the kernel looks nodes up by id
+            // ("." in the node) and parents by "..", and checks the
+            // generation we return against the handle's.
+            | InitFlags::FUSE_EXPORT_SUPPORT;
         for (on, flag) in [
             (f.parallel_dirops, InitFlags::FUSE_PARALLEL_DIROPS),
             (f.readdirplus != Readdirplus::Off, InitFlags::FUSE_DO_READDIRPLUS),

@@ -32,6 +32,7 @@ mod direct;
 mod errors;
 mod fallocate;
 mod fc_replay;
+mod handles;
 pub mod fiemap;
 mod inline;
 mod mmp;

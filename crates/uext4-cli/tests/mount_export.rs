@@ -1,0 +1,152 @@
+//! Linux semantics an exported or layered filesystem needs, through
+//! `uext4 mount`: file handles (`name_to_handle_at`/`open_by_handle_at`,
+//! as an NFS server uses them: fstests generic/426, 467, 477) on live
+//! files, after the kernel dropped its caches and after an unmount and
+//! remount, stale handles of deleted files.
+//!
+//! Needs root and /dev/fuse (prints `SKIP: <reason>` otherwise) and the
+//! e2fsprogs tools.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+mod mount_support;
+
+use mount_support::Fixture;
+
+/// Room for any handle (MAX_HANDLE_SZ is 128) after the header.
+const HANDLE_ROOM: usize = 128;
+
+/// A file handle: `struct file_handle` and its bytes, in u64s so that the
+/// header is aligned.
+struct Handle(Vec<u64>);
+
+impl Handle {
+    fn ptr(&mut self) -> *mut libc::file_handle {
+        self.0.as_mut_ptr().cast()
+    }
+}
+
+/// `name_to_handle_at(AT_FDCWD, p, ..., 0)`.
+fn handle_of(p: &Path) -> io::Result<Handle> {
+    let mut h = Handle(vec![0; 1 + HANDLE_ROOM / 8]);
+    let path = CString::new(p.as_os_str().as_bytes()).expect("path without NUL");
+    let mut mount_id = 0;
+    // SAFETY: the buffer holds the header and HANDLE_ROOM bytes after it,
+    // as handle_bytes says; path and mount_id are valid for the call.
+    let r = unsafe {
+        (*h.ptr()).handle_bytes = HANDLE_ROOM as u32;
+        libc::name_to_handle_at(libc::AT_FDCWD, path.as_ptr(), h.ptr(), &mut mount_id, 0)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(h)
+}
+
+/// `open_by_handle_at` on the filesystem mounted at `mnt`.
+fn open_by(mnt: &Path, h: &mut Handle, flags: i32) -> io::Result<File> {
+    let m = File::open(mnt)?;
+    // SAFETY: `h` is a handle filled in by name_to_handle_at.
+    let fd = unsafe { libc::open_by_handle_at(m.as_raw_fd(), h.ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn read_all(mut f: File) -> Vec<u8> {
+    let mut v = Vec::new();
+    f.read_to_end(&mut v).expect("read through the handle");
+    v
+}
+
+fn errno_of<T>(r: io::Result<T>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+/// Makes the kernel forget every unused dentry and inode, so that a
+/// handle must be resolved by the daemon ("." by node id).
+fn drop_caches() {
+    // Best effort: without it the handles still resolve, from the cache.
+    let _ = fs::write("/proc/sys/vm/drop_caches", "2");
+}
+
+#[test]
+fn file_handles_work_on_live_files_and_after_a_remount() {
+    require_fuse!();
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    fx.mount("rw");
+    fs::create_dir_all(fx.path("d/sub")).expect("mkdir d/sub");
+    fs::write(fx.path("f"), b"top file\n").expect("write f");
+    fs::write(fx.path("d/sub/g"), b"deep file\n").expect("write g");
+    fs::write(fx.path("gone"), b"x").expect("write gone");
+    let ino_sub = fs::metadata(fx.path("d/sub")).expect("stat").ino();
+
+    let mut hf = handle_of(&fx.path("f")).expect("handle of f");
+    let mut hg = handle_of(&fx.path("d/sub/g")).expect("handle of g");
+    let mut hsub = handle_of(&fx.path("d/sub")).expect("handle of d/sub");
+    let mut hroot = handle_of(&fx.mnt).expect("handle of the root");
+    let mut hgone = handle_of(&fx.path("gone")).expect("handle of gone");
+
+    // Live, from the kernel's cache and then from the daemon.
+    for pass in 0..2 {
+        assert_eq!(read_all(open_by(&fx.mnt, &mut hf, libc::O_RDONLY).expect("open f")), b"top file\n", "{pass}");
+        assert_eq!(read_all(open_by(&fx.mnt, &mut hg, libc::O_RDONLY).expect("open g")), b"deep file\n");
+        let d = open_by(&fx.mnt, &mut hsub, libc::O_RDONLY | libc::O_DIRECTORY).expect("open d/sub");
+        assert_eq!(d.metadata().expect("fstat").ino(), ino_sub);
+        let r = open_by(&fx.mnt, &mut hroot, libc::O_RDONLY | libc::O_DIRECTORY).expect("open the root");
+        assert_eq!(r.metadata().expect("fstat").ino(), 1, "the root is FUSE node 1");
+        drop_caches();
+    }
+    fs::remove_file(fx.path("gone")).expect("unlink gone");
+    drop_caches();
+    assert_eq!(errno_of(open_by(&fx.mnt, &mut hgone, libc::O_RDONLY)), libc::ESTALE, "deleted, live mount");
+
+    fx.unmount();
+    fx.mount("rw");
+    assert_eq!(read_all(open_by(&fx.mnt, &mut hf, libc::O_RDONLY).expect("open f after remount")), b"top file\n");
+    // A deep file and a directory whose ancestors the kernel does not
+    // know yet: the parent chain is rebuilt with ".." lookups.
+    assert_eq!(read_all(open_by(&fx.mnt, &mut hg, libc::O_RDONLY).expect("open g after remount")), b"deep file\n");
+    let d = open_by(&fx.mnt, &mut hsub, libc::O_RDONLY | libc::O_DIRECTORY).expect("open d/sub after remount");
+    assert_eq!(d.metadata().expect("fstat").ino(), ino_sub);
+    drop(d);
+    assert_eq!(errno_of(open_by(&fx.mnt, &mut hgone, libc::O_RDONLY)), libc::ESTALE, "deleted, after remount");
+
+    // A handle is an inode number and a generation: a new file on the
+    // freed inode number is another file.
+    let mut reused = None;
+    for i in 0..4 {
+        let p = fx.path(&format!("new{i}"));
+        fs::write(&p, b"new").expect("write new");
+        if fs::metadata(&p).expect("stat").ino() == u64::from(ino_of_handle(&mut hgone)) {
+            reused = Some(p);
+            break;
+        }
+    }
+    if reused.is_some() {
+        drop_caches();
+        assert_eq!(errno_of(open_by(&fx.mnt, &mut hgone, libc::O_RDONLY)), libc::ESTALE, "reused inode number");
+    }
+    fx.unmount();
+    fx.assert_clean();
+}
+
+/// The inode number in a FUSE handle (its node id: two u32s, high first,
+/// then the generation).
+fn ino_of_handle(h: &mut Handle) -> u32 {
+    // SAFETY: a handle filled in by name_to_handle_at, at least 12 bytes
+    // for FUSE.
+    let bytes = unsafe { std::slice::from_raw_parts(h.ptr().cast::<u8>().add(8), 12) };
+    u32::from_ne_bytes(bytes[4..8].try_into().expect("4 bytes"))
+}
