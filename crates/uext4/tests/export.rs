@@ -1,0 +1,92 @@
+//! What exported and layered filesystems need of the engine: inodes by
+//! handle (number and generation, stale once deleted or reused), unnamed
+//! files (O_TMPFILE: on the orphan list until a link names them, deleted
+//! by their last close otherwise). Every image ends in `e2fsck -fn`.
+
+mod rw_support;
+
+use rw_support::{fsck_clean, mkfs, pattern};
+use uext4::{Error, Filesystem};
+
+const ROOT: u32 = 2;
+
+#[test]
+fn handles_name_live_inodes_by_number_and_generation() {
+    let Some((_d, img)) = mkfs(16, &[]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let f = fs.create(ROOT, b"f", 0o644, 0, 0).unwrap();
+    let d = fs.mkdir(ROOT, b"d", 0o755, 0, 0).unwrap();
+    assert_eq!(fs.stat_by_handle(f.ino, Some(f.generation)).unwrap().ino, f.ino);
+    assert_eq!(fs.stat_by_handle(d.ino, None).unwrap().ino, d.ino);
+    assert_eq!(fs.stat_by_handle(ROOT, None).unwrap().ino, ROOT);
+    let stale = |r: Result<uext4::Stat, Error>| matches!(r, Err(Error::BadInode(_)));
+    assert!(stale(fs.stat_by_handle(f.ino, Some(f.generation.wrapping_add(1)))), "other generation");
+    assert!(stale(fs.stat_by_handle(8, None)), "the journal inode");
+    assert!(stale(fs.stat_by_handle(0, None)));
+    assert!(stale(fs.stat_by_handle(u32::MAX, None)), "beyond the inode table");
+    assert!(stale(fs.stat_by_handle(f.ino + 50, None)), "never used");
+    fs.unlink(ROOT, b"f").unwrap();
+    assert!(stale(fs.stat_by_handle(f.ino, Some(f.generation))), "deleted");
+    fs.unmount().unwrap();
+    let fs = Filesystem::open_rw(&img).unwrap();
+    assert_eq!(fs.stat_by_handle(d.ino, Some(d.generation)).unwrap().ino, d.ino, "after a remount");
+    drop(fs);
+    fsck_clean(&img);
+}
+
+fn tmpfile_lifecycle(args: &[&str]) {
+    let Some((_d, img)) = mkfs(16, args) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = fs.statfs().free_inodes;
+    let data = pattern(7, 50_000);
+
+    // Named by a link: a file like any other, off the orphan list.
+    let t = fs.tmpfile(ROOT, 0o600, 0, 0).unwrap();
+    assert_eq!((t.nlink, t.mode & 0o7777), (0, 0o600));
+    assert!(fs.readdir(ROOT, 0, 100).unwrap().iter().all(|e| e.ino != t.ino), "no name yet");
+    assert_eq!(fs.inodes().write(t.ino, 0, &data).unwrap(), data.len());
+    let st = fs.link(t.ino, ROOT, b"named").unwrap();
+    assert_eq!(st.nlink, 1);
+    assert!(matches!(fs.link(t.ino, ROOT, b"named"), Err(Error::Exists(_))));
+    fs.close_inode(t.ino).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"named").unwrap(), t.ino);
+
+    // Closed without a name: deleted.
+    let u = fs.tmpfile(ROOT, 0o644, 0, 0).unwrap();
+    fs.inodes().write(u.ino, 0, &data).unwrap();
+    fs.close_inode(u.ino).unwrap();
+    assert!(matches!(fs.stat_by_handle(u.ino, None), Err(Error::BadInode(_))), "deleted at its close");
+    assert!(matches!(fs.link(u.ino, ROOT, b"late"), Err(Error::NotFound(_)) | Err(Error::Corrupt(_))));
+
+    // A file unlinked while open is not a tmpfile: no new name for it.
+    let o = fs.create(ROOT, b"o", 0o644, 0, 0).unwrap();
+    fs.open_inode(o.ino).unwrap();
+    fs.unlink(ROOT, b"o").unwrap();
+    assert!(matches!(fs.link(o.ino, ROOT, b"o2"), Err(Error::NotFound(_))));
+    fs.close_inode(o.ino).unwrap();
+
+    // Still open at unmount: deleted then.
+    let v = fs.tmpfile(ROOT, 0o644, 0, 0).unwrap();
+    fs.inodes().write(v.ino, 0, &data[..5000]).unwrap();
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let n = fs.lookup(ROOT, b"named").unwrap();
+    let mut back = vec![0; data.len()];
+    assert_eq!(fs.inodes().read(n, 0, &mut back).unwrap(), data.len());
+    assert_eq!(back, data);
+    assert_eq!(fs.statfs().free_inodes, free0 - 1, "only the named tmpfile is left");
+    drop(fs);
+    fsck_clean(&img);
+}
+
+#[test]
+fn tmpfile_is_an_orphan_until_linked() {
+    tmpfile_lifecycle(&["-O", "^orphan_file"]);
+}
+
+#[test]
+fn tmpfile_in_the_orphan_file() {
+    tmpfile_lifecycle(&["-O", "orphan_file"]);
+}
