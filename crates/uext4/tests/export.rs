@@ -90,3 +90,38 @@ fn tmpfile_is_an_orphan_until_linked() {
 fn tmpfile_in_the_orphan_file() {
     tmpfile_lifecycle(&["-O", "orphan_file"]);
 }
+
+#[test]
+fn rename_whiteout_leaves_a_whiteout_at_the_source() {
+    use uext4::fs::RenameFlags;
+    let Some((_d, img)) = mkfs(16, &[]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
+    let b = fs.mkdir(ROOT, b"b", 0o755, 0, 0).unwrap();
+    let f = fs.create(a.ino, b"f", 0o644, 0, 0).unwrap();
+    let sub = fs.mkdir(a.ino, b"sub", 0o755, 0, 0).unwrap();
+    let victim = fs.create(b.ino, b"victim", 0o644, 0, 0).unwrap();
+    let no = RenameFlags::default();
+    let ex = RenameFlags { exchange: true, ..Default::default() };
+    assert!(matches!(fs.rename_whiteout(a.ino, b"f", b.ino, b"g", ex, 0, 0), Err(Error::Invalid(_))));
+    // A file over another (the victim goes), a directory to another parent.
+    fs.rename_whiteout(a.ino, b"f", b.ino, b"victim", no, 1000, 100).unwrap();
+    fs.rename_whiteout(a.ino, b"sub", b.ino, b"sub", no, 0, 0).unwrap();
+    let nr = RenameFlags { noreplace: true, ..Default::default() };
+    assert!(matches!(fs.rename_whiteout(b.ino, b"victim", b.ino, b"sub", nr, 0, 0), Err(Error::Exists(_))));
+    assert_eq!(fs.lookup(b.ino, b"victim").unwrap(), f.ino);
+    assert_eq!(fs.lookup(b.ino, b"sub").unwrap(), sub.ino);
+    assert_eq!(fs.lookup(sub.ino, b"..").unwrap(), b.ino);
+    assert!(matches!(fs.stat_by_handle(victim.ino, Some(victim.generation)), Err(Error::BadInode(_))), "replaced file deleted");
+    for (name, owner) in [(&b"f"[..], (1000, 100)), (b"sub", (0, 0))] {
+        let w = fs.stat(fs.lookup(a.ino, name).unwrap()).unwrap();
+        assert_eq!((w.mode, w.rdev, w.nlink, w.uid, w.gid), (0o020000, (0, 0), 1, owner.0, owner.1));
+    }
+    assert_eq!(fs.stat(a.ino).unwrap().nlink, 2, "a lost its subdirectory");
+    assert_eq!(fs.stat(b.ino).unwrap().nlink, 3, "b gained it");
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+    let out = rw_support::debugfs(&img, "stat /a/f");
+    assert!(out.contains("Type: character special") && out.contains("Mode:  0000"), "{out}");
+    assert!(out.contains("Device major/minor number: 00:00"), "{out}");
+}

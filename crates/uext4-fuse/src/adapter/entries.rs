@@ -155,8 +155,10 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_rename(
         &self,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -166,9 +168,8 @@ impl Uext4Fuse {
     ) {
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
-        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT;
         if !known.contains(flags) {
-            // RENAME_WHITEOUT (overlayfs) is not implemented by the library.
             reply.error(Errno::EINVAL);
             return;
         }
@@ -176,7 +177,14 @@ impl Uext4Fuse {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
-        tri!(reply, self.fs.inodes().rename(parent, name, newparent, newname, lib).map_err(|e| self.fail("rename", e)));
+        let r = if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+            // The whiteout is the caller's, as ext4's (overlayfs calls
+            // with its mounter's credentials).
+            self.fs.inodes().rename_whiteout(parent, name, newparent, newname, lib, req.uid(), req.gid())
+        } else {
+            self.fs.inodes().rename(parent, name, newparent, newname, lib)
+        };
+        tri!(reply, r.map_err(|e| self.fail("rename", e)));
         reply.ok();
     }
 

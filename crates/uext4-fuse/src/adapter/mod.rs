@@ -213,7 +213,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -221,7 +221,7 @@ impl fuser::Filesystem for Uext4Fuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.do_rename(parent, name, newparent, newname, flags, reply);
+        self.do_rename(req, parent, name, newparent, newname, flags, reply);
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
