@@ -150,3 +150,90 @@ fn ino_of_handle(h: &mut Handle) -> u32 {
     let bytes = unsafe { std::slice::from_raw_parts(h.ptr().cast::<u8>().add(8), 12) };
     u32::from_ne_bytes(bytes[4..8].try_into().expect("4 bytes"))
 }
+
+/// Whether the kernel has overlayfs.
+fn have_overlay() -> bool {
+    fs::read_to_string("/proc/filesystems").is_ok_and(|s| s.lines().any(|l| l.ends_with("\toverlay")))
+}
+
+/// `debugfs -R "stat PATH"` of an image.
+fn debugfs_stat(img: &Path, path: &str) -> String {
+    let out = mount_support::run(mount_support::tool("debugfs").arg("-R").arg(format!("stat {path}")).arg(img));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn overlayfs_over_uext4_upper_and_lower() {
+    require_fuse!();
+    if !have_overlay() {
+        println!("SKIP: the kernel has no overlayfs");
+        return;
+    }
+    let lower = Fixture::with_mkfs_args("32M", &[]);
+    let upper = Fixture::with_mkfs_args("32M", &[]);
+    lower.mount("rw");
+    fs::create_dir_all(lower.path("l/dir")).expect("mkdir l/dir");
+    for (name, data) in [("keep", "keep\n"), ("edit", "old\n"), ("del", "del\n"), ("mv", "mv\n"), ("dir/in", "in\n")] {
+        fs::write(lower.path(&format!("l/{name}")), data).expect("write lower file");
+    }
+    lower.unmount();
+    lower.mount("ro");
+    upper.mount("rw");
+    fs::create_dir_all(upper.path("u")).expect("mkdir u");
+    fs::create_dir_all(upper.path("w")).expect("mkdir w");
+    let merged = upper.dir.path().join("merged");
+    fs::create_dir(&merged).expect("mkdir merged");
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.path("l").display(),
+        upper.path("u").display(),
+        upper.path("w").display()
+    );
+    let out = mount_support::tool("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&merged).output();
+    let out = out.expect("run mount");
+    if !out.status.success() {
+        panic!("overlay mount: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let m = |p: &str| merged.join(p);
+    // Copy-up, delete (a whiteout), rename (a whiteout at the old name),
+    // a new file, a removed lower directory.
+    fs::write(m("edit"), "new\n").expect("edit through the overlay");
+    fs::remove_file(m("del")).expect("delete through the overlay");
+    fs::rename(m("mv"), m("moved")).expect("rename through the overlay");
+    fs::write(m("fresh"), "fresh\n").expect("new file");
+    fs::remove_file(m("dir/in")).expect("delete in a lower dir");
+    fs::remove_dir(m("dir")).expect("rmdir a lower dir");
+    let check = || {
+        let mut names: Vec<String> = fs::read_dir(&merged)
+            .expect("readdir")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
+            .collect();
+        names.sort();
+        assert_eq!(names, ["edit", "fresh", "keep", "moved"]);
+        assert_eq!(fs::read_to_string(m("edit")).expect("read edit"), "new\n");
+        assert_eq!(fs::read_to_string(m("moved")).expect("read moved"), "mv\n");
+        assert_eq!(fs::read_to_string(m("keep")).expect("read keep"), "keep\n");
+    };
+    check();
+    mount_support::unmount_retrying(mount_support::tool("umount").arg(&merged));
+    upper.unmount();
+    lower.unmount();
+    upper.assert_clean();
+    lower.assert_clean();
+    for wh in ["/u/del", "/u/mv", "/u/dir"] {
+        let st = debugfs_stat(&upper.img, wh);
+        assert!(st.contains("Type: character special"), "{wh} is no whiteout: {st}");
+        assert!(st.contains("Device major/minor number: 00:00"), "{wh}: {st}");
+    }
+    // The layers unchanged below, the same view when mounted again.
+    lower.mount("ro");
+    assert_eq!(fs::read_to_string(lower.path("l/edit")).expect("lower edit"), "old\n");
+    upper.mount("rw");
+    let out = mount_support::tool("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&merged).output();
+    assert!(out.expect("run mount").status.success(), "overlay mount again");
+    check();
+    mount_support::unmount_retrying(mount_support::tool("umount").arg(&merged));
+    upper.unmount();
+    lower.unmount();
+    upper.assert_clean();
+}

@@ -112,7 +112,10 @@ fn rename_whiteout_leaves_a_whiteout_at_the_source() {
     assert_eq!(fs.lookup(b.ino, b"victim").unwrap(), f.ino);
     assert_eq!(fs.lookup(b.ino, b"sub").unwrap(), sub.ino);
     assert_eq!(fs.lookup(sub.ino, b"..").unwrap(), b.ino);
-    assert!(matches!(fs.stat_by_handle(victim.ino, Some(victim.generation)), Err(Error::BadInode(_))), "replaced file deleted");
+    assert!(
+        matches!(fs.stat_by_handle(victim.ino, Some(victim.generation)), Err(Error::BadInode(_))),
+        "replaced file deleted"
+    );
     for (name, owner) in [(&b"f"[..], (1000, 100)), (b"sub", (0, 0))] {
         let w = fs.stat(fs.lookup(a.ino, name).unwrap()).unwrap();
         assert_eq!((w.mode, w.rdev, w.nlink, w.uid, w.gid), (0o020000, (0, 0), 1, owner.0, owner.1));
