@@ -128,3 +128,75 @@ fn rename_whiteout_leaves_a_whiteout_at_the_source() {
     assert!(out.contains("Type: character special") && out.contains("Mode:  0000"), "{out}");
     assert!(out.contains("Device major/minor number: 00:00"), "{out}");
 }
+
+/// Bytes the image file occupies on its filesystem.
+fn allocated(img: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(img).unwrap().blocks() * 512
+}
+
+#[test]
+fn trim_punches_the_free_space_out_of_the_image() {
+    let Some((_d, img)) = mkfs(64, &[]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let keep = pattern(3, 300_000);
+    let k = fs.create(ROOT, b"keep", 0o644, 0, 0).unwrap();
+    fs.inodes().write(k.ino, 0, &keep).unwrap();
+    let big = fs.create(ROOT, b"big", 0o644, 0, 0).unwrap();
+    let chunk = pattern(9, 1 << 20);
+    for i in 0..16u64 {
+        fs.inodes().write(big.ino, i << 20, &chunk).unwrap();
+    }
+    fs.sync().unwrap();
+    let full = allocated(&img);
+    fs.unlink(ROOT, b"big").unwrap();
+    assert!(matches!(fs.trim(0, u64::MAX, 1 << 40), Err(Error::Invalid(_))), "minlen over a group");
+    assert!(matches!(fs.trim(1 << 40, u64::MAX, 0), Err(Error::Invalid(_))), "start past the end");
+    let free = fs.statfs().free_blocks * u64::from(fs.statfs().block_size);
+    let trimmed = fs.trim(0, u64::MAX, 0).unwrap();
+    // Everything free is discarded but what the journal's last frees or
+    // preallocations still hold.
+    assert!(trimmed <= free && trimmed + (1 << 20) >= free, "trimmed {trimmed} of {free} free");
+    let after = allocated(&img);
+    assert!(after + (15 << 20) <= full, "the image kept its space: {full} -> {after}");
+    // A range: only the free blocks inside it; a large minimum skips
+    // short runs.
+    assert!(fs.trim(0, 1 << 20, 0).unwrap() <= 1 << 20);
+    assert!(fs.trim(0, u64::MAX, 64 << 20).is_err() || fs.trim(0, u64::MAX, 32 << 20).unwrap() < trimmed);
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+    let fs = Filesystem::open(&img).unwrap();
+    let mut back = vec![0; keep.len()];
+    fs.inodes().read(fs.lookup(ROOT, b"keep").unwrap(), 0, &mut back).unwrap();
+    assert_eq!(back, keep);
+}
+
+#[test]
+fn shutdown_refuses_changes_and_leaves_the_journal() {
+    use uext4::fs::ShutdownMode;
+    for mode in [ShutdownMode::Full, ShutdownMode::LogFlush, ShutdownMode::NoLogFlush] {
+        let Some((_d, img)) = mkfs(16, &[]) else { return };
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let a = fs.create(ROOT, b"a", 0o644, 0, 0).unwrap();
+        fs.inodes().write(a.ino, 0, b"committed").unwrap();
+        fs.commit().unwrap();
+        let b = fs.create(ROOT, b"b", 0o644, 0, 0).unwrap();
+        fs.shutdown_now(mode).unwrap();
+        assert!(fs.create(ROOT, b"c", 0o644, 0, 0).is_err(), "{mode:?}: create after shutdown");
+        let e = fs.inodes().write(a.ino, 0, b"more").map(|_| ()).and_then(|()| fs.fsync(a.ino));
+        assert_eq!(e.unwrap_err().errno(), libc::EIO, "{mode:?}: write and fsync after shutdown");
+        assert!(fs.unlink(ROOT, b"a").is_err());
+        drop(fs);
+        // Recovery by the next open; then the image is whole.
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let mut back = [0u8; 9];
+        fs.inodes().read(fs.lookup(ROOT, b"a").unwrap(), 0, &mut back).unwrap();
+        assert_eq!(&back, b"committed", "{mode:?}");
+        if mode != ShutdownMode::NoLogFlush {
+            assert_eq!(fs.lookup(ROOT, b"b").unwrap(), b.ino, "{mode:?}: flushed before going down");
+        }
+        assert_eq!(fs.superblock().error_count, 0, "{mode:?}: a shutdown is no error");
+        drop(fs);
+        fsck_clean(&img);
+    }
+}

@@ -45,15 +45,18 @@ mod orphan_file;
 pub mod quota_ops;
 mod read;
 mod seek;
+mod shutdown;
 mod std_support;
 mod sync;
 mod transactions;
+mod trim;
 mod types;
 mod write;
 mod writeback;
 pub mod xattr_ops;
 
 pub use ops::{FallocMode, RenameFlags, SetAttr, LINK_MAX};
+pub use shutdown::ShutdownMode;
 pub use types::{MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
 
