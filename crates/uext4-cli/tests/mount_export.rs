@@ -237,3 +237,85 @@ fn overlayfs_over_uext4_upper_and_lower() {
     lower.unmount();
     upper.assert_clean();
 }
+
+/// Bytes the image file occupies on its filesystem.
+fn allocated(img: &Path) -> u64 {
+    fs::metadata(img).expect("stat image").blocks() * 512
+}
+
+#[test]
+fn fstrim_through_the_mount_shrinks_the_sparse_image() {
+    require_fuse!();
+    if !mount_support::have("fstrim") {
+        println!("SKIP: fstrim not installed");
+        return;
+    }
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    fx.mount("rw");
+    fs::write(fx.path("keep"), b"kept\n").expect("write keep");
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut big = File::create(fx.path("big")).expect("create big");
+    for _ in 0..16 {
+        std::io::Write::write_all(&mut big, &chunk).expect("write big");
+    }
+    big.sync_all().expect("fsync big");
+    drop(big);
+    let full = allocated(&fx.img);
+    fs::remove_file(fx.path("big")).expect("rm big");
+    let out = mount_support::run(mount_support::tool("fstrim").arg("-v").arg(&fx.mnt));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // "MNT: 52.3 MiB (54853632 bytes) trimmed"
+    let bytes: u64 = text
+        .split('(')
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("fstrim -v said {text:?}"));
+    assert!(bytes >= 16 << 20, "{text}");
+    let after = allocated(&fx.img);
+    assert!(after + (15 << 20) <= full, "the image kept its space: {full} -> {after}");
+    // As ext4: a non-root caller may not trim.
+    if mount_support::have("setpriv") {
+        let st = mount_support::tool("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "fstrim"])
+            .arg(&fx.mnt)
+            .output()
+            .expect("run setpriv");
+        assert!(!st.status.success(), "fstrim as nobody worked");
+    }
+    assert_eq!(fs::read(fx.path("keep")).expect("read keep"), b"kept\n");
+    fx.unmount();
+    fx.assert_clean();
+}
+
+#[test]
+fn shutdown_through_the_mount_refuses_writes_and_leaves_the_journal() {
+    require_fuse!();
+    if !mount_support::have("xfs_io") {
+        println!("SKIP: xfs_io not installed");
+        return;
+    }
+    let fx = Fixture::with_mkfs_args("32M", &[]);
+    fx.mount("rw");
+    fs::write(fx.path("before"), b"before\n").expect("write before");
+    // xfs_io's shutdown is XFS_IOC_GOINGDOWN, FS_IOC_SHUTDOWN's number.
+    mount_support::run(mount_support::tool("xfs_io").args(["-x", "-c", "shutdown -f"]).arg(&fx.mnt));
+    assert_eq!(errno_of(fs::write(fx.path("after"), b"x")), libc::EIO, "create after shutdown");
+    assert_eq!(
+        errno_of(
+            fs::OpenOptions::new()
+                .append(true)
+                .open(fx.path("before"))
+                .and_then(|mut f| std::io::Write::write_all(&mut f, b"more").and_then(|()| f.sync_all()))
+        ),
+        libc::EIO
+    );
+    fx.unmount();
+    assert!(fx.dumpe2fs().contains("needs_recovery"), "the journal was not left for recovery");
+    // The next open recovers; what was written before is there.
+    fx.mount("rw");
+    assert_eq!(fs::read(fx.path("before")).expect("read before"), b"before\n");
+    assert!(!fx.path("after").exists());
+    fx.unmount();
+    fx.assert_clean();
+}
