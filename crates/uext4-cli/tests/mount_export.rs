@@ -2,10 +2,13 @@
 //! `uext4 mount`: file handles (`name_to_handle_at`/`open_by_handle_at`,
 //! as an NFS server uses them: fstests generic/426, 467, 477) on live
 //! files, after the kernel dropped its caches and after an unmount and
-//! remount, stale handles of deleted files.
+//! remount, stale handles of deleted files; overlayfs with uext4 mounts
+//! as its layers (RENAME_WHITEOUT, whiteouts checked with debugfs);
+//! `fstrim -v` shrinking the sparse image; `xfs_io -c shutdown` (EIO
+//! after, the journal recovered by the next mount).
 //!
 //! Needs root and /dev/fuse (prints `SKIP: <reason>` otherwise) and the
-//! e2fsprogs tools.
+//! e2fsprogs tools; overlayfs, fstrim and xfs_io parts skip without them.
 
 use std::ffi::CString;
 use std::fs::{self, File};

@@ -1,7 +1,9 @@
 //! What exported and layered filesystems need of the engine: inodes by
 //! handle (number and generation, stale once deleted or reused), unnamed
 //! files (O_TMPFILE: on the orphan list until a link names them, deleted
-//! by their last close otherwise). Every image ends in `e2fsck -fn`.
+//! by their last close otherwise), renames leaving a whiteout (overlayfs),
+//! and the FITRIM and FS_IOC_SHUTDOWN operations. Every image ends in
+//! `e2fsck -fn`.
 
 mod rw_support;
 
@@ -77,6 +79,22 @@ fn tmpfile_lifecycle(args: &[&str]) {
     assert_eq!(fs.inodes().read(n, 0, &mut back).unwrap(), data.len());
     assert_eq!(back, data);
     assert_eq!(fs.statfs().free_inodes, free0 - 1, "only the named tmpfile is left");
+    drop(fs);
+    fsck_clean(&img);
+}
+
+#[test]
+fn a_tmpfile_left_by_a_crash_is_deleted_by_the_next_open() {
+    let Some((_d, img)) = mkfs(16, &[]) else { return };
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = fs.statfs().free_inodes;
+    let t = fs.tmpfile(ROOT, 0o600, 0, 0).unwrap();
+    fs.inodes().write(t.ino, 0, &pattern(1, 20_000)).unwrap();
+    // Down with the tmpfile open and committed: as a crash would leave it.
+    fs.shutdown_now(uext4::fs::ShutdownMode::LogFlush).unwrap();
+    drop(fs);
+    let fs = Filesystem::open_rw(&img).unwrap();
+    assert_eq!(fs.statfs().free_inodes, free0, "the orphan was deleted");
     drop(fs);
     fsck_clean(&img);
 }

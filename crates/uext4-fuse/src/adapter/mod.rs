@@ -418,8 +418,8 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     /// The inode flag ioctls, the project ioctls (FS_IOC_FSGETXATTR,
-    /// FS_IOC_FSSETXATTR) and FS_IOC_GETVERSION (see [`ioctl`]); ENOTTY
-    /// for the others, as for an unknown request.
+    /// FS_IOC_FSSETXATTR), FS_IOC_GETVERSION, FITRIM and FS_IOC_SHUTDOWN
+    /// (see [`ioctl`]); ENOTTY for the others, as for an unknown request.
     fn ioctl(
         &self,
         req: &Request,
