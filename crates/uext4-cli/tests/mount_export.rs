@@ -15,7 +15,7 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 mod mount_support;
@@ -313,6 +313,12 @@ fn shutdown_through_the_mount_refuses_writes_and_leaves_the_journal() {
         ),
         libc::EIO
     );
+    // Reads the daemon sees fail too (direct I/O skips the kernel's cache).
+    let direct = fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(fx.path("before"));
+    if let Ok(mut f) = direct {
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(errno_of(f.read(&mut buf)), libc::EIO, "O_DIRECT read after shutdown");
+    }
     fx.unmount();
     assert!(fx.dumpe2fs().contains("needs_recovery"), "the journal was not left for recovery");
     // The next open recovers; what was written before is there.
