@@ -59,6 +59,14 @@ impl Uext4Fuse {
     pub(super) fn do_lookup(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
+        if name == b"." {
+            // The kernel's way of finding a node by id alone (a file
+            // handle it no longer has cached, FUSE_EXPORT_SUPPORT): the
+            // node may be any file, and it may be gone (ESTALE).
+            let st = tri!(reply, self.fs.stat_by_handle(parent, None).map_err(|e| self.fail("lookup", e)));
+            self.entry(reply, &st);
+            return;
+        }
         let ino = match self.fs.lookup(parent, name) {
             Ok(ino) => ino,
             Err(Error::NotFound(_)) if !self.features.negative_ttl.is_zero() => {
@@ -151,8 +159,10 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn do_rename(
         &self,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -162,9 +172,8 @@ impl Uext4Fuse {
     ) {
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
-        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT;
         if !known.contains(flags) {
-            // RENAME_WHITEOUT (overlayfs) is not implemented by the library.
             reply.error(Errno::EINVAL);
             return;
         }
@@ -172,7 +181,14 @@ impl Uext4Fuse {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
-        tri!(reply, self.fs.inodes().rename(parent, name, newparent, newname, lib).map_err(|e| self.fail("rename", e)));
+        let r = if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+            // The whiteout is the caller's, as ext4's (overlayfs calls
+            // with its mounter's credentials).
+            self.fs.inodes().rename_whiteout(parent, name, newparent, newname, lib, req.uid(), req.gid())
+        } else {
+            self.fs.inodes().rename(parent, name, newparent, newname, lib)
+        };
+        tri!(reply, r.map_err(|e| self.fail("rename", e)));
         reply.ok();
     }
 

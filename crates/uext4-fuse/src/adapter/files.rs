@@ -126,6 +126,12 @@ impl Uext4Fuse {
         reply: ReplyData,
     ) {
         let ino = tri!(reply, from_fuse(ino));
+        if self.down.load(Ordering::Acquire) {
+            // After FS_IOC_SHUTDOWN reads fail too, as on ext4 (pages the
+            // kernel has cached are still served by it).
+            reply.error(Errno::EIO);
+            return;
+        }
         let mut buf = vec![0u8; size.min(MAX_READ) as usize];
         let r = if Self::is_direct(fh, flags) {
             self.fs.read_direct(ino, offset, &mut buf)

@@ -32,7 +32,12 @@ impl Uext4Fuse {
             // mount has default_permissions) and leaves the umask to the
             // library, which skips it under a default ACL (posix_acl_create).
             | InitFlags::FUSE_POSIX_ACL
-            | InitFlags::FUSE_DONT_MASK;
+            | InitFlags::FUSE_DONT_MASK
+            // File handles that outlive the kernel's inode cache (NFS
+            // export, open_by_handle_at): the kernel looks nodes up by id
+            // ("." in the node) and parents by "..", and checks the
+            // generation we return against the handle's.
+            | InitFlags::FUSE_EXPORT_SUPPORT;
         for (on, flag) in [
             (f.parallel_dirops, InitFlags::FUSE_PARALLEL_DIROPS),
             (f.readdirplus != Readdirplus::Off, InitFlags::FUSE_DO_READDIRPLUS),

@@ -1,6 +1,12 @@
 //! ioctls: the inode flags (FS_IOC_GETFLAGS/SETFLAGS, what `lsattr` and
 //! `chattr` use), the fsxattr view of them (FS_IOC_FSGETXATTR/FSSETXATTR,
-//! `xfs_io -c lsattr/chattr/stat`) and FS_IOC_GETVERSION.
+//! `xfs_io -c lsattr/chattr/stat`), FS_IOC_GETVERSION, FITRIM (`fstrim`:
+//! holes punched in the image) and FS_IOC_SHUTDOWN.
+//!
+//! FS_IOC_SHUTDOWN is `_IOR` although the caller passes its flags in: a
+//! restricted FUSE ioctl copies nothing in for a read-only direction, so
+//! the daemon never sees them. It goes down as with LOGFLUSH (committed
+//! journal left for recovery), unless a kernel does pass them.
 //!
 //! Since Linux 5.13 the VFS serves the flag ioctls itself
 //! (`vfs_fileattr_get`/`vfs_fileattr_set` in fs/file_attr.c, fs/ioctl.c
@@ -23,6 +29,7 @@ use super::Uext4Fuse;
 use crate::conv::from_fuse;
 use fuser::{Errno, INodeNo, ReplyIoctl, Request};
 use uext4::fs::ops::flags::{self, FL_APPEND, FL_IMMUTABLE};
+use uext4::fs::ShutdownMode;
 
 /// An ioctl number (asm-generic `_IOC`: direction, size, type, number).
 const fn ioc(dir: u32, ty: u8, nr: u8, size: u32) -> u32 {
@@ -30,6 +37,12 @@ const fn ioc(dir: u32, ty: u8, nr: u8, size: u32) -> u32 {
 }
 const IOC_WRITE: u32 = 1;
 const IOC_READ: u32 = 2;
+/// Size of `struct fstrim_range`: start, len, minlen (u64 each).
+const FSTRIM_RANGE_SIZE: usize = 24;
+/// `_IOWR('X', 121, struct fstrim_range)`.
+const FITRIM: u32 = ioc(IOC_READ | IOC_WRITE, b'X', 121, FSTRIM_RANGE_SIZE as u32);
+/// `_IOR('X', 125, __u32)`.
+const FS_IOC_SHUTDOWN: u32 = ioc(IOC_READ, b'X', 125, 4);
 
 /// `_IOR('f', 1, long)` and its 32-bit form.
 const FS_IOC_GETFLAGS: u32 = ioc(IOC_READ, b'f', 1, 8);
@@ -51,6 +64,11 @@ const FS_IOC_FSSETXATTR: u32 = ioc(IOC_WRITE, b'X', 32, FSXATTR_SIZE as u32);
 /// Little-endian u32 at `at` of `b`, if there.
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes)
+}
+
+/// Little-endian u64 at `at` of `b`, if there.
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    b.get(at..at + 8).and_then(|s| s.try_into().ok()).map(u64::from_le_bytes)
 }
 
 impl Uext4Fuse {
@@ -112,6 +130,44 @@ impl Uext4Fuse {
                 tri!(reply, self.set_flags_as(req, ino, new));
                 reply.ioctl(0, &[]);
             }
+            FITRIM => {
+                // CAP_SYS_ADMIN, then a writable filesystem, as ext4.
+                if req.uid() != 0 {
+                    reply.error(Errno::EPERM);
+                    return;
+                }
+                tri!(reply, self.writable());
+                let (Some(start), Some(len), Some(minlen)) =
+                    (u64_at(in_data, 0), u64_at(in_data, 8), u64_at(in_data, 16))
+                else {
+                    reply.error(Errno::EINVAL);
+                    return;
+                };
+                let trimmed = tri!(reply, self.fs.trim(start, len, minlen).map_err(|e| self.fail("fitrim", e)));
+                let mut b = [0u8; FSTRIM_RANGE_SIZE];
+                b[0..8].copy_from_slice(&start.to_le_bytes());
+                b[8..16].copy_from_slice(&trimmed.to_le_bytes());
+                b[16..24].copy_from_slice(&minlen.to_le_bytes());
+                reply.ioctl(0, &b[..out.min(FSTRIM_RANGE_SIZE)]);
+            }
+            FS_IOC_SHUTDOWN => {
+                if req.uid() != 0 {
+                    reply.error(Errno::EPERM);
+                    return;
+                }
+                let mode = match u32_at(in_data, 0) {
+                    None => ShutdownMode::LogFlush,
+                    Some(f) => match ShutdownMode::from_flags(f) {
+                        Some(m) => m,
+                        None => {
+                            reply.error(Errno::EINVAL);
+                            return;
+                        }
+                    },
+                };
+                tri!(reply, self.shut_down(mode));
+                reply.ioctl(0, &[]);
+            }
             // FS_IOC_FIEMAP among them: see the module doc.
             _ => reply.error(Errno::ENOTTY),
         }
@@ -167,6 +223,8 @@ mod tests {
         assert_eq!(FS_IOC_GETVERSION, 0x8008_7601);
         assert_eq!(FS_IOC_FSGETXATTR, 0x801c_581f);
         assert_eq!(FS_IOC_FSSETXATTR, 0x401c_5820);
+        assert_eq!(FITRIM, 0xc018_5879);
+        assert_eq!(FS_IOC_SHUTDOWN, 0x8004_587d);
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct Uext4Fuse {
     on_error: OnError,
     /// Set by the first filesystem error under `errors=remount-ro`.
     errored: AtomicBool,
+    /// Set by FS_IOC_SHUTDOWN: every change fails with EIO.
+    down: AtomicBool,
     /// Writeback-error cursor of each counted open, by file handle
     /// (Linux's `file->f_wb_err`).
     wb_cursors: Mutex<HashMap<u64, u64>>,
@@ -88,6 +90,7 @@ impl Uext4Fuse {
             read_only,
             on_error: cfg.errors,
             errored: AtomicBool::new(false),
+            down: AtomicBool::new(false),
             wb_cursors: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             inval: Arc::new(std::sync::OnceLock::new()),
@@ -113,6 +116,9 @@ impl Uext4Fuse {
     /// Ok if changes are allowed: a read-write mount that has not met a
     /// filesystem error under `errors=remount-ro`.
     fn writable(&self) -> Result<(), Errno> {
+        if self.down.load(Ordering::Acquire) {
+            return Err(Errno::EIO);
+        }
         if self.read_only || self.errored.load(Ordering::Acquire) {
             Err(Errno::EROFS)
         } else {
@@ -152,6 +158,32 @@ impl Uext4Fuse {
             _ => debug!("{op}: {e}"),
         }
         errno(&e)
+    }
+
+    /// FS_IOC_SHUTDOWN: the library goes down (journal aborted, left for
+    /// the next open to recover) and this mount refuses every change with
+    /// EIO from now on, as ext4 after a shutdown. A read-only mount only
+    /// stops accepting changes, which it never did.
+    fn shut_down(&self, mode: uext4::fs::ShutdownMode) -> Result<(), Errno> {
+        if self.down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if self.read_only {
+            return Ok(());
+        }
+        match self.fs.shutdown_now(mode) {
+            Ok(()) => {
+                warn!("shut down ({mode:?}): no further changes; the journal is left for recovery");
+                Ok(())
+            }
+            // No journal: the writes already made stand, later ones are
+            // refused here.
+            Err(Error::Unsupported(why)) => {
+                warn!("shut down ({mode:?}): {why}; refusing further changes");
+                Ok(())
+            }
+            Err(e) => Err(self.fail("shutdown", e)),
+        }
     }
 
     fn stat(&self, op: &str, ino: u32) -> Result<Stat, Errno> {
@@ -227,7 +259,7 @@ impl fuser::Filesystem for Uext4Fuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -235,7 +267,7 @@ impl fuser::Filesystem for Uext4Fuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.do_rename(parent, name, newparent, newname, flags, reply);
+        self.do_rename(req, parent, name, newparent, newname, flags, reply);
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
@@ -403,8 +435,8 @@ impl fuser::Filesystem for Uext4Fuse {
     }
 
     /// The inode flag ioctls, the project ioctls (FS_IOC_FSGETXATTR,
-    /// FS_IOC_FSSETXATTR) and FS_IOC_GETVERSION (see [`ioctl`]); ENOTTY
-    /// for the others, as for an unknown request.
+    /// FS_IOC_FSSETXATTR), FS_IOC_GETVERSION, FITRIM and FS_IOC_SHUTDOWN
+    /// (see [`ioctl`]); ENOTTY for the others, as for an unknown request.
     fn ioctl(
         &self,
         req: &Request,

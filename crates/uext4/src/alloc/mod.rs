@@ -738,6 +738,63 @@ impl Allocator {
         slot.as_ref().is_some_and(|st| st.disk[(rel / 8) as usize] >> (rel % 8) & 1 == 0)
     }
 
+    /// FITRIM's walk over the blocks `start..end`: every run of at least
+    /// `min_units` allocation units that is free both on disk and for
+    /// allocation (so neither in use, reserved, nor freed by a
+    /// transaction not yet committed) is handed to `discard` as (first
+    /// block, blocks) while its group's lock is held, so that nothing is
+    /// allocated there until the discard is done (ext4_trim_all_free's
+    /// busy marking). Returns the blocks handed over.
+    pub fn for_each_trimmable(
+        &self,
+        start: u64,
+        end: u64,
+        min_units: u32,
+        mut discard: impl FnMut(u64, u64) -> Result<()>,
+    ) -> Result<u64> {
+        let first = u64::from(self.vol.sb.first_data_block);
+        let end = end.min(self.vol.sb.blocks_count);
+        let start = start.max(first);
+        if start >= end {
+            return Ok(0);
+        }
+        let (g0, _) = self.group_of(PhysicalBlock(start));
+        let (g1, _) = self.group_of(PhysicalBlock(end - 1));
+        let mut total = 0;
+        for g in g0..=g1 {
+            self.ensure_loaded(g)?;
+            let slot = self.groups[g as usize].lock();
+            let Some(st) = slot.as_ref().filter(|st| !st.corrupt) else { continue };
+            let n = layout::group_units(&self.vol, u64::from(g));
+            let disk_free = |i: u32| st.disk.get((i / 8) as usize).is_some_and(|b| b >> (i % 8) & 1 == 0);
+            let mut from = 0;
+            while let Some((a, len)) = st.buddy.next_free_run(from) {
+                from = a + len;
+                // Split where the on-disk view disagrees.
+                let mut i = a;
+                while i < (a + len).min(n) {
+                    if !disk_free(i) {
+                        i += 1;
+                        continue;
+                    }
+                    let mut j = i;
+                    while j < (a + len).min(n) && disk_free(j) {
+                        j += 1;
+                    }
+                    let b0 = self.block_of(g, i).get().max(start);
+                    let b1 = self.block_of(g, j).get().min(end);
+                    let units = (b1.saturating_sub(b0)) >> self.cbits;
+                    if b1 > b0 && units >= u64::from(min_units.max(1)) {
+                        discard(b0, b1 - b0)?;
+                        total += b1 - b0;
+                    }
+                    i = j;
+                }
+            }
+        }
+        Ok(total)
+    }
+
     /// Free blocks on disk (what statfs reports), over all groups; with
     /// bigalloc the free clusters times the blocks per cluster.
     pub fn free_blocks(&self) -> u64 {

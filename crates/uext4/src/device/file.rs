@@ -16,6 +16,8 @@ pub struct FileDevice {
     file: File,
     size: u64,
     read_only: bool,
+    /// A raw block device (no hole punching: discard is refused).
+    block_device: bool,
 }
 
 // From <linux/fs.h>: _IOR(0x12, 114, size_t).
@@ -39,14 +41,15 @@ impl FileDevice {
     pub fn open(path: impl AsRef<Path>, writable: bool) -> io::Result<FileDevice> {
         let file = OpenOptions::new().read(true).write(writable).open(path.as_ref())?;
         let meta = file.metadata()?;
-        let size = if meta.file_type().is_block_device() {
+        let block_device = meta.file_type().is_block_device();
+        let size = if block_device {
             block_device_size(&file)?
         } else if meta.is_file() {
             meta.len()
         } else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file or block device"));
         };
-        Ok(FileDevice { file, size, read_only: !writable })
+        Ok(FileDevice { file, size, read_only: !writable, block_device })
     }
 }
 
@@ -77,5 +80,28 @@ impl BlockDevice for FileDevice {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// A hole in an image file (the file keeps its size); refused for a
+    /// raw block device.
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        if self.read_only {
+            return Err(io::Error::from_raw_os_error(libc::EROFS));
+        }
+        if self.block_device {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "discard of a block device"));
+        }
+        let n = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        check_range(offset, n, self.size)?;
+        let (o, l) = (offset as libc::off_t, len as libc::off_t);
+        // SAFETY: fallocate on a descriptor `file` owns, open for writing.
+        let rc = unsafe {
+            libc::fallocate(self.file.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, o, l)
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }

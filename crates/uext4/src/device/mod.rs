@@ -37,6 +37,14 @@ pub trait BlockDevice: Send + Sync {
     fn size(&self) -> u64;
     /// True if the device refuses writes.
     fn read_only(&self) -> bool;
+    /// Tells the device that `len` bytes at `offset` hold nothing worth
+    /// keeping (FITRIM): an image file gives the space back (a hole);
+    /// reads of the range may return anything afterwards. The default:
+    /// `Unsupported` (nothing discarded).
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "the device cannot discard"))
+    }
 }
 
 /// Checks that `len` bytes at `offset` lie inside a device of `size`
@@ -57,6 +65,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(buf, offset)
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).discard(offset, len)
     }
     fn flush(&self) -> io::Result<()> {
         (**self).flush()

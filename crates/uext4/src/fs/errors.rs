@@ -196,6 +196,9 @@ impl BlockDevice for TrackedDevice {
     fn read_only(&self) -> bool {
         self.inner.read_only()
     }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.discard(offset, len)
+    }
 }
 
 /// ext4's s_*_error_errcode values (EXT4_ERR_*).
@@ -258,6 +261,10 @@ impl FsCore {
     /// The journal failed: every change is refused (EROFS) from now on.
     pub(crate) fn check_not_aborted(&self) -> Result<()> {
         if let Some(why) = self.rw()?.txns.aborted() {
+            if why.starts_with(super::transactions::SHUTDOWN_WHY) {
+                // FS_IOC_SHUTDOWN: EIO, as ext4 answers once shut down.
+                return Err(Error::Io(io::Error::from_raw_os_error(libc::EIO)));
+            }
             return Err(Error::ReadOnly(format!("the journal has aborted ({why}); no change is accepted")));
         }
         Ok(())

@@ -34,6 +34,7 @@ mod errors;
 mod fallocate;
 mod fc_replay;
 pub mod fiemap;
+mod handles;
 mod inline;
 mod mmp;
 mod mount;
@@ -45,15 +46,18 @@ mod orphan_file;
 pub mod quota_ops;
 mod read;
 mod seek;
+mod shutdown;
 mod std_support;
 mod sync;
 mod transactions;
+mod trim;
 mod types;
 mod write;
 mod writeback;
 pub mod xattr_ops;
 
 pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
+pub use shutdown::ShutdownMode;
 pub use types::{MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
 

@@ -25,6 +25,9 @@ struct Table {
     /// Inodes truncated to zero while open: written back at their next
     /// close (auto_da_alloc).
     alloc_on_close: HashSet<u32>,
+    /// Doomed inodes made by `tmpfile` (O_TMPFILE without O_EXCL): a
+    /// link may still name them (the kernel's I_LINKABLE).
+    linkable: HashSet<u32>,
 }
 
 /// What a close must do (see [`OpenFiles::close_ref`]).
@@ -114,7 +117,34 @@ impl OpenFiles {
     /// (its own last close deletes it).
     pub(crate) fn take_doomed(&self, ino: u32) -> bool {
         let mut g = self.table.lock();
-        !g.counts.contains_key(&ino) && g.doomed.remove(&ino)
+        if g.counts.contains_key(&ino) || !g.doomed.remove(&ino) {
+            return false;
+        }
+        g.linkable.remove(&ino);
+        true
+    }
+
+    /// Counts the first handle of the new unnamed inode `ino` (O_TMPFILE),
+    /// doomed (its last close deletes it) and linkable.
+    pub(crate) fn open_tmpfile(&self, ino: u32) {
+        let mut g = self.table.lock();
+        *g.counts.entry(ino).or_insert(0) += 1;
+        g.doomed.insert(ino);
+        g.linkable.insert(ino);
+    }
+
+    /// True if `ino` is an open tmpfile that a link may still name.
+    pub(crate) fn is_linkable(&self, ino: u32) -> bool {
+        let g = self.table.lock();
+        g.linkable.contains(&ino) && g.doomed.contains(&ino) && g.counts.contains_key(&ino)
+    }
+
+    /// Tmpfile `ino` got its first name (its inode lock held): no longer
+    /// deleted by its last close.
+    pub(crate) fn linked(&self, ino: u32) {
+        let mut g = self.table.lock();
+        g.linkable.remove(&ino);
+        g.doomed.remove(&ino);
     }
 
     /// Notes that open file `ino` was truncated to zero: its next close

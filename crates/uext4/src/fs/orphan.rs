@@ -185,7 +185,7 @@ impl FsCore {
 
     /// Takes inode `ino` off the orphan list (its orphan-file slot, or
     /// its link in the chain).
-    fn orphan_remove(&self, tx: &Tx, ino: u32) -> Result<()> {
+    pub(in crate::fs) fn orphan_remove(&self, tx: &Tx, ino: u32) -> Result<()> {
         let rw = self.rw()?;
         let mut o = rw.open.lock_orphans();
         if o.remove(tx, ino)? {

@@ -106,6 +106,10 @@ impl Transactions {
                 // ext4_abort: the error goes in the superblock, written
                 // directly since the journal will write nothing more. A
                 // dead disk may refuse this too; the abort stands anyway.
+                // A shutdown is asked for, not an error (ext4's -ESHUTDOWN).
+                if why.starts_with(SHUTDOWN_WHY) {
+                    return;
+                }
                 if let Some(v) = v2.upgrade() {
                     let e = Error::Io(std::io::Error::other(why.to_string()));
                     let _ = save_error_direct(&v, &e, 0, 0, "jbd2_journal_abort");
@@ -149,6 +153,11 @@ impl Transactions {
         // Checked before waiting: a handle may wait for a commit.
         let order = lock_order::acquire(Class::Handle, 0);
         let handle = match &self.journal {
+            // After FS_IOC_SHUTDOWN every change fails with EIO, as on ext4
+            // (an abort for an error answers EROFS).
+            Some(j) if j.aborted().is_some_and(|w| w.starts_with(SHUTDOWN_WHY)) => {
+                return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EIO)));
+            }
             Some(j) => j.start_handle(credits)?,
             None => Handle::direct(vol.cache.clone()),
         };
@@ -161,6 +170,17 @@ impl Transactions {
             return Err(Error::ReadOnly(why.clone()));
         }
         Ok(())
+    }
+
+    /// Aborts the journal (see [`SHUTDOWN_WHY`]); false without one.
+    pub(crate) fn abort(&self, why: &str) -> bool {
+        match &self.journal {
+            Some(j) => {
+                j.abort(why);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Why the journal aborted, if it did.
@@ -261,6 +281,10 @@ impl Transactions {
         Ok(())
     }
 }
+
+/// How the abort of a shutdown (FS_IOC_SHUTDOWN) begins: the abort hook
+/// records no filesystem error for it.
+pub(crate) const SHUTDOWN_WHY: &str = "the filesystem was shut down";
 
 fn spawn_committer(j: Weak<JournalWriter>, every: Duration) -> Committer {
     let stop = Arc::new((Mutex::new(false), Condvar::new()));

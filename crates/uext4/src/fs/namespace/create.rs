@@ -74,6 +74,34 @@ impl FsCore {
         self.mknod(parent, name, S_IFREG | (mode & 0o7777), (0, 0), uid, gid)
     }
 
+    /// Creates an unnamed regular file near directory `parent`
+    /// (`open(dir, O_TMPFILE)`): an inode with no links, on the orphan
+    /// list, with one open handle counted (see [`FsCore::open_inode`]).
+    /// [`FsCore::link`] gives it a name (and takes it off the orphan
+    /// list); otherwise the last [`FsCore::close_inode`] deletes it, and
+    /// so does the next open after a crash.
+    pub fn tmpfile(&self, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        self.retry_nospc(|| self.tmpfile_once(parent, mode, uid, gid))
+    }
+
+    fn tmpfile_once(&self, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+        let rw = self.rw()?;
+        let _l = rw.data.locks().lock_exclusive(&[parent], &[]);
+        let dir = self.load_dir(parent)?;
+        Self::check_dir_addable(&dir)?;
+        let tx = self.begin(32)?;
+        let mut i = self.new_inode(&tx, parent, S_IFREG | (mode & 0o7777), uid, gid)?;
+        i.links_count = 0;
+        if let Err(e) = self.orphan_add(&tx, &mut i) {
+            self.release_inode(&tx, &mut i)?;
+            return Err(e);
+        }
+        rw.open.open_tmpfile(i.ino);
+        self.note_tid(&tx, &[i.ino]);
+        drop(tx);
+        self.stat(i.ino)
+    }
+
     /// Creates a directory (exact owner and mode, as [`FsCore::mknod`]).
     pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         self.retry_nospc(|| self.mkdir_once(parent, name, mode, Owner::Exact { uid, gid }))
@@ -173,7 +201,10 @@ impl FsCore {
         if ftype(&i)? == FileType::Directory {
             return Err(Error::NotPermitted("hard link to a directory".into()));
         }
-        if i.links_count == 0 {
+        // An open tmpfile may get its first name; any other inode with no
+        // links is gone (ENOENT, as linkat of an unlinked open file).
+        let tmpfile = i.links_count == 0 && rw.open.is_linkable(ino);
+        if i.links_count == 0 && !tmpfile {
             return Err(Error::NotFound(format!("inode {ino} was removed")));
         }
         // vfs_link: no new name for an immutable or append-only inode,
@@ -188,7 +219,9 @@ impl FsCore {
             return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
         }
         dw::check_encoding(&self.vol, &dir, newname)?;
-        let tx = self.begin(24)?;
+        // The tmpfile's orphan-list exit: the superblock or the orphan
+        // file's block and the previous orphan's inode.
+        let tx = self.begin(if tmpfile { 32 } else { 24 })?;
         i.links_count += 1;
         i.ctime = Timestamp::now();
         tx.write_inode(&mut i)?;
@@ -200,6 +233,12 @@ impl FsCore {
                 tx.settle();
             }
             return Err(e);
+        }
+        if tmpfile {
+            self.orphan_remove(&tx, ino)?;
+            i.dtime = 0;
+            tx.write_inode_dtime(&mut i)?;
+            rw.open.linked(ino);
         }
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;

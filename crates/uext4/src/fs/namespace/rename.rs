@@ -1,4 +1,4 @@
-//! rename(2) and renameat2's exchange and noreplace.
+//! rename(2) and renameat2's exchange, noreplace and whiteout.
 
 use super::{check_name, flags, ftype, is_dot, lossy, touch_dir};
 use crate::dir::write as dw;
@@ -25,6 +25,9 @@ struct Move<'n> {
     newparent: u32,
     newname: &'n [u8],
     flags: RenameFlags,
+    /// RENAME_WHITEOUT: the owner (uid, gid) of the whiteout left at the
+    /// source's name.
+    whiteout: Option<(u32, u32)>,
 }
 
 impl FsCore {
@@ -32,13 +35,36 @@ impl FsCore {
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
         // The new name may need a directory block a pending free holds;
         // the new name is added first, so a failure leaves nothing done.
-        self.retry_nospc(|| self.rename_checked(Move { parent, name, newparent, newname, flags }))
+        self.retry_nospc(|| self.rename_checked(Move { parent, name, newparent, newname, flags, whiteout: None }))
+    }
+
+    /// renameat2 with RENAME_WHITEOUT (what overlayfs asks of its upper
+    /// layer): as [`FsCore::rename`] with `flags`, but the source's name
+    /// is left naming a new whiteout (a character device 0:0, mode 0,
+    /// owned by `uid`/`gid`) in the same transaction, as ext4 does.
+    /// EINVAL with `flags.exchange`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename_whiteout(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        flags: RenameFlags,
+        uid: u32,
+        gid: u32,
+    ) -> Result<()> {
+        if flags.exchange {
+            return Err(Error::Invalid("RENAME_WHITEOUT with RENAME_EXCHANGE".into()));
+        }
+        let m = Move { parent, name, newparent, newname, flags, whiteout: Some((uid, gid)) };
+        self.retry_nospc(|| self.rename_checked(m))
     }
 
     /// The VFS's checks, the rename lock, then attempts until one finds
     /// the names unchanged under the locks.
     fn rename_checked(&self, m: Move<'_>) -> Result<()> {
-        let Move { parent, name, newparent, newname, flags } = m;
+        let Move { parent, name, newparent, newname, flags, .. } = m;
         check_name(name)?;
         check_name(newname)?;
         if is_dot(name) || is_dot(newname) {
@@ -61,7 +87,7 @@ impl FsCore {
     /// Returns false, having changed nothing, if a name changed between
     /// the lookups and the locks.
     fn rename_once(&self, m: Move<'_>) -> Result<bool> {
-        let Move { parent, name, newparent, newname, flags } = m;
+        let Move { parent, name, newparent, newname, flags, .. } = m;
         let rw = self.rw()?;
         let src = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
         let dst = self.lookup_unlocked(newparent, newname)?;
@@ -134,7 +160,7 @@ impl FsCore {
         mut pd: Inode,
         mut nd: Inode,
     ) -> Result<()> {
-        let Move { parent, name, newparent, newname, flags } = m;
+        let Move { parent, name, newparent, newname, flags, .. } = m;
         // Before the handle: a refused name must leave nothing half done.
         dw::check_encoding(&self.vol, &nd, newname)?;
         let mut s = self.load(src)?;
@@ -202,8 +228,13 @@ impl FsCore {
                 return Err(Error::NotEmpty(lossy(newname)));
             }
         }
-        let tx = self.begin(96)?;
+        let tx = self.begin(if m.whiteout.is_some() { 128 } else { 96 })?;
         let mut deferred = None;
+        // The whiteout first: running out of inodes changes nothing yet.
+        let whiteout = match m.whiteout {
+            Some((uid, gid)) => Some(self.new_whiteout(&tx, parent, uid, gid)?),
+            None => None,
+        };
         // New name first (the inode is then reachable by both names for
         // an instant inside the transaction, never on disk).
         match dst {
@@ -216,7 +247,14 @@ impl FsCore {
             // nd is the same directory: continue with its newest state.
             pd = nd.clone();
         }
-        dw::remove_entry(&tx, &mut pd, name)?;
+        match &whiteout {
+            Some(w) => {
+                dw::replace_entry(&tx, &mut pd, name, w.ino, file_type_of(w.mode))?;
+            }
+            None => {
+                dw::remove_entry(&tx, &mut pd, name)?;
+            }
+        }
         if src_is_dir && parent != newparent {
             dw::set_parent(&tx, &mut s, newparent)?;
             Self::bump_dir_links(&mut pd, false);
@@ -254,12 +292,24 @@ impl FsCore {
             touch_dir(&mut nd);
             tx.write_inode(&mut nd)?;
         }
-        self.note_tid(&tx, &[parent, newparent, src, dst.unwrap_or(0)]);
+        self.note_tid(&tx, &[parent, newparent, src, dst.unwrap_or(0), whiteout.map_or(0, |w| w.ino)]);
         drop(tx);
         if let Some(v) = deferred {
             self.delete_orphan(v)?;
         }
         Ok(())
+    }
+
+    /// A whiteout (character device 0:0 with no permission bits, the
+    /// kernel's WHITEOUT_MODE and WHITEOUT_DEV) allocated near `parent`,
+    /// with its one link, written.
+    fn new_whiteout(&self, tx: &crate::txn::Tx, parent: u32, uid: u32, gid: u32) -> Result<Inode> {
+        let mut w = self.new_inode(tx, parent, crate::format::inode::S_IFCHR, uid, gid)?;
+        w.links_count = 1;
+        w.flags &= !crate::format::inode::FL_EXTENTS;
+        w.block = [0; crate::format::inode::I_BLOCK_SIZE];
+        tx.write_inode(&mut w)?;
+        Ok(w)
     }
 
     /// True if directory `a` is `b` or one of its ancestors. Called with
