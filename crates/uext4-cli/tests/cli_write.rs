@@ -663,7 +663,16 @@ fn mkfs_feature_option() {
     old.fsck();
 
     fails(mk(&["-O", "frobnicate,^orphan_file"]), "frobnicate");
-    fails(mk(&["-O", "inline_data"]), "inline_data");
+    fails(mk(&["-O", "encrypt"]), "encrypt");
+    ok(mk(&["-O", "inline_data,ea_inode,large_dir", "-E", "encoding=utf8,encoding_flags=strict"]));
+    let f = features_of(&img);
+    for n in ["inline_data", "ea_inode", "large_dir", "casefold"] {
+        assert!(f.iter().any(|x| x == n), "{n}: {f:?}");
+    }
+    let new = Img { dir: tempfile::tempdir().unwrap(), img: img.clone() };
+    new.put(&src, "/a");
+    assert_eq!(new.cat("/a"), pattern(3, 50_000));
+    new.fsck();
     fails(mk(&["-O", "^has_journal,orphan_file"]), "orphan_file needs has_journal");
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use uext4::format::checksum::crc32c;
 use uext4::format::orphan_file as of;
-use uext4::mkfs::{mkfs_file, MkfsFeatures, MkfsOptions};
+use uext4::mkfs::{mkfs_file, Layout, MkfsFeatures, MkfsOptions};
 use uext4::Filesystem;
 
 /// The feature names `dumpe2fs -h` lists for `img`.
@@ -356,4 +356,114 @@ fn options_and_fixed_time() {
     let other = MkfsOptions { label: "s".into(), ..fixed };
     mkfs_file(&b, &other).unwrap();
     assert_ne!(dumpe2fs_fields(&a)["Filesystem UUID"], dumpe2fs_fields(&b)["Filesystem UUID"]);
+}
+
+/// mke2fs's `dumpe2fs -h` features of `args` (plus `-t ext4`, 64 MiB),
+/// with the defaults this mke2fs differs in from upstream's evened out:
+/// resize_inode dropped, orphan_file and metadata_csum_seed added.
+fn mke2fs_features(dir: &Path, args: &[&str]) -> (BTreeSet<String>, std::collections::BTreeMap<String, String>) {
+    let img = dir.join("mke2fs.img");
+    let st = Command::new("mke2fs").args(["-q", "-F", "-t", "ext4"]).args(args).arg(&img).arg("64M").status().unwrap();
+    assert!(st.success(), "mke2fs {args:?}");
+    let mut f = dumpe2fs_features(&img);
+    f.remove("resize_inode");
+    f.extend(set("orphan_file metadata_csum_seed"));
+    let fields = dumpe2fs_fields(&img);
+    std::fs::remove_file(&img).unwrap();
+    (f, fields)
+}
+
+/// The flag-only features (`-O inline_data`, `ea_inode`, `large_dir`,
+/// `casefold` with `-E encoding=utf8,encoding_flags=strict`): the image
+/// lists what mke2fs's lists, is clean, uext4 writes into it using the
+/// feature, and the kernel (where it has the feature) mounts and writes.
+#[test]
+fn flag_features_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let e = MkfsOptions { size: 64 << 20, features: with("inline_data"), inode_size: 128, ..Default::default() };
+    assert!(Layout::compute(&e).unwrap_err().to_string().contains("inline_data"));
+    let mut e = MkfsOptions::default();
+    assert!(e.apply_extended("encoding=utf9").is_err());
+    assert!(e.apply_extended("encoding_flags=strict").is_ok());
+    e.size = 64 << 20;
+    assert!(Layout::compute(&e).unwrap_err().to_string().contains("casefold"), "flags without casefold");
+    for (o, ext) in [
+        ("inline_data", ""),
+        ("ea_inode", ""),
+        ("large_dir", ""),
+        ("casefold", ""),
+        ("", "encoding=utf8,encoding_flags=strict"),
+    ] {
+        let img = dir.path().join("f");
+        let mut opts = MkfsOptions { size: 64 << 20, ..Default::default() };
+        let mut args = Vec::new();
+        if !o.is_empty() {
+            opts.features.apply(o).unwrap();
+            args.extend(["-O", o]);
+        }
+        if !ext.is_empty() {
+            opts.apply_extended(ext).unwrap();
+            args.extend(["-E", ext]);
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{o}{ext}: {e}"));
+        let (want, theirs) = mke2fs_features(dir.path(), &args);
+        assert_eq!(dumpe2fs_features(&img), want, "{o}{ext}");
+        let ours = dumpe2fs_fields(&img);
+        assert_eq!(ours.get("Character encoding"), theirs.get("Character encoding"), "{o}{ext}");
+        fsck_clean(&img);
+        let casefold = opts.features.casefold;
+        if casefold {
+            let raw = std::fs::read(&img).unwrap();
+            let flags = u16::from_le_bytes([raw[1024 + 0x27E], raw[1024 + 0x27F]]);
+            assert_eq!(flags, u16::from(!ext.is_empty()), "s_encoding_flags");
+        }
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        fs.write("/small", b"tiny file").unwrap();
+        let f = fs.resolve("/small").unwrap();
+        if opts.features.inline_data {
+            // New directories start inline, as the kernel's.
+            let d = fs.mkdir(root, b"sub", 0o755, 0, 0).unwrap().ino;
+            let fl = fs.inodes().stat(d).unwrap().flags;
+            assert_ne!(fl & uext4::format::inode::FL_INLINE_DATA, 0, "not inline");
+        }
+        if opts.features.ea_inode {
+            fs.set_xattr(f, b"user.big", &vec![7u8; 6000], uext4::fs::XattrSetMode::Any).unwrap();
+        }
+        if casefold {
+            let d = fs.mkdir(root, b"cf", 0o755, 0, 0).unwrap().ino;
+            fs.set_casefold(d, true).unwrap();
+            let a = fs.create(d, b"Name", 0o644, 0, 0).unwrap().ino;
+            assert_eq!(fs.lookup(d, b"nAME").unwrap(), a);
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        if casefold {
+            // This kernel has no CONFIG_UNICODE.
+            continue;
+        }
+        if let Some(why) = rw_support::kernel_unavailable() {
+            eprintln!("SKIP: kernel mount: {why}");
+            continue;
+        }
+        let m = KernelMount::new(&img, "").unwrap();
+        assert_eq!(std::fs::read(m.path().join("small")).unwrap(), b"tiny file");
+        std::fs::write(m.path().join("k"), b"from the kernel").unwrap();
+        std::fs::create_dir(m.path().join("kd")).unwrap();
+        m.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
+        if opts.features.ea_inode {
+            assert_eq!(fs.get_xattr(fs.resolve("/small").unwrap(), b"user.big").unwrap(), vec![7u8; 6000]);
+        }
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
 }

@@ -36,6 +36,10 @@ pub struct MkfsOptions {
     /// Owner of the root directory (`-E root_owner=uid:gid`; default the
     /// calling process's).
     pub root_owner: Option<(u32, u32)>,
+    /// `s_encoding_flags` of a casefold image (`-E encoding_flags=strict`
+    /// gives 1: names invalid in UTF-8 are refused in casefolded
+    /// directories); 0 without casefold.
+    pub encoding_flags: u16,
     /// A fixed creation time (`SOURCE_DATE_EPOCH`) for reproducible
     /// images: every timestamp mkfs writes is this one, and a UUID or
     /// hash seed not given is derived from it (and the label) instead of
@@ -58,6 +62,7 @@ impl Default for MkfsOptions {
             inodes: None,
             hash_seed: None,
             root_owner: None,
+            encoding_flags: 0,
             time: None,
         }
     }
@@ -72,6 +77,7 @@ impl MkfsOptions {
 
     /// Applies a mke2fs `-E` list (comma-separated): `hash_seed=UUID`,
     /// `root_owner[=uid:gid]` (without a value: the calling process's),
+    /// `encoding=utf8` (turns casefold on), `encoding_flags=strict`,
     /// and, accepted for compatibility because uext4 mkfs behaves so
     /// anyway (its image files are sparse, their tables read as zeros and
     /// no device is discarded), `lazy_itable_init=0|1`,
@@ -99,6 +105,19 @@ impl MkfsOptions {
                             Error::Invalid(format!("-E root_owner={v}: expected uid:gid (two numbers)"))
                         })?);
                 }
+                // utf8 (12.1) is the only encoding mke2fs knows; naming it
+                // turns casefold on, as there.
+                ("encoding", Some("utf8" | "utf8-12.1")) => next.features.casefold = true,
+                ("encoding_flags", Some(v)) => {
+                    next.encoding_flags = 0;
+                    for flag in v.split('-') {
+                        match flag {
+                            "strict" => next.encoding_flags |= 1,
+                            "nostrict" => next.encoding_flags &= !1,
+                            _ => bad.push(item.to_string()),
+                        }
+                    }
+                }
                 ("lazy_itable_init" | "lazy_journal_init", Some("0" | "1")) | ("discard" | "nodiscard", None) => {}
                 _ => bad.push(item.to_string()),
             }
@@ -106,7 +125,7 @@ impl MkfsOptions {
         if !bad.is_empty() {
             return Err(Error::Invalid(format!(
                 "extended option(s) uext4 mkfs does not know or support: {} (it takes hash_seed=UUID, \
-                 root_owner[=uid:gid], lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
+                 root_owner[=uid:gid], encoding=utf8, encoding_flags=strict, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
                 bad.join(", ")
             )));
         }
@@ -159,6 +178,16 @@ pub struct MkfsFeatures {
     /// An orphan file (inode 12) instead of the `s_last_orphan` chain only.
     /// Made only with a journal (the kernel and e2fsck refuse it without).
     pub orphan_file: bool,
+    /// Small files and directories stored in the inode (needs inodes of
+    /// at least 256 bytes, as mke2fs requires).
+    pub inline_data: bool,
+    /// Extended attribute values in their own inodes.
+    pub ea_inode: bool,
+    /// Directories with three-level hash trees and over 2 GiB.
+    pub large_dir: bool,
+    /// Case-insensitive directories (`+F`); the encoding is
+    /// [`MkfsOptions::encoding_flags`]'s (utf8, as mke2fs's only).
+    pub casefold: bool,
 }
 
 impl Default for MkfsFeatures {
@@ -173,13 +202,17 @@ impl Default for MkfsFeatures {
             dir_nlink: true,
             extra_isize: true,
             orphan_file: true,
+            inline_data: false,
+            ea_inode: false,
+            large_dir: false,
+            casefold: false,
         }
     }
 }
 
 impl MkfsFeatures {
     /// The features mkfs can add or drop, by their e2fsprogs names.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 13] = [
         "has_journal",
         "huge_file",
         "flex_bg",
@@ -189,6 +222,10 @@ impl MkfsFeatures {
         "dir_nlink",
         "extra_isize",
         "orphan_file",
+        "inline_data",
+        "ea_inode",
+        "large_dir",
+        "casefold",
     ];
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -202,6 +239,10 @@ impl MkfsFeatures {
             "dir_nlink" => &mut self.dir_nlink,
             "extra_isize" => &mut self.extra_isize,
             "orphan_file" => &mut self.orphan_file,
+            "inline_data" => &mut self.inline_data,
+            "ea_inode" => &mut self.ea_inode,
+            "large_dir" => &mut self.large_dir,
+            "casefold" => &mut self.casefold,
             _ => return None,
         })
     }
@@ -469,6 +510,12 @@ impl Layout {
         let bpg = 8 * bs;
         let feat = opts.features;
         feat.check()?;
+        if feat.inline_data && isz < 256 {
+            return Err(Error::Invalid(format!("{isz}-byte inodes are too small for inline_data (at least 256)")));
+        }
+        if opts.encoding_flags != 0 && !feat.casefold {
+            return Err(Error::Invalid("encoding_flags needs casefold (-O casefold or -E encoding=utf8)".into()));
+        }
         let mut blocks = opts.size / u64::from(bs);
         if blocks >= 1 << 48 {
             return Err(Error::Invalid("filesystem too large".into()));

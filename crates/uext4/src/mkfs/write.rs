@@ -99,6 +99,10 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         (feat.bit64, incompat::BIT64),
         (feat.flex_bg, incompat::FLEX_BG),
         (feat.metadata_csum_seed, incompat::CSUM_SEED),
+        (feat.inline_data, incompat::INLINE_DATA),
+        (feat.ea_inode, incompat::EA_INODE),
+        (feat.large_dir, incompat::LARGEDIR),
+        (feat.casefold, incompat::CASEFOLD),
     ] {
         if on {
             inc |= bit;
@@ -159,6 +163,10 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     }
     if orphan {
         put_le32(&mut b, 0x280, ORPHAN_INO);
+    }
+    if feat.casefold {
+        put_le16(&mut b, 0x27C, 1); // EXT4_ENC_UTF8_12_1
+        put_le16(&mut b, 0x27E, opts.encoding_flags);
     }
     let hi = (now.sec >> 32) as u8;
     b[0x274] = hi; // wtime
