@@ -673,6 +673,13 @@ fn mkfs_feature_option() {
     new.put(&src, "/a");
     assert_eq!(new.cat("/a"), pattern(3, 50_000));
     new.fsck();
+    ok(mk(&["-O", "quota", "-E", "quotatype=usrquota:grpquota:prjquota"]));
+    let fields = dumpe2fs_fields(&img);
+    for (k, v) in [("User quota inode", "3"), ("Group quota inode", "4"), ("Project quota inode", "12")] {
+        assert_eq!(fields.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    new.put(&src, "/a");
+    new.fsck();
     fails(mk(&["-O", "^has_journal,orphan_file"]), "orphan_file needs has_journal");
 }
 

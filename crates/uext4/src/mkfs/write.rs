@@ -1,6 +1,6 @@
 //! Writing a computed layout to a device.
 
-use super::layout::{Layout, MkfsOptions, FIRST_INO, LPF_INO, ORPHAN_INO};
+use super::layout::{Layout, MkfsOptions, FIRST_INO, LPF_INO};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::block_number::LogicalBlock;
@@ -11,6 +11,8 @@ use crate::format::extent::{encode_node, set_block_checksum, Extent, ExtentHeade
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, ROOT_INO, S_IFDIR, S_IFREG};
+use crate::format::quota::QuotaType;
+
 use crate::format::orphan_file;
 use crate::format::superblock::{Superblock, EXT4_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 
@@ -22,6 +24,9 @@ fn random_bytes() -> [u8; 16] {
     }
     b
 }
+
+/// `EXT4_IMMUTABLE_FL`: mke2fs's quota inodes carry it.
+const FL_IMMUTABLE: u32 = 0x10;
 
 /// A random (version 4) UUID.
 fn uuid_v4() -> [u8; 16] {
@@ -114,6 +119,8 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         (feat.huge_file, ro_compat::HUGE_FILE),
         (feat.dir_nlink, ro_compat::DIR_NLINK),
         (feat.extra_isize, ro_compat::EXTRA_ISIZE),
+        (feat.quota, ro_compat::QUOTA),
+        (feat.project, ro_compat::PROJECT),
     ] {
         if on {
             ro |= bit;
@@ -162,7 +169,12 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         put_le32(&mut b, 0x270, crc32c(!0, &ids.uuid));
     }
     if orphan {
-        put_le32(&mut b, 0x280, ORPHAN_INO);
+        put_le32(&mut b, 0x280, l.orphan_ino);
+    }
+    for (off, q) in [(0x240, l.quota[0]), (0x244, l.quota[1]), (0x26C, l.quota[2])] {
+        if let Some((ino, _, _)) = q {
+            put_le32(&mut b, off, ino);
+        }
     }
     if feat.casefold {
         put_le16(&mut b, 0x27C, 1); // EXT4_ENC_UTF8_12_1
@@ -248,10 +260,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     let mut ids = Ids { uuid, hash_seed, now, journal_iblock: [0; 15] };
 
     // Inodes of the root, lost+found and the journal.
-    let (uid, gid) = opts.root_owner.unwrap_or_else(|| {
-        // SAFETY: getuid/getgid have no preconditions and cannot fail.
-        unsafe { (libc::getuid(), libc::getgid()) }
-    });
+    let (uid, gid) = opts.root_ids();
     let stub = superblock_raw(&l, &opts, &ids, 0, 0)?;
     let seed = stub.csum_seed();
     let inode_seed = |ino: u32| crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
@@ -273,7 +282,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         }
     }
     let sb0 = superblock_raw(&l, &opts, &ids, 0, 0)?;
-    let mut itable0: Vec<u8> = vec![0u8; ORPHAN_INO as usize * usize::from(l.inode_size)];
+    let mut itable0: Vec<u8> = vec![0u8; l.used_inodes as usize * usize::from(l.inode_size)];
     let mut put_inode = |ino: &mut Inode| -> Result<()> {
         let raw = ino.encode(&sb0)?.to_vec();
         let off = (ino.ino as usize - 1) * usize::from(l.inode_size);
@@ -281,7 +290,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         Ok(())
     };
     for n in 1..FIRST_INO {
-        if n == ROOT_INO || (n == JOURNAL_INO && !l.journal.is_empty()) {
+        if n == ROOT_INO || (n == JOURNAL_INO && !l.journal.is_empty()) || l.quota.iter().flatten().any(|q| q.0 == n) {
             continue;
         }
         // Reserved inodes: empty, but stamped and checksummed like mke2fs's.
@@ -325,7 +334,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     }
     if l.orphan.1 > 0 {
         // Like mke2fs's: root's, generation 0, no links from any directory.
-        let mut o = Inode::new_raw(&sb0, ORPHAN_INO);
+        let mut o = Inode::new_raw(&sb0, l.orphan_ino);
         o.mode = S_IFREG | 0o600;
         o.links_count = 1;
         o.size = u64::from(l.orphan.1) * bs as u64;
@@ -336,9 +345,29 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         put_inode(&mut o)?;
     }
 
+    for ty in QuotaType::ALL {
+        let Some((ino, start, n)) = l.quota[ty.index()] else { continue };
+        // Like mke2fs's: root's, immutable, no links from any directory.
+        let data = l.quota_file(ty);
+        let mut q = Inode::new_raw(&sb0, ino);
+        q.mode = S_IFREG | 0o600;
+        q.links_count = 1;
+        q.size = data.len() as u64;
+        q.blocks_512 = u64::from(n) * bs as u64 / 512;
+        q.flags = FL_EXTENTS | FL_IMMUTABLE;
+        (q.atime, q.ctime, q.mtime, q.crtime) = (now, now, now, Some(now));
+        q.block = extent_root(&[(start, n)], None)?;
+        put_inode(&mut q)?;
+        let mut buf = data.to_vec();
+        buf.resize(n as usize * bs, 0);
+        for (k, chunk) in buf.chunks(bs).enumerate() {
+            w.block(start + k as u64, chunk)?;
+        }
+    }
+
     // Orphan file blocks: no slot taken, a sealed tail each.
     let csum = opts.features.metadata_csum;
-    let orphan_seed = csum.then(|| inode_seed(ORPHAN_INO));
+    let orphan_seed = csum.then(|| inode_seed(l.orphan_ino));
     for k in 0..u64::from(l.orphan.1) {
         let p = l.orphan.0 + k;
         let mut b = vec![0u8; bs];
@@ -401,11 +430,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         let used = l.used_in_group(g);
         let free = n - used;
         total_free += u64::from(free);
-        let used_inodes = match g {
-            0 if l.orphan.1 > 0 => ORPHAN_INO,
-            0 => FIRST_INO,
-            _ => 0,
-        };
+        let used_inodes = if g == 0 { l.used_inodes } else { 0 };
         total_free_inodes += u64::from(ipg - used_inodes);
         // Only a superblock backup in it: leave the bitmap uninitialised.
         let block_uninit = g != 0 && g + 1 != l.groups && used == l.super_blocks(g);
