@@ -324,7 +324,8 @@ enum Cmd {
         #[arg(short = 'U', long)]
         uuid: Option<String>,
         /// Extended options as mke2fs -E, comma-separated: hash_seed=UUID, root_owner[=uid:gid],
-        /// encoding=utf8, encoding_flags=strict, quotatype=usrquota:grpquota:prjquota, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard
+        /// encoding=utf8, encoding_flags=strict, quotatype=usrquota:grpquota:prjquota,
+        /// mmp_update_interval=SECONDS, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard
         #[arg(short = 'E', value_name = "OPTIONS")]
         extended: Vec<String>,
         /// Fill the filesystem from this host directory (as mke2fs -d)
@@ -339,7 +340,7 @@ enum Cmd {
         no_metadata_csum: bool,
         /// Features to add (name) or drop (^name), comma-separated, as mke2fs -O: has_journal,
         /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit, dir_nlink, extra_isize,
-        /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project
+        /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project, mmp
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
     },

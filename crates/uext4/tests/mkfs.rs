@@ -533,3 +533,57 @@ fn quota_images_match_mke2fs() {
         std::fs::remove_file(&img).unwrap();
     }
 }
+
+/// `-O mmp` (with `-E mmp_update_interval=`): the MMP block is clean
+/// with mke2fs's interval, e2fsck is happy, uext4 opens the image
+/// read-write (taking and releasing the block), and the kernel mounts it
+/// and writes.
+#[test]
+fn mmp_images_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = MkfsOptions::default();
+    assert!(e.apply_extended("mmp_update_interval=301").is_err());
+    for (ext, bs) in [("", 1024), ("mmp_update_interval=10", 4096)] {
+        let what = format!("-O mmp -E {ext} -b {bs}");
+        let img = dir.path().join("m");
+        let mut opts =
+            MkfsOptions { size: 64 << 20, block_size: Some(bs), features: with("mmp"), ..Default::default() };
+        let bs_arg = bs.to_string();
+        let mut args = vec!["-O", "mmp,orphan_file", "-b", &bs_arg];
+        if !ext.is_empty() {
+            opts.apply_extended(ext).unwrap();
+            args.extend(["-E", ext]);
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, theirs) = mke2fs_features(dir.path(), &args);
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        assert_eq!(ours.get("MMP update interval"), theirs.get("MMP update interval"), "{what}");
+        assert_eq!(ours.get("mmp_sequence").map(String::as_str), Some("0xff4d4d50"), "{what}: not clean");
+        fsck_clean(&img);
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        fs.write("/f", b"under mmp").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        assert_eq!(dumpe2fs_fields(&img).get("mmp_sequence").map(String::as_str), Some("0xff4d4d50"), "{what}");
+        fsck_clean(&img);
+        if let Some(why) = rw_support::kernel_unavailable() {
+            eprintln!("SKIP: kernel mount: {why}");
+            continue;
+        }
+        let m = KernelMount::new(&img, "").unwrap();
+        assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"under mmp");
+        std::fs::write(m.path().join("k"), b"from the kernel").unwrap();
+        m.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
+}

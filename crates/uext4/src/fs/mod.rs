@@ -34,7 +34,7 @@ mod fallocate;
 mod fc_replay;
 pub mod fiemap;
 mod inline;
-mod mmp;
+pub(crate) mod mmp;
 mod mount;
 mod namespace;
 mod open_files;

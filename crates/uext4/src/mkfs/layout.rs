@@ -46,6 +46,9 @@ pub struct MkfsOptions {
     /// default, user and group (and project with the project feature).
     /// Naming prjquota turns the project feature on, as in mke2fs.
     pub quota_types: Option<[bool; 3]>,
+    /// `s_mmp_update_interval` of an mmp image (`-E
+    /// mmp_update_interval=`, seconds, at most 300; mke2fs's default 5).
+    pub mmp_update_interval: u16,
     /// A fixed creation time (`SOURCE_DATE_EPOCH`) for reproducible
     /// images: every timestamp mkfs writes is this one, and a UUID or
     /// hash seed not given is derived from it (and the label) instead of
@@ -70,6 +73,7 @@ impl Default for MkfsOptions {
             root_owner: None,
             encoding_flags: 0,
             quota_types: None,
+            mmp_update_interval: crate::format::mmp::MIN_CHECK_INTERVAL,
             time: None,
         }
     }
@@ -106,6 +110,7 @@ impl MkfsOptions {
     /// `root_owner[=uid:gid]` (without a value: the calling process's),
     /// `encoding=utf8` (turns casefold on), `encoding_flags=strict`,
     /// `quotatype=usrquota:grpquota:prjquota` (prjquota turns project on),
+    /// `mmp_update_interval=SECONDS` (0 and less than 5 give 5),
     /// and, accepted for compatibility because uext4 mkfs behaves so
     /// anyway (its image files are sparse, their tables read as zeros and
     /// no device is discarded), `lazy_itable_init=0|1`,
@@ -161,6 +166,12 @@ impl MkfsOptions {
                     }
                     next.quota_types = Some(types);
                 }
+                ("mmp_update_interval", Some(v)) => match v.parse::<u16>() {
+                    Ok(n) if n <= crate::format::mmp::MAX_CHECK_INTERVAL => {
+                        next.mmp_update_interval = n.max(crate::format::mmp::MIN_CHECK_INTERVAL)
+                    }
+                    _ => bad.push(item.to_string()),
+                },
                 ("lazy_itable_init" | "lazy_journal_init", Some("0" | "1")) | ("discard" | "nodiscard", None) => {}
                 _ => bad.push(item.to_string()),
             }
@@ -169,7 +180,7 @@ impl MkfsOptions {
             return Err(Error::Invalid(format!(
                 "extended option(s) uext4 mkfs does not know or support: {} (it takes hash_seed=UUID, \
                  root_owner[=uid:gid], encoding=utf8, encoding_flags=strict, \
-                 quotatype=usrquota:grpquota:prjquota, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
+                 quotatype=usrquota:grpquota:prjquota, mmp_update_interval=0..300, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
                 bad.join(", ")
             )));
         }
@@ -238,6 +249,9 @@ pub struct MkfsFeatures {
     /// Project ids (`i_projid`); with quota, a project quota file too.
     /// Needs inodes of at least 256 bytes.
     pub project: bool,
+    /// Multi-mount protection: an MMP block, left clean, checked every
+    /// [`MkfsOptions::mmp_update_interval`] seconds.
+    pub mmp: bool,
 }
 
 impl Default for MkfsFeatures {
@@ -258,13 +272,14 @@ impl Default for MkfsFeatures {
             casefold: false,
             quota: false,
             project: false,
+            mmp: false,
         }
     }
 }
 
 impl MkfsFeatures {
     /// The features mkfs can add or drop, by their e2fsprogs names.
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "has_journal",
         "huge_file",
         "flex_bg",
@@ -280,6 +295,7 @@ impl MkfsFeatures {
         "casefold",
         "quota",
         "project",
+        "mmp",
     ];
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -299,6 +315,7 @@ impl MkfsFeatures {
             "casefold" => &mut self.casefold,
             "quota" => &mut self.quota,
             "project" => &mut self.project,
+            "mmp" => &mut self.mmp,
             _ => return None,
         })
     }
@@ -444,6 +461,8 @@ pub struct Layout {
     pub quota: [Option<(u32, u64, u32)>; 3],
     /// The quota files' contents.
     quota_data: [Vec<u8>; 3],
+    /// The MMP block (0 without mmp).
+    pub mmp_block: u64,
     /// Inodes in use: 1 up to this one (all in group 0).
     pub used_inodes: u32,
     used: Vec<u64>,
@@ -655,6 +674,7 @@ impl Layout {
             quota: [None; 3],
             quota_data: Default::default(),
             used_inodes: FIRST_INO,
+            mmp_block: 0,
             used: vec![0; blocks.div_ceil(64) as usize],
         };
         // Block 0 holds the boot sector (and, with 4 KiB blocks, the
@@ -730,6 +750,9 @@ impl Layout {
             let what = format!("the {} quota file", ty.name());
             l.quota[ty.index()] = Some((ino, l.take(l.group_start(0), u64::from(n), &what)?, n));
             l.quota_data[ty.index()] = data;
+        }
+        if feat.mmp {
+            l.mmp_block = l.take(l.group_start(0), 1, "the MMP block")?;
         }
         // A journal of 0 blocks (asked, or the default of a tiny
         // filesystem) means no journal, hence no orphan file.

@@ -11,7 +11,9 @@ use crate::format::extent::{encode_node, set_block_checksum, Extent, ExtentHeade
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, ROOT_INO, S_IFDIR, S_IFREG};
+use crate::format::mmp::{self, Mmp};
 use crate::format::quota::QuotaType;
+use crate::fs::mmp::nodename;
 
 use crate::format::orphan_file;
 use crate::format::superblock::{Superblock, EXT4_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
@@ -108,6 +110,7 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         (feat.ea_inode, incompat::EA_INODE),
         (feat.large_dir, incompat::LARGEDIR),
         (feat.casefold, incompat::CASEFOLD),
+        (feat.mmp, incompat::MMP),
     ] {
         if on {
             inc |= bit;
@@ -175,6 +178,11 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         if let Some((ino, _, _)) = q {
             put_le32(&mut b, off, ino);
         }
+    }
+    if feat.mmp {
+        put_le16(&mut b, 0x166, opts.mmp_update_interval);
+        put_le32(&mut b, 0x168, l.mmp_block as u32);
+        put_le32(&mut b, 0x16C, (l.mmp_block >> 32) as u32);
     }
     if feat.casefold {
         put_le16(&mut b, 0x27C, 1); // EXT4_ENC_UTF8_12_1
@@ -363,6 +371,20 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         for (k, chunk) in buf.chunks(bs).enumerate() {
             w.block(start + k as u64, chunk)?;
         }
+    }
+
+    if l.mmp_block != 0 {
+        // Clean, as mke2fs leaves it; no host name in a reproducible image.
+        let m = Mmp {
+            seq: mmp::SEQ_CLEAN,
+            time: now.sec.max(0) as u64,
+            nodename: mmp::name_field(&if opts.time.is_some() { Vec::new() } else { nodename() }),
+            bdevname: [0; 32],
+            check_interval: opts.mmp_update_interval,
+        };
+        let mut b = vec![0u8; bs];
+        m.encode(&mut b, opts.features.metadata_csum.then_some(seed));
+        w.block(l.mmp_block, &b)?;
     }
 
     // Orphan file blocks: no slot taken, a sealed tail each.
