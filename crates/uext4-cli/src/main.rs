@@ -340,7 +340,8 @@ enum Cmd {
         no_metadata_csum: bool,
         /// Features to add (name) or drop (^name), comma-separated, as mke2fs -O: has_journal,
         /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit, dir_nlink, extra_isize,
-        /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project, mmp
+        /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project, mmp,
+        /// fast_commit
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
     },

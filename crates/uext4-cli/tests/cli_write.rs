@@ -680,6 +680,10 @@ fn mkfs_feature_option() {
     }
     new.put(&src, "/a");
     new.fsck();
+    ok(mk(&["-O", "fast_commit"]));
+    assert_eq!(dumpe2fs_fields(&img).get("Fast commit length").map(String::as_str), Some("64"));
+    new.put(&src, "/a");
+    new.fsck();
     ok(mk(&["-O", "mmp", "-E", "mmp_update_interval=7"]));
     assert_eq!(dumpe2fs_fields(&img).get("MMP update interval").map(String::as_str), Some("7"));
     new.put(&src, "/a");

@@ -587,3 +587,66 @@ fn mmp_images_match_mke2fs() {
         std::fs::remove_file(&img).unwrap();
     }
 }
+
+/// `-O fast_commit`: the journal grows by mke2fs's fast-commit area
+/// (a 64th of the default journal, whatever `-J size=` says), e2fsck is
+/// happy, uext4 writes into the image, and the kernel mounts it, writes
+/// and fsyncs (fast commits) and leaves it clean.
+#[test]
+fn fast_commit_images_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let mut nj = with("^has_journal");
+    nj.apply("fast_commit").unwrap();
+    assert!(nj.check().is_err(), "fast_commit without a journal");
+    let dir = tempfile::tempdir().unwrap();
+    for (bs, jmib) in [(1024u32, None), (1024, Some(8u32)), (4096, None)] {
+        let what = format!("-O fast_commit -b {bs} -J size={jmib:?}");
+        let img = dir.path().join("fc");
+        let opts = MkfsOptions {
+            size: 64 << 20,
+            block_size: Some(bs),
+            journal_blocks: jmib.map(|m| (m << 20) / bs),
+            features: with("fast_commit"),
+            ..Default::default()
+        };
+        let bs_arg = bs.to_string();
+        let j_arg = format!("size={}", jmib.unwrap_or(0));
+        let mut args = vec!["-O", "fast_commit,orphan_file", "-b", &bs_arg];
+        if jmib.is_some() {
+            args.extend(["-J", &j_arg]);
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, theirs) = mke2fs_features(dir.path(), &args);
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        for f in ["Total journal blocks", "Fast commit length", "Journal features"] {
+            assert_eq!(ours.get(f), theirs.get(f), "{what}: {f}");
+        }
+        fsck_clean(&img);
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        fs.write("/f", b"fast").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        if let Some(why) = rw_support::kernel_unavailable() {
+            eprintln!("SKIP: kernel mount: {why}");
+            continue;
+        }
+        let m = KernelMount::new(&img, "").unwrap();
+        assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"fast");
+        let mut k = std::fs::File::create(m.path().join("k")).unwrap();
+        k.write_all(b"from the kernel").unwrap();
+        k.sync_all().unwrap();
+        drop(k);
+        m.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
+}

@@ -252,6 +252,10 @@ pub struct MkfsFeatures {
     /// Multi-mount protection: an MMP block, left clean, checked every
     /// [`MkfsOptions::mmp_update_interval`] seconds.
     pub mmp: bool,
+    /// A fast-commit area after the journal: 1/64 of mke2fs's default
+    /// journal size for the filesystem, added to the journal as mke2fs
+    /// does (`s_num_fc_blks`). Needs a journal.
+    pub fast_commit: bool,
 }
 
 impl Default for MkfsFeatures {
@@ -273,13 +277,14 @@ impl Default for MkfsFeatures {
             quota: false,
             project: false,
             mmp: false,
+            fast_commit: false,
         }
     }
 }
 
 impl MkfsFeatures {
     /// The features mkfs can add or drop, by their e2fsprogs names.
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 17] = [
         "has_journal",
         "huge_file",
         "flex_bg",
@@ -296,6 +301,7 @@ impl MkfsFeatures {
         "quota",
         "project",
         "mmp",
+        "fast_commit",
     ];
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -316,6 +322,7 @@ impl MkfsFeatures {
             "quota" => &mut self.quota,
             "project" => &mut self.project,
             "mmp" => &mut self.mmp,
+            "fast_commit" => &mut self.fast_commit,
             _ => return None,
         })
     }
@@ -386,6 +393,9 @@ impl MkfsFeatures {
         if self.orphan_file && !self.has_journal {
             return Err(Error::Invalid("orphan_file needs has_journal".into()));
         }
+        if self.fast_commit && !self.has_journal {
+            return Err(Error::Invalid("fast_commit needs has_journal".into()));
+        }
         Ok(())
     }
 }
@@ -444,7 +454,11 @@ pub struct Layout {
     /// Per-group metadata.
     pub meta: Vec<GroupMeta>,
     /// Journal runs (start, len) in logical order; empty without a journal.
+    /// With fast_commit they include the fast-commit area (its last
+    /// [`Self::fc_blocks`] blocks).
     pub journal: Vec<(u64, u32)>,
+    /// Blocks of the journal's fast-commit area (0 without fast_commit).
+    pub fc_blocks: u32,
     /// Extent leaf block for a journal with more than 4 runs.
     pub journal_leaf: Option<u64>,
     /// Root directory's block.
@@ -667,6 +681,7 @@ impl Layout {
             meta: Vec::with_capacity(groups as usize),
             journal: Vec::new(),
             journal_leaf: None,
+            fc_blocks: 0,
             root_block: 0,
             lpf: (0, 0),
             orphan: (0, 0),
@@ -770,7 +785,11 @@ impl Layout {
             if jblocks < 1024 {
                 return Err(Error::Invalid(format!("journal of {jblocks} blocks is too small (minimum 1024)")));
             }
-            l.place_journal(jblocks)?;
+            if feat.fast_commit {
+                // mke2fs: a 64th of the default journal, whatever -J size= says.
+                l.fc_blocks = default_journal_blocks(blocks) / 64;
+            }
+            l.place_journal(jblocks + l.fc_blocks)?;
         }
         Ok(l)
     }

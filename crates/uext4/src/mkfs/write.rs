@@ -100,6 +100,9 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     if orphan {
         compat_f |= compat::ORPHAN_FILE;
     }
+    if journal && l.fc_blocks > 0 {
+        compat_f |= compat::FAST_COMMIT;
+    }
     put_le32(&mut b, 0x5C, compat_f);
     let mut inc = incompat::FILETYPE | incompat::EXTENTS;
     for (on, bit) in [
@@ -235,7 +238,7 @@ fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]>
 
 /// An empty jbd2 (v2) superblock for an internal journal of `blocks`
 /// blocks: log starts at block 1, sequence 1, nothing to recover.
-fn journal_superblock(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Vec<u8> {
+fn journal_superblock(block_size: u32, blocks: u32, fc_blocks: u32, uuid: &[u8; 16]) -> Vec<u8> {
     let mut b = vec![0u8; block_size as usize];
     let be = |b: &mut [u8], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_be_bytes());
     be(&mut b, 0x0, 0xC03B_3998); // magic
@@ -246,6 +249,7 @@ fn journal_superblock(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Vec<u8> 
     be(&mut b, 0x18, 1); // first expected sequence
     b[0x30..0x40].copy_from_slice(uuid);
     be(&mut b, 0x40, 1); // one user: this filesystem
+    be(&mut b, 0x54, fc_blocks); // s_num_fc_blks, within s_maxlen
     b
 }
 
@@ -426,7 +430,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         w.block(*lb, buf)?;
     }
     if !l.journal.is_empty() {
-        let jsb = journal_superblock(l.block_size, jblocks as u32, &ids.uuid);
+        let jsb = journal_superblock(l.block_size, jblocks as u32, l.fc_blocks, &ids.uuid);
         w.block(l.journal[0].0, &jsb)?;
         if !zeroed {
             let zero = vec![0u8; bs];
