@@ -879,4 +879,21 @@ fn mkfs_d_is_reproducible() {
     let d = dumpe2fs_fields(&a);
     assert_eq!(d["Mount count"], "0");
     assert_eq!(d["Last mount time"], "n/a");
+    // With an MMP block (which the populating mount stamps with its host
+    // and clock; mkfs cleans it) and quota files too.
+    let build_f = |name: &str| {
+        let img = dir.path().join(name);
+        let mut c = std::process::Command::new(BIN);
+        c.arg("mkfs").arg(&img).args(["-s", "48M", "-O", "mmp,quota,project", "-d"]).arg(&src);
+        c.env("SOURCE_DATE_EPOCH", "1700000000");
+        run_ok(c);
+        img
+    };
+    let e = build_f("e.img");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let f = build_f("f.img");
+    let mut cmp = tool("cmp");
+    cmp.arg(&e).arg(&f);
+    run_ok(cmp);
+    Img { dir: tempfile::tempdir().unwrap(), img: e }.fsck();
 }
