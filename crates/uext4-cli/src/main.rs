@@ -344,6 +344,9 @@ enum Cmd {
         /// fast_commit
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
+        /// Filesystem type as mke2fs -t: only ext4 (ext2 and ext3, block-mapped, are not made yet)
+        #[arg(short = 't', long = "type", value_name = "TYPE", default_value = "ext4")]
+        fs_type: String,
     },
     /// Mount an image through FUSE (needs root and /dev/fuse)
     #[command(long_about = "Serve IMAGE at MOUNTPOINT through FUSE until it is unmounted (umount MOUNTPOINT,\n\
@@ -520,7 +523,14 @@ fn run(cli: Cli) -> CliResult {
             source_date_epoch,
             no_metadata_csum,
             features: feature_lists,
+            fs_type,
         } => {
+            if fs_type != "ext4" {
+                return Err(CliError::msg(format!(
+                    "-t {fs_type}: uext4 mkfs makes only ext4 (block-mapped ext2/ext3 images are not made yet; \
+                     use mke2fs -t {fs_type}, uext4 reads and writes them)"
+                )));
+            }
             if label.len() > 16 {
                 return Err(CliError::msg("label longer than 16 bytes"));
             }

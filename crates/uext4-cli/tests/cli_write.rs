@@ -664,6 +664,8 @@ fn mkfs_feature_option() {
 
     fails(mk(&["-O", "frobnicate,^orphan_file"]), "frobnicate");
     fails(mk(&["-O", "encrypt"]), "encrypt");
+    fails(mk(&["-t", "ext3"]), "ext3");
+    ok(mk(&["-t", "ext4"]));
     ok(mk(&["-O", "inline_data,ea_inode,large_dir", "-E", "encoding=utf8,encoding_flags=strict"]));
     let f = features_of(&img);
     for n in ["inline_data", "ea_inode", "large_dir", "casefold"] {
