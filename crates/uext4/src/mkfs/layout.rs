@@ -467,7 +467,7 @@ pub struct Layout {
     pub lpf: (u64, u32),
     /// The orphan file's blocks (contiguous; length 0 without orphan_file).
     pub orphan: (u64, u32),
-    /// The orphan file's inode: [`ORPHAN_INO`], or the next one when a
+    /// The orphan file's inode: 12, or the next one when a
     /// project quota file takes 12 (mke2fs makes that first).
     pub orphan_ino: u32,
     /// The quota files by [`QuotaType::index`]: inode, first block and
