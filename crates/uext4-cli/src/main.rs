@@ -331,7 +331,8 @@ enum Cmd {
         #[arg(short = 'U', long)]
         uuid: Option<String>,
         /// Extended options as mke2fs -E, comma-separated: hash_seed=UUID, root_owner[=uid:gid],
-        /// lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard
+        /// encoding=utf8, encoding_flags=strict, quotatype=usrquota:grpquota:prjquota,
+        /// mmp_update_interval=SECONDS, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard
         #[arg(short = 'E', value_name = "OPTIONS")]
         extended: Vec<String>,
         /// Fill the filesystem from this host directory (as mke2fs -d)
@@ -346,9 +347,13 @@ enum Cmd {
         no_metadata_csum: bool,
         /// Features to add (name) or drop (^name), comma-separated, as mke2fs -O: has_journal,
         /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit, dir_nlink, extra_isize,
-        /// orphan_file
+        /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project, mmp,
+        /// fast_commit
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
+        /// Filesystem type as mke2fs -t: only ext4 (ext2 and ext3, block-mapped, are not made yet)
+        #[arg(short = 't', long = "type", value_name = "TYPE", default_value = "ext4")]
+        fs_type: String,
     },
     /// Mount an image through FUSE (needs root and /dev/fuse)
     #[command(long_about = "Serve IMAGE at MOUNTPOINT through FUSE until it is unmounted (umount MOUNTPOINT,\n\
@@ -525,7 +530,14 @@ fn run(cli: Cli) -> CliResult {
             source_date_epoch,
             no_metadata_csum,
             features: feature_lists,
+            fs_type,
         } => {
+            if fs_type != "ext4" {
+                return Err(CliError::msg(format!(
+                    "-t {fs_type}: uext4 mkfs makes only ext4 (block-mapped ext2/ext3 images are not made yet; \
+                     use mke2fs -t {fs_type}, uext4 reads and writes them)"
+                )));
+            }
             if label.len() > 16 {
                 return Err(CliError::msg("label longer than 16 bytes"));
             }

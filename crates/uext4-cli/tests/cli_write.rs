@@ -677,7 +677,33 @@ fn mkfs_feature_option() {
     old.fsck();
 
     fails(mk(&["-O", "frobnicate,^orphan_file"]), "frobnicate");
-    fails(mk(&["-O", "inline_data"]), "inline_data");
+    fails(mk(&["-O", "encrypt"]), "encrypt");
+    fails(mk(&["-t", "ext3"]), "ext3");
+    ok(mk(&["-t", "ext4"]));
+    ok(mk(&["-O", "inline_data,ea_inode,large_dir", "-E", "encoding=utf8,encoding_flags=strict"]));
+    let f = features_of(&img);
+    for n in ["inline_data", "ea_inode", "large_dir", "casefold"] {
+        assert!(f.iter().any(|x| x == n), "{n}: {f:?}");
+    }
+    let new = Img { dir: tempfile::tempdir().unwrap(), img: img.clone() };
+    new.put(&src, "/a");
+    assert_eq!(new.cat("/a"), pattern(3, 50_000));
+    new.fsck();
+    ok(mk(&["-O", "quota", "-E", "quotatype=usrquota:grpquota:prjquota"]));
+    let fields = dumpe2fs_fields(&img);
+    for (k, v) in [("User quota inode", "3"), ("Group quota inode", "4"), ("Project quota inode", "12")] {
+        assert_eq!(fields.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    new.put(&src, "/a");
+    new.fsck();
+    ok(mk(&["-O", "fast_commit"]));
+    assert_eq!(dumpe2fs_fields(&img).get("Fast commit length").map(String::as_str), Some("64"));
+    new.put(&src, "/a");
+    new.fsck();
+    ok(mk(&["-O", "mmp", "-E", "mmp_update_interval=7"]));
+    assert_eq!(dumpe2fs_fields(&img).get("MMP update interval").map(String::as_str), Some("7"));
+    new.put(&src, "/a");
+    new.fsck();
     fails(mk(&["-O", "^has_journal,orphan_file"]), "orphan_file needs has_journal");
 }
 
@@ -869,4 +895,21 @@ fn mkfs_d_is_reproducible() {
     let d = dumpe2fs_fields(&a);
     assert_eq!(d["Mount count"], "0");
     assert_eq!(d["Last mount time"], "n/a");
+    // With an MMP block (which the populating mount stamps with its host
+    // and clock; mkfs cleans it) and quota files too.
+    let build_f = |name: &str| {
+        let img = dir.path().join(name);
+        let mut c = std::process::Command::new(BIN);
+        c.arg("mkfs").arg(&img).args(["-s", "48M", "-O", "mmp,quota,project", "-d"]).arg(&src);
+        c.env("SOURCE_DATE_EPOCH", "1700000000");
+        run_ok(c);
+        img
+    };
+    let e = build_f("e.img");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let f = build_f("f.img");
+    let mut cmp = tool("cmp");
+    cmp.arg(&e).arg(&f);
+    run_ok(cmp);
+    Img { dir: tempfile::tempdir().unwrap(), img: e }.fsck();
 }

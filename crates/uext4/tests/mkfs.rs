@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use uext4::format::checksum::crc32c;
 use uext4::format::orphan_file as of;
-use uext4::mkfs::{mkfs_file, MkfsFeatures, MkfsOptions};
+use uext4::mkfs::{mkfs_file, Layout, MkfsFeatures, MkfsOptions};
 use uext4::Filesystem;
 
 /// The feature names `dumpe2fs -h` lists for `img`.
@@ -244,8 +244,8 @@ fn default_features_match_mke2fs() {
 #[test]
 fn feature_lists() {
     let mut f = MkfsFeatures::default();
-    let e = f.apply("^orphan_file,frobnicate,quota,^extent,orphan_file").unwrap_err().to_string();
-    assert!(e.contains("frobnicate") && e.contains("quota") && e.contains("^extent"), "{e}");
+    let e = f.apply("^orphan_file,frobnicate,encrypt,^extent,orphan_file").unwrap_err().to_string();
+    assert!(e.contains("frobnicate") && e.contains("encrypt") && e.contains("^extent"), "{e}");
     assert!(!e.contains("^orphan_file"), "{e}");
     assert_eq!(f, MkfsFeatures::default(), "a refused list changes nothing");
     f.apply("extent,ext_attr").unwrap();
@@ -356,4 +356,297 @@ fn options_and_fixed_time() {
     let other = MkfsOptions { label: "s".into(), ..fixed };
     mkfs_file(&b, &other).unwrap();
     assert_ne!(dumpe2fs_fields(&a)["Filesystem UUID"], dumpe2fs_fields(&b)["Filesystem UUID"]);
+}
+
+/// mke2fs's `dumpe2fs -h` features of `args` (plus `-t ext4`, 64 MiB),
+/// with the defaults this mke2fs differs in from upstream's evened out:
+/// resize_inode dropped, orphan_file and metadata_csum_seed added.
+fn mke2fs_features(dir: &Path, args: &[&str]) -> (BTreeSet<String>, std::collections::BTreeMap<String, String>) {
+    let img = dir.join("mke2fs.img");
+    let st = Command::new("mke2fs").args(["-q", "-F", "-t", "ext4"]).args(args).arg(&img).arg("64M").status().unwrap();
+    assert!(st.success(), "mke2fs {args:?}");
+    let mut f = dumpe2fs_features(&img);
+    f.remove("resize_inode");
+    f.extend(set("orphan_file metadata_csum_seed"));
+    let fields = dumpe2fs_fields(&img);
+    std::fs::remove_file(&img).unwrap();
+    (f, fields)
+}
+
+/// The flag-only features (`-O inline_data`, `ea_inode`, `large_dir`,
+/// `casefold` with `-E encoding=utf8,encoding_flags=strict`): the image
+/// lists what mke2fs's lists, is clean, uext4 writes into it using the
+/// feature, and the kernel (where it has the feature) mounts and writes.
+#[test]
+fn flag_features_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let e = MkfsOptions { size: 64 << 20, features: with("inline_data"), inode_size: 128, ..Default::default() };
+    assert!(Layout::compute(&e).unwrap_err().to_string().contains("inline_data"));
+    let mut e = MkfsOptions::default();
+    assert!(e.apply_extended("encoding=utf9").is_err());
+    assert!(e.apply_extended("encoding_flags=strict").is_ok());
+    e.size = 64 << 20;
+    assert!(Layout::compute(&e).unwrap_err().to_string().contains("casefold"), "flags without casefold");
+    for (o, ext) in [
+        ("inline_data", ""),
+        ("ea_inode", ""),
+        ("large_dir", ""),
+        ("casefold", ""),
+        ("", "encoding=utf8,encoding_flags=strict"),
+    ] {
+        let img = dir.path().join("f");
+        let mut opts = MkfsOptions { size: 64 << 20, ..Default::default() };
+        let mut args = Vec::new();
+        if !o.is_empty() {
+            opts.features.apply(o).unwrap();
+            args.extend(["-O", o]);
+        }
+        if !ext.is_empty() {
+            opts.apply_extended(ext).unwrap();
+            args.extend(["-E", ext]);
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{o}{ext}: {e}"));
+        let (want, theirs) = mke2fs_features(dir.path(), &args);
+        assert_eq!(dumpe2fs_features(&img), want, "{o}{ext}");
+        let ours = dumpe2fs_fields(&img);
+        assert_eq!(ours.get("Character encoding"), theirs.get("Character encoding"), "{o}{ext}");
+        fsck_clean(&img);
+        let casefold = opts.features.casefold;
+        if casefold {
+            let raw = std::fs::read(&img).unwrap();
+            let flags = u16::from_le_bytes([raw[1024 + 0x27E], raw[1024 + 0x27F]]);
+            assert_eq!(flags, u16::from(!ext.is_empty()), "s_encoding_flags");
+        }
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        fs.write("/small", b"tiny file").unwrap();
+        let f = fs.resolve("/small").unwrap();
+        if opts.features.inline_data {
+            // New directories start inline, as the kernel's.
+            let d = fs.mkdir(root, b"sub", 0o755, 0, 0).unwrap().ino;
+            let fl = fs.inodes().stat(d).unwrap().flags;
+            assert_ne!(fl & uext4::format::inode::FL_INLINE_DATA, 0, "not inline");
+        }
+        if opts.features.ea_inode {
+            fs.set_xattr(f, b"user.big", &vec![7u8; 6000], uext4::fs::XattrSetMode::Any).unwrap();
+        }
+        if casefold {
+            let d = fs.mkdir(root, b"cf", 0o755, 0, 0).unwrap().ino;
+            fs.set_casefold(d, true).unwrap();
+            let a = fs.create(d, b"Name", 0o644, 0, 0).unwrap().ino;
+            assert_eq!(fs.lookup(d, b"nAME").unwrap(), a);
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        if casefold {
+            // This kernel has no CONFIG_UNICODE.
+            continue;
+        }
+        if let Some(why) = rw_support::kernel_unavailable() {
+            eprintln!("SKIP: kernel mount: {why}");
+            continue;
+        }
+        let m = KernelMount::new(&img, "").unwrap();
+        assert_eq!(std::fs::read(m.path().join("small")).unwrap(), b"tiny file");
+        std::fs::write(m.path().join("k"), b"from the kernel").unwrap();
+        std::fs::create_dir(m.path().join("kd")).unwrap();
+        m.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
+        if opts.features.ea_inode {
+            assert_eq!(fs.get_xattr(fs.resolve("/small").unwrap(), b"user.big").unwrap(), vec![7u8; 6000]);
+        }
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// `-O quota` (with `-E quotatype=`) and `-O project`: the quota inodes
+/// are where mke2fs puts them (3, 4, the project one the first free
+/// inode, the orphan file after it), e2fsck finds the usage they record
+/// exact, and uext4 keeps it exact as it writes.
+#[test]
+fn quota_images_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let small = MkfsOptions { size: 64 << 20, features: with("project"), inode_size: 128, ..Default::default() };
+    assert!(Layout::compute(&small).unwrap_err().to_string().contains("project"));
+    let mut e = MkfsOptions::default();
+    assert!(e.apply_extended("quotatype=usrquota:bogus").is_err());
+    const FIELDS: [&str; 4] = ["User quota inode", "Group quota inode", "Project quota inode", "Orphan file inode"];
+    for (o, ext) in [
+        ("quota", ""),
+        ("quota,project", "root_owner=1000:100"),
+        ("quota", "quotatype=prjquota"),
+        ("quota,^orphan_file", "quotatype=usrquota"),
+        ("project", ""),
+    ] {
+        let what = format!("-O {o} -E {ext}");
+        let img = dir.path().join("q");
+        let mut opts = MkfsOptions { size: 64 << 20, features: with(o), ..Default::default() };
+        let mut args = vec!["-O", o];
+        if !ext.is_empty() {
+            opts.apply_extended(ext).unwrap();
+            args.extend(["-E", ext]);
+        }
+        if o.contains("^orphan_file") {
+            args = vec!["-O", "quota", "-E", ext];
+        } else {
+            // This mke2fs does not make an orphan file by default.
+            args[1] = if o == "project" { "project,orphan_file" } else { "quota,project,orphan_file" };
+            if !o.contains("project") && !ext.contains("prj") {
+                args[1] = "quota,orphan_file";
+            }
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (mut want, theirs) = mke2fs_features(dir.path(), &args);
+        if o.contains("^orphan_file") {
+            want.remove("orphan_file");
+        }
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        for f in FIELDS {
+            assert_eq!(ours.get(f), theirs.get(f), "{what}: {f}");
+        }
+        fsck_clean(&img);
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        fs.create_dir_all("/d/e").unwrap();
+        fs.set_owner(4242, 77);
+        fs.write("/d/e/f", vec![1u8; 70_000]).unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        // e2fsck checks every quota file against the inodes.
+        fsck_clean(&img);
+        // No kernel mount: this kernel refuses quota and project images
+        // alike (no CONFIG_QUOTA / QFMT_V2), mke2fs's as ours.
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// `-O mmp` (with `-E mmp_update_interval=`): the MMP block is clean
+/// with mke2fs's interval, e2fsck is happy, uext4 opens the image
+/// read-write (taking and releasing the block), and the kernel mounts it
+/// and writes.
+#[test]
+fn mmp_images_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = MkfsOptions::default();
+    assert!(e.apply_extended("mmp_update_interval=301").is_err());
+    for (ext, bs) in [("", 1024), ("mmp_update_interval=10", 4096)] {
+        let what = format!("-O mmp -E {ext} -b {bs}");
+        let img = dir.path().join("m");
+        let mut opts =
+            MkfsOptions { size: 64 << 20, block_size: Some(bs), features: with("mmp"), ..Default::default() };
+        let bs_arg = bs.to_string();
+        let mut args = vec!["-O", "mmp,orphan_file", "-b", &bs_arg];
+        if !ext.is_empty() {
+            opts.apply_extended(ext).unwrap();
+            args.extend(["-E", ext]);
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, theirs) = mke2fs_features(dir.path(), &args);
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        assert_eq!(ours.get("MMP update interval"), theirs.get("MMP update interval"), "{what}");
+        assert_eq!(ours.get("mmp_sequence").map(String::as_str), Some("0xff4d4d50"), "{what}: not clean");
+        fsck_clean(&img);
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        fs.write("/f", b"under mmp").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        assert_eq!(dumpe2fs_fields(&img).get("mmp_sequence").map(String::as_str), Some("0xff4d4d50"), "{what}");
+        fsck_clean(&img);
+        if let Some(why) = rw_support::kernel_unavailable() {
+            eprintln!("SKIP: kernel mount: {why}");
+            continue;
+        }
+        let m = KernelMount::new(&img, "").unwrap();
+        assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"under mmp");
+        std::fs::write(m.path().join("k"), b"from the kernel").unwrap();
+        m.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// `-O fast_commit`: the journal grows by mke2fs's fast-commit area
+/// (a 64th of the default journal, whatever `-J size=` says), e2fsck is
+/// happy, uext4 writes into the image, and the kernel mounts it, writes
+/// and fsyncs (fast commits) and leaves it clean.
+#[test]
+fn fast_commit_images_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let mut nj = with("^has_journal");
+    nj.apply("fast_commit").unwrap();
+    assert!(nj.check().is_err(), "fast_commit without a journal");
+    let dir = tempfile::tempdir().unwrap();
+    for (bs, jmib) in [(1024u32, None), (1024, Some(8u32)), (4096, None)] {
+        let what = format!("-O fast_commit -b {bs} -J size={jmib:?}");
+        let img = dir.path().join("fc");
+        let opts = MkfsOptions {
+            size: 64 << 20,
+            block_size: Some(bs),
+            journal_blocks: jmib.map(|m| (m << 20) / bs),
+            features: with("fast_commit"),
+            ..Default::default()
+        };
+        let bs_arg = bs.to_string();
+        let j_arg = format!("size={}", jmib.unwrap_or(0));
+        let mut args = vec!["-O", "fast_commit,orphan_file", "-b", &bs_arg];
+        if jmib.is_some() {
+            args.extend(["-J", &j_arg]);
+        }
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, theirs) = mke2fs_features(dir.path(), &args);
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        for f in ["Total journal blocks", "Fast commit length", "Journal features"] {
+            assert_eq!(ours.get(f), theirs.get(f), "{what}: {f}");
+        }
+        fsck_clean(&img);
+
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        fs.write("/f", b"fast").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        if let Some(why) = rw_support::kernel_unavailable() {
+            eprintln!("SKIP: kernel mount: {why}");
+            continue;
+        }
+        let m = KernelMount::new(&img, "").unwrap();
+        assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"fast");
+        let mut k = std::fs::File::create(m.path().join("k")).unwrap();
+        k.write_all(b"from the kernel").unwrap();
+        k.sync_all().unwrap();
+        drop(k);
+        m.unmount();
+        fsck_clean(&img);
+        let fs = Filesystem::open(&img).unwrap();
+        assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
+        drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
 }

@@ -273,6 +273,67 @@ pub fn free_slot(b: &[u8]) -> Option<usize> {
     })
 }
 
+/// The grace period a new quota file gets, for both space and inodes
+/// (a week, as e2fsprogs' and the kernel's `MAX_DQ_TIME`/`MAX_IQ_TIME`).
+pub const DEFAULT_GRACE: u32 = 7 * 24 * 3600;
+
+/// A whole new quota file of type `ty` holding `entries` (distinct ids),
+/// built as e2fsprogs' `quota_write_inode` builds it: the header, the
+/// root, and for each entry in order the missing index blocks then a slot
+/// in the first data block with a free entry (a new one, at the head of
+/// the free-entry list, when none has room); blocks numbered in the order
+/// they are taken. The result is a whole number of quota blocks.
+pub fn build_file(ty: QuotaType, entries: &[Dqblk]) -> Vec<u8> {
+    let mut blocks = vec![vec![0u8; QT_BLOCK_SIZE]; 2];
+    let mut info = Info { bgrace: DEFAULT_GRACE, igrace: DEFAULT_GRACE, blocks: 2, ..Default::default() };
+    for d in entries {
+        let mut blk = TREE_ROOT as usize;
+        for depth in 0..TREE_DEPTH {
+            let i = tree_index(d.id, depth);
+            let mut r = index_ref(&blocks[blk], i);
+            if r == 0 {
+                r = if depth + 1 < TREE_DEPTH || info.free_entry == 0 {
+                    blocks.push(vec![0u8; QT_BLOCK_SIZE]);
+                    info.blocks += 1;
+                    let new = info.blocks - 1;
+                    if depth + 1 == TREE_DEPTH {
+                        // A new data block goes to the head of the free-entry list.
+                        DataHeader { next_free: info.free_entry, ..Default::default() }
+                            .encode(&mut blocks[new as usize]);
+                        if info.free_entry != 0 {
+                            put_le32(&mut blocks[info.free_entry as usize], 4, new);
+                        }
+                        info.free_entry = new;
+                    }
+                    new
+                } else {
+                    info.free_entry
+                };
+                set_index_ref(&mut blocks[blk], i, r);
+            }
+            blk = r as usize;
+        }
+        let data = &mut blocks[blk];
+        let mut h = DataHeader::parse(data);
+        if let Some(slot) = free_slot(data) {
+            d.encode(&mut data[entry_offset(slot)..entry_offset(slot) + DQBLK_SIZE]);
+            h.entries += 1;
+        }
+        if usize::from(h.entries) >= ENTRIES_PER_BLOCK && info.free_entry as usize == blk {
+            // Full: off the free-entry list.
+            info.free_entry = h.next_free;
+            if h.next_free != 0 {
+                put_le32(&mut blocks[h.next_free as usize], 4, 0);
+            }
+            h.next_free = 0;
+            h.prev_free = 0;
+        }
+        h.encode(&mut blocks[blk]);
+    }
+    encode_header(ty, &info, &mut blocks[0]);
+    blocks.concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +360,30 @@ mod tests {
         b[28] = 5;
         let info = parse_header(QuotaType::User, &b).unwrap();
         assert_eq!(info, Info { bgrace: 604800, igrace: 604800, flags: 0, blocks: 6, free_blk: 0, free_entry: 5 });
+    }
+
+    #[test]
+    fn built_file_matches_mke2fs_bytes() {
+        // mke2fs -E root_owner=1000:100: lost+found (uid 0, 12 KiB) and the
+        // root (uid 1000, 1 KiB), one inode each.
+        let e = |id, space| Dqblk { id, curinodes: 1, curspace: space, ..Default::default() };
+        let f = build_file(QuotaType::User, &[e(0, 0x3000), e(1000, 0x400)]);
+        assert_eq!(f.len(), 7 * QT_BLOCK_SIZE);
+        let info = parse_header(QuotaType::User, &f).unwrap();
+        assert_eq!(info, Info { bgrace: 604800, igrace: 604800, flags: 0, blocks: 7, free_blk: 0, free_entry: 5 });
+        let blk = |n: usize| &f[n * QT_BLOCK_SIZE..(n + 1) * QT_BLOCK_SIZE];
+        assert_eq!((index_ref(blk(1), 0), index_ref(blk(2), 0), index_ref(blk(3), 0)), (2, 3, 4));
+        assert_eq!((index_ref(blk(3), 3), index_ref(blk(4), 0), index_ref(blk(6), 0xe8)), (6, 5, 5));
+        assert_eq!(DataHeader::parse(blk(5)), DataHeader { next_free: 0, prev_free: 0, entries: 2 });
+        assert_eq!(Dqblk::parse(&blk(5)[entry_offset(1)..entry_offset(2)]), Some(e(1000, 0x400)));
+        // Fifteen ids fill one data block and start a second.
+        let many: Vec<_> = (0..15).map(|i| e(i, 0)).collect();
+        let f = build_file(QuotaType::Group, &many);
+        let info = parse_header(QuotaType::Group, &f).unwrap();
+        assert_eq!((info.blocks, info.free_entry), (7, 6));
+        let blk = |n: usize| &f[n * QT_BLOCK_SIZE..(n + 1) * QT_BLOCK_SIZE];
+        assert_eq!(DataHeader::parse(blk(5)).entries, ENTRIES_PER_BLOCK as u16);
+        assert_eq!(DataHeader::parse(blk(6)), DataHeader { next_free: 0, prev_free: 0, entries: 1 });
     }
 
     #[test]

@@ -246,7 +246,7 @@ fn new_seq() -> u32 {
 }
 
 /// This host's node name (uname -n).
-fn nodename() -> Vec<u8> {
+pub(crate) fn nodename() -> Vec<u8> {
     // SAFETY: utsname is plain data; uname fills it and returns 0 on
     // success, when its fields are NUL-terminated.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };

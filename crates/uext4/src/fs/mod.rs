@@ -36,7 +36,7 @@ mod fc_replay;
 pub mod fiemap;
 mod handles;
 mod inline;
-mod mmp;
+pub(crate) mod mmp;
 mod mount;
 mod namespace;
 mod open_files;

@@ -13,6 +13,7 @@ use crate::format::checksum::crc32c;
 use crate::format::features::ro_compat;
 use crate::format::inode::Timestamp;
 use crate::format::journal::JournalSuperblock;
+use crate::format::mmp::{self, Mmp};
 use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -20,7 +21,8 @@ use std::path::Path;
 /// After a populating mount of the image file `path` made with `layout`
 /// was cleanly unmounted: clears the superblock's mount traces (`s_mtime`,
 /// `s_mnt_count`, `s_last_mounted`, `s_kbytes_written`), sets its write
-/// and last-check times to `time`, empties the journal (every log block
+/// and last-check times to `time`, leaves an MMP block clean with that
+/// time and no host name, empties the journal (every log block
 /// zeroed, punched out of the file where the host allows; `s_start` 0,
 /// `s_sequence` 1). Refuses an image that still needs recovery.
 pub fn reset_mount_traces(path: impl AsRef<Path>, layout: &Layout, time: Timestamp) -> Result<()> {
@@ -47,6 +49,21 @@ pub fn reset_mount_traces(path: impl AsRef<Path>, layout: &Layout, time: Timesta
         put_le32(&mut b, 0x3FC, c);
     }
     dev.write_at(&b, SUPERBLOCK_OFFSET)?;
+    if layout.mmp_block != 0 {
+        // The mount left its host name and clock in the MMP block: clean
+        // it as mkfs wrote it.
+        let m = Mmp {
+            seq: mmp::SEQ_CLEAN,
+            time: time.sec.max(0) as u64,
+            nodename: [0; 64],
+            bdevname: [0; 32],
+            check_interval: sb.mmp_interval.max(mmp::MIN_CHECK_INTERVAL),
+        };
+        let mut blk = vec![0u8; layout.block_size as usize];
+        let csum = sb.features.ro_compat & ro_compat::METADATA_CSUM != 0;
+        m.encode(&mut blk, csum.then(|| sb.csum_seed()));
+        dev.write_at(&blk, layout.mmp_block * u64::from(layout.block_size))?;
+    }
 
     if let Some(&(first, _)) = layout.journal.first() {
         let bs = u64::from(layout.block_size);

@@ -2,6 +2,7 @@
 //! filesystem, computed without I/O.
 
 use crate::error::{Error, Result};
+use crate::format::quota::{self as fq, Dqblk, QuotaType};
 
 /// What to create.
 #[derive(Debug, Clone)]
@@ -36,6 +37,18 @@ pub struct MkfsOptions {
     /// Owner of the root directory (`-E root_owner=uid:gid`; default the
     /// calling process's).
     pub root_owner: Option<(u32, u32)>,
+    /// `s_encoding_flags` of a casefold image (`-E encoding_flags=strict`
+    /// gives 1: names invalid in UTF-8 are refused in casefolded
+    /// directories); 0 without casefold.
+    pub encoding_flags: u16,
+    /// The quota files of a `quota` image, by [`QuotaType::index`]
+    /// (`-E quotatype=usrquota:grpquota:prjquota`): `None` = mke2fs's
+    /// default, user and group (and project with the project feature).
+    /// Naming prjquota turns the project feature on, as in mke2fs.
+    pub quota_types: Option<[bool; 3]>,
+    /// `s_mmp_update_interval` of an mmp image (`-E
+    /// mmp_update_interval=`, seconds, at most 300; mke2fs's default 5).
+    pub mmp_update_interval: u16,
     /// A fixed creation time (`SOURCE_DATE_EPOCH`) for reproducible
     /// images: every timestamp mkfs writes is this one, and a UUID or
     /// hash seed not given is derived from it (and the label) instead of
@@ -58,12 +71,35 @@ impl Default for MkfsOptions {
             inodes: None,
             hash_seed: None,
             root_owner: None,
+            encoding_flags: 0,
+            quota_types: None,
+            mmp_update_interval: crate::format::mmp::MIN_CHECK_INTERVAL,
             time: None,
         }
     }
 }
 
 impl MkfsOptions {
+    /// The root directory's owner: [`Self::root_owner`], or the calling
+    /// process's uid and gid.
+    pub fn root_ids(&self) -> (u32, u32) {
+        self.root_owner.unwrap_or_else(|| {
+            // SAFETY: getuid/getgid have no preconditions and cannot fail.
+            unsafe { (libc::getuid(), libc::getgid()) }
+        })
+    }
+
+    /// The quota files to make, by [`QuotaType::index`]: none without the
+    /// quota feature; a project file only with the project feature.
+    pub fn quota_files(&self) -> [bool; 3] {
+        if !self.features.quota {
+            return [false; 3];
+        }
+        let mut t = self.quota_types.unwrap_or([true, true, self.features.project]);
+        t[2] &= self.features.project;
+        t
+    }
+
     /// The block size mkfs will use: [`Self::block_size`], or mke2fs's
     /// default for the size (1 KiB below 512 MiB, else 4 KiB).
     pub fn effective_block_size(&self) -> u32 {
@@ -72,6 +108,9 @@ impl MkfsOptions {
 
     /// Applies a mke2fs `-E` list (comma-separated): `hash_seed=UUID`,
     /// `root_owner[=uid:gid]` (without a value: the calling process's),
+    /// `encoding=utf8` (turns casefold on), `encoding_flags=strict`,
+    /// `quotatype=usrquota:grpquota:prjquota` (prjquota turns project on),
+    /// `mmp_update_interval=SECONDS` (0 and less than 5 give 5),
     /// and, accepted for compatibility because uext4 mkfs behaves so
     /// anyway (its image files are sparse, their tables read as zeros and
     /// no device is discarded), `lazy_itable_init=0|1`,
@@ -99,6 +138,40 @@ impl MkfsOptions {
                             Error::Invalid(format!("-E root_owner={v}: expected uid:gid (two numbers)"))
                         })?);
                 }
+                // utf8 (12.1) is the only encoding mke2fs knows; naming it
+                // turns casefold on, as there.
+                ("encoding", Some("utf8" | "utf8-12.1")) => next.features.casefold = true,
+                ("encoding_flags", Some(v)) => {
+                    next.encoding_flags = 0;
+                    for flag in v.split('-') {
+                        match flag {
+                            "strict" => next.encoding_flags |= 1,
+                            "nostrict" => next.encoding_flags &= !1,
+                            _ => bad.push(item.to_string()),
+                        }
+                    }
+                }
+                ("quotatype", Some(v)) => {
+                    let mut types = [false; 3];
+                    for t in v.split(':') {
+                        match t {
+                            "usrquota" | "usr" => types[0] = true,
+                            "grpquota" | "grp" => types[1] = true,
+                            "prjquota" | "prj" => types[2] = true,
+                            _ => bad.push(item.to_string()),
+                        }
+                    }
+                    if types[2] {
+                        next.features.project = true;
+                    }
+                    next.quota_types = Some(types);
+                }
+                ("mmp_update_interval", Some(v)) => match v.parse::<u16>() {
+                    Ok(n) if n <= crate::format::mmp::MAX_CHECK_INTERVAL => {
+                        next.mmp_update_interval = n.max(crate::format::mmp::MIN_CHECK_INTERVAL)
+                    }
+                    _ => bad.push(item.to_string()),
+                },
                 ("lazy_itable_init" | "lazy_journal_init", Some("0" | "1")) | ("discard" | "nodiscard", None) => {}
                 _ => bad.push(item.to_string()),
             }
@@ -106,7 +179,8 @@ impl MkfsOptions {
         if !bad.is_empty() {
             return Err(Error::Invalid(format!(
                 "extended option(s) uext4 mkfs does not know or support: {} (it takes hash_seed=UUID, \
-                 root_owner[=uid:gid], lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
+                 root_owner[=uid:gid], encoding=utf8, encoding_flags=strict, \
+                 quotatype=usrquota:grpquota:prjquota, mmp_update_interval=0..300, lazy_itable_init=0|1, lazy_journal_init=0|1, discard, nodiscard)",
                 bad.join(", ")
             )));
         }
@@ -159,6 +233,29 @@ pub struct MkfsFeatures {
     /// An orphan file (inode 12) instead of the `s_last_orphan` chain only.
     /// Made only with a journal (the kernel and e2fsck refuse it without).
     pub orphan_file: bool,
+    /// Small files and directories stored in the inode (needs inodes of
+    /// at least 256 bytes, as mke2fs requires).
+    pub inline_data: bool,
+    /// Extended attribute values in their own inodes.
+    pub ea_inode: bool,
+    /// Directories with three-level hash trees and over 2 GiB.
+    pub large_dir: bool,
+    /// Case-insensitive directories (`+F`); the encoding is
+    /// [`MkfsOptions::encoding_flags`]'s (utf8, as mke2fs's only).
+    pub casefold: bool,
+    /// Quota files kept by the filesystem itself (the types:
+    /// [`MkfsOptions::quota_types`]).
+    pub quota: bool,
+    /// Project ids (`i_projid`); with quota, a project quota file too.
+    /// Needs inodes of at least 256 bytes.
+    pub project: bool,
+    /// Multi-mount protection: an MMP block, left clean, checked every
+    /// [`MkfsOptions::mmp_update_interval`] seconds.
+    pub mmp: bool,
+    /// A fast-commit area after the journal: 1/64 of mke2fs's default
+    /// journal size for the filesystem, added to the journal as mke2fs
+    /// does (`s_num_fc_blks`). Needs a journal.
+    pub fast_commit: bool,
 }
 
 impl Default for MkfsFeatures {
@@ -173,13 +270,21 @@ impl Default for MkfsFeatures {
             dir_nlink: true,
             extra_isize: true,
             orphan_file: true,
+            inline_data: false,
+            ea_inode: false,
+            large_dir: false,
+            casefold: false,
+            quota: false,
+            project: false,
+            mmp: false,
+            fast_commit: false,
         }
     }
 }
 
 impl MkfsFeatures {
     /// The features mkfs can add or drop, by their e2fsprogs names.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 17] = [
         "has_journal",
         "huge_file",
         "flex_bg",
@@ -189,6 +294,14 @@ impl MkfsFeatures {
         "dir_nlink",
         "extra_isize",
         "orphan_file",
+        "inline_data",
+        "ea_inode",
+        "large_dir",
+        "casefold",
+        "quota",
+        "project",
+        "mmp",
+        "fast_commit",
     ];
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -202,6 +315,14 @@ impl MkfsFeatures {
             "dir_nlink" => &mut self.dir_nlink,
             "extra_isize" => &mut self.extra_isize,
             "orphan_file" => &mut self.orphan_file,
+            "inline_data" => &mut self.inline_data,
+            "ea_inode" => &mut self.ea_inode,
+            "large_dir" => &mut self.large_dir,
+            "casefold" => &mut self.casefold,
+            "quota" => &mut self.quota,
+            "project" => &mut self.project,
+            "mmp" => &mut self.mmp,
+            "fast_commit" => &mut self.fast_commit,
             _ => return None,
         })
     }
@@ -272,6 +393,9 @@ impl MkfsFeatures {
         if self.orphan_file && !self.has_journal {
             return Err(Error::Invalid("orphan_file needs has_journal".into()));
         }
+        if self.fast_commit && !self.has_journal {
+            return Err(Error::Invalid("fast_commit needs has_journal".into()));
+        }
         Ok(())
     }
 }
@@ -330,7 +454,11 @@ pub struct Layout {
     /// Per-group metadata.
     pub meta: Vec<GroupMeta>,
     /// Journal runs (start, len) in logical order; empty without a journal.
+    /// With fast_commit they include the fast-commit area (its last
+    /// [`Self::fc_blocks`] blocks).
     pub journal: Vec<(u64, u32)>,
+    /// Blocks of the journal's fast-commit area (0 without fast_commit).
+    pub fc_blocks: u32,
     /// Extent leaf block for a journal with more than 4 runs.
     pub journal_leaf: Option<u64>,
     /// Root directory's block.
@@ -339,6 +467,18 @@ pub struct Layout {
     pub lpf: (u64, u32),
     /// The orphan file's blocks (contiguous; length 0 without orphan_file).
     pub orphan: (u64, u32),
+    /// The orphan file's inode: 12, or the next one when a
+    /// project quota file takes 12 (mke2fs makes that first).
+    pub orphan_ino: u32,
+    /// The quota files by [`QuotaType::index`]: inode, first block and
+    /// length in blocks (contiguous).
+    pub quota: [Option<(u32, u64, u32)>; 3],
+    /// The quota files' contents.
+    quota_data: [Vec<u8>; 3],
+    /// The MMP block (0 without mmp).
+    pub mmp_block: u64,
+    /// Inodes in use: 1 up to this one (all in group 0).
+    pub used_inodes: u32,
     used: Vec<u64>,
 }
 
@@ -373,6 +513,11 @@ pub fn default_journal_blocks(blocks: u64) -> u32 {
 }
 
 impl Layout {
+    /// The contents of the quota file of type `ty` (empty if none).
+    pub fn quota_file(&self, ty: QuotaType) -> &[u8] {
+        &self.quota_data[ty.index()]
+    }
+
     /// True if group `g` carries a superblock backup.
     pub fn has_super(&self, g: u32) -> bool {
         has_super(g)
@@ -469,6 +614,15 @@ impl Layout {
         let bpg = 8 * bs;
         let feat = opts.features;
         feat.check()?;
+        if feat.inline_data && isz < 256 {
+            return Err(Error::Invalid(format!("{isz}-byte inodes are too small for inline_data (at least 256)")));
+        }
+        if feat.project && isz < 256 {
+            return Err(Error::Invalid(format!("{isz}-byte inodes are too small for project quota (at least 256)")));
+        }
+        if opts.encoding_flags != 0 && !feat.casefold {
+            return Err(Error::Invalid("encoding_flags needs casefold (-O casefold or -E encoding=utf8)".into()));
+        }
         let mut blocks = opts.size / u64::from(bs);
         if blocks >= 1 << 48 {
             return Err(Error::Invalid("filesystem too large".into()));
@@ -527,9 +681,15 @@ impl Layout {
             meta: Vec::with_capacity(groups as usize),
             journal: Vec::new(),
             journal_leaf: None,
+            fc_blocks: 0,
             root_block: 0,
             lpf: (0, 0),
             orphan: (0, 0),
+            orphan_ino: 0,
+            quota: [None; 3],
+            quota_data: Default::default(),
+            used_inodes: FIRST_INO,
+            mmp_block: 0,
             used: vec![0; blocks.div_ceil(64) as usize],
         };
         // Block 0 holds the boot sector (and, with 4 KiB blocks, the
@@ -564,17 +724,72 @@ impl Layout {
         l.lpf = (l.take(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
         let jblocks =
             if feat.has_journal { opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks)) } else { 0 };
+        // Quota files, with the usage of the root and lost+found (all the
+        // inodes a quota file counts): inodes 3 and 4, the project one the
+        // first free inode, as mke2fs allocates them.
+        let files = opts.quota_files();
+        let mut next_ino = ORPHAN_INO;
+        let (uid, gid) = opts.root_ids();
+        let root_space = u64::from(bs);
+        let lpf_space = u64::from(lpf_len) * u64::from(bs);
+        for ty in QuotaType::ALL {
+            if !files[ty.index()] {
+                continue;
+            }
+            let ids = match ty {
+                QuotaType::User => [uid, 0],
+                QuotaType::Group => [gid, 0],
+                QuotaType::Project => [0, 0],
+            };
+            let mut usage: Vec<Dqblk> = Vec::new();
+            for (id, space) in [(ids[0], root_space), (ids[1], lpf_space)] {
+                match usage.iter_mut().find(|d| d.id == id) {
+                    Some(d) => {
+                        d.curinodes += 1;
+                        d.curspace += space;
+                    }
+                    None => usage.push(Dqblk { id, curinodes: 1, curspace: space, ..Default::default() }),
+                }
+            }
+            usage.sort_by_key(|d| d.id);
+            let data = fq::build_file(ty, &usage);
+            let n = data.len().div_ceil(bs as usize) as u32;
+            let ino = match ty {
+                QuotaType::User => 3,
+                QuotaType::Group => 4,
+                QuotaType::Project => {
+                    next_ino += 1;
+                    next_ino - 1
+                }
+            };
+            let what = format!("the {} quota file", ty.name());
+            l.quota[ty.index()] = Some((ino, l.take(l.group_start(0), u64::from(n), &what)?, n));
+            l.quota_data[ty.index()] = data;
+        }
+        if feat.mmp {
+            l.mmp_block = l.take(l.group_start(0), 1, "the MMP block")?;
+        }
         // A journal of 0 blocks (asked, or the default of a tiny
         // filesystem) means no journal, hence no orphan file.
         if feat.orphan_file && jblocks > 0 {
             let n = default_orphan_blocks(blocks);
             l.orphan = (l.take(l.group_start(0), u64::from(n), "the orphan file")?, n);
+            l.orphan_ino = next_ino;
+            next_ino += 1;
         }
+        if u64::from(next_ino - 1) > u64::from(ipg) {
+            return Err(Error::Invalid(format!("{ipg} inodes per group leave no room for the special files")));
+        }
+        l.used_inodes = next_ino - 1;
         if jblocks > 0 {
             if jblocks < 1024 {
                 return Err(Error::Invalid(format!("journal of {jblocks} blocks is too small (minimum 1024)")));
             }
-            l.place_journal(jblocks)?;
+            if feat.fast_commit {
+                // mke2fs: a 64th of the default journal, whatever -J size= says.
+                l.fc_blocks = default_journal_blocks(blocks) / 64;
+            }
+            l.place_journal(jblocks + l.fc_blocks)?;
         }
         Ok(l)
     }

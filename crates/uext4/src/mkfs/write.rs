@@ -1,6 +1,6 @@
 //! Writing a computed layout to a device.
 
-use super::layout::{Layout, MkfsOptions, FIRST_INO, LPF_INO, ORPHAN_INO};
+use super::layout::{Layout, MkfsOptions, FIRST_INO, LPF_INO};
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::block_number::LogicalBlock;
@@ -11,6 +11,10 @@ use crate::format::extent::{encode_node, set_block_checksum, Extent, ExtentHeade
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, ROOT_INO, S_IFDIR, S_IFREG};
+use crate::format::mmp::{self, Mmp};
+use crate::format::quota::QuotaType;
+use crate::fs::mmp::nodename;
+
 use crate::format::orphan_file;
 use crate::format::superblock::{Superblock, EXT4_MAGIC, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 
@@ -22,6 +26,9 @@ fn random_bytes() -> [u8; 16] {
     }
     b
 }
+
+/// `EXT4_IMMUTABLE_FL`: mke2fs's quota inodes carry it.
+const FL_IMMUTABLE: u32 = 0x10;
 
 /// A random (version 4) UUID.
 fn uuid_v4() -> [u8; 16] {
@@ -93,12 +100,20 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     if orphan {
         compat_f |= compat::ORPHAN_FILE;
     }
+    if journal && l.fc_blocks > 0 {
+        compat_f |= compat::FAST_COMMIT;
+    }
     put_le32(&mut b, 0x5C, compat_f);
     let mut inc = incompat::FILETYPE | incompat::EXTENTS;
     for (on, bit) in [
         (feat.bit64, incompat::BIT64),
         (feat.flex_bg, incompat::FLEX_BG),
         (feat.metadata_csum_seed, incompat::CSUM_SEED),
+        (feat.inline_data, incompat::INLINE_DATA),
+        (feat.ea_inode, incompat::EA_INODE),
+        (feat.large_dir, incompat::LARGEDIR),
+        (feat.casefold, incompat::CASEFOLD),
+        (feat.mmp, incompat::MMP),
     ] {
         if on {
             inc |= bit;
@@ -110,6 +125,8 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         (feat.huge_file, ro_compat::HUGE_FILE),
         (feat.dir_nlink, ro_compat::DIR_NLINK),
         (feat.extra_isize, ro_compat::EXTRA_ISIZE),
+        (feat.quota, ro_compat::QUOTA),
+        (feat.project, ro_compat::PROJECT),
     ] {
         if on {
             ro |= bit;
@@ -158,7 +175,21 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         put_le32(&mut b, 0x270, crc32c(!0, &ids.uuid));
     }
     if orphan {
-        put_le32(&mut b, 0x280, ORPHAN_INO);
+        put_le32(&mut b, 0x280, l.orphan_ino);
+    }
+    for (off, q) in [(0x240, l.quota[0]), (0x244, l.quota[1]), (0x26C, l.quota[2])] {
+        if let Some((ino, _, _)) = q {
+            put_le32(&mut b, off, ino);
+        }
+    }
+    if feat.mmp {
+        put_le16(&mut b, 0x166, opts.mmp_update_interval);
+        put_le32(&mut b, 0x168, l.mmp_block as u32);
+        put_le32(&mut b, 0x16C, (l.mmp_block >> 32) as u32);
+    }
+    if feat.casefold {
+        put_le16(&mut b, 0x27C, 1); // EXT4_ENC_UTF8_12_1
+        put_le16(&mut b, 0x27E, opts.encoding_flags);
     }
     let hi = (now.sec >> 32) as u8;
     b[0x274] = hi; // wtime
@@ -207,7 +238,7 @@ fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]>
 
 /// An empty jbd2 (v2) superblock for an internal journal of `blocks`
 /// blocks: log starts at block 1, sequence 1, nothing to recover.
-fn journal_superblock(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Vec<u8> {
+fn journal_superblock(block_size: u32, blocks: u32, fc_blocks: u32, uuid: &[u8; 16]) -> Vec<u8> {
     let mut b = vec![0u8; block_size as usize];
     let be = |b: &mut [u8], off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_be_bytes());
     be(&mut b, 0x0, 0xC03B_3998); // magic
@@ -218,6 +249,7 @@ fn journal_superblock(block_size: u32, blocks: u32, uuid: &[u8; 16]) -> Vec<u8> 
     be(&mut b, 0x18, 1); // first expected sequence
     b[0x30..0x40].copy_from_slice(uuid);
     be(&mut b, 0x40, 1); // one user: this filesystem
+    be(&mut b, 0x54, fc_blocks); // s_num_fc_blks, within s_maxlen
     b
 }
 
@@ -240,10 +272,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     let mut ids = Ids { uuid, hash_seed, now, journal_iblock: [0; 15] };
 
     // Inodes of the root, lost+found and the journal.
-    let (uid, gid) = opts.root_owner.unwrap_or_else(|| {
-        // SAFETY: getuid/getgid have no preconditions and cannot fail.
-        unsafe { (libc::getuid(), libc::getgid()) }
-    });
+    let (uid, gid) = opts.root_ids();
     let stub = superblock_raw(&l, &opts, &ids, 0, 0)?;
     let seed = stub.csum_seed();
     let inode_seed = |ino: u32| crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
@@ -265,7 +294,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         }
     }
     let sb0 = superblock_raw(&l, &opts, &ids, 0, 0)?;
-    let mut itable0: Vec<u8> = vec![0u8; ORPHAN_INO as usize * usize::from(l.inode_size)];
+    let mut itable0: Vec<u8> = vec![0u8; l.used_inodes as usize * usize::from(l.inode_size)];
     let mut put_inode = |ino: &mut Inode| -> Result<()> {
         let raw = ino.encode(&sb0)?.to_vec();
         let off = (ino.ino as usize - 1) * usize::from(l.inode_size);
@@ -273,7 +302,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         Ok(())
     };
     for n in 1..FIRST_INO {
-        if n == ROOT_INO || (n == JOURNAL_INO && !l.journal.is_empty()) {
+        if n == ROOT_INO || (n == JOURNAL_INO && !l.journal.is_empty()) || l.quota.iter().flatten().any(|q| q.0 == n) {
             continue;
         }
         // Reserved inodes: empty, but stamped and checksummed like mke2fs's.
@@ -317,7 +346,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     }
     if l.orphan.1 > 0 {
         // Like mke2fs's: root's, generation 0, no links from any directory.
-        let mut o = Inode::new_raw(&sb0, ORPHAN_INO);
+        let mut o = Inode::new_raw(&sb0, l.orphan_ino);
         o.mode = S_IFREG | 0o600;
         o.links_count = 1;
         o.size = u64::from(l.orphan.1) * bs as u64;
@@ -328,9 +357,43 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         put_inode(&mut o)?;
     }
 
+    for ty in QuotaType::ALL {
+        let Some((ino, start, n)) = l.quota[ty.index()] else { continue };
+        // Like mke2fs's: root's, immutable, no links from any directory.
+        let data = l.quota_file(ty);
+        let mut q = Inode::new_raw(&sb0, ino);
+        q.mode = S_IFREG | 0o600;
+        q.links_count = 1;
+        q.size = data.len() as u64;
+        q.blocks_512 = u64::from(n) * bs as u64 / 512;
+        q.flags = FL_EXTENTS | FL_IMMUTABLE;
+        (q.atime, q.ctime, q.mtime, q.crtime) = (now, now, now, Some(now));
+        q.block = extent_root(&[(start, n)], None)?;
+        put_inode(&mut q)?;
+        let mut buf = data.to_vec();
+        buf.resize(n as usize * bs, 0);
+        for (k, chunk) in buf.chunks(bs).enumerate() {
+            w.block(start + k as u64, chunk)?;
+        }
+    }
+
+    if l.mmp_block != 0 {
+        // Clean, as mke2fs leaves it; no host name in a reproducible image.
+        let m = Mmp {
+            seq: mmp::SEQ_CLEAN,
+            time: now.sec.max(0) as u64,
+            nodename: mmp::name_field(&if opts.time.is_some() { Vec::new() } else { nodename() }),
+            bdevname: [0; 32],
+            check_interval: opts.mmp_update_interval,
+        };
+        let mut b = vec![0u8; bs];
+        m.encode(&mut b, opts.features.metadata_csum.then_some(seed));
+        w.block(l.mmp_block, &b)?;
+    }
+
     // Orphan file blocks: no slot taken, a sealed tail each.
     let csum = opts.features.metadata_csum;
-    let orphan_seed = csum.then(|| inode_seed(ORPHAN_INO));
+    let orphan_seed = csum.then(|| inode_seed(l.orphan_ino));
     for k in 0..u64::from(l.orphan.1) {
         let p = l.orphan.0 + k;
         let mut b = vec![0u8; bs];
@@ -367,7 +430,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         w.block(*lb, buf)?;
     }
     if !l.journal.is_empty() {
-        let jsb = journal_superblock(l.block_size, jblocks as u32, &ids.uuid);
+        let jsb = journal_superblock(l.block_size, jblocks as u32, l.fc_blocks, &ids.uuid);
         w.block(l.journal[0].0, &jsb)?;
         if !zeroed {
             let zero = vec![0u8; bs];
@@ -393,11 +456,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         let used = l.used_in_group(g);
         let free = n - used;
         total_free += u64::from(free);
-        let used_inodes = match g {
-            0 if l.orphan.1 > 0 => ORPHAN_INO,
-            0 => FIRST_INO,
-            _ => 0,
-        };
+        let used_inodes = if g == 0 { l.used_inodes } else { 0 };
         total_free_inodes += u64::from(ipg - used_inodes);
         // Only a superblock backup in it: leave the bitmap uninitialised.
         let block_uninit = g != 0 && g + 1 != l.groups && used == l.super_blocks(g);
