@@ -44,7 +44,7 @@ fn uring_transport_serves_real_work() {
     }
     let fx = Fixture::new_plain("64M");
     let log = fx.dir.path().join("daemon.log");
-    fx.mount(&format!("transport=uring,log=info,logfile={}", log.display()));
+    fx.mount(&format!("transport=uring,attr_timeout=0,log=info,logfile={}", log.display()));
     let text = daemon_log(&fx);
     assert!(text.contains("transport: io_uring"), "the daemon did not use io_uring:\n{text}");
 
@@ -59,11 +59,16 @@ fn uring_transport_serves_real_work() {
     assert_eq!(fs::read(fx.path("big")).expect("read big"), big);
     assert_eq!(fs::read_to_string(fx.path("a/moved")).expect("read moved"), "file 0\n");
     assert_eq!(fs::read_dir(fx.path("a/b/c")).expect("readdir").count(), 18);
+    // GETATTR is answered by the queue threads themselves.
+    let md = fs::metadata(fx.path("big")).expect("stat big");
+    assert!(md.is_file() && md.len() == big.len() as u64);
+    assert!(fs::metadata(fx.path("a/b")).expect("stat dir").is_dir());
     let out = run(Command::new("sh").arg("-c").arg(format!("cd {} && ls -lR . && sync", fx.mnt.display())));
     assert!(String::from_utf8_lossy(&out.stdout).contains("moved"));
     fx.unmount();
     fx.assert_clean();
     let text = daemon_log(&fx);
+    assert!(text.contains("requests arrive through the ring"), "no request came through the ring:\n{text}");
     assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
 }
 
