@@ -205,7 +205,11 @@ impl Mount {
                 // Cloning the descriptor would open /dev/fuse again, which
                 // is what we may not do: the workers share this one.
                 config.clone_fd = false;
-                fuser::Session::from_fd(spare.share().with_uring(init_info.clone()), fd, config.acl, config)?
+                let adapter = match prepared {
+                    Some(_) => spare.share().with_uring(init_info.clone()),
+                    None => spare.share(),
+                };
+                fuser::Session::from_fd(adapter, fd, config.acl, config)?
             }
             Err(e) => return Err(e),
         };
