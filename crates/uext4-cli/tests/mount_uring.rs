@@ -77,7 +77,13 @@ fn dev_transport_is_the_default_and_named() {
     require_fuse!();
     let fx = Fixture::new_plain("32M");
     let log = fx.dir.path().join("daemon.log");
-    fx.mount(&format!("log=info,logfile={}", log.display()));
+    // Not fx.mount: that adds UEXT4_TEST_TRANSPORT's transport.
+    run(Command::new(BIN)
+        .arg("mount")
+        .arg(&fx.img)
+        .arg(&fx.mnt)
+        .arg("-o")
+        .arg(format!("log=info,logfile={}", log.display())));
     fs::write(fx.path("f"), b"x").expect("write");
     fx.unmount();
     fx.assert_clean();
