@@ -21,8 +21,11 @@
 //! state, [`Uext4Fuse::share`]), whose workers answer with one message
 //! each; the queue thread copies the reply into the entry and commits it.
 //! That keeps every operation working through the one adapter, at the
-//! price of one extra hop per request, which is what the measurements in
-//! docs/BENCHMARKS.md show.
+//! price of one extra hop per request. GETATTR and READ, the requests
+//! docs/BENCHMARKS.md's `bench requests` measures, are answered in the
+//! queue thread itself (the adapter's getattr and read, the attributes
+//! encoded here, the data read straight into the ring buffer), which is
+//! what the transport costs without the hop.
 //!
 //! Falling back: the rings and sockets are made before the INIT handshake,
 //! and FUSE_OVER_IO_URING is only asked for if they could be; a kernel
