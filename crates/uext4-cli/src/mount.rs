@@ -601,4 +601,12 @@ mod tests {
         assert!(o.kernel.direct_io);
         assert!(parse("cache=lots").is_err());
     }
+
+    #[test]
+    fn transport_option() {
+        assert_eq!(parse("rw").unwrap().transport, uext4_fuse::Transport::Dev);
+        assert_eq!(parse("transport=uring").unwrap().transport, uext4_fuse::Transport::Uring);
+        assert_eq!(parse("transport=uring,transport=dev").unwrap().transport, uext4_fuse::Transport::Dev);
+        assert!(parse("transport=tcp").unwrap_err().contains("transport=tcp"));
+    }
 }
