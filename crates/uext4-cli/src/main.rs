@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_io;
+mod bench_req;
 mod cat;
 mod docs;
 mod edit;
@@ -376,6 +377,10 @@ enum Cmd {
                             kernel page cache), nowriteback_cache|writeback_cache, parallel_dirops|noparallel_dirops,\n\
                             readdirplus=auto|on|off, entry_timeout=1, attr_timeout=1, negative_timeout=1 (seconds),\n\
                             kernel_cache|nokernel_cache (the kernel keeps file pages across opens).\n\
+                            transport=dev|uring: how requests reach the daemon: dev (default, read/write on\n\
+                            /dev/fuse) or uring (FUSE over io_uring, a prototype: Linux 6.14+, enabled with\n\
+                            echo Y > /sys/module/fuse/parameters/enable_uring; falls back to /dev/fuse when\n\
+                            unavailable). The daemon logs the transport it uses (log=info).\n\
                             Generic flags: dev, nodev, suid, nosuid, exec, noexec, atime,\n\
                             noatime, sync, async, dirsync.")]
     Mount {
@@ -433,6 +438,35 @@ enum BenchCmd {
         /// Directory for the image file with --device file
         #[arg(long, default_value = "/tmp")]
         dir: PathBuf,
+        /// Print JSON lines instead of a markdown table
+        #[arg(long)]
+        json: bool,
+    },
+    /// The cost of one FUSE round trip: stat (attr_timeout=0) and 4 KiB direct_io reads through a fresh mount
+    #[command(long_about = "Threads repeating one trivial request through a fresh `uext4 mount`: stat(2) of one\n\
+                            file with attr_timeout=0 (one GETATTR each) and a 4 KiB pread(2) of a file in the\n\
+                            daemon's cache with direct_io (one READ each). The same operations on the kernel's\n\
+                            ext4 (loop mount, needs root) and on fuse2fs (if installed) show what the transport\n\
+                            costs. Prints requests per second per target, operation and thread count.")]
+    Requests {
+        /// Targets, comma separated: uext4, kernel (loop mount), fuse2fs
+        #[arg(long, value_delimiter = ',', default_value = "uext4,kernel,fuse2fs")]
+        targets: Vec<String>,
+        /// Operations, comma separated: stat, read
+        #[arg(long, value_delimiter = ',', default_value = "stat,read")]
+        ops: Vec<String>,
+        /// Thread counts, comma separated
+        #[arg(long, value_delimiter = ',', default_value = "1,2,8")]
+        threads: Vec<usize>,
+        /// Seconds per run
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// More `uext4 mount -o` options for the uext4 target (e.g. transport=uring)
+        #[arg(short = 'o', long, value_name = "OPTIONS")]
+        options: Option<String>,
+        /// Directory for the images and mount points (default /dev/shm)
+        #[arg(long)]
+        dir: Option<PathBuf>,
         /// Print JSON lines instead of a markdown table
         #[arg(long)]
         json: bool,
@@ -671,6 +705,11 @@ fn run(cli: Cli) -> CliResult {
             let p = bench_io::IoBench { workloads, threads, seconds, device, dir, json };
             let mut out = io::stdout().lock();
             bench_io::run_io(&p, &mut out)?;
+        }
+        Cmd::Bench { which: BenchCmd::Requests { targets, ops, threads, seconds, options, dir, json } } => {
+            let p = bench_req::ReqBench { targets, ops, threads, seconds, options, dir, json };
+            let mut out = io::stdout().lock();
+            bench_req::run_requests(&p, &mut out)?;
         }
         Cmd::Bench {
             which:

@@ -67,6 +67,8 @@ pub struct MountOpts {
     pub cache_bytes: Option<u64>,
     /// `errors=continue|remount-ro|panic` (default remount-ro).
     pub errors: uext4_fuse::OnError,
+    /// `transport=dev|uring`.
+    pub transport: uext4_fuse::Transport,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -128,6 +130,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("data", Some("ordered")) | ("journal_checksum", None) => {}
             ("data", Some(v)) => return Err(format!("data={v}: only data=ordered is supported")),
             ("errors", Some(v)) => o.errors = v.parse()?,
+            ("transport", Some(v)) => o.transport = v.parse()?,
             (k, v) if o.kernel.set(k, v)? => {}
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
@@ -141,7 +144,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
-             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, {})",
+             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
             uext4_fuse::FEATURE_OPTIONS
@@ -422,6 +425,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
         kernel_flags: opts.kernel_flags.clone(),
         errors: opts.errors,
+        transport: opts.transport,
     };
     let mount = match uext4_fuse::Mount::new(fs.clone(), mnt, &cfg) {
         Ok(m) => m,
@@ -596,5 +600,13 @@ mod tests {
         assert_eq!(o.cache_bytes, Some(64 << 20));
         assert!(o.kernel.direct_io);
         assert!(parse("cache=lots").is_err());
+    }
+
+    #[test]
+    fn transport_option() {
+        assert_eq!(parse("rw").unwrap().transport, uext4_fuse::Transport::Dev);
+        assert_eq!(parse("transport=uring").unwrap().transport, uext4_fuse::Transport::Uring);
+        assert_eq!(parse("transport=uring,transport=dev").unwrap().transport, uext4_fuse::Transport::Dev);
+        assert!(parse("transport=tcp").unwrap_err().contains("transport=tcp"));
     }
 }

@@ -60,7 +60,7 @@ impl Fixture {
             .arg(&self.img)
             .arg(&self.mnt)
             .arg("-o")
-            .arg(opts)
+            .arg(mount_support::with_transport(opts))
             .arg("--foreground")
             .stdin(Stdio::null())
             .stderr(stderr)

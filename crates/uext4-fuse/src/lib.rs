@@ -30,14 +30,17 @@ mod conv;
 mod features;
 pub mod fusermount;
 mod logging;
+mod uring;
 
 pub use adapter::Uext4Fuse;
 pub use features::{KernelFeatures, Readdirplus, MAX_WRITE_LIMIT, OPTIONS as FEATURE_OPTIONS};
 pub use log::LevelFilter;
 pub use logging::{init_log, LogTarget};
+pub use uring::{unavailable_reason as uring_unavailable_reason, Transport, ENABLE_PARAM as URING_ENABLE_PARAM};
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -67,6 +70,8 @@ pub struct MountConfig {
     /// What a filesystem error (corrupt or badly checksummed metadata)
     /// does, as ext4's `errors=`.
     pub errors: OnError,
+    /// How requests reach the daemon (`transport=dev|uring`).
+    pub transport: Transport,
 }
 
 /// ext4's `errors=` behaviours, for an error that shows the filesystem
@@ -107,6 +112,7 @@ impl Default for MountConfig {
             fsname: "uext4".into(),
             kernel_flags: Vec::new(),
             errors: OnError::default(),
+            transport: Transport::default(),
         }
     }
 }
@@ -122,6 +128,8 @@ pub fn default_threads() -> usize {
 pub struct Mount {
     session: fuser::Session<Uext4Fuse>,
     unmounter: Unmounter,
+    /// The io_uring transport's threads, when it runs.
+    uring: Option<uring::Running>,
 }
 
 impl std::fmt::Debug for Mount {
@@ -149,12 +157,37 @@ impl Mount {
         }
         let mut config = fuser::Config::default();
         config.mount_options = opts;
-        config.acl = if cfg.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+        let acl = || if cfg.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+        config.acl = acl();
         config.n_threads = Some(cfg.threads.max(1));
         config.clone_fd = true;
-        // The adapter's notifier, known once the session exists.
+        // The io_uring transport is asked for at INIT only when its rings
+        // and sockets could be made first (see the uring module).
+        // The adapter's notifier, known once the session exists (shared
+        // with the io_uring transport's sessions).
         let inval = Arc::new(std::sync::OnceLock::new());
-        let adapter = Uext4Fuse::new(fs.clone(), cfg).with_inval(inval.clone());
+        let mut adapter = Uext4Fuse::new(fs.clone(), cfg).with_inval(inval.clone());
+        let spare = adapter.share();
+        let init_info = Arc::new(Mutex::new(uring::InitInfo::default()));
+        let prepared = match cfg.transport {
+            Transport::Dev => None,
+            Transport::Uring => match uring::unavailable_reason() {
+                Some(why) => {
+                    log::warn!("transport=uring: {why}; using /dev/fuse");
+                    None
+                }
+                None => match uring::prepare() {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        log::warn!("transport=uring: cannot set up the rings ({e}); using /dev/fuse");
+                        None
+                    }
+                },
+            },
+        };
+        if prepared.is_some() {
+            adapter = adapter.with_uring(init_info.clone());
+        }
         let mut session = match fuser::Session::new(adapter, &mountpoint, &config) {
             Ok(s) => s,
             // /dev/fuse closed to us (fuser then fails instead of using the
@@ -175,16 +208,40 @@ impl Mount {
                 // Cloning the descriptor would open /dev/fuse again, which
                 // is what we may not do: the workers share this one.
                 config.clone_fd = false;
-                fuser::Session::from_fd(Uext4Fuse::new(fs, cfg).with_inval(inval.clone()), fd, config.acl, config)?
+                let adapter = match prepared {
+                    Some(_) => spare.share().with_uring(init_info.clone()),
+                    None => spare.share(),
+                };
+                fuser::Session::from_fd(adapter, fd, config.acl, config)?
             }
             Err(e) => return Err(e),
         };
+        let info = *init_info.lock().unwrap_or_else(|p| p.into_inner());
+        let uring = match prepared {
+            Some(p) if info.granted => match uring::start(p, session.as_fd(), &info, &spare, acl(), cfg.threads) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    log::warn!("transport=uring: {e}; using /dev/fuse");
+                    None
+                }
+            },
+            Some(_) => {
+                log::warn!("transport=uring: the kernel did not offer FUSE_OVER_IO_URING at INIT; using /dev/fuse");
+                None
+            }
+            None => None,
+        };
+        if uring.is_none() {
+            log::info!("transport: /dev/fuse, {} workers", cfg.threads.max(1));
+        }
+        drop(spare);
         let path = CString::new(mountpoint.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mountpoint path contains NUL"))?;
         let _ = inval.set(session.notifier());
         let session_unmounter = Arc::new(Mutex::new(session.unmount_callable()));
         Ok(Mount {
             session,
+            uring,
             unmounter: Unmounter { session: session_unmounter, path: Arc::new(path), shown: mountpoint },
         })
     }
@@ -200,7 +257,13 @@ impl Mount {
     /// aborted. The library's filesystem is not unmounted here: the caller
     /// does that once this returns (the adapter's reference is gone then).
     pub fn run(self) -> io::Result<()> {
-        self.session.run()
+        let r = self.session.run();
+        // The kernel has torn the ring down with the connection; the queue
+        // threads and their sessions end, dropping their adapters.
+        if let Some(u) = self.uring {
+            u.join();
+        }
+        r
     }
 }
 

@@ -54,7 +54,7 @@ impl Fixture {
 
     /// `uext4 mount IMG MNT -o OPTS` (daemon): mounted when it returns.
     pub fn mount(&self, opts: &str) {
-        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(opts));
+        run(Command::new(BIN).arg("mount").arg(&self.img).arg(&self.mnt).arg("-o").arg(with_transport(opts)));
         assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
     }
 
@@ -95,6 +95,17 @@ impl Drop for Fixture {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// `opts` with `transport=T` added when UEXT4_TEST_TRANSPORT=T is set:
+/// the same tests run on the io_uring transport
+/// (`UEXT4_TEST_TRANSPORT=uring cargo test -p uext4-cli --test mount`).
+pub fn with_transport(opts: &str) -> String {
+    match std::env::var("UEXT4_TEST_TRANSPORT") {
+        Ok(t) if !t.is_empty() && opts.is_empty() => format!("transport={t}"),
+        Ok(t) if !t.is_empty() => format!("{opts},transport={t}"),
+        _ => opts.to_string(),
     }
 }
 

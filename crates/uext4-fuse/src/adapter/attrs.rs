@@ -26,9 +26,15 @@ impl Uext4Fuse {
     }
 
     pub(super) fn do_getattr(&self, ino: INodeNo, reply: ReplyAttr) {
-        let ino = tri!(reply, from_fuse(ino));
-        let st = tri!(reply, self.stat("getattr", ino));
-        reply.attr(&self.features.attr_ttl, &attr(&st));
+        let (st, ttl) = tri!(reply, self.getattr_stat(ino));
+        reply.attr(&ttl, &attr(&st));
+    }
+
+    /// GETATTR's answer, for fuser's reply and for the io_uring
+    /// transport's own encoding of it.
+    pub(crate) fn getattr_stat(&self, ino: INodeNo) -> Result<(uext4::Stat, std::time::Duration), Errno> {
+        let ino = from_fuse(ino)?;
+        Ok((self.stat("getattr", ino)?, self.features.attr_ttl))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -125,21 +125,33 @@ impl Uext4Fuse {
         flags: OpenFlags,
         reply: ReplyData,
     ) {
-        let ino = tri!(reply, from_fuse(ino));
+        let mut buf = vec![0u8; size.min(MAX_READ) as usize];
+        let n = tri!(reply, self.read_into(ino, fh, offset, flags, &mut buf));
+        reply.data(buf.get(..n).unwrap_or(&buf));
+    }
+
+    /// READ into `buf` (as much as it holds): for fuser's reply and for
+    /// the io_uring transport, which reads straight into its ring buffer.
+    pub(crate) fn read_into(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        flags: OpenFlags,
+        buf: &mut [u8],
+    ) -> Result<usize, Errno> {
+        let ino = from_fuse(ino)?;
         if self.down.load(Ordering::Acquire) {
             // After FS_IOC_SHUTDOWN reads fail too, as on ext4 (pages the
             // kernel has cached are still served by it).
-            reply.error(Errno::EIO);
-            return;
+            return Err(Errno::EIO);
         }
-        let mut buf = vec![0u8; size.min(MAX_READ) as usize];
         let r = if Self::is_direct(fh, flags) {
-            self.fs.read_direct(ino, offset, &mut buf)
+            self.fs.read_direct(ino, offset, buf)
         } else {
-            self.fs.inodes().read(ino, offset, &mut buf)
+            self.fs.inodes().read(ino, offset, buf)
         };
-        let n = tri!(reply, r.map_err(|e| self.fail("read", e)));
-        reply.data(buf.get(..n).unwrap_or(&buf));
+        r.map_err(|e| self.fail("read", e))
     }
 
     #[allow(clippy::too_many_arguments)]

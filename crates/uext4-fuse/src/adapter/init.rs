@@ -58,6 +58,13 @@ impl Uext4Fuse {
                 info!("the kernel does not offer {flag:?}");
             }
         }
+        if let Some(info) = &self.uring_init {
+            let granted = have.contains(InitFlags::FUSE_OVER_IO_URING)
+                && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_ok();
+            let abi = config.kernel_abi();
+            let mut i = info.lock().unwrap_or_else(|p| p.into_inner());
+            *i = crate::uring::InitInfo { caps: have.bits(), major: abi.0, minor: abi.1, granted };
+        }
         if f.writeback_cache && !have.contains(InitFlags::FUSE_WRITEBACK_CACHE) {
             warn!("writeback_cache requested but the kernel does not support it");
         }

@@ -67,17 +67,20 @@ pub struct Uext4Fuse {
     read_only: bool,
     on_error: OnError,
     /// Set by the first filesystem error under `errors=remount-ro`.
-    errored: AtomicBool,
+    errored: Arc<AtomicBool>,
     /// Set by FS_IOC_SHUTDOWN: every change fails with EIO.
-    down: AtomicBool,
+    down: Arc<AtomicBool>,
     /// Writeback-error cursor of each counted open, by file handle
     /// (Linux's `file->f_wb_err`).
-    wb_cursors: Mutex<HashMap<u64, u64>>,
-    next_fh: AtomicU64,
+    wb_cursors: Arc<Mutex<HashMap<u64, u64>>>,
+    next_fh: Arc<AtomicU64>,
     /// The session's notifier, set once the session exists: attribute
     /// changes the kernel does not expect (set-id bits a write removed)
     /// are pushed out of its cache through it.
     inval: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// With `transport=uring`: INIT asks for FUSE_OVER_IO_URING and
+    /// records what the kernel offered here (the ring's sessions replay it).
+    uring_init: Option<Arc<Mutex<crate::uring::InitInfo>>>,
 }
 
 impl Uext4Fuse {
@@ -89,11 +92,12 @@ impl Uext4Fuse {
             features: cfg.kernel.clone(),
             read_only,
             on_error: cfg.errors,
-            errored: AtomicBool::new(false),
-            down: AtomicBool::new(false),
-            wb_cursors: Mutex::new(HashMap::new()),
-            next_fh: AtomicU64::new(1),
+            errored: Arc::new(AtomicBool::new(false)),
+            down: Arc::new(AtomicBool::new(false)),
+            wb_cursors: Arc::new(Mutex::new(HashMap::new())),
+            next_fh: Arc::new(AtomicU64::new(1)),
             inval: Arc::new(std::sync::OnceLock::new()),
+            uring_init: None,
         }
     }
 
@@ -111,6 +115,32 @@ impl Uext4Fuse {
                 debug!("invalidating the attributes of inode {ino}: {e}");
             }
         }
+    }
+
+    /// A second adapter over the same filesystem and the same per-mount
+    /// state (file handles, writeback-error cursors, the errored and
+    /// shutdown flags, the notifier):
+    /// the io_uring transport serves requests through fuser sessions of
+    /// its own, which must see the handles the others handed out.
+    pub(crate) fn share(&self) -> Uext4Fuse {
+        Uext4Fuse {
+            fs: self.fs.clone(),
+            features: self.features.clone(),
+            read_only: self.read_only,
+            on_error: self.on_error,
+            errored: self.errored.clone(),
+            down: self.down.clone(),
+            wb_cursors: self.wb_cursors.clone(),
+            next_fh: self.next_fh.clone(),
+            inval: self.inval.clone(),
+            uring_init: None,
+        }
+    }
+
+    /// Asks for FUSE_OVER_IO_URING at INIT and records the handshake in `info`.
+    pub(crate) fn with_uring(mut self, info: Arc<Mutex<crate::uring::InitInfo>>) -> Uext4Fuse {
+        self.uring_init = Some(info);
+        self
     }
 
     /// Ok if changes are allowed: a read-write mount that has not met a

@@ -1,0 +1,102 @@
+//! `uext4 mount -o transport=uring`: FUSE over io_uring (the prototype
+//! bridge of uext4-fuse's `uring` module). Real programs work through it
+//! (files written and read back, a directory tree, rename, unlink, a
+//! 3 MiB file larger than one request), the daemon's log names the
+//! transport it uses, the image is clean after the unmount, and
+//! `transport=dev` stays the default.
+//!
+//! Needs root and /dev/fuse, and a kernel with FUSE io_uring: the test
+//! turns the `enable_uring` module parameter on when it is off (it only
+//! allows daemons that ask for the transport; it is left on), and prints
+//! `SKIP: <reason>` when the kernel lacks it.
+
+use std::fs;
+use std::process::Command;
+
+mod mount_support;
+
+use mount_support::{run, Fixture, BIN};
+
+const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Why the io_uring transport cannot be tried here, if it cannot.
+fn uring_skip_reason() -> Option<String> {
+    match fs::read_to_string(PARAM) {
+        Err(_) => Some(format!("{PARAM} missing: the kernel lacks CONFIG_FUSE_IO_URING (Linux 6.14+)")),
+        Ok(s) if s.trim() == "Y" => None,
+        Ok(_) => match fs::write(PARAM, "Y") {
+            Ok(()) => None,
+            Err(e) => Some(format!("FUSE io_uring is off and cannot be turned on ({PARAM}: {e})")),
+        },
+    }
+}
+
+fn daemon_log(fx: &Fixture) -> String {
+    fs::read_to_string(fx.dir.path().join("daemon.log")).unwrap_or_default()
+}
+
+#[test]
+fn uring_transport_serves_real_work() {
+    require_fuse!();
+    if let Some(r) = uring_skip_reason() {
+        println!("SKIP: {r}");
+        return;
+    }
+    let fx = Fixture::new_plain("64M");
+    let log = fx.dir.path().join("daemon.log");
+    fx.mount(&format!("transport=uring,attr_timeout=0,log=info,logfile={}", log.display()));
+    let text = daemon_log(&fx);
+    assert!(text.contains("transport: io_uring"), "the daemon did not use io_uring:\n{text}");
+
+    let big: Vec<u8> = (0..3u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    fs::write(fx.path("big"), &big).expect("write big");
+    fs::create_dir_all(fx.path("a/b/c")).expect("mkdir -p");
+    for i in 0..20 {
+        fs::write(fx.path(&format!("a/b/c/f{i}")), format!("file {i}\n")).expect("write small");
+    }
+    fs::rename(fx.path("a/b/c/f0"), fx.path("a/moved")).expect("rename");
+    fs::remove_file(fx.path("a/b/c/f1")).expect("unlink");
+    assert_eq!(fs::read(fx.path("big")).expect("read big"), big);
+    assert_eq!(fs::read_to_string(fx.path("a/moved")).expect("read moved"), "file 0\n");
+    assert_eq!(fs::read_dir(fx.path("a/b/c")).expect("readdir").count(), 18);
+    // GETATTR is answered by the queue threads themselves.
+    let md = fs::metadata(fx.path("big")).expect("stat big");
+    assert!(md.is_file() && md.len() == big.len() as u64);
+    assert!(fs::metadata(fx.path("a/b")).expect("stat dir").is_dir());
+    let out = run(Command::new("sh").arg("-c").arg(format!("cd {} && ls -lR . && sync", fx.mnt.display())));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("moved"));
+    fx.unmount();
+    fx.assert_clean();
+    let text = daemon_log(&fx);
+    assert!(text.contains("requests arrive through the ring"), "no request came through the ring:\n{text}");
+    assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
+}
+
+#[test]
+fn dev_transport_is_the_default_and_named() {
+    require_fuse!();
+    let fx = Fixture::new_plain("32M");
+    let log = fx.dir.path().join("daemon.log");
+    // Not fx.mount: that adds UEXT4_TEST_TRANSPORT's transport.
+    run(Command::new(BIN)
+        .arg("mount")
+        .arg(&fx.img)
+        .arg(&fx.mnt)
+        .arg("-o")
+        .arg(format!("log=info,logfile={}", log.display())));
+    fs::write(fx.path("f"), b"x").expect("write");
+    fx.unmount();
+    fx.assert_clean();
+    let text = daemon_log(&fx);
+    assert!(text.contains("transport: /dev/fuse"), "{text}");
+    // A bad value is refused before anything is mounted.
+    let out = Command::new(BIN).arg("mount").arg(&fx.img).arg(&fx.mnt).args(["-o", "transport=tcp"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("transport=tcp"));
+}
+
+impl Fixture {
+    fn new_plain(size: &str) -> Fixture {
+        Fixture::with_mkfs_args(size, &[])
+    }
+}
