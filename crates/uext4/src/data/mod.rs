@@ -12,9 +12,9 @@ pub mod page_cache;
 
 use crate::counter::StripedCounter;
 use crate::format::block_number::FileBlock;
+use crate::format::timestamp::Timestamp;
 use crate::inode::{MapKind, Mapping};
 use crate::locks::{InodeIo, InodeLocks, InodeState};
-use crate::format::timestamp::Timestamp;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -65,7 +65,10 @@ impl PendingTime {
     fn unpack(v: u64) -> Option<Timestamp> {
         (v != 0).then(|| {
             let v = !v;
-            Timestamp { sec: (v >> Self::NSEC_BITS) as i64 - Self::SEC_BIAS, nsec: (v & ((1 << Self::NSEC_BITS) - 1)) as u32 }
+            Timestamp {
+                sec: (v >> Self::NSEC_BITS) as i64 - Self::SEC_BIAS,
+                nsec: (v & ((1 << Self::NSEC_BITS) - 1)) as u32,
+            }
         })
     }
 
@@ -249,7 +252,8 @@ pub struct IoStats {
     /// Buffered writes under the exclusive lock.
     pub buffered_write_exclusive: StripedCounter,
     /// Lazy mtime/ctime updates made by the shared-lock write paths (one
-    /// handle each, at most once per second per inode).
+    /// handle each, at most once per second per inode), and pending
+    /// atimes written out on their own (one handle each, `fs/atime.rs`).
     pub time_updates: StripedCounter,
     /// Dirty folios written back in place (blocks already written): no
     /// handle.

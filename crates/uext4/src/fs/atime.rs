@@ -93,7 +93,13 @@ impl Atimes {
 
 /// The kernel's `atime_needs_update` for a mount in `mode`: should a read
 /// at `now` of an inode with these times set its atime to `now`?
-pub(crate) fn needs_update(mode: AtimeMode, atime: Timestamp, mtime: Timestamp, ctime: Timestamp, now: Timestamp) -> bool {
+pub(crate) fn needs_update(
+    mode: AtimeMode,
+    atime: Timestamp,
+    mtime: Timestamp,
+    ctime: Timestamp,
+    now: Timestamp,
+) -> bool {
     let relatime_says = match mode {
         AtimeMode::Noatime => return false,
         AtimeMode::Strictatime => true,
@@ -153,6 +159,7 @@ impl FsCore {
             return Ok(());
         }
         let _io = st.io.read();
+        crate::data::IoStats::bump(&rw.data.stats().time_updates);
         let tx = self.begin(1)?;
         let _m = st.map.write();
         let r = (|| {

@@ -31,14 +31,18 @@ impl FsCore {
     pub fn stat(&self, ino: u32) -> Result<Stat> {
         let mut i = self.inode(ino)?;
         let file_type = i.file_type()?;
-        if let (Some(rw), FileType::Regular) = (self.live(), file_type) {
-            // Buffered data not yet written back: the in-memory size, and
-            // its reserved blocks counted as ext4 counts delayed ones.
-            let st = rw.data.inode(ino);
-            i.size = i.size.max(st.data.pages.pending_size());
-            i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
-        }
-        if let Some(t) = self.pending_atime(ino) {
+        let pending_atime = match (self.live(), file_type) {
+            (Some(rw), FileType::Regular) => {
+                // Buffered data not yet written back: the in-memory size, and
+                // its reserved blocks counted as ext4 counts delayed ones.
+                let st = rw.data.inode(ino);
+                i.size = i.size.max(st.data.pages.pending_size());
+                i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
+                st.data.atime.get()
+            }
+            _ => self.pending_atime(ino),
+        };
+        if let Some(t) = pending_atime {
             // Read since the atime was last written (see fs/atime.rs).
             i.atime = t;
         }
