@@ -69,11 +69,18 @@ pub struct MountOpts {
     pub errors: uext4_fuse::OnError,
     /// `transport=dev|uring`.
     pub transport: uext4_fuse::Transport,
+    /// `relatime` (default), `strictatime`, `noatime` (`atime`: relatime
+    /// again): when reads update access times, decided by the engine
+    /// (the kernel leaves atime of FUSE files to the daemon).
+    pub atime: uext4::AtimeMode,
+    /// `[no]lazytime`: pending access times wait up to 24 hours (else the
+    /// commit interval) unless the inode changes or is synced first.
+    pub lazytime: bool,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
 const IGNORED: &[&str] =
-    &["defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "default_permissions", "relatime"];
+    &["defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "default_permissions"];
 
 fn on_off(key: &str, v: &str) -> Result<bool, String> {
     match v {
@@ -131,10 +138,22 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("data", Some(v)) => return Err(format!("data={v}: only data=ordered is supported")),
             ("errors", Some(v)) => o.errors = v.parse()?,
             ("transport", Some(v)) => o.transport = v.parse()?,
+            ("relatime" | "strictatime", None) => o.atime = key.parse()?,
+            ("lazytime", None) => o.lazytime = true,
+            ("nolazytime", None) => o.lazytime = false,
             (k, v) if o.kernel.set(k, v)? => {}
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
-            (k, None) if uext4_fuse::KERNEL_FLAGS.contains(&k) => o.kernel_flags.push(k.to_string()),
+            (k, None) if uext4_fuse::KERNEL_FLAGS.contains(&k) => {
+                // The engine decides atimes; the kernel still gets the
+                // flag (it shows in /proc/mounts).
+                match k {
+                    "noatime" => o.atime = uext4::AtimeMode::Noatime,
+                    "atime" => o.atime = uext4::AtimeMode::Relatime,
+                    _ => {}
+                }
+                o.kernel_flags.push(k.to_string())
+            }
             (k, None) if IGNORED.contains(&k) => {}
             (k, _) if k.starts_with("x-") || k == "comment" => {}
             _ => unknown.push(opt.to_string()),
@@ -144,11 +163,18 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
-             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, {})",
+             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, \
+             relatime|strictatime|noatime, [no]lazytime, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
             uext4_fuse::FEATURE_OPTIONS
         ));
+    }
+    if o.atime == uext4::AtimeMode::Strictatime {
+        // Reads the kernel serves from its page cache never reach the
+        // daemon, so no atime changes then: drop the cached pages at
+        // every open, so that each open's reads reach it at least once.
+        o.kernel.kernel_cache = false;
     }
     Ok(o)
 }
@@ -397,7 +423,13 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         Ok(l) => l,
         Err(e) => return Err(notify.fail(e)),
     };
-    let mut open = MountOptions { write: !opts.read_only, data: opts.data, ..MountOptions::default() };
+    let mut open = MountOptions {
+        write: !opts.read_only,
+        data: opts.data,
+        atime: opts.atime,
+        lazytime: opts.lazytime,
+        ..MountOptions::default()
+    };
     if let Some(c) = opts.commit {
         open.commit_interval = c;
     }
@@ -566,6 +598,12 @@ mod tests {
         assert_eq!(o.commit, Some(Duration::from_secs(2)));
         assert_eq!(o.threads, Some(3));
         assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);
+        assert_eq!(o.atime, uext4::AtimeMode::Noatime);
+        let o = parse("strictatime,lazytime").unwrap();
+        assert_eq!((o.atime, o.lazytime, o.kernel.kernel_cache), (uext4::AtimeMode::Strictatime, true, false));
+        let o = parse("noatime,relatime,nolazytime").unwrap();
+        assert_eq!((o.atime, o.lazytime, o.kernel.kernel_cache), (uext4::AtimeMode::Relatime, false, true));
+        assert_eq!(parse("").unwrap().atime, uext4::AtimeMode::Relatime);
         let o = parse_options(&["ro".into(), "rw,lock_policy=exclusive,dio_unwritten_no_handle=off".into()]).unwrap();
         assert!(!o.read_only);
         assert_eq!(o.data.lock_policy, LockPolicy::Exclusive);

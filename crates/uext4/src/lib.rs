@@ -121,5 +121,5 @@ pub use device::{BlockDevice, FileDevice, MemoryDevice};
 pub use error::{CorruptKind, Corruption, Error, Location, Result, Structure};
 pub use format::block_number::{FileBlock, PhysicalBlock};
 pub use format::inode::{FileType, Timestamp};
-pub use fs::{Filesystem, FsCore, MountOptions, Stat, StatFs};
+pub use fs::{AtimeMode, Filesystem, FsCore, MountOptions, Stat, StatFs};
 pub use std_api::{DirEntry, File, FileTimes, Metadata, OpenOptions, Permissions, ReadDir};

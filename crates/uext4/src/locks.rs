@@ -319,6 +319,12 @@ impl<X: InodeState> InodeLocks<X> {
         m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
     }
 
+    /// The I/O state of inode `ino` if the table holds it (nothing is
+    /// added).
+    pub fn get(&self, ino: u32) -> Option<Arc<InodeIo<X>>> {
+        self.shards[ino as usize % SHARDS].read().get(&ino).cloned()
+    }
+
     /// Locks the inodes of `dirs` and `others` (directories and other
     /// files alike) exclusively in increasing inode number, the one order
     /// of inode I/O locks, waiting for the in-flight direct I/O of each;

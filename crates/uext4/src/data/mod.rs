@@ -12,9 +12,10 @@ pub mod page_cache;
 
 use crate::counter::StripedCounter;
 use crate::format::block_number::FileBlock;
+use crate::format::timestamp::Timestamp;
 use crate::inode::{MapKind, Mapping};
 use crate::locks::{InodeIo, InodeLocks, InodeState};
-use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The data path's state of one inode, kept in its entry of the inode
@@ -30,12 +31,65 @@ pub struct FileData {
     /// number names a live inode before writing into it (a reader may
     /// have filled a folio since the deletion dropped them all).
     pub deleted: AtomicBool,
+    /// An access time that reads set and that is not written to the
+    /// inode yet (`fs/atime.rs`): lazytime-style batching, so a read
+    /// never starts a handle.
+    pub atime: PendingTime,
 }
 
 impl InodeState for FileData {
     fn pinned(&self) -> bool {
-        // Dirty data lives until written back.
-        self.pages.is_dirty()
+        // Dirty data lives until written back, a pending atime until
+        // written to the inode.
+        self.pages.is_dirty() || self.atime.is_set()
+    }
+}
+
+/// A timestamp set and taken without a lock: seconds (ext4's range,
+/// -2^31 to 2^34 - 2^31) and nanoseconds packed in one atomic word,
+/// stored inverted so that the all-zero default means "none" (the
+/// inverse of zero, all ones, has 2^30 - 1 nanoseconds: never a time).
+#[derive(Debug, Default)]
+pub struct PendingTime(AtomicU64);
+
+impl PendingTime {
+    const NSEC_BITS: u32 = 30;
+    const SEC_BIAS: i64 = 1 << 31;
+    const SEC_MAX: i64 = (1 << 34) - 1 - Self::SEC_BIAS;
+
+    fn pack(t: Timestamp) -> u64 {
+        let sec = t.sec.clamp(-Self::SEC_BIAS, Self::SEC_MAX) + Self::SEC_BIAS;
+        !(((sec as u64) << Self::NSEC_BITS) | u64::from(t.nsec.min(999_999_999)))
+    }
+
+    fn unpack(v: u64) -> Option<Timestamp> {
+        (v != 0).then(|| {
+            let v = !v;
+            Timestamp {
+                sec: (v >> Self::NSEC_BITS) as i64 - Self::SEC_BIAS,
+                nsec: (v & ((1 << Self::NSEC_BITS) - 1)) as u32,
+            }
+        })
+    }
+
+    /// The pending time, if any.
+    pub fn get(&self) -> Option<Timestamp> {
+        Self::unpack(self.0.load(Ordering::Acquire))
+    }
+
+    /// True if a time is pending.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+
+    /// Sets `t`; true if none was pending before.
+    pub fn set(&self, t: Timestamp) -> bool {
+        self.0.swap(Self::pack(t), Ordering::AcqRel) == 0
+    }
+
+    /// Takes the pending time, leaving none.
+    pub fn take(&self) -> Option<Timestamp> {
+        Self::unpack(self.0.swap(0, Ordering::AcqRel))
     }
 }
 
@@ -198,7 +252,8 @@ pub struct IoStats {
     /// Buffered writes under the exclusive lock.
     pub buffered_write_exclusive: StripedCounter,
     /// Lazy mtime/ctime updates made by the shared-lock write paths (one
-    /// handle each, at most once per second per inode).
+    /// handle each, at most once per second per inode), and pending
+    /// atimes written out on their own (one handle each, `fs/atime.rs`).
     pub time_updates: StripedCounter,
     /// Dirty folios written back in place (blocks already written): no
     /// handle.

@@ -105,6 +105,13 @@ pub(super) fn lookup(vol: &Volume, dir: &Inode, name: &NameKey<'_>) -> Result<Op
 /// `loff_t`, and lseek(2) (seekdir) refuses negative ones.
 pub const COOKIE_TAG: u64 = 1 << 62;
 
+/// Set (without [`COOKIE_TAG`]) in the byte-position cookies of a
+/// hash-indexed directory listed in block order because its index is
+/// unusable, so that they are told apart from positions a caller seeks
+/// to, which are hash positions there (as the kernel's `pos2maj_hash`).
+/// Directory files never reach 2^61 bytes.
+pub const LINEAR_TAG: u64 = 1 << 61;
+
 /// Bits of a position that hold the minor hash (its top 30 bits).
 const MINOR_BITS: u32 = 30;
 

@@ -170,8 +170,9 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
         let from = if cookie & htree::COOKIE_TAG != 0 && cookie >> 63 == 0 { 0 } else { cookie };
         return linear_readdir(vol, dir, from, max);
     }
-    if cookie > 1 && cookie & htree::COOKIE_TAG == 0 {
-        return linear_readdir(vol, dir, cookie, max);
+    if cookie & (htree::COOKIE_TAG | htree::LINEAR_TAG) == htree::LINEAR_TAG {
+        // Going on with a listing that fell back to block order.
+        return linear_fallback(vol, dir, cookie & !htree::LINEAR_TAG, max);
     }
     // "." and ".." come first, from the index root, with cookies 1 and
     // the first hash position.
@@ -186,7 +187,10 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
             out.push(DirEntry { next_cookie: if is_dot { 1 } else { htree::COOKIE_TAG }, ..e });
         }
     }
-    let from = if cookie < 2 { htree::COOKIE_TAG } else { cookie };
+    // Any other position (seekdir to one no listing returned) is a hash
+    // position, as the kernel reads it: the listing goes on at the next
+    // entry in hash order.
+    let from = if cookie < 2 { htree::COOKIE_TAG } else { htree::COOKIE_TAG | cookie };
     if let Some(version) = block_hash {
         out.extend(htree::readdir_block(vol, dir, version, from, max - out.len())?);
         return Ok(out);
@@ -196,10 +200,20 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
         // The leaves still hold every entry: list them by position, as the
         // kernel does when the index is bad (only from the start: a hash
         // cookie cannot be turned into a position).
-        Err(Error::Corrupt { .. }) if cookie == 0 => return linear_readdir(vol, dir, 0, max),
+        Err(Error::Corrupt { .. }) if cookie == 0 => return linear_fallback(vol, dir, 0, max),
         Err(e) => return Err(e),
     }
     Ok(out)
+}
+
+/// [`linear_readdir`] of a hash-indexed directory whose index is
+/// unusable, its cookies marked (see [`htree::LINEAR_TAG`]).
+fn linear_fallback(vol: &Volume, dir: &Inode, pos: u64, max: usize) -> Result<Vec<DirEntry>> {
+    let mut v = linear_readdir(vol, dir, pos, max)?;
+    for e in &mut v {
+        e.next_cookie |= htree::LINEAR_TAG;
+    }
+    Ok(v)
 }
 
 /// Reads up to `max` entries in block order from byte position `cookie`.

@@ -144,8 +144,15 @@ impl FsCore {
             return Ok(n);
         }
         let st = rw.data.inode(ino);
-        let size = self.file_size(&st, ino)?;
+        // As file_size, keeping the inode for the atime decision.
+        let (size, i) = {
+            let pending = st.data.pages.pending_size();
+            let _m = st.map.read();
+            let i = self.regular(ino)?;
+            (i.size.max(pending), i)
+        };
         if offset >= size || buf.is_empty() {
+            self.note_access(&st, &i);
             return Ok(0);
         }
         let total = (size - offset).min(buf.len() as u64);
@@ -171,6 +178,7 @@ impl FsCore {
             drop(guards);
             pos = wend;
         }
+        self.note_access(&st, &i);
         Ok(total as usize)
     }
 

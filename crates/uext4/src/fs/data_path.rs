@@ -24,6 +24,9 @@ pub(crate) struct DataPath {
     stats: IoStats,
     config: DataPathConfig,
     errors: Arc<WbErrors>,
+    /// The access-time policy and the inodes whose new atime waits to be
+    /// written (`fs/atime.rs`).
+    pub(crate) atimes: super::atime::Atimes,
 }
 
 impl DataPath {
@@ -38,6 +41,7 @@ impl DataPath {
             stats: IoStats::default(),
             config,
             errors,
+            atimes: Default::default(),
         }
     }
 
@@ -45,6 +49,13 @@ impl DataPath {
     #[inline]
     pub(crate) fn inode(&self, ino: u32) -> Arc<FileIo> {
         self.locks.inode(ino)
+    }
+
+    /// The I/O state of inode `ino` if the table holds it (a pending
+    /// atime keeps it there), without adding it.
+    #[inline]
+    pub(crate) fn peek(&self, ino: u32) -> Option<Arc<FileIo>> {
+        self.locks.get(ino)
     }
 
     /// The inode lock table (the namespace locks several inodes in order).

@@ -271,6 +271,7 @@ impl FsCore {
         let mut i = self.regular(ino)?;
         i.mtime = now;
         i.ctime = now;
+        Self::take_atime(st, &mut i);
         tx.write_inode(&mut i)?;
         tx.settle();
         rw.txns.note_dirty(&[ino], tx.tid());
@@ -285,6 +286,9 @@ impl FsCore {
         let now = Timestamp::now();
         i.mtime = now;
         i.ctime = now;
+        if let Some(st) = rw.data.peek(ino) {
+            Self::take_atime(&st, &mut i);
+        }
         tx.write_inode(&mut i)?;
         tx.settle();
         rw.txns.note_dirty(&[ino], tx.tid());
@@ -317,6 +321,9 @@ impl FsCore {
             let pending = st.data.pages.pending_size();
             let _m = st.map.read();
             let i = self.regular(ino)?;
+            // The atime is decided before the read, as the kernel's
+            // file_accessed after it: no lock either way.
+            self.note_access(&st, &i);
             let size = i.size.max(pending);
             if offset >= size || buf.is_empty() {
                 return Ok(0);

@@ -50,7 +50,9 @@ impl FsCore {
         if !i.has_inline_data() {
             return Ok(None);
         }
-        inline::read_at(&i, offset, buf).map(Some)
+        let n = inline::read_at(&i, offset, buf)?;
+        self.note_access_ino(&i);
+        Ok(Some(n))
     }
 
     /// A buffered write to an inline file: in the inode when the result

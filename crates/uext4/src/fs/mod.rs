@@ -26,6 +26,7 @@ use crate::volume::Volume;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+mod atime;
 mod buffered;
 mod copy_range;
 mod data_path;
@@ -58,7 +59,7 @@ pub mod xattr_ops;
 
 pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use shutdown::ShutdownMode;
-pub use types::{MountOptions, Stat, StatFs};
+pub use types::{AtimeMode, MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
 
 /// An open ext4 filesystem: the owning handle.
@@ -180,7 +181,7 @@ impl Filesystem {
         let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
-        let rw = mount::Subsystems::start(
+        let mut rw = mount::Subsystems::start(
             &vol,
             &alloc,
             opts.commit_interval,
@@ -190,6 +191,7 @@ impl Filesystem {
             mmp,
             errs,
         )?;
+        rw.data.atimes = atime::Atimes::new(opts.atime, opts.lazytime, opts.commit_interval);
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw) };

@@ -297,7 +297,7 @@ impl FsCore {
         }
         // A writeback error (the data stays lost in memory) is reported,
         // but the metadata is still committed and the log emptied.
-        let written = self.writeback_all();
+        let written = self.writeback_all().and(self.write_atimes(std::time::Duration::ZERO));
         if let Some(a) = self.alloc.get() {
             rw.shutdown(&self.vol, a)?;
         }

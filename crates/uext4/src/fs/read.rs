@@ -31,12 +31,20 @@ impl FsCore {
     pub fn stat(&self, ino: u32) -> Result<Stat> {
         let mut i = self.inode(ino)?;
         let file_type = i.file_type()?;
-        if let (Some(rw), FileType::Regular) = (self.live(), file_type) {
-            // Buffered data not yet written back: the in-memory size, and
-            // its reserved blocks counted as ext4 counts delayed ones.
-            let st = rw.data.inode(ino);
-            i.size = i.size.max(st.data.pages.pending_size());
-            i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
+        let pending_atime = match (self.live(), file_type) {
+            (Some(rw), FileType::Regular) => {
+                // Buffered data not yet written back: the in-memory size, and
+                // its reserved blocks counted as ext4 counts delayed ones.
+                let st = rw.data.inode(ino);
+                i.size = i.size.max(st.data.pages.pending_size());
+                i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
+                st.data.atime.get()
+            }
+            _ => self.pending_atime(ino),
+        };
+        if let Some(t) = pending_atime {
+            // Read since the atime was last written (see fs/atime.rs).
+            i.atime = t;
         }
         let rdev = match file_type {
             FileType::CharDevice | FileType::BlockDevice => i.device(),
@@ -66,13 +74,20 @@ impl FsCore {
 
     /// Reads up to `max` entries of directory `ino` after `cookie`
     /// (0 = from the start). Pass the last entry's `next_cookie` to go on.
+    /// A listing is an access: it may update the directory's atime (see
+    /// [`crate::AtimeMode`]).
     pub fn readdir(&self, ino: u32, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        self.read_dir_with(ino, |d| dir::readdir(&self.vol, d, cookie, max))
+        self.read_dir_with(ino, |d| {
+            let v = dir::readdir(&self.vol, d, cookie, max)?;
+            self.note_access_ino(d);
+            Ok(v)
+        })
     }
 
-    /// Every entry of directory `ino` (including "." and "..").
+    /// Every entry of directory `ino` (including "." and ".."). Not an
+    /// access: the atime stays (the engine's own listings use it).
     pub fn read_dir_all(&self, ino: u32) -> Result<Vec<DirEntry>> {
-        self.readdir(ino, 0, usize::MAX)
+        self.read_dir_with(ino, |d| dir::readdir(&self.vol, d, 0, usize::MAX))
     }
 
     /// Reads file data at `offset` into `buf`; returns the bytes read,

@@ -33,6 +33,7 @@ impl FsCore {
         if rw.data.inode(ino).data.pages.is_dirty() {
             self.writeback_inode(ino)?;
         }
+        self.write_atime(ino)?;
         match rw.txns.dirty_tid(ino) {
             Some(tid) => self.commit_tid(tid),
             None => Ok(self.vol.device().flush()?),
@@ -46,7 +47,7 @@ impl FsCore {
         // The metadata is committed even if some writeback failed: it
         // frees what the failed data may need (blocks freed by the
         // running transaction), and the error is still reported.
-        let written = self.writeback_all();
+        let written = self.writeback_all().and(self.write_atimes(std::time::Duration::ZERO));
         self.commit_journal()?;
         written
     }
@@ -66,7 +67,7 @@ impl FsCore {
     /// its journal.
     pub fn sync(&self) -> Result<()> {
         // As commit: a writeback error does not keep the metadata back.
-        let written = self.writeback_all();
+        let written = self.writeback_all().and(self.write_atimes(std::time::Duration::ZERO));
         self.rw()?.txns.sync(&self.vol)?;
         written
     }

@@ -24,6 +24,40 @@ pub struct MountOptions {
     /// kernel's `2 * interval + 1` s, at least 11 s. Shorter waits are for
     /// tests; they can miss a live node that updates less often.
     pub mmp_wait: Option<Duration>,
+    /// When reads update access times (`relatime` by default, as ext4).
+    pub atime: AtimeMode,
+    /// `lazytime`: access times that reads set are written to the inode
+    /// with its next change, at fsync, sync and unmount, or after 24
+    /// hours; without it, also at the next periodic commit. Either way a
+    /// read never starts a journal handle (see `fs/atime.rs`).
+    pub lazytime: bool,
+}
+
+/// When reads of file data and directory listings update the access
+/// time (the mount options of the same names). Inodes with the noatime
+/// flag (`chattr +A`) are never updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AtimeMode {
+    /// Only if the access time is not after the modification or change
+    /// time, or is 24 hours old (the kernel's default).
+    #[default]
+    Relatime,
+    /// On every read.
+    Strictatime,
+    /// Never.
+    Noatime,
+}
+
+impl std::str::FromStr for AtimeMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "relatime" => Ok(AtimeMode::Relatime),
+            "strictatime" => Ok(AtimeMode::Strictatime),
+            "noatime" => Ok(AtimeMode::Noatime),
+            other => Err(format!("unknown atime mode {other:?} (relatime, strictatime or noatime)")),
+        }
+    }
 }
 
 /// Everything `stat(2)` reports, plus the ext4-specific fields.
@@ -96,6 +130,8 @@ impl Default for MountOptions {
             data: crate::data::DataPathConfig::default(),
             cache_bytes: 0,
             mmp_wait: None,
+            atime: AtimeMode::default(),
+            lazytime: false,
         }
     }
 }

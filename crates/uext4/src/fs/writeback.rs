@@ -152,6 +152,7 @@ impl FsCore {
     /// One pass of the background thread.
     fn background_writeback(&self) {
         let Some(rw) = self.live() else { return };
+        self.write_old_atimes();
         rw.data.writeback().kicked.store(false, Ordering::Release);
         let (background, _) = self.dirty_limits();
         let over = rw.data.pages().dirty() > background;

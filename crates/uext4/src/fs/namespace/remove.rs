@@ -109,6 +109,8 @@ impl FsCore {
         if let Ok(rw) = self.rw() {
             let st = rw.data.inode(i.ino);
             st.data.deleted.store(true, std::sync::atomic::Ordering::Release);
+            // Not the next user's of the number either.
+            st.data.atime.take();
             st.data.pages.invalidate_all();
             // Its errors are not the next user's of the number.
             rw.data.errors().forget(i.ino);

@@ -102,8 +102,13 @@ impl FsCore {
         if let Some(g) = attr.gid {
             i.gid = g;
         }
-        if let Some(t) = attr.atime {
-            i.atime = t;
+        match attr.atime {
+            // An explicit atime wins over one a read left pending.
+            Some(t) => {
+                st.data.atime.take();
+                i.atime = t;
+            }
+            None => Self::take_atime(&st, &mut i),
         }
         if let Some(t) = attr.mtime {
             i.mtime = t;
