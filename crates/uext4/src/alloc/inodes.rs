@@ -9,8 +9,8 @@
 use super::Allocator;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::checksum::crc32c;
-use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
 use crate::format::features::compat;
+use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
 use crate::format::superblock::{Superblock, STATE_VALID};
 use crate::volume::Volume;
 use parking_lot::Mutex;
