@@ -21,9 +21,11 @@
 //!
 //! `UEXT4_MATRIX_OPS=<n>` sets the operations per row (default 200).
 
+mod matrix_rows;
 mod random_support;
 mod rw_support;
 
+use matrix_rows::{Expect, Row, ROWS};
 use random_support::{run_from, Model, ReadBack};
 use rw_support::{fsck_clean, have, kernel_unavailable, KernelMount};
 use std::path::Path;
@@ -31,138 +33,6 @@ use std::process::Command;
 use uext4::Filesystem;
 
 const ROOT: u32 = 2;
-
-/// What uext4 does with a row's images today.
-#[derive(Clone, Copy, Debug)]
-enum Expect {
-    /// Opens read-write; the whole matrix flow runs.
-    ReadWrite,
-    /// Read-write open refused naming the feature; read-only open reads
-    /// the tree exactly.
-    ReadOnly(&'static str),
-    /// Any open refused naming the feature.
-    Refused(&'static str),
-}
-
-struct Row {
-    name: &'static str,
-    /// mke2fs arguments (the type with `-t`, block size, features).
-    mkfs: &'static [&'static str],
-    size_mb: u64,
-    /// This kernel mounts the set (no casefold, quota or 64 KiB blocks).
-    kernel: bool,
-    expect: Expect,
-}
-
-const UPSTREAM: &[&str] = &["-t", "ext4", "-O", "orphan_file,metadata_csum_seed"];
-
-const ROWS: &[Row] = &[
-    Row { name: "upstream-default", mkfs: UPSTREAM, size_mb: 64, kernel: true, expect: Expect::ReadWrite },
-    Row {
-        name: "quota",
-        mkfs: &["-t", "ext4", "-O", "quota", "-E", "quotatype=usrquota:grpquota"],
-        size_mb: 64,
-        kernel: false,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "project",
-        mkfs: &["-t", "ext4", "-I", "256", "-O", "quota,project"],
-        size_mb: 64,
-        kernel: false,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "inline_data",
-        mkfs: &["-t", "ext4", "-O", "inline_data"],
-        size_mb: 64,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "ea_inode",
-        mkfs: &["-t", "ext4", "-O", "ea_inode"],
-        size_mb: 64,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "casefold",
-        mkfs: &["-t", "ext4", "-O", "casefold"],
-        size_mb: 64,
-        kernel: false,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "bigalloc-16k",
-        mkfs: &["-t", "ext4", "-O", "bigalloc", "-C", "16384"],
-        size_mb: 128,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "bigalloc-64k",
-        mkfs: &["-t", "ext4", "-O", "bigalloc", "-C", "65536"],
-        size_mb: 256,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "fast_commit",
-        mkfs: &["-t", "ext4", "-O", "fast_commit"],
-        size_mb: 64,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    // Refused on purpose (docs/COMPATIBILITY.md says why).
-    Row {
-        name: "encrypt",
-        mkfs: &["-t", "ext4", "-O", "encrypt"],
-        size_mb: 64,
-        kernel: true,
-        expect: Expect::Refused("encrypt"),
-    },
-    Row {
-        name: "verity",
-        mkfs: &["-t", "ext4", "-O", "verity"],
-        size_mb: 64,
-        kernel: true,
-        expect: Expect::ReadOnly("verity"),
-    },
-    Row { name: "mmp", mkfs: &["-t", "ext4", "-O", "mmp"], size_mb: 64, kernel: true, expect: Expect::ReadWrite },
-    Row { name: "ext3", mkfs: &["-t", "ext3"], size_mb: 64, kernel: true, expect: Expect::ReadWrite },
-    Row { name: "ext2", mkfs: &["-t", "ext2"], size_mb: 64, kernel: true, expect: Expect::ReadWrite },
-    Row {
-        name: "1k-blocks",
-        mkfs: &["-t", "ext4", "-b", "1024"],
-        size_mb: 48,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "2k-blocks",
-        mkfs: &["-t", "ext4", "-b", "2048"],
-        size_mb: 48,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    Row {
-        name: "4k-blocks",
-        mkfs: &["-t", "ext4", "-b", "4096"],
-        size_mb: 64,
-        kernel: true,
-        expect: Expect::ReadWrite,
-    },
-    // The kernel refuses blocks larger than its 4 KiB pages here ("bad
-    // block size 65536"): e2fsprogs is the oracle.
-    Row {
-        name: "64k-blocks",
-        mkfs: &["-t", "ext4", "-b", "65536"],
-        size_mb: 256,
-        kernel: false,
-        expect: Expect::ReadWrite,
-    },
-];
 
 /// Writes a deterministic tree into host directory `dir`: files of sizes
 /// around the inline, block and indirect-block boundaries, short and long

@@ -9,8 +9,9 @@
 use super::Allocator;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::checksum::crc32c;
+use crate::format::features::compat;
 use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
-use crate::format::superblock::Superblock;
+use crate::format::superblock::{Superblock, STATE_VALID};
 use crate::volume::Volume;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -88,7 +89,13 @@ impl InodeAllocator {
         };
         let used: u32 = (0..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum();
         let free = sb.inodes_per_group - used;
-        if free != gd.free_inodes_count {
+        // Without a journal, a crash leaves bitmaps and descriptors
+        // written in any order, and the image "not clean": there the
+        // bitmap is the truth (the kernel's ialloc never compares the
+        // two) and the descriptor takes its count at the group's next
+        // change. Elsewhere a difference is corruption.
+        let lagging = !sb.features.has_compat(compat::HAS_JOURNAL) && sb.state & STATE_VALID == 0;
+        if free != gd.free_inodes_count && !lagging {
             return Err(Error::corruption(
                 Structure::Bitmap,
                 Location::GroupBlock { group: g, block: gd.inode_bitmap },
@@ -102,6 +109,11 @@ impl InodeAllocator {
         let mut slot = self.lock_group(g);
         if slot.is_none() {
             *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
+            if free != gd.free_inodes_count {
+                self.free_hint[g as usize].store(free, Relaxed);
+                self.total_free.fetch_add(u64::from(free), Relaxed);
+                self.total_free.fetch_sub(u64::from(gd.free_inodes_count), Relaxed);
+            }
         }
         Ok(())
     }

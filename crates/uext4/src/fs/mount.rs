@@ -87,8 +87,14 @@ pub(crate) fn write_sb_direct(vol: &Volume, f: impl FnOnce(&mut Superblock)) -> 
 /// and "needs recovery" with a journal or "not clean" without one; with
 /// an orphan file, "orphan present" (the kernel's ext4_setup_super: the
 /// file may hold entries until a clean unmount finds it empty).
-pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<()> {
+///
+/// Returns whether the superblock said "clean" before (the kernel's
+/// `s_mount_state`): without a journal, only then may the unmount mark it
+/// clean again.
+pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<bool> {
+    let mut was_valid = false;
     write_sb_direct(vol, |sb| {
+        was_valid = sb.state & STATE_VALID != 0;
         sb.set_mount_time(u64::from(now));
         sb.bump_mount_count();
         if sb.features.has_compat(compat::ORPHAN_FILE) {
@@ -99,7 +105,8 @@ pub(crate) fn mark_mounted(vol: &Volume, has_journal: bool, now: u32) -> Result<
         } else {
             sb.set_state(sb.state & !STATE_VALID);
         }
-    })
+    })?;
+    Ok(was_valid)
 }
 
 /// Clears "needs recovery" once the log is empty (clean unmount), and
@@ -113,11 +120,16 @@ pub(crate) fn mark_journal_clean(vol: &Volume, orphans_empty: bool) -> Result<()
     })
 }
 
-/// Sets "clean" on a filesystem without a journal (clean unmount), and
-/// clears "orphan present" if `orphans_empty`.
-pub(crate) fn mark_unjournaled_clean(vol: &Volume, orphans_empty: bool) -> Result<()> {
+/// Sets "clean" on a filesystem without a journal (clean unmount) if it
+/// was clean when mounted (`was_valid`), and clears "orphan present" if
+/// `orphans_empty`. An image mounted "not clean" (a crash, nothing
+/// journaled) stays so until e2fsck has checked it, as the kernel's
+/// ext4_put_super puts back `s_mount_state`.
+pub(crate) fn mark_unjournaled_clean(vol: &Volume, orphans_empty: bool, was_valid: bool) -> Result<()> {
     write_sb_direct(vol, |sb| {
-        sb.set_state(sb.state | STATE_VALID);
+        if was_valid {
+            sb.set_state(sb.state | STATE_VALID);
+        }
         if orphans_empty {
             sb.set_orphan_present(false);
         }

@@ -37,6 +37,9 @@ pub(crate) struct Transactions {
     mmp: Mutex<Option<super::mmp::MmpGuard>>,
     /// Set when another node took the MMP block over: changes are refused.
     mmp_lost: Option<Arc<std::sync::OnceLock<String>>>,
+    /// The superblock said "clean" at mount (without a journal, the
+    /// unmount marks it clean only then).
+    mounted_clean: bool,
 }
 
 impl std::fmt::Debug for Transactions {
@@ -75,7 +78,7 @@ impl Transactions {
         now: u32,
     ) -> Result<Transactions> {
         let log = Journal::open(vol)?;
-        mark_mounted(vol, log.is_some(), now)?;
+        let mounted_clean = mark_mounted(vol, log.is_some(), now)?;
         // The log goes live (journal superblock s_start != 0) only once
         // the superblock says it needs recovery: a crash in between
         // leaves an empty log to "recover", never a live log the
@@ -124,6 +127,7 @@ impl Transactions {
             use_reserved,
             mmp_lost: mmp.as_ref().map(|m| m.lost()),
             mmp: Mutex::new(mmp),
+            mounted_clean,
         })
     }
 
@@ -139,6 +143,7 @@ impl Transactions {
             use_reserved: true,
             mmp_lost: None,
             mmp: Mutex::new(None),
+            mounted_clean: true,
         }
     }
 
@@ -269,7 +274,7 @@ impl Transactions {
             None => {
                 let h = Handle::direct(vol.cache.clone());
                 write_super_counts(vol, &h, alloc.free_blocks(), ialloc.free_inodes())?;
-                mark_unjournaled_clean(vol, orphans_empty)?;
+                mark_unjournaled_clean(vol, orphans_empty, self.mounted_clean)?;
             }
         }
         vol.device().flush()?;
