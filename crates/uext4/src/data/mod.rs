@@ -35,6 +35,36 @@ pub struct FileData {
     /// inode yet (`fs/atime.rs`): lazytime-style batching, so a read
     /// never starts a handle.
     pub atime: PendingTime,
+    /// The inode's flags as the write paths last read them (the VFS
+    /// inode's i_flags): see [`FlagsCache`].
+    pub flags: FlagsCache,
+}
+
+/// A copy of an inode's `i_flags` kept beside its folios, so that each
+/// write's immutable/append-only/sync check (`chattr`) needs no inode
+/// read and parse on the fast path. Filled by the first check, replaced
+/// by `set_flags`, the only writer of the immutable, append-only and
+/// sync bits (other flag changes, e.g. casefold or inline data, touch
+/// bits no reader of this copy looks at); a fresh entry of the lock
+/// table starts unknown.
+#[derive(Debug, Default)]
+pub struct FlagsCache(AtomicU64);
+
+impl FlagsCache {
+    const KNOWN: u64 = 1 << 32;
+
+    /// The cached flags, if known.
+    #[inline]
+    pub fn get(&self) -> Option<u32> {
+        let v = self.0.load(Ordering::Acquire);
+        (v & Self::KNOWN != 0).then_some(v as u32)
+    }
+
+    /// Records `flags` as the inode's current flags.
+    #[inline]
+    pub fn set(&self, flags: u32) {
+        self.0.store(Self::KNOWN | u64::from(flags), Ordering::Release);
+    }
 }
 
 impl InodeState for FileData {

@@ -224,6 +224,10 @@ impl FsCore {
         tx.write_inode(&mut i)?;
         self.note_tid(&tx, &[ino]);
         drop(tx);
+        // The write paths' copy (see check_write_flags). As before it
+        // existed, a write that checked the flags just before this change
+        // may still complete: the check is not under the inode's lock.
+        st.data.flags.set(i.flags);
         drop(_l);
         self.stat(ino)
     }
@@ -245,8 +249,19 @@ impl FsCore {
     /// included), as a file opened with O_APPEND writes. Returns whether
     /// the file wants synchronous writes (`chattr +S`).
     pub(in crate::fs) fn check_write_flags(&self, ino: u32, offset: u64) -> Result<bool> {
+        let st = self.live().map(|rw| rw.data.inode(ino));
+        // The common case, no immutable or append-only flag, from the
+        // copy beside the folios: no inode read per write.
+        if let Some(f) = st.as_ref().and_then(|st| st.data.flags.get()) {
+            if f & (FL_IMMUTABLE | FL_APPEND) == 0 {
+                return Ok(f & FL_SYNC != 0);
+            }
+        }
         // An inode that cannot be read is the write path's to report.
         let Ok(i) = self.inode(ino) else { return Ok(false) };
+        if let Some(st) = &st {
+            st.data.flags.set(i.flags);
+        }
         let sync = i.flags & FL_SYNC != 0;
         if i.flags & (FL_IMMUTABLE | FL_APPEND) == 0 {
             return Ok(sync);
