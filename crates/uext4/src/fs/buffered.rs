@@ -185,7 +185,7 @@ impl FsCore {
     /// Buffered write (see the module comment). Returns the bytes written
     /// (short only when the disk fills part-way). `Filesystem::write`
     /// has checked the range.
-    pub(crate) fn write_buffered(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+    pub(crate) fn write_buffered(&self, st: &Arc<FileIo>, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let rw = self.rw()?;
         if data.is_empty() {
             self.regular(ino)?;
@@ -194,7 +194,6 @@ impl FsCore {
         if let Some(n) = self.write_inline(ino, offset, data)? {
             return Ok(n);
         }
-        let st = rw.data.inode(ino);
         let len = data.len() as u64;
         let end = offset + len;
         // Past the dirty limit the exclusive path writes back first (a
@@ -207,9 +206,9 @@ impl FsCore {
                 if st.data.deleted.load(Ordering::Acquire) {
                     self.check_live(&self.regular(ino)?)?;
                 }
-                if end <= f.start() + f.len() && self.try_write_in_folio(&st, ino, &f, offset, data)? {
+                if end <= f.start() + f.len() && self.try_write_in_folio(st, ino, &f, offset, data)? {
                     IoStats::bump(&rw.data.stats().buffered_write_shared);
-                    self.lazy_times(&st, ino)?;
+                    self.lazy_times(st, ino)?;
                     drop(shared);
                     return Ok(data.len());
                 }
@@ -232,7 +231,7 @@ impl FsCore {
                 // The error belongs to the file's earlier data as well:
                 // its next fsync reports it (errseq), whatever this write
                 // returns.
-                let r = self.writeback_locked(&st, ino);
+                let r = self.writeback_locked(st, ino);
                 self.wb_result(ino, true, &r);
                 if let Err(e) = r {
                     if self.over_dirty_limit() {
@@ -245,7 +244,7 @@ impl FsCore {
             }
             let piece_end = end.min((pos / WRITE_PIECE + 1) * WRITE_PIECE);
             let piece = &data[(pos - offset) as usize..(piece_end - offset) as usize];
-            let n = match self.write_piece(&st, ino, pos, piece) {
+            let n = match self.write_piece(st, ino, pos, piece) {
                 Ok(n) => n,
                 Err(Error::NoSpace(_)) => 0,
                 // The earlier pieces landed: a short write (POSIX).
@@ -258,7 +257,7 @@ impl FsCore {
                 // allocating now, as ext4 leaves delayed allocation when
                 // space runs low; the last free blocks can be used.
                 let rest = &data[(pos - offset) as usize..(piece_end - offset) as usize];
-                let m = match self.write_through_locked(&st, ino, pos, rest) {
+                let m = match self.write_through_locked(st, ino, pos, rest) {
                     Ok(m) => m,
                     Err(_) if pos > offset => break,
                     Err(e) => return Err(e),
@@ -270,7 +269,7 @@ impl FsCore {
             }
         }
         if pos > offset {
-            self.lazy_times(&st, ino)?;
+            self.lazy_times(st, ino)?;
         }
         Ok((pos - offset) as usize)
     }

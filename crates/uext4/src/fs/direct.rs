@@ -71,8 +71,10 @@ impl FsCore {
         // After a journal abort nothing reaches the device, not even an
         // overwrite that needs no handle.
         self.check_not_aborted()?;
-        let sync = self.check_write_flags(ino, offset)?;
-        let r = self.write_retrying(offset, data, |o, d| self.write_direct_once(ino, o, d));
+        // One lookup of the inode's data-path state for the whole write.
+        let st = self.rw()?.data.inode(ino);
+        let sync = self.check_write_flags(Some(&st), ino, offset)?;
+        let r = self.write_retrying(offset, data, |o, d| self.write_direct_once(&st, ino, o, d));
         let r = match r {
             // chattr +S: the allocation and size commit with the write.
             Ok(n) if sync => self.fsync(ino).map(|()| n),
@@ -86,14 +88,13 @@ impl FsCore {
         r
     }
 
-    fn write_direct_once(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+    fn write_direct_once(&self, st: &std::sync::Arc<FileIo>, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let rw = self.rw()?;
         if data.is_empty() {
             self.regular(ino)?;
             return Ok(0);
         }
         self.uninline(ino)?;
-        let st = rw.data.inode(ino);
         let stats = &rw.data.stats();
         let cfg = *rw.data.config();
         let bs = self.vol.block_size as u64;
@@ -118,7 +119,7 @@ impl FsCore {
                     if !offset.is_multiple_of(bs) || !(offset + len).is_multiple_of(bs) {
                         IoStats::bump(&stats.dio_unaligned_shared);
                     }
-                    self.lazy_times(&st, ino)?;
+                    self.lazy_times(st, ino)?;
                     drop(shared);
                     return Ok(data.len());
                 }
@@ -138,11 +139,11 @@ impl FsCore {
                     };
                     IoStats::bump(&stats.dio_write_shared);
                     self.dio_write_runs(&maps, offset, data)?;
-                    self.convert_at_completion(&st, ino, &maps, offset, len)?;
+                    self.convert_at_completion(st, ino, &maps, offset, len)?;
                     if st.data.pages.write_through(offset, data, bs) {
                         self.note_inode_dirty(ino);
                     }
-                    self.lazy_times(&st, ino)?;
+                    self.lazy_times(st, ino)?;
                     drop(shared);
                     return Ok(data.len());
                 }
@@ -157,7 +158,7 @@ impl FsCore {
             // Buffered data goes to its blocks first (the kernel's
             // filemap_write_and_wait_range), so that the size and the
             // map below are the file's.
-            self.writeback_locked(&st, ino)?;
+            self.writeback_locked(st, ino)?;
         }
         let i = self.regular(ino)?;
         self.check_live(&i)?;
@@ -174,7 +175,7 @@ impl FsCore {
                 drop(self.begin(8)?);
                 self.dio_write_runs(&maps, offset, data)?;
                 if plan == DirectPlan::Unwritten {
-                    self.convert_at_completion(&st, ino, &maps, offset, len)?;
+                    self.convert_at_completion(st, ino, &maps, offset, len)?;
                 }
                 st.data.pages.invalidate(offset, end);
                 self.touch_times(ino)?;

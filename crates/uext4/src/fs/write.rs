@@ -84,8 +84,10 @@ impl FsCore {
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let data = &data[..self.write_limit(ino, offset, data.len())?];
         self.check_not_aborted()?;
-        let sync = self.check_write_flags(ino, offset)?;
-        let n = self.write_retrying(offset, data, |o, d| self.write_buffered(ino, o, d))?;
+        // One lookup of the inode's data-path state for the whole write.
+        let st = self.rw()?.data.inode(ino);
+        let sync = self.check_write_flags(Some(&st), ino, offset)?;
+        let n = self.write_retrying(offset, data, |o, d| self.write_buffered(&st, ino, o, d))?;
         if sync {
             // chattr +S: every write is synchronous (O_SYNC).
             self.fsync(ino)?;

@@ -11,6 +11,7 @@
 //! owner or root may change flags at all) is the front end's business.
 
 use super::ftype;
+use crate::data::FileIo;
 use crate::error::{Error, Result};
 use crate::format::features::incompat;
 use crate::format::inode::{FileType, Inode, Timestamp, FL_CASEFOLD, FL_EXTENTS};
@@ -248,18 +249,17 @@ impl FsCore {
     /// append-only one only at its end (its size, buffered data
     /// included), as a file opened with O_APPEND writes. Returns whether
     /// the file wants synchronous writes (`chattr +S`).
-    pub(in crate::fs) fn check_write_flags(&self, ino: u32, offset: u64) -> Result<bool> {
-        let st = self.live().map(|rw| rw.data.inode(ino));
+    pub(in crate::fs) fn check_write_flags(&self, st: Option<&FileIo>, ino: u32, offset: u64) -> Result<bool> {
         // The common case, no immutable or append-only flag, from the
         // copy beside the folios: no inode read per write.
-        if let Some(f) = st.as_ref().and_then(|st| st.data.flags.get()) {
+        if let Some(f) = st.and_then(|st| st.data.flags.get()) {
             if f & (FL_IMMUTABLE | FL_APPEND) == 0 {
                 return Ok(f & FL_SYNC != 0);
             }
         }
         // An inode that cannot be read is the write path's to report.
         let Ok(i) = self.inode(ino) else { return Ok(false) };
-        if let Some(st) = &st {
+        if let Some(st) = st {
             st.data.flags.set(i.flags);
         }
         let sync = i.flags & FL_SYNC != 0;
