@@ -16,10 +16,12 @@
 
 mod finish;
 mod layout;
+mod options;
 mod write;
 
 pub use finish::reset_mount_traces;
-pub use layout::{default_orphan_blocks, parse_uuid, Layout, MkfsFeatures, MkfsOptions};
+pub use layout::{default_orphan_blocks, Layout};
+pub use options::{parse_uuid, MkfsFeatures, MkfsOptions};
 pub use write::format_device;
 
 use crate::device::FileDevice;

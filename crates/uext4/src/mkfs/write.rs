@@ -1,6 +1,7 @@
 //! Writing a computed layout to a device.
 
-use super::layout::{Layout, MkfsOptions, FIRST_INO, LPF_INO};
+use super::layout::{Layout, FIRST_INO, LPF_INO};
+use super::options::MkfsOptions;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::block_number::LogicalBlock;
