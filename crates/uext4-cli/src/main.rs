@@ -352,9 +352,13 @@ enum Cmd {
         /// fast_commit
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
-        /// Filesystem type as mke2fs -t: only ext4 (ext2 and ext3, block-mapped, are not made yet)
+        /// Filesystem type as mke2fs -t: ext4, ext3 (block-mapped files, a journal) or ext2
+        /// (block-mapped, no journal), with mke2fs.conf's feature sets (without resize_inode)
         #[arg(short = 't', long = "type", value_name = "TYPE", default_value = "ext4")]
         fs_type: String,
+        /// Cluster size in bytes of a bigalloc filesystem (-O bigalloc), as mke2fs -C
+        #[arg(short = 'C', long, value_name = "BYTES", value_parser = util::parse_size)]
+        cluster_size: Option<u64>,
     },
     /// Mount an image through FUSE (needs root and /dev/fuse)
     #[command(long_about = "Serve IMAGE at MOUNTPOINT through FUSE until it is unmounted (umount MOUNTPOINT,\n\
@@ -565,13 +569,8 @@ fn run(cli: Cli) -> CliResult {
             no_metadata_csum,
             features: feature_lists,
             fs_type,
+            cluster_size,
         } => {
-            if fs_type != "ext4" {
-                return Err(CliError::msg(format!(
-                    "-t {fs_type}: uext4 mkfs makes only ext4 (block-mapped ext2/ext3 images are not made yet; \
-                     use mke2fs -t {fs_type}, uext4 reads and writes them)"
-                )));
-            }
             if label.len() > 16 {
                 return Err(CliError::msg("label longer than 16 bytes"));
             }
@@ -586,7 +585,10 @@ fn run(cli: Cli) -> CliResult {
                     },
                 };
             let time = epoch.map(|sec| uext4::Timestamp { sec, nsec: 0 });
-            let mut features = uext4::mkfs::MkfsFeatures::default();
+            let mut features = uext4::mkfs::MkfsFeatures::for_type(&fs_type).map_err(|e| util::fs_err("-t", e))?;
+            let cluster_size = cluster_size
+                .map(|c| u32::try_from(c).map_err(|_| CliError::msg(format!("-C {c}: cluster size too large"))))
+                .transpose()?;
             if no_metadata_csum {
                 features.apply("^metadata_csum").map_err(|e| util::fs_err("-O", e))?;
             }
@@ -610,6 +612,7 @@ fn run(cli: Cli) -> CliResult {
                 inodes,
                 uuid,
                 time,
+                cluster_size,
                 ..Default::default()
             };
             if let Some(j) = &journal {

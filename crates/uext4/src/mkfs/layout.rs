@@ -40,6 +40,16 @@ pub struct Layout {
     pub first_data_block: u32,
     /// Blocks per group.
     pub blocks_per_group: u32,
+    /// Blocks per cluster (1 without bigalloc): bitmaps, group free
+    /// counts and file allocations are in clusters.
+    pub cluster_ratio: u32,
+    /// With bigalloc: the clusters mkfs's metadata and journal take
+    /// (`s_overhead_clusters`, as mke2fs records it); else 0.
+    pub overhead_clusters: u64,
+    /// The journal's indirect blocks when files are block-mapped (its
+    /// `i_block` then comes from [`super::blockmap::build`] over
+    /// [`Self::journal_region`]).
+    pub journal_region: Vec<(u64, u32)>,
     /// Groups.
     pub groups: u32,
     /// Inodes per group.
@@ -68,7 +78,9 @@ pub struct Layout {
     pub root_block: u64,
     /// lost+found's blocks (contiguous).
     pub lpf: (u64, u32),
-    /// The orphan file's blocks (contiguous; length 0 without orphan_file).
+    /// The orphan file's blocks (contiguous; length 0 without orphan_file;
+    /// block-mapped, its indirect blocks follow in the same region, see
+    /// [`Self::region_len`]).
     pub orphan: (u64, u32),
     /// The orphan file's inode: 12, or the next one when a
     /// project quota file takes 12 (mke2fs makes that first).
@@ -82,6 +94,8 @@ pub struct Layout {
     pub mmp_block: u64,
     /// Inodes in use: 1 up to this one (all in group 0).
     pub used_inodes: u32,
+    /// Files are block-mapped (no extent feature).
+    pub block_mapped: bool,
     used: Vec<u64>,
 }
 
@@ -137,6 +151,19 @@ impl Layout {
         (self.blocks_count.min(s + u64::from(self.blocks_per_group)) - s) as u32
     }
 
+    /// Blocks a file of `n` data blocks takes: with indirect blocks when
+    /// files are block-mapped, whole clusters with bigalloc.
+    pub fn region_len(&self, n: u64) -> u64 {
+        let n = if self.block_mapped { n + super::blockmap::meta_blocks(n, self.block_size) } else { n };
+        n.next_multiple_of(u64::from(self.cluster_ratio))
+    }
+
+    /// The 512-byte sectors (`i_blocks`) of a file of `n` data blocks laid
+    /// out by [`Self::region_len`].
+    pub fn sectors(&self, n: u64) -> u64 {
+        self.region_len(n) * u64::from(self.block_size) / 512
+    }
+
     /// Blocks at the start of group `g` taken by superblock + descriptors.
     pub fn super_blocks(&self, g: u32) -> u32 {
         if has_super(g) {
@@ -183,10 +210,46 @@ impl Layout {
         Ok(s)
     }
 
-    /// Used blocks of group `g` (for its bitmap and free count).
+    /// Takes the region of a file of `n` data blocks ([`Self::region_len`]):
+    /// with bigalloc in clusters no other block uses, as a cluster
+    /// belongs to one file only.
+    fn take_file(&mut self, from: u64, n: u64, what: &str) -> Result<u64> {
+        let len = self.region_len(n);
+        let r = u64::from(self.cluster_ratio);
+        let mut at = from.next_multiple_of(r);
+        loop {
+            let s = self.find_free(at, len).ok_or_else(|| Error::NoSpace(format!("no room for {what}")))?;
+            let s = s.next_multiple_of(r);
+            if (s..s + len).all(|b| b < self.blocks_count && !self.is_used(b)) {
+                self.mark(s, len);
+                return Ok(s);
+            }
+            at = s + r;
+        }
+    }
+
+    /// True if cluster `c` holds a used block.
+    pub fn cluster_used(&self, c: u64) -> bool {
+        let r = u64::from(self.cluster_ratio);
+        (c * r..(c * r + r).min(self.blocks_count)).any(|b| self.is_used(b))
+    }
+
+    /// Clusters in group `g`.
+    pub fn group_clusters(&self, g: u32) -> u32 {
+        self.group_len(g).div_ceil(self.cluster_ratio)
+    }
+
+    fn used_clusters(&self) -> u64 {
+        let r = u64::from(self.cluster_ratio);
+        (0..self.blocks_count.div_ceil(r)).filter(|&c| self.cluster_used(c)).count() as u64
+    }
+
+    /// Used clusters (blocks without bigalloc) of group `g` (for its
+    /// bitmap and free count).
     pub fn used_in_group(&self, g: u32) -> u32 {
-        let s = self.group_start(g);
-        (s..s + u64::from(self.group_len(g))).filter(|&b| self.is_used(b)).count() as u32
+        let r = u64::from(self.cluster_ratio);
+        let c = self.group_start(g) / r;
+        (c..c + u64::from(self.group_clusters(g))).filter(|&c| self.cluster_used(c)).count() as u32
     }
 
     /// Computes the layout for `opts`.
@@ -203,7 +266,23 @@ impl Layout {
         if isz < 128 || !isz.is_power_of_two() || u32::from(isz) > bs {
             return Err(Error::Invalid(format!("inode size {isz}")));
         }
-        let ratio = opts.inode_ratio.unwrap_or(if opts.size < 3 << 20 {
+        let feat = opts.features;
+        feat.check()?;
+        let cluster = match (feat.bigalloc, opts.cluster_size) {
+            (false, None) => bs,
+            (false, Some(_)) => {
+                return Err(Error::Invalid("a cluster size (-C) needs the bigalloc feature (-O bigalloc)".into()))
+            }
+            // mke2fs's default: 16 blocks.
+            (true, c) => c.unwrap_or(16 * bs),
+        };
+        if feat.bigalloc && (!cluster.is_power_of_two() || cluster < 2 * bs || cluster / bs > 1 << 15) {
+            return Err(Error::Invalid(format!(
+                "cluster size {cluster}: a power of two from twice the block size ({bs}) to 32768 blocks"
+            )));
+        }
+        let cratio = cluster / bs;
+        let mut ratio = opts.inode_ratio.unwrap_or(if opts.size < 3 << 20 {
             8192
         } else if small {
             4096
@@ -213,10 +292,14 @@ impl Layout {
         if ratio < u64::from(bs).min(1024) {
             return Err(Error::Invalid(format!("inode ratio {ratio}")));
         }
-        let first = u32::from(bs == 1024);
-        let bpg = 8 * bs;
-        let feat = opts.features;
-        feat.check()?;
+        if opts.inode_ratio.is_none() {
+            // As mke2fs: no more inodes than clusters by default.
+            ratio = ratio.max(u64::from(cluster));
+        }
+        // With bigalloc group 0 starts at block 0 whatever the block size
+        // (clusters are aligned to it), as mke2fs and the kernel expect.
+        let first = u32::from(bs == 1024 && !feat.bigalloc);
+        let bpg = 8 * bs * cratio;
         if feat.inline_data && isz < 256 {
             return Err(Error::Invalid(format!("{isz}-byte inodes are too small for inline_data (at least 256)")));
         }
@@ -226,7 +309,8 @@ impl Layout {
         if opts.encoding_flags != 0 && !feat.casefold {
             return Err(Error::Invalid("encoding_flags needs casefold (-O casefold or -E encoding=utf8)".into()));
         }
-        let mut blocks = opts.size / u64::from(bs);
+        // Whole clusters only.
+        let mut blocks = opts.size / u64::from(cluster) * u64::from(cratio);
         if blocks >= 1 << 48 {
             return Err(Error::Invalid("filesystem too large".into()));
         }
@@ -274,6 +358,10 @@ impl Layout {
             blocks_count: blocks,
             first_data_block: first,
             blocks_per_group: bpg,
+            cluster_ratio: cratio,
+            overhead_clusters: 0,
+            journal_region: Vec::new(),
+            block_mapped: !feat.extent,
             groups,
             inodes_per_group: ipg,
             inode_size: isz,
@@ -299,7 +387,7 @@ impl Layout {
         // superblock): never free.
         l.mark(0, 1);
         for g in 0..groups {
-            let s = l.group_start(g);
+            let s = l.super_start(g);
             let n = u64::from(l.super_blocks(g));
             l.mark(s, n);
         }
@@ -322,9 +410,15 @@ impl Layout {
             }
         }
         l.meta = meta;
-        l.root_block = l.take(l.group_start(0), 1, "the root directory")?;
-        let lpf_len = (16384 / bs).max(2);
-        l.lpf = (l.take(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
+        let meta_clusters = l.used_clusters();
+        l.root_block = l.take_file(l.group_start(0), 1, "the root directory")?;
+        let mut lpf_len = (16384 / bs).max(2);
+        if l.block_mapped || feat.bigalloc {
+            // mke2fs's: at most the 12 direct blocks (the ext4 layout
+            // uext4 made before keeps its 16 KiB).
+            lpf_len = lpf_len.min(12);
+        }
+        l.lpf = (l.take_file(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
         let jblocks =
             if feat.has_journal { opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks)) } else { 0 };
         // Quota files, with the usage of the root and lost+found (all the
@@ -333,8 +427,8 @@ impl Layout {
         let files = opts.quota_files();
         let mut next_ino = ORPHAN_INO;
         let (uid, gid) = opts.root_ids();
-        let root_space = u64::from(bs);
-        let lpf_space = u64::from(lpf_len) * u64::from(bs);
+        let root_space = l.sectors(1) * 512;
+        let lpf_space = l.sectors(u64::from(lpf_len)) * 512;
         for ty in QuotaType::ALL {
             if !files[ty.index()] {
                 continue;
@@ -366,17 +460,17 @@ impl Layout {
                 }
             };
             let what = format!("the {} quota file", ty.name());
-            l.quota[ty.index()] = Some((ino, l.take(l.group_start(0), u64::from(n), &what)?, n));
+            l.quota[ty.index()] = Some((ino, l.take_file(l.group_start(0), u64::from(n), &what)?, n));
             l.quota_data[ty.index()] = data;
         }
         if feat.mmp {
-            l.mmp_block = l.take(l.group_start(0), 1, "the MMP block")?;
+            l.mmp_block = l.take_file(l.group_start(0), 1, "the MMP block")?;
         }
         // A journal of 0 blocks (asked, or the default of a tiny
         // filesystem) means no journal, hence no orphan file.
         if feat.orphan_file && jblocks > 0 {
             let n = default_orphan_blocks(blocks);
-            l.orphan = (l.take(l.group_start(0), u64::from(n), "the orphan file")?, n);
+            l.orphan = (l.take_file(l.group_start(0), u64::from(n), "the orphan file")?, n);
             l.orphan_ino = next_ino;
             next_ino += 1;
         }
@@ -392,17 +486,37 @@ impl Layout {
                 // mke2fs: a 64th of the default journal, whatever -J size= says.
                 l.fc_blocks = default_journal_blocks(blocks) / 64;
             }
+            let before = l.used_clusters();
             l.place_journal(jblocks + l.fc_blocks)?;
+            if feat.bigalloc {
+                l.overhead_clusters = l.used_clusters() - before;
+            }
+        }
+        if feat.bigalloc {
+            l.overhead_clusters += meta_clusters;
         }
         Ok(l)
+    }
+
+    /// First block of group `g`'s superblock (copy) and descriptors: the
+    /// primary superblock sits at byte 1024 whatever the block size.
+    pub fn super_start(&self, g: u32) -> u64 {
+        if g == 0 {
+            crate::format::superblock::SUPERBLOCK_OFFSET / u64::from(self.block_size)
+        } else {
+            self.group_start(g)
+        }
     }
 
     /// Places the journal near the middle of the disk, as mke2fs does, in
     /// as few runs as free space allows (each at most 32768 blocks, the
     /// longest extent).
     fn place_journal(&mut self, jblocks: u32) -> Result<()> {
-        let goal = self.group_start(self.groups / 2);
-        let mut left = u64::from(jblocks);
+        let r = u64::from(self.cluster_ratio);
+        let goal = self.group_start(self.groups / 2).next_multiple_of(r);
+        // Block-mapped: the indirect blocks go in the same runs; bigalloc:
+        // whole clusters of their own.
+        let mut left = self.region_len(u64::from(jblocks));
         let mut runs = Vec::new();
         let mut from = goal;
         let mut wrapped = false;
@@ -416,21 +530,45 @@ impl Layout {
                 from = 0;
                 continue;
             };
+            let s = s.next_multiple_of(r);
             let mut e = s;
             while e < self.blocks_count && !self.is_used(e) && e - s < left.min(32768) {
                 e += 1;
+            }
+            // Whole clusters only (left is a multiple of the ratio).
+            let e = s + (e - s) / r * r;
+            if e == s {
+                from = s + r;
+                continue;
             }
             self.mark(s, e - s);
             runs.push((s, (e - s) as u32));
             left -= e - s;
             from = e;
         }
+        if self.block_mapped {
+            let map = super::blockmap::build(&runs, u64::from(jblocks), self.block_size)?;
+            self.journal = map.data;
+            self.journal_region = runs;
+            return Ok(());
+        }
         if runs.len() > 4 {
             let cap = (self.block_size as usize - 12 - 4) / 12;
             if runs.len() > cap {
                 return Err(Error::NoSpace("journal too fragmented".into()));
             }
-            self.journal_leaf = Some(self.take(goal.saturating_sub(1), 1, "the journal's extent block")?);
+            self.journal_leaf = Some(self.take_file(goal.saturating_sub(r), 1, "the journal's extent block")?);
+        }
+        // With bigalloc the last cluster's tail is allocated, not mapped.
+        let mut excess = self.region_len(u64::from(jblocks)) - u64::from(jblocks);
+        while excess > 0 {
+            let Some(last) = runs.last_mut() else { break };
+            let cut = excess.min(u64::from(last.1));
+            last.1 -= cut as u32;
+            excess -= cut;
+            if last.1 == 0 {
+                runs.pop();
+            }
         }
         self.journal = runs;
         Ok(())

@@ -14,6 +14,7 @@
 //! superblock backup are marked BLOCK_UNINIT, groups without used inodes
 //! INODE_UNINIT, as mke2fs does.
 
+mod blockmap;
 mod finish;
 mod layout;
 mod options;

@@ -53,6 +53,9 @@ pub struct MkfsOptions {
     /// hash seed not given is derived from it (and the label) instead of
     /// drawn at random, so the same options give the same bytes.
     pub time: Option<crate::format::inode::Timestamp>,
+    /// The cluster size in bytes of a bigalloc image (`-C`; default 16
+    /// times the block size, as mke2fs); refused without bigalloc.
+    pub cluster_size: Option<u32>,
 }
 
 impl Default for MkfsOptions {
@@ -74,6 +77,7 @@ impl Default for MkfsOptions {
             quota_types: None,
             mmp_update_interval: crate::format::mmp::MIN_CHECK_INTERVAL,
             time: None,
+            cluster_size: None,
         }
     }
 }
@@ -207,8 +211,9 @@ pub fn parse_uuid(s: &str) -> Result<[u8; 16]> {
 /// The features `mkfs` can turn on or off. The default is the ext4
 /// set of upstream e2fsprogs 1.47's mke2fs.conf (`has_journal, extent,
 /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit,
-/// dir_nlink, extra_isize, orphan_file`); `ext_attr`, `dir_index`,
-/// `filetype`, `extent`, `sparse_super` and `large_file` are always on.
+/// dir_nlink, extra_isize, orphan_file`); [`Self::for_type`] gives the
+/// ext2 and ext3 sets. `ext_attr`, `dir_index`, `filetype`,
+/// `sparse_super` and `large_file` are always on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MkfsFeatures {
     /// A journal (its size: [`MkfsOptions::journal_blocks`]).
@@ -255,6 +260,17 @@ pub struct MkfsFeatures {
     /// journal size for the filesystem, added to the journal as mke2fs
     /// does (`s_num_fc_blks`). Needs a journal.
     pub fast_commit: bool,
+    /// Extent-mapped files (off: block-mapped, with indirect blocks, as
+    /// ext2 and ext3).
+    pub extent: bool,
+    /// Without metadata_csum: crc16 descriptor checksums, which let groups
+    /// be left uninitialised (`uninit_bg`; on in the ext4 set, off in
+    /// ext2's and ext3's, whose every bitmap and inode table mkfs then
+    /// writes). Ignored with metadata_csum, which supersedes it.
+    pub uninit_bg: bool,
+    /// Allocation in clusters of several blocks (the size:
+    /// [`MkfsOptions::cluster_size`]). Needs extent.
+    pub bigalloc: bool,
 }
 
 impl Default for MkfsFeatures {
@@ -277,13 +293,46 @@ impl Default for MkfsFeatures {
             project: false,
             mmp: false,
             fast_commit: false,
+            extent: true,
+            uninit_bg: true,
+            bigalloc: false,
         }
     }
 }
 
 impl MkfsFeatures {
+    /// The feature set of mke2fs's `-t` type: `ext4` (the default),
+    /// `ext3` (`has_journal` and the always-on base features) or `ext2`
+    /// (the base features only), as mke2fs.conf's stanzas, without
+    /// resize_inode.
+    pub fn for_type(fs_type: &str) -> Result<MkfsFeatures> {
+        let ext4 = MkfsFeatures::default();
+        let old = MkfsFeatures {
+            has_journal: true,
+            huge_file: false,
+            flex_bg: false,
+            metadata_csum: false,
+            metadata_csum_seed: false,
+            bit64: false,
+            dir_nlink: false,
+            extra_isize: false,
+            orphan_file: false,
+            extent: false,
+            uninit_bg: false,
+            ..ext4
+        };
+        match fs_type {
+            "ext4" => Ok(ext4),
+            "ext3" => Ok(old),
+            "ext2" => Ok(MkfsFeatures { has_journal: false, ..old }),
+            _ => Err(Error::Invalid(format!(
+                "-t {fs_type}: uext4 mkfs makes ext2, ext3 and ext4 (the types of mke2fs.conf it knows)"
+            ))),
+        }
+    }
+
     /// The features mkfs can add or drop, by their e2fsprogs names.
-    pub const NAMES: [&'static str; 17] = [
+    pub const NAMES: [&'static str; 20] = [
         "has_journal",
         "huge_file",
         "flex_bg",
@@ -301,6 +350,9 @@ impl MkfsFeatures {
         "project",
         "mmp",
         "fast_commit",
+        "extent",
+        "uninit_bg",
+        "bigalloc",
     ];
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -322,6 +374,9 @@ impl MkfsFeatures {
             "project" => &mut self.project,
             "mmp" => &mut self.mmp,
             "fast_commit" => &mut self.fast_commit,
+            "extent" | "extents" => &mut self.extent,
+            "uninit_bg" | "uninit_groups" => &mut self.uninit_bg,
+            "bigalloc" => &mut self.bigalloc,
             _ => return None,
         })
     }
@@ -395,9 +450,17 @@ impl MkfsFeatures {
         if self.fast_commit && !self.has_journal {
             return Err(Error::Invalid("fast_commit needs has_journal".into()));
         }
+        // As mke2fs: both need extent-mapped files (64-bit block numbers
+        // do not fit in indirect blocks; clusters are mapped by extents).
+        if self.bit64 && !self.extent {
+            return Err(Error::Invalid("64bit needs extent (drop it too: -O ^extent,^64bit)".into()));
+        }
+        if self.bigalloc && !self.extent {
+            return Err(Error::Invalid("bigalloc needs extent".into()));
+        }
         Ok(())
     }
 }
 
 /// Features every uext4 mkfs image has.
-const ALWAYS_ON: [&str; 6] = ["ext_attr", "dir_index", "filetype", "extent", "sparse_super", "large_file"];
+const ALWAYS_ON: [&str; 5] = ["ext_attr", "dir_index", "filetype", "sparse_super", "large_file"];

@@ -1,6 +1,7 @@
 //! Writing a computed layout to a device.
 
 use super::layout::{Layout, FIRST_INO, LPF_INO};
+use super::blockmap::{self, BlockMap};
 use super::options::MkfsOptions;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
@@ -70,6 +71,8 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     let mut b = [0u8; SUPERBLOCK_SIZE];
     let now = ids.now;
     let log = l.block_size.trailing_zeros() - 10;
+    let log_cluster = (l.block_size * l.cluster_ratio).trailing_zeros() - 10;
+    let clusters_per_group = l.blocks_per_group / l.cluster_ratio;
     let r_blocks = l.blocks_count * u64::from(opts.reserved_percent) / 100;
     put_le32(&mut b, 0x0, l.inodes_per_group * l.groups);
     put_le32(&mut b, 0x4, l.blocks_count as u32);
@@ -78,9 +81,9 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     put_le32(&mut b, 0x10, free_inodes);
     put_le32(&mut b, 0x14, l.first_data_block);
     put_le32(&mut b, 0x18, log);
-    put_le32(&mut b, 0x1C, log);
+    put_le32(&mut b, 0x1C, log_cluster);
     put_le32(&mut b, 0x20, l.blocks_per_group);
-    put_le32(&mut b, 0x24, l.blocks_per_group);
+    put_le32(&mut b, 0x24, clusters_per_group);
     put_le32(&mut b, 0x28, l.inodes_per_group);
     put_le32(&mut b, 0x30, now.sec as u32);
     put_le16(&mut b, 0x36, 0xFFFF);
@@ -105,8 +108,9 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         compat_f |= compat::FAST_COMMIT;
     }
     put_le32(&mut b, 0x5C, compat_f);
-    let mut inc = incompat::FILETYPE | incompat::EXTENTS;
+    let mut inc = incompat::FILETYPE;
     for (on, bit) in [
+        (feat.extent, incompat::EXTENTS),
         (feat.bit64, incompat::BIT64),
         (feat.flex_bg, incompat::FLEX_BG),
         (feat.metadata_csum_seed, incompat::CSUM_SEED),
@@ -128,6 +132,7 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
         (feat.extra_isize, ro_compat::EXTRA_ISIZE),
         (feat.quota, ro_compat::QUOTA),
         (feat.project, ro_compat::PROJECT),
+        (feat.bigalloc, ro_compat::BIGALLOC),
     ] {
         if on {
             ro |= bit;
@@ -135,7 +140,11 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     }
     // Without metadata_csum, uninit_bg (crc16 descriptor checksums) is
     // what makes the uninitialised-group flags valid, as mke2fs does.
-    ro |= if feat.metadata_csum { ro_compat::METADATA_CSUM } else { ro_compat::GDT_CSUM };
+    if feat.metadata_csum {
+        ro |= ro_compat::METADATA_CSUM;
+    } else if feat.uninit_bg {
+        ro |= ro_compat::GDT_CSUM;
+    }
     put_le32(&mut b, 0x64, ro);
     b[0x68..0x78].copy_from_slice(&ids.uuid);
     let label = opts.label.as_bytes();
@@ -175,6 +184,7 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     if feat.metadata_csum_seed {
         put_le32(&mut b, 0x270, crc32c(!0, &ids.uuid));
     }
+    put_le32(&mut b, 0x248, l.overhead_clusters as u32);
     if orphan {
         put_le32(&mut b, 0x280, l.orphan_ino);
     }
@@ -237,6 +247,48 @@ fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]>
     Ok(root)
 }
 
+/// How a special file's blocks are mapped.
+struct Mapped {
+    /// The inode's `i_block`.
+    i_block: [u8; 60],
+    /// `FL_EXTENTS` or 0.
+    flags: u32,
+    /// Data runs in logical order.
+    data: Vec<(u64, u32)>,
+    /// Indirect blocks to write (block-mapped files).
+    indirect: Vec<(u64, Vec<u8>)>,
+}
+
+/// Maps a file of `n` data blocks whose region (see
+/// [`Layout::region_len`]) starts at `start`: one extent, or direct and
+/// indirect blocks when the image has no extent feature.
+fn map_file(l: &Layout, start: u64, n: u32) -> Result<Mapped> {
+    if !l.block_mapped {
+        return Ok(Mapped {
+            i_block: extent_root(&[(start, n)], None)?,
+            flags: FL_EXTENTS,
+            data: vec![(start, n)],
+            indirect: Vec::new(),
+        });
+    }
+    let len = l.region_len(u64::from(n)) as u32;
+    let m = blockmap::build(&[(start, len)], u64::from(n), l.block_size)?;
+    Ok(blockmapped(&m, l.block_size))
+}
+
+fn blockmapped(m: &blockmap::BlockMap, bs: u32) -> Mapped {
+    let indirect = m
+        .indirect
+        .iter()
+        .map(|(b, e)| {
+            let mut raw = BlockMap::encode(e);
+            raw.resize(bs as usize, 0);
+            (*b, raw)
+        })
+        .collect();
+    Mapped { i_block: m.i_block_bytes(), flags: 0, data: m.data.clone(), indirect }
+}
+
 /// An empty jbd2 (v2) superblock for an internal journal of `blocks`
 /// blocks: log starts at block 1, sequence 1, nothing to recover.
 fn journal_superblock(block_size: u32, blocks: u32, fc_blocks: u32, uuid: &[u8; 16]) -> Vec<u8> {
@@ -279,7 +331,16 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     let inode_seed = |ino: u32| crc32c(crc32c(seed, &ino.to_le_bytes()), &0u32.to_le_bytes());
     let mut journal_leaf = None;
     let jblocks: u64 = l.journal.iter().map(|r| u64::from(r.1)).sum();
-    if !l.journal.is_empty() {
+    let journal_map = if l.block_mapped && !l.journal.is_empty() {
+        Some(blockmapped(&blockmap::build(&l.journal_region, jblocks, l.block_size)?, l.block_size))
+    } else {
+        None
+    };
+    if let Some(m) = &journal_map {
+        for (i, w) in ids.journal_iblock.iter_mut().enumerate() {
+            *w = u32::from_le_bytes([m.i_block[i * 4], m.i_block[i * 4 + 1], m.i_block[i * 4 + 2], m.i_block[i * 4 + 3]]);
+        }
+    } else if !l.journal.is_empty() {
         let root = extent_root(&l.journal, l.journal_leaf)?;
         for (i, w) in ids.journal_iblock.iter_mut().enumerate() {
             *w = u32::from_le_bytes([root[i * 4], root[i * 4 + 1], root[i * 4 + 2], root[i * 4 + 3]]);
@@ -322,10 +383,11 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         i.uid = uid;
         i.gid = gid;
         i.size = u64::from(len) * bs as u64;
-        i.blocks_512 = u64::from(len) * bs as u64 / 512;
-        i.flags = FL_EXTENTS;
+        i.blocks_512 = l.sectors(u64::from(len));
+        let m = map_file(&l, start, len)?;
+        i.flags = m.flags;
         (i.atime, i.ctime, i.mtime, i.crtime) = (now, now, now, Some(now));
-        i.block = extent_root(&[(start, len)], None)?;
+        i.block = m.i_block;
         Ok(i)
     };
     let mut root = dir_inode(ROOT_INO, 0o755, 3, l.root_block, 1)?;
@@ -339,23 +401,34 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         j.mode = S_IFREG | 0o600;
         j.links_count = 1;
         j.size = jblocks * bs as u64;
-        j.blocks_512 = (jblocks + u64::from(journal_leaf.is_some())) * bs as u64 / 512;
-        j.flags = FL_EXTENTS;
+        j.blocks_512 = l.sectors(jblocks) + if journal_leaf.is_some() { l.sectors(1) } else { 0 };
         (j.atime, j.ctime, j.mtime, j.crtime) = (now, now, now, Some(now));
-        j.block = extent_root(&l.journal, l.journal_leaf)?;
+        if let Some(m) = &journal_map {
+            j.flags = 0;
+            j.block = m.i_block;
+        } else {
+            j.flags = FL_EXTENTS;
+            j.block = extent_root(&l.journal, l.journal_leaf)?;
+        }
         put_inode(&mut j)?;
     }
+    // Indirect blocks of the block-mapped files, written with the data.
+    let mut indirect: Vec<(u64, Vec<u8>)> = journal_map.as_ref().map(|m| m.indirect.clone()).unwrap_or_default();
+    let mut orphan_data = Vec::new();
     if l.orphan.1 > 0 {
         // Like mke2fs's: root's, generation 0, no links from any directory.
         let mut o = Inode::new_raw(&sb0, l.orphan_ino);
         o.mode = S_IFREG | 0o600;
         o.links_count = 1;
         o.size = u64::from(l.orphan.1) * bs as u64;
-        o.blocks_512 = o.size / 512;
-        o.flags = FL_EXTENTS;
+        o.blocks_512 = l.sectors(u64::from(l.orphan.1));
+        let m = map_file(&l, l.orphan.0, l.orphan.1)?;
+        o.flags = m.flags;
         (o.atime, o.ctime, o.mtime, o.crtime) = (now, now, now, Some(now));
-        o.block = extent_root(&[l.orphan], None)?;
+        o.block = m.i_block;
         put_inode(&mut o)?;
+        indirect.extend(m.indirect);
+        orphan_data = m.data;
     }
 
     for ty in QuotaType::ALL {
@@ -366,16 +439,19 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         q.mode = S_IFREG | 0o600;
         q.links_count = 1;
         q.size = data.len() as u64;
-        q.blocks_512 = u64::from(n) * bs as u64 / 512;
-        q.flags = FL_EXTENTS | FL_IMMUTABLE;
+        q.blocks_512 = l.sectors(u64::from(n));
+        let m = map_file(&l, start, n)?;
+        q.flags = m.flags | FL_IMMUTABLE;
         (q.atime, q.ctime, q.mtime, q.crtime) = (now, now, now, Some(now));
-        q.block = extent_root(&[(start, n)], None)?;
+        q.block = m.i_block;
         put_inode(&mut q)?;
         let mut buf = data.to_vec();
         buf.resize(n as usize * bs, 0);
-        for (k, chunk) in buf.chunks(bs).enumerate() {
-            w.block(start + k as u64, chunk)?;
+        let blocks = m.data.iter().flat_map(|&(s, len)| s..s + u64::from(len));
+        for (b, chunk) in blocks.zip(buf.chunks(bs)) {
+            w.block(b, chunk)?;
         }
+        indirect.extend(m.indirect);
     }
 
     if l.mmp_block != 0 {
@@ -395,8 +471,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     // Orphan file blocks: no slot taken, a sealed tail each.
     let csum = opts.features.metadata_csum;
     let orphan_seed = csum.then(|| inode_seed(l.orphan_ino));
-    for k in 0..u64::from(l.orphan.1) {
-        let p = l.orphan.0 + k;
+    for p in orphan_data.iter().flat_map(|&(s, len)| s..s + u64::from(len)) {
         let mut b = vec![0u8; bs];
         orphan_file::seal(&mut b, p, orphan_seed);
         w.block(p, &b)?;
@@ -430,6 +505,9 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     if let Some((lb, buf)) = &journal_leaf {
         w.block(*lb, buf)?;
     }
+    for (b, raw) in &indirect {
+        w.block(*b, raw)?;
+    }
     if !l.journal.is_empty() {
         let jsb = journal_superblock(l.block_size, jblocks as u32, l.fc_blocks, &ids.uuid);
         w.block(l.journal[0].0, &jsb)?;
@@ -450,17 +528,23 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     let mut descs = Vec::with_capacity(l.groups as usize);
     let mut total_free = 0u64;
     let mut total_free_inodes = 0u64;
+    // Without group descriptor checksums (ext2/ext3 as mke2fs makes them)
+    // no group may be left uninitialised: every bitmap is written.
+    let group_csum = csum || opts.features.uninit_bg;
+    let ratio = l.cluster_ratio;
     for g in 0..l.groups {
         let m = l.meta[g as usize];
-        let start = l.group_start(g);
-        let n = l.group_len(g);
+        // Bitmaps and free counts are in clusters (blocks without bigalloc).
+        let first_cluster = l.group_start(g) / u64::from(ratio);
+        let n = l.group_clusters(g);
         let used = l.used_in_group(g);
         let free = n - used;
-        total_free += u64::from(free);
+        total_free += u64::from(free) * u64::from(ratio);
         let used_inodes = if g == 0 { l.used_inodes } else { 0 };
         total_free_inodes += u64::from(ipg - used_inodes);
         // Only a superblock backup in it: leave the bitmap uninitialised.
-        let block_uninit = g != 0 && g + 1 != l.groups && used == l.super_blocks(g);
+        let block_uninit =
+            group_csum && g != 0 && g + 1 != l.groups && used == l.super_blocks(g).div_ceil(ratio);
         let mut gd = GroupDesc {
             block_bitmap: m.block_bitmap,
             inode_bitmap: m.inode_bitmap,
@@ -472,10 +556,10 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
             exclude_bitmap: 0,
             block_bitmap_csum: 0,
             inode_bitmap_csum: 0,
-            itable_unused: ipg - used_inodes,
+            itable_unused: if group_csum { ipg - used_inodes } else { 0 },
             checksum: 0,
         };
-        if zeroed {
+        if zeroed && group_csum {
             gd.flags |= BG_INODE_ZEROED;
         }
         if block_uninit {
@@ -483,16 +567,16 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         } else {
             let mut bm = vec![0xFFu8; bs];
             for i in 0..n {
-                if !l.is_used(start + u64::from(i)) {
+                if !l.cluster_used(first_cluster + u64::from(i)) {
                     bm[(i / 8) as usize] &= !(1 << (i % 8));
                 }
             }
             if csum {
-                gd.block_bitmap_csum = crc32c(seed, &bm[..(l.blocks_per_group / 8) as usize]);
+                gd.block_bitmap_csum = crc32c(seed, &bm[..(l.blocks_per_group / ratio / 8) as usize]);
             }
             w.block(m.block_bitmap, &bm)?;
         }
-        if used_inodes == 0 {
+        if used_inodes == 0 && group_csum {
             gd.flags |= BG_INODE_UNINIT;
         } else {
             let mut ib = vec![0u8; bs];
@@ -515,9 +599,10 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
                 w.block(m.inode_table + k as u64, chunk)?;
             }
         }
-        if !zeroed && g == 0 {
+        if !zeroed && (g == 0 || !group_csum) {
+            // Without checksums the kernel trusts every table as written.
             let zero = vec![0u8; bs];
-            let first = itable0.len().div_ceil(bs) as u64;
+            let first = if g == 0 { itable0.len().div_ceil(bs) as u64 } else { 0 };
             for k in first..u64::from(l.itable_blocks) {
                 w.block(m.inode_table + k, &zero)?;
             }
@@ -535,7 +620,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         if !l.has_super(g) {
             continue;
         }
-        let start = l.group_start(g);
+        let start = l.super_start(g);
         let mut copy = sb.clone();
         copy.set_block_group_nr(g as u16);
         if g == 0 {
