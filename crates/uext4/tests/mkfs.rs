@@ -244,8 +244,8 @@ fn default_features_match_mke2fs() {
 #[test]
 fn feature_lists() {
     let mut f = MkfsFeatures::default();
-    let e = f.apply("^orphan_file,frobnicate,encrypt,^extent,orphan_file").unwrap_err().to_string();
-    assert!(e.contains("frobnicate") && e.contains("encrypt") && e.contains("^extent"), "{e}");
+    let e = f.apply("^orphan_file,frobnicate,encrypt,^sparse_super,orphan_file").unwrap_err().to_string();
+    assert!(e.contains("frobnicate") && e.contains("encrypt") && e.contains("^sparse_super"), "{e}");
     assert!(!e.contains("^orphan_file"), "{e}");
     assert_eq!(f, MkfsFeatures::default(), "a refused list changes nothing");
     f.apply("extent,ext_attr").unwrap();
@@ -647,6 +647,195 @@ fn fast_commit_images_match_mke2fs() {
         let fs = Filesystem::open(&img).unwrap();
         assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
         drop(fs);
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// mke2fs's image of `args` (`-q -F` added) and `size_mb`: its
+/// `dumpe2fs -h` features without resize_inode (uext4 mkfs makes none)
+/// and its fields.
+fn mke2fs_image(dir: &Path, args: &[&str], size_mb: u64) -> (BTreeSet<String>, std::collections::BTreeMap<String, String>) {
+    let img = dir.join("mke2fs.img");
+    let st = Command::new("mke2fs").args(["-q", "-F"]).args(args).arg(&img).arg(format!("{size_mb}M")).status().unwrap();
+    assert!(st.success(), "mke2fs {args:?}");
+    let mut f = dumpe2fs_features(&img);
+    f.remove("resize_inode");
+    let fields = dumpe2fs_fields(&img);
+    std::fs::remove_file(&img).unwrap();
+    (f, fields)
+}
+
+/// The geometry fields uext4 mkfs and mke2fs must agree on.
+const GEOMETRY: [&str; 10] = [
+    "Inode count",
+    "Block count",
+    "First block",
+    "Block size",
+    "Cluster size",
+    "Blocks per group",
+    "Clusters per group",
+    "Inodes per group",
+    "Inode size",
+    "Total journal blocks",
+];
+
+/// Writes files across the direct, single and double indirect (or
+/// several-cluster) boundaries with uext4, then checks them, e2fsck and
+/// (as root) the kernel reading them back with `-t fstype` and writing
+/// more, which uext4 then reads.
+fn write_and_cross_check(img: &Path, fstype: &str) {
+    let sizes = [1usize, 4096, 12 * 1024 + 1, 300 * 1024, 1100 * 1024];
+    let mut fs = Filesystem::open_rw(img).unwrap_or_else(|e| panic!("{fstype}: open_rw: {e}"));
+    for (i, n) in sizes.iter().enumerate() {
+        fs.write(&format!("/f{i}"), &rw_support::pattern(i as u64, *n)).unwrap();
+    }
+    let root = fs.root();
+    let d = fs.mkdir(root, b"dir", 0o755, 0, 0).unwrap().ino;
+    for i in 0..150 {
+        fs.create(d, format!("entry-with-a-long-name-{i:03}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(img);
+    if let Some(why) = rw_support::kernel_unavailable() {
+        eprintln!("SKIP: kernel mount: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new("mount").args(["-t", fstype, "-o", "loop"]).arg(img).arg(dir.path()).status().unwrap();
+    assert!(st.success(), "mount -t {fstype}");
+    let r = std::panic::catch_unwind(|| {
+        for (i, n) in sizes.iter().enumerate() {
+            assert_eq!(std::fs::read(dir.path().join(format!("f{i}"))).unwrap(), rw_support::pattern(i as u64, *n));
+        }
+        assert_eq!(std::fs::read_dir(dir.path().join("dir")).unwrap().count(), 150);
+        std::fs::write(dir.path().join("k"), rw_support::pattern(9, 200_000)).unwrap();
+    });
+    assert!(Command::new("umount").arg(dir.path()).status().unwrap().success());
+    r.unwrap();
+    fsck_clean(img);
+    let fs = Filesystem::open(img).unwrap();
+    assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), rw_support::pattern(9, 200_000));
+}
+
+/// `-t ext2`, `-t ext3` and `-O ^extent,^64bit`: the features, geometry
+/// and lost+found size of mke2fs's image of the same type and size
+/// (resize_inode aside), block-mapped special files (the journal through
+/// a double indirect block with 1 KiB blocks), every group initialised
+/// without uninit_bg; clean, written by uext4 and the kernel.
+#[test]
+fn old_types_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") || !have("debugfs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    assert!(MkfsFeatures::for_type("ext5").unwrap_err().to_string().contains("ext5"));
+    let e = MkfsOptions { size: 64 << 20, features: with("^extent"), ..Default::default() };
+    assert!(Layout::compute(&e).unwrap_err().to_string().contains("64bit needs extent"));
+    let dir = tempfile::tempdir().unwrap();
+    for (ty, list, bs, mb) in [
+        ("ext2", "", 1024, 64),
+        ("ext3", "", 1024, 64),
+        ("ext3", "", 4096, 200),
+        ("ext2", "", 4096, 48),
+        ("ext4", "^extent,^64bit", 1024, 64),
+        ("ext3", "^has_journal", 2048, 64),
+    ] {
+        let what = format!("-t {ty} -O {list:?} -b {bs}");
+        let mut features = MkfsFeatures::for_type(ty).unwrap();
+        features.apply(list).unwrap();
+        let opts = MkfsOptions { size: mb << 20, block_size: Some(bs), features, ..Default::default() };
+        let img = dir.path().join("t.img");
+        mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let bs_s = bs.to_string();
+        let mut args = vec!["-t", ty, "-b", &bs_s];
+        if !list.is_empty() {
+            args.extend(["-O", list]);
+        }
+        let (mut want, theirs) = mke2fs_image(dir.path(), &args, mb);
+        if ty == "ext4" {
+            // Upstream's defaults beyond this mke2fs.conf.
+            want.extend(set("orphan_file metadata_csum_seed"));
+        }
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        for k in GEOMETRY {
+            assert_eq!(ours.get(k), theirs.get(k), "{what}: {k}");
+        }
+        fsck_clean(&img);
+        let lpf_size = |img: &Path| rw_support::debugfs(img, "stat /lost+found");
+        let size_of = |s: String| s.split("Size: ").nth(1).and_then(|t| t.split_whitespace().next()).map(str::to_string);
+        let theirs_img = dir.path().join("their.img");
+        Command::new("mke2fs").args(["-q", "-F"]).args(&args).arg(&theirs_img).arg(format!("{mb}M")).status().unwrap();
+        assert_eq!(size_of(lpf_size(&img)), size_of(lpf_size(&theirs_img)), "{what}: lost+found");
+        std::fs::remove_file(&theirs_img).unwrap();
+        let fs = Filesystem::open(&img).unwrap();
+        for ino in [2, 8, 11, 12] {
+            if let Ok(st) = fs.inodes().stat(ino) {
+                if st.nlink > 0 {
+                    assert_eq!(st.flags & uext4::format::inode::FL_EXTENTS, 0, "{what}: inode {ino} extent-mapped");
+                }
+            }
+        }
+        drop(fs);
+        // The kernel's ext3 needs a journal.
+        let fstype = if list.contains("^has_journal") { "ext2" } else { ty };
+        write_and_cross_check(&img, fstype);
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// `-O bigalloc -C`: 16 and 64 KiB clusters on 4 KiB blocks, 16 KiB on
+/// 1 KiB ones: features and geometry as mke2fs's (first block 0, groups
+/// of 8 x block size clusters), `s_overhead_clusters` at most mke2fs's
+/// (which also counts its reserved GDT blocks); clean, written by uext4
+/// and the kernel. `-C` without bigalloc, bad cluster sizes and bigalloc
+/// without extent are refused.
+#[test]
+fn bigalloc_matches_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let refused = |opts: MkfsOptions, needle: &str| {
+        let e = Layout::compute(&opts).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    };
+    refused(MkfsOptions { size: 64 << 20, cluster_size: Some(16384), ..Default::default() }, "bigalloc");
+    refused(
+        MkfsOptions { size: 64 << 20, cluster_size: Some(12288), features: with("bigalloc"), ..Default::default() },
+        "cluster size 12288",
+    );
+    let mut f = MkfsFeatures::for_type("ext3").unwrap();
+    f.apply("bigalloc").unwrap();
+    refused(MkfsOptions { size: 64 << 20, features: f, ..Default::default() }, "bigalloc needs extent");
+    let dir = tempfile::tempdir().unwrap();
+    for (bs, cluster, mb) in [(4096u32, 16384u32, 128u64), (4096, 65536, 256), (1024, 16384, 160)] {
+        let what = format!("-b {bs} -C {cluster}");
+        let opts = MkfsOptions {
+            size: mb << 20,
+            block_size: Some(bs),
+            cluster_size: Some(cluster),
+            features: with("bigalloc"),
+            ..Default::default()
+        };
+        let img = dir.path().join("b.img");
+        let l = mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(l.cluster_ratio, cluster / bs);
+        let (bs_s, c_s) = (bs.to_string(), cluster.to_string());
+        let (mut want, theirs) = mke2fs_image(dir.path(), &["-t", "ext4", "-b", &bs_s, "-O", "bigalloc", "-C", &c_s], mb);
+        want.extend(set("orphan_file metadata_csum_seed"));
+        assert_eq!(dumpe2fs_features(&img), want, "{what}");
+        let ours = dumpe2fs_fields(&img);
+        for k in GEOMETRY {
+            assert_eq!(ours.get(k), theirs.get(k), "{what}: {k}");
+        }
+        let overhead = |m: &std::collections::BTreeMap<String, String>| -> u64 {
+            m.get("Overhead clusters").and_then(|v| v.parse().ok()).unwrap_or(0)
+        };
+        assert!(overhead(&ours) > 0 && overhead(&ours) <= overhead(&theirs), "{what}: overhead");
+        fsck_clean(&img);
+        write_and_cross_check(&img, "ext4");
         std::fs::remove_file(&img).unwrap();
     }
 }
