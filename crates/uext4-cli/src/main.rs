@@ -280,14 +280,17 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Create a fresh ext4 filesystem in an image file (no mke2fs needed)
+    /// Create a fresh ext4 (or ext2, ext3) filesystem in an image file (no mke2fs needed)
     #[command(long_about = "Create (or overwrite) the image file IMAGE of --size bytes holding a fresh ext4\n\
                             filesystem with upstream mke2fs's default ext4 features (has_journal, ext_attr,\n\
                             dir_index, filetype, extent, 64bit, flex_bg, sparse_super, large_file, huge_file,\n\
                             dir_nlink, extra_isize, metadata_csum, metadata_csum_seed, orphan_file) except\n\
                             resize_inode. -O adds or drops features as mke2fs's does (e.g. -O\n\
                             ^orphan_file,^metadata_csum_seed). Block size and inode ratio default as in\n\
-                            mke2fs (1 KiB blocks below 512 MiB, else 4 KiB).\n\n\
+                            mke2fs (1 KiB blocks below 512 MiB, else 4 KiB). -t ext3 and -t ext2 make\n\
+                            mke2fs.conf's ext3 and ext2 sets (block-mapped files; ext3 with a journal), -O\n\
+                            ^extent,^64bit block-mapped files in ext4, -O bigalloc -C SIZE allocation in\n\
+                            clusters of SIZE bytes (default 16 blocks).\n\n\
                             -d DIR fills the new filesystem from the host directory DIR, as mke2fs -d does\n\
                             (no root needed): files, directories, symlinks, hard links, device nodes, FIFOs and\n\
                             sockets with their modes, owners, times and extended attributes; DIR's own mode,\n\
@@ -349,7 +352,7 @@ enum Cmd {
         /// Features to add (name) or drop (^name), comma-separated, as mke2fs -O: has_journal,
         /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit, dir_nlink, extra_isize,
         /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project, mmp,
-        /// fast_commit
+        /// fast_commit, extent, uninit_bg, bigalloc
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
         /// Filesystem type as mke2fs -t: ext4, ext3 (block-mapped files, a journal) or ext2
