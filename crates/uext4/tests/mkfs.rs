@@ -654,9 +654,14 @@ fn fast_commit_images_match_mke2fs() {
 /// mke2fs's image of `args` (`-q -F` added) and `size_mb`: its
 /// `dumpe2fs -h` features without resize_inode (uext4 mkfs makes none)
 /// and its fields.
-fn mke2fs_image(dir: &Path, args: &[&str], size_mb: u64) -> (BTreeSet<String>, std::collections::BTreeMap<String, String>) {
+fn mke2fs_image(
+    dir: &Path,
+    args: &[&str],
+    size_mb: u64,
+) -> (BTreeSet<String>, std::collections::BTreeMap<String, String>) {
     let img = dir.join("mke2fs.img");
-    let st = Command::new("mke2fs").args(["-q", "-F"]).args(args).arg(&img).arg(format!("{size_mb}M")).status().unwrap();
+    let st =
+        Command::new("mke2fs").args(["-q", "-F"]).args(args).arg(&img).arg(format!("{size_mb}M")).status().unwrap();
     assert!(st.success(), "mke2fs {args:?}");
     let mut f = dumpe2fs_features(&img);
     f.remove("resize_inode");
@@ -687,7 +692,7 @@ fn write_and_cross_check(img: &Path, fstype: &str) {
     let sizes = [1usize, 4096, 12 * 1024 + 1, 300 * 1024, 1100 * 1024];
     let mut fs = Filesystem::open_rw(img).unwrap_or_else(|e| panic!("{fstype}: open_rw: {e}"));
     for (i, n) in sizes.iter().enumerate() {
-        fs.write(&format!("/f{i}"), &rw_support::pattern(i as u64, *n)).unwrap();
+        fs.write(format!("/f{i}"), rw_support::pattern(i as u64, *n)).unwrap();
     }
     let root = fs.root();
     let d = fs.mkdir(root, b"dir", 0o755, 0, 0).unwrap().ino;
@@ -764,7 +769,8 @@ fn old_types_match_mke2fs() {
         }
         fsck_clean(&img);
         let lpf_size = |img: &Path| rw_support::debugfs(img, "stat /lost+found");
-        let size_of = |s: String| s.split("Size: ").nth(1).and_then(|t| t.split_whitespace().next()).map(str::to_string);
+        let size_of =
+            |s: String| s.split("Size: ").nth(1).and_then(|t| t.split_whitespace().next()).map(str::to_string);
         let theirs_img = dir.path().join("their.img");
         Command::new("mke2fs").args(["-q", "-F"]).args(&args).arg(&theirs_img).arg(format!("{mb}M")).status().unwrap();
         assert_eq!(size_of(lpf_size(&img)), size_of(lpf_size(&theirs_img)), "{what}: lost+found");
@@ -823,7 +829,8 @@ fn bigalloc_matches_mke2fs() {
         let l = mkfs_file(&img, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(l.cluster_ratio, cluster / bs);
         let (bs_s, c_s) = (bs.to_string(), cluster.to_string());
-        let (mut want, theirs) = mke2fs_image(dir.path(), &["-t", "ext4", "-b", &bs_s, "-O", "bigalloc", "-C", &c_s], mb);
+        let (mut want, theirs) =
+            mke2fs_image(dir.path(), &["-t", "ext4", "-b", &bs_s, "-O", "bigalloc", "-C", &c_s], mb);
         want.extend(set("orphan_file metadata_csum_seed"));
         assert_eq!(dumpe2fs_features(&img), want, "{what}");
         let ours = dumpe2fs_fields(&img);

@@ -69,7 +69,8 @@ pub fn build(runs: &[(u64, u32)], n: u64, bs: u32) -> Result<BlockMap> {
     let p = u64::from(bs / 4);
     let mut phys = runs.iter().flat_map(|&(s, l)| s..s + u64::from(l));
     let mut next = || phys.next().ok_or_else(|| Error::Invalid("mkfs: block-mapped file outgrew its blocks".into()));
-    let ptr = |b: u64| u32::try_from(b).map_err(|_| Error::Invalid(format!("block {b} above 2^32 in a block-mapped file")));
+    let ptr =
+        |b: u64| u32::try_from(b).map_err(|_| Error::Invalid(format!("block {b} above 2^32 in a block-mapped file")));
     let mut map = BlockMap::default();
     // Index into `map.indirect` of the open node at each depth.
     let mut open = [0usize; 3];

@@ -5,7 +5,6 @@ use super::options::MkfsOptions;
 use crate::error::{Error, Result};
 use crate::format::quota::{self as fq, Dqblk, QuotaType};
 
-
 /// Groups per flex group (with flex_bg).
 pub const FLEX_SIZE: u32 = 16;
 /// Descriptor size with the 64bit feature.

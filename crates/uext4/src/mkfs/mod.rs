@@ -13,6 +13,12 @@
 //! directory and a 16 KiB lost+found. Groups that hold nothing but a
 //! superblock backup are marked BLOCK_UNINIT, groups without used inodes
 //! INODE_UNINIT, as mke2fs does.
+//!
+//! [`MkfsFeatures::for_type`] gives mke2fs's ext3 and ext2 sets: files
+//! block-mapped (the special files' indirect blocks laid out by
+//! `blockmap`), no uninit_bg, so that every group is initialised. With
+//! bigalloc, bitmaps and group counts are in clusters and every file
+//! takes whole clusters of its own.
 
 mod blockmap;
 mod finish;

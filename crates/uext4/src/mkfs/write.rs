@@ -1,7 +1,7 @@
 //! Writing a computed layout to a device.
 
-use super::layout::{Layout, FIRST_INO, LPF_INO};
 use super::blockmap::{self, BlockMap};
+use super::layout::{Layout, FIRST_INO, LPF_INO};
 use super::options::MkfsOptions;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
@@ -338,7 +338,12 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     };
     if let Some(m) = &journal_map {
         for (i, w) in ids.journal_iblock.iter_mut().enumerate() {
-            *w = u32::from_le_bytes([m.i_block[i * 4], m.i_block[i * 4 + 1], m.i_block[i * 4 + 2], m.i_block[i * 4 + 3]]);
+            *w = u32::from_le_bytes([
+                m.i_block[i * 4],
+                m.i_block[i * 4 + 1],
+                m.i_block[i * 4 + 2],
+                m.i_block[i * 4 + 3],
+            ]);
         }
     } else if !l.journal.is_empty() {
         let root = extent_root(&l.journal, l.journal_leaf)?;
@@ -543,8 +548,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         let used_inodes = if g == 0 { l.used_inodes } else { 0 };
         total_free_inodes += u64::from(ipg - used_inodes);
         // Only a superblock backup in it: leave the bitmap uninitialised.
-        let block_uninit =
-            group_csum && g != 0 && g + 1 != l.groups && used == l.super_blocks(g).div_ceil(ratio);
+        let block_uninit = group_csum && g != 0 && g + 1 != l.groups && used == l.super_blocks(g).div_ceil(ratio);
         let mut gd = GroupDesc {
             block_bitmap: m.block_bitmap,
             inode_bitmap: m.inode_bitmap,
