@@ -45,9 +45,9 @@ pub struct Layout {
     /// With bigalloc: the clusters mkfs's metadata and journal take
     /// (`s_overhead_clusters`, as mke2fs records it); else 0.
     pub overhead_clusters: u64,
-    /// The journal's indirect blocks when files are block-mapped (its
-    /// `i_block` then comes from [`super::blockmap::build`] over
-    /// [`Self::journal_region`]).
+    /// When files are block-mapped: the runs holding the journal's data
+    /// and indirect blocks together, in mke2fs's order ([`Self::journal`]
+    /// lists the data blocks alone); empty otherwise.
     pub journal_region: Vec<(u64, u32)>,
     /// Groups.
     pub groups: u32,
