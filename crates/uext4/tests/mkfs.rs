@@ -59,6 +59,17 @@ fn fresh_images_are_clean() {
         ),
         ("odd", MkfsOptions { size: (300 << 20) + 12345, inode_size: 128, ..Default::default() }),
         ("big", MkfsOptions { size: 20 << 30, ..Default::default() }),
+        // 65528 blocks per group at most, an inode per block, as mke2fs.
+        ("64k", MkfsOptions { size: 5 << 30, block_size: Some(65536), ..Default::default() }),
+        (
+            "64k-ext2",
+            MkfsOptions {
+                size: 512 << 20,
+                block_size: Some(65536),
+                features: MkfsFeatures::for_type("ext2").unwrap(),
+                ..Default::default()
+            },
+        ),
     ];
     for (name, opts) in cases {
         let img = dir.path().join(name);

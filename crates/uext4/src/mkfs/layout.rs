@@ -5,6 +5,9 @@ use super::options::MkfsOptions;
 use crate::error::{Error, Result};
 use crate::format::quota::{self as fq, Dqblk, QuotaType};
 
+/// Most clusters (blocks) a group may have: the descriptors' 16-bit free
+/// counts (e2fsprogs' EXT2_MAX_CLUSTERS_PER_GROUP).
+const MAX_CLUSTERS_PER_GROUP: u32 = (1 << 16) - 8;
 /// Groups per flex group (with flex_bg).
 pub const FLEX_SIZE: u32 = 16;
 /// Descriptor size with the 64bit feature.
@@ -292,13 +295,15 @@ impl Layout {
             return Err(Error::Invalid(format!("inode ratio {ratio}")));
         }
         if opts.inode_ratio.is_none() {
-            // As mke2fs: no more inodes than clusters by default.
-            ratio = ratio.max(u64::from(cluster));
+            // As mke2fs: no more inodes than clusters (blocks) by default.
+            ratio = ratio.max(u64::from(cluster)).max(u64::from(bs));
         }
         // With bigalloc group 0 starts at block 0 whatever the block size
         // (clusters are aligned to it), as mke2fs and the kernel expect.
         let first = u32::from(bs == 1024 && !feat.bigalloc);
-        let bpg = 8 * bs * cratio;
+        // A bitmap block's bits, but at most 65528 per group (the 16-bit
+        // descriptor counts), as mke2fs: 64 KiB blocks need the cap.
+        let bpg = (8 * bs).min(MAX_CLUSTERS_PER_GROUP) * cratio;
         if feat.inline_data && isz < 256 {
             return Err(Error::Invalid(format!("{isz}-byte inodes are too small for inline_data (at least 256)")));
         }
@@ -319,6 +324,8 @@ impl Layout {
         let desc_size = if feat.bit64 { DESC_SIZE } else { 32 };
         let flex_size = if feat.flex_bg { FLEX_SIZE } else { 1 };
         let inodes_per_block = bs / u32::from(isz);
+        // e2fsprogs' EXT2_MAX_INODES_PER_GROUP bounds the bitmap's bits.
+        let max_ipg = (8 * bs).min((1 << 16) - inodes_per_block);
         let (groups, ipg, gdt_blocks) = loop {
             if blocks < u64::from(first) + 64 {
                 return Err(Error::Invalid(format!("{} bytes is too small for a filesystem", opts.size)));
@@ -330,16 +337,16 @@ impl Layout {
             let groups = groups as u32;
             let target = opts.inodes.unwrap_or(blocks * u64::from(bs) / ratio).max(u64::from(FIRST_INO) + 5);
             let per_group = target.div_ceil(u64::from(groups));
-            if opts.inodes.is_some() && per_group > u64::from(8 * bs) {
+            if opts.inodes.is_some() && per_group > u64::from(max_ipg) {
                 return Err(Error::Invalid(format!(
                     "{target} inodes: at most {} fit in {groups} groups of {bs}-byte blocks",
-                    u64::from(8 * bs) * u64::from(groups)
+                    u64::from(max_ipg) * u64::from(groups)
                 )));
             }
-            let mut ipg = per_group.min(u64::from(8 * bs)) as u32;
+            let mut ipg = per_group.min(u64::from(max_ipg)) as u32;
             ipg = ipg.div_ceil(inodes_per_block) * inodes_per_block;
             ipg = ipg.div_ceil(8) * 8;
-            ipg = ipg.min(8 * bs).max(16);
+            ipg = ipg.min(max_ipg).max(16);
             let gdt_blocks = (u64::from(groups) * u64::from(desc_size)).div_ceil(u64::from(bs)) as u32;
             let last = blocks - u64::from(first) - u64::from(groups - 1) * u64::from(bpg);
             let itable = u64::from(ipg) * u64::from(isz) / u64::from(bs);
