@@ -62,6 +62,11 @@ pub struct Layout {
     pub itable_blocks: u32,
     /// Descriptor blocks.
     pub gdt_blocks: u32,
+    /// Descriptor blocks reserved after them for online growth
+    /// (`s_reserved_gdt_blocks`; 0 without resize_inode).
+    pub reserved_gdt: u32,
+    /// The resize inode's double indirect block (0 without resize_inode).
+    pub resize_dind: u64,
     /// Descriptor size (64 with 64bit, else 32).
     pub desc_size: u32,
     /// Groups per flex group (1 without flex_bg).
@@ -103,6 +108,16 @@ pub struct Layout {
 
 fn has_super(g: u32) -> bool {
     crate::format::superblock::sparse_super_group(u64::from(g))
+}
+
+/// mke2fs's reserved descriptor blocks (e2fsprogs' calc_reserved_gdt_blocks):
+/// enough for the filesystem to grow 1024 times (up to 2^32 blocks), at
+/// most one indirect block's worth.
+fn reserved_gdt_blocks(blocks: u64, first: u32, bpg: u32, bs: u32, desc_size: u32, gdt_blocks: u32) -> u32 {
+    let max_blocks: u64 = if blocks < 0xFFFF_FFFF / 1024 { blocks * 1024 } else { 0xFFFF_FFFF };
+    let groups = (max_blocks - u64::from(first)).div_ceil(u64::from(bpg));
+    let need = groups.div_ceil(u64::from(bs / desc_size)).saturating_sub(u64::from(gdt_blocks));
+    need.min(u64::from(bs / 4)) as u32
 }
 
 /// mke2fs's default orphan file size for a filesystem of `blocks`
@@ -169,7 +184,7 @@ impl Layout {
     /// Blocks at the start of group `g` taken by superblock + descriptors.
     pub fn super_blocks(&self, g: u32) -> u32 {
         if has_super(g) {
-            1 + self.gdt_blocks
+            1 + self.gdt_blocks + self.reserved_gdt
         } else {
             0
         }
@@ -326,7 +341,7 @@ impl Layout {
         let inodes_per_block = bs / u32::from(isz);
         // e2fsprogs' EXT2_MAX_INODES_PER_GROUP bounds the bitmap's bits.
         let max_ipg = (8 * bs).min((1 << 16) - inodes_per_block);
-        let (groups, ipg, gdt_blocks) = loop {
+        let (groups, ipg, gdt_blocks, reserved_gdt) = loop {
             if blocks < u64::from(first) + 64 {
                 return Err(Error::Invalid(format!("{} bytes is too small for a filesystem", opts.size)));
             }
@@ -348,16 +363,23 @@ impl Layout {
             ipg = ipg.div_ceil(8) * 8;
             ipg = ipg.min(max_ipg).max(16);
             let gdt_blocks = (u64::from(groups) * u64::from(desc_size)).div_ceil(u64::from(bs)) as u32;
+            let reserved =
+                if feat.resize_inode { reserved_gdt_blocks(blocks, first, bpg, bs, desc_size, gdt_blocks) } else { 0 };
             let last = blocks - u64::from(first) - u64::from(groups - 1) * u64::from(bpg);
             let itable = u64::from(ipg) * u64::from(isz) / u64::from(bs);
-            let overhead = if has_super(groups - 1) { 1 + u64::from(gdt_blocks) } else { 0 } + 2 + itable;
+            let overhead = if has_super(groups - 1) { 1 + u64::from(gdt_blocks + reserved) } else { 0 } + 2 + itable;
             // Like mke2fs: drop a last group too small to be useful.
             if groups > 1 && last < overhead + 50 {
                 blocks -= last;
                 continue;
             }
-            break (groups, ipg, gdt_blocks);
+            break (groups, ipg, gdt_blocks, reserved);
         };
+        if reserved_gdt > 0 && blocks >= 1 << 32 {
+            return Err(Error::Invalid(format!(
+                "resize_inode maps 32-bit block numbers: {blocks} blocks are too many (add -O ^resize_inode)"
+            )));
+        }
         let itable_blocks = ipg * u32::from(isz) / bs;
         let mut l = Layout {
             block_size: bs,
@@ -373,6 +395,8 @@ impl Layout {
             inode_size: isz,
             itable_blocks,
             gdt_blocks,
+            reserved_gdt,
+            resize_dind: 0,
             desc_size,
             flex_size,
             meta: Vec::with_capacity(groups as usize),
@@ -425,6 +449,11 @@ impl Layout {
             lpf_len = lpf_len.min(12);
         }
         l.lpf = (l.take_file(l.group_start(0), u64::from(lpf_len), "lost+found")?, lpf_len);
+        if reserved_gdt > 0 {
+            // mke2fs's goal for it: past the first group's tables.
+            let goal = u64::from(3 + reserved_gdt + gdt_blocks + itable_blocks);
+            l.resize_dind = l.take_file(goal, 1, "the resize inode")?;
+        }
         let jblocks =
             if feat.has_journal { opts.journal_blocks.unwrap_or_else(|| default_journal_blocks(blocks)) } else { 0 };
         // Quota files, with the usage of the root and lost+found (all the

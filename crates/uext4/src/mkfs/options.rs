@@ -271,6 +271,10 @@ pub struct MkfsFeatures {
     /// Allocation in clusters of several blocks (the size:
     /// [`MkfsOptions::cluster_size`]). Needs extent.
     pub bigalloc: bool,
+    /// Descriptor blocks reserved for growing the filesystem online
+    /// (inode 7 maps them; on in the ext2 and ext3 sets, as mke2fs's, off
+    /// in uext4's ext4 set). Not with bigalloc.
+    pub resize_inode: bool,
 }
 
 impl Default for MkfsFeatures {
@@ -296,6 +300,7 @@ impl Default for MkfsFeatures {
             extent: true,
             uninit_bg: true,
             bigalloc: false,
+            resize_inode: false,
         }
     }
 }
@@ -303,8 +308,8 @@ impl Default for MkfsFeatures {
 impl MkfsFeatures {
     /// The feature set of mke2fs's `-t` type: `ext4` (the default),
     /// `ext3` (`has_journal` and the always-on base features) or `ext2`
-    /// (the base features only), as mke2fs.conf's stanzas, without
-    /// resize_inode.
+    /// (the base features only), as mke2fs.conf's stanzas (resize_inode
+    /// included in these two, not in uext4's ext4 set).
     pub fn for_type(fs_type: &str) -> Result<MkfsFeatures> {
         let ext4 = MkfsFeatures::default();
         let old = MkfsFeatures {
@@ -319,6 +324,7 @@ impl MkfsFeatures {
             orphan_file: false,
             extent: false,
             uninit_bg: false,
+            resize_inode: true,
             ..ext4
         };
         match fs_type {
@@ -332,7 +338,7 @@ impl MkfsFeatures {
     }
 
     /// The features mkfs can add or drop, by their e2fsprogs names.
-    pub const NAMES: [&'static str; 20] = [
+    pub const NAMES: [&'static str; 21] = [
         "has_journal",
         "huge_file",
         "flex_bg",
@@ -353,6 +359,7 @@ impl MkfsFeatures {
         "extent",
         "uninit_bg",
         "bigalloc",
+        "resize_inode",
     ];
 
     fn flag(&mut self, name: &str) -> Option<&mut bool> {
@@ -377,6 +384,7 @@ impl MkfsFeatures {
             "extent" | "extents" => &mut self.extent,
             "uninit_bg" | "uninit_groups" => &mut self.uninit_bg,
             "bigalloc" => &mut self.bigalloc,
+            "resize_inode" => &mut self.resize_inode,
             _ => return None,
         })
     }
@@ -457,6 +465,13 @@ impl MkfsFeatures {
         }
         if self.bigalloc && !self.extent {
             return Err(Error::Invalid("bigalloc needs extent".into()));
+        }
+        if self.bigalloc && self.resize_inode {
+            return Err(Error::Invalid(
+                "resize_inode with bigalloc: uext4 mkfs does not reserve descriptor blocks in clusters \
+                 (add -O ^resize_inode)"
+                    .into(),
+            ));
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use crate::format::dirent::{file_type_of, set_leaf_checksum, write_entry, write_
 use crate::format::extent::{encode_node, set_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode};
 use crate::format::features::{compat, incompat, ro_compat};
 use crate::format::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
-use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, ROOT_INO, S_IFDIR, S_IFREG};
+use crate::format::inode::{Inode, Timestamp, FL_EXTENTS, JOURNAL_INO, RESIZE_INO, ROOT_INO, S_IFDIR, S_IFREG};
 use crate::format::mmp::{self, Mmp};
 use crate::format::quota::QuotaType;
 use crate::fs::mmp::nodename;
@@ -106,6 +106,10 @@ fn superblock_raw(l: &Layout, opts: &MkfsOptions, ids: &Ids, free_blocks: u64, f
     }
     if journal && l.fc_blocks > 0 {
         compat_f |= compat::FAST_COMMIT;
+    }
+    if l.reserved_gdt > 0 {
+        compat_f |= compat::RESIZE_INODE;
+        put_le16(&mut b, 0xCE, l.reserved_gdt as u16);
     }
     put_le32(&mut b, 0x5C, compat_f);
     let mut inc = incompat::FILETYPE;
@@ -247,6 +251,40 @@ fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]>
     Ok(root)
 }
 
+/// The resize inode (7) as mke2fs makes it, and its blocks: a double
+/// indirect block whose entries `(gdt_blocks + k) % per_block` point at the
+/// primary reserved descriptor blocks, each of which lists, as an
+/// indirect block, its copies in the groups holding superblock backups.
+fn resize_inode(l: &Layout, sb: &Superblock) -> Result<(Inode, Vec<(u64, Vec<u8>)>)> {
+    let bs = l.block_size;
+    let apb = u64::from(bs / 4);
+    let ptr = |b: u64| u32::try_from(b).map_err(|_| Error::Invalid(format!("resize inode: block {b} above 2^32")));
+    let backups: Vec<u32> = (1..l.groups).filter(|&g| l.has_super(g)).collect();
+    let mut dind = vec![0u32; apb as usize];
+    let mut blocks = Vec::new();
+    for k in 0..l.reserved_gdt {
+        let primary = u64::from(l.first_data_block) + 1 + u64::from(l.gdt_blocks + k);
+        dind[((u64::from(l.gdt_blocks + k)) % apb) as usize] = ptr(primary)?;
+        let mut list = vec![0u32; apb as usize];
+        for (i, &g) in backups.iter().enumerate().take(apb as usize) {
+            list[i] = ptr(primary + u64::from(g) * u64::from(l.blocks_per_group))?;
+        }
+        blocks.push((primary, BlockMap::encode(&list)));
+    }
+    blocks.push((l.resize_dind, BlockMap::encode(&dind)));
+    let mut i = Inode::new_raw(sb, RESIZE_INO);
+    i.mode = S_IFREG | 0o600;
+    i.links_count = 1;
+    // The largest size a double indirect tree reaches, as mke2fs sets it.
+    i.size = (apb * apb + apb + 12) * u64::from(bs);
+    let counted = 1 + u64::from(l.reserved_gdt) * (1 + backups.len().min(apb as usize) as u64);
+    i.blocks_512 = counted * u64::from(bs) / 512;
+    let mut ib = [0u32; 15];
+    ib[13] = ptr(l.resize_dind)?;
+    i.block = BlockMap { i_block: ib, ..Default::default() }.i_block_bytes();
+    Ok((i, blocks))
+}
+
 /// How a special file's blocks are mapped.
 struct Mapped {
     /// The inode's `i_block`.
@@ -369,7 +407,11 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         Ok(())
     };
     for n in 1..FIRST_INO {
-        if n == ROOT_INO || (n == JOURNAL_INO && !l.journal.is_empty()) || l.quota.iter().flatten().any(|q| q.0 == n) {
+        if n == ROOT_INO
+            || (n == JOURNAL_INO && !l.journal.is_empty())
+            || (n == RESIZE_INO && l.reserved_gdt > 0)
+            || l.quota.iter().flatten().any(|q| q.0 == n)
+        {
             continue;
         }
         // Reserved inodes: empty, but stamped and checksummed like mke2fs's.
@@ -419,6 +461,12 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     }
     // Indirect blocks of the block-mapped files, written with the data.
     let mut indirect: Vec<(u64, Vec<u8>)> = journal_map.as_ref().map(|m| m.indirect.clone()).unwrap_or_default();
+    if l.reserved_gdt > 0 {
+        let (mut r, blocks) = resize_inode(&l, &sb0)?;
+        (r.atime, r.ctime, r.mtime, r.crtime) = (now, now, now, Some(now));
+        put_inode(&mut r)?;
+        indirect.extend(blocks);
+    }
     let mut orphan_data = Vec::new();
     if l.orphan.1 > 0 {
         // Like mke2fs's: root's, generation 0, no links from any directory.
@@ -638,6 +686,13 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         let gdt_start = if g == 0 { SUPERBLOCK_OFFSET / bs as u64 + 1 } else { start + 1 };
         for (k, chunk) in gdt.chunks(bs).enumerate() {
             w.block(gdt_start + k as u64, chunk)?;
+        }
+        if g != 0 && !zeroed {
+            // The backups of the reserved descriptor blocks start empty.
+            let zero = vec![0u8; bs];
+            for k in 0..u64::from(l.reserved_gdt) {
+                w.block(gdt_start + u64::from(l.gdt_blocks) + k, &zero)?;
+            }
         }
     }
     dev.flush()?;
