@@ -288,7 +288,8 @@ enum Cmd {
                             resize_inode. -O adds or drops features as mke2fs's does (e.g. -O\n\
                             ^orphan_file,^metadata_csum_seed). Block size and inode ratio default as in\n\
                             mke2fs (1 KiB blocks below 512 MiB, else 4 KiB). -t ext3 and -t ext2 make\n\
-                            mke2fs.conf's ext3 and ext2 sets (block-mapped files; ext3 with a journal), -O\n\
+                            mke2fs.conf's ext3 and ext2 sets (block-mapped files, resize_inode; ext3 with a\n\
+                            journal), -O resize_inode reserves descriptor blocks for online growth, -O\n\
                             ^extent,^64bit block-mapped files in ext4, -O bigalloc -C SIZE allocation in\n\
                             clusters of SIZE bytes (default 16 blocks).\n\n\
                             -d DIR fills the new filesystem from the host directory DIR, as mke2fs -d does\n\
@@ -352,11 +353,11 @@ enum Cmd {
         /// Features to add (name) or drop (^name), comma-separated, as mke2fs -O: has_journal,
         /// huge_file, flex_bg, metadata_csum, metadata_csum_seed, 64bit, dir_nlink, extra_isize,
         /// orphan_file, inline_data, ea_inode, large_dir, casefold, quota, project, mmp,
-        /// fast_commit, extent, uninit_bg, bigalloc
+        /// fast_commit, extent, uninit_bg, bigalloc, resize_inode
         #[arg(short = 'O', long = "features", value_name = "FEATURES")]
         features: Vec<String>,
         /// Filesystem type as mke2fs -t: ext4, ext3 (block-mapped files, a journal) or ext2
-        /// (block-mapped, no journal), with mke2fs.conf's feature sets (without resize_inode)
+        /// (block-mapped, no journal), with mke2fs.conf's feature sets
         #[arg(short = 't', long = "type", value_name = "TYPE", default_value = "ext4")]
         fs_type: String,
         /// Cluster size in bytes of a bigalloc filesystem (-O bigalloc), as mke2fs -C

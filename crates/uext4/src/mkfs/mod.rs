@@ -2,8 +2,9 @@
 //!
 //! The result has upstream mke2fs's (e2fsprogs 1.47) default ext4
 //! feature set, orphan_file and metadata_csum_seed included, except
-//! `resize_inode` (no blocks are reserved for online growth; the kernel
-//! and e2fsck accept that, see docs/COMPATIBILITY.md); [`MkfsFeatures`]
+//! `resize_inode` (no blocks are reserved for online growth unless `-O
+//! resize_inode` asks; the kernel and e2fsck accept that, see
+//! docs/COMPATIBILITY.md); [`MkfsFeatures`]
 //! adds or drops features as `mke2fs -O` does. The orphan file is inode
 //! 12, sized as mke2fs sizes it, each block an empty slot array with a
 //! sealed tail. Layout follows
