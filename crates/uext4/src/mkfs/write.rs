@@ -251,11 +251,14 @@ fn extent_root(runs: &[(u64, u32)], leaf_block: Option<u64>) -> Result<[u8; 60]>
     Ok(root)
 }
 
+/// Blocks to write: (block number, contents).
+type RawBlocks = Vec<(u64, Vec<u8>)>;
+
 /// The resize inode (7) as mke2fs makes it, and its blocks: a double
 /// indirect block whose entries `(gdt_blocks + k) % per_block` point at the
 /// primary reserved descriptor blocks, each of which lists, as an
 /// indirect block, its copies in the groups holding superblock backups.
-fn resize_inode(l: &Layout, sb: &Superblock) -> Result<(Inode, Vec<(u64, Vec<u8>)>)> {
+fn resize_inode(l: &Layout, sb: &Superblock) -> Result<(Inode, RawBlocks)> {
     let bs = l.block_size;
     let apb = u64::from(bs / 4);
     let ptr = |b: u64| u32::try_from(b).map_err(|_| Error::Invalid(format!("resize inode: block {b} above 2^32")));
@@ -294,7 +297,7 @@ struct Mapped {
     /// Data runs in logical order.
     data: Vec<(u64, u32)>,
     /// Indirect blocks to write (block-mapped files).
-    indirect: Vec<(u64, Vec<u8>)>,
+    indirect: RawBlocks,
 }
 
 /// Maps a file of `n` data blocks whose region (see
@@ -460,7 +463,7 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         put_inode(&mut j)?;
     }
     // Indirect blocks of the block-mapped files, written with the data.
-    let mut indirect: Vec<(u64, Vec<u8>)> = journal_map.as_ref().map(|m| m.indirect.clone()).unwrap_or_default();
+    let mut indirect: RawBlocks = journal_map.as_ref().map(|m| m.indirect.clone()).unwrap_or_default();
     if l.reserved_gdt > 0 {
         let (mut r, blocks) = resize_inode(&l, &sb0)?;
         (r.atime, r.ctime, r.mtime, r.crtime) = (now, now, now, Some(now));
