@@ -620,7 +620,10 @@ fn run(cli: Cli) -> CliResult {
                 ..Default::default()
             };
             if let Some(j) = &journal {
-                opts.journal_blocks = Some(journal_option(j, opts.effective_block_size())?);
+                let blocks = journal_option(j, opts.effective_block_size())?;
+                opts.journal_blocks = Some(blocks);
+                // As mke2fs: -J asks for a journal (ext2 becomes ext3).
+                opts.features.has_journal |= blocks > 0;
             }
             for list in &extended {
                 opts.apply_extended(list).map_err(|e| util::fs_err("-E", e))?;

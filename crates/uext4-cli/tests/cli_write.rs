@@ -679,6 +679,9 @@ fn mkfs_feature_option() {
     fails(mk(&["-O", "frobnicate,^orphan_file"]), "frobnicate");
     fails(mk(&["-O", "encrypt"]), "encrypt");
     fails(mk(&["-t", "ext5"]), "ext5");
+    // As mke2fs: -J asks for a journal.
+    ok(mk(&["-t", "ext2", "-J", "size=4"]));
+    assert!(features_of(&img).iter().any(|n| n == "has_journal"));
     fails(mk(&["-C", "16384"]), "bigalloc");
     fails(mk(&["-t", "ext3", "-O", "bigalloc"]), "bigalloc needs extent");
     ok(mk(&["-t", "ext4"]));
