@@ -543,12 +543,15 @@ impl Layout {
         }
     }
 
-    /// Places the journal near the middle of the disk, as mke2fs does, in
-    /// as few runs as free space allows (each at most 32768 blocks, the
-    /// longest extent).
+    /// Places the journal near the middle of the disk (block-mapped: from
+    /// the start), as mke2fs does, in as few runs as free space allows
+    /// (each at most 32768 blocks, the longest extent).
     fn place_journal(&mut self, jblocks: u32) -> Result<()> {
         let r = u64::from(self.cluster_ratio);
-        let goal = self.group_start(self.groups / 2).next_multiple_of(r);
+        // mke2fs puts a block-mapped journal in the first free blocks (after
+        // lost+found), an extent-mapped one near the middle of the disk.
+        let goal_group = if self.block_mapped { 0 } else { self.groups / 2 };
+        let goal = self.group_start(goal_group).next_multiple_of(r);
         // Block-mapped: the indirect blocks go in the same runs; bigalloc:
         // whole clusters of their own.
         let mut left = self.region_len(u64::from(jblocks));
