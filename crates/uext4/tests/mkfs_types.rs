@@ -5,7 +5,9 @@
 mod mkfs_support;
 mod rw_support;
 
-use mkfs_support::{dumpe2fs_features, dumpe2fs_fields, mke2fs_image, set, with, write_and_cross_check, GEOMETRY};
+use mkfs_support::{
+    dumpe2fs_features, dumpe2fs_fields, dumpe2fs_groups, mke2fs_image, set, with, write_and_cross_check, GEOMETRY,
+};
 use rw_support::{fsck_clean, have};
 use std::path::Path;
 use std::process::Command;
@@ -17,8 +19,9 @@ use uext4::Filesystem;
 /// of mke2fs's image of the same type and size, block-mapped special
 /// files (the journal through a double indirect block with 1 KiB
 /// blocks), every group initialised without uninit_bg, the resize inode
-/// as mke2fs's (its size and block count); clean, written by uext4 and
-/// the kernel.
+/// as mke2fs's (its size and block count), and for plain ext2/ext3 the
+/// very same groups (metadata, free blocks and inodes); clean, written by
+/// uext4 and the kernel.
 #[test]
 fn old_types_match_mke2fs() {
     if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") || !have("debugfs") {
@@ -86,6 +89,10 @@ fn old_types_match_mke2fs() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(resize(&img), resize(&theirs_img), "{what}: resize inode");
+        if list.is_empty() {
+            // Group by group the same layout and free space as mke2fs's.
+            assert_eq!(dumpe2fs_groups(&img), dumpe2fs_groups(&theirs_img), "{what}: groups");
+        }
         std::fs::remove_file(&theirs_img).unwrap();
         let fs = Filesystem::open(&img).unwrap();
         for ino in [2, 8, 11, 12] {

@@ -106,3 +106,11 @@ pub fn write_and_cross_check(img: &Path, fstype: &str) {
     let fs = Filesystem::open(img).unwrap();
     assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), rw_support::pattern(9, 200_000));
 }
+
+/// `dumpe2fs`'s per-group part for `img` (from "Group 0" on): where every
+/// group's metadata sits and what is free in it.
+pub fn dumpe2fs_groups(img: &Path) -> String {
+    let out = Command::new("dumpe2fs").arg(img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.find("Group 0").map(|i| text[i..].to_string()).unwrap_or_default()
+}
