@@ -1,0 +1,237 @@
+//! The `/dev/fuse` transport: the INIT handshake, then worker threads,
+//! each with its own cloned descriptor (FUSE_DEV_IOC_CLONE) and its own
+//! request and reply buffers, each reading one request, serving it
+//! through [`dispatch`](crate::dispatch::dispatch) and writing the reply
+//! with one write(2).
+
+use crate::dispatch::{dispatch, header_for, Filesystem};
+use crate::kernel_config::KernelConfig;
+use crate::proto::abi::{self, op};
+use crate::proto::decode::{decode, DecodeConfig, InHeader, Operation};
+use crate::proto::encode;
+use crate::proto::types::InitFlags;
+use crate::reply::{Out, FIXED_REPLY_MAX};
+use log::{debug, error, info, warn};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// The request buffer: the largest write and its headers, and never less
+/// than the kernel's minimum (FUSE_MIN_READ_BUFFER).
+pub(crate) fn request_buffer_len(max_payload: usize) -> usize {
+    (max_payload + 4096).max(8192)
+}
+
+/// What the handshake agreed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Negotiated {
+    /// Flags granted.
+    pub granted: InitFlags,
+    /// Largest request or reply payload.
+    pub max_payload: usize,
+    /// How to decode requests.
+    pub decode: DecodeConfig,
+}
+
+/// read(2) of one request, retrying what the kernel means as "again".
+/// `Ok(None)`: the connection is gone (unmounted or aborted).
+pub(crate) fn receive(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        // SAFETY: `buf` is valid for writes of its length for the call.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(Some(n as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // Interrupted, or the request was withdrawn before we read it.
+            Some(libc::EINTR | libc::EAGAIN | libc::ENOENT) => continue,
+            Some(libc::ENODEV) => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// write(2) of one reply or notification. ENOENT (the request was
+/// interrupted and is gone) is no error of ours.
+pub(crate) fn send(fd: RawFd, parts: &[&[u8]]) -> io::Result<()> {
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 4];
+    let k = parts.len().min(iov.len());
+    for (v, p) in iov.iter_mut().zip(parts) {
+        *v = libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() };
+    }
+    // SAFETY: the first `k` iovecs point at live slices of their lengths;
+    // writev only reads them.
+    let n = unsafe { libc::writev(fd, iov.as_ptr(), k as libc::c_int) };
+    if n >= 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Ok(()),
+        _ => Err(e),
+    }
+}
+
+/// Reads FUSE_INIT from `dev`, lets `fs` choose, answers.
+pub(crate) fn handshake<F: Filesystem>(dev: &OwnedFd, fs: &mut F) -> io::Result<Negotiated> {
+    let mut buf = vec![0u8; request_buffer_len(crate::MAX_WRITE_LIMIT as usize)];
+    loop {
+        let Some(n) = receive(dev.as_raw_fd(), &mut buf)? else {
+            return Err(io::Error::new(io::ErrorKind::NotConnected, "FUSE device disconnected during handshake"));
+        };
+        let d = decode(&buf[..n], DecodeConfig::default())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "malformed request during the handshake"))?;
+        let unique = d.header.unique;
+        let Operation::Init(init) = d.op else {
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN, -libc::EIO, unique)])?;
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "a request other than INIT before INIT"));
+        };
+        if init.major > abi::KERNEL_VERSION {
+            // Our version only; the kernel asks again with it.
+            let o =
+                encode::InitOut { major: abi::KERNEL_VERSION, minor: abi::KERNEL_MINOR_VERSION, ..Default::default() };
+            let body = encode::init_out(&o);
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN + body.len(), 0, unique), &body])?;
+            continue;
+        }
+        if init.major < abi::KERNEL_VERSION || init.minor < abi::MIN_MINOR_VERSION {
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN, -libc::EPROTO, unique)])?;
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("FUSE protocol {}.{} is older than 7.{}", init.major, init.minor, abi::MIN_MINOR_VERSION),
+            ));
+        }
+        let mut config = KernelConfig::new(&init);
+        if let Err(e) = fs.init(&d.header.request(), &mut config) {
+            let code = e.raw_os_error().unwrap_or(libc::EIO);
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN, -code, unique)])?;
+            return Err(e);
+        }
+        let reply = config.reply();
+        debug!(
+            "INIT response: ABI 7.{}, flags {:#x}, max readahead {}, max write {} (kernel 7.{}: {:?}, max_pages {})",
+            reply.minor,
+            reply.flags,
+            reply.max_readahead,
+            reply.max_write,
+            init.minor,
+            InitFlags::from_bits_retain(reply.flags),
+            reply.max_pages
+        );
+        let body = encode::init_out(&reply);
+        send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN + body.len(), 0, unique), &body])?;
+        let granted = config.granted();
+        return Ok(Negotiated {
+            granted,
+            max_payload: config.max_payload(),
+            decode: DecodeConfig { setxattr_ext: granted.contains(InitFlags::FUSE_SETXATTR_EXT) },
+        });
+    }
+}
+
+/// A second descriptor on the connection of `dev` (FUSE_DEV_IOC_CLONE):
+/// the kernel hands each request to one reader, and each worker reading
+/// its own descriptor avoids their contention on one.
+pub(crate) fn clone_dev(dev: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; open returns a new descriptor or -1.
+    let fd = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is ours.
+    let new = unsafe { OwnedFd::from_raw_fd(fd) };
+    let master: u32 = dev.as_raw_fd() as u32;
+    // SAFETY: the ioctl reads one u32 (the descriptor to clone) from the
+    // pointer, which points at a live local.
+    if unsafe { libc::ioctl(new.as_raw_fd(), abi::DEV_IOC_CLONE as _, &master as *const u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(new)
+}
+
+/// Serves requests on `fd` until the connection goes away or DESTROY.
+pub(crate) fn worker<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated) -> io::Result<()> {
+    let mut inbuf = vec![0u8; request_buffer_len(n.max_payload)];
+    let mut outbuf = vec![0u8; abi::OUT_HEADER_LEN + n.max_payload + FIXED_REPLY_MAX];
+    loop {
+        let Some(len) = receive(fd, &mut inbuf)? else { return Ok(()) };
+        let req = &inbuf[..len];
+        let d = match decode(req, n.decode) {
+            Ok(d) => d,
+            Err(e) => {
+                // Answer what can be answered; a request without a header
+                // cannot be (and the kernel never sends one).
+                match InHeader::parse(req) {
+                    Ok(h) if !matches!(h.opcode, op::FORGET | op::BATCH_FORGET | op::INTERRUPT) => {
+                        warn!("malformed request (opcode {}, {len} bytes): answered {e:?}", h.opcode);
+                        send(fd, &[&encode::out_header(abi::OUT_HEADER_LEN, -e.code(), h.unique)])?;
+                    }
+                    _ => warn!("malformed request of {len} bytes dropped"),
+                }
+                continue;
+            }
+        };
+        let (head, body) = outbuf.split_at_mut(abi::OUT_HEADER_LEN);
+        let mut out = Out::new(body);
+        dispatch(fs, &d, &mut out);
+        if d.op.no_reply() {
+            continue;
+        }
+        let (h, plen) = header_for(&out, d.header.unique);
+        head.copy_from_slice(&h);
+        if let Err(e) = send(fd, &[&outbuf[..abi::OUT_HEADER_LEN + plen]]) {
+            if e.raw_os_error() == Some(libc::ENODEV) {
+                return Ok(());
+            }
+            error!("writing the reply to request {}: {e}", d.header.unique);
+        }
+        if matches!(d.op, Operation::Destroy) {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs `threads` workers on `dev` (each on a clone of it when `clone`),
+/// until the connection goes away.
+pub(crate) fn run<F: Filesystem + Send + Sync + 'static>(
+    fs: Arc<F>,
+    dev: Arc<OwnedFd>,
+    clone: bool,
+    threads: usize,
+    n: Negotiated,
+) -> io::Result<()> {
+    let mut handles = Vec::with_capacity(threads);
+    for i in 0..threads.max(1) {
+        let fd = if clone && i > 0 {
+            match clone_dev(&dev) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    warn!("cloning /dev/fuse: {e}; workers share one descriptor");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (fs, dev) = (fs.clone(), dev.clone());
+        handles.push(std::thread::Builder::new().name(format!("fuse-{i}")).spawn(move || {
+            let raw = fd.as_ref().map_or(dev.as_raw_fd(), |f| f.as_raw_fd());
+            worker(&*fs, raw, n)
+        })?);
+    }
+    info!("serving /dev/fuse with {} workers", threads.max(1));
+    let mut r = Ok(());
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                if r.is_ok() {
+                    r = Err(e);
+                }
+            }
+            Err(_) => r = Err(io::Error::other("a FUSE worker panicked")),
+        }
+    }
+    r
+}
