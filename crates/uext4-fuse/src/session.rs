@@ -39,7 +39,11 @@ pub(crate) fn receive(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     loop {
         // SAFETY: `buf` is valid for writes of its length for the call.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
+        // /dev/fuse never reads 0 bytes; a closed stream does.
+        if n == 0 {
+            return Ok(None);
+        }
+        if n > 0 {
             return Ok(Some(n as usize));
         }
         let e = io::Error::last_os_error();
@@ -234,4 +238,103 @@ pub(crate) fn run<F: Filesystem + Send + Sync + 'static>(
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::types::{Errno, FileAttr, FileType, Generation, INodeNo, Request};
+    use crate::reply::ReplyEntry;
+    use std::ffi::OsStr;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// Answers LOOKUP of "x" with node 9; everything else by the trait's
+    /// defaults (ENOSYS).
+    struct Fake;
+
+    impl Filesystem for Fake {
+        fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+            if parent != INodeNo(1) || name != "x" {
+                return reply.error(Errno::ENOENT);
+            }
+            let t = UNIX_EPOCH;
+            let a = FileAttr {
+                ino: INodeNo(9),
+                size: 3,
+                blocks: 0,
+                atime: t,
+                mtime: t,
+                ctime: t,
+                crtime: t,
+                kind: FileType::RegularFile,
+                perm: 0o644,
+                nlink: 1,
+                uid: 0,
+                gid: 0,
+                rdev: 0,
+                blksize: 4096,
+                flags: 0,
+            };
+            reply.entry_with_ttls(&Duration::from_secs(1), &Duration::from_secs(1), &a, Generation(4));
+        }
+    }
+
+    fn request(opcode: u32, unique: u64, args: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&((abi::IN_HEADER_LEN + args.len()) as u32).to_ne_bytes());
+        b.extend_from_slice(&opcode.to_ne_bytes());
+        b.extend_from_slice(&unique.to_ne_bytes());
+        b.extend_from_slice(&1u64.to_ne_bytes());
+        b.extend_from_slice(&[0u8; 16]);
+        b.extend_from_slice(args);
+        b
+    }
+
+    /// A worker on one end of a SOCK_SEQPACKET pair (one message per read,
+    /// as /dev/fuse): replies come back in order, FORGET gets none, a
+    /// malformed request an errno, and the worker ends when the stream does.
+    #[test]
+    fn worker_answers_each_request_once() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just created and are ours.
+        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let n = Negotiated { granted: InitFlags::empty(), max_payload: 1 << 16, decode: DecodeConfig::default() };
+        let t = std::thread::spawn(move || worker(&Fake, theirs.as_raw_fd(), n).map(|()| drop(theirs)));
+        for m in [
+            request(op::LOOKUP, 1, b"x\0"),
+            request(op::FORGET, 2, &5u64.to_ne_bytes()),
+            request(op::GETATTR, 3, &[0u8; 16]),
+            request(op::LOOKUP, 4, b"no-nul"),
+            request(op::LOOKUP, 5, b"y\0"),
+        ] {
+            send(ours.as_raw_fd(), &[&m]).unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        for _ in 0..4 {
+            let n = receive(ours.as_raw_fd(), &mut buf).unwrap().unwrap();
+            let len = u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize;
+            let err = i32::from_ne_bytes(buf[4..8].try_into().unwrap());
+            let unique = u64::from_ne_bytes(buf[8..16].try_into().unwrap());
+            assert_eq!(len, n);
+            got.push((unique, err, len));
+            if unique == 1 {
+                assert_eq!(u64::from_ne_bytes(buf[16..24].try_into().unwrap()), 9);
+                assert_eq!(u64::from_ne_bytes(buf[24..32].try_into().unwrap()), 4);
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                (1, 0, abi::OUT_HEADER_LEN + abi::ENTRY_OUT_LEN),
+                (3, -libc::ENOSYS, abi::OUT_HEADER_LEN),
+                (4, -libc::EIO, abi::OUT_HEADER_LEN),
+                (5, -libc::ENOENT, abi::OUT_HEADER_LEN),
+            ]
+        );
+        drop(ours);
+        t.join().unwrap().unwrap();
+    }
 }

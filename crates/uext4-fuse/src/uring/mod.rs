@@ -1,4 +1,4 @@
-//! FUSE over io_uring (`-o transport=uring`): a prototype transport.
+//! FUSE over io_uring (`-o transport=uring`).
 //!
 //! With `CONFIG_FUSE_IO_URING` (Linux 6.14+) and the `enable_uring` module
 //! parameter on, a daemon that answers FUSE_INIT with FUSE_OVER_IO_URING
@@ -52,7 +52,7 @@ pub enum Transport {
     /// read(2)/write(2) on `/dev/fuse`, one descriptor per worker.
     #[default]
     Dev,
-    /// FUSE over io_uring (prototype), falling back to `/dev/fuse` when
+    /// FUSE over io_uring, falling back to `/dev/fuse` when
     /// the kernel lacks it or it is not enabled.
     Uring,
 }
