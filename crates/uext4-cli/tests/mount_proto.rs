@@ -112,7 +112,17 @@ fn o_tmpfile_is_linked_or_vanishes() {
     assert_eq!(free_inodes(&fx.mnt), before - 2);
     // SAFETY: closes our descriptor once.
     unsafe { libc::close(fd) };
-    assert_eq!(free_inodes(&fx.mnt), before - 1, "the unnamed tmpfile outlived its close");
+    // The kernel sends RELEASE after close returns (in the background):
+    // wait for it, up to 10 s.
+    let mut free = free_inodes(&fx.mnt);
+    for _ in 0..1000 {
+        if free == before - 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        free = free_inodes(&fx.mnt);
+    }
+    assert_eq!(free, before - 1, "the unnamed tmpfile outlived its close");
     assert_eq!(fs::read_dir(fx.path("dir")).expect("readdir").count(), 1);
     fx.unmount();
     fx.assert_clean();
