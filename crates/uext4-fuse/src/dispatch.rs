@@ -263,13 +263,61 @@ fn set_time(valid: u32, set: u32, now: u32, sec: i64, nsec: u32) -> Option<TimeO
     }
 }
 
+/// Refusals made before the filesystem sees a request: without
+/// `allow_other` (`owner` is the mounting user) only the kernel's own
+/// requests may come from another uid (the kernel already keeps other
+/// users out; this is the daemon's second line, as libfuse's); offsets
+/// beyond `off_t` are EINVAL.
+pub fn check(d: &Decoded<'_>, owner: Option<u32>) -> Result<(), Errno> {
+    use Operation as O;
+    if let Some(owner) = owner {
+        let kernels_own = matches!(
+            d.op,
+            O::Init(_)
+                | O::Destroy
+                | O::Read { .. }
+                | O::Readdir { .. }
+                | O::Readdirplus { .. }
+                | O::Forget { .. }
+                | O::BatchForget { .. }
+                | O::Write { .. }
+                | O::Fsync { .. }
+                | O::Fsyncdir { .. }
+                | O::Release { .. }
+                | O::Releasedir { .. }
+                | O::Interrupt { .. }
+        );
+        if d.header.uid != owner && !kernels_own {
+            return Err(Errno::EACCES);
+        }
+    }
+    let too_big = |v: u64| v > i64::MAX as u64;
+    let bad = match d.op {
+        O::Read { offset, .. } | O::Write { offset, .. } => too_big(offset),
+        O::Fallocate { offset, length, .. } => too_big(offset) || too_big(length),
+        O::CopyFileRange { off_in, off_out, .. } => too_big(off_in) || too_big(off_out),
+        _ => false,
+    };
+    if bad {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
 /// Serves one decoded request (not INIT or DESTROY, which the transport
-/// answers) through `fs`, the reply into `out`. Requests without a reply
-/// (FORGET, BATCH_FORGET, INTERRUPT) leave `out` unanswered.
-pub fn dispatch<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, out: &mut Out<'_>) {
+/// answers) through `fs`, the reply into `out`, after [`check`]ing it
+/// (`owner`: the mounting user, without `allow_other`). Requests without a
+/// reply (FORGET, BATCH_FORGET, INTERRUPT) leave `out` unanswered.
+pub fn dispatch<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, owner: Option<u32>, out: &mut Out<'_>) {
     if log::log_enabled!(log::Level::Debug) {
         // The format the request counts of docs/BENCHMARKS.md are read in.
         log::debug!("FUSE({:3}) ino {:#018x} {}", d.header.unique, d.header.nodeid, d.op);
+    }
+    if let Err(e) = check(d, owner) {
+        if !d.op.no_reply() {
+            ReplyEmpty::new(out).error(e);
+        }
+        return;
     }
     let req = d.header.request();
     let req = &req;
@@ -418,4 +466,29 @@ pub fn dispatch<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, out: &mut Out<'
 pub fn header_for(out: &Out<'_>, unique: u64) -> ([u8; abi::OUT_HEADER_LEN], usize) {
     let (error, len) = out.result().unwrap_or((-libc::EIO, 0));
     (encode::out_header(abi::OUT_HEADER_LEN + len, error, unique), len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::decode::InHeader;
+
+    fn decoded(uid: u32, op: Operation<'static>) -> Decoded<'static> {
+        let header = InHeader { len: 0, opcode: 0, unique: 1, nodeid: 1, uid, gid: 0, pid: 0, total_extlen: 0 };
+        Decoded { header, op }
+    }
+
+    #[test]
+    fn other_users_and_huge_offsets_are_refused() {
+        let lookup = Operation::Lookup { name: OsStr::new("a") };
+        assert_eq!(check(&decoded(1000, lookup), Some(0)), Err(Errno::EACCES));
+        assert_eq!(check(&decoded(0, lookup), Some(0)), Ok(()));
+        assert_eq!(check(&decoded(1000, lookup), None), Ok(()));
+        // Writeback and readahead run with whatever uid the kernel has.
+        let read = |offset| Operation::Read { fh: 0, offset, size: 1, read_flags: 0, lock_owner: 0, flags: 0 };
+        assert_eq!(check(&decoded(1000, read(0)), Some(0)), Ok(()));
+        assert_eq!(check(&decoded(0, read(1 << 63)), None), Err(Errno::EINVAL));
+        let fall = Operation::Fallocate { fh: 0, offset: 0, length: u64::MAX, mode: 0 };
+        assert_eq!(check(&decoded(0, fall), None), Err(Errno::EINVAL));
+    }
 }

@@ -217,7 +217,9 @@ impl Mount {
         let inval = Arc::new(std::sync::OnceLock::new());
         let mut adapter = Uext4Fuse::new(fs, cfg).with_inval(inval.clone());
         adapter.want_uring = prepared.is_some();
-        let negotiated = session::handshake(&dev, &mut adapter)?;
+        let mut negotiated = session::handshake(&dev, &mut adapter)?;
+        // SAFETY: geteuid has no preconditions.
+        negotiated.owner = (!cfg.allow_other).then(|| unsafe { libc::geteuid() });
         let _ = inval.set(notify::Notifier::new(dev.clone()));
         let adapter = Arc::new(adapter);
         let granted = negotiated.granted.contains(proto::types::InitFlags::FUSE_OVER_IO_URING);

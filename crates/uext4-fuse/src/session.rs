@@ -31,6 +31,9 @@ pub(crate) struct Negotiated {
     pub max_payload: usize,
     /// How to decode requests.
     pub decode: DecodeConfig,
+    /// Without `allow_other`: the mounting user, the only one whose
+    /// requests are served (see [`crate::dispatch::check`]).
+    pub owner: Option<u32>,
 }
 
 /// read(2) of one request, retrying what the kernel means as "again".
@@ -130,6 +133,7 @@ pub(crate) fn handshake<F: Filesystem>(dev: &OwnedFd, fs: &mut F) -> io::Result<
             granted,
             max_payload: config.max_payload(),
             decode: DecodeConfig { setxattr_ext: granted.contains(InitFlags::FUSE_SETXATTR_EXT) },
+            owner: None,
         });
     }
 }
@@ -178,7 +182,7 @@ pub(crate) fn worker<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated) -
         };
         let (head, body) = outbuf.split_at_mut(abi::OUT_HEADER_LEN);
         let mut out = Out::new(body);
-        dispatch(fs, &d, &mut out);
+        dispatch(fs, &d, n.owner, &mut out);
         if d.op.no_reply() {
             continue;
         }
@@ -300,7 +304,12 @@ mod tests {
         assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr()) }, 0);
         // SAFETY: both descriptors were just created and are ours.
         let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let n = Negotiated { granted: InitFlags::empty(), max_payload: 1 << 16, decode: DecodeConfig::default() };
+        let n = Negotiated {
+            granted: InitFlags::empty(),
+            max_payload: 1 << 16,
+            decode: DecodeConfig::default(),
+            owner: Some(0),
+        };
         let t = std::thread::spawn(move || worker(&Fake, theirs.as_raw_fd(), n).map(|()| drop(theirs)));
         for m in [
             request(op::LOOKUP, 1, b"x\0"),

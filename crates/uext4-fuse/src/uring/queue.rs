@@ -101,7 +101,7 @@ fn header_parts(out: &Out<'_>) -> (i32, usize) {
 
 fn serve(fs: &Uext4Fuse, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mut Out<'_>) {
     match decode_split(h.opcode, r, n.decode) {
-        Ok(op) if !op.no_reply() => dispatch(fs, &Decoded { header: h, op }, out),
+        Ok(op) if !op.no_reply() => dispatch(fs, &Decoded { header: h, op }, n.owner, out),
         // FORGET and INTERRUPT come through /dev/fuse, never a ring.
         Ok(_) => crate::reply::ReplyEmpty::new(out).error(crate::proto::types::Errno::ENOSYS),
         Err(e) => {
