@@ -92,7 +92,7 @@ pub const ENTRY_OUT_LEN: usize = 40 + ATTR_LEN;
 pub const OPEN_OUT_LEN: usize = 16;
 /// `struct fuse_kstatfs` (`fuse_statfs_out`).
 pub const STATFS_OUT_LEN: usize = 80;
-/// `struct fuse_statx_out`: attr_valid, nsec, flags, spare[2], fuse_statx.
+/// `struct fuse_statx_out`: attr_valid, nsec, flags, two spare words, fuse_statx.
 pub const STATX_OUT_LEN: usize = 32 + 256;
 /// `struct fuse_init_out`.
 pub const INIT_OUT_LEN: usize = 64;
