@@ -206,9 +206,10 @@ impl<'r> ReplyStatx<'r> {
     pub fn new(out: &'r mut dyn Sink) -> Self {
         ReplyStatx { r: Replier { out } }
     }
-    /// The attributes, with the creation time if `btime`.
-    pub fn statx(self, ttl: &Duration, attr: &FileAttr, btime: bool) {
-        self.r.send(&[&encode::statx_out(*ttl, attr, btime)]);
+    /// The attributes, with the creation time if `btime`, and the
+    /// `STATX_ATTR_*` bits `attributes`.
+    pub fn statx(self, ttl: &Duration, attr: &FileAttr, btime: bool, attributes: u64) {
+        self.r.send(&[&encode::statx_out(*ttl, attr, btime, attributes)]);
     }
 }
 

@@ -32,10 +32,11 @@ impl Uext4Fuse {
     }
 
     /// The attributes with the creation time where the inode records one
-    /// (ext4's `i_crtime`, in inodes with room for it).
+    /// (ext4's `i_crtime`, in inodes with room for it), and the statx
+    /// attributes of its flags (`+i`, `+a`, `+d`, ...), as ext4_getattr.
     pub(super) fn do_statx(&self, ino: INodeNo, reply: ReplyStatx) {
         let (st, ttl) = tri!(reply, self.getattr_stat(ino));
-        reply.statx(&ttl, &attr(&st), st.crtime.is_some());
+        reply.statx(&ttl, &attr(&st), st.crtime.is_some(), u64::from(st.flags));
     }
 
     /// GETATTR's answer (and STATX's).

@@ -142,5 +142,10 @@ pub const OPEN_KILL_SUIDGID: u32 = 1;
 pub const STATX_BASIC_STATS: u32 = 0x7ff;
 /// statx: creation time.
 pub const STATX_BTIME: u32 = 0x800;
+/// The statx attributes ext4 reports (`ext4_getattr`): compressed,
+/// immutable, append-only, nodump, encrypted, verity. Their bits equal
+/// the inode flags' (EXT4_*_FL), so an inode's flags masked with this are
+/// its attributes.
+pub const STATX_ATTR_MASK: u64 = 0x4 | 0x10 | 0x20 | 0x40 | 0x800 | 0x10_0000;
 /// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`.
 pub const DEV_IOC_CLONE: u64 = (2 << 30) | (4 << 16) | (229 << 8);

@@ -120,8 +120,10 @@ pub fn statfs_out(
 }
 
 /// `struct fuse_statx_out` for `a`: the basic statistics, plus the
-/// creation time when `btime` (ext4 inodes with room for `i_crtime`).
-pub fn statx_out(ttl: Duration, a: &FileAttr, btime: bool) -> [u8; abi::STATX_OUT_LEN] {
+/// creation time when `btime` (ext4 inodes with room for `i_crtime`), and
+/// the `STATX_ATTR_*` bits `attributes` (within [`abi::STATX_ATTR_MASK`],
+/// which is the attributes mask reported).
+pub fn statx_out(ttl: Duration, a: &FileAttr, btime: bool, attributes: u64) -> [u8; abi::STATX_OUT_LEN] {
     let mut b = [0u8; abi::STATX_OUT_LEN];
     put(&mut b, 0, &ttl.as_secs().to_ne_bytes());
     put(&mut b, 8, &ttl.subsec_nanos().to_ne_bytes());
@@ -129,7 +131,8 @@ pub fn statx_out(ttl: Duration, a: &FileAttr, btime: bool) -> [u8; abi::STATX_OU
     let mask = abi::STATX_BASIC_STATS | if btime { abi::STATX_BTIME } else { 0 };
     put(&mut b, s, &mask.to_ne_bytes());
     put(&mut b, s + 4, &a.blksize.to_ne_bytes());
-    // attributes (s + 8) and attributes_mask (s + 56) stay 0.
+    put(&mut b, s + 8, &(attributes & abi::STATX_ATTR_MASK).to_ne_bytes());
+    put(&mut b, s + 56, &abi::STATX_ATTR_MASK.to_ne_bytes());
     put(&mut b, s + 16, &a.nlink.to_ne_bytes());
     put(&mut b, s + 20, &a.uid.to_ne_bytes());
     put(&mut b, s + 24, &a.gid.to_ne_bytes());

@@ -51,7 +51,8 @@ fn attr_and_entry_layouts() {
 
 #[test]
 fn statx_carries_btime_only_when_asked() {
-    let s = statx_out(Duration::from_secs(1), &sample(), true);
+    let s = statx_out(Duration::from_secs(1), &sample(), true, 0x20 | 0x8_0000);
+    assert_eq!((u64_at(&s, 32 + 8), u64_at(&s, 32 + 56)), (0x20, abi::STATX_ATTR_MASK));
     let x = 32;
     assert_eq!(u32_at(&s, x), abi::STATX_BASIC_STATS | abi::STATX_BTIME);
     assert_eq!(u32_at(&s, x + 4), 4096);
@@ -62,7 +63,7 @@ fn statx_carries_btime_only_when_asked() {
     assert_eq!((u64_at(&s, x + 64), u32_at(&s, x + 72)), (100, 1));
     assert_eq!((u64_at(&s, x + 80), u32_at(&s, x + 88)), (50, 5));
     assert_eq!((u64_at(&s, x + 96), u64_at(&s, x + 112)), (300, 200));
-    let n = statx_out(Duration::ZERO, &sample(), false);
+    let n = statx_out(Duration::ZERO, &sample(), false, 0);
     assert_eq!(u32_at(&n, x), abi::STATX_BASIC_STATS);
     assert_eq!(u64_at(&n, x + 80), 0);
 }
