@@ -224,7 +224,7 @@ impl Mount {
         let adapter = Arc::new(adapter);
         let granted = negotiated.granted.contains(proto::types::InitFlags::FUSE_OVER_IO_URING);
         let uring = match prepared {
-            Some(p) if granted => match uring::start(p, &dev, adapter.clone(), negotiated) {
+            Some(p) if granted => match uring::start(p, &dev, adapter.clone(), negotiated, &mountpoint) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     log::warn!("transport=uring: {e}; using /dev/fuse");

@@ -201,7 +201,16 @@ impl Running {
 /// Starts the queue threads and the pool, after the kernel granted
 /// FUSE_OVER_IO_URING. On an error the kernel is told to fall back to
 /// `/dev/fuse` (see the module documentation).
-pub(crate) fn start(prepared: Prepared, dev: &OwnedFd, adapter: Arc<Uext4Fuse>, n: Negotiated) -> io::Result<Running> {
+pub(crate) fn start(
+    prepared: Prepared,
+    dev: &OwnedFd,
+    adapter: Arc<Uext4Fuse>,
+    n: Negotiated,
+    mountpoint: &std::path::Path,
+) -> io::Result<Running> {
+    // Found now: once requests flow, a stat of the mount point would be
+    // one of them.
+    let conn = connection_of(mountpoint);
     let r = (|| -> io::Result<Running> {
         let mut running = Running::default();
         let pool = queue::Pool::start(adapter.clone(), n, POOL_THREADS, &mut running.threads)?;
@@ -209,9 +218,14 @@ pub(crate) fn start(prepared: Prepared, dev: &OwnedFd, adapter: Arc<Uext4Fuse>, 
         for (qid, ring) in prepared.rings.into_iter().enumerate() {
             let dev = dev.try_clone()?;
             let q = queue::Queue::new(ring, dev, qid as u16, adapter.clone(), n, pool.clone())?;
+            let conn = conn.clone();
             running.threads.push(std::thread::Builder::new().name(format!("uring-q{qid}")).spawn(move || {
                 if let Err(e) = q.serve() {
-                    warn!("io_uring queue {qid}: {e}");
+                    // The kernel would go on queueing this CPU's requests
+                    // on entries nobody serves: end the connection instead
+                    // (the mount then answers ENOTCONN until unmounted).
+                    log::error!("io_uring queue {qid}: {e}; aborting the connection");
+                    abort(conn.as_deref());
                 }
             })?);
         }
@@ -222,6 +236,31 @@ pub(crate) fn start(prepared: Prepared, dev: &OwnedFd, adapter: Arc<Uext4Fuse>, 
         refuse(dev);
     }
     r
+}
+
+/// The FUSE connection's control directory of the mount at
+/// `mountpoint` (/sys/fs/fuse/connections/MINOR, MINOR being the mount's
+/// device minor in /proc/self/mountinfo).
+fn connection_of(mountpoint: &std::path::Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = mountpoint.to_str()?;
+    // Fields: id, parent, major:minor, root, mount point, ... (a mount
+    // point with spaces is octal-escaped there: not matched, no abort).
+    let line = info.lines().rev().find(|l| l.split(' ').nth(4) == Some(want))?;
+    let minor = line.split(' ').nth(2)?.split(':').nth(1)?;
+    Some(format!("/sys/fs/fuse/connections/{minor}/abort"))
+}
+
+/// Aborts the connection through its control file, if known.
+fn abort(control: Option<&str>) {
+    match control {
+        Some(p) => {
+            if let Err(e) = std::fs::write(p, "1") {
+                warn!("aborting the FUSE connection ({p}): {e}");
+            }
+        }
+        None => warn!("the FUSE connection's control file is unknown: cannot abort it"),
+    }
 }
 
 /// Makes the kernel give up on the ring: a registration it must refuse
@@ -241,4 +280,23 @@ fn refuse(dev: &OwnedFd) {
         let _ = ring.submit_and_wait(1);
     }
     warn!("io_uring transport could not start its queues; the kernel falls back to /dev/fuse");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mount_points_connection_is_found_in_mountinfo() {
+        let root = connection_of(std::path::Path::new("/")).expect("/ is a mount point");
+        assert!(root.starts_with("/sys/fs/fuse/connections/") && root.ends_with("/abort"), "{root}");
+        assert_eq!(connection_of(std::path::Path::new("/no/such/mount/point")), None);
+    }
+
+    #[test]
+    fn transport_names_parse() {
+        assert_eq!("dev".parse::<Transport>(), Ok(Transport::Dev));
+        assert_eq!("io_uring".parse::<Transport>(), Ok(Transport::Uring));
+        assert!("tcp".parse::<Transport>().is_err());
+    }
 }
