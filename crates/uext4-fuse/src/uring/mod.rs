@@ -220,7 +220,13 @@ pub(crate) fn start(
             let q = queue::Queue::new(ring, dev, qid as u16, adapter.clone(), n, pool.clone())?;
             let conn = conn.clone();
             running.threads.push(std::thread::Builder::new().name(format!("uring-q{qid}")).spawn(move || {
-                if let Err(e) = q.serve() {
+                let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.serve()));
+                let failed = match served {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(_) => Some("panicked".to_string()),
+                };
+                if let Some(e) = failed {
                     // The kernel would go on queueing this CPU's requests
                     // on entries nobody serves: end the connection instead
                     // (the mount then answers ENOTCONN until unmounted).
