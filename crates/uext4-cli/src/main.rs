@@ -386,7 +386,7 @@ enum Cmd {
                             readdirplus=auto|on|off, entry_timeout=1, attr_timeout=1, negative_timeout=1 (seconds),\n\
                             kernel_cache|nokernel_cache (the kernel keeps file pages across opens).\n\
                             transport=dev|uring: how requests reach the daemon: dev (default, read/write on\n\
-                            /dev/fuse) or uring (FUSE over io_uring, a prototype: Linux 6.14+, enabled with\n\
+                            /dev/fuse) or uring (FUSE over io_uring: Linux 6.14+, enabled with\n\
                             echo Y > /sys/module/fuse/parameters/enable_uring; falls back to /dev/fuse when\n\
                             unavailable). The daemon logs the transport it uses (log=info).\n\
                             Generic flags: dev, nodev, suid, nosuid, exec, noexec, atime,\n\

@@ -341,7 +341,7 @@ fn detach_stdio() {
 }
 
 /// Makes sure descriptors 0..2 are open, so the /dev/fuse descriptor never
-/// lands on one of them (fuser refuses that).
+/// lands on one of them (a daemon writing to stderr would write to it).
 fn ensure_stdio() {
     for fd in 0..3 {
         // SAFETY: F_GETFD only queries the descriptor.

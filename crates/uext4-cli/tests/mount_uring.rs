@@ -1,5 +1,5 @@
-//! `uext4 mount -o transport=uring`: FUSE over io_uring (the prototype
-//! bridge of uext4-fuse's `uring` module). Real programs work through it
+//! `uext4 mount -o transport=uring`: FUSE over io_uring (uext4-fuse's
+//! `uring` module). Real programs work through it
 //! (files written and read back, a directory tree, rename, unlink, a
 //! 3 MiB file larger than one request), the daemon's log names the
 //! transport it uses, the image is clean after the unmount, and
@@ -59,7 +59,6 @@ fn uring_transport_serves_real_work() {
     assert_eq!(fs::read(fx.path("big")).expect("read big"), big);
     assert_eq!(fs::read_to_string(fx.path("a/moved")).expect("read moved"), "file 0\n");
     assert_eq!(fs::read_dir(fx.path("a/b/c")).expect("readdir").count(), 18);
-    // GETATTR is answered by the queue threads themselves.
     let md = fs::metadata(fx.path("big")).expect("stat big");
     assert!(md.is_file() && md.len() == big.len() as u64);
     assert!(fs::metadata(fx.path("a/b")).expect("stat dir").is_dir());

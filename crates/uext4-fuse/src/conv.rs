@@ -1,7 +1,7 @@
 //! Conversions between the library's types and the FUSE protocol's:
 //! inode numbers, attributes, times, device numbers, errors.
 
-use fuser::{Errno, FileAttr, FileType as FuseType, INodeNo};
+use crate::proto::types::{Errno, FileAttr, FileType as FuseType, INodeNo};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uext4::{FileType, Stat, Timestamp};
 

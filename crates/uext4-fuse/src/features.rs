@@ -7,9 +7,8 @@
 //! cached pages kept across opens, parallel directory operations,
 //! readdirplus when the kernel thinks it helps, one-second entry,
 //! attribute and negative-entry timeouts, and no kernel writeback cache.
-//! Asynchronous reads are always on (fuser requests them itself and offers
-//! no way to withdraw them); splice is not offered (fuser 0.18 has no
-//! splice transport).
+//! Asynchronous reads are always on (the session asks for them at INIT);
+//! splice is not offered (the transports copy into their own buffers).
 
 use std::time::Duration;
 

@@ -27,9 +27,16 @@
 
 mod adapter;
 mod conv;
+mod dispatch;
 mod features;
 pub mod fusermount;
+mod kernel_config;
 mod logging;
+mod mount_sys;
+mod notify;
+pub mod proto;
+mod reply;
+mod session;
 mod uring;
 
 pub use adapter::Uext4Fuse;
@@ -40,7 +47,7 @@ pub use uring::{unavailable_reason as uring_unavailable_reason, Transport, ENABL
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -126,15 +133,43 @@ pub fn default_threads() -> usize {
 /// A mounted filesystem whose requests are not served yet: [`Mount::run`]
 /// serves them until the mount goes away.
 pub struct Mount {
-    session: fuser::Session<Uext4Fuse>,
+    adapter: Arc<Uext4Fuse>,
+    dev: Arc<OwnedFd>,
+    /// Workers read clones of `dev` (not when `fusermount3` mounted:
+    /// cloning opens /dev/fuse again, which is what we may not do).
+    clone_fd: bool,
+    threads: usize,
+    negotiated: session::Negotiated,
     unmounter: Unmounter,
     /// The io_uring transport's threads, when it runs.
     uring: Option<uring::Running>,
+    /// Unmounts when the session ends while the mount is still there.
+    _auto_unmount: AutoUnmount,
 }
 
 impl std::fmt::Debug for Mount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mount").field("mountpoint", &self.unmounter.path).finish_non_exhaustive()
+        f.debug_struct("Mount").field("mountpoint", &self.unmounter.shown).finish_non_exhaustive()
+    }
+}
+
+/// The mount a session made, until someone unmounts it: taken by
+/// [`Unmounter::unmount`], else unmounted when the [`Mount`] is dropped
+/// (after [`Mount::run`], or without it), as libfuse does at the end of
+/// its session: a connection aborted through /sys/fs/fuse/connections
+/// leaves its mount behind.
+#[derive(Debug)]
+struct AutoUnmount {
+    handle: Arc<Mutex<Option<Arc<CString>>>>,
+    shown: PathBuf,
+}
+
+impl Drop for AutoUnmount {
+    fn drop(&mut self) {
+        let taken = self.handle.lock().map(|mut h| h.take()).unwrap_or(None);
+        if let Some(path) = taken {
+            mount_sys::unmount_quietly(&path, &self.shown);
+        }
     }
 }
 
@@ -144,31 +179,12 @@ impl Mount {
     /// [`fusermount`]).
     pub fn new(fs: Arc<uext4::Filesystem>, mountpoint: &Path, cfg: &MountConfig) -> io::Result<Mount> {
         let mountpoint = mountpoint.canonicalize()?;
-        let mut opts = vec![
-            fuser::MountOption::FSName(cfg.fsname.replace([',', '\n'], "_")),
-            // Passed to the kernel (not through fusermount), so that
-            // /proc/mounts says "fuse.uext4".
-            fuser::MountOption::CUSTOM("subtype=uext4".into()),
-            fuser::MountOption::DefaultPermissions,
-        ];
-        opts.push(if cfg.read_only { fuser::MountOption::RO } else { fuser::MountOption::RW });
-        for f in &cfg.kernel_flags {
-            opts.push(kernel_flag(f)?);
-        }
-        let mut config = fuser::Config::default();
-        config.mount_options = opts;
-        let acl = || if cfg.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
-        config.acl = acl();
-        config.n_threads = Some(cfg.threads.max(1));
-        config.clone_fd = true;
+        let path = Arc::new(
+            CString::new(mountpoint.as_os_str().as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mountpoint path contains NUL"))?,
+        );
         // The io_uring transport is asked for at INIT only when its rings
-        // and sockets could be made first (see the uring module).
-        // The adapter's notifier, known once the session exists (shared
-        // with the io_uring transport's sessions).
-        let inval = Arc::new(std::sync::OnceLock::new());
-        let mut adapter = Uext4Fuse::new(fs.clone(), cfg).with_inval(inval.clone());
-        let spare = adapter.share();
-        let init_info = Arc::new(Mutex::new(uring::InitInfo::default()));
+        // could be made first (see the uring module).
         let prepared = match cfg.transport {
             Transport::Dev => None,
             Transport::Uring => match uring::unavailable_reason() {
@@ -185,40 +201,30 @@ impl Mount {
                 },
             },
         };
-        if prepared.is_some() {
-            adapter = adapter.with_uring(init_info.clone());
-        }
-        let mut session = match fuser::Session::new(adapter, &mountpoint, &config) {
-            Ok(s) => s,
-            // /dev/fuse closed to us (fuser then fails instead of using the
-            // setuid helper): let fusermount3 mount and hand us the device.
-            // SAFETY: geteuid has no preconditions.
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && unsafe { libc::geteuid() } != 0 => {
-                let mut o = vec![
-                    if cfg.read_only { "ro" } else { "rw" }.to_string(),
-                    format!("fsname={}", cfg.fsname.replace([',', '\n'], "_")),
-                    "subtype=uext4".into(),
-                    "default_permissions".into(),
-                ];
-                if cfg.allow_other {
-                    o.push("allow_other".into());
-                }
-                o.extend(cfg.kernel_flags.iter().cloned());
-                let fd = fusermount::mount(&mountpoint, &o.join(","))?;
-                // Cloning the descriptor would open /dev/fuse again, which
-                // is what we may not do: the workers share this one.
-                config.clone_fd = false;
-                let adapter = match prepared {
-                    Some(_) => spare.share().with_uring(init_info.clone()),
-                    None => spare.share(),
-                };
-                fuser::Session::from_fd(adapter, fd, config.acl, config)?
-            }
-            Err(e) => return Err(e),
+        let spec = mount_sys::MountSpec {
+            fsname: cfg.fsname.clone(),
+            read_only: cfg.read_only,
+            allow_other: cfg.allow_other,
+            kernel_flags: cfg.kernel_flags.clone(),
         };
-        let info = *init_info.lock().unwrap_or_else(|p| p.into_inner());
+        log::info!("mounting {}", mountpoint.display());
+        let (dev, via_helper) = mount_sys::mount(&mountpoint, &spec)?;
+        let handle = Arc::new(Mutex::new(Some(path.clone())));
+        // From here on a failure unmounts again (the guard's drop).
+        let auto_unmount = AutoUnmount { handle: handle.clone(), shown: mountpoint.clone() };
+        let dev = Arc::new(dev);
+        // The adapter's notifier, known once the connection exists.
+        let inval = Arc::new(std::sync::OnceLock::new());
+        let mut adapter = Uext4Fuse::new(fs, cfg).with_inval(inval.clone());
+        adapter.want_uring = prepared.is_some();
+        let mut negotiated = session::handshake(&dev, &mut adapter)?;
+        // SAFETY: geteuid has no preconditions.
+        negotiated.owner = (!cfg.allow_other).then(|| unsafe { libc::geteuid() });
+        let _ = inval.set(notify::Notifier::new(dev.clone()));
+        let adapter = Arc::new(adapter);
+        let granted = negotiated.granted.contains(proto::types::InitFlags::FUSE_OVER_IO_URING);
         let uring = match prepared {
-            Some(p) if info.granted => match uring::start(p, session.as_fd(), &info, &spare, acl(), cfg.threads) {
+            Some(p) if granted => match uring::start(p, &dev, adapter.clone(), negotiated, &mountpoint) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     log::warn!("transport=uring: {e}; using /dev/fuse");
@@ -234,15 +240,15 @@ impl Mount {
         if uring.is_none() {
             log::info!("transport: /dev/fuse, {} workers", cfg.threads.max(1));
         }
-        drop(spare);
-        let path = CString::new(mountpoint.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mountpoint path contains NUL"))?;
-        let _ = inval.set(session.notifier());
-        let session_unmounter = Arc::new(Mutex::new(session.unmount_callable()));
         Ok(Mount {
-            session,
+            adapter,
+            dev,
+            clone_fd: !via_helper,
+            threads: cfg.threads.max(1),
+            negotiated,
             uring,
-            unmounter: Unmounter { session: session_unmounter, path: Arc::new(path), shown: mountpoint },
+            unmounter: Unmounter { handle, path, shown: mountpoint },
+            _auto_unmount: auto_unmount,
         })
     }
 
@@ -257,9 +263,9 @@ impl Mount {
     /// aborted. The library's filesystem is not unmounted here: the caller
     /// does that once this returns (the adapter's reference is gone then).
     pub fn run(self) -> io::Result<()> {
-        let r = self.session.run();
+        let r = session::run(self.adapter.clone(), self.dev.clone(), self.clone_fd, self.threads, self.negotiated);
         // The kernel has torn the ring down with the connection; the queue
-        // threads and their sessions end, dropping their adapters.
+        // threads end, dropping their adapters.
         if let Some(u) = self.uring {
             u.join();
         }
@@ -270,8 +276,8 @@ impl Mount {
 /// Unmounts a mount point (see [`Mount::unmounter`]).
 #[derive(Debug, Clone)]
 pub struct Unmounter {
-    /// fuser's own unmounter (see [`Unmounter::unmount`]).
-    session: Arc<Mutex<fuser::SessionUnmounter>>,
+    /// The mount's auto-unmount handle, taken once unmounted here.
+    handle: Arc<Mutex<Option<Arc<CString>>>>,
     path: Arc<CString>,
     shown: PathBuf,
 }
@@ -316,11 +322,9 @@ impl Unmounter {
             }
             Err(e) => return Err(e),
         };
-        // fuser would try the path again when the session ends; taking
-        // its mount handle now (its own attempt fails harmlessly: the
-        // path is no longer our mount) keeps it from doing so later.
-        if let Ok(mut s) = self.session.lock() {
-            let _ = s.unmount();
+        // Nothing left for the end of the session to unmount.
+        if let Ok(mut h) = self.handle.lock() {
+            h.take();
         }
         Ok(done)
     }
@@ -335,24 +339,4 @@ fn umount2(path: &CString, flags: libc::c_int) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-fn kernel_flag(name: &str) -> io::Result<fuser::MountOption> {
-    use fuser::MountOption as M;
-    Ok(match name {
-        "dev" => M::Dev,
-        "nodev" => M::NoDev,
-        "suid" => M::Suid,
-        "nosuid" => M::NoSuid,
-        "exec" => M::Exec,
-        "noexec" => M::NoExec,
-        "atime" => M::Atime,
-        "noatime" => M::NoAtime,
-        "sync" => M::Sync,
-        "async" => M::Async,
-        "dirsync" => M::DirSync,
-        other => {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("unknown mount flag {other:?}")));
-        }
-    })
 }

@@ -4,7 +4,8 @@
 
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse};
-use fuser::{AccessFlags, Errno, INodeNo, ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyXattr, Request, TimeOrNow};
+use crate::proto::types::{AccessFlags, Errno, INodeNo, Request, TimeOrNow};
+use crate::reply::{ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyStatx, ReplyXattr};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use uext4::fs::{SetAttr, XattrSetMode};
@@ -30,8 +31,15 @@ impl Uext4Fuse {
         reply.attr(&ttl, &attr(&st));
     }
 
-    /// GETATTR's answer, for fuser's reply and for the io_uring
-    /// transport's own encoding of it.
+    /// The attributes with the creation time where the inode records one
+    /// (ext4's `i_crtime`, in inodes with room for it), and the statx
+    /// attributes of its flags (`+i`, `+a`, `+d`, ...), as ext4_getattr.
+    pub(super) fn do_statx(&self, ino: INodeNo, reply: ReplyStatx) {
+        let (st, ttl) = tri!(reply, self.getattr_stat(ino));
+        reply.statx(&ttl, &attr(&st), st.crtime.is_some(), u64::from(st.flags));
+    }
+
+    /// GETATTR's answer (and STATX's).
     pub(crate) fn getattr_stat(&self, ino: INodeNo) -> Result<(uext4::Stat, std::time::Duration), Errno> {
         let ino = from_fuse(ino)?;
         Ok((self.stat("getattr", ino)?, self.features.attr_ttl))

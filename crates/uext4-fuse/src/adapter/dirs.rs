@@ -4,9 +4,8 @@
 
 use super::Uext4Fuse;
 use crate::conv::{attr, from_fuse, is_servable, kind, to_fuse};
-use fuser::{
-    Errno, FileHandle, FopenFlags, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen,
-};
+use crate::proto::types::{Errno, FileHandle, FopenFlags, Generation, INodeNo};
+use crate::reply::{ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen};
 use log::{debug, warn};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -18,10 +17,10 @@ const READDIR_BATCH: usize = 128;
 
 impl Uext4Fuse {
     /// The file type of a directory entry, from the entry or the inode.
-    fn entry_kind(&self, e: &uext4::dir::DirEntry) -> fuser::FileType {
+    fn entry_kind(&self, e: &uext4::dir::DirEntry) -> crate::proto::types::FileType {
         match e.file_type {
             Some(t) => kind(t),
-            None => self.fs.stat(e.ino).map_or(fuser::FileType::RegularFile, |st| kind(st.file_type)),
+            None => self.fs.stat(e.ino).map_or(crate::proto::types::FileType::RegularFile, |st| kind(st.file_type)),
         }
     }
 

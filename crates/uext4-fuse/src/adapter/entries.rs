@@ -6,7 +6,8 @@
 use super::dirs::placeholder;
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse, is_servable};
-use fuser::{Errno, Generation, INodeNo, RenameFlags, ReplyCreate, ReplyEmpty, ReplyEntry, Request};
+use crate::proto::types::{Errno, Generation, INodeNo, RenameFlags, Request};
+use crate::reply::{ReplyCreate, ReplyEmpty, ReplyEntry};
 use log::warn;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -216,6 +217,35 @@ impl Uext4Fuse {
             self.fs.create_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("create", e))
         );
         let (fh, fopen) = self.open_handle(st.ino, flags);
+        let ttl = self.features.entry_and_attr_ttl();
+        reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
+    }
+}
+
+impl Uext4Fuse {
+    /// `open(dir, O_TMPFILE)`: an inode without a name, on the orphan
+    /// list and counted open once by the library ([`uext4::FsCore::tmpfile`]);
+    /// the handle answered is that count, so the release deletes the file
+    /// unless `linkat` gave it a name meanwhile. Owner and group as for a
+    /// create (the caller's; the directory's group under set-group-ID),
+    /// the umask applied to the mode.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn do_tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        tri!(reply, self.writable());
+        let parent = tri!(reply, from_fuse(parent));
+        let dir = tri!(reply, self.stat("tmpfile", parent));
+        let gid = if dir.mode & 0o2000 != 0 { dir.gid } else { req.gid() };
+        let mode = (mode & !umask & 0o7777) as u16;
+        let st = tri!(reply, self.fs.tmpfile(parent, mode, req.uid(), gid).map_err(|e| self.fail("tmpfile", e)));
+        let (fh, fopen) = self.handle(st.ino, flags, true);
         let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
     }

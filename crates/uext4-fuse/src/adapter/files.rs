@@ -5,10 +5,8 @@
 
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
-use fuser::{
-    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite,
-    Request,
-};
+use crate::proto::types::{Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, Request};
+use crate::reply::{ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite};
 use log::debug;
 use std::sync::atomic::Ordering;
 use uext4::fs::FallocMode;
@@ -25,9 +23,6 @@ pub(super) const FH_COUNTED: u64 = 2;
 /// writeback error of its file once from fsync, as on Linux).
 const FH_ID_SHIFT: u32 = 2;
 
-/// Upper bound on the buffer of one read request, whatever it asks.
-const MAX_READ: u32 = 16 << 20;
-
 /// fallocate(2) mode bits.
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
@@ -43,17 +38,26 @@ impl Uext4Fuse {
     /// Counts an open handle (read-write mounts) and builds the handle and
     /// the open flags of the reply.
     pub(super) fn open_handle(&self, ino: u32, flags: i32) -> (FileHandle, FopenFlags) {
+        let counted = !self.read_only
+            && match self.fs.open_inode(ino) {
+                Ok(()) => true,
+                Err(e) => {
+                    debug!("open_inode({ino}): {e}");
+                    false
+                }
+            };
+        self.handle(ino, flags, counted)
+    }
+
+    /// The handle and open flags of an open of `ino`; `counted`: the
+    /// library counts it (release closes it).
+    pub(super) fn handle(&self, ino: u32, flags: i32, counted: bool) -> (FileHandle, FopenFlags) {
         let direct = flags & libc::O_DIRECT != 0;
         let mut fh = if direct { FH_DIRECT } else { 0 };
-        if !self.read_only {
-            match self.fs.open_inode(ino) {
-                Ok(()) => {
-                    fh |= FH_COUNTED | (self.next_fh.fetch_add(1, Ordering::Relaxed) << FH_ID_SHIFT);
-                    let sample = self.fs.wb_err_sample(ino);
-                    self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, sample);
-                }
-                Err(e) => debug!("open_inode({ino}): {e}"),
-            }
+        if counted {
+            fh |= FH_COUNTED | (self.next_fh.fetch_add(1, Ordering::Relaxed) << FH_ID_SHIFT);
+            let sample = self.fs.wb_err_sample(ino);
+            self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, sample);
         }
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         // Nothing to do at close: every write reached the library already
@@ -125,9 +129,10 @@ impl Uext4Fuse {
         flags: OpenFlags,
         reply: ReplyData,
     ) {
-        let mut buf = vec![0u8; size.min(MAX_READ) as usize];
-        let n = tri!(reply, self.read_into(ino, fh, offset, flags, &mut buf));
-        reply.data(buf.get(..n).unwrap_or(&buf));
+        // Read straight into the reply buffer (at most `size` bytes of
+        // it, which the reply knows).
+        let _ = size;
+        reply.fill(|buf| self.read_into(ino, fh, offset, flags, buf));
     }
 
     /// READ into `buf` (as much as it holds): for fuser's reply and for
@@ -290,12 +295,13 @@ impl Uext4Fuse {
         tri!(reply, self.writable());
         let ino_in = tri!(reply, from_fuse(ino_in));
         let ino_out = tri!(reply, from_fuse(ino_out));
-        // The reply counts bytes in 32 bits: a longer request is copied
-        // in part (a short copy, which the caller repeats).
-        let len = len.min(u64::from(u32::MAX) & !0xFFF);
+        // COPY_FILE_RANGE counts bytes in 32 bits: a longer request is
+        // copied in part (a short copy, which the caller repeats);
+        // COPY_FILE_RANGE_64 takes the whole range.
+        let len = if reply.is_wide() { len } else { len.min(u64::from(u32::MAX) & !0xFFF) };
         let r = self.fs.copy_file_range(ino_in, offset_in, ino_out, offset_out, len);
         let n = tri!(reply, r.map_err(|e| self.fail("copy_file_range", e)));
-        reply.written(u32::try_from(n).unwrap_or(u32::MAX));
+        reply.written_u64(n);
     }
 
     pub(super) fn do_lseek(&self, ino: INodeNo, offset: i64, whence: i32, reply: ReplyLseek) {

@@ -4,8 +4,9 @@
 //! does not offer.
 
 use super::Uext4Fuse;
+use crate::kernel_config::KernelConfig;
+use crate::proto::types::InitFlags;
 use crate::Readdirplus;
-use fuser::{InitFlags, KernelConfig};
 use log::{info, warn};
 
 impl Uext4Fuse {
@@ -49,7 +50,7 @@ impl Uext4Fuse {
             }
         }
         // FUSE_ASYNC_READ (several reads of a file in flight, readahead
-        // beside the caller's read) is requested by fuser itself, always.
+        // beside the caller's read) is always requested (KernelConfig::new).
         let have = config.capabilities();
         for flag in want.iter() {
             if have.contains(flag) {
@@ -58,12 +59,8 @@ impl Uext4Fuse {
                 info!("the kernel does not offer {flag:?}");
             }
         }
-        if let Some(info) = &self.uring_init {
-            let granted = have.contains(InitFlags::FUSE_OVER_IO_URING)
-                && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_ok();
-            let abi = config.kernel_abi();
-            let mut i = info.lock().unwrap_or_else(|p| p.into_inner());
-            *i = crate::uring::InitInfo { caps: have.bits(), major: abi.0, minor: abi.1, granted };
+        if self.want_uring && have.contains(InitFlags::FUSE_OVER_IO_URING) {
+            let _ = config.add_capabilities(InitFlags::FUSE_OVER_IO_URING);
         }
         if f.writeback_cache && !have.contains(InitFlags::FUSE_WRITEBACK_CACHE) {
             warn!("writeback_cache requested but the kernel does not support it");

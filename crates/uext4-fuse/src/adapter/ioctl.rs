@@ -27,7 +27,8 @@
 
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
-use fuser::{Errno, INodeNo, ReplyIoctl, Request};
+use crate::proto::types::{Errno, INodeNo, Request};
+use crate::reply::ReplyIoctl;
 use uext4::fs::ops::flags::{self, FL_APPEND, FL_IMMUTABLE};
 use uext4::fs::ShutdownMode;
 

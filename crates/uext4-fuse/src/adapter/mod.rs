@@ -1,4 +1,4 @@
-//! The adapter: one `fuser::Filesystem` method per FUSE request, each a
+//! The adapter: one [`crate::dispatch::Filesystem`] method per FUSE request, each a
 //! thin call into the library.
 //!
 //! No state of our own besides the configuration: file handles encode
@@ -15,7 +15,7 @@
 //!
 //! This module owns the adapter's state and what every request uses (the
 //! read-only check, the error path and `errors=`), and the one
-//! `impl fuser::Filesystem`: a thin method per request calling the
+//! `impl Filesystem`: a thin method per request calling the
 //! inherent `do_*` method that serves it, kept by request family in
 //! [`init`] (what the session asks of the kernel), [`entries`] (lookup
 //! and the requests that add, remove or move names), [`files`] (open
@@ -23,13 +23,18 @@
 //! access, statfs) and [`dirs`] (reading directories).
 
 use crate::conv::errno;
-use crate::{KernelFeatures, MountConfig, OnError};
-use fuser::{
-    AccessFlags, CopyFileRangeFlags, Errno, FileHandle, Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+use crate::dispatch::Filesystem as FuseFilesystem;
+use crate::kernel_config::KernelConfig;
+use crate::notify::Notifier;
+use crate::proto::types::{
+    AccessFlags, Errno, FileHandle, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow,
     WriteFlags,
 };
+use crate::reply::{
+    ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
+};
+use crate::{KernelFeatures, MountConfig, OnError};
 use log::{debug, error, warn};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -77,10 +82,9 @@ pub struct Uext4Fuse {
     /// The session's notifier, set once the session exists: attribute
     /// changes the kernel does not expect (set-id bits a write removed)
     /// are pushed out of its cache through it.
-    inval: Arc<std::sync::OnceLock<fuser::Notifier>>,
-    /// With `transport=uring`: INIT asks for FUSE_OVER_IO_URING and
-    /// records what the kernel offered here (the ring's sessions replay it).
-    uring_init: Option<Arc<Mutex<crate::uring::InitInfo>>>,
+    inval: Arc<std::sync::OnceLock<Notifier>>,
+    /// With `transport=uring`: INIT asks for FUSE_OVER_IO_URING.
+    pub(crate) want_uring: bool,
 }
 
 impl Uext4Fuse {
@@ -97,13 +101,13 @@ impl Uext4Fuse {
             wb_cursors: Arc::new(Mutex::new(HashMap::new())),
             next_fh: Arc::new(AtomicU64::new(1)),
             inval: Arc::new(std::sync::OnceLock::new()),
-            uring_init: None,
+            want_uring: false,
         }
     }
 
     /// Shares `slot` as the place of the session's notifier (filled by
     /// the mount once the session exists).
-    pub(crate) fn with_inval(mut self, slot: Arc<std::sync::OnceLock<fuser::Notifier>>) -> Uext4Fuse {
+    pub(crate) fn with_inval(mut self, slot: Arc<std::sync::OnceLock<Notifier>>) -> Uext4Fuse {
         self.inval = slot;
         self
     }
@@ -115,32 +119,6 @@ impl Uext4Fuse {
                 debug!("invalidating the attributes of inode {ino}: {e}");
             }
         }
-    }
-
-    /// A second adapter over the same filesystem and the same per-mount
-    /// state (file handles, writeback-error cursors, the errored and
-    /// shutdown flags, the notifier):
-    /// the io_uring transport serves requests through fuser sessions of
-    /// its own, which must see the handles the others handed out.
-    pub(crate) fn share(&self) -> Uext4Fuse {
-        Uext4Fuse {
-            fs: self.fs.clone(),
-            features: self.features.clone(),
-            read_only: self.read_only,
-            on_error: self.on_error,
-            errored: self.errored.clone(),
-            down: self.down.clone(),
-            wb_cursors: self.wb_cursors.clone(),
-            next_fh: self.next_fh.clone(),
-            inval: self.inval.clone(),
-            uring_init: None,
-        }
-    }
-
-    /// Asks for FUSE_OVER_IO_URING at INIT and records the handshake in `info`.
-    pub(crate) fn with_uring(mut self, info: Arc<Mutex<crate::uring::InitInfo>>) -> Uext4Fuse {
-        self.uring_init = Some(info);
-        self
     }
 
     /// Ok if changes are allowed: a read-write mount that has not met a
@@ -225,7 +203,7 @@ impl Uext4Fuse {
     }
 }
 
-impl fuser::Filesystem for Uext4Fuse {
+impl FuseFilesystem for Uext4Fuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         self.do_init(config)
     }
@@ -242,6 +220,12 @@ impl fuser::Filesystem for Uext4Fuse {
         self.do_getattr(ino, reply);
     }
 
+    /// FUSE_STATX: the attributes with the creation time (the kernel asks
+    /// when a caller wants btime, `statx(2)` with STATX_BTIME).
+    fn statx(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, _mask: u32, reply: ReplyStatx) {
+        self.do_statx(ino, reply);
+    }
+
     fn setattr(
         &self,
         req: &Request,
@@ -254,10 +238,7 @@ impl fuser::Filesystem for Uext4Fuse {
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
+        _kill_suidgid: bool,
         reply: ReplyAttr,
     ) {
         self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply);
@@ -427,6 +408,11 @@ impl fuser::Filesystem for Uext4Fuse {
         self.do_create(req, parent, name, mode, umask, flags, reply);
     }
 
+    /// `open(dir, O_TMPFILE)`: an unnamed file (see [`Uext4Fuse::do_tmpfile`]).
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        self.do_tmpfile(req, parent, mode, umask, flags, reply);
+    }
+
     fn fallocate(
         &self,
         req: &Request,
@@ -458,7 +444,7 @@ impl fuser::Filesystem for Uext4Fuse {
         _fh_out: FileHandle,
         offset_out: u64,
         len: u64,
-        _flags: CopyFileRangeFlags,
+        _flags: u64,
         reply: ReplyWrite,
     ) {
         self.do_copy_file_range(ino_in, offset_in, ino_out, offset_out, len, reply);
@@ -472,7 +458,7 @@ impl fuser::Filesystem for Uext4Fuse {
         req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _flags: IoctlFlags,
+        _flags: u32,
         cmd: u32,
         in_data: &[u8],
         out_size: u32,

@@ -1,0 +1,432 @@
+//! The `/dev/fuse` transport: the INIT handshake, then worker threads,
+//! each with its own cloned descriptor (FUSE_DEV_IOC_CLONE) and its own
+//! request and reply buffers, each reading one request, serving it
+//! through [`dispatch`](crate::dispatch::dispatch) and writing the reply
+//! with one write(2).
+
+use crate::dispatch::{dispatch, header_for, Filesystem};
+use crate::kernel_config::KernelConfig;
+use crate::proto::abi::{self, op};
+use crate::proto::decode::{decode, DecodeConfig, InHeader, Operation};
+use crate::proto::encode;
+use crate::proto::types::InitFlags;
+use crate::reply::{Out, FIXED_REPLY_MAX};
+use log::{debug, error, info, warn};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// The request buffer: the largest write and its headers, and never less
+/// than the kernel's minimum (FUSE_MIN_READ_BUFFER).
+pub(crate) fn request_buffer_len(max_payload: usize) -> usize {
+    (max_payload + 4096).max(8192)
+}
+
+/// What the handshake agreed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Negotiated {
+    /// Flags granted.
+    pub granted: InitFlags,
+    /// Largest request or reply payload.
+    pub max_payload: usize,
+    /// How to decode requests.
+    pub decode: DecodeConfig,
+    /// Without `allow_other`: the mounting user, the only one whose
+    /// requests are served (see [`crate::dispatch::check`]).
+    pub owner: Option<u32>,
+}
+
+/// read(2) of one request, retrying what the kernel means as "again".
+/// `Ok(None)`: the connection is gone (unmounted or aborted).
+pub(crate) fn receive(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        // SAFETY: `buf` is valid for writes of its length for the call.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        // /dev/fuse never reads 0 bytes; a closed stream does.
+        if n == 0 {
+            return Ok(None);
+        }
+        if n > 0 {
+            return Ok(Some(n as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // Interrupted, or the request was withdrawn before we read it.
+            Some(libc::EINTR | libc::EAGAIN | libc::ENOENT) => continue,
+            Some(libc::ENODEV) => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// write(2) of one reply or notification. ENOENT (the request was
+/// interrupted and is gone) is no error of ours.
+pub(crate) fn send(fd: RawFd, parts: &[&[u8]]) -> io::Result<()> {
+    let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 4];
+    let k = parts.len().min(iov.len());
+    for (v, p) in iov.iter_mut().zip(parts) {
+        *v = libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() };
+    }
+    // SAFETY: the first `k` iovecs point at live slices of their lengths;
+    // writev only reads them.
+    let n = unsafe { libc::writev(fd, iov.as_ptr(), k as libc::c_int) };
+    if n >= 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => Ok(()),
+        _ => Err(e),
+    }
+}
+
+/// Reads FUSE_INIT from `dev`, lets `fs` choose, answers.
+pub(crate) fn handshake<F: Filesystem>(dev: &OwnedFd, fs: &mut F) -> io::Result<Negotiated> {
+    let mut buf = vec![0u8; request_buffer_len(crate::MAX_WRITE_LIMIT as usize)];
+    loop {
+        let Some(n) = receive(dev.as_raw_fd(), &mut buf)? else {
+            return Err(io::Error::new(io::ErrorKind::NotConnected, "FUSE device disconnected during handshake"));
+        };
+        let d = decode(&buf[..n], DecodeConfig::default())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "malformed request during the handshake"))?;
+        let unique = d.header.unique;
+        let Operation::Init(init) = d.op else {
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN, -libc::EIO, unique)])?;
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "a request other than INIT before INIT"));
+        };
+        if init.major > abi::KERNEL_VERSION {
+            // Our version only; the kernel asks again with it.
+            let o =
+                encode::InitOut { major: abi::KERNEL_VERSION, minor: abi::KERNEL_MINOR_VERSION, ..Default::default() };
+            let body = encode::init_out(&o);
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN + body.len(), 0, unique), &body])?;
+            continue;
+        }
+        if init.major < abi::KERNEL_VERSION || init.minor < abi::MIN_MINOR_VERSION {
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN, -libc::EPROTO, unique)])?;
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("FUSE protocol {}.{} is older than 7.{}", init.major, init.minor, abi::MIN_MINOR_VERSION),
+            ));
+        }
+        let mut config = KernelConfig::new(&init);
+        if let Err(e) = fs.init(&d.header.request(), &mut config) {
+            let code = e.raw_os_error().unwrap_or(libc::EIO);
+            send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN, -code, unique)])?;
+            return Err(e);
+        }
+        let reply = config.reply();
+        debug!(
+            "INIT response: ABI 7.{}, flags {:#x}, max readahead {}, max write {} (kernel 7.{}: {:?}, max_pages {})",
+            reply.minor,
+            reply.flags,
+            reply.max_readahead,
+            reply.max_write,
+            init.minor,
+            InitFlags::from_bits_retain(reply.flags),
+            reply.max_pages
+        );
+        let body = encode::init_out(&reply);
+        send(dev.as_raw_fd(), &[&encode::out_header(abi::OUT_HEADER_LEN + body.len(), 0, unique), &body])?;
+        let granted = config.granted();
+        return Ok(Negotiated {
+            granted,
+            max_payload: config.max_payload(),
+            decode: DecodeConfig { setxattr_ext: granted.contains(InitFlags::FUSE_SETXATTR_EXT) },
+            owner: None,
+        });
+    }
+}
+
+/// A second descriptor on the connection of `dev` (FUSE_DEV_IOC_CLONE):
+/// the kernel hands each request to one reader, and each worker reading
+/// its own descriptor avoids their contention on one.
+pub(crate) fn clone_dev(dev: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; open returns a new descriptor or -1.
+    let fd = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is ours.
+    let new = unsafe { OwnedFd::from_raw_fd(fd) };
+    let master: u32 = dev.as_raw_fd() as u32;
+    // SAFETY: the ioctl reads one u32 (the descriptor to clone) from the
+    // pointer, which points at a live local.
+    if unsafe { libc::ioctl(new.as_raw_fd(), abi::DEV_IOC_CLONE as _, &master as *const u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(new)
+}
+
+/// Which workers wait in read(2). The kernel hands a request to the
+/// reader that has waited longest (its wait queue is FIFO), so with every
+/// idle worker in read(2) each request wakes the coldest thread: measured,
+/// a lone caller's round trip grew from 23 us with one worker to 130 us
+/// with four. So only one worker at a time waits in read(2) (the one that
+/// finished last, still warm); the others park, and the reader that takes
+/// a request unparks the most recently parked one to take its place, so
+/// that a slow request never leaves the connection unread.
+#[derive(Debug, Default)]
+pub(crate) struct Readers {
+    state: std::sync::Mutex<ReaderState>,
+}
+
+#[derive(Debug, Default)]
+struct ReaderState {
+    reading: usize,
+    parked: Vec<std::thread::Thread>,
+    closed: bool,
+}
+
+impl Readers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReaderState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until this worker may read; false once the connection is gone.
+    fn enter(&self) -> bool {
+        loop {
+            let mut g = self.lock();
+            if g.closed {
+                return false;
+            }
+            if g.reading == 0 {
+                g.reading += 1;
+                return true;
+            }
+            let me = std::thread::current();
+            if !g.parked.iter().any(|t| t.id() == me.id()) {
+                g.parked.push(me);
+            }
+            drop(g);
+            std::thread::park();
+        }
+    }
+
+    /// This worker got a request (or an error): another takes its place.
+    fn leave(&self) {
+        let mut g = self.lock();
+        g.reading -= 1;
+        if let Some(t) = g.parked.pop() {
+            t.unpark();
+        }
+    }
+
+    /// The connection is gone: every parked worker ends.
+    fn close(&self) {
+        let mut g = self.lock();
+        g.closed = true;
+        for t in g.parked.drain(..) {
+            t.unpark();
+        }
+    }
+}
+
+/// Serves requests on `fd` until the connection goes away or DESTROY
+/// (a lone worker).
+#[cfg(test)]
+pub(crate) fn worker<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated) -> io::Result<()> {
+    worker_in(fs, fd, n, &Readers::default())
+}
+
+/// Serves requests on `fd` until the connection goes away or DESTROY, as
+/// one of the workers sharing `readers`.
+fn worker_in<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated, readers: &Readers) -> io::Result<()> {
+    let mut inbuf = vec![0u8; request_buffer_len(n.max_payload)];
+    let mut outbuf = vec![0u8; abi::OUT_HEADER_LEN + n.max_payload + FIXED_REPLY_MAX];
+    loop {
+        if !readers.enter() {
+            return Ok(());
+        }
+        let got = receive(fd, &mut inbuf);
+        readers.leave();
+        let Some(len) = got.inspect_err(|_| readers.close())? else {
+            readers.close();
+            return Ok(());
+        };
+        let req = &inbuf[..len];
+        let d = match decode(req, n.decode) {
+            Ok(d) => d,
+            Err(e) => {
+                // Answer what can be answered; a request without a header
+                // cannot be (and the kernel never sends one).
+                match InHeader::parse(req) {
+                    Ok(h) if !matches!(h.opcode, op::FORGET | op::BATCH_FORGET | op::INTERRUPT) => {
+                        warn!("malformed request (opcode {}, {len} bytes): answered {e:?}", h.opcode);
+                        send(fd, &[&encode::out_header(abi::OUT_HEADER_LEN, -e.code(), h.unique)])?;
+                    }
+                    _ => warn!("malformed request of {len} bytes dropped"),
+                }
+                continue;
+            }
+        };
+        let (head, body) = outbuf.split_at_mut(abi::OUT_HEADER_LEN);
+        let mut out = Out::new(body);
+        dispatch(fs, &d, n.owner, &mut out);
+        if d.op.no_reply() {
+            continue;
+        }
+        let (h, plen) = header_for(&out, d.header.unique);
+        head.copy_from_slice(&h);
+        if let Err(e) = send(fd, &[&outbuf[..abi::OUT_HEADER_LEN + plen]]) {
+            if e.raw_os_error() == Some(libc::ENODEV) {
+                readers.close();
+                return Ok(());
+            }
+            error!("writing the reply to request {}: {e}", d.header.unique);
+        }
+        if matches!(d.op, Operation::Destroy) {
+            readers.close();
+            return Ok(());
+        }
+    }
+}
+
+/// Runs `threads` workers on `dev` (each on a clone of it when `clone`),
+/// until the connection goes away.
+pub(crate) fn run<F: Filesystem + Send + Sync + 'static>(
+    fs: Arc<F>,
+    dev: Arc<OwnedFd>,
+    clone: bool,
+    threads: usize,
+    n: Negotiated,
+) -> io::Result<()> {
+    let mut handles = Vec::with_capacity(threads);
+    let readers = Arc::new(Readers::default());
+    for i in 0..threads.max(1) {
+        let fd = if clone && i > 0 {
+            match clone_dev(&dev) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    warn!("cloning /dev/fuse: {e}; workers share one descriptor");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (fs, dev, readers) = (fs.clone(), dev.clone(), readers.clone());
+        handles.push(std::thread::Builder::new().name(format!("fuse-{i}")).spawn(move || {
+            let raw = fd.as_ref().map_or(dev.as_raw_fd(), |f| f.as_raw_fd());
+            worker_in(&*fs, raw, n, &readers)
+        })?);
+    }
+    info!("serving /dev/fuse with {} workers", threads.max(1));
+    let mut r = Ok(());
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                if r.is_ok() {
+                    r = Err(e);
+                }
+            }
+            Err(_) => r = Err(io::Error::other("a FUSE worker panicked")),
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::types::{Errno, FileAttr, FileType, Generation, INodeNo, Request};
+    use crate::reply::ReplyEntry;
+    use std::ffi::OsStr;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// Answers LOOKUP of "x" with node 9; everything else by the trait's
+    /// defaults (ENOSYS).
+    struct Fake;
+
+    impl Filesystem for Fake {
+        fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+            if parent != INodeNo(1) || name != "x" {
+                return reply.error(Errno::ENOENT);
+            }
+            let t = UNIX_EPOCH;
+            let a = FileAttr {
+                ino: INodeNo(9),
+                size: 3,
+                blocks: 0,
+                atime: t,
+                mtime: t,
+                ctime: t,
+                crtime: t,
+                kind: FileType::RegularFile,
+                perm: 0o644,
+                nlink: 1,
+                uid: 0,
+                gid: 0,
+                rdev: 0,
+                blksize: 4096,
+                flags: 0,
+            };
+            reply.entry_with_ttls(&Duration::from_secs(1), &Duration::from_secs(1), &a, Generation(4));
+        }
+    }
+
+    fn request(opcode: u32, unique: u64, args: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&((abi::IN_HEADER_LEN + args.len()) as u32).to_ne_bytes());
+        b.extend_from_slice(&opcode.to_ne_bytes());
+        b.extend_from_slice(&unique.to_ne_bytes());
+        b.extend_from_slice(&1u64.to_ne_bytes());
+        b.extend_from_slice(&[0u8; 16]);
+        b.extend_from_slice(args);
+        b
+    }
+
+    /// A worker on one end of a SOCK_SEQPACKET pair (one message per read,
+    /// as /dev/fuse): replies come back in order, FORGET gets none, a
+    /// malformed request an errno, and the worker ends when the stream does.
+    #[test]
+    fn worker_answers_each_request_once() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just created and are ours.
+        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let n = Negotiated {
+            granted: InitFlags::empty(),
+            max_payload: 1 << 16,
+            decode: DecodeConfig::default(),
+            owner: Some(0),
+        };
+        let t = std::thread::spawn(move || worker(&Fake, theirs.as_raw_fd(), n).map(|()| drop(theirs)));
+        for m in [
+            request(op::LOOKUP, 1, b"x\0"),
+            request(op::FORGET, 2, &5u64.to_ne_bytes()),
+            request(op::GETATTR, 3, &[0u8; 16]),
+            request(op::LOOKUP, 4, b"no-nul"),
+            request(op::LOOKUP, 5, b"y\0"),
+        ] {
+            send(ours.as_raw_fd(), &[&m]).unwrap();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        for _ in 0..4 {
+            let n = receive(ours.as_raw_fd(), &mut buf).unwrap().unwrap();
+            let len = u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize;
+            let err = i32::from_ne_bytes(buf[4..8].try_into().unwrap());
+            let unique = u64::from_ne_bytes(buf[8..16].try_into().unwrap());
+            assert_eq!(len, n);
+            got.push((unique, err, len));
+            if unique == 1 {
+                assert_eq!(u64::from_ne_bytes(buf[16..24].try_into().unwrap()), 9);
+                assert_eq!(u64::from_ne_bytes(buf[24..32].try_into().unwrap()), 4);
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                (1, 0, abi::OUT_HEADER_LEN + abi::ENTRY_OUT_LEN),
+                (3, -libc::ENOSYS, abi::OUT_HEADER_LEN),
+                (4, -libc::EIO, abi::OUT_HEADER_LEN),
+                (5, -libc::ENOENT, abi::OUT_HEADER_LEN),
+            ]
+        );
+        drop(ours);
+        t.join().unwrap().unwrap();
+    }
+}

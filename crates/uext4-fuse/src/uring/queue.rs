@@ -1,0 +1,317 @@
+//! One io_uring queue: its entries registered with the kernel, each
+//! request decoded from the entry's buffers, served by the dispatcher and
+//! committed with the fetch of the next one; and the pool that serves the
+//! slow requests of every queue without holding up the others.
+
+use super::{fuse_cmd, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENTRIES, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
+use crate::adapter::Uext4Fuse;
+use crate::dispatch::{dispatch, header_for};
+use crate::proto::abi::{self, op};
+use crate::proto::decode::{decode_split, Decoded, InHeader, Reader};
+use crate::proto::encode;
+use crate::reply::{Out, FIXED_REPLY_MAX};
+use crate::session::Negotiated;
+use io_uring::{opcode, squeue, types, IoUring};
+use log::{debug, info, warn};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// user_data of the eventfd read; entries use their index.
+const EVENT_TAG: u64 = u64::MAX;
+/// Request payloads up to this size are copied aside before the reply is
+/// written over them; larger ones (writes) have small replies, which are
+/// built aside instead.
+const SMALL_PAYLOAD: usize = 64 << 10;
+/// A WRITE with more data than this goes to the pool.
+const LARGE_WRITE: usize = 128 << 10;
+
+/// Buffers a serving thread reuses for every request.
+struct Scratch {
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch { input: vec![0u8; SMALL_PAYLOAD], output: vec![0u8; SMALL_PAYLOAD + FIXED_REPLY_MAX] }
+    }
+}
+
+/// True for requests that may wait on the device for long.
+fn is_slow(opcode: u32, payload_sz: usize) -> bool {
+    match opcode {
+        op::FSYNC | op::FSYNCDIR | op::SYNCFS | op::FALLOCATE | op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => true,
+        op::WRITE => payload_sz > LARGE_WRITE,
+        _ => false,
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_ne_bytes)
+}
+
+/// Serves the request in an entry's buffers and leaves the reply there:
+/// the out header in the header buffer, the reply payload and its size.
+fn serve_entry(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8], s: &mut Scratch) {
+    let h = match InHeader::parse(&header[..abi::IN_HEADER_LEN]) {
+        Ok(h) => h,
+        Err(_) => return,
+    };
+    let payload_sz = u32_at(&header[..], ENT_PAYLOAD_SZ) as usize;
+    let op_len = (h.len as usize)
+        .checked_sub(abi::IN_HEADER_LEN + payload_sz)
+        .filter(|&l| l <= OP_IN && payload_sz <= payload.len());
+    let (error, len) = match op_len {
+        None => {
+            warn!("io_uring: malformed request (len {}, payload {payload_sz}); answered EIO", h.len);
+            (-libc::EIO, 0)
+        }
+        Some(op_len) => {
+            let op_in = &header[OP_IN..OP_IN + op_len];
+            if payload_sz <= SMALL_PAYLOAD {
+                // Decode from a copy, reply straight into the payload buffer.
+                s.input[..payload_sz].copy_from_slice(&payload[..payload_sz]);
+                let r = Reader::split(op_in, &s.input[..payload_sz]);
+                let mut out = Out::new(payload);
+                serve(fs, h, r, n, &mut out);
+                header_parts(&out)
+            } else {
+                // A large request (a write): its small reply is built aside.
+                let r = Reader::split(op_in, &payload[..payload_sz]);
+                let mut out = Out::new(&mut s.output);
+                serve(fs, h, r, n, &mut out);
+                let (e, l) = header_parts(&out);
+                let l = l.min(payload.len());
+                payload[..l].copy_from_slice(&out.payload()[..l]);
+                (e, l)
+            }
+        }
+    };
+    header[..abi::OUT_HEADER_LEN].copy_from_slice(&encode::out_header(abi::OUT_HEADER_LEN + len, error, h.unique));
+    header[ENT_PAYLOAD_SZ..ENT_PAYLOAD_SZ + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+}
+
+fn header_parts(out: &Out<'_>) -> (i32, usize) {
+    let (h, len) = header_for(out, 0);
+    (i32::from_ne_bytes([h[4], h[5], h[6], h[7]]), len)
+}
+
+fn serve(fs: &Uext4Fuse, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mut Out<'_>) {
+    match decode_split(h.opcode, r, n.decode) {
+        Ok(op) if !op.no_reply() => dispatch(fs, &Decoded { header: h, op }, n.owner, out),
+        // FORGET and INTERRUPT come through /dev/fuse, never a ring.
+        Ok(_) => crate::reply::ReplyEmpty::new(out).error(crate::proto::types::Errno::ENOSYS),
+        Err(e) => {
+            warn!("io_uring: malformed request (opcode {}): answered {e:?}", h.opcode);
+            crate::reply::ReplyEmpty::new(out).error(e);
+        }
+    }
+}
+
+/// Where a pool thread hands a finished entry back to its queue.
+struct Back {
+    done: Mutex<Vec<usize>>,
+    efd: OwnedFd,
+}
+
+/// An entry's buffers, lent to a pool thread.
+struct Lent {
+    header: *mut [u8; HEADER_LEN],
+    payload: *mut u8,
+    payload_len: usize,
+}
+
+// SAFETY: a lent entry is touched by the pool thread alone until it is
+// handed back (the queue thread neither reads nor commits it meanwhile),
+// and its boxed buffers outlive the loan: the queue thread returns only
+// once every entry's command completed, which for a lent entry is after
+// its commit, after the hand-back.
+unsafe impl Send for Lent {}
+
+struct Job {
+    ent: Lent,
+    idx: usize,
+    back: Arc<Back>,
+}
+
+/// The threads that serve slow requests of every queue.
+#[derive(Clone)]
+pub(super) struct Pool {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Pool {
+    pub(super) fn start(
+        fs: Arc<Uext4Fuse>,
+        n: Negotiated,
+        threads: usize,
+        handles: &mut Vec<JoinHandle<()>>,
+    ) -> io::Result<Pool> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..threads {
+            let (fs, rx) = (fs.clone(), rx.clone());
+            handles.push(std::thread::Builder::new().name(format!("uring-slow{i}")).spawn(move || {
+                let mut s = Scratch::new();
+                loop {
+                    let job = match rx.lock() {
+                        Ok(r) => r.recv(),
+                        Err(_) => return,
+                    };
+                    // Every queue (and so every sender) is gone.
+                    let Ok(job) = job else { return };
+                    // SAFETY: see `Lent`: the buffers are ours alone now
+                    // and live until we hand them back below.
+                    let (header, payload) = unsafe {
+                        (&mut *job.ent.header, std::slice::from_raw_parts_mut(job.ent.payload, job.ent.payload_len))
+                    };
+                    serve_entry(&fs, n, header, payload, &mut s);
+                    job.back.done.lock().unwrap_or_else(|p| p.into_inner()).push(job.idx);
+                    let one = 1u64.to_ne_bytes();
+                    // SAFETY: writes 8 bytes from a live local to an open
+                    // eventfd.
+                    if unsafe { libc::write(job.back.efd.as_raw_fd(), one.as_ptr().cast(), 8) } != 8 {
+                        warn!("io_uring: waking queue: {}", io::Error::last_os_error());
+                    }
+                }
+            })?);
+        }
+        Ok(Pool { tx })
+    }
+}
+
+/// One queue, ready to serve.
+pub(super) struct Queue {
+    ring: IoUring<squeue::Entry128>,
+    dev: OwnedFd,
+    qid: u16,
+    fs: Arc<Uext4Fuse>,
+    n: Negotiated,
+    pool: Pool,
+    back: Arc<Back>,
+}
+
+impl Queue {
+    pub(super) fn new(
+        ring: IoUring<squeue::Entry128>,
+        dev: OwnedFd,
+        qid: u16,
+        fs: Arc<Uext4Fuse>,
+        n: Negotiated,
+        pool: Pool,
+    ) -> io::Result<Queue> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `efd` was just created and is ours.
+        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        Ok(Queue { ring, dev, qid, fs, n, pool, back: Arc::new(Back { done: Mutex::new(Vec::new()), efd }) })
+    }
+
+    /// Registers the entries and serves until the kernel tears the ring
+    /// down (unmount, abort) or refuses the registration.
+    pub(super) fn serve(self) -> io::Result<()> {
+        // The buffers are declared before the ring, so that the ring (and
+        // with it every command still using them) goes first.
+        let payload_len = self.n.max_payload.max(crate::MAX_WRITE_LIMIT as usize);
+        let mut ents: Vec<Ent> = (0..ENTRIES).map(|_| Ent::new(payload_len)).collect();
+        let mut efd_buf = Box::new([0u8; 8]);
+        let mut scratch = Scratch::new();
+        let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * ENTRIES + 2);
+        let Queue { ring, dev, qid, fs, n, pool, back } = self;
+        let mut ring = ring;
+        let dev_fd = dev.as_raw_fd();
+        ring.submitter().register_enable_rings()?;
+        pin_to_cpu(qid);
+        let push = |ring: &mut IoUring<squeue::Entry128>, e: &squeue::Entry128| -> io::Result<()> {
+            // SAFETY: every buffer an entry names (the entries' boxed
+            // buffers and iovecs, `efd_buf`) outlives the ring (see above).
+            unsafe { ring.submission().push(e) }.map_err(|_| io::Error::other("submission queue full"))
+        };
+        for (i, e) in ents.iter().enumerate() {
+            push(&mut ring, &fuse_cmd(dev_fd, CMD_REGISTER, 0, qid, Some(e.iov.as_ptr())).user_data(i as u64))?;
+        }
+        let efd_read = |buf: &mut [u8; 8]| {
+            opcode::Read::new(types::Fd(back.efd.as_raw_fd()), buf.as_mut_ptr(), 8).build().user_data(EVENT_TAG).into()
+        };
+        push(&mut ring, &efd_read(&mut efd_buf))?;
+        let commit = |ring: &mut IoUring<squeue::Entry128>, ents: &[Ent], i: usize| -> io::Result<()> {
+            let unique = u64::from_ne_bytes(ents[i].header[8..16].try_into().unwrap_or([0; 8]));
+            push(ring, &fuse_cmd(dev_fd, CMD_COMMIT_AND_FETCH, unique, qid, None).user_data(i as u64))
+        };
+        let mut live = ENTRIES;
+        let mut registered = false;
+        loop {
+            ring.submit_and_wait(1)?;
+            done.clear();
+            done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+            for &(tag, res) in &done {
+                if tag == EVENT_TAG {
+                    let finished = std::mem::take(&mut *back.done.lock().unwrap_or_else(|p| p.into_inner()));
+                    for i in finished {
+                        commit(&mut ring, &ents, i)?;
+                    }
+                    if res >= 0 || res == -libc::EINTR {
+                        push(&mut ring, &efd_read(&mut efd_buf))?;
+                    }
+                    continue;
+                }
+                let i = tag as usize;
+                if res < 0 {
+                    // ENOTCONN: the connection went away (the unmount's
+                    // teardown); anything else refused the registration.
+                    if !registered && res != -libc::ENOTCONN {
+                        warn!(
+                            "io_uring queue {qid}: registration refused: {}; requests use /dev/fuse",
+                            io::Error::from_raw_os_error(-res)
+                        );
+                    } else {
+                        debug!("io_uring queue {qid}: entry {i} ended: {}", io::Error::from_raw_os_error(-res));
+                    }
+                    live -= 1;
+                    if live == 0 {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                if !registered {
+                    registered = true;
+                    info!("io_uring queue {qid}: requests arrive through the ring");
+                }
+                let Some(e) = ents.get_mut(i) else { continue };
+                let opcode = u32_at(&e.header[..], 4);
+                let payload_sz = u32_at(&e.header[..], ENT_PAYLOAD_SZ) as usize;
+                if is_slow(opcode, payload_sz) {
+                    let ent =
+                        Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
+                    if pool.tx.send(Job { ent, idx: i, back: back.clone() }).is_ok() {
+                        continue;
+                    }
+                }
+                serve_entry(&fs, n, &mut e.header, &mut e.payload, &mut scratch);
+                commit(&mut ring, &ents, i)?;
+            }
+        }
+    }
+}
+
+/// The kernel queues a request on the queue of the CPU its caller runs
+/// on: serving it from that CPU keeps the wake-up local.
+fn pin_to_cpu(qid: u16) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
+    // within it (qid is below the number of possible CPUs, checked by the
+    // macro against the set's size); sched_setaffinity(0) applies to this
+    // thread and only reads the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(usize::from(qid), &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            debug!("io_uring queue {qid}: cannot pin to CPU {qid}: {}", io::Error::last_os_error());
+        }
+    }
+}
