@@ -59,6 +59,14 @@ pub struct KernelFeatures {
     /// `[no]writeback_cache`: let the kernel cache writes and write them
     /// back later (FUSE_WRITEBACK_CACHE).
     pub writeback_cache: bool,
+    /// `[no]store_writes`: a write through an open the kernel does not
+    /// cache (`direct_writes`) puts the bytes it wrote into the kernel's
+    /// cached pages (FUSE_NOTIFY_STORE) while another open of the file
+    /// reads through that cache. The kernel drops its pages of every range
+    /// written that way before it sends the write; without this, readers
+    /// of a file being written go back to the daemon for every page a
+    /// writer touched.
+    pub store_writes: bool,
     /// `[no]kernel_cache` (libfuse's name): the kernel keeps a file's
     /// cached pages when it is opened again (FOPEN_KEEP_CACHE) instead of
     /// dropping them at every open. Safe because every change of file data
@@ -91,6 +99,7 @@ impl Default for KernelFeatures {
             direct_writes: true,
             direct_io: false,
             writeback_cache: false,
+            store_writes: true,
             kernel_cache: true,
             parallel_dirops: true,
             readdirplus: Readdirplus::Auto,
@@ -103,7 +112,7 @@ impl Default for KernelFeatures {
 
 /// The mount options [`KernelFeatures::set`] knows, for help texts.
 pub const OPTIONS: &str = "max_write=SIZE, [no]parallel_direct_writes, [no]direct_odirect, [no]direct_writes, \
-                           direct_io, [no]writeback_cache, [no]kernel_cache, [no]parallel_dirops, \
+                           direct_io, [no]writeback_cache, [no]store_writes, [no]kernel_cache, [no]parallel_dirops, \
                            readdirplus=on|off|auto, entry_timeout=SECONDS, attr_timeout=SECONDS, \
                            negative_timeout=SECONDS";
 
@@ -139,6 +148,7 @@ impl KernelFeatures {
             "direct_writes" | "nodirect_writes" => self.direct_writes = flag(!key.starts_with("no"))?,
             "direct_io" => self.direct_io = flag(true)?,
             "writeback_cache" | "nowriteback_cache" => self.writeback_cache = flag(!key.starts_with("no"))?,
+            "store_writes" | "nostore_writes" => self.store_writes = flag(!key.starts_with("no"))?,
             "kernel_cache" | "nokernel_cache" => self.kernel_cache = flag(!key.starts_with("no"))?,
             "parallel_dirops" | "noparallel_dirops" => self.parallel_dirops = flag(!key.starts_with("no"))?,
             "readdirplus" => {
@@ -196,6 +206,7 @@ mod tests {
             ("direct_io", None),
             ("writeback_cache", None),
             ("nokernel_cache", None),
+            ("nostore_writes", None),
             ("noparallel_dirops", None),
             ("readdirplus", Some("off")),
             ("entry_timeout", Some("0")),
@@ -206,7 +217,7 @@ mod tests {
         }
         assert_eq!(f.max_write, 128 << 10);
         assert!(!f.parallel_direct_writes && !f.direct_odirect && !f.direct_writes);
-        assert!(f.direct_io && f.writeback_cache && !f.kernel_cache && !f.parallel_dirops);
+        assert!(f.direct_io && f.writeback_cache && !f.kernel_cache && !f.parallel_dirops && !f.store_writes);
         assert_eq!(f.readdirplus, Readdirplus::Off);
         assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
         assert_eq!(f.negative_ttl, Duration::ZERO);

@@ -10,7 +10,9 @@ use fuser::{
     Request,
 };
 use log::debug;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use uext4::fs::FallocMode;
 use uext4::FileType;
 
@@ -20,10 +22,60 @@ pub(super) const FH_DIRECT: u64 = 1;
 /// File handle bit: the open was counted with `Filesystem::open_inode`
 /// (read-write mounts), so release must call `close_inode`.
 pub(super) const FH_COUNTED: u64 = 2;
-/// File handle bits above these two: a counted open's id, the key of its
+/// File handle bit: the kernel caches this open's pages (no
+/// FOPEN_DIRECT_IO); counted in [`CachedOpens`] until release.
+const FH_CACHED: u64 = 4;
+/// File handle bits above these three: a counted open's id, the key of its
 /// writeback-error cursor (each open file description sees each
 /// writeback error of its file once from fsync, as on Linux).
-const FH_ID_SHIFT: u32 = 2;
+const FH_ID_SHIFT: u32 = 3;
+
+/// Stripes of [`CachedOpens::order`]: stores of one inode are serialized,
+/// of different inodes mostly not.
+const STORE_STRIPES: usize = 64;
+
+/// The opens through which the kernel caches a file's pages, by inode, and
+/// the order of the stores that keep those pages current (`store_writes`).
+///
+/// The kernel drops its cached pages of a range before it sends a write
+/// of an open it does not cache (FOPEN_DIRECT_IO, `direct_writes`); its
+/// readers then miss on every page a writer touched. While a cached open
+/// of the file exists, each such write puts the written range back into
+/// the kernel's cache (FUSE_NOTIFY_STORE) before it is answered, so a
+/// reader finds the new bytes in its cache as soon as the write returns.
+/// The bytes stored are read back from the library under the inode's
+/// stripe lock, not taken from the request: two writes of one range in
+/// flight at once may store in either order, and the later store then
+/// still carries what the library holds last.
+#[derive(Debug)]
+pub(super) struct CachedOpens {
+    opens: Mutex<HashMap<u32, u32>>,
+    order: Vec<Mutex<()>>,
+}
+
+impl CachedOpens {
+    pub(super) fn new() -> CachedOpens {
+        CachedOpens { opens: Mutex::new(HashMap::new()), order: (0..STORE_STRIPES).map(|_| Mutex::new(())).collect() }
+    }
+
+    fn opened(&self, ino: u32) {
+        *self.opens.lock().unwrap_or_else(|p| p.into_inner()).entry(ino).or_insert(0) += 1;
+    }
+
+    fn released(&self, ino: u32) {
+        let mut m = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ino);
+            }
+        }
+    }
+
+    fn any(&self, ino: u32) -> bool {
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&ino)
+    }
+}
 
 /// Upper bound on the buffer of one read request, whatever it asks.
 const MAX_READ: u32 = 16 << 20;
@@ -80,6 +132,9 @@ impl Uext4Fuse {
             if f.parallel_direct_writes {
                 fopen |= FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
             }
+        } else if fh & FH_COUNTED != 0 {
+            fh |= FH_CACHED;
+            self.cached_opens.opened(ino);
         }
         let access = if writes { "" } else { " (read-only)" };
         debug!("open {ino}{access}: {fopen:?}");
@@ -186,11 +241,41 @@ impl Uext4Fuse {
             self.fs.inodes().write(ino, offset, data)
         };
         let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
+        if fh.0 & (FH_CACHED | FH_DIRECT) == 0 && self.features.store_writes && self.cached_opens.any(ino) {
+            self.store_written(ino, offset, n);
+        }
         reply.written(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+
+    /// Puts `len` bytes at `offset` of `ino`, as the library now holds
+    /// them, into the kernel's cached pages (see [`CachedOpens`]). Only
+    /// for buffered writes: O_DIRECT writers keep the kernel's dropping
+    /// of the range (their data is not in the library's page cache, and
+    /// reading it back would put it there).
+    fn store_written(&self, ino: u32, offset: u64, len: usize) {
+        let Some(n) = self.inval.get() else { return };
+        let mut buf = vec![0u8; len.min(self.features.max_write as usize)];
+        let _order = self.cached_opens.order[ino as usize % STORE_STRIPES].lock().unwrap_or_else(|p| p.into_inner());
+        let got = match self.fs.inodes().read(ino, offset, &mut buf) {
+            Ok(got) => got,
+            Err(e) => {
+                debug!("store of inode {ino} at {offset}: reading back: {e}");
+                return;
+            }
+        };
+        if got == 0 {
+            return;
+        }
+        if let Err(e) = n.store(INodeNo(u64::from(ino)), offset, &buf[..got]) {
+            debug!("store of inode {ino} at {offset}+{got}: {e}");
+        }
     }
 
     pub(super) fn do_release(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
         let ino = tri!(reply, from_fuse(ino));
+        if fh.0 & FH_CACHED != 0 {
+            self.cached_opens.released(ino);
+        }
         if fh.0 & FH_COUNTED != 0 {
             self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
             // The last close of an unlinked file deletes it.

@@ -78,6 +78,8 @@ pub struct Uext4Fuse {
     /// changes the kernel does not expect (set-id bits a write removed)
     /// are pushed out of its cache through it.
     inval: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// Opens the kernel caches, by inode (`store_writes`).
+    cached_opens: Arc<files::CachedOpens>,
     /// With `transport=uring`: INIT asks for FUSE_OVER_IO_URING and
     /// records what the kernel offered here (the ring's sessions replay it).
     uring_init: Option<Arc<Mutex<crate::uring::InitInfo>>>,
@@ -97,6 +99,7 @@ impl Uext4Fuse {
             wb_cursors: Arc::new(Mutex::new(HashMap::new())),
             next_fh: Arc::new(AtomicU64::new(1)),
             inval: Arc::new(std::sync::OnceLock::new()),
+            cached_opens: Arc::new(files::CachedOpens::new()),
             uring_init: None,
         }
     }
@@ -133,6 +136,7 @@ impl Uext4Fuse {
             wb_cursors: self.wb_cursors.clone(),
             next_fh: self.next_fh.clone(),
             inval: self.inval.clone(),
+            cached_opens: self.cached_opens.clone(),
             uring_init: None,
         }
     }
