@@ -459,9 +459,9 @@ os.close(fd)
 /// through its own open, which bypasses the kernel's cache
 /// (`direct_writes`): aligned 8 KiB units, small unaligned pieces, pieces
 /// across page boundaries and appends. With `store_writes` (the default)
-/// the daemon puts each written range back into the kernel's cache
-/// before the write returns; with `nostore_writes` the kernel's dropping
-/// of the range is all there is. Both must be exact.
+/// the daemon puts each written range back into the kernel's cache once
+/// the next write arrives; with `nostore_writes` the kernel's dropping of
+/// the range is all there is. Both must be exact.
 #[test]
 fn cached_reader_sees_every_write_of_another_process() {
     require_fuse!();

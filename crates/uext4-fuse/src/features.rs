@@ -5,8 +5,10 @@
 //! (docs/BENCHMARKS.md): 1 MiB writes, O_DIRECT opens and opens that may
 //! write served without the kernel's page cache and with parallel writes,
 //! cached pages kept across opens, parallel directory operations,
-//! readdirplus when the kernel thinks it helps, one-second entry,
-//! attribute and negative-entry timeouts, and no kernel writeback cache.
+//! readdirplus when the kernel thinks it helps, sixty-second entry and
+//! attribute timeouts (see [`KernelFeatures::attr_ttl`] for why that is
+//! safe), a one-second negative-entry timeout, and no kernel writeback
+//! cache.
 //! Asynchronous reads are always on (fuser requests them itself and offers
 //! no way to withdraw them); splice is not offered (fuser 0.18 has no
 //! splice transport).
@@ -59,13 +61,13 @@ pub struct KernelFeatures {
     /// `[no]writeback_cache`: let the kernel cache writes and write them
     /// back later (FUSE_WRITEBACK_CACHE).
     pub writeback_cache: bool,
-    /// `[no]store_writes`: a write through an open the kernel does not
-    /// cache (`direct_writes`) puts the bytes it wrote into the kernel's
-    /// cached pages (FUSE_NOTIFY_STORE) while another open of the file
-    /// reads through that cache. The kernel drops its pages of every range
-    /// written that way before it sends the write; without this, readers
-    /// of a file being written go back to the daemon for every page a
-    /// writer touched.
+    /// `[no]store_writes`: the bytes of a write through an open the
+    /// kernel does not cache (`direct_writes`) are put back into the
+    /// kernel's cached pages (FUSE_NOTIFY_STORE, when the next write of
+    /// the file arrives) while another open of the file reads through that
+    /// cache. The kernel drops its pages of every range written that way;
+    /// without this, readers of a file being written go back to the
+    /// daemon for every page a writer touched.
     pub store_writes: bool,
     /// `[no]kernel_cache` (libfuse's name): the kernel keeps a file's
     /// cached pages when it is opened again (FOPEN_KEEP_CACHE) instead of
@@ -84,6 +86,16 @@ pub struct KernelFeatures {
     /// `entry_timeout=SECONDS`: how long the kernel may cache a name.
     pub entry_ttl: Duration,
     /// `attr_timeout=SECONDS`: how long the kernel may cache attributes.
+    ///
+    /// Long by default (as the entry timeout): the daemon is the image's
+    /// only writer and every change reaches it through this mount, so the
+    /// kernel already drops what its own requests change (the attributes
+    /// of a file it writes, truncates, fallocates, links, renames or sets
+    /// an xattr of, the directories whose entries change, the atime after
+    /// every READ and READDIR it sends). What the daemon changes on its
+    /// own (set-id bits a write removes, a set-group-ID bit an ACL
+    /// removes, the ctime of FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR) it
+    /// pushes out of the kernel's cache itself (FUSE_NOTIFY_INVAL_INODE).
     pub attr_ttl: Duration,
     /// `negative_timeout=SECONDS`: how long the kernel may remember that a
     /// name does not exist (0: it asks every time).
@@ -103,8 +115,8 @@ impl Default for KernelFeatures {
             kernel_cache: true,
             parallel_dirops: true,
             readdirplus: Readdirplus::Auto,
-            entry_ttl: Duration::from_secs(1),
-            attr_ttl: Duration::from_secs(1),
+            entry_ttl: Duration::from_secs(60),
+            attr_ttl: Duration::from_secs(60),
             negative_ttl: Duration::from_secs(1),
         }
     }

@@ -11,7 +11,7 @@ use fuser::{
 };
 use log::debug;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use uext4::fs::FallocMode;
 use uext4::FileType;
@@ -30,32 +30,52 @@ const FH_CACHED: u64 = 4;
 /// writeback error of its file once from fsync, as on Linux).
 const FH_ID_SHIFT: u32 = 3;
 
-/// Stripes of [`CachedOpens::order`]: stores of one inode are serialized,
-/// of different inodes mostly not.
+/// Stripes of [`CachedOpens::stripes`]: inodes share a stripe's write
+/// counters and pending store, which only costs a store now and then.
 const STORE_STRIPES: usize = 64;
 
 /// The opens through which the kernel caches a file's pages, by inode, and
-/// the order of the stores that keep those pages current (`store_writes`).
+/// what keeps those pages current while another open writes (`store_writes`).
 ///
 /// The kernel drops its cached pages of a range before it sends a write
-/// of an open it does not cache (FOPEN_DIRECT_IO, `direct_writes`); its
-/// readers then miss on every page a writer touched. While a cached open
-/// of the file exists, each such write puts the written range back into
-/// the kernel's cache (FUSE_NOTIFY_STORE) before it is answered, so a
-/// reader finds the new bytes in its cache as soon as the write returns.
-/// The bytes stored are read back from the library under the inode's
-/// stripe lock, not taken from the request: two writes of one range in
-/// flight at once may store in either order, and the later store then
-/// still carries what the library holds last.
+/// of an open it does not cache (FOPEN_DIRECT_IO, `direct_writes`) and
+/// again once the write is answered (Linux 6.18 fs/fuse/file.c,
+/// fuse_direct_io, "as in generic_file_direct_write"): readers of a file
+/// being written then miss on every page a writer touched, each miss a
+/// READ round trip. A store sent while serving the write is dropped by the
+/// second invalidation, so the range of each write is stored when the
+/// *next* write of the inode arrives: by then the kernel has finished the
+/// previous one (while a cached open exists, it sends the writes of a
+/// file one at a time, FUSE_I_CACHE_IO_MODE). The bytes stored are read
+/// back from the library, and only when no write of the stripe was in
+/// flight; if one started before the store reached the kernel, the range
+/// is invalidated again (its bytes may predate that write).
 #[derive(Debug)]
 pub(super) struct CachedOpens {
     opens: Mutex<HashMap<u32, u32>>,
-    order: Vec<Mutex<()>>,
+    stripes: Vec<Stripe>,
+}
+
+/// One stripe of [`CachedOpens`].
+#[derive(Debug, Default)]
+struct Stripe {
+    /// The last write to store: inode, offset, length.
+    pending: Mutex<Option<(u32, u64, usize)>>,
+    /// Writes of the stripe's inodes begun and ended.
+    started: AtomicU64,
+    finished: AtomicU64,
 }
 
 impl CachedOpens {
     pub(super) fn new() -> CachedOpens {
-        CachedOpens { opens: Mutex::new(HashMap::new()), order: (0..STORE_STRIPES).map(|_| Mutex::new(())).collect() }
+        CachedOpens {
+            opens: Mutex::new(HashMap::new()),
+            stripes: (0..STORE_STRIPES).map(|_| Stripe::default()).collect(),
+        }
+    }
+
+    fn stripe(&self, ino: u32) -> &Stripe {
+        &self.stripes[ino as usize % STORE_STRIPES]
     }
 
     fn opened(&self, ino: u32) {
@@ -235,27 +255,40 @@ impl Uext4Fuse {
                 self.inval_attrs(ino);
             }
         }
+        let store = fh.0 & (FH_CACHED | FH_DIRECT) == 0 && self.features.store_writes && self.cached_opens.any(ino);
+        let stripe = self.cached_opens.stripe(ino);
+        if store {
+            self.store_pending(ino, stripe);
+        }
+        stripe.started.fetch_add(1, Ordering::SeqCst);
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)
         } else {
             self.fs.inodes().write(ino, offset, data)
         };
+        stripe.finished.fetch_add(1, Ordering::SeqCst);
         let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
-        if fh.0 & (FH_CACHED | FH_DIRECT) == 0 && self.features.store_writes && self.cached_opens.any(ino) {
-            self.store_written(ino, offset, n);
+        if store {
+            *stripe.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((ino, offset, n));
         }
         reply.written(u32::try_from(n).unwrap_or(u32::MAX));
     }
 
-    /// Puts `len` bytes at `offset` of `ino`, as the library now holds
-    /// them, into the kernel's cached pages (see [`CachedOpens`]). Only
-    /// for buffered writes: O_DIRECT writers keep the kernel's dropping
-    /// of the range (their data is not in the library's page cache, and
-    /// reading it back would put it there).
-    fn store_written(&self, ino: u32, offset: u64, len: usize) {
+    /// Puts the range of the stripe's last write, if it was to `ino`, as
+    /// the library now holds it, into the kernel's cached pages (see
+    /// [`CachedOpens`]). Only for buffered writes: O_DIRECT writers keep
+    /// the kernel's dropping of the range (their data is not in the
+    /// library's page cache, and reading it back would put it there).
+    fn store_pending(&self, ino: u32, stripe: &Stripe) {
         let Some(n) = self.inval.get() else { return };
+        let Some((pino, offset, len)) = stripe.pending.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let begun = stripe.started.load(Ordering::SeqCst);
+        if pino != ino || stripe.finished.load(Ordering::SeqCst) != begun {
+            return;
+        }
         let mut buf = vec![0u8; len.min(self.features.max_write as usize)];
-        let _order = self.cached_opens.order[ino as usize % STORE_STRIPES].lock().unwrap_or_else(|p| p.into_inner());
         let got = match self.fs.inodes().read(ino, offset, &mut buf) {
             Ok(got) => got,
             Err(e) => {
@@ -266,8 +299,15 @@ impl Uext4Fuse {
         if got == 0 {
             return;
         }
-        if let Err(e) = n.store(INodeNo(u64::from(ino)), offset, &buf[..got]) {
+        let node = INodeNo(u64::from(ino));
+        if let Err(e) = n.store(node, offset, &buf[..got]) {
             debug!("store of inode {ino} at {offset}+{got}: {e}");
+        }
+        if stripe.started.load(Ordering::SeqCst) != begun {
+            // A write began meanwhile: what was stored may predate it.
+            if let Err(e) = n.inval_inode(node, i64::try_from(offset).unwrap_or(i64::MAX), got as i64) {
+                debug!("invalidating inode {ino} at {offset}+{got}: {e}");
+            }
         }
     }
 
