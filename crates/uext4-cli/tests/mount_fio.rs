@@ -476,7 +476,7 @@ fn cached_reader_sees_every_write_of_another_process() {
         let mut model: Vec<u8> = (0..16 * UNIT).map(|i| (i / 4096) as u8).collect();
         fs::write(&path, &model).expect("create");
         let reader = File::open(&path).expect("open O_RDONLY");
-        let mut all = vec![0u8; 128 * UNIT];
+        let mut all = vec![0u8; 192 * UNIT];
         assert_eq!(reader.read_at(&mut all, 0).expect("pread"), model.len());
         let done = Arc::new(AtomicBool::new(false));
         let racer = {
@@ -500,40 +500,47 @@ fn cached_reader_sees_every_write_of_another_process() {
         let mut from = std::io::BufReader::new(child.stdout.take().expect("stdout"));
         let mut rng = Rng::new(5);
         let mut bad = Vec::new();
-        for i in 0..600u64 {
-            let len = model.len() as u64;
-            let (off, n) = match rng.below(20) {
-                0 => (len, 1 + rng.below(3 * 4096)),
-                1..=8 => (rng.below(len / UNIT as u64) * UNIT as u64, UNIT as u64),
-                9..=14 => (rng.below(len), 1 + rng.below(300)),
-                _ => (rng.below(len), 1 + rng.below(3 * 4096)),
-            };
-            let byte = (i % 251 + 1) as u8;
-            writeln!(to, "{off} {n} {byte}").expect("to the writer");
-            let mut line = String::new();
-            std::io::BufRead::read_line(&mut from, &mut line).expect("from the writer");
-            assert_eq!(line.trim(), "ok", "writer failed at write {i}");
-            let end = (off + n) as usize;
-            if model.len() < end {
-                model.resize(end, 0);
+        // Bursts of one to four writes, then each written range with a
+        // page either side (the daemon stores a write's range when the
+        // next one arrives, unless a READ came between), now and then the
+        // whole file.
+        let mut i = 0u64;
+        while i < 800 && bad.len() < 4 {
+            let mut ranges = Vec::new();
+            for _ in 0..1 + rng.below(4) {
+                let len = model.len() as u64;
+                let (off, n) = match rng.below(20) {
+                    0 => (len, 1 + rng.below(3 * 4096)),
+                    1..=8 => (rng.below(len / UNIT as u64) * UNIT as u64, UNIT as u64),
+                    9..=14 => (rng.below(len), 1 + rng.below(300)),
+                    _ => (rng.below(len), 1 + rng.below(3 * 4096)),
+                };
+                let byte = (i % 251 + 1) as u8;
+                writeln!(to, "{off} {n} {byte}").expect("to the writer");
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut from, &mut line).expect("from the writer");
+                assert_eq!(line.trim(), "ok", "writer failed at write {i}");
+                let end = (off + n) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].fill(byte);
+                ranges.push((i, off as usize, end));
+                i += 1;
             }
-            model[off as usize..end].fill(byte);
-            // The written range with a page either side, then now and
-            // then the whole file.
-            let (from_b, to_b) = ((off as usize).saturating_sub(4096), (end + 4096).min(model.len()));
-            let got = reader.read_at(&mut all[..to_b - from_b], from_b as u64).expect("pread");
-            if got != to_b - from_b || all[..got] != model[from_b..to_b] {
-                bad.push(format!("write {i} ({off}+{n}): read {got} bytes, not the ones written"));
+            for (w, off, end) in ranges {
+                let (from_b, to_b) = (off.saturating_sub(4096), (end + 4096).min(model.len()));
+                let got = reader.read_at(&mut all[..to_b - from_b], from_b as u64).expect("pread");
+                if got != to_b - from_b || all[..got] != model[from_b..to_b] {
+                    bad.push(format!("write {w} ({off}..{end}): read {got} bytes, not the ones written"));
+                }
             }
-            if i % 50 == 49 {
+            if rng.below(16) == 0 {
                 let got = reader.read_at(&mut all, 0).expect("pread");
                 if all[..got] != model[..] {
                     let at = all[..got].iter().zip(&model).position(|(a, b)| a != b).unwrap_or(got);
                     bad.push(format!("after write {i}: the file differs at {at} ({got} of {} bytes)", model.len()));
                 }
-            }
-            if bad.len() >= 4 {
-                break;
             }
         }
         drop(to);

@@ -47,9 +47,15 @@ const STORE_STRIPES: usize = 64;
 /// *next* write of the inode arrives: by then the kernel has finished the
 /// previous one (while a cached open exists, it sends the writes of a
 /// file one at a time, FUSE_I_CACHE_IO_MODE). The bytes stored are read
-/// back from the library, and only when no write of the stripe was in
-/// flight; if one started before the store reached the kernel, the range
-/// is invalidated again (its bytes may predate that write).
+/// back from the library. A store is skipped when any other write or any
+/// READ of the stripe began since the write ended: the kernel may hold
+/// pages of the range again, filled by that READ and perhaps dirtied
+/// since through a shared mapping, which a store would overwrite. If a
+/// write or READ begins while the store is on its way, the range is
+/// invalidated after it (the bytes stored may predate that write).
+/// What is left: a page a READ fills and a shared mapping dirties within
+/// those few microseconds would lose that store (`nostore_writes` rules
+/// it out).
 #[derive(Debug)]
 pub(super) struct CachedOpens {
     opens: Mutex<HashMap<u32, u32>>,
@@ -59,11 +65,24 @@ pub(super) struct CachedOpens {
 /// One stripe of [`CachedOpens`].
 #[derive(Debug, Default)]
 struct Stripe {
-    /// The last write to store: inode, offset, length.
-    pending: Mutex<Option<(u32, u64, usize)>>,
+    /// The last write to store.
+    pending: Mutex<Option<Pending>>,
     /// Writes of the stripe's inodes begun and ended.
     started: AtomicU64,
     finished: AtomicU64,
+    /// READs of the stripe's inodes begun.
+    reads: AtomicU64,
+}
+
+/// A write whose range [`CachedOpens`] stores at the next write, with the
+/// stripe's counters when it ended.
+#[derive(Debug)]
+struct Pending {
+    ino: u32,
+    offset: u64,
+    len: usize,
+    started: u64,
+    reads: u64,
 }
 
 impl CachedOpens {
@@ -221,6 +240,7 @@ impl Uext4Fuse {
             // kernel has cached are still served by it).
             return Err(Errno::EIO);
         }
+        self.cached_opens.stripe(ino).reads.fetch_add(1, Ordering::SeqCst);
         let r = if Self::is_direct(fh, flags) {
             self.fs.read_direct(ino, offset, buf)
         } else {
@@ -269,7 +289,9 @@ impl Uext4Fuse {
         stripe.finished.fetch_add(1, Ordering::SeqCst);
         let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
         if store {
-            *stripe.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((ino, offset, n));
+            let (started, reads) = (stripe.started.load(Ordering::SeqCst), stripe.reads.load(Ordering::SeqCst));
+            *stripe.pending.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Pending { ino, offset, len: n, started, reads });
         }
         reply.written(u32::try_from(n).unwrap_or(u32::MAX));
     }
@@ -281,13 +303,18 @@ impl Uext4Fuse {
     /// library's page cache, and reading it back would put it there).
     fn store_pending(&self, ino: u32, stripe: &Stripe) {
         let Some(n) = self.inval.get() else { return };
-        let Some((pino, offset, len)) = stripe.pending.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        let Some(p) = stripe.pending.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
-        let begun = stripe.started.load(Ordering::SeqCst);
-        if pino != ino || stripe.finished.load(Ordering::SeqCst) != begun {
+        let quiet = |s: &Stripe| {
+            s.started.load(Ordering::SeqCst) == p.started
+                && s.finished.load(Ordering::SeqCst) == p.started
+                && s.reads.load(Ordering::SeqCst) == p.reads
+        };
+        if p.ino != ino || !quiet(stripe) {
             return;
         }
+        let (offset, len) = (p.offset, p.len);
         let mut buf = vec![0u8; len.min(self.features.max_write as usize)];
         let got = match self.fs.inodes().read(ino, offset, &mut buf) {
             Ok(got) => got,
@@ -303,8 +330,8 @@ impl Uext4Fuse {
         if let Err(e) = n.store(node, offset, &buf[..got]) {
             debug!("store of inode {ino} at {offset}+{got}: {e}");
         }
-        if stripe.started.load(Ordering::SeqCst) != begun {
-            // A write began meanwhile: what was stored may predate it.
+        if !quiet(stripe) {
+            // A write or READ began meanwhile: what was stored may predate it.
             if let Err(e) = n.inval_inode(node, i64::try_from(offset).unwrap_or(i64::MAX), got as i64) {
                 debug!("invalidating inode {ino} at {offset}+{got}: {e}");
             }
