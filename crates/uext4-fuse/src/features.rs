@@ -4,6 +4,7 @@
 //! The defaults are the measured best on the project's machine
 //! (docs/BENCHMARKS.md): 1 MiB writes, O_DIRECT opens and opens that may
 //! write served without the kernel's page cache and with parallel writes,
+//! the ranges they write put back into that cache for its readers,
 //! cached pages kept across opens, parallel directory operations,
 //! readdirplus when the kernel thinks it helps, sixty-second entry and
 //! attribute timeouts (see [`KernelFeatures::attr_ttl`] for why that is
