@@ -14,6 +14,9 @@
 //! - reads through cached read-only opens never return data from before
 //!   a write through a write open (which bypasses the kernel's page
 //!   cache under `direct_writes`), however they race with it.
+//! - a reader process sees every completed write of another process
+//!   byte-exact through one cached open it keeps (`store_writes` on and
+//!   off).
 //! - ENOSPC with 8 writers at once on a small image (1 KiB and 4 KiB
 //!   blocks): every writer gets ENOSPC (the daemon survives), what was
 //!   written completely reads back, deleting frees space, writing works
@@ -432,6 +435,124 @@ fn enospc_run(bs: u32) -> usize {
     fx.unmount();
     fx.assert_clean();
     total
+}
+
+/// The writer a test drives from another process: python3 holding one
+/// O_WRONLY open of `path`, writing `LEN` bytes of value `BYTE` at `OFF`
+/// for every "OFF LEN BYTE" line on its stdin and answering "ok" once
+/// pwrite(2) has returned.
+const WRITER_PY: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for line in sys.stdin:
+    off, n, b = map(int, line.split())
+    assert os.pwrite(fd, bytes([b]) * n, off) == n
+    sys.stdout.write("ok\n")
+    sys.stdout.flush()
+os.close(fd)
+"#;
+
+/// A reader process sees every completed write of another process, byte
+/// for byte, through one cached read-only open it keeps for the whole
+/// run (its pages stay in the kernel's cache) while a second reader
+/// thread races misses against the writes. The writer (python3) writes
+/// through its own open, which bypasses the kernel's cache
+/// (`direct_writes`): aligned 8 KiB units, small unaligned pieces, pieces
+/// across page boundaries and appends. With `store_writes` (opt-in)
+/// the daemon puts each written range back into the kernel's cache once
+/// the next write arrives; with `nostore_writes` the kernel's dropping of
+/// the range is all there is. Both must be exact.
+#[test]
+fn cached_reader_sees_every_write_of_another_process() {
+    require_fuse!();
+    if !have("python3") {
+        println!("SKIP: python3 is not installed");
+        return;
+    }
+    for opts in ["store_writes", "nostore_writes"] {
+        let fx = Fixture::with_mkfs_args("64M", &["-b", "4096"]);
+        fx.mount(opts);
+        let path = fx.path("shared");
+        let mut model: Vec<u8> = (0..16 * UNIT).map(|i| (i / 4096) as u8).collect();
+        fs::write(&path, &model).expect("create");
+        let reader = File::open(&path).expect("open O_RDONLY");
+        let mut all = vec![0u8; 192 * UNIT];
+        assert_eq!(reader.read_at(&mut all, 0).expect("pread"), model.len());
+        let done = Arc::new(AtomicBool::new(false));
+        let racer = {
+            let (path, done) = (path.clone(), done.clone());
+            std::thread::spawn(move || {
+                let f = File::open(&path).expect("open O_RDONLY");
+                let (mut rng, mut buf) = (Rng::new(99), vec![0u8; 4096]);
+                while !done.load(Ordering::Relaxed) {
+                    let _ = f.read_at(&mut buf, rng.below(16 * UNIT as u64));
+                }
+            })
+        };
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", WRITER_PY])
+            .arg(&path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut to = child.stdin.take().expect("stdin");
+        let mut from = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut rng = Rng::new(5);
+        let mut bad = Vec::new();
+        // Bursts of one to four writes, then each written range with a
+        // page either side (the daemon stores a write's range when the
+        // next one arrives, unless a READ came between), now and then the
+        // whole file.
+        let mut i = 0u64;
+        while i < 800 && bad.len() < 4 {
+            let mut ranges = Vec::new();
+            for _ in 0..1 + rng.below(4) {
+                let len = model.len() as u64;
+                let (off, n) = match rng.below(20) {
+                    0 => (len, 1 + rng.below(3 * 4096)),
+                    1..=8 => (rng.below(len / UNIT as u64) * UNIT as u64, UNIT as u64),
+                    9..=14 => (rng.below(len), 1 + rng.below(300)),
+                    _ => (rng.below(len), 1 + rng.below(3 * 4096)),
+                };
+                let byte = (i % 251 + 1) as u8;
+                writeln!(to, "{off} {n} {byte}").expect("to the writer");
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut from, &mut line).expect("from the writer");
+                assert_eq!(line.trim(), "ok", "writer failed at write {i}");
+                let end = (off + n) as usize;
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[off as usize..end].fill(byte);
+                ranges.push((i, off as usize, end));
+                i += 1;
+            }
+            for (w, off, end) in ranges {
+                let (from_b, to_b) = (off.saturating_sub(4096), (end + 4096).min(model.len()));
+                let got = reader.read_at(&mut all[..to_b - from_b], from_b as u64).expect("pread");
+                if got != to_b - from_b || all[..got] != model[from_b..to_b] {
+                    bad.push(format!("write {w} ({off}..{end}): read {got} bytes, not the ones written"));
+                }
+            }
+            if rng.below(16) == 0 {
+                let got = reader.read_at(&mut all, 0).expect("pread");
+                if all[..got] != model[..] {
+                    let at = all[..got].iter().zip(&model).position(|(a, b)| a != b).unwrap_or(got);
+                    bad.push(format!("after write {i}: the file differs at {at} ({got} of {} bytes)", model.len()));
+                }
+            }
+        }
+        drop(to);
+        assert!(child.wait().expect("writer").success(), "{opts}: the writer failed");
+        done.store(true, Ordering::Relaxed);
+        racer.join().expect("racer");
+        assert!(bad.is_empty(), "{opts}: {bad:?}");
+        drop(reader);
+        assert!(fs::read(&path).expect("read") == model, "{opts}: a new open reads other bytes");
+        fx.unmount();
+        fx.assert_clean();
+    }
 }
 
 /// Opens that may write bypass the kernel's page cache (`direct_writes`,

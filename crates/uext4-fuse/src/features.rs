@@ -4,9 +4,12 @@
 //! The defaults are the measured best on the project's machine
 //! (docs/BENCHMARKS.md): 1 MiB writes, O_DIRECT opens and opens that may
 //! write served without the kernel's page cache and with parallel writes,
+//! the ranges they write put back into that cache for its readers,
 //! cached pages kept across opens, parallel directory operations,
-//! readdirplus when the kernel thinks it helps, one-second entry,
-//! attribute and negative-entry timeouts, and no kernel writeback cache.
+//! readdirplus when the kernel thinks it helps, sixty-second entry and
+//! attribute timeouts (see [`KernelFeatures::attr_ttl`] for why that is
+//! safe), a one-second negative-entry timeout, and no kernel writeback
+//! cache.
 //! Asynchronous reads are always on (the session asks for them at INIT);
 //! splice is not offered (the transports copy into their own buffers).
 
@@ -58,6 +61,18 @@ pub struct KernelFeatures {
     /// `[no]writeback_cache`: let the kernel cache writes and write them
     /// back later (FUSE_WRITEBACK_CACHE).
     pub writeback_cache: bool,
+    /// `[no]store_writes`: the bytes of a write through an open the
+    /// kernel does not cache (`direct_writes`) are put back into the
+    /// kernel's cached pages (FUSE_NOTIFY_STORE, when the next write of
+    /// the file arrives) while another open of the file reads through that
+    /// cache. The kernel drops its pages of every range written that way;
+    /// without this, readers of a file being written go back to the
+    /// daemon for every page a writer touched. Off by default: a READ that
+    /// fills a page of the range and a shared mapping that dirties it in
+    /// the microseconds the store is in flight would have that dirty page
+    /// overwritten by the stored bytes, and stores halve W2's writes at
+    /// 2+2 (docs/BENCHMARKS.md).
+    pub store_writes: bool,
     /// `[no]kernel_cache` (libfuse's name): the kernel keeps a file's
     /// cached pages when it is opened again (FOPEN_KEEP_CACHE) instead of
     /// dropping them at every open. Safe because every change of file data
@@ -75,6 +90,16 @@ pub struct KernelFeatures {
     /// `entry_timeout=SECONDS`: how long the kernel may cache a name.
     pub entry_ttl: Duration,
     /// `attr_timeout=SECONDS`: how long the kernel may cache attributes.
+    ///
+    /// Long by default (as the entry timeout): the daemon is the image's
+    /// only writer and every change reaches it through this mount, so the
+    /// kernel already drops what its own requests change (the attributes
+    /// of a file it writes, truncates, fallocates, links, renames or sets
+    /// an xattr of, the directories whose entries change, the atime after
+    /// every READ and READDIR it sends). What the daemon changes on its
+    /// own (set-id bits a write removes, a set-group-ID bit an ACL
+    /// removes, the ctime of FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR) it
+    /// pushes out of the kernel's cache itself (FUSE_NOTIFY_INVAL_INODE).
     pub attr_ttl: Duration,
     /// `negative_timeout=SECONDS`: how long the kernel may remember that a
     /// name does not exist (0: it asks every time).
@@ -90,11 +115,12 @@ impl Default for KernelFeatures {
             direct_writes: true,
             direct_io: false,
             writeback_cache: false,
+            store_writes: false,
             kernel_cache: true,
             parallel_dirops: true,
             readdirplus: Readdirplus::Auto,
-            entry_ttl: Duration::from_secs(1),
-            attr_ttl: Duration::from_secs(1),
+            entry_ttl: Duration::from_secs(60),
+            attr_ttl: Duration::from_secs(60),
             negative_ttl: Duration::from_secs(1),
         }
     }
@@ -102,7 +128,7 @@ impl Default for KernelFeatures {
 
 /// The mount options [`KernelFeatures::set`] knows, for help texts.
 pub const OPTIONS: &str = "max_write=SIZE, [no]parallel_direct_writes, [no]direct_odirect, [no]direct_writes, \
-                           direct_io, [no]writeback_cache, [no]kernel_cache, [no]parallel_dirops, \
+                           direct_io, [no]writeback_cache, [no]store_writes, [no]kernel_cache, [no]parallel_dirops, \
                            readdirplus=on|off|auto, entry_timeout=SECONDS, attr_timeout=SECONDS, \
                            negative_timeout=SECONDS";
 
@@ -138,6 +164,7 @@ impl KernelFeatures {
             "direct_writes" | "nodirect_writes" => self.direct_writes = flag(!key.starts_with("no"))?,
             "direct_io" => self.direct_io = flag(true)?,
             "writeback_cache" | "nowriteback_cache" => self.writeback_cache = flag(!key.starts_with("no"))?,
+            "store_writes" | "nostore_writes" => self.store_writes = flag(!key.starts_with("no"))?,
             "kernel_cache" | "nokernel_cache" => self.kernel_cache = flag(!key.starts_with("no"))?,
             "parallel_dirops" | "noparallel_dirops" => self.parallel_dirops = flag(!key.starts_with("no"))?,
             "readdirplus" => {
@@ -195,6 +222,7 @@ mod tests {
             ("direct_io", None),
             ("writeback_cache", None),
             ("nokernel_cache", None),
+            ("store_writes", None),
             ("noparallel_dirops", None),
             ("readdirplus", Some("off")),
             ("entry_timeout", Some("0")),
@@ -205,7 +233,7 @@ mod tests {
         }
         assert_eq!(f.max_write, 128 << 10);
         assert!(!f.parallel_direct_writes && !f.direct_odirect && !f.direct_writes);
-        assert!(f.direct_io && f.writeback_cache && !f.kernel_cache && !f.parallel_dirops);
+        assert!(f.direct_io && f.writeback_cache && !f.kernel_cache && !f.parallel_dirops && f.store_writes);
         assert_eq!(f.readdirplus, Readdirplus::Off);
         assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
         assert_eq!(f.negative_ttl, Duration::ZERO);

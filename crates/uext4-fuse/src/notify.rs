@@ -37,4 +37,11 @@ impl Notifier {
     pub fn inval_inode(&self, ino: INodeNo, offset: i64, len: i64) -> io::Result<()> {
         self.send(notify::INVAL_INODE, &[&encode::notify_inval_inode(ino.0, offset, len)])
     }
+
+    /// Puts `data` into the kernel's page cache of `ino` at `offset`
+    /// (FUSE_NOTIFY_STORE), as if a READ had returned it.
+    pub fn store(&self, ino: INodeNo, offset: u64, data: &[u8]) -> io::Result<()> {
+        let size = u32::try_from(data.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        self.send(notify::STORE, &[&encode::notify_store(ino.0, offset, size), data])
+    }
 }

@@ -8,7 +8,9 @@ use crate::conv::from_fuse;
 use crate::proto::types::{Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, Request};
 use crate::reply::{ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite};
 use log::debug;
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use uext4::fs::FallocMode;
 use uext4::FileType;
 
@@ -18,10 +20,99 @@ pub(super) const FH_DIRECT: u64 = 1;
 /// File handle bit: the open was counted with `Filesystem::open_inode`
 /// (read-write mounts), so release must call `close_inode`.
 pub(super) const FH_COUNTED: u64 = 2;
-/// File handle bits above these two: a counted open's id, the key of its
+/// File handle bit: the kernel caches this open's pages (no
+/// FOPEN_DIRECT_IO); counted in [`CachedOpens`] until release.
+const FH_CACHED: u64 = 4;
+/// File handle bits above these three: a counted open's id, the key of its
 /// writeback-error cursor (each open file description sees each
 /// writeback error of its file once from fsync, as on Linux).
-const FH_ID_SHIFT: u32 = 2;
+const FH_ID_SHIFT: u32 = 3;
+
+/// Stripes of [`CachedOpens::stripes`]: inodes share a stripe's write
+/// counters and pending store, which only costs a store now and then.
+const STORE_STRIPES: usize = 64;
+
+/// The opens through which the kernel caches a file's pages, by inode, and
+/// what keeps those pages current while another open writes (`store_writes`).
+///
+/// The kernel drops its cached pages of a range before it sends a write
+/// of an open it does not cache (FOPEN_DIRECT_IO, `direct_writes`) and
+/// again once the write is answered (Linux 6.18 fs/fuse/file.c,
+/// fuse_direct_io, "as in generic_file_direct_write"): readers of a file
+/// being written then miss on every page a writer touched, each miss a
+/// READ round trip. A store sent while serving the write is dropped by the
+/// second invalidation, so the range of each write is stored when the
+/// *next* write of the inode arrives: by then the kernel has finished the
+/// previous one (while a cached open exists, it sends the writes of a
+/// file one at a time, FUSE_I_CACHE_IO_MODE). The bytes stored are read
+/// back from the library. A store is skipped when any other write or any
+/// READ of the stripe began since the write ended: the kernel may hold
+/// pages of the range again, filled by that READ and perhaps dirtied
+/// since through a shared mapping, which a store would overwrite. If a
+/// write or READ begins while the store is on its way, the range is
+/// invalidated after it (the bytes stored may predate that write).
+/// What is left: a page a READ fills and a shared mapping dirties within
+/// those few microseconds would lose that store (`nostore_writes` rules
+/// it out).
+#[derive(Debug)]
+pub(super) struct CachedOpens {
+    opens: Mutex<HashMap<u32, u32>>,
+    stripes: Vec<Stripe>,
+}
+
+/// One stripe of [`CachedOpens`].
+#[derive(Debug, Default)]
+struct Stripe {
+    /// The last write to store.
+    pending: Mutex<Option<Pending>>,
+    /// Writes of the stripe's inodes begun and ended.
+    started: AtomicU64,
+    finished: AtomicU64,
+    /// READs of the stripe's inodes begun.
+    reads: AtomicU64,
+}
+
+/// A write whose range [`CachedOpens`] stores at the next write, with the
+/// stripe's counters when it ended.
+#[derive(Debug)]
+struct Pending {
+    ino: u32,
+    offset: u64,
+    len: usize,
+    started: u64,
+    reads: u64,
+}
+
+impl CachedOpens {
+    pub(super) fn new() -> CachedOpens {
+        CachedOpens {
+            opens: Mutex::new(HashMap::new()),
+            stripes: (0..STORE_STRIPES).map(|_| Stripe::default()).collect(),
+        }
+    }
+
+    fn stripe(&self, ino: u32) -> &Stripe {
+        &self.stripes[ino as usize % STORE_STRIPES]
+    }
+
+    fn opened(&self, ino: u32) {
+        *self.opens.lock().unwrap_or_else(|p| p.into_inner()).entry(ino).or_insert(0) += 1;
+    }
+
+    fn released(&self, ino: u32) {
+        let mut m = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ino);
+            }
+        }
+    }
+
+    fn any(&self, ino: u32) -> bool {
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&ino)
+    }
+}
 
 /// fallocate(2) mode bits.
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -84,6 +175,9 @@ impl Uext4Fuse {
             if f.parallel_direct_writes {
                 fopen |= FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
             }
+        } else if fh & FH_COUNTED != 0 {
+            fh |= FH_CACHED;
+            self.cached_opens.opened(ino);
         }
         let access = if writes { "" } else { " (read-only)" };
         debug!("open {ino}{access}: {fopen:?}");
@@ -151,6 +245,7 @@ impl Uext4Fuse {
             // kernel has cached are still served by it).
             return Err(Errno::EIO);
         }
+        self.cached_opens.stripe(ino).reads.fetch_add(1, Ordering::SeqCst);
         let r = if Self::is_direct(fh, flags) {
             self.fs.read_direct(ino, offset, buf)
         } else {
@@ -185,17 +280,74 @@ impl Uext4Fuse {
                 self.inval_attrs(ino);
             }
         }
+        let store = fh.0 & (FH_CACHED | FH_DIRECT) == 0 && self.features.store_writes && self.cached_opens.any(ino);
+        let stripe = self.cached_opens.stripe(ino);
+        if store {
+            self.store_pending(ino, stripe);
+        }
+        stripe.started.fetch_add(1, Ordering::SeqCst);
         let r = if Self::is_direct(fh, flags) {
             self.fs.write_direct(ino, offset, data)
         } else {
             self.fs.inodes().write(ino, offset, data)
         };
+        stripe.finished.fetch_add(1, Ordering::SeqCst);
         let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
+        if store {
+            let (started, reads) = (stripe.started.load(Ordering::SeqCst), stripe.reads.load(Ordering::SeqCst));
+            *stripe.pending.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Pending { ino, offset, len: n, started, reads });
+        }
         reply.written(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+
+    /// Puts the range of the stripe's last write, if it was to `ino`, as
+    /// the library now holds it, into the kernel's cached pages (see
+    /// [`CachedOpens`]). Only for buffered writes: O_DIRECT writers keep
+    /// the kernel's dropping of the range (their data is not in the
+    /// library's page cache, and reading it back would put it there).
+    fn store_pending(&self, ino: u32, stripe: &Stripe) {
+        let Some(n) = self.inval.get() else { return };
+        let Some(p) = stripe.pending.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let quiet = |s: &Stripe| {
+            s.started.load(Ordering::SeqCst) == p.started
+                && s.finished.load(Ordering::SeqCst) == p.started
+                && s.reads.load(Ordering::SeqCst) == p.reads
+        };
+        if p.ino != ino || !quiet(stripe) {
+            return;
+        }
+        let (offset, len) = (p.offset, p.len);
+        let mut buf = vec![0u8; len.min(self.features.max_write as usize)];
+        let got = match self.fs.inodes().read(ino, offset, &mut buf) {
+            Ok(got) => got,
+            Err(e) => {
+                debug!("store of inode {ino} at {offset}: reading back: {e}");
+                return;
+            }
+        };
+        if got == 0 {
+            return;
+        }
+        let node = INodeNo(u64::from(ino));
+        if let Err(e) = n.store(node, offset, &buf[..got]) {
+            debug!("store of inode {ino} at {offset}+{got}: {e}");
+        }
+        if !quiet(stripe) {
+            // A write or READ began meanwhile: what was stored may predate it.
+            if let Err(e) = n.inval_inode(node, i64::try_from(offset).unwrap_or(i64::MAX), got as i64) {
+                debug!("invalidating inode {ino} at {offset}+{got}: {e}");
+            }
+        }
     }
 
     pub(super) fn do_release(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
         let ino = tri!(reply, from_fuse(ino));
+        if fh.0 & FH_CACHED != 0 {
+            self.cached_opens.released(ino);
+        }
         if fh.0 & FH_COUNTED != 0 {
             self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
             // The last close of an unlinked file deletes it.

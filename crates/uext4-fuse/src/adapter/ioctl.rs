@@ -185,6 +185,9 @@ impl Uext4Fuse {
             return Err(Errno::EPERM);
         }
         self.fs.set_flags(ino, new).map_err(|e| self.fail("setflags", e))?;
+        // The ctime changed behind the kernel's back (it drops nothing
+        // after an ioctl), and attribute timeouts are long.
+        self.inval_attrs(ino);
         Ok(())
     }
 

@@ -85,6 +85,8 @@ pub struct Uext4Fuse {
     inval: Arc<std::sync::OnceLock<Notifier>>,
     /// With `transport=uring`: INIT asks for FUSE_OVER_IO_URING.
     pub(crate) want_uring: bool,
+    /// Opens the kernel caches, by inode (`store_writes`).
+    cached_opens: Arc<files::CachedOpens>,
 }
 
 impl Uext4Fuse {
@@ -102,6 +104,7 @@ impl Uext4Fuse {
             next_fh: Arc::new(AtomicU64::new(1)),
             inval: Arc::new(std::sync::OnceLock::new()),
             want_uring: false,
+            cached_opens: Arc::new(files::CachedOpens::new()),
         }
     }
 

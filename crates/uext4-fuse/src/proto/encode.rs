@@ -243,6 +243,16 @@ pub fn notify_inval_inode(ino: u64, off: i64, len: i64) -> [u8; 24] {
     b
 }
 
+/// `struct fuse_notify_store_out`: put `size` bytes (which follow it)
+/// into the kernel's cache of `ino` at `off`.
+pub fn notify_store(ino: u64, off: u64, size: u32) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    put(&mut b, 0, &ino.to_ne_bytes());
+    put(&mut b, 8, &off.to_ne_bytes());
+    put(&mut b, 16, &size.to_ne_bytes());
+    b
+}
+
 /// `struct fuse_notify_inval_entry_out` for a name of `namelen` bytes
 /// (the name and a NUL follow it).
 pub fn notify_inval_entry(parent: u64, namelen: u32) -> [u8; 16] {

@@ -88,6 +88,7 @@ fn small_structures() {
     assert_eq!(u32_at(&ioctl_out(-5), 0) as i32, -5);
     assert_eq!(u32_at(&notify_inval_entry(3, 4), 8), 4);
     assert_eq!(u64_at(&notify_inval_inode(1, -1, 0), 8) as i64, -1);
+    assert_eq!(u32_at(&notify_store(7, 4096, 512), 16), 512);
 }
 
 #[test]
