@@ -130,3 +130,41 @@ fn o_tmpfile_is_linked_or_vanishes() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("named") && text.contains(&data.len().to_string()), "{text}");
 }
+
+/// An O_TMPFILE in a set-group-ID directory with a default ACL is made
+/// as a create there would be (ext4_tmpfile: inode_init_owner and
+/// ext4_init_acl): the directory's group, and the default ACL inherited
+/// as the file's access ACL.
+#[test]
+fn o_tmpfile_inherits_group_and_default_acl() {
+    require_fuse!();
+    if !mount_support::have("setfacl") || !mount_support::have("getfacl") {
+        println!("SKIP: setfacl/getfacl (acl) are not installed");
+        return;
+    }
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    fx.mount("");
+    let d = fx.path("shared");
+    fs::create_dir(&d).expect("mkdir");
+    run(Command::new("chown").arg("0:4321").arg(&d));
+    run(Command::new("chmod").arg("2775").arg(&d));
+    run(Command::new("setfacl").args(["-d", "-m", "u:65534:rw"]).arg(&d));
+    let dir = cpath(&d);
+    // SAFETY: `dir` is NUL-terminated; open returns a descriptor or -1.
+    let fd = unsafe { libc::open(dir.as_ptr(), libc::O_TMPFILE | libc::O_RDWR, 0o666) };
+    assert!(fd >= 0, "O_TMPFILE: {}", std::io::Error::last_os_error());
+    let target = cpath(&fx.path("shared/named"));
+    // SAFETY: both paths are NUL-terminated; `fd` is open.
+    let r = unsafe { libc::linkat(fd, c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), libc::AT_EMPTY_PATH) };
+    assert_eq!(r, 0, "linkat: {}", std::io::Error::last_os_error());
+    // SAFETY: closes our descriptor once.
+    unsafe { libc::close(fd) };
+    let named = fx.path("shared/named");
+    let st = statx(&named);
+    assert_eq!(st.stx_gid, 4321, "the set-group-ID directory's group");
+    let out = run(Command::new("getfacl").arg("-cn").arg(&named));
+    let acl = String::from_utf8_lossy(&out.stdout);
+    assert!(acl.contains("user:65534:rw-"), "the default ACL was not inherited:\n{acl}");
+    fx.unmount();
+    fx.assert_clean();
+}

@@ -226,9 +226,9 @@ impl Uext4Fuse {
     /// `open(dir, O_TMPFILE)`: an inode without a name, on the orphan
     /// list and counted open once by the library ([`uext4::FsCore::tmpfile`]);
     /// the handle answered is that count, so the release deletes the file
-    /// unless `linkat` gave it a name meanwhile. Owner and group as for a
-    /// create (the caller's; the directory's group under set-group-ID),
-    /// the umask applied to the mode.
+    /// unless `linkat` gave it a name meanwhile. Owner, group, mode and
+    /// ACLs as for a create ([`uext4::FsCore::tmpfile_as`]: set-group-ID
+    /// directories, default ACLs, the umask unless a default ACL applies).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn do_tmpfile(
         &self,
@@ -241,10 +241,10 @@ impl Uext4Fuse {
     ) {
         tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
-        let dir = tri!(reply, self.stat("tmpfile", parent));
-        let gid = if dir.mode & 0o2000 != 0 { dir.gid } else { req.gid() };
-        let mode = (mode & !umask & 0o7777) as u16;
-        let st = tri!(reply, self.fs.tmpfile(parent, mode, req.uid(), gid).map_err(|e| self.fail("tmpfile", e)));
+        let mode = (mode & 0o7777) as u16;
+        let cred = if mode & 0o2000 != 0 { cred(req) } else { Cred::user(req.uid(), req.gid(), Vec::new()) };
+        let umask = (umask & 0o777) as u16;
+        let st = tri!(reply, self.fs.tmpfile_as(parent, mode, umask, &cred).map_err(|e| self.fail("tmpfile", e)));
         let (fh, fopen) = self.handle(st.ino, flags, true);
         let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);

@@ -81,18 +81,22 @@ impl FsCore {
     /// list); otherwise the last [`FsCore::close_inode`] deletes it, and
     /// so does the next open after a crash.
     pub fn tmpfile(&self, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.tmpfile_once(parent, mode, uid, gid))
+        self.retry_nospc(|| self.tmpfile_once(parent, mode, Owner::Exact { uid, gid }))
     }
 
-    fn tmpfile_once(&self, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Stat> {
+    pub(super) fn tmpfile_once(&self, parent: u32, mode: u16, owner: Owner<'_>) -> Result<Stat> {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[parent], &[]);
         let dir = self.load_dir(parent)?;
         Self::check_dir_addable(&dir)?;
-        let tx = self.begin(32)?;
-        let mut i = self.new_inode(&tx, parent, S_IFREG | (mode & 0o7777), uid, gid)?;
+        // ext4_tmpfile makes the inode as a create does: the directory's
+        // set-group-ID and default ACL apply (inode_init_owner, ext4_init_acl).
+        let init = self.init_owner(&dir, S_IFREG | (mode & 0o7777), owner)?;
+        let tx = self.begin(32 + init.credits())?;
+        let mut i = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
         i.links_count = 0;
-        if let Err(e) = self.orphan_add(&tx, &mut i) {
+        let added = init.store_acls(&tx, &mut i).and_then(|()| self.orphan_add(&tx, &mut i));
+        if let Err(e) = added {
             self.release_inode(&tx, &mut i)?;
             return Err(e);
         }

@@ -295,6 +295,13 @@ impl FsCore {
         self.mknod_as(parent, name, S_IFREG | (mode & 0o7777), (0, 0), umask, cred)
     }
 
+    /// Creates an unnamed regular file for `cred` (`open(dir, O_TMPFILE)`
+    /// on ext4: the rules of [`FsCore::create_as`], then as
+    /// [`FsCore::tmpfile`]).
+    pub fn tmpfile_as(&self, parent: u32, mode: u16, umask: u16, cred: &Cred) -> Result<Stat> {
+        self.retry_nospc(|| self.tmpfile_once(parent, mode, Owner::Caller { cred, umask }))
+    }
+
     /// Creates a node for `cred` (see [`FsCore::create_as`]).
     pub fn mknod_as(
         &self,
