@@ -76,6 +76,8 @@ pub struct MountOpts {
     /// `[no]lazytime`: pending access times wait up to 24 hours (else the
     /// commit interval) unless the inode changes or is synced first.
     pub lazytime: bool,
+    /// `[no]diratime`: whether directory listings update access times.
+    pub nodiratime: bool,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -141,6 +143,8 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("relatime" | "strictatime", None) => o.atime = key.parse()?,
             ("lazytime", None) => o.lazytime = true,
             ("nolazytime", None) => o.lazytime = false,
+            ("nodiratime", None) => o.nodiratime = true,
+            ("diratime", None) => o.nodiratime = false,
             (k, v) if o.kernel.set(k, v)? => {}
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
@@ -164,7 +168,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
              cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, \
-             relatime|strictatime|noatime, [no]lazytime, {})",
+             relatime|strictatime|noatime, [no]lazytime, [no]diratime, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
             uext4_fuse::FEATURE_OPTIONS
@@ -370,14 +374,33 @@ fn block_stop_signals() -> libc::sigset_t {
     }
 }
 
+/// How long a mount waits for the lock of an image that no mount shows:
+/// a daemon whose unmount returned is still writing the image back.
+const UNMOUNT_WAIT: Duration = Duration::from_secs(30);
+
 /// Takes the image's lock: exclusive for a read-write mount, shared for
 /// a read-only one. Held until the process exits.
+///
+/// `umount` of a FUSE mount returns once the kernel has let go, before
+/// the daemon has committed and closed the image (the kernel sends no
+/// DESTROY it would wait for), so `umount; mount` of the same image, as
+/// scripts and fstests do, finds the lock still held. While the image is
+/// not the source of a mount, the previous daemon is finishing: wait for
+/// it (up to [`UNMOUNT_WAIT`]); a mounted image fails at once.
 fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
     let f = File::open(image).map_err(|e| CliError::Msg(format!("{}: {e}", image.display())))?;
     let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    let deadline = std::time::Instant::now() + UNMOUNT_WAIT;
     // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
+    while unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK)
+            && std::time::Instant::now() < deadline
+            && !is_mount_source(image)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
         return Err(CliError::Msg(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             format!("{}: the image is in use by another uext4 process (already mounted?)", image.display())
         } else {
@@ -385,6 +408,41 @@ fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
         }));
     }
     Ok(f)
+}
+
+/// `image` (as given or canonical) is the source of a mount in
+/// /proc/self/mounts (a uext4 mount's default fsname is the image path).
+fn is_mount_source(image: &Path) -> bool {
+    let Ok(mounts) = std::fs::read("/proc/self/mounts") else {
+        return false;
+    };
+    let canonical = image.canonicalize().ok();
+    let names: Vec<&[u8]> =
+        [Some(image), canonical.as_deref()].into_iter().flatten().map(|p| p.as_os_str().as_bytes()).collect();
+    mounts.split(|&b| b == b'\n').any(|line| {
+        let source = line.split(|&b| b == b' ').next().unwrap_or_default();
+        names.contains(&unescape_mount_field(source).as_slice())
+    })
+}
+
+/// Undoes the octal escapes (`\040` for a space) of a /proc/mounts field.
+fn unescape_mount_field(f: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(f.len());
+    let mut i = 0;
+    while i < f.len() {
+        let oct = f.get(i + 1..i + 4).filter(|d| f[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(f[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Test-only: when `UEXT4_TEST_FAULT_TRIGGER` names a path, the image is
@@ -428,6 +486,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         data: opts.data,
         atime: opts.atime,
         lazytime: opts.lazytime,
+        nodiratime: opts.nodiratime,
         ..MountOptions::default()
     };
     if let Some(c) = opts.commit {

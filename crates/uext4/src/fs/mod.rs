@@ -192,6 +192,7 @@ impl Filesystem {
             errs,
         )?;
         rw.data.atimes = atime::Atimes::new(opts.atime, opts.lazytime, opts.commit_interval);
+        rw.data.atimes.nodiratime = opts.nodiratime;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw) };

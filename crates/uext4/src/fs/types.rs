@@ -31,6 +31,9 @@ pub struct MountOptions {
     /// hours; without it, also at the next periodic commit. Either way a
     /// read never starts a journal handle (see `fs/atime.rs`).
     pub lazytime: bool,
+    /// `nodiratime`: directory listings never update access times (file
+    /// reads follow [`MountOptions::atime`]).
+    pub nodiratime: bool,
 }
 
 /// When reads of file data and directory listings update the access
@@ -132,6 +135,7 @@ impl Default for MountOptions {
             mmp_wait: None,
             atime: AtimeMode::default(),
             lazytime: false,
+            nodiratime: false,
         }
     }
 }
