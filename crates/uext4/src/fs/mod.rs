@@ -28,6 +28,7 @@ use std::sync::{Arc, OnceLock};
 
 mod atime;
 mod buffered;
+mod caller;
 mod copy_range;
 mod data_path;
 mod direct;
@@ -58,6 +59,7 @@ mod writeback;
 pub mod xattr_ops;
 
 pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
+pub use caller::{sys_resource, SysResourceScope};
 pub use shutdown::ShutdownMode;
 pub use types::{AtimeMode, MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
