@@ -156,6 +156,14 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
                     "atime" => o.atime = uext4::AtimeMode::Relatime,
                     _ => {}
                 }
+                // As mount(8): of `suid` and `nosuid` (and the other
+                // pairs) the last one given wins.
+                let opposite = match k {
+                    "sync" => "async".to_string(),
+                    "async" => "sync".to_string(),
+                    _ => k.strip_prefix("no").map_or_else(|| format!("no{k}"), str::to_string),
+                };
+                o.kernel_flags.retain(|f| *f != opposite && f != k);
                 o.kernel_flags.push(k.to_string())
             }
             (k, None) if IGNORED.contains(&k) => {}
@@ -675,6 +683,16 @@ mod tests {
         assert!(!parse("noauto_da_alloc").unwrap().data.auto_da_alloc);
         assert_eq!(parse("commit=0").unwrap().commit, None);
         assert_eq!(parse("defaults,x-systemd.automount,nofail,,dev,suid").unwrap().kernel_flags.len(), 2);
+        // The last of a pair wins, as with mount(8) (`-o suid -o nosuid`).
+        let o = parse_options(&["suid,dev,sync".into(), "nosuid,async,dev".into()]).unwrap();
+        assert_eq!(o.kernel_flags, ["nosuid", "async", "dev"]);
+        assert!(parse("nodiratime").unwrap().nodiratime && !parse("nodiratime,diratime").unwrap().nodiratime);
+    }
+
+    #[test]
+    fn mount_sources_unescape() {
+        assert_eq!(unescape_mount_field(br"/tmp/a\040b\134c"), b"/tmp/a b\\c");
+        assert_eq!(unescape_mount_field(br"/x\04"), br"/x\04");
     }
 
     #[test]
