@@ -184,6 +184,9 @@ impl Uext4Fuse {
             return Err(Errno::EPERM);
         }
         self.fs.set_flags(ino, new).map_err(|e| self.fail("setflags", e))?;
+        // The new ctime (and a project change before it): the kernel
+        // keeps the attributes it had cached across the ioctl.
+        self.inval_attrs(ino);
         Ok(())
     }
 
