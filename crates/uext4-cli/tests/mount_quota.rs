@@ -96,7 +96,9 @@ fn fuse_root_passes_quota_limits_and_uses_the_reserve() {
         }
     }
     let fx = Fixture::with_mkfs_args("32M", &[]);
-    run(Command::new("mkfs.ext4").args(["-q", "-F", "-m", "5", "-O", "quota", "-E", "quotatype=usrquota"]).arg(&fx.img));
+    run(Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-m", "5", "-O", "quota", "-E", "quotatype=usrquota"])
+        .arg(&fx.img));
     {
         let mut fs = uext4::Filesystem::open_rw(&fx.img).unwrap();
         let limits = QuotaLimits { space_hard: 64 << 10, ..Default::default() };

@@ -58,8 +58,8 @@ mod write;
 mod writeback;
 pub mod xattr_ops;
 
-pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use caller::{sys_resource, SysResourceScope};
+pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use shutdown::ShutdownMode;
 pub use types::{AtimeMode, MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
