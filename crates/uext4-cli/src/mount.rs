@@ -78,6 +78,11 @@ pub struct MountOpts {
     pub lazytime: bool,
     /// `[no]diratime`: whether directory listings update access times.
     pub nodiratime: bool,
+    /// What opening the image noticed (a journal replayed, orphans
+    /// finished) goes to the daemon's log, not to the caller's stderr:
+    /// as mount(8)'s helper, where the kernel's ext4 would tell the
+    /// kernel log and print nothing (scripts compare mount's output).
+    pub notices_to_log: bool,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -236,6 +241,10 @@ fn one_line(s: &str) -> String {
 /// `uext4 mount`.
 pub fn run(image: &Path, mountpoint: &Path, options: &[String], foreground: bool) -> CliResult {
     let opts = parse_options(options).map_err(CliError::Msg)?;
+    run_parsed(image, mountpoint, opts, foreground)
+}
+
+fn run_parsed(image: &Path, mountpoint: &Path, opts: MountOpts, foreground: bool) -> CliResult {
     let image = image.canonicalize().map_err(|e| CliError::Msg(format!("{}: {e}", image.display())))?;
     if image.is_dir() {
         return Err(CliError::Msg(format!("{}: is a directory, not an image", image.display())));
@@ -514,7 +523,11 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         }
     };
     for n in fs.notices() {
-        notify.warn(&format!("{name}: {n}"));
+        if opts.notices_to_log {
+            log::warn!("{name}: {n}");
+        } else {
+            notify.warn(&format!("{name}: {n}"));
+        }
     }
     let cfg = MountConfig {
         read_only: opts.read_only,
@@ -636,7 +649,12 @@ pub fn helper_main(is_subcommand: impl Fn(&str) -> bool) -> Option<ExitCode> {
         Some(rest) => PathBuf::from(std::ffi::OsStr::from_bytes(rest)),
         None => PathBuf::from(source),
     };
-    Some(match run(&source, Path::new(target), &options, false) {
+    let mut opts = match parse_options(&options) {
+        Ok(o) => o,
+        Err(m) => return Some(helper_fail(&m)),
+    };
+    opts.notices_to_log = true;
+    Some(match run_parsed(&source, Path::new(target), opts, false) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Msg(m)) => helper_fail(&m),
         Err(CliError::BrokenPipe) => ExitCode::FAILURE,
