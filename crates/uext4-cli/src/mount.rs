@@ -78,6 +78,8 @@ pub struct MountOpts {
     pub lazytime: bool,
     /// `[no]diratime`: whether directory listings update access times.
     pub nodiratime: bool,
+    /// `norecovery`/`noload`: with `ro`, the journal is not replayed.
+    pub norecovery: bool,
     /// What opening the image noticed (a journal replayed, orphans
     /// finished) goes to the daemon's log, not to the caller's stderr:
     /// as mount(8)'s helper, where the kernel's ext4 would tell the
@@ -148,6 +150,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("relatime" | "strictatime", None) => o.atime = key.parse()?,
             ("lazytime", None) => o.lazytime = true,
             ("nolazytime", None) => o.lazytime = false,
+            ("norecovery" | "noload", None) => o.norecovery = true,
             ("nodiratime", None) => o.nodiratime = true,
             ("diratime", None) => o.nodiratime = false,
             (k, v) if o.kernel.set(k, v)? => {}
@@ -181,7 +184,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
              cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, \
-             relatime|strictatime|noatime, [no]lazytime, [no]diratime, {})",
+             relatime|strictatime|noatime, [no]lazytime, [no]diratime, norecovery, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
             uext4_fuse::FEATURE_OPTIONS
@@ -504,6 +507,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         atime: opts.atime,
         lazytime: opts.lazytime,
         nodiratime: opts.nodiratime,
+        norecovery: opts.norecovery,
         ..MountOptions::default()
     };
     if let Some(c) = opts.commit {
@@ -704,6 +708,7 @@ mod tests {
         // The last of a pair wins, as with mount(8) (`-o suid -o nosuid`).
         let o = parse_options(&["suid,dev,sync".into(), "nosuid,async,dev".into()]).unwrap();
         assert_eq!(o.kernel_flags, ["nosuid", "async", "dev"]);
+        assert!(parse("ro,noload").unwrap().norecovery);
         assert!(parse("nodiratime").unwrap().nodiratime && !parse("nodiratime,diratime").unwrap().nodiratime);
     }
 

@@ -6,7 +6,7 @@
 //! as its layers (RENAME_WHITEOUT, whiteouts checked with debugfs);
 //! `fstrim -v` shrinking the sparse image; `xfs_io -c shutdown` (EIO
 //! after, the journal recovered by the next mount, which says so, but
-//! not as mount(8)'s helper).
+//! not as mount(8)'s helper; left alone by `ro,norecovery`).
 //!
 //! Needs root and /dev/fuse (prints `SKIP: <reason>` otherwise) and the
 //! e2fsprogs tools; overlayfs, fstrim and xfs_io parts skip without them.
@@ -322,6 +322,19 @@ fn shutdown_through_the_mount_refuses_writes_and_leaves_the_journal() {
     }
     fx.unmount();
     assert!(fx.dumpe2fs().contains("needs_recovery"), "the journal was not left for recovery");
+    // `ro,norecovery` (fstests generic/537) leaves the journal alone;
+    // a read-write open may not skip it.
+    let mount_cmd = |opts: &str| {
+        let mut c = std::process::Command::new(mount_support::BIN);
+        c.arg("mount").arg(&fx.img).arg(&fx.mnt).args(["-o", opts]);
+        c
+    };
+    let out = mount_support::run(&mut mount_cmd("ro,norecovery"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not replayed"), "{out:?}");
+    fx.unmount();
+    assert!(fx.dumpe2fs().contains("needs_recovery"), "norecovery replayed the journal");
+    let out = mount_cmd("rw,norecovery").output().expect("uext4 mount");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("norecovery"), "{out:?}");
     // The next open recovers, and `uext4 mount` says so; what was
     // written before is there.
     let out = mount_support::run(

@@ -34,6 +34,11 @@ pub struct MountOptions {
     /// `nodiratime`: directory listings never update access times (file
     /// reads follow [`MountOptions::atime`]).
     pub nodiratime: bool,
+    /// `norecovery` (`noload`): a read-only open does not replay a
+    /// journal that needs recovery (the image shows what its blocks hold,
+    /// without the last committed changes); a read-write open of such an
+    /// image is refused, as ext4 refuses it.
+    pub norecovery: bool,
 }
 
 /// When reads of file data and directory listings update the access
@@ -136,6 +141,7 @@ impl Default for MountOptions {
             atime: AtimeMode::default(),
             lazytime: false,
             nodiratime: false,
+            norecovery: false,
         }
     }
 }
