@@ -80,11 +80,14 @@ pub struct MountOpts {
     pub nodiratime: bool,
     /// `norecovery`/`noload`: with `ro`, the journal is not replayed.
     pub norecovery: bool,
-    /// What opening the image noticed (a journal replayed, orphans
-    /// finished) goes to the daemon's log, not to the caller's stderr:
-    /// as mount(8)'s helper, where the kernel's ext4 would tell the
-    /// kernel log and print nothing (scripts compare mount's output).
-    pub notices_to_log: bool,
+    /// Run as mount(8)'s helper, which behaves as mount(8) does with
+    /// the kernel's ext4: what opening the image noticed (a journal
+    /// replayed, orphans finished) goes to the daemon's log, not to the
+    /// caller's stderr (the kernel tells only its log; scripts compare
+    /// mount's output), and an image that is mounted already is mounted
+    /// again at the new place (a bind mount of the first: one
+    /// filesystem, as a block device mounted twice shares its superblock).
+    pub as_helper: bool,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -259,6 +262,11 @@ fn run_parsed(image: &Path, mountpoint: &Path, opts: MountOpts, foreground: bool
     if !Path::new("/dev/fuse").exists() {
         return Err(CliError::msg("/dev/fuse does not exist (load the fuse module: modprobe fuse)"));
     }
+    if opts.as_helper {
+        if let Some(first) = mounted_at(&image) {
+            return bind_again(&first, &mnt, opts.read_only);
+        }
+    }
     let foreground = foreground || opts.debug;
     let level = if opts.debug {
         uext4_fuse::LevelFilter::Debug
@@ -430,19 +438,71 @@ fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
     Ok(f)
 }
 
-/// `image` (as given or canonical) is the source of a mount in
-/// /proc/self/mounts (a uext4 mount's default fsname is the image path).
-fn is_mount_source(image: &Path) -> bool {
+/// The mounts in /proc/self/mounts whose source is `image` (as given or
+/// canonical; a uext4 mount's default fsname is the image path): their
+/// mount points and types.
+fn mounts_of(image: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let Ok(mounts) = std::fs::read("/proc/self/mounts") else {
-        return false;
+        return Vec::new();
     };
     let canonical = image.canonicalize().ok();
     let names: Vec<&[u8]> =
         [Some(image), canonical.as_deref()].into_iter().flatten().map(|p| p.as_os_str().as_bytes()).collect();
-    mounts.split(|&b| b == b'\n').any(|line| {
-        let source = line.split(|&b| b == b' ').next().unwrap_or_default();
-        names.contains(&unescape_mount_field(source).as_slice())
-    })
+    let mut found = Vec::new();
+    for line in mounts.split(|&b| b == b'\n') {
+        let mut fields = line.split(|&b| b == b' ');
+        let (Some(source), Some(target), Some(ty)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        if names.contains(&unescape_mount_field(source).as_slice()) {
+            let target = PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mount_field(target)));
+            found.push((target, ty.to_vec()));
+        }
+    }
+    found
+}
+
+/// `image` is the source of a mount.
+fn is_mount_source(image: &Path) -> bool {
+    !mounts_of(image).is_empty()
+}
+
+/// Where `image` is mounted by uext4, if it is.
+fn mounted_at(image: &Path) -> Option<PathBuf> {
+    mounts_of(image).into_iter().find(|(_, ty)| ty == b"fuse.uext4").map(|(t, _)| t)
+}
+
+/// Mounts the filesystem mounted at `first` at `mnt` too (a bind mount;
+/// read-only if asked).
+fn bind_again(first: &Path, mnt: &Path, read_only: bool) -> CliResult {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| CliError::Msg(format!("{}: NUL in path", p.display())))
+    };
+    let (src, dst) = (c(first)?, c(mnt)?);
+    let fail = |what: &str| {
+        CliError::Msg(format!(
+            "mount {} on {} ({what}): {}",
+            first.display(),
+            mnt.display(),
+            std::io::Error::last_os_error()
+        ))
+    };
+    // SAFETY: both are valid NUL-terminated paths; no type or data.
+    if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+        return Err(fail("bind"));
+    }
+    if read_only {
+        let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
+        // SAFETY: as above; a remount of the bind mount just made.
+        if unsafe { libc::mount(std::ptr::null(), dst.as_ptr(), std::ptr::null(), flags, std::ptr::null()) } != 0 {
+            let e = fail("read-only");
+            // SAFETY: unmounts what this function mounted.
+            unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// Undoes the octal escapes (`\040` for a space) of a /proc/mounts field.
@@ -527,7 +587,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         }
     };
     for n in fs.notices() {
-        if opts.notices_to_log {
+        if opts.as_helper {
             log::warn!("{name}: {n}");
         } else {
             notify.warn(&format!("{name}: {n}"));
@@ -657,7 +717,7 @@ pub fn helper_main(is_subcommand: impl Fn(&str) -> bool) -> Option<ExitCode> {
         Ok(o) => o,
         Err(m) => return Some(helper_fail(&m)),
     };
-    opts.notices_to_log = true;
+    opts.as_helper = true;
     Some(match run_parsed(&source, Path::new(target), opts, false) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Msg(m)) => helper_fail(&m),
