@@ -27,7 +27,7 @@ impl FsCore {
     /// Changes attributes; a size change truncates or extends the file.
     /// As on ext4, a chmod updates the access ACL's owner, group-or-mask
     /// and other entries, and a chown without a mode clears the set-id
-    /// bits of a regular file (see [`setid`](super::setid); the bits a
+    /// bits of a regular file (see [`setid`]; the bits a
     /// truncate by an unprivileged caller removes are
     /// [`FsCore::remove_privs`]'s).
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
