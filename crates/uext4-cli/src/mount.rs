@@ -76,6 +76,18 @@ pub struct MountOpts {
     /// `[no]lazytime`: pending access times wait up to 24 hours (else the
     /// commit interval) unless the inode changes or is synced first.
     pub lazytime: bool,
+    /// `[no]diratime`: whether directory listings update access times.
+    pub nodiratime: bool,
+    /// `norecovery`/`noload`: with `ro`, the journal is not replayed.
+    pub norecovery: bool,
+    /// Run as mount(8)'s helper, which behaves as mount(8) does with
+    /// the kernel's ext4: what opening the image noticed (a journal
+    /// replayed, orphans finished) goes to the daemon's log, not to the
+    /// caller's stderr (the kernel tells only its log; scripts compare
+    /// mount's output), and an image that is mounted already is mounted
+    /// again at the new place (a bind mount of the first: one
+    /// filesystem, as a block device mounted twice shares its superblock).
+    pub as_helper: bool,
 }
 
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
@@ -141,6 +153,9 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             ("relatime" | "strictatime", None) => o.atime = key.parse()?,
             ("lazytime", None) => o.lazytime = true,
             ("nolazytime", None) => o.lazytime = false,
+            ("norecovery" | "noload", None) => o.norecovery = true,
+            ("nodiratime", None) => o.nodiratime = true,
+            ("diratime", None) => o.nodiratime = false,
             (k, v) if o.kernel.set(k, v)? => {}
             // mount.fuse3 may add the subtype; it is always uext4.
             ("subtype", Some(_)) => {}
@@ -152,6 +167,14 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
                     "atime" => o.atime = uext4::AtimeMode::Relatime,
                     _ => {}
                 }
+                // As mount(8): of `suid` and `nosuid` (and the other
+                // pairs) the last one given wins.
+                let opposite = match k {
+                    "sync" => "async".to_string(),
+                    "async" => "sync".to_string(),
+                    _ => k.strip_prefix("no").map_or_else(|| format!("no{k}"), str::to_string),
+                };
+                o.kernel_flags.retain(|f| *f != opposite && f != k);
                 o.kernel_flags.push(k.to_string())
             }
             (k, None) if IGNORED.contains(&k) => {}
@@ -164,7 +187,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
              cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, \
-             relatime|strictatime|noatime, [no]lazytime, {})",
+             relatime|strictatime|noatime, [no]lazytime, [no]diratime, norecovery, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
             uext4_fuse::FEATURE_OPTIONS
@@ -224,6 +247,10 @@ fn one_line(s: &str) -> String {
 /// `uext4 mount`.
 pub fn run(image: &Path, mountpoint: &Path, options: &[String], foreground: bool) -> CliResult {
     let opts = parse_options(options).map_err(CliError::Msg)?;
+    run_parsed(image, mountpoint, opts, foreground)
+}
+
+fn run_parsed(image: &Path, mountpoint: &Path, opts: MountOpts, foreground: bool) -> CliResult {
     let image = image.canonicalize().map_err(|e| CliError::Msg(format!("{}: {e}", image.display())))?;
     if image.is_dir() {
         return Err(CliError::Msg(format!("{}: is a directory, not an image", image.display())));
@@ -234,6 +261,11 @@ pub fn run(image: &Path, mountpoint: &Path, options: &[String], foreground: bool
     }
     if !Path::new("/dev/fuse").exists() {
         return Err(CliError::msg("/dev/fuse does not exist (load the fuse module: modprobe fuse)"));
+    }
+    if opts.as_helper {
+        if let Some(first) = mounted_at(&image) {
+            return bind_again(&first, &mnt, opts.read_only);
+        }
     }
     let foreground = foreground || opts.debug;
     let level = if opts.debug {
@@ -370,14 +402,33 @@ fn block_stop_signals() -> libc::sigset_t {
     }
 }
 
+/// How long a mount waits for the lock of an image that no mount shows:
+/// a daemon whose unmount returned is still writing the image back.
+const UNMOUNT_WAIT: Duration = Duration::from_secs(30);
+
 /// Takes the image's lock: exclusive for a read-write mount, shared for
 /// a read-only one. Held until the process exits.
+///
+/// `umount` of a FUSE mount returns once the kernel has let go, before
+/// the daemon has committed and closed the image (the kernel sends no
+/// DESTROY it would wait for), so `umount; mount` of the same image, as
+/// scripts and fstests do, finds the lock still held. While the image is
+/// not the source of a mount, the previous daemon is finishing: wait for
+/// it (up to [`UNMOUNT_WAIT`]); a mounted image fails at once.
 fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
     let f = File::open(image).map_err(|e| CliError::Msg(format!("{}: {e}", image.display())))?;
     let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    let deadline = std::time::Instant::now() + UNMOUNT_WAIT;
     // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
+    while unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
         let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK)
+            && std::time::Instant::now() < deadline
+            && !is_mount_source(image)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
         return Err(CliError::Msg(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             format!("{}: the image is in use by another uext4 process (already mounted?)", image.display())
         } else {
@@ -385,6 +436,93 @@ fn lock_image(image: &Path, exclusive: bool) -> CliResult<File> {
         }));
     }
     Ok(f)
+}
+
+/// The mounts in /proc/self/mounts whose source is `image` (as given or
+/// canonical; a uext4 mount's default fsname is the image path): their
+/// mount points and types.
+fn mounts_of(image: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let Ok(mounts) = std::fs::read("/proc/self/mounts") else {
+        return Vec::new();
+    };
+    let canonical = image.canonicalize().ok();
+    let names: Vec<&[u8]> =
+        [Some(image), canonical.as_deref()].into_iter().flatten().map(|p| p.as_os_str().as_bytes()).collect();
+    let mut found = Vec::new();
+    for line in mounts.split(|&b| b == b'\n') {
+        let mut fields = line.split(|&b| b == b' ');
+        let (Some(source), Some(target), Some(ty)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        if names.contains(&unescape_mount_field(source).as_slice()) {
+            let target = PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mount_field(target)));
+            found.push((target, ty.to_vec()));
+        }
+    }
+    found
+}
+
+/// `image` is the source of a mount.
+fn is_mount_source(image: &Path) -> bool {
+    !mounts_of(image).is_empty()
+}
+
+/// Where `image` is mounted by uext4, if it is.
+fn mounted_at(image: &Path) -> Option<PathBuf> {
+    mounts_of(image).into_iter().find(|(_, ty)| ty == b"fuse.uext4").map(|(t, _)| t)
+}
+
+/// Mounts the filesystem mounted at `first` at `mnt` too (a bind mount;
+/// read-only if asked).
+fn bind_again(first: &Path, mnt: &Path, read_only: bool) -> CliResult {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| CliError::Msg(format!("{}: NUL in path", p.display())))
+    };
+    let (src, dst) = (c(first)?, c(mnt)?);
+    let fail = |what: &str| {
+        CliError::Msg(format!(
+            "mount {} on {} ({what}): {}",
+            first.display(),
+            mnt.display(),
+            std::io::Error::last_os_error()
+        ))
+    };
+    // SAFETY: both are valid NUL-terminated paths; no type or data.
+    if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+        return Err(fail("bind"));
+    }
+    if read_only {
+        let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
+        // SAFETY: as above; a remount of the bind mount just made.
+        if unsafe { libc::mount(std::ptr::null(), dst.as_ptr(), std::ptr::null(), flags, std::ptr::null()) } != 0 {
+            let e = fail("read-only");
+            // SAFETY: unmounts what this function mounted.
+            unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Undoes the octal escapes (`\040` for a space) of a /proc/mounts field.
+fn unescape_mount_field(f: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(f.len());
+    let mut i = 0;
+    while i < f.len() {
+        let oct = f.get(i + 1..i + 4).filter(|d| f[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(f[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Test-only: when `UEXT4_TEST_FAULT_TRIGGER` names a path, the image is
@@ -428,6 +566,8 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         data: opts.data,
         atime: opts.atime,
         lazytime: opts.lazytime,
+        nodiratime: opts.nodiratime,
+        norecovery: opts.norecovery,
         ..MountOptions::default()
     };
     if let Some(c) = opts.commit {
@@ -447,7 +587,11 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         }
     };
     for n in fs.notices() {
-        notify.warn(&format!("{name}: {n}"));
+        if opts.as_helper {
+            log::warn!("{name}: {n}");
+        } else {
+            notify.warn(&format!("{name}: {n}"));
+        }
     }
     let cfg = MountConfig {
         read_only: opts.read_only,
@@ -569,7 +713,12 @@ pub fn helper_main(is_subcommand: impl Fn(&str) -> bool) -> Option<ExitCode> {
         Some(rest) => PathBuf::from(std::ffi::OsStr::from_bytes(rest)),
         None => PathBuf::from(source),
     };
-    Some(match run(&source, Path::new(target), &options, false) {
+    let mut opts = match parse_options(&options) {
+        Ok(o) => o,
+        Err(m) => return Some(helper_fail(&m)),
+    };
+    opts.as_helper = true;
+    Some(match run_parsed(&source, Path::new(target), opts, false) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Msg(m)) => helper_fail(&m),
         Err(CliError::BrokenPipe) => ExitCode::FAILURE,
@@ -616,6 +765,17 @@ mod tests {
         assert!(!parse("noauto_da_alloc").unwrap().data.auto_da_alloc);
         assert_eq!(parse("commit=0").unwrap().commit, None);
         assert_eq!(parse("defaults,x-systemd.automount,nofail,,dev,suid").unwrap().kernel_flags.len(), 2);
+        // The last of a pair wins, as with mount(8) (`-o suid -o nosuid`).
+        let o = parse_options(&["suid,dev,sync".into(), "nosuid,async,dev".into()]).unwrap();
+        assert_eq!(o.kernel_flags, ["nosuid", "async", "dev"]);
+        assert!(parse("ro,noload").unwrap().norecovery);
+        assert!(parse("nodiratime").unwrap().nodiratime && !parse("nodiratime,diratime").unwrap().nodiratime);
+    }
+
+    #[test]
+    fn mount_sources_unescape() {
+        assert_eq!(unescape_mount_field(br"/tmp/a\040b\134c"), b"/tmp/a b\\c");
+        assert_eq!(unescape_mount_field(br"/x\04"), br"/x\04");
     }
 
     #[test]

@@ -681,7 +681,16 @@ fn fuse_signals_helper_and_errors() {
     assert!(as_nobody(&format!("echo hi > {m}/shared/mine")));
     let st = fs::metadata(fx.path("shared/mine")).expect("stat");
     assert_eq!((st.uid(), st.gid()), (65534, 65534));
+    // The helper mounting a mounted image again: the same filesystem at
+    // a second place (fstests generic/732), as with a block device.
+    let second = fx.dir.path().join("second");
+    fs::create_dir(&second).expect("mkdir second");
+    run(Command::new(&helper).arg(&fx.img).arg(&second).args(["-o", "rw", "-t", "fuse.uext4"]));
+    fs::rename(second.join("shared/mine"), second.join("moved")).expect("rename at the second place");
+    assert_eq!(fs::read(fx.path("moved")).expect("read"), b"hi\n");
     unmount_retrying(tool("umount").arg(&fx.mnt));
+    assert_eq!(fs::read(second.join("moved")).expect("read after the first unmount"), b"hi\n");
+    unmount_retrying(tool("umount").arg(&second));
     wait_image_free(&fx.img);
     fx.assert_clean();
 }

@@ -3,8 +3,10 @@
 //! one does not; listings update a directory's), noatime, strictatime
 //! (every open's reads), the times kept across a remount; then
 //! seekdir(3) to positions telldir(3) never returned (fstests
-//! generic/676: the listing goes on, it does not end). Every image ends
-//! `e2fsck -fn` clean.
+//! generic/676: the listing goes on, it does not end); `nodiratime`
+//! (fstests generic/003) and a mount right after `umount` returned (the
+//! new daemon waits for the old one to let the image go). Every image
+//! ends `e2fsck -fn` clean.
 //!
 //! Needs root and /dev/fuse (prints `SKIP: <reason>` otherwise).
 
@@ -77,6 +79,37 @@ fn atime_modes_through_the_mount() {
     f.mount("ro");
     assert_eq!(atime(&file), last, "the pending atime was written at unmount");
     f.unmount();
+}
+
+/// `nodiratime`: listings leave a directory's atime, file reads still
+/// update theirs. Each mount follows a plain `umount` at once, as
+/// fstests' cycle_mount does: `umount` returns before the daemon has
+/// written the image back, and the next `uext4 mount` waits for it
+/// instead of failing with "in use".
+#[test]
+fn nodiratime_and_mount_right_after_umount() {
+    require_fuse!();
+    let f = Fixture::with_mkfs_args("32M", &[]);
+    f.mount("rw");
+    fs::create_dir(f.path("d")).unwrap();
+    fs::write(f.path("d/x"), b"x").unwrap();
+    let quick_umount = || mount_support::run(mount_support::tool("umount").arg(&f.mnt));
+    quick_umount();
+    f.mount("strictatime,nodiratime");
+    let (d0, x0) = (atime(&f.path("d")), atime(&f.path("d/x")));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(fs::read_dir(f.path("d")).unwrap().count(), 1);
+    assert_eq!(fs::read(f.path("d/x")).unwrap(), b"x");
+    assert_eq!(atime(&f.path("d")), d0, "nodiratime: a listing leaves the directory's atime");
+    assert!(atime(&f.path("d/x")) > x0, "nodiratime: file reads still update");
+    quick_umount();
+    f.mount("strictatime");
+    assert_eq!(atime(&f.path("d")), d0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(fs::read_dir(f.path("d")).unwrap().count(), 1);
+    assert!(atime(&f.path("d")) > d0, "diratime again: the listing updates");
+    f.unmount();
+    f.assert_clean();
 }
 
 /// One entry from `dir`, or None at the end.

@@ -15,6 +15,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -123,8 +124,16 @@ fn inode_flags_through_the_mount() {
     assert!(sh_ok(&format!("touch {}", f.display())), "touch (times to now) is allowed");
     assert!(!sh_ok(&format!("touch -d 2001-01-01 {}", f.display())), "touch -d");
 
-    // Stored flags; the extent flag stays.
+    // Stored flags; the extent flag stays. The new ctime shows at once
+    // (fstests generic/277), not after the attribute timeout.
+    let ctime = |p: &Path| {
+        let m = fs::metadata(p).unwrap();
+        (m.ctime(), m.ctime_nsec())
+    };
+    let c0 = ctime(&f);
+    std::thread::sleep(std::time::Duration::from_millis(20));
     assert!(chattr("+AdS", &f, false));
+    assert!(ctime(&f) > c0, "chattr updates the ctime the mount shows");
     assert!(!chattr("-e", &f, false), "chattr -e");
     assert_eq!(lsattr(&f), "--S--adA------e-------");
 

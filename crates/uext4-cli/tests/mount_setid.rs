@@ -1,7 +1,8 @@
 //! Set-id rules and POSIX ACLs through `uext4 mount`, run by ordinary
 //! users (`setpriv --reuid 65534 --regid 65534 --clear-groups`, and the
 //! same user in supplementary group 4242): writes, truncates (also by
-//! open(O_TRUNC)), fallocate and chown clearing set-user-ID and set-group-ID, a
+//! open(O_TRUNC)), fallocate and chown (also by a caller outside the
+//! file's group, and chown(f, -1, -1)) clearing set-user-ID and set-group-ID, a
 //! set-group-ID directory's group and bit inherited, set-group-ID stripped
 //! from a file made by a non-member, a named-user deny entry refused
 //! (EACCES) and a named-group allow entry honoured, default ACLs inherited
@@ -54,6 +55,17 @@ const EXPECT: &[&str] = &[
     "default:user:65534:rwx",
     "mask::r--",
     "k/a 775 65534 0",
+    // chown: set-group-ID without group-execute goes when the caller is
+    // not in the file's group; chown(f, -1, -1) clears as any chown;
+    // chmod g+s by a non-member; truncate by the owner; directories keep.
+    "c/a 745 65534 4242",
+    "c/b 745 65534 0",
+    "c/r 2745 0 0",
+    "c/s 755 0 0",
+    "c/d 755 65534 0",
+    "c/e 777 65534 0",
+    "c/g 745 65534 0",
+    "c/dir 6777 0 0",
 ];
 
 /// Runs the script on `dir` and returns what it printed.

@@ -156,7 +156,9 @@ impl<'a> Tx<'a> {
     /// atomically with the reservations (see [`DelallocSpace::claim`]).
     pub fn alloc_blocks(&self, req: &AllocRequest) -> Result<Allocation> {
         let mut req = *req;
-        let root = if self.use_reserved { 0 } else { self.vol.sb.r_blocks_count };
+        // Writeback allocates blocks reserved when the data was written,
+        // root's reserve included if the writer could use it.
+        let root = if self.use_reserved || self.writeback { 0 } else { self.vol.sb.r_blocks_count };
         let acct = self.delalloc.filter(|_| !self.writeback);
         let pool = writeback_reserve(&self.vol.sb);
         let committed = acct.map_or(0, |a| {

@@ -4,7 +4,8 @@
 //! the umask, default ACL -> access ACL, default ACL and mode),
 //! `remove_privs` (a write or truncate by an unprivileged caller), chown
 //! and chmod through `setattr` (set-id bits cleared, the ACL mask
-//! following the mode), and the plain methods left exact. Every image ends
+//! following the mode) and `setattr_as` (what a caller's chown, truncate
+//! or chmod clears), and the plain methods left exact. Every image ends
 //! `e2fsck -fn` clean; as root, the kernel mounts it and `getfacl` must
 //! read the inherited ACLs back as the library wrote them.
 
@@ -129,6 +130,54 @@ fn writes_truncates_and_chown_remove_setid() {
     assert_eq!(mode(&fs, c3), 0o4755);
     fs.setattr(dir, SetAttr { uid: Some(1), ..Default::default() }).expect("chown");
     assert_eq!(mode(&fs, dir), 0o2777);
+    finish(fs, &img);
+}
+
+/// `setattr_as`: the caller decides what a chown, a truncate or a chmod
+/// clears, as notify_change and setattr_prepare do on ext4.
+#[test]
+fn chown_truncate_and_chmod_by_a_caller() {
+    let Some((_d, img, fs)) = fresh() else { return };
+    let root = fs.root();
+    let mk = |name: &[u8], m: u16, gid: u32| {
+        let ino = fs.create(root, name, 0o644, 65534, gid).expect("create").ino;
+        fs.setattr(ino, SetAttr { mode: Some(m), ..Default::default() }).expect("chmod");
+        ino
+    };
+    let n = nobody();
+    let member = Cred::user(65534, 65534, vec![4242]);
+    // Set-group-ID without group-execute: a chgrp by a caller outside
+    // the file's (old) group clears it, root's or a member's keeps it.
+    let a = mk(b"a", 0o2745, 0);
+    fs.setattr_as(a, SetAttr { gid: Some(4242), ..Default::default() }, &member).expect("chgrp");
+    assert_eq!(mode(&fs, a), 0o745);
+    let b = mk(b"b", 0o2745, 4242);
+    fs.setattr_as(b, SetAttr { uid: Some(65534), ..Default::default() }, &member).expect("chown");
+    assert_eq!(mode(&fs, b), 0o2745);
+    let c = mk(b"c", 0o6745, 0);
+    fs.setattr_as(c, SetAttr { uid: Some(65534), ..Default::default() }, &Cred::root()).expect("chown");
+    assert_eq!(mode(&fs, c), 0o2745, "root: set-user-ID goes, set-group-ID without g+x stays");
+    // chown(f, -1, -1) by the owner: the current owner as the new one.
+    let d = mk(b"d", 0o6745, 0);
+    fs.setattr_as(d, SetAttr { uid: Some(65534), ..Default::default() }, &n).expect("chown");
+    assert_eq!(mode(&fs, d), 0o745);
+    // Truncate: what a write removes, nothing with CAP_FSETID.
+    let e = mk(b"e", 0o6777, 0);
+    fs.setattr_as(e, SetAttr { size: Some(1), ..Default::default() }, &n).expect("truncate");
+    assert_eq!((mode(&fs, e), fs.stat(e).expect("stat").size), (0o777, 1));
+    let f = mk(b"f", 0o6777, 0);
+    fs.setattr_as(f, SetAttr { size: Some(0), ..Default::default() }, &Cred::root()).expect("truncate");
+    assert_eq!(mode(&fs, f), 0o6777);
+    // chmod g+s by a caller outside the group: the bit is not set.
+    let g = mk(b"g", 0o755, 0);
+    fs.setattr_as(g, SetAttr { mode: Some(0o2755), ..Default::default() }, &n).expect("chmod");
+    assert_eq!(mode(&fs, g), 0o755);
+    fs.setattr_as(g, SetAttr { mode: Some(0o2755), gid: Some(4242), ..Default::default() }, &member).expect("chmod");
+    assert_eq!(mode(&fs, g), 0o2755);
+    // Directories keep their bits on chown.
+    let dir = fs.mkdir(root, b"dir", 0o6777, 65534, 0).expect("mkdir").ino;
+    fs.setattr_as(dir, SetAttr { uid: Some(65534), ..Default::default() }, &n).expect("chown");
+    assert_eq!(mode(&fs, dir), 0o6777);
     finish(fs, &img);
 }
 

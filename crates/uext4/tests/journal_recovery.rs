@@ -590,6 +590,15 @@ fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
     drop(fs_o);
     assert_eq!(file_hash(&img), orig_hash, "{}: the read-only open modified the image", v.name);
     assert!(needs_recovery_flag(&img));
+    // (d) norecovery: read-only without the replay; read-write refused.
+    let norec = |write| uext4::MountOptions { write, norecovery: true, ..Default::default() };
+    let fs_n = Filesystem::open_with(&img, norec(false)).unwrap();
+    assert!(fs_n.superblock().needs_recovery(), "{}: norecovery replayed", v.name);
+    assert!(fs_n.notices().iter().any(|n| n.contains("not replayed")), "{}: {:?}", v.name, fs_n.notices());
+    drop(fs_n);
+    let e = Filesystem::open_with(&img, norec(true)).map(drop).expect_err("read-write norecovery");
+    assert_eq!(e.errno(), libc::EROFS, "{}: {e}", v.name);
+    assert_eq!(file_hash(&img), orig_hash, "{}: a norecovery open modified the image", v.name);
     eprintln!("{}: {} paths, {:.1}s", v.name, tree_a.len(), t0.elapsed().as_secs_f64());
     Ok(true)
 }

@@ -366,6 +366,17 @@ fn hard_limits_give_edquot_at_the_limit_and_not_before() {
         assert!(matches!(e, Error::QuotaExceeded(_)), "buffered past the limit: {e}");
         fs.fsync(b).unwrap();
         assert_eq!(fs.quota(QuotaType::User, 1002).unwrap().unwrap().curspace, 40 << 10);
+        {
+            // A caller with CAP_SYS_RESOURCE (the FUSE daemon's root
+            // requests) passes the limits; the scope ends with the block.
+            let _cap = uext4::fs::sys_resource(true);
+            FsCore::write(&fs, b, 10 * 4096, &[7u8; 4096]).unwrap();
+            fs.write_direct(f, 64 << 10, &[2u8; 4096]).unwrap();
+        }
+        fs.fsync(b).unwrap();
+        assert_eq!(fs.quota(QuotaType::User, 1002).unwrap().unwrap().curspace, 44 << 10);
+        let e = FsCore::write(&fs, b, 11 * 4096, &[7u8; 4096]).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)), "after the scope: {e}");
         // Freeing makes room again.
         fs.setattr(f, SetAttr { size: Some(32 << 10), ..Default::default() }).unwrap();
         fs.write_direct(f, 32 << 10, &[5u8; 32 << 10]).unwrap();

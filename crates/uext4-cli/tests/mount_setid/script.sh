@@ -46,4 +46,15 @@ $N sh -c 'echo z > dacl/f' 2>/dev/null && echo "nobody write dacl/f: allowed" ||
 mkdir k && chmod 777 k && touch k/a && chown 65534:0 k/a && chmod 2775 k/a
 $N setfacl -m u:1:r k/a
 show k/a
+mkdir c && chmod 777 c
+for f in a b d e g; do touch c/$f; chown 65534:0 c/$f; done
+chmod 2745 c/a && $G chgrp 4242 c/a
+chmod 6745 c/b && $N perl -e 'chown(-1, -1, "c/b") or die "$!"'
+touch c/r c/s && chmod 6745 c/r && chmod 6755 c/s
+perl -e 'chown(-1, -1, "c/r", "c/s") or die "$!"'
+chmod 755 c/d && $N chmod 2755 c/d
+chmod 6777 c/e && $N truncate -s 1 c/e
+chmod 2745 c/g && $G perl -e 'chown(65534, -1, "c/g") or die "$!"'
+mkdir c/dir && chmod 6777 c/dir && perl -e 'chown(-1, -1, "c/dir") or die "$!"'
+show c/a c/b c/r c/s c/d c/e c/g c/dir
 touch plain && chmod 644 plain && show plain

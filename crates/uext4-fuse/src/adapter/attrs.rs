@@ -70,15 +70,7 @@ impl Uext4Fuse {
                 return;
             }
         }
-        if size.is_some() && tri!(reply, self.stat("setattr", ino)).mode & 0o6000 != 0 {
-            // FUSE_HANDLE_KILLPRIV_V2: a truncate by a caller without
-            // CAP_FSETID removes the set-id bits (fuser does not pass the
-            // kernel's FATTR_KILL_SUIDGID: the caller's capabilities are
-            // read instead, which is what the kernel looked at; only for
-            // a file that has such bits, /proc is not free).
-            tri!(reply, self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail("setattr", e)));
-        }
-        let change = SetAttr {
+        let mut change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
             gid,
@@ -86,7 +78,28 @@ impl Uext4Fuse {
             atime: atime.map(time),
             mtime: mtime.map(time),
         };
-        let st = tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", e)));
+        // FUSE_HANDLE_KILLPRIV_V2 leaves the set-id bits a chown or a
+        // truncate removes to us, and which ones depends on the caller
+        // (setattr_as; fuser does not pass FATTR_KILL_SUIDGID: the
+        // caller's credentials say what the kernel looked at). A SETATTR
+        // with nothing to set is what the kernel sends for
+        // chown(f, -1, -1), which on ext4 clears them as any chown does.
+        // Only for a file that has such bits: reading /proc is not free.
+        let empty = change == SetAttr::default();
+        let setid = if uid.is_some() || gid.is_some() || size.is_some() || empty {
+            Some(tri!(reply, self.stat("setattr", ino))).filter(|cur| cur.mode & 0o6000 != 0)
+        } else {
+            None
+        };
+        let st = if let Some(cur) = setid {
+            if empty {
+                change.uid = Some(cur.uid);
+            }
+            let cred = super::entries::cred(req);
+            tri!(reply, self.fs.setattr_as(ino, change, &cred).map_err(|e| self.fail("setattr", e)))
+        } else {
+            tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", e)))
+        };
         reply.attr(&self.features.attr_ttl, &attr(&st));
     }
 

@@ -185,8 +185,8 @@ impl Uext4Fuse {
             return Err(Errno::EPERM);
         }
         self.fs.set_flags(ino, new).map_err(|e| self.fail("setflags", e))?;
-        // The ctime changed behind the kernel's back (it drops nothing
-        // after an ioctl), and attribute timeouts are long.
+        // The new ctime (and a project change before it): the kernel
+        // keeps the attributes it had cached across the ioctl.
         self.inval_attrs(ino);
         Ok(())
     }

@@ -44,6 +44,14 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use uext4::{Error, Filesystem, Stat};
 
+/// Root's requests may allocate the blocks reserved for root and pass
+/// quota limits, as CAP_SYS_RESOURCE lets a process do on ext4 (FUSE
+/// passes no capabilities: uid 0 stands for it). Held by the requests
+/// that allocate blocks or inodes, for as long as they run.
+fn sys_resource(req: &Request) -> uext4::fs::SysResourceScope {
+    uext4::fs::sys_resource(req.uid() == 0)
+}
+
 /// Replies with the error and returns from the method on `Err`.
 macro_rules! tri {
     ($reply:ident, $e:expr) => {
@@ -244,6 +252,7 @@ impl FuseFilesystem for Uext4Fuse {
         _kill_suidgid: bool,
         reply: ReplyAttr,
     ) {
+        let _cap = sys_resource(req);
         self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply);
     }
 
@@ -252,10 +261,12 @@ impl FuseFilesystem for Uext4Fuse {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        let _cap = sys_resource(req);
         self.do_mknod(req, parent, name, mode, umask, rdev, reply);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let _cap = sys_resource(req);
         self.do_mkdir(req, parent, name, mode, umask, reply);
     }
 
@@ -268,6 +279,7 @@ impl FuseFilesystem for Uext4Fuse {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let _cap = sys_resource(req);
         self.do_symlink(req, parent, link_name, target, reply);
     }
 
@@ -281,10 +293,12 @@ impl FuseFilesystem for Uext4Fuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _cap = sys_resource(req);
         self.do_rename(req, parent, name, newparent, newname, flags, reply);
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let _cap = sys_resource(req);
         self.do_link(ino, newparent, newname, reply);
     }
 
@@ -319,6 +333,9 @@ impl FuseFilesystem for Uext4Fuse {
         reply: ReplyWrite,
     ) {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        // The kernel's writeback of its page cache (writeback_cache)
+        // comes as uid 0 whoever wrote: no privilege for it.
+        let _cap = uext4::fs::sys_resource(req.uid() == 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
         self.do_write(req, ino, fh, offset, data, flags, kill, reply);
     }
 
@@ -379,6 +396,7 @@ impl FuseFilesystem for Uext4Fuse {
         position: u32,
         reply: ReplyEmpty,
     ) {
+        let _cap = sys_resource(req);
         self.do_setxattr(req, ino, name, value, flags, position, reply);
     }
 
@@ -408,6 +426,7 @@ impl FuseFilesystem for Uext4Fuse {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _cap = sys_resource(req);
         self.do_create(req, parent, name, mode, umask, flags, reply);
     }
 
@@ -426,6 +445,7 @@ impl FuseFilesystem for Uext4Fuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _cap = sys_resource(req);
         tri!(reply, self.kill_privs(req, ino, "fallocate"));
         self.do_fallocate(ino, offset, length, mode, reply);
     }
@@ -439,7 +459,7 @@ impl FuseFilesystem for Uext4Fuse {
     /// pages of the destination around the request.
     fn copy_file_range(
         &self,
-        _req: &Request,
+        req: &Request,
         ino_in: INodeNo,
         _fh_in: FileHandle,
         offset_in: u64,
@@ -450,6 +470,7 @@ impl FuseFilesystem for Uext4Fuse {
         _flags: u64,
         reply: ReplyWrite,
     ) {
+        let _cap = sys_resource(req);
         self.do_copy_file_range(ino_in, offset_in, ino_out, offset_out, len, reply);
     }
 
@@ -467,6 +488,7 @@ impl FuseFilesystem for Uext4Fuse {
         out_size: u32,
         reply: ReplyIoctl,
     ) {
+        let _cap = sys_resource(req);
         self.do_ioctl(req, ino, cmd, in_data, out_size, reply);
     }
 

@@ -29,7 +29,7 @@ use super::types::AtimeMode;
 use super::FsCore;
 use crate::data::FileIo;
 use crate::error::Result;
-use crate::format::inode::Inode;
+use crate::format::inode::{Inode, S_IFDIR, S_IFMT};
 use crate::format::timestamp::Timestamp;
 use crate::fs::namespace::flags::FL_NOATIME;
 use parking_lot::Mutex;
@@ -48,6 +48,8 @@ const LAZYTIME_AGE: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug)]
 pub(crate) struct Atimes {
     mode: AtimeMode,
+    /// `nodiratime`: directories keep their access times.
+    pub(crate) nodiratime: bool,
     /// How long a pending atime waits for the background write-out.
     max_age: Duration,
     /// Inode number -> when its atime became pending.
@@ -65,7 +67,7 @@ impl Atimes {
     /// that pending atimes wait without `lazytime`.
     pub(crate) fn new(mode: AtimeMode, lazytime: bool, commit_interval: Duration) -> Atimes {
         let max_age = if lazytime { LAZYTIME_AGE } else { commit_interval };
-        Atimes { mode, max_age, pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        Atimes { mode, nodiratime: false, max_age, pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
     }
 
     fn note(&self, ino: u32) {
@@ -117,7 +119,7 @@ impl FsCore {
     pub(super) fn note_access(&self, st: &FileIo, i: &Inode) {
         let Some(rw) = self.live() else { return };
         let a = &rw.data.atimes;
-        if a.mode == AtimeMode::Noatime || i.flags & FL_NOATIME != 0 {
+        if a.mode == AtimeMode::Noatime || i.flags & FL_NOATIME != 0 || (a.nodiratime && i.mode & S_IFMT == S_IFDIR) {
             return;
         }
         let atime = st.data.atime.get().unwrap_or(i.atime);

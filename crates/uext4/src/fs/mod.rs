@@ -28,6 +28,7 @@ use std::sync::{Arc, OnceLock};
 
 mod atime;
 mod buffered;
+mod caller;
 mod copy_range;
 mod data_path;
 mod direct;
@@ -57,6 +58,7 @@ mod write;
 mod writeback;
 pub mod xattr_ops;
 
+pub use caller::{sys_resource, SysResourceScope};
 pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use shutdown::ShutdownMode;
 pub use types::{AtimeMode, MountOptions, Stat, StatFs};
@@ -122,8 +124,9 @@ impl Filesystem {
     /// Refuses unknown INCOMPAT features (naming them). Unknown RO_COMPAT
     /// features are reported in [`FsCore::notices`]. A journal that
     /// needs recovery is replayed into an in-memory overlay (the device is
-    /// never written) and the notices say so; if the replay fails, the
-    /// filesystem is opened un-replayed (as `-o ro,noload`) with a notice.
+    /// never written) and the notices say so; if the replay fails, or
+    /// with [`MountOptions::norecovery`], the filesystem is opened
+    /// un-replayed (as `-o ro,noload`) with a notice.
     pub fn open_device(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
         if opts.write {
             return Filesystem::open_device_rw(dev, opts);
@@ -134,7 +137,13 @@ impl Filesystem {
         if !ro.is_empty() {
             notices.push(format!("read-only compatible feature(s) {} not supported for writing", ro.join(", ")));
         }
-        if vol.sb.needs_recovery() {
+        if vol.sb.needs_recovery() && opts.norecovery {
+            notices.push(
+                "the journal needs recovery; not replayed (norecovery): the most recent committed \
+                          changes may be missing"
+                    .into(),
+            );
+        } else if vol.sb.needs_recovery() {
             let replayed = crate::journal::replay_in_memory_replaying(dev, &mut fc_replay::replay)
                 .and_then(|(ov, r)| Ok((Volume::open(ov, opts.cache_blocks)?, r)));
             match replayed {
@@ -167,6 +176,11 @@ impl Filesystem {
         // Before anything is written (journal recovery included), as the
         // kernel's ext4_fill_super does.
         let mmp = mmp::claim(&dev, &probe.sb, opts.mmp_wait)?;
+        if probe.sb.needs_recovery() && opts.norecovery {
+            return Err(Error::ReadOnly(
+                "the journal needs recovery and norecovery was given: only a read-only open may skip it".into(),
+            ));
+        }
         if probe.sb.needs_recovery() {
             drop(probe);
             let r = crate::journal::recover_replaying(dev.clone(), &mut fc_replay::replay)?;
@@ -192,6 +206,7 @@ impl Filesystem {
             errs,
         )?;
         rw.data.atimes = atime::Atimes::new(opts.atime, opts.lazytime, opts.commit_interval);
+        rw.data.atimes.nodiratime = opts.nodiratime;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
         let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw) };

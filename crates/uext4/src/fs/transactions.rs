@@ -147,9 +147,11 @@ impl Transactions {
         }
     }
 
-    /// Operations may allocate the blocks reserved for root.
+    /// Operations may allocate the blocks reserved for root and pass
+    /// quota limits: all of them (`use_reserved`), or this thread's
+    /// while it holds a [`super::SysResourceScope`].
     pub(crate) fn use_reserved(&self) -> bool {
-        self.use_reserved
+        self.use_reserved || super::caller::has_sys_resource()
     }
 
     /// Starts a handle for about `credits` metadata blocks, with its place

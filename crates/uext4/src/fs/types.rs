@@ -31,6 +31,14 @@ pub struct MountOptions {
     /// hours; without it, also at the next periodic commit. Either way a
     /// read never starts a journal handle (see `fs/atime.rs`).
     pub lazytime: bool,
+    /// `nodiratime`: directory listings never update access times (file
+    /// reads follow [`MountOptions::atime`]).
+    pub nodiratime: bool,
+    /// `norecovery` (`noload`): a read-only open does not replay a
+    /// journal that needs recovery (the image shows what its blocks hold,
+    /// without the last committed changes); a read-write open of such an
+    /// image is refused, as ext4 refuses it.
+    pub norecovery: bool,
 }
 
 /// When reads of file data and directory listings update the access
@@ -132,6 +140,8 @@ impl Default for MountOptions {
             mmp_wait: None,
             atime: AtimeMode::default(),
             lazytime: false,
+            nodiratime: false,
+            norecovery: false,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! setattr: mode, owner, size (truncate or extend) and times.
 
+use super::setid::{self, Cred, S_ISGID};
 use super::{flags, ftype};
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Timestamp, FL_EXTENTS, S_IFMT};
@@ -26,10 +27,32 @@ impl FsCore {
     /// Changes attributes; a size change truncates or extends the file.
     /// As on ext4, a chmod updates the access ACL's owner, group-or-mask
     /// and other entries, and a chown without a mode clears the set-id
-    /// bits of a regular file (see [`setid`](super::setid); the bits a
+    /// bits of a regular file (see [`setid`]; the bits a
     /// truncate by an unprivileged caller removes are
     /// [`FsCore::remove_privs`]'s).
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
+        self.setattr_by(ino, attr, None)
+    }
+
+    /// [`FsCore::setattr`] for `cred`, with the rules of the kernel's
+    /// `notify_change` and `setattr_prepare` that depend on the caller
+    /// (see [`setid::chown_kill`] and [`setid::kill_for`]):
+    /// - a change of owner or group of a non-directory clears
+    ///   set-user-ID, and set-group-ID when group-execute is set or the
+    ///   caller is neither in the file's group nor has CAP_FSETID
+    ///   (`chown(f, -1, -1)` is `uid: Some` of the current owner);
+    /// - a truncate by a caller without CAP_FSETID removes the bits a
+    ///   write would ([`FsCore::remove_privs`]);
+    /// - a mode change by a caller neither in the (new) group nor with
+    ///   CAP_FSETID cannot set set-group-ID.
+    ///
+    /// Permission to make the change (owner or capability) is the
+    /// caller's to check, as the kernel does before asking ext4.
+    pub fn setattr_as(&self, ino: u32, attr: SetAttr, cred: &Cred) -> Result<Stat> {
+        self.setattr_by(ino, attr, Some(cred))
+    }
+
+    fn setattr_by(&self, ino: u32, attr: SetAttr, caller: Option<&Cred>) -> Result<Stat> {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         if let Some(size) = attr.size {
@@ -86,15 +109,31 @@ impl FsCore {
             }
             i.size = size;
         }
+        // The caller's group after the change, for the checks below.
+        let new_gid = attr.gid.unwrap_or(i.gid);
+        if let Some(c) = caller.filter(|_| attr.size.is_some()) {
+            // do_truncate: file_remove_privs' bits, unless CAP_FSETID.
+            i.mode &= !setid::kill_for(i.mode, i.gid, c);
+        }
         if let Some(m) = attr.mode {
-            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+            let mut m = m & 0o7777;
+            if caller.is_some_and(|c| !c.in_group_or_capable(new_gid)) {
+                // setattr_prepare: no set-group-ID from a non-member.
+                m &= !S_ISGID;
+            }
+            i.mode = (i.mode & S_IFMT) | m;
             // posix_acl_chmod: an access ACL follows the new bits.
             self.chmod_acl(&tx, &mut i)?;
         } else if attr.uid.is_some() || attr.gid.is_some() {
             // chown_common: a change of owner or group removes the set-id
-            // bits of a non-directory (set-group-ID only with group-execute;
-            // root's chown too), unless the same call sets the mode.
-            i.mode &= !super::setid::privs_to_kill(i.mode);
+            // bits of a non-directory, unless the same call sets the mode.
+            let kill = match caller {
+                Some(c) => setid::chown_kill(i.mode, i.gid, new_gid, c),
+                // No caller: root's rules (set-group-ID only with
+                // group-execute).
+                None => setid::privs_to_kill(i.mode),
+            };
+            i.mode &= !kill;
         }
         if let Some(u) = attr.uid {
             i.uid = u;

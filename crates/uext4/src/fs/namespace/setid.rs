@@ -4,9 +4,11 @@
 //!
 //! They live in the engine, not in a front end, so that every user of the
 //! library gets them: the rules that depend on who asks take a [`Cred`]
-//! (the `*_as` creation methods, [`FsCore::remove_privs`]); the ones that
-//! do not (chown clearing the set-id bits, chmod updating an access ACL)
-//! are part of [`FsCore::setattr`]. The plain creation methods
+//! (the `*_as` creation methods, [`FsCore::setattr_as`] for chown,
+//! chmod and truncate, [`FsCore::remove_privs`] for writes); the ones
+//! that do not (chmod updating an access ACL) are part of
+//! [`FsCore::setattr`] too, which without a caller clears on chown what
+//! the kernel clears for root. The plain creation methods
 //! ([`FsCore::create`] and the others taking `uid, gid`) stay exact: they
 //! make the inode with the given owner and mode, as a restore tool wants.
 
@@ -60,7 +62,7 @@ impl Cred {
     }
 
     /// in_group_or_capable with CAP_FSETID.
-    fn in_group_or_capable(&self, gid: u32) -> bool {
+    pub(crate) fn in_group_or_capable(&self, gid: u32) -> bool {
         self.cap_fsetid || self.in_group(gid)
     }
 }
@@ -91,6 +93,28 @@ pub fn kill_for(mode: u16, gid: u32, cred: &Cred) -> u16 {
     let mut kill = privs_to_kill(mode);
     if mode & S_ISGID != 0 && !cred.in_group(gid) {
         kill |= S_ISGID;
+    }
+    kill
+}
+
+/// The set-id bits a change of owner or group (chown, also with both
+/// ids -1) by `cred` removes from a file of `mode` in group `gid`, going
+/// to group `new_gid` (notify_change with ATTR_KILL_SUID|ATTR_KILL_SGID,
+/// then setattr_prepare): set-user-ID always, even root's; set-group-ID
+/// with group-execute, or when the caller is neither in the file's group
+/// nor has CAP_FSETID (setattr_should_drop_sgid) — or, once a bit goes,
+/// not in the new group. Only non-directories; the others lose nothing.
+pub fn chown_kill(mode: u16, gid: u32, new_gid: u32, cred: &Cred) -> u16 {
+    if mode & S_IFMT == S_IFDIR {
+        return 0;
+    }
+    let mut kill = mode & S_ISUID;
+    if mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group_or_capable(gid)) {
+        kill |= S_ISGID;
+    }
+    if kill != 0 && !cred.in_group_or_capable(new_gid) {
+        // The mode is now part of the change: setattr_prepare's rule.
+        kill |= mode & S_ISGID;
     }
     kill
 }
