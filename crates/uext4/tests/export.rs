@@ -218,3 +218,55 @@ fn shutdown_refuses_changes_and_leaves_the_journal() {
         fsck_clean(&img);
     }
 }
+
+/// Hundreds of orphans on the `s_last_orphan` chain (no orphan file),
+/// taken off in an order unlike the chain's (FIFO, LIFO and linked ones
+/// from the middle), then a crash with some still on it: the chain stays
+/// whole (each removal relinks the right predecessor) and the next open
+/// deletes exactly the ones left.
+#[test]
+fn many_chained_orphans_leave_in_any_order() {
+    let Some((_d, img)) = mkfs(16, &["-O", "^orphan_file", "-N", "2048"]) else { return };
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = fs.statfs().free_inodes;
+    let data = pattern(3, 3000);
+    let inos: Vec<u32> = (0..600)
+        .map(|_| {
+            let t = fs.tmpfile(ROOT, 0o600, 0, 0).unwrap();
+            fs.inodes().write(t.ino, 0, &data).unwrap();
+            t.ino
+        })
+        .collect();
+    let mut named = 0;
+    for (k, &ino) in inos.iter().enumerate().filter(|(k, _)| k % 7 == 3) {
+        fs.link(ino, ROOT, format!("n{k}").as_bytes()).unwrap();
+        named += 1;
+    }
+    // Oldest first (the chain's tail) for the even ones, newest first
+    // for the odd ones; the last 50 stay open through the crash.
+    let (close, keep) = inos.split_at(550);
+    for &ino in close.iter().step_by(2) {
+        fs.close_inode(ino).unwrap();
+    }
+    for &ino in close.iter().skip(1).step_by(2).rev() {
+        fs.close_inode(ino).unwrap();
+    }
+    let open_named = keep.iter().enumerate().filter(|(k, _)| (k + 550) % 7 == 3).count() as u64;
+    assert_eq!(
+        fs.statfs().free_inodes,
+        free0 - named - (keep.len() as u64 - open_named),
+        "closed tmpfiles deleted, named ones and open ones kept"
+    );
+    fs.shutdown_now(uext4::fs::ShutdownMode::LogFlush).unwrap();
+    drop(fs);
+    let fs = Filesystem::open_rw(&img).unwrap();
+    assert_eq!(fs.statfs().free_inodes, free0 - named, "the open unnamed ones were deleted at the open");
+    for (k, _) in inos.iter().enumerate().filter(|(k, _)| k % 7 == 3) {
+        let ino = fs.lookup(ROOT, format!("n{k}").as_bytes()).unwrap();
+        let mut back = vec![0; data.len()];
+        assert_eq!(fs.inodes().read(ino, 0, &mut back).unwrap(), data.len());
+        assert_eq!(back, data);
+    }
+    drop(fs);
+    fsck_clean(&img);
+}

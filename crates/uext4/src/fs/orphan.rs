@@ -119,7 +119,9 @@ impl FsCore {
         }
         i.dtime = last_orphan(tx)?;
         tx.write_inode_dtime(i)?;
-        set_last_orphan(tx, i.ino)
+        set_last_orphan(tx, i.ino)?;
+        o.chained(i.ino, i.dtime);
+        Ok(())
     }
 
     /// Writes orphan `i`, keeping the orphan-list link its slot holds
@@ -192,6 +194,14 @@ impl FsCore {
             return Ok(());
         }
         let next = crate::inode::read_inode(&self.vol, ino)?.dtime;
+        // Chained by this mount: its predecessor is known (one update,
+        // however long the chain: thousands of open O_TMPFILE or unlinked
+        // files would otherwise make every last close walk them all).
+        match o.unchained(ino, next) {
+            Some(0) => return set_last_orphan(tx, next),
+            Some(prev) => return tx.set_inode_dtime(prev, next),
+            None => {}
+        }
         let mut cur = last_orphan(tx)?;
         if cur == ino {
             return set_last_orphan(tx, next);

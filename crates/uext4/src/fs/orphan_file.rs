@@ -37,6 +37,13 @@ pub(crate) struct OrphanSlots {
     file: Option<OrphanFile>,
     /// The slot (block * per_block + index) of each orphan in the file.
     slot_of: HashMap<u32, usize>,
+    /// The predecessor of each orphan this mount put on the
+    /// `s_last_orphan` chain (0: the superblock points at it), so that
+    /// taking one off costs one link update, not a walk of the chain
+    /// (the kernel keeps its in-memory `s_orphan` list for the same
+    /// reason). Orphans chained before the mount are not in it: their
+    /// removal walks the chain.
+    chain_prev: HashMap<u32, u32>,
 }
 
 fn bad(ino: u32, kind: CorruptKind) -> Error {
@@ -86,7 +93,30 @@ impl OrphanSlots {
             free.push(per_block - of::entries(buf.data()).count());
             blocks.push(p);
         }
-        Ok(OrphanSlots { file: Some(OrphanFile { blocks, free, seed, per_block }), slot_of: HashMap::new() })
+        Ok(OrphanSlots {
+            file: Some(OrphanFile { blocks, free, seed, per_block }),
+            slot_of: HashMap::new(),
+            chain_prev: HashMap::new(),
+        })
+    }
+
+    /// Notes that `ino` became the chain's head in front of `old_head`.
+    pub(crate) fn chained(&mut self, ino: u32, old_head: u32) {
+        self.chain_prev.insert(ino, 0);
+        if let Some(p) = self.chain_prev.get_mut(&old_head) {
+            *p = ino;
+        }
+    }
+
+    /// Forgets chain member `ino`, whose link pointed at `next`: returns
+    /// its predecessor (0: the superblock) if this mount chained it, and
+    /// hands that predecessor to `next`.
+    pub(crate) fn unchained(&mut self, ino: u32, next: u32) -> Option<u32> {
+        let prev = self.chain_prev.remove(&ino)?;
+        if let Some(p) = self.chain_prev.get_mut(&next) {
+            *p = prev;
+        }
+        Some(prev)
     }
 
     /// True when no slot of the orphan file is taken.
