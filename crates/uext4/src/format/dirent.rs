@@ -90,7 +90,13 @@ pub fn walk_leaf<'a>(b: &'a [u8], filetype: bool, block: u64, mut f: impl FnMut(
                 end: (rec_len - DIRENT_HEADER).min(NAME_MAX) as u64 + 1,
             }));
         }
-        f(RawDirent { inode, rec_len, name: &b[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len], file_type, offset: off });
+        f(RawDirent {
+            inode,
+            rec_len,
+            name: &b[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len],
+            file_type,
+            offset: off,
+        });
         off += rec_len;
     }
     Ok(())
