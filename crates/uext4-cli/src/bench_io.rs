@@ -9,6 +9,11 @@
 //!   files, one per thread; `write` (sequential) and `randwrite` phases.
 //! - W4 (seed 003): 2 KiB direct sequential overwrites of one shared file
 //!   by every thread (unaligned on 4 KiB blocks).
+//! - W5 (seed 004): small-file creation, as `bench/fio-compare.sh` does it
+//!   through the mount: each thread creates 4 KiB files round robin in 16
+//!   directories of its own (create, open count, one buffered write,
+//!   close), the engine's own ceiling for the mount's files/s. No
+//!   "before" switch: one run per thread count.
 //!
 //! Each workload runs with the default switches and with its seed's
 //! "before" switch, for each thread count, on a fresh filesystem on the
@@ -29,7 +34,7 @@ use uext4::Filesystem;
 /// Parameters of `bench io`.
 #[derive(Debug, Clone)]
 pub struct IoBench {
-    /// Workloads to run (w1..w4).
+    /// Workloads to run (w1..w5).
     pub workloads: Vec<String>,
     /// Thread counts; `0` means the seed's own job count.
     pub threads: Vec<usize>,
@@ -66,6 +71,7 @@ fn seed_threads(w: &str) -> usize {
     match w {
         "w1" | "w3" => 16,
         "w2" | "w4" => 8,
+        "w5" => 64,
         _ => 2,
     }
 }
@@ -334,16 +340,68 @@ fn w4(p: &IoBench, threads: usize, data: DataPathConfig, switch: &'static str) -
     Ok(summarize(RunId { workload: "W4", phase: "write", switch, threads, bytes_per_op: 2048 }, &fs, s0, r))
 }
 
+fn w5(p: &IoBench, threads: usize, data: DataPathConfig) -> CliResult<Row> {
+    // 1 GiB: 65,536 inodes; each thread stops at its share of 60,000 files.
+    let fs = Arc::new(fresh_fs(p, 1024, data)?);
+    let cap = 60_000 / threads.max(1) as u64;
+    let mut dirs = Vec::new();
+    for t in 0..threads {
+        let top = fs.mkdir(fs.root(), format!("p{t}").as_bytes(), 0o755, 0, 0).map_err(|e| fs_err("mkdir", e))?.ino;
+        let mut mine = Vec::new();
+        for k in 0..16 {
+            mine.push(fs.mkdir(top, format!("d{k}").as_bytes(), 0o755, 0, 0).map_err(|e| fs_err("mkdir", e))?.ino);
+        }
+        dirs.push(mine);
+    }
+    fs.commit().map_err(|e| fs_err("commit", e))?;
+    let s0 = fs.io_stats();
+    let f2 = fs.clone();
+    let r = run_threads(threads, p.seconds, move |t, _, stop| {
+        let mut out = ThreadOut::default();
+        let buf = vec![t as u8; 4096];
+        let Some(mine) = dirs.get(t) else { return out };
+        while out.writes < cap && !stop.load(Ordering::Relaxed) {
+            let (dir, name) = (mine[(out.writes % 16) as usize], format!("f{}", out.writes));
+            let mut failed = false;
+            timed(&mut out, || {
+                // What CREATE, WRITE and RELEASE do through the mount.
+                let r = f2.create(dir, name.as_bytes(), 0o644, 0, 0).and_then(|st| {
+                    f2.open_inode(st.ino)?;
+                    f2.inodes().write(st.ino, 0, &buf)?;
+                    f2.close_inode(st.ino)
+                });
+                failed = r.is_err();
+            });
+            if failed {
+                break;
+            }
+            out.writes += 1;
+        }
+        out
+    });
+    Ok(summarize(RunId { workload: "W5", phase: "create", switch: "seeds", threads, bytes_per_op: 4096 }, &fs, s0, r))
+}
+
 /// Runs the chosen workloads and prints a table (or JSON lines).
 pub fn run_io(p: &IoBench, out: &mut impl Write) -> CliResult {
     let seeds = DataPathConfig::default();
     let mut rows = Vec::new();
     for w in &p.workloads {
+        if w == "w5" {
+            for &t in &p.threads {
+                let r = w5(p, if t == 0 { seed_threads(w) } else { t }, seeds)?;
+                if p.json {
+                    print_json(out, &r, &p.device)?;
+                }
+                rows.push(r);
+            }
+            continue;
+        }
         let before = match w.as_str() {
             "w1" | "w2" => DataPathConfig { lock_policy: LockPolicy::Exclusive, ..seeds },
             "w3" => DataPathConfig { dio_unwritten_no_handle: false, ..seeds },
             "w4" => DataPathConfig { dio_unaligned_concurrent: false, ..seeds },
-            other => return Err(CliError::msg(format!("unknown workload {other:?} (w1, w2, w3, w4)"))),
+            other => return Err(CliError::msg(format!("unknown workload {other:?} (w1, w2, w3, w4, w5)"))),
         };
         let before_name = match w.as_str() {
             "w1" | "w2" => "lock_policy=exclusive",

@@ -432,9 +432,9 @@ enum Cmd {
 
 #[derive(Subcommand, Debug)]
 enum BenchCmd {
-    /// Seeds 000-003: the fio workloads W1-W4 in process, default switches vs each seed's "before"
+    /// Seeds 000-004: the fio workloads W1-W4 and W5 file creates in process, default switches vs each seed's "before"
     Io {
-        /// Workloads, comma separated (w1 direct randrw, w2 buffered 8k randrw, w3 unwritten, w4 unaligned 2k)
+        /// Workloads, comma separated (w1 direct randrw, w2 buffered 8k randrw, w3 unwritten, w4 unaligned 2k, w5 4k file creates)
         #[arg(long, value_delimiter = ',', default_value = "w1,w2,w3,w4")]
         workloads: Vec<String>,
         /// Thread counts, comma separated; 0 = the seed's job count

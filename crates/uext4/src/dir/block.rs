@@ -71,10 +71,15 @@ impl DirBlock {
 
     /// Finds the live entry that matches `name`.
     pub(crate) fn find(&self, filetype: bool, name: &NameKey<'_>) -> Result<Option<(u32, Option<FileType>)>> {
-        Ok(self
-            .entries(filetype)?
-            .into_iter()
-            .find(|e| e.inode != 0 && name.matches(e.name))
-            .map(|e| (e.inode, FileType::from_dirent(e.file_type))))
+        // As `entries` (the whole block validated, only "." and ".." of
+        // an index block), without collecting them.
+        let (mut found, mut n) = (None, 0usize);
+        dirent::walk_leaf(self.buf.data(), filetype, self.block, |e| {
+            if found.is_none() && (!self.is_dx || n < 2) && e.inode != 0 && name.matches(e.name) {
+                found = Some((e.inode, FileType::from_dirent(e.file_type)));
+            }
+            n += 1;
+        })?;
+        Ok(found)
     }
 }

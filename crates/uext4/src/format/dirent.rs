@@ -49,8 +49,18 @@ pub fn rec_len_from_disk(v: u16, block_size: usize) -> usize {
 /// does (ext4_check_dir_entry): a corrupt entry fails the whole block
 /// rather than letting a reader walk off it. `block` is for errors.
 pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<'_>>> {
-    let bs = b.len();
     let mut out = Vec::new();
+    walk_leaf(b, filetype, block, |e| out.push(e))?;
+    Ok(out)
+}
+
+/// [`parse_leaf`] without the vector: calls `f` with each entry in block
+/// order, every entry validated as there. The hot paths (a lookup, an
+/// insert: several walks of a leaf per create) collect only what they
+/// need instead of allocating every entry; `f` may have seen entries
+/// before a corrupt one fails the walk.
+pub fn walk_leaf<'a>(b: &'a [u8], filetype: bool, block: u64, mut f: impl FnMut(RawDirent<'a>)) -> Result<()> {
+    let bs = b.len();
     let mut off = 0usize;
     while off < bs {
         let bad = |kind| Error::corruption(Structure::DirEntry, Location::BlockOffset { block, offset: off }, kind);
@@ -80,7 +90,7 @@ pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<
                 end: (rec_len - DIRENT_HEADER).min(NAME_MAX) as u64 + 1,
             }));
         }
-        out.push(RawDirent {
+        f(RawDirent {
             inode,
             rec_len,
             name: &b[off + DIRENT_HEADER..off + DIRENT_HEADER + name_len],
@@ -89,7 +99,7 @@ pub fn parse_leaf(b: &[u8], filetype: bool, block: u64) -> Result<Vec<RawDirent<
         });
         off += rec_len;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// True if the block ends with a well-formed checksum tail.
