@@ -36,8 +36,8 @@
 use crate::counter::StripedCounter;
 use crate::device::BlockDevice;
 use crate::error::Result;
-use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::int_hash::IntMap;
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -645,7 +645,8 @@ mod tests {
         crate::mkfs::mkfs_file(&img, &crate::mkfs::MkfsOptions { size: 8 << 20, ..Default::default() }).unwrap();
         let bytes = std::fs::read(&img).unwrap();
         let mut sb =
-            Superblock::parse(&bytes[SUPERBLOCK_OFFSET as usize..SUPERBLOCK_OFFSET as usize + SUPERBLOCK_SIZE]).unwrap();
+            Superblock::parse(&bytes[SUPERBLOCK_OFFSET as usize..SUPERBLOCK_OFFSET as usize + SUPERBLOCK_SIZE])
+                .unwrap();
         for huge in [false, true] {
             if huge {
                 sb.features.ro_compat |= ro_compat::HUGE_FILE;
