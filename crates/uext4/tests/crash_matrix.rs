@@ -376,8 +376,9 @@ fn e2fsck_repairs(text: &str, is_ea_inode: impl Fn(u32) -> bool) -> usize {
         .filter(|(_, l)| l.contains("? yes"))
         .filter(|(i, l)| {
             let answer_to_previous = matches!(l.trim(), "Clear? yes" | "Connect to /lost+found? yes");
-            let prev_accepted = *i > 0 && accepted_question(lines[i - 1]);
-            !(answer_to_previous && prev_accepted) && !ea(l, "Inode ", " ref count is 2, should be 1.  Fix? yes")
+            let own = (answer_to_previous && *i > 0 && accepted_question(lines[i - 1]))
+                || ea(l, "Inode ", " ref count is 2, should be 1.  Fix? yes");
+            !own
         })
         .count()
 }
