@@ -107,6 +107,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod inode;
+mod int_hash;
 pub mod journal;
 pub mod lock_order;
 pub mod locks;

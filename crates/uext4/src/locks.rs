@@ -92,11 +92,11 @@
 //! folio locks and, for a fill, the invalidate lock order them with
 //! writers, truncate and punch).
 
+use crate::int_hash::IntMap;
 use crate::lock_order::{self, Class, Held};
 use parking_lot::{
     ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -282,12 +282,12 @@ impl<X> Drop for DioGuard<'_, X> {
 pub struct InodeLocks<X = ()> {
     /// Read-locked to find an entry (directory readers of one directory
     /// then do not queue behind each other), write-locked to add one.
-    shards: Vec<RwLock<HashMap<u32, Arc<InodeIo<X>>>>>,
+    shards: Vec<RwLock<IntMap<u32, Arc<InodeIo<X>>>>>,
 }
 
 impl<X> Default for InodeLocks<X> {
     fn default() -> Self {
-        InodeLocks { shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
+        InodeLocks { shards: (0..SHARDS).map(|_| RwLock::new(IntMap::default())).collect() }
     }
 }
 

@@ -314,12 +314,22 @@ impl<'a> Tx<'a> {
         Ok(ino)
     }
 
-    /// Frees inode `ino` in its bitmap and descriptor.
+    /// Frees inode `ino` in its bitmap and descriptor, and gives back
+    /// what its record still charges to quota (see [`crate::quota`]: an
+    /// inode charges from its allocation to here, links or not).
     pub fn free_inode(&self, ino: u32, is_dir: bool) -> Result<()> {
         // Its preallocated blocks would otherwise stay reserved for a
         // file that no longer exists (the kernel discards them when the
         // inode is evicted).
         self.alloc.discard_inode_prealloc(ino);
+        if let Some(q) = self.quota.filter(|q| q.tracks(ino)) {
+            let (block, off) = self.inode_slot(ino)?;
+            let isz = usize::from(self.vol.sb.inode_size);
+            let buf = self.vol.block(block)?;
+            let charge = buf.data().get(off..off + isz).and_then(|raw| q.charge_of(ino, raw));
+            drop(buf);
+            q.transfer(self, charge, None)?;
+        }
         self.ialloc.release(ino, is_dir)?;
         self.journal_inode_group(ino, false)
     }

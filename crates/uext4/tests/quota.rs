@@ -524,6 +524,48 @@ fn usage_is_exact_after_a_crash_and_recovery() {
     }
 }
 
+/// An unlinked file that is still open keeps charging its owners until
+/// its last close frees it, as in the kernel: e2fsck, deleting the
+/// orphans of a crash, takes their blocks and inode off the usage in the
+/// quota files, so after a crash with the file open its own recovery
+/// must find the files exact.
+#[test]
+fn an_unlinked_open_file_charges_until_its_last_close() {
+    if !tools() {
+        return;
+    }
+    let Some((_d, img0)) = quota_image(16, &[]) else { return };
+    let (dev, mut fs) = open_recording(&std::fs::read(&img0).unwrap());
+    let root = fs.root();
+    let ino = fs.create(root, b"held", 0o644, 1000, 1000).unwrap().ino;
+    fs.inodes().write(ino, 0, &vec![7u8; 20_000]).unwrap();
+    fs.fsync(ino).unwrap();
+    let used = |fs: &Filesystem| library_quota(fs, QuotaType::User).get(&1000).map_or([0; 2], |v| [v[0], v[3]]);
+    let before = used(&fs);
+    assert_eq!(before[1], 1);
+    assert!(before[0] >= 20_000, "{before:?}");
+    fs.open_inode(ino).unwrap();
+    fs.unlink(root, b"held").unwrap();
+    fs.commit().unwrap();
+    assert_eq!(used(&fs), before, "the unlinked open file still charges");
+    // A crash now: e2fsck deletes the orphan and finds the quota exact.
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("crashed");
+    std::fs::write(&img, dev.crash_image(dev.events(), |_| true)).unwrap();
+    let out = Command::new("e2fsck").arg("-fy").arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Clearing orphaned inode"), "{text}");
+    assert!(!text.contains("? yes"), "e2fsck -fy had to repair:\n{text}");
+    fsck_clean(&img);
+    // The last close frees it and its charge.
+    fs.close_inode(ino).unwrap();
+    assert_eq!(used(&fs), [0, 0]);
+    fs.unmount().unwrap();
+    drop(fs);
+    std::fs::write(&img, dev.crash_image(dev.events(), |_| true)).unwrap();
+    fsck_clean(&img);
+}
+
 /// Many ids, spread over every byte of the id: new tree blocks at each
 /// level, data blocks filled (14 entries each) and taken off the
 /// free-entry list, the quota files growing; then reopened (the tree

@@ -36,8 +36,8 @@
 use crate::counter::StripedCounter;
 use crate::device::BlockDevice;
 use crate::error::Result;
+use crate::int_hash::IntMap;
 use parking_lot::{Mutex, MutexGuard, RwLock};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -80,7 +80,7 @@ pub struct BufferCache {
     dev: Arc<dyn BlockDevice>,
     block_size: usize,
     per_shard: usize,
-    shards: Vec<RwLock<HashMap<u64, Arc<Buffer>>>>,
+    shards: Vec<RwLock<IntMap<u64, Arc<Buffer>>>>,
     stripes: Vec<Mutex<()>>,
     hits: StripedCounter,
     misses: StripedCounter,
@@ -101,7 +101,7 @@ impl BufferCache {
             dev,
             block_size,
             per_shard: (capacity / SHARDS).max(4),
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(IntMap::default())).collect(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
@@ -119,7 +119,7 @@ impl BufferCache {
         self.block_size
     }
 
-    fn shard(&self, block: u64) -> &RwLock<HashMap<u64, Arc<Buffer>>> {
+    fn shard(&self, block: u64) -> &RwLock<IntMap<u64, Arc<Buffer>>> {
         // Multiplicative hash so that runs of consecutive blocks (an inode
         // table) spread over all shards.
         let h = block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
@@ -204,7 +204,7 @@ impl BufferCache {
 
     /// CLOCK sweep: drop unreferenced buffers, clearing the bit of the
     /// others, until a quarter of the shard is free.
-    fn evict(&self, map: &mut HashMap<u64, Arc<Buffer>>) {
+    fn evict(&self, map: &mut IntMap<u64, Arc<Buffer>>) {
         let target = self.per_shard - self.per_shard / 4;
         for _pass in 0..2 {
             map.retain(|_, b| b.referenced.swap(false, Ordering::Relaxed) || Arc::strong_count(b) > 1);

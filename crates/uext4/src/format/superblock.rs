@@ -636,6 +636,33 @@ mod tests {
         assert!(Superblock::parse(&b).is_err());
     }
 
+    /// Every file of every block size may grow to 16 GiB: the write path
+    /// (fs/write.rs, ALWAYS_WRITABLE) skips the limits below that.
+    #[test]
+    fn every_file_may_reach_16_gib() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("sb.img");
+        crate::mkfs::mkfs_file(&img, &crate::mkfs::MkfsOptions { size: 8 << 20, ..Default::default() }).unwrap();
+        let bytes = std::fs::read(&img).unwrap();
+        let mut sb =
+            Superblock::parse(&bytes[SUPERBLOCK_OFFSET as usize..SUPERBLOCK_OFFSET as usize + SUPERBLOCK_SIZE])
+                .unwrap();
+        for huge in [false, true] {
+            if huge {
+                sb.features.ro_compat |= ro_compat::HUGE_FILE;
+            } else {
+                sb.features.ro_compat &= !ro_compat::HUGE_FILE;
+            }
+            for log in 0..=6 {
+                sb.log_block_size = log;
+                for extents in [false, true] {
+                    let max = sb.max_file_size(extents);
+                    assert!(max >= 16 << 30, "{} KiB blocks, huge {huge}, extents {extents}: {max}", 1 << log);
+                }
+            }
+        }
+    }
+
     /// The setters change their fields and nothing else; the encoding
     /// carries a checksum the parser accepts.
     #[test]

@@ -44,6 +44,27 @@ impl Timestamp {
         Timestamp { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
     }
 
+    /// The current time from the coarse clock (`CLOCK_REALTIME_COARSE`:
+    /// the last timer tick, a few milliseconds behind [`Timestamp::now`]
+    /// and never ahead of it), or the fixed time of
+    /// [`Timestamp::set_fixed_clock`]. Cheaper than `now`: for decisions
+    /// taken on every read or write that rarely lead to a new timestamp
+    /// (relatime, the once-a-second mtime update), which then stamp with
+    /// `now`.
+    pub fn now_coarse() -> Timestamp {
+        let fixed = FIXED_CLOCK.load(std::sync::atomic::Ordering::Relaxed);
+        if fixed != CLOCK_REAL {
+            return Timestamp { sec: fixed, nsec: 0 };
+        }
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec for the call's
+        // duration; clock_gettime writes nothing else.
+        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+            return Timestamp::now();
+        }
+        Timestamp { sec: ts.tv_sec, nsec: (ts.tv_nsec as u32).min(999_999_999) }
+    }
+
     /// Makes [`Timestamp::now`] return `sec` (whole seconds) in the whole
     /// process until called again with `None`. For reproducible images
     /// (`SOURCE_DATE_EPOCH`): every time the engine stamps (inode change
@@ -87,5 +108,14 @@ mod tests {
         // Out of range seconds are clamped, nanoseconds capped.
         let (s, e) = Timestamp { sec: i64::MAX, nsec: u32::MAX }.encode();
         assert_eq!(Timestamp::decode(s, Some(e)), Timestamp { sec: (1 << 34) - (1 << 31) - 1, nsec: 999_999_999 });
+    }
+
+    #[test]
+    fn coarse_clock_is_never_ahead() {
+        let coarse = Timestamp::now_coarse();
+        let fine = Timestamp::now();
+        assert!(coarse <= fine, "{coarse:?} after {fine:?}");
+        // One tick behind at most (well under a second).
+        assert!(fine.sec - coarse.sec <= 1, "{coarse:?} vs {fine:?}");
     }
 }

@@ -93,6 +93,27 @@ impl Atimes {
     }
 }
 
+/// What the access-time decision needs of an inode record: a copy, so
+/// that a read can drop the parsed inode before it copies data out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AccessTimes {
+    ino: u32,
+    atime: Timestamp,
+    mtime: Timestamp,
+    ctime: Timestamp,
+    flags: u32,
+    /// A directory (`nodiratime` spares those).
+    dir: bool,
+}
+
+impl AccessTimes {
+    /// The times and flags of `i`.
+    pub(crate) fn of(i: &Inode) -> AccessTimes {
+        let dir = i.mode & S_IFMT == S_IFDIR;
+        AccessTimes { ino: i.ino, atime: i.atime, mtime: i.mtime, ctime: i.ctime, flags: i.flags, dir }
+    }
+}
+
 /// The kernel's `atime_needs_update` for a mount in `mode`: should a read
 /// at `now` of an inode with these times set its atime to `now`?
 pub(crate) fn needs_update(
@@ -113,19 +134,27 @@ pub(crate) fn needs_update(
 }
 
 impl FsCore {
-    /// A read of inode `i` (state `st`) happened: records a new atime if
-    /// the policy asks for one. No lock, no handle; the first pending
-    /// atime of the inode puts it on the write-out list.
-    pub(super) fn note_access(&self, st: &FileIo, i: &Inode) {
+    /// A read of the inode whose times are `t` (state `st`) happened:
+    /// records a new atime if the policy asks for one. No lock, no
+    /// handle; the first pending atime of the inode puts it on the
+    /// write-out list.
+    pub(super) fn note_access(&self, st: &FileIo, t: &AccessTimes) {
         let Some(rw) = self.live() else { return };
         let a = &rw.data.atimes;
-        if a.mode == AtimeMode::Noatime || i.flags & FL_NOATIME != 0 || (a.nodiratime && i.mode & S_IFMT == S_IFDIR) {
+        if a.mode == AtimeMode::Noatime || t.flags & FL_NOATIME != 0 || (a.nodiratime && t.dir) {
             return;
         }
-        let atime = st.data.atime.get().unwrap_or(i.atime);
+        let atime = st.data.atime.get().unwrap_or(t.atime);
+        // Under relatime most reads change nothing, and the rule needs
+        // only whole seconds of the clock: the coarse one decides (at
+        // worst a tick late for the day-old case), the precise one is
+        // read for the new time only.
+        if a.mode == AtimeMode::Relatime && !needs_update(a.mode, atime, t.mtime, t.ctime, Timestamp::now_coarse()) {
+            return;
+        }
         let now = Timestamp::now();
-        if needs_update(a.mode, atime, i.mtime, i.ctime, now) && st.data.atime.set(now) {
-            a.note(i.ino);
+        if needs_update(a.mode, atime, t.mtime, t.ctime, now) && st.data.atime.set(now) {
+            a.note(t.ino);
         }
     }
 
@@ -133,7 +162,7 @@ impl FsCore {
     pub(super) fn note_access_ino(&self, i: &Inode) {
         if let Some(rw) = self.live() {
             if rw.data.atimes.mode != AtimeMode::Noatime {
-                self.note_access(&rw.data.inode(i.ino), i);
+                self.note_access(&rw.data.inode(i.ino), &AccessTimes::of(i));
             }
         }
     }

@@ -23,6 +23,7 @@
 //! all; overlapping writes are serialized by the folio locks (shared
 //! path) or the exclusive I/O lock.
 
+use super::atime::AccessTimes;
 use super::FsCore;
 use crate::data::page_cache::{order_for, BlockRun, Folio, FolioGuard, FolioState, PAGE_SIZE};
 use crate::data::FileIo;
@@ -144,15 +145,16 @@ impl FsCore {
             return Ok(n);
         }
         let st = rw.data.inode(ino);
-        // As file_size, keeping the inode for the atime decision.
-        let (size, i) = {
+        // As file_size, keeping what the atime decision needs (a copy:
+        // the parsed inode is dropped at once).
+        let (size, times) = {
             let pending = st.data.pages.pending_size();
             let _m = st.map.read();
             let i = self.regular(ino)?;
-            (i.size.max(pending), i)
+            (i.size.max(pending), AccessTimes::of(&i))
         };
         if offset >= size || buf.is_empty() {
-            self.note_access(&st, &i);
+            self.note_access(&st, &times);
             return Ok(0);
         }
         let total = (size - offset).min(buf.len() as u64);
@@ -178,7 +180,7 @@ impl FsCore {
             drop(guards);
             pos = wend;
         }
-        self.note_access(&st, &i);
+        self.note_access(&st, &times);
         Ok(total as usize)
     }
 

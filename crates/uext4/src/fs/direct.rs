@@ -258,8 +258,13 @@ impl FsCore {
 
     /// mtime/ctime after a shared-lock write: at most once per second.
     pub(super) fn lazy_times(&self, st: &FileIo, ino: u32) -> Result<()> {
+        // A load first: the common case writes nothing to the shared
+        // line, and reads only the coarse clock (a tick behind at worst:
+        // the update then comes with a write a few milliseconds later).
+        if st.data.time_sec.load(Ordering::Relaxed) == Timestamp::now_coarse().sec {
+            return Ok(());
+        }
         let now = Timestamp::now();
-        // A load first: the common case writes nothing to the shared line.
         if st.data.time_sec.load(Ordering::Relaxed) == now.sec
             || st.data.time_sec.swap(now.sec, Ordering::Relaxed) == now.sec
         {
@@ -324,7 +329,7 @@ impl FsCore {
             let i = self.regular(ino)?;
             // The atime is decided before the read, as the kernel's
             // file_accessed after it: no lock either way.
-            self.note_access(&st, &i);
+            self.note_access(&st, &super::atime::AccessTimes::of(&i));
             let size = i.size.max(pending);
             if offset >= size || buf.is_empty() {
                 return Ok(0);

@@ -26,6 +26,11 @@ pub(crate) enum WriteMode {
     Writeback { size_hint: u64 },
 }
 
+/// A size every file of every ext4 may reach: below the smallest
+/// [`crate::format::superblock::Superblock::max_file_size`] (block-mapped
+/// files with 1 KiB blocks, 16.06 GiB; see the test below).
+const ALWAYS_WRITABLE: u64 = 16 << 30;
+
 impl FsCore {
     /// EFBIG unless `offset + len` stays within the largest size of an
     /// extent-mapped (`extents`) or block-mapped file.
@@ -45,8 +50,11 @@ impl FsCore {
     /// block-mapped file than for an extent-mapped one.
     pub(crate) fn write_limit(&self, ino: u32, offset: u64, len: usize) -> Result<usize> {
         let sb = &self.vol.sb;
-        // Below both limits no inode is needed.
-        let small = offset.saturating_add(len as u64) <= sb.max_file_size(false).min(sb.max_file_size(true));
+        // Below both limits no inode is needed. Every file may reach
+        // 16 GiB (the smallest limit: block-mapped with 1 KiB blocks,
+        // just above it), which spares most writes the computation.
+        let end = offset.saturating_add(len as u64);
+        let small = end <= ALWAYS_WRITABLE || end <= sb.max_file_size(false).min(sb.max_file_size(true));
         let max = if small { u64::MAX } else { sb.max_file_size(self.load(ino)?.flags & FL_EXTENTS != 0) };
         if len == 0 {
             return Ok(0);

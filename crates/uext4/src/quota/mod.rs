@@ -4,7 +4,8 @@
 //!
 //! What is counted is what e2fsck counts (its pass 1 and
 //! `quota_compute_usage`): every inode with links that is the root or at
-//! least `s_first_ino`, except the project quota file, the orphan file
+//! least `s_first_ino` (and, until it is freed, an orphan without links,
+//! as in the kernel; see [`Quotas::charge_of`]), except the project quota file, the orphan file
 //! and xattr-value inodes, charges `i_blocks` in bytes (data, extent
 //! tree and xattr blocks alike) and one inode to its uid, gid and project
 //! id. The account is therefore kept where an inode's record changes:
@@ -440,15 +441,23 @@ impl Quotas {
         ino == ROOT_INO || (ino >= self.first_ino && ino != self.prj_ino && ino != self.orphan_ino)
     }
 
-    /// What the inode record `raw` of `ino` charges (None: nothing, as
-    /// for a deleted inode or one never used). Reads the record's fields
-    /// directly: a slot about to be reused may not even parse.
+    /// What the inode record `raw` of `ino` charges, if it is in use
+    /// (None: nothing, as for an EA inode or one never used). Reads the
+    /// record's fields directly: a slot about to be reused may not even
+    /// parse.
+    ///
+    /// An inode without links still charges: as in the kernel (whose
+    /// dquot_free_inode runs when the inode is freed, not at its last
+    /// unlink) an unlinked open file counts until [`crate::txn::Tx::free_inode`]
+    /// gives its charge back. e2fsck relies on that when it deletes the
+    /// orphans a crash left: it takes their blocks and inode off the
+    /// usage it read from the quota files (release_orphan_inode).
     pub fn charge_of(&self, ino: u32, raw: &[u8]) -> Option<Charge> {
         if !self.tracks(ino) || raw.len() < GOOD_OLD_INODE_SIZE {
             return None;
         }
         let flags = le32(raw, 0x20);
-        if le16(raw, 0x1A) == 0 || le16(raw, 0) == 0 || flags & FL_EA_INODE != 0 {
+        if le16(raw, 0) == 0 || flags & FL_EA_INODE != 0 {
             return None;
         }
         let uid = u32::from(le16(raw, 0x2)) | u32::from(le16(raw, 0x78)) << 16;
