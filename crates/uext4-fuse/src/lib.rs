@@ -77,7 +77,7 @@ pub struct MountConfig {
     /// What a filesystem error (corrupt or badly checksummed metadata)
     /// does, as ext4's `errors=`.
     pub errors: OnError,
-    /// How requests reach the daemon (`transport=dev|uring`).
+    /// How requests reach the daemon (`transport=dev|uring|auto`).
     pub transport: Transport,
 }
 
@@ -187,6 +187,15 @@ impl Mount {
         // could be made first (see the uring module).
         let prepared = match cfg.transport {
             Transport::Dev => None,
+            Transport::Auto => match uring::unavailable_reason() {
+                Some(why) => {
+                    log::info!("transport=auto: {why}; using /dev/fuse");
+                    None
+                }
+                None => uring::prepare()
+                    .map_err(|e| log::warn!("transport=auto: cannot set up the rings ({e}); using /dev/fuse"))
+                    .ok(),
+            },
             Transport::Uring => match uring::unavailable_reason() {
                 Some(why) => {
                     log::warn!("transport=uring: {why}; using /dev/fuse");

@@ -55,6 +55,9 @@ pub enum Transport {
     /// FUSE over io_uring, falling back to `/dev/fuse` when
     /// the kernel lacks it or it is not enabled.
     Uring,
+    /// io_uring when the kernel offers it now (the module parameter is
+    /// on), else `/dev/fuse`, without a warning either way.
+    Auto,
 }
 
 impl std::str::FromStr for Transport {
@@ -63,7 +66,8 @@ impl std::str::FromStr for Transport {
         match s {
             "dev" => Ok(Transport::Dev),
             "uring" | "io_uring" => Ok(Transport::Uring),
-            v => Err(format!("transport={v}: expected dev or uring")),
+            "auto" => Ok(Transport::Auto),
+            v => Err(format!("transport={v}: expected dev, uring or auto")),
         }
     }
 }
@@ -319,6 +323,7 @@ mod tests {
     fn transport_names_parse() {
         assert_eq!("dev".parse::<Transport>(), Ok(Transport::Dev));
         assert_eq!("io_uring".parse::<Transport>(), Ok(Transport::Uring));
+        assert_eq!("auto".parse::<Transport>(), Ok(Transport::Auto));
         assert!("tcp".parse::<Transport>().is_err());
     }
 }
