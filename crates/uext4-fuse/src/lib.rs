@@ -77,7 +77,7 @@ pub struct MountConfig {
     /// What a filesystem error (corrupt or badly checksummed metadata)
     /// does, as ext4's `errors=`.
     pub errors: OnError,
-    /// How requests reach the daemon (`transport=dev|uring|auto`).
+    /// How requests reach the daemon (`transport=auto|uring|dev`).
     pub transport: Transport,
 }
 
