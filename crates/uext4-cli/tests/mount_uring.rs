@@ -33,6 +33,13 @@ fn uring_skip_reason() -> Option<String> {
     }
 }
 
+/// Mounts with exactly `opts` (`Fixture::mount` would add
+/// UEXT4_TEST_TRANSPORT's transport after them).
+fn mount_exactly(fx: &Fixture, opts: &str) {
+    run(Command::new(BIN).arg("mount").arg(&fx.img).arg(&fx.mnt).arg("-o").arg(opts));
+    assert!(mount_support::is_mounted(&fx.mnt), "not mounted after uext4 mount returned");
+}
+
 fn daemon_log(fx: &Fixture) -> String {
     fs::read_to_string(fx.dir.path().join("daemon.log")).unwrap_or_default()
 }
@@ -46,7 +53,7 @@ fn uring_transport_serves_real_work() {
     }
     let fx = Fixture::new_plain("64M");
     let log = fx.dir.path().join("daemon.log");
-    fx.mount(&format!("transport=uring,attr_timeout=0,log=info,logfile={}", log.display()));
+    mount_exactly(&fx, &format!("transport=uring,attr_timeout=0,log=info,logfile={}", log.display()));
     let text = daemon_log(&fx);
     assert!(text.contains("transport: io_uring"), "the daemon did not use io_uring:\n{text}");
 
@@ -131,7 +138,7 @@ fn uring_reads_that_miss_the_cache_and_large_reads() {
     fs::write(&src, &data).expect("write source");
     run(Command::new(BIN).arg("put").arg(&fx.img).arg(&src).arg("/cold"));
     let log = fx.dir.path().join("daemon.log");
-    fx.mount(&format!("transport=uring,log=info,logfile={}", log.display()));
+    mount_exactly(&fx, &format!("transport=uring,log=info,logfile={}", log.display()));
     assert!(daemon_log(&fx).contains("transport: io_uring"), "{}", daemon_log(&fx));
     // Two passes with a fresh open each (the kernel drops its pages at
     // open): the first misses the daemon's cache, the second hits it.

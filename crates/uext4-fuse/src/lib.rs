@@ -187,6 +187,21 @@ impl Mount {
         // could be made first (see the uring module).
         let prepared = match cfg.transport {
             Transport::Dev => None,
+            // A NOTIFY_STORE waits for the kernel's lock on each page it
+            // stores, which a reader holds while its READ waits to be
+            // served; on io_uring that READ can be queued behind the
+            // storing WRITE on the same queue thread (a deadlock), while
+            // /dev/fuse has other workers to serve it.
+            Transport::Uring | Transport::Auto if cfg.kernel.store_writes => {
+                let m = "store_writes needs the /dev/fuse transport (its page stores could wait for READs \
+                         queued behind them on an io_uring queue); using /dev/fuse";
+                if cfg.transport == Transport::Uring {
+                    log::warn!("transport=uring: {m}");
+                } else {
+                    log::info!("transport=auto: {m}");
+                }
+                None
+            }
             Transport::Auto => match uring::unavailable_reason() {
                 Some(why) => {
                     log::info!("transport=auto: {why}; using /dev/fuse");
