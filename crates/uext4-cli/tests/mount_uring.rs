@@ -171,6 +171,30 @@ fn uring_reads_that_miss_the_cache_and_large_reads() {
     assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
 }
 
+/// `store_writes` keeps the mount on /dev/fuse, with io_uring asked for
+/// or by default: its page stores wait for the kernel's page locks, which
+/// READs queued behind them on an io_uring queue would hold forever.
+#[test]
+fn store_writes_mounts_stay_on_dev() {
+    require_fuse!();
+    if let Some(r) = uring_skip_reason() {
+        println!("SKIP: {r}");
+        return;
+    }
+    let fx = Fixture::new_plain("32M");
+    let log = fx.dir.path().join("daemon.log");
+    for opts in ["transport=uring,store_writes", "store_writes"] {
+        let _ = fs::remove_file(&log);
+        mount_exactly(&fx, &format!("{opts},log=info,logfile={}", log.display()));
+        fs::write(fx.path("f"), b"y").expect("write");
+        fx.unmount();
+        let text = daemon_log(&fx);
+        assert!(text.contains("store_writes needs the /dev/fuse transport"), "{opts}: {text}");
+        assert!(text.contains("transport: /dev/fuse"), "{opts}: {text}");
+    }
+    fx.assert_clean();
+}
+
 impl Fixture {
     fn new_plain(size: &str) -> Fixture {
         Fixture::with_mkfs_args(size, &[])
