@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # The seeds' workloads through real mounts, in one run, driven by fio:
-#   uext4     `uext4 mount` (FUSE) on an image file in /dev/shm
+#   uext4     `uext4 mount -o transport=dev` (FUSE, read/write on /dev/fuse) on an image
+#             file in /dev/shm
+#   uext4-uring  the same with -o transport=uring (FUSE over io_uring, Linux 6.14+ with
+#             CONFIG_FUSE_IO_URING): the script writes Y to
+#             /sys/module/fuse/parameters/enable_uring for the run (restored at exit); a
+#             daemon that fell back to /dev/fuse makes the run fail (its log says why)
 #   before    the same with each seed's "before" switch: -o lock_policy=exclusive
 #             (W1, W2: seeds 000/001), -o dio_unwritten_no_handle=off (W3: seed 002),
 #             -o dio_unaligned_concurrent=off (W4: seed 003); none for W5
@@ -26,13 +31,13 @@
 #   bench/fio-compare.sh [SECONDS] [JOBS...]          (root; default: 5 s, jobs 1 2 0)
 #   e.g. bench/fio-compare.sh 2 1 2                   (a short check)
 # Environment: SIZE (image size, default 8G), WORKLOADS (default "w1 w2 w3 w4 w5"),
-#   TARGETS (default "uext4 before cached kernel fuse2fs"), OUT (raw results, default
+#   TARGETS (default "uext4 uext4-uring before cached kernel fuse2fs"), OUT (raw results, default
 #   target/bench-fio), SVG (chart, default docs/bench-fio.svg), W5_MAX (default 200000),
 #   W5_FSYNC (0), LOOP_DIO (1: the kernel's loop device with --direct-io=on, no double
 #   caching; default 0, a plain `mount -o loop` as bench/io-compare.sh), CARGO_TARGET_DIR
 #   (where uext4 is built).
 # Prints a markdown table (IOPS, read / write where both, ratios uext4/kernel and
-# uext4/fuse2fs on total IOPS, peak RSS of the uext4 daemon per run from VmHWM),
+# uext4/fuse2fs on total IOPS, peak RSS of the uext4 daemons (dev/io_uring) per run from VmHWM),
 # e2fsck -fn of every uext4 and fuse2fs image after its runs, and writes the chart.
 # Installs fio, fuse2fs, fuse3, e2fsprogs through apt when missing.
 set -euo pipefail
@@ -43,7 +48,7 @@ shift || true
 if [ $# -gt 0 ]; then jobs_list=("$@"); else jobs_list=(1 2 0); fi
 size=${SIZE:-8G}
 workloads=${WORKLOADS:-w1 w2 w3 w4 w5}
-targets=${TARGETS:-uext4 before cached kernel fuse2fs}
+targets=${TARGETS:-uext4 uext4-uring before cached kernel fuse2fs}
 out=${OUT:-$root/target/bench-fio}
 svg=${SVG:-$root/docs/bench-fio.svg}
 w5_max=${W5_MAX:-200000}
@@ -75,7 +80,10 @@ mkdir -p "$out/raw" "$out/mnt"
 mnt=$out/mnt
 pid=""
 loopdev=""
+uring_param=/sys/module/fuse/parameters/enable_uring
+uring_was=""
 cleanup() {
+  if [ -n "$uring_was" ]; then echo "$uring_was" >"$uring_param" 2>/dev/null || true; fi
   if mountpoint -q "$mnt"; then umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true; fi
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   if [ -n "$loopdev" ]; then losetup -d "$loopdev" 2>/dev/null || true; fi
@@ -117,7 +125,17 @@ do_mount() {
   pid=""
   case $t in
     uext4 | before | cached)
-      "$bin" mount "$img" "$mnt" -o "$opts" --foreground 2>>"$out/$t.daemon.log" &
+      "$bin" mount "$img" "$mnt" -o "$opts,transport=dev" --foreground 2>>"$out/$t.daemon.log" &
+      pid=$!
+      ;;
+    uext4-uring)
+      if [ ! -e "$uring_param" ]; then
+        echo "$t: the kernel has no FUSE io_uring ($uring_param missing)" | tee -a "$out/$t.daemon.log" >&2
+        return 1
+      fi
+      if [ -z "$uring_was" ]; then uring_was=$(cat "$uring_param"); fi
+      echo Y >"$uring_param"
+      "$bin" mount "$img" "$mnt" -o "$opts,transport=uring,log=info" --foreground 2>>"$out/$t.daemon.log" &
       pid=$!
       ;;
     fuse2fs)
@@ -134,6 +152,18 @@ do_mount() {
       ;;
   esac
   wait_mounted || { echo "$t: mount failed (see $out/$t.daemon.log)" >&2; return 1; }
+  if [ "$t" = uext4-uring ]; then
+    # The queues register once the first request arrives on them.
+    stat "$mnt" >/dev/null
+    local i
+    for i in $(seq 1 50); do
+      grep -q "requests arrive through the ring" "$out/$t.daemon.log" && return 0
+      sleep 0.1
+    done
+    echo "$t: the daemon did not start io_uring (see $out/$t.daemon.log)" >&2
+    do_unmount "$t"
+    return 1
+  fi
 }
 
 # Unmounts and waits for a FUSE daemon to finish (uext4: clean unmount).
@@ -308,7 +338,7 @@ python3 - "$out" "$svg" "$secs" "$size" <<'PY'
 import collections, json, sys
 
 out, svg_path, secs, size = sys.argv[1:5]
-ORDER = ["uext4", "before", "cached", "kernel", "fuse2fs"]
+ORDER = ["uext4", "uext4-uring", "before", "cached", "kernel", "fuse2fs"]
 BEFORE = {"w1": "lock_policy=exclusive", "w2": "lock_policy=exclusive",
           "w3": "dio_unwritten_no_handle=off", "w4": "dio_unaligned_concurrent=off"}
 res = {}
@@ -366,17 +396,20 @@ lines = []
 lines.append(f"fio through the mounts, {secs} s per run, {size} images (4 KiB blocks) in /dev/shm. "
              "IOPS as read / write where the workload does both; W5 in files/s.")
 lines.append("")
-lines.append("| workload | jobs | uext4 | uext4 before | before switch | kernel ext4 | fuse2fs | uext4 / kernel | uext4 / fuse2fs | writes uext4 / fuse2fs | uext4 peak RSS MiB |")
-lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+lines.append("| workload | jobs | uext4 | uext4 io_uring | uext4 before | before switch | kernel ext4 | fuse2fs | uext4 / kernel | io_uring / kernel | uext4 / fuse2fs | writes uext4 / fuse2fs | uext4 peak RSS MiB (dev/io_uring) |")
+lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for w, ph, j in rows:
     both = w in ("w1", "w2")
     g = {t: res.get((w, ph, j, t)) for t in ORDER}
     jobs = f"{j}+{j}" if w == "w2" else str(j)
     name = {"w5": "W5 create (files/s)"}.get(w, f"{w.upper()} {ph}")
     u = g["uext4"]
-    rss = f"{u['hwm_mib']:.0f}" if u and u["hwm_mib"] else "-"
-    lines.append(f"| {name} | {jobs} | {cell(g['uext4'], both)} | {cell(g['before'], both)} | {BEFORE.get(w, 'n/a')} | "
+    ur = g["uext4-uring"]
+    rss = "/".join(f"{r['hwm_mib']:.0f}" for r in (u, ur) if r and r["hwm_mib"]) or "-"
+    lines.append(f"| {name} | {jobs} | {cell(g['uext4'], both)} | {cell(ur, both)} | {cell(g['before'], both)} | "
+                 f"{BEFORE.get(w, 'n/a')} | "
                  f"{cell(g['kernel'], both)} | {cell(g['fuse2fs'], both)} | {ratio(g['uext4'], g['kernel'])} | "
+                 f"{ratio(ur, g['kernel'])} | "
                  f"{ratio(g['uext4'], g['fuse2fs'])} | {wratio(g['uext4'], g['fuse2fs']) if both else '-'} | {rss} |")
 lines.append("")
 cached = [(w, ph, j) for (w, ph, j) in rows if (w, ph, j, "cached") in res]
@@ -405,8 +438,8 @@ print(text, end="")
 
 # The chart: one panel per workload phase, a group of bars per job count,
 # one bar per target (total IOPS or files/s), linear scale per panel.
-COLORS = {"uext4": "#1f77b4", "before": "#9ecae1", "cached": "#9467bd", "kernel": "#2ca02c", "fuse2fs": "#d62728"}
-LABELS = {"uext4": "uext4 (FUSE)", "before": "uext4, seed's before switch", "cached": "uext4 nodirect_writes (W2)",
+COLORS = {"uext4": "#1f77b4", "uext4-uring": "#ff7f0e", "before": "#9ecae1", "cached": "#9467bd", "kernel": "#2ca02c", "fuse2fs": "#d62728"}
+LABELS = {"uext4": "uext4 (FUSE, /dev/fuse)", "uext4-uring": "uext4 (FUSE over io_uring)", "before": "uext4, seed's before switch", "cached": "uext4 nodirect_writes (W2)",
           "kernel": "kernel ext4 (loop)", "fuse2fs": "fuse2fs"}
 panels = []
 for w, ph in sorted({k[:2] for k in rows}, key=lambda k: (k[0], ["randrw", "write", "randwrite", "create"].index(k[1]))):

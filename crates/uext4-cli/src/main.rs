@@ -388,10 +388,12 @@ enum Cmd {
                             nostore_writes|store_writes (experimental, off: writes through opens that bypass the kernel\n\
                             page cache are put back into it while another open of the file reads through it; a page\n\
                             dirtied through a shared mapping during a store could be overwritten).\n\
-                            transport=dev|uring: how requests reach the daemon: dev (default, read/write on\n\
-                            /dev/fuse) or uring (FUSE over io_uring: Linux 6.14+, enabled with\n\
-                            echo Y > /sys/module/fuse/parameters/enable_uring; falls back to /dev/fuse when\n\
-                            unavailable). The daemon logs the transport it uses (log=info).\n\
+                            transport=auto|uring|dev: how requests reach the daemon: auto (default: FUSE over\n\
+                            io_uring when the kernel offers it, else /dev/fuse), uring (FUSE over io_uring:\n\
+                            Linux 6.14+ with CONFIG_FUSE_IO_URING, enabled with\n\
+                            echo Y > /sys/module/fuse/parameters/enable_uring; falls back to /dev/fuse with a\n\
+                            warning when unavailable) or dev (read/write on /dev/fuse). The daemon logs the\n\
+                            transport it uses (log=info).\n\
                             Generic flags: dev, nodev, suid, nosuid, exec, noexec, atime,\n\
                             noatime, sync, async, dirsync.")]
     Mount {

@@ -67,7 +67,7 @@ pub struct MountOpts {
     pub cache_bytes: Option<u64>,
     /// `errors=continue|remount-ro|panic` (default remount-ro).
     pub errors: uext4_fuse::OnError,
-    /// `transport=dev|uring`.
+    /// `transport=auto|uring|dev`.
     pub transport: uext4_fuse::Transport,
     /// `relatime` (default), `strictatime`, `noatime` (`atime`: relatime
     /// again): when reads update access times, decided by the engine
@@ -186,7 +186,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
         return Err(format!(
             "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
-             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=dev|uring, \
+             cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=auto|uring|dev, \
              relatime|strictatime|noatime, [no]lazytime, [no]diratime, norecovery, {})",
             if unknown.len() > 1 { "s" } else { "" },
             unknown.join(", "),
@@ -802,7 +802,8 @@ mod tests {
 
     #[test]
     fn transport_option() {
-        assert_eq!(parse("rw").unwrap().transport, uext4_fuse::Transport::Dev);
+        assert_eq!(parse("rw").unwrap().transport, uext4_fuse::Transport::Auto);
+        assert_eq!(parse("transport=dev").unwrap().transport, uext4_fuse::Transport::Dev);
         assert_eq!(parse("transport=uring").unwrap().transport, uext4_fuse::Transport::Uring);
         assert_eq!(parse("transport=uring,transport=dev").unwrap().transport, uext4_fuse::Transport::Dev);
         assert!(parse("transport=tcp").unwrap_err().contains("transport=tcp"));

@@ -2,8 +2,10 @@
 //! `uring` module). Real programs work through it
 //! (files written and read back, a directory tree, rename, unlink, a
 //! 3 MiB file larger than one request), the daemon's log names the
-//! transport it uses, the image is clean after the unmount, and
-//! `transport=dev` stays the default.
+//! transport it uses, the image is clean after the unmount, READs that
+//! miss the daemon's cache (served by the slow-request pool) return the
+//! file's bytes, and `transport=auto` (io_uring when the kernel offers
+//! it) is the default.
 //!
 //! Needs root and /dev/fuse, and a kernel with FUSE io_uring: the test
 //! turns the `enable_uring` module parameter on when it is off (it only
@@ -15,20 +17,13 @@ use std::process::Command;
 
 mod mount_support;
 
-use mount_support::{run, Fixture, BIN};
+use mount_support::{run, uring_skip_reason, Fixture, BIN};
 
-const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
-
-/// Why the io_uring transport cannot be tried here, if it cannot.
-fn uring_skip_reason() -> Option<String> {
-    match fs::read_to_string(PARAM) {
-        Err(_) => Some(format!("{PARAM} missing: the kernel lacks CONFIG_FUSE_IO_URING (Linux 6.14+)")),
-        Ok(s) if s.trim() == "Y" => None,
-        Ok(_) => match fs::write(PARAM, "Y") {
-            Ok(()) => None,
-            Err(e) => Some(format!("FUSE io_uring is off and cannot be turned on ({PARAM}: {e})")),
-        },
-    }
+/// Mounts with exactly `opts` (`Fixture::mount` would add
+/// UEXT4_TEST_TRANSPORT's transport after them).
+fn mount_exactly(fx: &Fixture, opts: &str) {
+    run(Command::new(BIN).arg("mount").arg(&fx.img).arg(&fx.mnt).arg("-o").arg(opts));
+    assert!(mount_support::is_mounted(&fx.mnt), "not mounted after uext4 mount returned");
 }
 
 fn daemon_log(fx: &Fixture) -> String {
@@ -44,7 +39,7 @@ fn uring_transport_serves_real_work() {
     }
     let fx = Fixture::new_plain("64M");
     let log = fx.dir.path().join("daemon.log");
-    fx.mount(&format!("transport=uring,attr_timeout=0,log=info,logfile={}", log.display()));
+    mount_exactly(&fx, &format!("transport=uring,attr_timeout=0,log=info,logfile={}", log.display()));
     let text = daemon_log(&fx);
     assert!(text.contains("transport: io_uring"), "the daemon did not use io_uring:\n{text}");
 
@@ -71,9 +66,12 @@ fn uring_transport_serves_real_work() {
     assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
 }
 
+/// The default (`transport=auto`) takes io_uring when the kernel offers
+/// it and /dev/fuse otherwise, and says which; `transport=dev` is honoured.
 #[test]
-fn dev_transport_is_the_default_and_named() {
+fn auto_transport_is_the_default_and_named() {
     require_fuse!();
+    let want = if uring_skip_reason().is_none() { "transport: io_uring" } else { "transport: /dev/fuse" };
     let fx = Fixture::new_plain("32M");
     let log = fx.dir.path().join("daemon.log");
     // Not fx.mount: that adds UEXT4_TEST_TRANSPORT's transport.
@@ -87,11 +85,100 @@ fn dev_transport_is_the_default_and_named() {
     fx.unmount();
     fx.assert_clean();
     let text = daemon_log(&fx);
-    assert!(text.contains("transport: /dev/fuse"), "{text}");
+    assert!(text.contains(want), "{text}");
+    // transport=dev: /dev/fuse even when io_uring is there.
+    fs::remove_file(&log).expect("rm log");
+    run(Command::new(BIN)
+        .arg("mount")
+        .arg(&fx.img)
+        .arg(&fx.mnt)
+        .arg("-o")
+        .arg(format!("transport=dev,log=info,logfile={}", log.display())));
+    assert_eq!(fs::read(fx.path("f")).expect("read"), b"x");
+    fx.unmount();
+    fx.assert_clean();
+    let text = daemon_log(&fx);
+    assert!(text.contains("transport: /dev/fuse") && !text.contains("io_uring"), "{text}");
     // A bad value is refused before anything is mounted.
     let out = Command::new(BIN).arg("mount").arg(&fx.img).arg(&fx.mnt).args(["-o", "transport=tcp"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("transport=tcp"));
+}
+
+/// READs that miss the daemon's page cache (a file put into the image
+/// before the mount), large READs and O_DIRECT READs are handed to the
+/// pool or served on the queue; every one returns the file's bytes,
+/// before and after the daemon's cache holds them.
+#[test]
+fn uring_reads_that_miss_the_cache_and_large_reads() {
+    use std::io::Read;
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    require_fuse!();
+    if let Some(r) = uring_skip_reason() {
+        println!("SKIP: {r}");
+        return;
+    }
+    let fx = Fixture::new_plain("64M");
+    let data: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 17) as u8).collect();
+    let src = fx.dir.path().join("cold.src");
+    fs::write(&src, &data).expect("write source");
+    run(Command::new(BIN).arg("put").arg(&fx.img).arg(&src).arg("/cold"));
+    let log = fx.dir.path().join("daemon.log");
+    mount_exactly(&fx, &format!("transport=uring,log=info,logfile={}", log.display()));
+    assert!(daemon_log(&fx).contains("transport: io_uring"), "{}", daemon_log(&fx));
+    // Two passes with a fresh open each (the kernel drops its pages at
+    // open): the first misses the daemon's cache, the second hits it.
+    for pass in 0..2 {
+        let f = fs::File::open(fx.path("cold")).expect("open");
+        let mut buf = vec![0u8; 4096];
+        for k in [5u64, 1, 1400, 700, 1535, 3] {
+            let off = k * 4096;
+            f.read_exact_at(&mut buf, off).expect("pread");
+            assert_eq!(buf[..], data[off as usize..off as usize + 4096], "pass {pass}, 4 KiB at {off}");
+        }
+        let mut big = vec![0u8; 1 << 20];
+        f.read_exact_at(&mut big, 2 << 20).expect("pread 1 MiB");
+        assert_eq!(big[..], data[2 << 20..3 << 20], "pass {pass}, 1 MiB");
+    }
+    let mut all = Vec::new();
+    fs::File::open(fx.path("cold")).expect("open").read_to_end(&mut all).expect("read all");
+    assert!(all == data, "sequential read differs");
+    let mut d = fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(fx.path("cold")).expect("O_DIRECT");
+    let mut aligned = vec![0u8; (256 << 10) + 4096];
+    let at = aligned.as_ptr().align_offset(4096);
+    let chunk = &mut aligned[at..at + (256 << 10)];
+    d.read_exact(chunk).expect("direct read");
+    assert_eq!(chunk[..], data[..256 << 10]);
+    drop(d);
+    fx.unmount();
+    fx.assert_clean();
+    let text = daemon_log(&fx);
+    assert!(text.contains("requests arrive through the ring"), "no request came through the ring:\n{text}");
+    assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
+}
+
+/// `store_writes` keeps the mount on /dev/fuse, with io_uring asked for
+/// or by default: its page stores wait for the kernel's page locks, which
+/// READs queued behind them on an io_uring queue would hold forever.
+#[test]
+fn store_writes_mounts_stay_on_dev() {
+    require_fuse!();
+    if let Some(r) = uring_skip_reason() {
+        println!("SKIP: {r}");
+        return;
+    }
+    let fx = Fixture::new_plain("32M");
+    let log = fx.dir.path().join("daemon.log");
+    for opts in ["transport=uring,store_writes", "store_writes"] {
+        let _ = fs::remove_file(&log);
+        mount_exactly(&fx, &format!("{opts},log=info,logfile={}", log.display()));
+        fs::write(fx.path("f"), b"y").expect("write");
+        fx.unmount();
+        let text = daemon_log(&fx);
+        assert!(text.contains("store_writes needs the /dev/fuse transport"), "{opts}: {text}");
+        assert!(text.contains("transport: /dev/fuse"), "{opts}: {text}");
+    }
+    fx.assert_clean();
 }
 
 impl Fixture {

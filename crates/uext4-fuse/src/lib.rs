@@ -77,7 +77,7 @@ pub struct MountConfig {
     /// What a filesystem error (corrupt or badly checksummed metadata)
     /// does, as ext4's `errors=`.
     pub errors: OnError,
-    /// How requests reach the daemon (`transport=dev|uring`).
+    /// How requests reach the daemon (`transport=auto|uring|dev`).
     pub transport: Transport,
 }
 
@@ -187,6 +187,30 @@ impl Mount {
         // could be made first (see the uring module).
         let prepared = match cfg.transport {
             Transport::Dev => None,
+            // A NOTIFY_STORE waits for the kernel's lock on each page it
+            // stores, which a reader holds while its READ waits to be
+            // served; on io_uring that READ can be queued behind the
+            // storing WRITE on the same queue thread (a deadlock), while
+            // /dev/fuse has other workers to serve it.
+            Transport::Uring | Transport::Auto if cfg.kernel.store_writes => {
+                let m = "store_writes needs the /dev/fuse transport (its page stores could wait for READs \
+                         queued behind them on an io_uring queue); using /dev/fuse";
+                if cfg.transport == Transport::Uring {
+                    log::warn!("transport=uring: {m}");
+                } else {
+                    log::info!("transport=auto: {m}");
+                }
+                None
+            }
+            Transport::Auto => match uring::unavailable_reason() {
+                Some(why) => {
+                    log::info!("transport=auto: {why}; using /dev/fuse");
+                    None
+                }
+                None => uring::prepare()
+                    .map_err(|e| log::warn!("transport=auto: cannot set up the rings ({e}); using /dev/fuse"))
+                    .ok(),
+            },
             Transport::Uring => match uring::unavailable_reason() {
                 Some(why) => {
                     log::warn!("transport=uring: {why}; using /dev/fuse");

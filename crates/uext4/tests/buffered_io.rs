@@ -338,3 +338,45 @@ fn appends_survive_eviction_past_the_on_disk_size() {
     fsck_clean(&img);
     assert!(Filesystem::open(&img).unwrap().read_all(log).unwrap() == model, "log differs after reopening");
 }
+
+/// `read_cached` serves only what the page cache holds: nothing (and no
+/// device read) for a cold range, the same bytes as `read` once the
+/// range is cached, end of file as 0, and a range cached only in part
+/// as a miss.
+#[test]
+fn cache_only_reads_serve_hits_and_refuse_misses() {
+    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let f = {
+        let mut fs = open(&img, DataPathConfig::default(), 0);
+        let f = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+        fs.inodes().write(f, 0, &data).unwrap();
+        fs.unmount().unwrap();
+        f
+    };
+    let mut fs = open(&img, DataPathConfig::default(), 0);
+    let mut buf = vec![0u8; 8192];
+    assert_eq!(fs.inodes().read_cached(f, 8192, &mut buf).unwrap(), None, "cold range");
+    assert_eq!(fs.inodes().read(f, 8192, &mut buf).unwrap(), 8192);
+    buf.fill(0);
+    assert_eq!(fs.inodes().read_cached(f, 8192, &mut buf).unwrap(), Some(8192));
+    assert_eq!(buf[..], data[8192..16384]);
+    // Partly cached: the read's folio and a cold one further on.
+    let mut wide = vec![0u8; 512 << 10];
+    assert_eq!(fs.inodes().read_cached(f, 8192, &mut wide).unwrap(), None, "partly cached");
+    assert_eq!(fs.inodes().read(f, 0, &mut wide).unwrap(), wide.len());
+    wide.fill(0);
+    assert_eq!(fs.inodes().read_cached(f, 0, &mut wide).unwrap(), Some(wide.len()));
+    assert_eq!(wide[..], data[..512 << 10]);
+    assert_eq!(fs.inodes().read_cached(f, 4 << 20, &mut buf).unwrap(), Some(0), "past EOF");
+    // A buffered write is seen by the next cached read.
+    fs.inodes().write(f, 8192, &[7u8; 100]).unwrap();
+    assert_eq!(fs.inodes().read_cached(f, 8192, &mut buf).unwrap(), Some(8192));
+    assert_eq!(buf[..100], [7u8; 100]);
+    assert_eq!(buf[100..], data[8192 + 100..16384]);
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+    // Read-only: no page cache, every read is a miss.
+    let ro = Filesystem::open(&img).unwrap();
+    assert_eq!(ro.inodes().read_cached(f, 0, &mut buf).unwrap(), None);
+}

@@ -113,11 +113,36 @@ pub fn have(name: &str) -> bool {
     tool("sh").arg("-c").arg(format!("command -v {name}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
-/// Why the FUSE tests cannot run here, if they cannot.
+/// The `enable_uring` module parameter of FUSE over io_uring.
+pub const URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Why the io_uring transport cannot be tried here, if it cannot: it
+/// turns the module parameter on when it is off (it only allows daemons
+/// that ask for the transport; it is left on).
+pub fn uring_skip_reason() -> Option<String> {
+    match std::fs::read_to_string(URING_PARAM) {
+        Err(_) => Some(format!("{URING_PARAM} missing: the kernel lacks CONFIG_FUSE_IO_URING (Linux 6.14+)")),
+        Ok(s) if s.trim() == "Y" => None,
+        Ok(_) => match std::fs::write(URING_PARAM, "Y") {
+            Ok(()) => None,
+            Err(e) => Some(format!("FUSE io_uring is off and cannot be turned on ({URING_PARAM}: {e})")),
+        },
+    }
+}
+
+/// Why the FUSE tests cannot run here, if they cannot. Under
+/// `UEXT4_TEST_TRANSPORT=uring` that includes a kernel without FUSE
+/// io_uring (the daemon would fall back to /dev/fuse, which the other
+/// pass tests already).
 pub fn skip_reason() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root (mounting needs CAP_SYS_ADMIN)".into());
+    }
+    if std::env::var("UEXT4_TEST_TRANSPORT").is_ok_and(|t| t == "uring") {
+        if let Some(r) = uring_skip_reason() {
+            return Some(format!("UEXT4_TEST_TRANSPORT=uring: {r}"));
+        }
     }
     if !Path::new("/dev/fuse").exists() {
         return Some("/dev/fuse does not exist".into());

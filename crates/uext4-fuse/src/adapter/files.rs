@@ -254,6 +254,36 @@ impl Uext4Fuse {
         r.map_err(|e| self.fail("read", e))
     }
 
+    /// READ for a thread that should not wait on the device (an io_uring
+    /// queue): `None` when the read would (a buffered read missing the
+    /// page cache, or any read of a read-only mount), so that the caller
+    /// hands it to a thread that may wait and calls [`Self::read_into`].
+    /// Direct reads are served: they always go to the device, and a queue
+    /// takes only small ones (see `uring::queue`).
+    pub(crate) fn read_fast(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        flags: OpenFlags,
+        buf: &mut [u8],
+    ) -> Option<Result<usize, Errno>> {
+        if Self::is_direct(fh, flags) {
+            return Some(self.read_into(ino, fh, offset, flags, buf));
+        }
+        let Ok(n) = from_fuse(ino) else { return Some(Err(Errno::EINVAL)) };
+        if self.down.load(Ordering::Acquire) {
+            return Some(Err(Errno::EIO));
+        }
+        // Counted before the read, as in read_into (a miss counts twice:
+        // harmless, the count only has to move when a read may happen).
+        self.cached_opens.stripe(n).reads.fetch_add(1, Ordering::SeqCst);
+        match self.fs.inodes().read_cached(n, offset, buf) {
+            Ok(None) => None,
+            r => Some(r.map(|n| n.unwrap_or(0)).map_err(|e| self.fail("read", e))),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn do_write(
         &self,

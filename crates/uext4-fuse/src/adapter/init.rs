@@ -9,6 +9,10 @@ use crate::proto::types::InitFlags;
 use crate::Readdirplus;
 use log::{info, warn};
 
+/// Background requests (readahead, writeback, async direct I/O) the
+/// kernel keeps in flight at once; the io_uring queues are sized from it.
+pub(crate) const MAX_BACKGROUND: u16 = 64;
+
 impl Uext4Fuse {
     pub(super) fn do_init(&self, config: &mut KernelConfig) -> std::io::Result<()> {
         let f = &self.features;
@@ -16,7 +20,7 @@ impl Uext4Fuse {
             info!("max_write {} refused, the kernel's limit is {max}", f.max_write);
             let _ = config.set_max_write(max);
         }
-        let _ = config.set_max_background(64);
+        let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_congestion_threshold(48);
         let mut want = InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_ASYNC_DIO

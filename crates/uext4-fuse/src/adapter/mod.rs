@@ -70,6 +70,7 @@ mod dirs;
 mod entries;
 mod files;
 mod init;
+pub(crate) use init::MAX_BACKGROUND;
 mod ioctl;
 
 /// The FUSE adapter over a shared [`uext4::Filesystem`].

@@ -17,8 +17,10 @@
 //! buffers (the op header and the payload, no copy) and serves it with the
 //! same dispatcher as `/dev/fuse` ([`crate::dispatch::dispatch`]), the
 //! reply written into the entry's payload buffer. Requests that may take
-//! long (FSYNC, FSYNCDIR, SYNCFS, large WRITEs, FALLOCATE,
-//! COPY_FILE_RANGE) go to a small pool of threads shared by the queues,
+//! long (FSYNC, FSYNCDIR, SYNCFS, large WRITEs and READs, FALLOCATE,
+//! COPY_FILE_RANGE, and buffered READs that miss the page cache: tried
+//! first from the cache alone, see `uext4::fs::FsCore::read_cached`) go
+//! to a small pool of threads shared by the queues,
 //! so that they do not hold up the other entries of their queue; the
 //! kernel only accepts a commit on the ring that registered the entry, and
 //! the ring is single-issuer, so a pool thread hands the finished entry
@@ -50,11 +52,16 @@ pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
     /// read(2)/write(2) on `/dev/fuse`, one descriptor per worker.
-    #[default]
     Dev,
     /// FUSE over io_uring, falling back to `/dev/fuse` when
     /// the kernel lacks it or it is not enabled.
     Uring,
+    /// io_uring when the kernel offers it now (the module parameter is
+    /// on), else `/dev/fuse`, without a warning either way. The default:
+    /// io_uring measured at least as fast as `/dev/fuse` in every
+    /// workload of docs/BENCHMARKS.md.
+    #[default]
+    Auto,
 }
 
 impl std::str::FromStr for Transport {
@@ -63,7 +70,8 @@ impl std::str::FromStr for Transport {
         match s {
             "dev" => Ok(Transport::Dev),
             "uring" | "io_uring" => Ok(Transport::Uring),
-            v => Err(format!("transport={v}: expected dev or uring")),
+            "auto" => Ok(Transport::Auto),
+            v => Err(format!("transport={v}: expected dev, uring or auto")),
         }
     }
 }
@@ -91,14 +99,28 @@ const HEADER_LEN: usize = 288;
 const OP_IN: usize = 128;
 /// `fuse_uring_ent_in_out.payload_sz`.
 const ENT_PAYLOAD_SZ: usize = 256 + 16;
-/// Entries per queue: requests of one CPU in flight at once.
-const ENTRIES: usize = 4;
+/// Entries per queue: requests of one CPU in flight at once. The kernel
+/// sets no depth (dev_uring.c takes as many entries as are registered,
+/// up to FUSE_URING_MAX_QUEUE_DEPTH) and queues a request on its CPU's
+/// queue, where it waits while every entry is busy; background requests
+/// (readahead, writeback, async direct I/O: up to max_background for the
+/// connection) can all land on one queue, and entries lent to the pool
+/// (an fsync) serve nothing else meanwhile. So: the queue's share of
+/// max_background plus one entry per pool thread, at least 8 (a CPU's
+/// synchronous callers) and at most 64. Payload buffers are allocated
+/// zeroed (untouched pages cost no memory) and only large requests touch
+/// more than their first pages.
+fn entries_per_queue(queues: usize) -> usize {
+    let background = usize::from(crate::adapter::MAX_BACKGROUND);
+    (background.div_ceil(queues.max(1)) + POOL_THREADS).clamp(8, 64)
+}
 /// Threads serving the slow requests of every queue.
 const POOL_THREADS: usize = 2;
 
 /// The rings, made before the handshake.
 pub(crate) struct Prepared {
     rings: Vec<IoUring<squeue::Entry128>>,
+    entries: usize,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -121,6 +143,7 @@ fn possible_cpus() -> usize {
 /// Makes the rings, before INIT asks for the transport.
 pub(crate) fn prepare() -> io::Result<Prepared> {
     let n = possible_cpus();
+    let entries = entries_per_queue(n);
     let mut rings = Vec::with_capacity(n);
     for _ in 0..n {
         // One thread submits to each ring and runs its completions' task
@@ -132,10 +155,10 @@ pub(crate) fn prepare() -> io::Result<Prepared> {
                 .setup_single_issuer()
                 .setup_defer_taskrun()
                 .setup_r_disabled()
-                .build(2 * ENTRIES as u32 + 2)?,
+                .build(2 * entries as u32 + 2)?,
         );
     }
-    Ok(Prepared { rings })
+    Ok(Prepared { rings, entries })
 }
 
 /// A URING_CMD on `/dev/fuse` carrying struct fuse_uring_cmd_req.
@@ -215,9 +238,10 @@ pub(crate) fn start(
         let mut running = Running::default();
         let pool = queue::Pool::start(adapter.clone(), n, POOL_THREADS, &mut running.threads)?;
         let count = prepared.rings.len();
+        let entries = prepared.entries;
         for (qid, ring) in prepared.rings.into_iter().enumerate() {
             let dev = dev.try_clone()?;
-            let q = queue::Queue::new(ring, dev, qid as u16, adapter.clone(), n, pool.clone())?;
+            let q = queue::Queue::new(ring, entries, dev, qid as u16, adapter.clone(), n, pool.clone())?;
             let conn = conn.clone();
             running.threads.push(std::thread::Builder::new().name(format!("uring-q{qid}")).spawn(move || {
                 let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.serve()));
@@ -235,7 +259,7 @@ pub(crate) fn start(
                 }
             })?);
         }
-        info!("transport: io_uring, {count} queues of {ENTRIES} entries, {POOL_THREADS} threads for slow requests");
+        info!("transport: io_uring, {count} queues of {entries} entries, {POOL_THREADS} threads for slow requests");
         Ok(running)
     })();
     if r.is_err() {
@@ -303,6 +327,7 @@ mod tests {
     fn transport_names_parse() {
         assert_eq!("dev".parse::<Transport>(), Ok(Transport::Dev));
         assert_eq!("io_uring".parse::<Transport>(), Ok(Transport::Uring));
+        assert_eq!("auto".parse::<Transport>(), Ok(Transport::Auto));
         assert!("tcp".parse::<Transport>().is_err());
     }
 }

@@ -3,12 +3,13 @@
 //! committed with the fetch of the next one; and the pool that serves the
 //! slow requests of every queue without holding up the others.
 
-use super::{fuse_cmd, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENTRIES, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
+use super::{fuse_cmd, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
 use crate::adapter::Uext4Fuse;
-use crate::dispatch::{dispatch, header_for};
+use crate::dispatch::{check, dispatch, header_for};
 use crate::proto::abi::{self, op};
-use crate::proto::decode::{decode_split, Decoded, InHeader, Reader};
+use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
+use crate::proto::types::{FileHandle, INodeNo, OpenFlags};
 use crate::reply::{Out, FIXED_REPLY_MAX};
 use crate::session::Negotiated;
 use io_uring::{opcode, squeue, types, IoUring};
@@ -27,6 +28,10 @@ const EVENT_TAG: u64 = u64::MAX;
 const SMALL_PAYLOAD: usize = 64 << 10;
 /// A WRITE with more data than this goes to the pool.
 const LARGE_WRITE: usize = 128 << 10;
+/// A READ of more than this goes to the pool (a direct one always reads
+/// the device; a buffered one may fill many folios); smaller buffered
+/// READs go there only when they miss the page cache.
+const LARGE_READ: usize = 128 << 10;
 
 /// Buffers a serving thread reuses for every request.
 struct Scratch {
@@ -41,12 +46,18 @@ impl Scratch {
 }
 
 /// True for requests that may wait on the device for long.
-fn is_slow(opcode: u32, payload_sz: usize) -> bool {
+fn is_slow(opcode: u32, payload_sz: usize, header: &[u8]) -> bool {
     match opcode {
         op::FSYNC | op::FSYNCDIR | op::SYNCFS | op::FALLOCATE | op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => true,
         op::WRITE => payload_sz > LARGE_WRITE,
+        op::READ => read_size(header) > LARGE_READ,
         _ => false,
     }
+}
+
+/// `fuse_read_in.size` of a READ in an entry's header buffer.
+fn read_size(header: &[u8]) -> usize {
+    u32_at(header, OP_IN + 16) as usize
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -92,6 +103,36 @@ fn serve_entry(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], pay
     };
     header[..abi::OUT_HEADER_LEN].copy_from_slice(&encode::out_header(abi::OUT_HEADER_LEN + len, error, h.unique));
     header[ENT_PAYLOAD_SZ..ENT_PAYLOAD_SZ + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+}
+
+/// Serves a small READ from the page cache into the entry's payload
+/// buffer, as [`serve_entry`] would; false (nothing written) when it
+/// would have to wait on the device, for the pool to serve instead.
+fn read_fast(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8]) -> bool {
+    let Ok(h) = InHeader::parse(&header[..abi::IN_HEADER_LEN]) else { return false };
+    let op_len = (h.len as usize).saturating_sub(abi::IN_HEADER_LEN).min(OP_IN);
+    let Ok(op) = decode_split(h.opcode, Reader::split(&header[OP_IN..OP_IN + op_len], &[]), n.decode) else {
+        return false;
+    };
+    let d = Decoded { header: h, op };
+    let Operation::Read { fh, offset, size, flags, .. } = d.op else { return false };
+    if check(&d, n.owner).is_err() {
+        // Refusals are the dispatcher's to answer.
+        return false;
+    }
+    let want = (size as usize).min(payload.len());
+    let (error, len) =
+        match fs.read_fast(INodeNo(h.nodeid), FileHandle(fh), offset, OpenFlags(flags as i32), &mut payload[..want]) {
+            None => return false,
+            Some(Ok(len)) => (0, len.min(want)),
+            Some(Err(e)) => (-e.code(), 0),
+        };
+    if log::log_enabled!(log::Level::Debug) {
+        debug!("FUSE({:3}) ino {:#018x} {}", h.unique, h.nodeid, d.op);
+    }
+    header[..abi::OUT_HEADER_LEN].copy_from_slice(&encode::out_header(abi::OUT_HEADER_LEN + len, error, h.unique));
+    header[ENT_PAYLOAD_SZ..ENT_PAYLOAD_SZ + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+    true
 }
 
 fn header_parts(out: &Out<'_>) -> (i32, usize) {
@@ -186,6 +227,7 @@ impl Pool {
 /// One queue, ready to serve.
 pub(super) struct Queue {
     ring: IoUring<squeue::Entry128>,
+    entries: usize,
     dev: OwnedFd,
     qid: u16,
     fs: Arc<Uext4Fuse>,
@@ -197,6 +239,7 @@ pub(super) struct Queue {
 impl Queue {
     pub(super) fn new(
         ring: IoUring<squeue::Entry128>,
+        entries: usize,
         dev: OwnedFd,
         qid: u16,
         fs: Arc<Uext4Fuse>,
@@ -210,7 +253,7 @@ impl Queue {
         }
         // SAFETY: `efd` was just created and is ours.
         let efd = unsafe { OwnedFd::from_raw_fd(efd) };
-        Ok(Queue { ring, dev, qid, fs, n, pool, back: Arc::new(Back { done: Mutex::new(Vec::new()), efd }) })
+        Ok(Queue { ring, entries, dev, qid, fs, n, pool, back: Arc::new(Back { done: Mutex::new(Vec::new()), efd }) })
     }
 
     /// Registers the entries and serves until the kernel tears the ring
@@ -219,11 +262,12 @@ impl Queue {
         // The buffers are declared before the ring, so that the ring (and
         // with it every command still using them) goes first.
         let payload_len = self.n.max_payload.max(crate::MAX_WRITE_LIMIT as usize);
-        let mut ents: Vec<Ent> = (0..ENTRIES).map(|_| Ent::new(payload_len)).collect();
+        let entries = self.entries;
+        let mut ents: Vec<Ent> = (0..entries).map(|_| Ent::new(payload_len)).collect();
         let mut efd_buf = Box::new([0u8; 8]);
         let mut scratch = Scratch::new();
-        let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * ENTRIES + 2);
-        let Queue { ring, dev, qid, fs, n, pool, back } = self;
+        let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * entries + 2);
+        let Queue { ring, dev, qid, fs, n, pool, back, .. } = self;
         let mut ring = ring;
         let dev_fd = dev.as_raw_fd();
         ring.submitter().register_enable_rings()?;
@@ -244,7 +288,7 @@ impl Queue {
             let unique = u64::from_ne_bytes(ents[i].header[8..16].try_into().unwrap_or([0; 8]));
             push(ring, &fuse_cmd(dev_fd, CMD_COMMIT_AND_FETCH, unique, qid, None).user_data(i as u64))
         };
-        let mut live = ENTRIES;
+        let mut live = entries;
         let mut registered = false;
         loop {
             ring.submit_and_wait(1)?;
@@ -286,7 +330,13 @@ impl Queue {
                 let Some(e) = ents.get_mut(i) else { continue };
                 let opcode = u32_at(&e.header[..], 4);
                 let payload_sz = u32_at(&e.header[..], ENT_PAYLOAD_SZ) as usize;
-                if is_slow(opcode, payload_sz) {
+                let slow = is_slow(opcode, payload_sz, &e.header[..])
+                    || (opcode == op::READ && !read_fast(&fs, n, &mut e.header, &mut e.payload));
+                if !slow && opcode == op::READ {
+                    commit(&mut ring, &ents, i)?;
+                    continue;
+                }
+                if slow {
                     let ent =
                         Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
                     if pool.tx.send(Job { ent, idx: i, back: back.clone() }).is_ok() {

@@ -184,6 +184,63 @@ impl FsCore {
         Ok(total as usize)
     }
 
+    /// A buffered read served only from the page cache: `Ok(None)` (and
+    /// nothing read or changed, not even the readahead state) when a page
+    /// of the range is not cached and up to date, or when the filesystem
+    /// is read-only (no page cache). Lets a caller that must not wait on
+    /// the device (an io_uring queue thread) serve hits at once and hand
+    /// misses to a thread that may wait. Inline files are read from the
+    /// inode, as [`FsCore::read`] does.
+    pub fn read_cached(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        let Some(rw) = self.live() else { return Ok(None) };
+        if let Some(n) = self.read_if_inline(ino, offset, buf)? {
+            return Ok(Some(n));
+        }
+        let st = rw.data.inode(ino);
+        let (size, times) = {
+            let pending = st.data.pages.pending_size();
+            let _m = st.map.read();
+            let i = self.regular(ino)?;
+            (i.size.max(pending), AccessTimes::of(&i))
+        };
+        if offset >= size || buf.is_empty() {
+            self.note_access(&st, &times);
+            return Ok(Some(0));
+        }
+        let total = (size - offset).min(buf.len() as u64);
+        let end = offset + total;
+        let folios = st.data.pages.find_range(offset / PAGE_SIZE, (end - 1) / PAGE_SIZE);
+        // The folios must cover the range without a gap (they are in
+        // increasing index and do not overlap: the lock order holds).
+        let mut next = offset / PAGE_SIZE;
+        for f in &folios {
+            if f.index > next {
+                return Ok(None);
+            }
+            next = next.max(f.index + f.pages);
+        }
+        if next <= (end - 1) / PAGE_SIZE {
+            return Ok(None);
+        }
+        let guards: Vec<FolioGuard<'_>> = folios.iter().map(|f| f.lock()).collect();
+        if guards.iter().any(|g| !g.uptodate) {
+            return Ok(None);
+        }
+        for (f, g) in folios.iter().zip(guards.iter()) {
+            let a = offset.max(f.start());
+            let b = end.min(f.start() + f.len());
+            if a < b {
+                buf[(a - offset) as usize..(b - offset) as usize]
+                    .copy_from_slice(&g.data[(a - f.start()) as usize..(b - f.start()) as usize]);
+            }
+        }
+        drop(guards);
+        // As the full read would have: keeps sequential readers' windows.
+        st.data.pages.read_order(offset, total);
+        self.note_access(&st, &times);
+        Ok(Some(total as usize))
+    }
+
     /// Buffered write (see the module comment). Returns the bytes written
     /// (short only when the disk fills part-way). `Filesystem::write`
     /// has checked the range.
