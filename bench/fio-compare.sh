@@ -33,7 +33,7 @@
 # Environment: SIZE (image size, default 8G), WORKLOADS (default "w1 w2 w3 w4 w5"),
 #   TARGETS (default "uext4 uext4-uring before cached kernel fuse2fs"), OUT (raw results, default
 #   target/bench-fio), SVG (chart, default docs/bench-fio.svg), W5_MAX (default 200000),
-#   W5_FSYNC (0), LOOP_DIO (1: the kernel's loop device with --direct-io=on, no double
+#   UEXT4_OPTS (extra mount options of the uext4 targets, default rw), W5_FSYNC (0), LOOP_DIO (1: the kernel's loop device with --direct-io=on, no double
 #   caching; default 0, a plain `mount -o loop` as bench/io-compare.sh), CARGO_TARGET_DIR
 #   (where uext4 is built).
 # Prints a markdown table (IOPS, read / write where both, ratios uext4/kernel and
@@ -306,7 +306,7 @@ for t in $targets; do
   echo "== $t" >&2
   new_image
   for w in $workloads; do
-    opts=rw
+    opts=${UEXT4_OPTS:-rw}
     if [ "$t" = before ]; then
       opts=$(before_opt "$w")
       [ -n "$opts" ] || continue

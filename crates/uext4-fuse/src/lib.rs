@@ -27,12 +27,14 @@
 
 mod adapter;
 mod conv;
+mod dirty_limit;
 mod dispatch;
 mod features;
 pub mod fusermount;
 mod kernel_config;
 mod logging;
 mod mount_sys;
+mod mountinfo;
 mod notify;
 pub mod proto;
 mod reply;
@@ -245,6 +247,16 @@ impl Mount {
         // SAFETY: geteuid has no preconditions.
         negotiated.owner = (!cfg.allow_other).then(|| unsafe { libc::geteuid() });
         let _ = inval.set(notify::Notifier::new(dev.clone()));
+        if negotiated.granted.contains(proto::types::InitFlags::FUSE_WRITEBACK_CACHE) && !cfg.kernel.strict_dirty_limit
+        {
+            match dirty_limit::relax(&mountpoint) {
+                Ok(()) => log::info!("writeback_cache: the mount's dirty pages count against the global dirty limits"),
+                Err(e) => log::info!(
+                    "writeback_cache: keeping the kernel's strict dirty limit of FUSE mounts ({e}): \
+                     buffered writes beyond about 1% of the dirty threshold wait for writeback"
+                ),
+            }
+        }
         let adapter = Arc::new(adapter);
         let granted = negotiated.granted.contains(proto::types::InitFlags::FUSE_OVER_IO_URING);
         let uring = match prepared {

@@ -151,6 +151,10 @@ impl Uext4Fuse {
             self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, sample);
         }
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        // CREATE keeps O_CREAT in the flags it passes (OPEN never does),
+        // and O_TRUNC reaches OPEN only with atomic_o_trunc: either way
+        // the file is empty as this open begins.
+        let fresh = flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
         // Nothing to do at close: every write reached the library already
         // (with the kernel's writeback cache the kernel ignores this flag
         // and writes its dirty pages back at close, as it must).
@@ -161,7 +165,8 @@ impl Uext4Fuse {
             // kernel's pages are current: no reason to drop them at open.
             fopen |= FopenFlags::FOPEN_KEEP_CACHE;
         }
-        if (direct && f.direct_odirect) || f.direct_io || (writes && f.direct_writes) {
+        if (direct && f.direct_odirect) || f.direct_io || (writes && (f.direct_writes || (fresh && f.direct_new_files)))
+        {
             // The kernel sends the I/O of this open straight to us, as the
             // caller gave it, and lets writes to one file run in parallel
             // (the library locks what it needs); without FOPEN_DIRECT_IO

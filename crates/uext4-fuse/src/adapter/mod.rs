@@ -340,10 +340,17 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_write(req, ino, fh, offset, data, flags, kill, reply);
     }
 
-    /// Data is written through to the device by every write: nothing to
-    /// flush at close (durability is fsync's job, as on ext4).
+    /// Nothing to do at close: every write the kernel sent is in the
+    /// library already (durability is fsync's job, as on ext4), and POSIX
+    /// locks are the kernel's (no FUSE_POSIX_LOCKS), so no lock owner's
+    /// locks need dropping here. ENOSYS tells the kernel so once for the
+    /// connection (it stops sending FLUSH): with the writeback cache it
+    /// would otherwise send one at every close of a written file, whatever
+    /// FOPEN_NOFLUSH says, after writing the file's dirty pages back
+    /// (which it still does). Write-back errors reach the closing caller
+    /// through those WRITE replies.
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.ok();
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(

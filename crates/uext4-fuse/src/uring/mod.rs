@@ -268,16 +268,11 @@ pub(crate) fn start(
     r
 }
 
-/// The FUSE connection's control directory of the mount at
-/// `mountpoint` (/sys/fs/fuse/connections/MINOR, MINOR being the mount's
-/// device minor in /proc/self/mountinfo).
+/// The abort file of the FUSE connection of the mount at `mountpoint`
+/// (/sys/fs/fuse/connections/MINOR/abort, MINOR being the mount's device
+/// minor).
 fn connection_of(mountpoint: &std::path::Path) -> Option<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let want = mountpoint.to_str()?;
-    // Fields: id, parent, major:minor, root, mount point, ... (a mount
-    // point with spaces is octal-escaped there: not matched, no abort).
-    let line = info.lines().rev().find(|l| l.split(' ').nth(4) == Some(want))?;
-    let minor = line.split(' ').nth(2)?.split(':').nth(1)?;
+    let (_, minor) = crate::mountinfo::device_of(mountpoint)?;
     Some(format!("/sys/fs/fuse/connections/{minor}/abort"))
 }
 
