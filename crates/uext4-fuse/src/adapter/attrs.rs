@@ -56,11 +56,22 @@ impl Uext4Fuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
+        ctime: Option<std::time::SystemTime>,
         reply: ReplyAttr,
     ) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
-        if matches!(atime, Some(TimeOrNow::SpecificTime(_))) || matches!(mtime, Some(TimeOrNow::SpecificTime(_))) {
+        // With the writeback cache the kernel keeps the times itself and
+        // sends "now" as the time it read (FATTR_MTIME without
+        // FATTR_MTIME_NOW), together with the new ctime, which
+        // notify_change took from the same clock reading: a time equal
+        // to the ctime sent with it is "now" (touch, or the times of the
+        // kernel's own writes), any other a given value.
+        let given = |t: Option<TimeOrNow>| match t {
+            Some(TimeOrNow::SpecificTime(x)) => ctime != Some(x),
+            _ => false,
+        };
+        if given(atime) || given(mtime) {
             // notify_change: times set to a given value (not "now") are
             // refused on an append-only file too; the library refuses
             // the rest.

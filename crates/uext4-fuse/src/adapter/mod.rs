@@ -248,13 +248,13 @@ impl FuseFilesystem for Uext4Fuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _kill_suidgid: bool,
         reply: ReplyAttr,
     ) {
         let _cap = sys_resource(req);
-        self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, reply);
+        self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, ctime, reply);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
