@@ -55,6 +55,15 @@ for n in range(100):
     os.write(fd, data)
     if $2: os.fsync(fd)
     os.close(fd)"; }
+# An existing 1 MiB file: 100 random 8 KiB overwrites through one open,
+# then a read of the whole file through another (W2's two sides).
+python3 -c "open('$m/db', 'wb').write(b'z' * (1 << 20))"
+mark overwrite_8k_x100_close; python3 -c "
+import os, random
+fd = os.open('$m/db', os.O_WRONLY); r = random.Random(1)
+for _ in range(100): os.pwrite(fd, b'y' * 8192, r.randrange(128) * 8192)
+os.close(fd)"
+mark read_1m_after_writes; cat "$m/db" >/dev/null
 mark w5_100_files_64k; w5 f 0
 mark w5_100_files_64k_fsync; w5 g 1
 mark end
