@@ -203,6 +203,7 @@ fn meta_attr(m: &Metadata, clamp: Option<Timestamp>) -> SetAttr {
         atime: Some(atime),
         mtime: Some(mtime),
         size: None,
+        ctime: None,
     }
 }
 

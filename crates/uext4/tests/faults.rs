@@ -233,6 +233,7 @@ fn workload(fs: &Filesystem, rng: &mut Rng, durable: &mut Durable) -> uext4::Res
                         gid: None,
                         atime: None,
                         mtime: None,
+                        ctime: None,
                     },
                 )?;
                 fs.inodes().write(ino, 0, &data)?;

@@ -126,6 +126,11 @@ fn exercise(fs: &Filesystem) -> Model {
     let t = uext4::format::inode::Timestamp { sec: 1_600_000_000, nsec: 123_456_789 };
     let st = fs.setattr(f5, SetAttr { mode: Some(0o640), mtime: Some(t), ..Default::default() }).unwrap();
     assert_eq!((st.mode & 0o7777, st.mtime), (0o640, t));
+    assert!(st.ctime > t, "ctime: now unless given");
+    // A ctime given (a FUSE kernel's writeback cache keeps it) is kept.
+    let c = uext4::format::inode::Timestamp { sec: 1_600_000_001, nsec: 7 };
+    let st = fs.setattr(f5, SetAttr { mtime: Some(t), ctime: Some(c), ..Default::default() }).unwrap();
+    assert_eq!((st.mtime, st.ctime), (t, c));
     // fallocate: keep-size, allocate, punch, zero range.
     let fa = fs.create(root, b"falloc", 0o644, 0, 0).unwrap().ino;
     let data = pattern(7, 64 << 10);

@@ -88,6 +88,9 @@ impl Uext4Fuse {
             size,
             atime: atime.map(time),
             mtime: mtime.map(time),
+            // Sent only by a kernel that keeps the file's times itself
+            // (the writeback cache): the ctime it shows is the one kept.
+            ctime: ctime.map(conv::timestamp),
         };
         // FUSE_HANDLE_KILLPRIV_V2 leaves the set-id bits a chown or a
         // truncate removes to us, and which ones depends on the caller

@@ -21,6 +21,10 @@ pub struct SetAttr {
     pub atime: Option<Timestamp>,
     /// Modification time.
     pub mtime: Option<Timestamp>,
+    /// Change time, when the caller keeps it (a FUSE kernel with the
+    /// writeback cache keeps the times of a cached file and writes them
+    /// back as it took them); None: now, as every change.
+    pub ctime: Option<Timestamp>,
 }
 
 impl FsCore {
@@ -152,7 +156,7 @@ impl FsCore {
         if let Some(t) = attr.mtime {
             i.mtime = t;
         }
-        i.ctime = now;
+        i.ctime = attr.ctime.unwrap_or(now);
         tx.write_inode(&mut i)?;
         if truncate_left && i.links_count > 0 {
             // The rest of the blocks are freed in more handles; the orphan
