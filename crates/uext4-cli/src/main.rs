@@ -378,12 +378,14 @@ enum Cmd {
                             threads=N (FUSE worker threads), debug (print every request; implies --foreground),\n\
                             log=error|warn|info|debug (default warn), logfile=PATH (a background daemon\n\
                             reports there, else to syslog; in the foreground: stderr).\n\
-                            FUSE features (default first): max_write=1M, writeback_cache|nowriteback_cache (the\n\
-                            kernel caches buffered writes and writes them back later), strict_dirty_limit off (as\n\
-                            root the daemon lifts the kernel's 1% dirty-page limit of FUSE mounts; the option keeps it),\n\
-                            direct_new_files|nodirect_new_files (opens of new or truncated files bypass the kernel\n\
-                            page cache), nodirect_writes|direct_writes (every open that may write bypasses it, writes\n\
-                            to a file run in parallel; with nowriteback_cache: ext4's O_DIRECT/ctime behaviour),\n\
+                            FUSE features (default first): max_write=1M, direct_writes|nodirect_writes (opens that\n\
+                            may write bypass the kernel page cache, writes to a file run in parallel),\n\
+                            nowriteback_cache|writeback_cache (the kernel caches buffered writes and writes them back\n\
+                            later; implies nodirect_writes unless direct_writes follows it; the times the kernel shows\n\
+                            lag writes that bypass its cache: see docs/COMPATIBILITY.md), nostrict_dirty_limit|\n\
+                            strict_dirty_limit (with writeback_cache, as root: lift the kernel's 1% dirty-page limit of\n\
+                            FUSE mounts, or keep it), direct_new_files|nodirect_new_files (with writeback_cache: opens\n\
+                            of new or truncated files bypass the kernel page cache),\n\
                             direct_odirect|nodirect_odirect (O_DIRECT reaches uext4's direct path),\n\
                             parallel_direct_writes|noparallel_direct_writes, direct_io (every open bypasses the\n\
                             kernel page cache), parallel_dirops|noparallel_dirops,\n\

@@ -742,8 +742,8 @@ mod tests {
 
     #[test]
     fn options_parse() {
-        let o = parse("ro,commit=2,allow_other,threads=3,nowriteback_cache,debug,noatime").unwrap();
-        assert!(o.read_only && o.allow_other && !o.kernel.writeback_cache && o.debug);
+        let o = parse("ro,commit=2,allow_other,threads=3,writeback_cache,debug,noatime").unwrap();
+        assert!(o.read_only && o.allow_other && o.kernel.writeback_cache && !o.kernel.direct_writes && o.debug);
         assert_eq!(o.commit, Some(Duration::from_secs(2)));
         assert_eq!(o.threads, Some(3));
         assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);

@@ -787,10 +787,26 @@ fn fuse_feature_options() {
     for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS, DIRECT_IO_ALLOW_MMAP] {
         assert_ne!(flags & f, 0, "INIT flag {f:#x} missing by default: {flags:#x}");
     }
-    assert_ne!(flags & WRITEBACK_CACHE, 0, "the writeback cache is the default: {flags:#x}");
+    assert_eq!(flags & WRITEBACK_CACHE, 0);
     assert!(log.lines().any(|l| l.contains(" READDIRPLUS ")), "{log}");
-    // Opens of new files bypass the kernel's page cache; other opens,
-    // for writing or not, keep it.
+    // Write opens bypass the kernel's page cache, read-only ones keep it.
+    assert!(
+        log.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_KEEP_CACHE | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES)"),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("open") && l.ends_with("(read-only): FopenFlags(FOPEN_KEEP_CACHE | FOPEN_NOFLUSH)")),
+        "{log}"
+    );
+    assert!(!log.lines().any(|l| l.contains(" FLUSH ")), "FLUSH sent despite FOPEN_NOFLUSH: {log}");
+
+    // The writeback cache: opens of new files bypass the kernel's page
+    // cache, other opens, for writing or not, keep it; FLUSH (which the
+    // kernel then sends whatever FOPEN_NOFLUSH says) is answered ENOSYS
+    // once, after which the kernel sends no more.
+    let (flags, _, log, _) = run_with("writeback_cache");
+    assert_ne!(flags & WRITEBACK_CACHE, 0, "{flags:#x}");
     assert!(
         log.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_KEEP_CACHE | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES)"),
         "{log}"
@@ -802,13 +818,12 @@ fn fuse_feature_options() {
             "no cached open{access}: {log}"
         );
     }
-    // FLUSH is answered ENOSYS, after which the kernel sends no more.
     let flushes = log.lines().filter(|l| l.contains(" FLUSH ")).count();
-    assert!(flushes <= 1, "{flushes} FLUSH requests");
+    assert_eq!(flushes, 1, "FLUSH requests under the writeback cache");
 
     let (flags, max_write, log, lookups) = run_with(
-        "max_write=64K,nodirect_new_files,noparallel_dirops,readdirplus=off,nowriteback_cache,nokernel_cache,entry_timeout=0,\
-         attr_timeout=0,negative_timeout=0",
+        "max_write=64K,nodirect_writes,noparallel_dirops,readdirplus=off,nokernel_cache,entry_timeout=0,attr_timeout=0,\
+         negative_timeout=0",
     );
     assert_eq!(max_write, 64 << 10);
     for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS, WRITEBACK_CACHE] {
@@ -1070,11 +1085,12 @@ fn fuse_dirstress() {
 /// With the writeback cache the daemon (root here) clears the kernel's
 /// strict dirty limit of its own mount (its dirty pages then count against
 /// the global limits, as ext4's); `strict_dirty_limit` keeps it, and so
-/// does a mount without the writeback cache (nothing is dirty there).
+/// does a mount without the writeback cache (the default: nothing is
+/// dirty there).
 #[test]
 fn dirty_limit_of_the_mount() {
     require_fuse!();
-    for (opts, want) in [("rw", "0"), ("strict_dirty_limit", "1"), ("nowriteback_cache", "1")] {
+    for (opts, want) in [("writeback_cache", "0"), ("writeback_cache,strict_dirty_limit", "1"), ("rw", "1")] {
         let fx = Fixture::new("64M");
         fx.mount(opts);
         let dev = fs::metadata(&fx.mnt).expect("stat the mount").dev();

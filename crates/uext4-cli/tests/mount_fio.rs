@@ -217,7 +217,7 @@ struct TornRun {
 /// mount with 8 KiB buffered pwrites (each unit all one word); 2 reader
 /// threads pread 1 to 4 units at a time with O_DIRECT and check each unit.
 ///
-/// Without the kernel's writeback cache (`nowriteback_cache,direct_writes`):
+/// Without the kernel's writeback cache (the default, `direct_writes`):
 /// with it, buffered writes stay in the kernel's pages and reach the
 /// daemon at write-back, and a FUSE O_DIRECT read writes the range back
 /// without the writer's inode lock, so the kernel's FUSE client can show
@@ -309,7 +309,7 @@ fn torn_run(opts: &str) -> TornRun {
 fn buffered_8k_writes_never_torn_exclusive() {
     require_fuse!();
     let t0 = Instant::now();
-    let r = torn_run("lock_policy=exclusive,nowriteback_cache,direct_writes");
+    let r = torn_run("lock_policy=exclusive");
     assert!(r.reads > 100 && r.writes > 1000, "{} reads, {} writes", r.reads, r.writes);
     assert!(r.torn.is_empty(), "{} of {} reads saw a torn 8 KiB write: {:?}", r.torn.len(), r.reads, &r.torn[..1]);
     println!(
@@ -328,7 +328,7 @@ fn buffered_8k_writes_never_torn_exclusive() {
 fn buffered_8k_writes_never_torn() {
     require_fuse!();
     let t0 = Instant::now();
-    let r = torn_run("nowriteback_cache,direct_writes");
+    let r = torn_run("rw");
     assert!(r.reads > 100 && r.writes > 1000, "{} reads, {} writes", r.reads, r.writes);
     assert!(r.torn.is_empty(), "{} of {} reads saw a torn 8 KiB write: {:?}", r.torn.len(), r.reads, &r.torn[..1]);
     println!(

@@ -50,37 +50,42 @@ pub struct KernelFeatures {
     /// FUSE, which serializes writes to a file.
     pub direct_odirect: bool,
     /// `[no]direct_writes`: answer buffered opens that may write with
-    /// FOPEN_DIRECT_IO too (read-only opens keep the kernel's page cache):
-    /// the writes of all writers of a file reach the daemon in parallel,
-    /// each a round trip. Off by default: with `writeback_cache` the
-    /// kernel's page cache takes buffered writes at memory speed. The
-    /// choice before the writeback cache was the default
-    /// (`nowriteback_cache,direct_writes`); the price there: reads through
-    /// such an open reach uext4's page cache by a round trip each, and
-    /// readers lose the kernel's pages of every range written.
+    /// FOPEN_DIRECT_IO too (read-only opens keep the kernel's page cache).
+    /// The kernel otherwise serializes buffered writes to a file under its
+    /// inode lock and sends each as a round trip; with it the writes of all
+    /// writers of a file reach the daemon in parallel. The price: reads
+    /// through such an open reach uext4's page cache by a round trip each,
+    /// and readers lose the kernel's pages of every range written. On by
+    /// default; off by itself only matters with `writeback_cache`.
     pub direct_writes: bool,
-    /// `[no]direct_new_files`: answer the open of a file just created
-    /// (CREATE, O_TMPFILE) or truncated at open with FOPEN_DIRECT_IO. Its
-    /// writes then reach the daemon as they are made, and its close costs
-    /// no round trip; through the writeback cache a small new file costs
-    /// three more at close (the write-back of its pages, the times, the
-    /// security.capability lookup of the first write). On by default:
-    /// files written once after creation (unpacking, copying, small-file
-    /// creates: W5) are the common case, and a file reopened later gets
-    /// the cache.
+    /// `[no]direct_new_files`: with `writeback_cache` and
+    /// `nodirect_writes`, answer the open of a file just created (CREATE,
+    /// O_TMPFILE) or truncated at open with FOPEN_DIRECT_IO. Its writes
+    /// then reach the daemon as they are made and its close costs no round
+    /// trip; through the writeback cache a small new file costs three more
+    /// at close (the write-back of its pages, the times, the
+    /// security.capability lookup of the first write). The kernel does
+    /// not move the times it keeps for such writes (see `writeback_cache`).
     pub direct_new_files: bool,
     /// `direct_io`: answer every open with FOPEN_DIRECT_IO (the kernel
     /// keeps no page cache of the mount's files).
     pub direct_io: bool,
-    /// `[no]writeback_cache`: let the kernel cache writes and write them
-    /// back later (FUSE_WRITEBACK_CACHE). On by default: buffered writes
-    /// cost no round trip each, and readers of a file being written keep
-    /// their cached pages (W2 2+2 through the mount: 0.95x the kernel's
-    /// writes and 1.04x its reads, against 0.04x and 0.50x with
-    /// `nowriteback_cache,direct_writes`; docs/BENCHMARKS.md). The kernel
-    /// then keeps the file's size and times while it holds dirty pages and
-    /// sends them with its write-back; every change still goes through
-    /// this mount.
+    /// `writeback_cache` (opt-in; turns `direct_writes` off, which a
+    /// `direct_writes` after it turns on again): let the kernel cache buffered writes
+    /// and write them back later (FUSE_WRITEBACK_CACHE). Buffered writes
+    /// then cost no round trip each and readers of a file being written
+    /// keep their cached pages (W2 2+2 through the mount: 0.9-1x the
+    /// kernel's ext4 for reads and writes, against 0.04x writes and 0.5x
+    /// reads without it; docs/BENCHMARKS.md). Off by default because the
+    /// kernel FUSE client then differs from ext4 where the daemon changes
+    /// a file behind the kernel's cache (docs/COMPATIBILITY.md): it keeps
+    /// a cached regular file's mtime, ctime and size itself and never
+    /// takes the daemon's (fuse_get_cache_mask), so writes through
+    /// FOPEN_DIRECT_IO opens (O_DIRECT, new files) and `chattr` leave the
+    /// times it shows behind until it drops the inode; and a buffered
+    /// reader racing an O_DIRECT writer can cache the old data for good
+    /// (FUSE invalidates the range before sending a direct write, not
+    /// after it: fstests generic/451).
     pub writeback_cache: bool,
     /// `[no]strict_dirty_limit`: keep the kernel's strict limit on the
     /// mount's dirty pages (1 % of the dirty threshold, even when nothing
@@ -138,10 +143,10 @@ impl Default for KernelFeatures {
             max_write: MAX_WRITE_LIMIT,
             parallel_direct_writes: true,
             direct_odirect: true,
-            direct_writes: false,
+            direct_writes: true,
             direct_new_files: true,
             direct_io: false,
-            writeback_cache: true,
+            writeback_cache: false,
             strict_dirty_limit: false,
             store_writes: false,
             kernel_cache: true,
@@ -192,7 +197,13 @@ impl KernelFeatures {
             "direct_writes" | "nodirect_writes" => self.direct_writes = flag(!key.starts_with("no"))?,
             "direct_new_files" | "nodirect_new_files" => self.direct_new_files = flag(!key.starts_with("no"))?,
             "direct_io" => self.direct_io = flag(true)?,
-            "writeback_cache" | "nowriteback_cache" => self.writeback_cache = flag(!key.starts_with("no"))?,
+            "writeback_cache" => {
+                // The point of the cache is writes that skip the daemon:
+                // `direct_writes` after it keeps both.
+                self.writeback_cache = flag(true)?;
+                self.direct_writes = false;
+            }
+            "nowriteback_cache" => self.writeback_cache = flag(false)?,
             "strict_dirty_limit" | "nostrict_dirty_limit" => self.strict_dirty_limit = flag(!key.starts_with("no"))?,
             "store_writes" | "nostore_writes" => self.store_writes = flag(!key.starts_with("no"))?,
             "kernel_cache" | "nokernel_cache" => self.kernel_cache = flag(!key.starts_with("no"))?,
@@ -248,10 +259,10 @@ mod tests {
             ("max_write", Some("128K")),
             ("noparallel_direct_writes", None),
             ("nodirect_odirect", None),
-            ("direct_writes", None),
+            ("nodirect_writes", None),
             ("nodirect_new_files", None),
             ("direct_io", None),
-            ("nowriteback_cache", None),
+            ("writeback_cache", None),
             ("strict_dirty_limit", None),
             ("nokernel_cache", None),
             ("store_writes", None),
@@ -264,10 +275,10 @@ mod tests {
             assert_eq!(f.set(k, v), Ok(true), "{k}");
         }
         assert_eq!(f.max_write, 128 << 10);
-        assert!(!f.parallel_direct_writes && !f.direct_odirect && f.direct_writes && !f.direct_new_files);
+        assert!(!f.parallel_direct_writes && !f.direct_odirect && !f.direct_writes && !f.direct_new_files);
         assert!(
             f.direct_io
-                && !f.writeback_cache
+                && f.writeback_cache
                 && f.strict_dirty_limit
                 && !f.kernel_cache
                 && !f.parallel_dirops
@@ -277,6 +288,16 @@ mod tests {
         assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
         assert_eq!(f.negative_ttl, Duration::ZERO);
         assert_eq!(f.set("ro", None), Ok(false));
+    }
+
+    #[test]
+    fn writeback_cache_turns_direct_writes_off_unless_given_after() {
+        let mut f = KernelFeatures::default();
+        assert!(f.direct_writes && !f.writeback_cache);
+        f.set("writeback_cache", None).unwrap();
+        assert!(f.writeback_cache && !f.direct_writes);
+        f.set("direct_writes", None).unwrap();
+        assert!(f.writeback_cache && f.direct_writes);
     }
 
     #[test]

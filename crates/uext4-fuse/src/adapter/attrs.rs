@@ -99,7 +99,8 @@ impl Uext4Fuse {
         // with nothing to set is what the kernel sends for
         // chown(f, -1, -1), which on ext4 clears them as any chown does.
         // Only for a file that has such bits: reading /proc is not free.
-        let empty = change == SetAttr::default();
+        // (The ctime a writeback-cache kernel sends along is no change.)
+        let empty = SetAttr { ctime: None, ..change } == SetAttr::default();
         let setid = if uid.is_some() || gid.is_some() || size.is_some() || empty {
             Some(tri!(reply, self.stat("setattr", ino))).filter(|cur| cur.mode & 0o6000 != 0)
         } else {

@@ -165,8 +165,8 @@ impl Uext4Fuse {
             // kernel's pages are current: no reason to drop them at open.
             fopen |= FopenFlags::FOPEN_KEEP_CACHE;
         }
-        if (direct && f.direct_odirect) || f.direct_io || (writes && (f.direct_writes || (fresh && f.direct_new_files)))
-        {
+        let fresh_direct = fresh && f.direct_new_files && f.writeback_cache;
+        if (direct && f.direct_odirect) || f.direct_io || (writes && (f.direct_writes || fresh_direct)) {
             // The kernel sends the I/O of this open straight to us, as the
             // caller gave it, and lets writes to one file run in parallel
             // (the library locks what it needs); without FOPEN_DIRECT_IO
