@@ -90,18 +90,16 @@ pub fn write_and_cross_check(img: &Path, fstype: &str) {
         eprintln!("SKIP: kernel mount: {why}");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let st = Command::new("mount").args(["-t", fstype, "-o", "loop"]).arg(img).arg(dir.path()).status().unwrap();
-    assert!(st.success(), "mount -t {fstype}");
-    let r = std::panic::catch_unwind(|| {
-        for (i, n) in sizes.iter().enumerate() {
-            assert_eq!(std::fs::read(dir.path().join(format!("f{i}"))).unwrap(), rw_support::pattern(i as u64, *n));
-        }
-        assert_eq!(std::fs::read_dir(dir.path().join("dir")).unwrap().count(), 150);
-        std::fs::write(dir.path().join("k"), rw_support::pattern(9, 200_000)).unwrap();
-    });
-    assert!(Command::new("umount").arg(dir.path()).status().unwrap().success());
-    r.unwrap();
+    // Unmounted by the guard, retrying while a process another test
+    // forked meanwhile still holds a descriptor in it.
+    let m = rw_support::KernelMount::new_as(img, fstype, "").unwrap_or_else(|e| panic!("mount -t {fstype}: {e}"));
+    let dir = m.path();
+    for (i, n) in sizes.iter().enumerate() {
+        assert_eq!(std::fs::read(dir.join(format!("f{i}"))).unwrap(), rw_support::pattern(i as u64, *n));
+    }
+    assert_eq!(std::fs::read_dir(dir.join("dir")).unwrap().count(), 150);
+    std::fs::write(dir.join("k"), rw_support::pattern(9, 200_000)).unwrap();
+    m.unmount();
     fsck_clean(img);
     let fs = Filesystem::open(img).unwrap();
     assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), rw_support::pattern(9, 200_000));

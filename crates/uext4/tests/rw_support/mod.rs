@@ -81,10 +81,15 @@ impl KernelMount {
     /// Mounts `img` with `-t ext4 -o loop` plus `opts` (e.g. `"ro"`; empty
     /// for none) on `dir`, made if missing; `Err` holds mount's complaint.
     pub fn at(img: &Path, dir: &Path, opts: &str) -> Result<KernelMount, String> {
+        Self::at_as(img, dir, "ext4", opts)
+    }
+
+    /// As [`KernelMount::at`] with another filesystem type (`ext2`, `ext3`).
+    pub fn at_as(img: &Path, dir: &Path, fstype: &str, opts: &str) -> Result<KernelMount, String> {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let o = if opts.is_empty() { "loop".to_string() } else { format!("loop,{opts}") };
         let out = Command::new("mount")
-            .args(["-t", "ext4", "-o", &o])
+            .args(["-t", fstype, "-o", &o])
             .arg(img)
             .arg(dir)
             .output()
@@ -97,8 +102,13 @@ impl KernelMount {
 
     /// As [`KernelMount::at`], on a fresh temporary directory.
     pub fn new(img: &Path, opts: &str) -> Result<KernelMount, String> {
+        Self::new_as(img, "ext4", opts)
+    }
+
+    /// As [`KernelMount::new`] with another filesystem type.
+    pub fn new_as(img: &Path, fstype: &str, opts: &str) -> Result<KernelMount, String> {
         let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mut m = KernelMount::at(img, tmp.path(), opts)?;
+        let mut m = KernelMount::at_as(img, tmp.path(), fstype, opts)?;
         m._tmp = Some(tmp);
         Ok(m)
     }
