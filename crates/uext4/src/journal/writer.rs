@@ -737,6 +737,20 @@ impl Handle {
         Ok(r)
     }
 
+    /// [`Handle::modify`] that may decide to change nothing: the new
+    /// version is installed only when `f` returns `Some`.
+    pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
+        let guard = self.cache.lock_block(block);
+        let cur = guard.current()?;
+        let mut data: Box<[u8]> = cur.data().into();
+        drop(cur);
+        let r = f(&mut data)?;
+        if r.is_some() {
+            self.install(&guard, block, data)?;
+        }
+        Ok(r)
+    }
+
     /// Sets the full contents of a block that is being (re)initialised
     /// (a newly allocated metadata block): nothing is read.
     pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
