@@ -52,8 +52,9 @@ use crate::format::journal::{
     encode_descriptor, escape_block, feature, revoke_capacity, tag_checksum_value, tag_flag, BlockTag, CommitBlock,
     JournalFeatures, JournalSuperblock, SUPERBLOCK_SIZE,
 };
+use crate::int_hash::{IntMap, IntSet};
 use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -74,18 +75,18 @@ struct Txn {
     handles: usize,
     credits: usize,
     locked: bool,
-    blocks: HashMap<u64, Arc<Buffer>>,
-    revoked: HashSet<u64>,
+    blocks: IntMap<u64, Arc<Buffer>>,
+    revoked: IntSet<u64>,
 }
 
 struct State {
     running: Option<Txn>,
     /// The transaction being written (its blocks, for revoke decisions).
-    committing: Option<(u64, HashSet<u64>)>,
+    committing: Option<(u64, IntSet<u64>)>,
     next_tid: u64,
     committed: u64,
     /// Newest committed, not yet checkpointed version of each block.
-    checkpoint: HashMap<u64, Arc<Buffer>>,
+    checkpoint: IntMap<u64, Arc<Buffer>>,
     /// Next log block to write (journal-relative).
     head: u32,
     /// First log block still needed (start of the oldest transaction not
@@ -203,7 +204,7 @@ impl JournalWriter {
                 committing: None,
                 next_tid,
                 committed: next_tid.wrapping_sub(1),
-                checkpoint: HashMap::new(),
+                checkpoint: IntMap::default(),
                 head: first,
                 tail: first,
                 aborted: None,
