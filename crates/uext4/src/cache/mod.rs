@@ -256,14 +256,18 @@ impl BufferCache {
         BlockGuard { cache: self, block, _lock: lock }
     }
 
-    fn install(&self, block: u64, data: Box<[u8]>) -> Arc<Buffer> {
+    /// Makes `data` the cached version of `block`; returns it and the
+    /// version it replaced, which the caller drops once it holds no lock
+    /// (freeing a block's memory can wait on the allocator).
+    fn install(&self, block: u64, data: Box<[u8]>) -> (Arc<Buffer>, Option<Arc<Buffer>>) {
         let buf = Arc::new(Buffer::new(block, data, true));
         let mut map = self.shard(block).write();
         if !map.contains_key(&block) && map.len() >= self.per_shard {
             self.evict(&mut map);
         }
-        map.insert(block, buf.clone());
-        buf
+        let old = map.insert(block, buf.clone());
+        drop(map);
+        (buf, old)
     }
 
     /// Drops `block` from the cache (a freed metadata block that may be
@@ -318,6 +322,12 @@ impl BlockGuard<'_> {
     /// Installs `data` as the block's new version and returns it. Nothing
     /// is written to the device.
     pub fn install(&self, data: Box<[u8]>) -> Result<Arc<Buffer>> {
+        Ok(self.install_replacing(data)?.0)
+    }
+
+    /// [`BlockGuard::install`], also returning the version replaced, for
+    /// the caller to drop after the stripe lock.
+    pub fn install_replacing(&self, data: Box<[u8]>) -> Result<(Arc<Buffer>, Option<Arc<Buffer>>)> {
         if data.len() != self.cache.block_size {
             return Err(crate::error::Error::Invalid(format!("install of {} bytes as a block", data.len())));
         }
