@@ -1,17 +1,21 @@
 //! The hasher of the engine's tables keyed by one integer (inode numbers
-//! in the inode lock table, block numbers in the buffer cache): those
-//! maps are looked up on every read and write, and std's SipHash cost
-//! more than the rest of the lookup.
+//! in the inode lock table and the dirty-tid map, block numbers in the
+//! buffer cache and the journal's transactions): those maps are looked up
+//! on every read and write, and std's SipHash cost more than the rest of
+//! the lookup.
 //!
 //! The keys come from the image (block and inode numbers), so a crafted
 //! image could at worst make some lookups slower by colliding; it cannot
 //! change what they find.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A `HashMap` keyed by an integer, hashed with [`IntHasher`].
 pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// A `HashSet` of integers, hashed with [`IntHasher`].
+pub(crate) type IntSet<K> = HashSet<K, BuildHasherDefault<IntHasher>>;
 
 /// SplitMix64's finalizer over the key: every output bit depends on
 /// every key bit, so hashbrown's bucket index (low bits) and its tag

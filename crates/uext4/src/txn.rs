@@ -131,6 +131,13 @@ impl<'a> Tx<'a> {
         self.handle.modify(block, f)
     }
 
+    /// Read-modify-write that installs only when `f` returns `Some` (see
+    /// [`Handle::modify_if`]).
+    pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
+        self.check_block(block)?;
+        self.handle.modify_if(block, f)
+    }
+
     /// Initialises a newly allocated metadata block (see [`Handle::init`]).
     pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
         self.check_block(block)?;

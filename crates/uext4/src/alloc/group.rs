@@ -14,6 +14,8 @@ use super::layout::{group_units, uninit_used_ranges};
 use crate::error::Result;
 use crate::format::group_desc::{verify_block_bitmap, BG_BLOCK_UNINIT};
 use crate::volume::Volume;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// The loaded state of a group (behind the group's mutex).
 #[derive(Debug)]
@@ -22,8 +24,12 @@ pub struct GroupState {
     pub buddy: Buddy,
     /// On-disk bitmap bytes (a whole block).
     pub disk: Vec<u8>,
-    /// Free blocks according to `disk`.
+    /// Free blocks according to `disk` (changed only by the `disk_mark_*`
+    /// methods, which publish it).
     pub disk_free: u32,
+    /// Where `disk_free` is published for readers that take no lock (the
+    /// allocator's total, read by every buffered write's reservation).
+    pub published: Arc<AtomicU32>,
     /// `disk` changed since the last flush.
     pub dirty: bool,
     /// The descriptor still says BLOCK_UNINIT.
@@ -85,6 +91,7 @@ pub fn load(vol: &Volume, g: u64) -> Result<(GroupState, LoadKind)> {
             buddy,
             disk,
             disk_free,
+            published: Arc::new(AtomicU32::new(disk_free)),
             dirty: false,
             uninit: kind == LoadKind::Uninit,
             corrupt,
@@ -103,6 +110,7 @@ impl GroupState {
             self.disk[(i / 8) as usize] |= 1 << (i % 8);
         }
         self.disk_free -= len;
+        self.published.store(self.disk_free, Ordering::Relaxed);
         self.dirty = true;
     }
 
@@ -117,6 +125,7 @@ impl GroupState {
             self.disk[(i / 8) as usize] &= !(1 << (i % 8));
         }
         self.disk_free += len;
+        self.published.store(self.disk_free, Ordering::Relaxed);
         self.dirty = true;
     }
 

@@ -193,6 +193,9 @@ pub(crate) struct Group {
     /// Free blocks in the buddy view, updated under the lock; read
     /// without it as a hint when choosing groups.
     pub free_hint: AtomicU32,
+    /// The loaded state's `disk_free`, published by it (see
+    /// [`Allocator::free_blocks`]); meaningful once `loaded` is set.
+    pub disk_free: Arc<AtomicU32>,
     /// The group's number (names it in lock-order reports).
     no: u64,
 }
@@ -249,6 +252,7 @@ impl Allocator {
                 state: Mutex::new(None),
                 loaded: AtomicBool::new(false),
                 free_hint: AtomicU32::new(0),
+                disk_free: Arc::new(AtomicU32::new(0)),
             })
             .collect();
         let system_zone = Self::system_zone(&vol)?;
@@ -371,6 +375,9 @@ impl Allocator {
         if kind == LoadKind::Uninit {
             self.counters.uninit_inits.fetch_add(1, Relaxed);
         }
+        // The group's own counter from now on, published before `loaded`.
+        state.published = grp.disk_free.clone();
+        state.published.store(state.disk_free, Relaxed);
         *slot = Some(state);
         if let Some(st) = slot.as_mut() {
             self.relist(g, st);

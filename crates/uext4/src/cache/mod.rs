@@ -38,7 +38,7 @@ use crate::device::BlockDevice;
 use crate::error::Result;
 use crate::int_hash::IntMap;
 use parking_lot::{Mutex, MutexGuard, RwLock};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
@@ -51,9 +51,24 @@ pub struct Buffer {
     block: u64,
     data: Box<[u8]>,
     referenced: AtomicBool,
+    /// Checks this version passed (see [`Buffer::is_verified`]).
+    verified: AtomicU64,
+    /// Inode records of this version whose checksum was verified, one bit
+    /// per record slot (the first 64).
+    verified_slots: AtomicU64,
 }
 
 impl Buffer {
+    fn new(block: u64, data: Box<[u8]>, referenced: bool) -> Buffer {
+        Buffer {
+            block,
+            data,
+            referenced: AtomicBool::new(referenced),
+            verified: AtomicU64::new(0),
+            verified_slots: AtomicU64::new(0),
+        }
+    }
+
     /// The block number.
     pub fn block(&self) -> u64 {
         self.block
@@ -61,6 +76,61 @@ impl Buffer {
     /// The block's bytes.
     pub fn data(&self) -> &[u8] {
         &self.data
+    }
+
+    /// True once [`Buffer::set_verified`] recorded that this version
+    /// passed `check` with checksum seed `seed`. A version's bytes never
+    /// change, so a check it passed holds for as long as it is cached:
+    /// like the kernel's buffer_verified, the checksum of a cached block
+    /// is computed once, not at every lookup (a directory leaf, an extent
+    /// block and an htree node are read several times by every create).
+    /// One check is kept: a block read as two things, or for two owners
+    /// (a corrupt image), is checked each time.
+    pub fn is_verified(&self, check: Check, seed: u32) -> bool {
+        self.verified.load(Ordering::Relaxed) == check.tag(seed)
+    }
+
+    /// Records that this version passed `check` with `seed` (see
+    /// [`Buffer::is_verified`]).
+    pub fn set_verified(&self, check: Check, seed: u32) {
+        let tag = check.tag(seed);
+        if self.verified.load(Ordering::Relaxed) != tag {
+            self.verified.store(tag, Ordering::Relaxed);
+        }
+    }
+
+    /// True once the inode record in slot `slot` of this inode-table
+    /// block was verified ([`Buffer::set_slot_verified`]); always false
+    /// past the 64th slot.
+    pub fn slot_verified(&self, slot: usize) -> bool {
+        slot < 64 && self.verified_slots.load(Ordering::Relaxed) & (1 << slot) != 0
+    }
+
+    /// Records that the inode record in slot `slot` passed its checks.
+    pub fn set_slot_verified(&self, slot: usize) {
+        if slot < 64 && !self.slot_verified(slot) {
+            self.verified_slots.fetch_or(1 << slot, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The checks of a block's contents that [`Buffer::is_verified`]
+/// remembers (each with the checksum seed it used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// A directory leaf block (entries and checksum tail).
+    DirLeaf = 1,
+    /// An htree root block's index.
+    DxRoot = 2,
+    /// An htree interior node's index.
+    DxNode = 3,
+    /// An extent tree block below the inode.
+    ExtentBlock = 4,
+}
+
+impl Check {
+    fn tag(self, seed: u32) -> u64 {
+        (self as u64) << 32 | u64::from(seed)
     }
 }
 
@@ -144,7 +214,7 @@ impl BufferCache {
         })?;
         let mut data = vec![0u8; self.block_size].into_boxed_slice();
         self.dev.read_at(&mut data, offset)?;
-        let buf = Arc::new(Buffer { block, data, referenced: AtomicBool::new(false) });
+        let buf = Arc::new(Buffer::new(block, data, false));
         let mut map = shard.write();
         if let Some(existing) = map.get(&block) {
             return Ok(existing.clone());
@@ -167,7 +237,7 @@ impl BufferCache {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
         })?;
         self.dev.write_at(data, offset)?;
-        let buf = Arc::new(Buffer { block, data: data.into(), referenced: AtomicBool::new(true) });
+        let buf = Arc::new(Buffer::new(block, data.into(), true));
         let mut map = self.shard(block).write();
         if !map.contains_key(&block) && map.len() >= self.per_shard {
             self.evict(&mut map);
@@ -186,14 +256,18 @@ impl BufferCache {
         BlockGuard { cache: self, block, _lock: lock }
     }
 
-    fn install(&self, block: u64, data: Box<[u8]>) -> Arc<Buffer> {
-        let buf = Arc::new(Buffer { block, data, referenced: AtomicBool::new(true) });
+    /// Makes `data` the cached version of `block`; returns it and the
+    /// version it replaced, which the caller drops once it holds no lock
+    /// (freeing a block's memory can wait on the allocator).
+    fn install(&self, block: u64, data: Box<[u8]>) -> (Arc<Buffer>, Option<Arc<Buffer>>) {
+        let buf = Arc::new(Buffer::new(block, data, true));
         let mut map = self.shard(block).write();
         if !map.contains_key(&block) && map.len() >= self.per_shard {
             self.evict(&mut map);
         }
-        map.insert(block, buf.clone());
-        buf
+        let old = map.insert(block, buf.clone());
+        drop(map);
+        (buf, old)
     }
 
     /// Drops `block` from the cache (a freed metadata block that may be
@@ -248,6 +322,12 @@ impl BlockGuard<'_> {
     /// Installs `data` as the block's new version and returns it. Nothing
     /// is written to the device.
     pub fn install(&self, data: Box<[u8]>) -> Result<Arc<Buffer>> {
+        Ok(self.install_replacing(data)?.0)
+    }
+
+    /// [`BlockGuard::install`], also returning the version replaced, for
+    /// the caller to drop after the stripe lock.
+    pub fn install_replacing(&self, data: Box<[u8]>) -> Result<(Arc<Buffer>, Option<Arc<Buffer>>)> {
         if data.len() != self.cache.block_size {
             return Err(crate::error::Error::Invalid(format!("install of {} bytes as a block", data.len())));
         }

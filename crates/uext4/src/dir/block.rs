@@ -1,7 +1,7 @@
 //! Reading one directory block and checking it.
 
 use super::NameKey;
-use crate::cache::Buffer;
+use crate::cache::{Buffer, Check};
 use crate::error::Result;
 use crate::format::block_number::FileBlock;
 use crate::format::dirent::{self, RawDirent};
@@ -38,20 +38,30 @@ pub fn read(vol: &Volume, dir: &Inode, lblk: FileBlock, htree: bool) -> Result<R
     let is_dx = htree && (lblk == FileBlock(0) || dx::is_node_block(data));
     if vol.has_csum() {
         let seed = vol.inode_csum_seed(dir.ino, dir.generation);
-        if is_dx {
-            let node = if lblk == FileBlock(0) {
-                dx::parse_root_info(data, pblk)?;
-                dx::parse_node(data, true, true, pblk)
+        let check = match (is_dx, lblk == FileBlock(0)) {
+            (false, _) => Check::DirLeaf,
+            (true, true) => Check::DxRoot,
+            (true, false) => Check::DxNode,
+        };
+        if !buf.is_verified(check, seed) {
+            if is_dx {
+                let node = if lblk == FileBlock(0) {
+                    dx::parse_root_info(data, pblk)?;
+                    dx::parse_node(data, true, true, pblk)
+                } else {
+                    dx::parse_node(data, false, true, pblk)
+                };
+                // A block whose index cannot even be parsed is reported by
+                // the htree walk; here we only check what we can (and
+                // remember nothing).
+                if let Ok(node) = node {
+                    dx::verify_checksum(data, &node, seed, pblk)?;
+                    buf.set_verified(check, seed);
+                }
             } else {
-                dx::parse_node(data, false, true, pblk)
-            };
-            // A block whose index cannot even be parsed is reported by the
-            // htree walk; here we only check what we can.
-            if let Ok(node) = node {
-                dx::verify_checksum(data, &node, seed, pblk)?;
+                dirent::verify_leaf(data, seed, pblk)?;
+                buf.set_verified(check, seed);
             }
-        } else {
-            dirent::verify_leaf(data, seed, pblk)?;
         }
     }
     Ok(Ok(DirBlock { block: pblk, buf, is_dx }))

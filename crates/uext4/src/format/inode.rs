@@ -89,23 +89,29 @@ pub struct Inode {
 }
 
 /// The checksum an inode record should carry.
+///
+/// Every inode read verifies it and every inode write sets it, several
+/// times per namespace operation: the record is summed in four calls (the
+/// checksum fields as zeros), not one per field.
 pub fn inode_checksum(sb: &Superblock, ino: u32, raw: &[u8]) -> u32 {
-    let generation = le32(raw, 0x64);
-    let mut c = crc32c(sb.csum_seed(), &ino.to_le_bytes());
-    c = crc32c(c, &generation.to_le_bytes());
+    let mut seed = [0u8; 8];
+    seed[..4].copy_from_slice(&ino.to_le_bytes());
+    seed[4..].copy_from_slice(&raw[0x64..0x68]);
+    let mut c = crc32c(sb.csum_seed(), &seed);
     let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && GOOD_OLD_INODE_SIZE + usize::from(le16(raw, 0x80)) >= 0x84;
-    // Checksum fields are summed as zeros.
     c = crc32c(c, &raw[..0x7C]);
-    c = crc32c(c, &[0, 0]);
     if raw.len() > GOOD_OLD_INODE_SIZE {
-        c = crc32c(c, &raw[0x7E..0x82]);
-        if has_hi {
-            c = crc32c(c, &[0, 0]);
-        } else {
-            c = crc32c(c, &raw[0x82..0x84]);
+        // i_checksum_lo (0x7C), i_osd2's last two bytes, i_extra_isize,
+        // then i_checksum_hi (0x82) if the extra area covers it.
+        let mut mid = [0u8; 8];
+        mid[2..6].copy_from_slice(&raw[0x7E..0x82]);
+        if !has_hi {
+            mid[6..].copy_from_slice(&raw[0x82..0x84]);
         }
+        c = crc32c(c, &mid);
         c = crc32c(c, &raw[0x84..]);
     } else {
+        c = crc32c(c, &[0, 0]);
         c = crc32c(c, &raw[0x7E..]);
     }
     if has_hi {
@@ -120,6 +126,16 @@ impl Inode {
     /// bytes) and verifies its checksum. `block` is the inode table block,
     /// for error messages.
     pub fn parse(sb: &Superblock, ino: u32, raw: &[u8], block: u64) -> Result<Inode> {
+        Self::parse_inner(sb, ino, raw, block, true)
+    }
+
+    /// [`Inode::parse`] of a record whose checksum was verified already
+    /// (an unchanged cached copy): every other check is made.
+    pub fn parse_verified(sb: &Superblock, ino: u32, raw: &[u8], block: u64) -> Result<Inode> {
+        Self::parse_inner(sb, ino, raw, block, false)
+    }
+
+    fn parse_inner(sb: &Superblock, ino: u32, raw: &[u8], block: u64, verify: bool) -> Result<Inode> {
         let isz = usize::from(sb.inode_size);
         if raw.len() < isz || isz < GOOD_OLD_INODE_SIZE {
             return Err(Error::corruption(
@@ -139,7 +155,7 @@ impl Inode {
                 CorruptKind::OutOfRange { field: "i_extra_isize", value: u64::from(extra_isize) },
             ));
         }
-        if sb.has_metadata_csum() {
+        if verify && sb.has_metadata_csum() {
             let has_hi = GOOD_OLD_INODE_SIZE + usize::from(extra_isize) >= 0x84;
             let stored = u32::from(le16(b, 0x7C)) | if has_hi { u32::from(le16(b, 0x82)) << 16 } else { 0 };
             let computed = inode_checksum(sb, ino, b);
@@ -343,5 +359,60 @@ impl Inode {
     pub fn xattr_area(&self) -> &[u8] {
         let start = GOOD_OLD_INODE_SIZE + usize::from(self.extra_isize);
         self.raw.get(start..).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod checksum_tests {
+    use super::*;
+    use crate::format::superblock::{SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+
+    /// The field-by-field definition (e2fsprogs' ext2fs_inode_csum).
+    fn reference(sb: &Superblock, ino: u32, raw: &[u8]) -> u32 {
+        let mut c = crc32c(sb.csum_seed(), &ino.to_le_bytes());
+        c = crc32c(c, &le32(raw, 0x64).to_le_bytes());
+        let has_hi = raw.len() > GOOD_OLD_INODE_SIZE && GOOD_OLD_INODE_SIZE + usize::from(le16(raw, 0x80)) >= 0x84;
+        c = crc32c(c, &raw[..0x7C]);
+        c = crc32c(c, &[0, 0]);
+        if raw.len() > GOOD_OLD_INODE_SIZE {
+            c = crc32c(c, &raw[0x7E..0x82]);
+            c = crc32c(c, if has_hi { &[0, 0] } else { &raw[0x82..0x84] });
+            c = crc32c(c, &raw[0x84..]);
+        } else {
+            c = crc32c(c, &raw[0x7E..]);
+        }
+        if has_hi {
+            c
+        } else {
+            c & 0xFFFF
+        }
+    }
+
+    #[test]
+    fn matches_the_field_by_field_definition() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("sb.img");
+        crate::mkfs::mkfs_file(&img, &crate::mkfs::MkfsOptions { size: 8 << 20, ..Default::default() }).unwrap();
+        let bytes = std::fs::read(&img).unwrap();
+        let at = SUPERBLOCK_OFFSET as usize;
+        let sb = Superblock::parse(&bytes[at..at + SUPERBLOCK_SIZE]).unwrap();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for size in [128usize, 256, 512, 1024] {
+            for extra in [0u16, 2, 4, 28, 32, 96] {
+                let mut raw = vec![0u8; size];
+                for b in raw.iter_mut() {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *b = x as u8;
+                }
+                if size > GOOD_OLD_INODE_SIZE {
+                    raw[0x80..0x82].copy_from_slice(&extra.to_le_bytes());
+                }
+                for ino in [1u32, 11, 0x1234_5678] {
+                    assert_eq!(inode_checksum(&sb, ino, &raw), reference(&sb, ino, &raw), "size {size} extra {extra}");
+                }
+            }
+        }
     }
 }

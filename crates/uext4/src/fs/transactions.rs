@@ -13,11 +13,11 @@ use super::mount::{mark_journal_clean, mark_mounted, mark_unjournaled_clean, sav
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
 use crate::error::{Error, Result};
+use crate::int_hash::IntMap;
 use crate::journal::{Handle, Journal, JournalWriter};
 use crate::lock_order::{self, Class, Held};
 use crate::volume::Volume;
 use parking_lot::{Condvar, Mutex};
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ pub(crate) struct Transactions {
     committer: Mutex<Option<Committer>>,
     /// Transaction that last changed each inode (fsync commits only
     /// when that one has not committed yet).
-    dirty: Vec<Mutex<HashMap<u32, u64>>>,
+    dirty: Vec<Mutex<IntMap<u32, u64>>>,
     /// Operations may use the blocks reserved for root.
     use_reserved: bool,
     /// The claim on an `mmp` filesystem (marked clean at shutdown).
@@ -123,7 +123,7 @@ impl Transactions {
         Ok(Transactions {
             journal,
             committer: Mutex::new(committer),
-            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
             use_reserved,
             mmp_lost: mmp.as_ref().map(|m| m.lost()),
             mmp: Mutex::new(mmp),
@@ -139,7 +139,7 @@ impl Transactions {
         Transactions {
             journal: None,
             committer: Mutex::new(None),
-            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
             use_reserved: true,
             mmp_lost: None,
             mmp: Mutex::new(None),

@@ -46,6 +46,8 @@ use std::time::Instant;
 /// Dirty bytes written back under one hold of a file's I/O lock.
 const BATCH: u64 = 16 << 20;
 const SHARDS: usize = 16;
+/// Most other files a writer past the hard dirty limit writes back.
+const BALANCE_BATCH: usize = 64;
 
 /// The dirty-inode list and the background thread's controls.
 #[derive(Debug)]
@@ -101,6 +103,20 @@ impl Writeback {
             .flat_map(|s| s.lock().iter().map(|(&i, &t)| (t, i)).collect::<Vec<_>>())
             .filter(|(t, _)| now.saturating_duration_since(*t) >= older)
             .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// The `k` oldest dirty files, oldest first: a selection, not a sort
+    /// of the whole list (which holds every dirty file, thousands of
+    /// small ones).
+    fn oldest(&self, k: usize) -> Vec<u32> {
+        let mut v: Vec<(Instant, u32)> =
+            self.dirty.iter().flat_map(|s| s.lock().iter().map(|(&i, &t)| (t, i)).collect::<Vec<_>>()).collect();
+        if v.len() > k {
+            v.select_nth_unstable(k);
+            v.truncate(k);
+        }
         v.sort_unstable();
         v.into_iter().map(|(_, i)| i).collect()
     }
@@ -200,8 +216,18 @@ impl FsCore {
             return Ok(());
         }
         self.writeback_inode(ino)?;
-        for other in rw.data.writeback().list(std::time::Duration::ZERO) {
-            if rw.data.pages().dirty() <= hard {
+        if rw.data.pages().dirty() <= hard {
+            return Ok(());
+        }
+        // Then up to a batch of the oldest others, down to a margin under
+        // the limit. Listing (and sorting) every dirty file to write back
+        // one or two of them, at each write past the limit, cost more
+        // than the writes once writers outran the writeback thread: a
+        // batch spreads one selection over many files, and the margin
+        // spares the writers right behind this one from doing the same.
+        let target = hard - hard / 8;
+        for other in rw.data.writeback().oldest(BALANCE_BATCH) {
+            if rw.data.pages().dirty() <= target {
                 break;
             }
             self.writeback_inode(other)?;

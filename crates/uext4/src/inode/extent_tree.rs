@@ -42,7 +42,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                 }
                 let buf = vol.block(child)?;
                 if let Some(seed) = seed {
-                    verify_block_checksum(buf.data(), seed, child)?;
+                    verify_cached(&buf, seed, child)?;
                 }
                 let next = parse_node(buf.data(), child)?;
                 if next.header().depth + 1 != h.depth {
@@ -102,4 +102,16 @@ fn retag(e: Error, ino: u32) -> Error {
         }
         other => other,
     }
+}
+
+/// Verifies the checksum of extent block `block` (a cached version,
+/// `buf`) unless this version passed already (see
+/// [`crate::cache::Buffer::is_verified`]).
+pub(crate) fn verify_cached(buf: &crate::cache::Buffer, seed: u32, block: u64) -> Result<()> {
+    use crate::cache::Check;
+    if !buf.is_verified(Check::ExtentBlock, seed) {
+        verify_block_checksum(buf.data(), seed, block)?;
+        buf.set_verified(Check::ExtentBlock, seed);
+    }
+    Ok(())
 }

@@ -14,6 +14,8 @@ mod indirect;
 pub mod indirect_write;
 pub mod inline;
 
+pub(crate) use extent_tree::verify_cached as verify_extent_block;
+
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::inode::Inode;
@@ -73,7 +75,16 @@ pub fn read_inode(vol: &Volume, ino: u32) -> Result<Inode> {
             CorruptKind::CrossesEnd { what: "inode record" },
         )
     })?;
-    Inode::parse(sb, ino, raw, block)
+    // Its record's checksum is computed once per cached version of the
+    // table block (see `Buffer::is_verified`), not at each of the dozen
+    // reads one create makes of its inode and its directory's.
+    let slot = off / usize::from(sb.inode_size);
+    if buf.slot_verified(slot) {
+        return Inode::parse_verified(sb, ino, raw, block);
+    }
+    let i = Inode::parse(sb, ino, raw, block)?;
+    buf.set_slot_verified(slot);
+    Ok(i)
 }
 
 /// Maps logical block `lblk` of `inode`: returns the run that starts at

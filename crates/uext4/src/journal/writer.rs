@@ -52,8 +52,9 @@ use crate::format::journal::{
     encode_descriptor, escape_block, feature, revoke_capacity, tag_checksum_value, tag_flag, BlockTag, CommitBlock,
     JournalFeatures, JournalSuperblock, SUPERBLOCK_SIZE,
 };
+use crate::int_hash::{IntMap, IntSet};
 use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -74,18 +75,18 @@ struct Txn {
     handles: usize,
     credits: usize,
     locked: bool,
-    blocks: HashMap<u64, Arc<Buffer>>,
-    revoked: HashSet<u64>,
+    blocks: IntMap<u64, Arc<Buffer>>,
+    revoked: IntSet<u64>,
 }
 
 struct State {
     running: Option<Txn>,
     /// The transaction being written (its blocks, for revoke decisions).
-    committing: Option<(u64, HashSet<u64>)>,
+    committing: Option<(u64, IntSet<u64>)>,
     next_tid: u64,
     committed: u64,
     /// Newest committed, not yet checkpointed version of each block.
-    checkpoint: HashMap<u64, Arc<Buffer>>,
+    checkpoint: IntMap<u64, Arc<Buffer>>,
     /// Next log block to write (journal-relative).
     head: u32,
     /// First log block still needed (start of the oldest transaction not
@@ -125,6 +126,10 @@ impl std::fmt::Debug for JournalWriter {
         f.debug_struct("JournalWriter").field("first", &self.first).field("last", &self.last).finish_non_exhaustive()
     }
 }
+
+/// Block versions a change replaced (in the cache, in the transaction),
+/// dropped by [`Handle::install`]'s callers after their locks.
+type Replaced = [Option<Arc<Buffer>>; 2];
 
 /// Modes of [`Handle::modify`]-style changes without a journal.
 enum Backend<'a> {
@@ -203,7 +208,7 @@ impl JournalWriter {
                 committing: None,
                 next_tid,
                 committed: next_tid.wrapping_sub(1),
-                checkpoint: HashMap::new(),
+                checkpoint: IntMap::default(),
                 head: first,
                 tail: first,
                 aborted: None,
@@ -357,7 +362,13 @@ impl JournalWriter {
     /// under the block's stripe lock). Says whether the block is new to
     /// the transaction: that uses one credit of a counted handle, which
     /// then stops being reserved (it is counted in `blocks`).
-    fn record(&self, tid: u64, block: u64, buf: Arc<Buffer>, counted: bool) -> Result<bool> {
+    ///
+    /// The version this one replaces in the transaction is returned, not
+    /// dropped: it is usually the last reference to that block copy, and
+    /// freeing it under the state lock would make every handle wait on
+    /// the memory allocator (whose lock the thread that allocated the
+    /// copy may hold across a heap-growing system call).
+    fn record(&self, tid: u64, block: u64, buf: Arc<Buffer>, counted: bool) -> Result<(bool, Option<Arc<Buffer>>)> {
         let mut st = self.lock_state();
         let t = st
             .running
@@ -365,11 +376,12 @@ impl JournalWriter {
             .filter(|t| t.tid == tid)
             .ok_or_else(|| Error::Invalid(format!("handle of transaction {tid} used after its commit")))?;
         t.revoked.remove(&block);
-        let new = t.blocks.insert(block, buf).is_none();
+        let old = t.blocks.insert(block, buf);
+        let new = old.is_none();
         if new && counted {
             t.credits = t.credits.saturating_sub(1);
         }
-        Ok(new)
+        Ok((new, old))
     }
 
     /// `block` was freed in transaction `tid`: forget its pending versions
@@ -384,12 +396,16 @@ impl JournalWriter {
         let mut st = self.lock_state();
         let in_log =
             st.checkpoint.contains_key(&block) || st.committing.as_ref().is_some_and(|(_, b)| b.contains(&block));
+        let mut dropped = None;
         if let Some(t) = st.running.as_mut().filter(|t| t.tid == tid) {
-            t.blocks.remove(&block);
+            dropped = t.blocks.remove(&block);
             if in_log {
                 t.revoked.insert(block);
             }
         }
+        // Freed with no lock held (see `record`).
+        drop(st);
+        drop(dropped);
     }
 
     /// Commits every transaction up to `tid` (no-op if already committed).
@@ -483,12 +499,15 @@ impl JournalWriter {
             self.checkpoint_locked()?;
         }
         self.write_transaction(&txn)?;
+        // The versions the checkpoint map drops are freed after the state
+        // lock (see `record`): a transaction replaces thousands of them.
+        let mut replaced = Vec::with_capacity(txn.blocks.len());
         {
             let mut st = self.lock_state();
             // Blocks the running transaction has since freed are kept too:
             // their revoke is not durable yet (see `revoke`).
             for (b, buf) in txn.blocks {
-                st.checkpoint.insert(b, buf);
+                replaced.extend(st.checkpoint.insert(b, buf));
             }
             // This transaction's revokes are durable: the older versions of
             // the blocks it freed need no checkpoint any more. Commits are
@@ -496,11 +515,12 @@ impl JournalWriter {
             // freeing transaction commits, so what the map holds for them
             // is still the version this transaction revoked.
             for b in &txn.revoked {
-                st.checkpoint.remove(b);
+                replaced.extend(st.checkpoint.remove(b));
             }
             st.committing = None;
             st.committed = txn.tid;
         }
+        drop(replaced);
         self.after_commit(txn.tid);
         Ok(())
     }
@@ -627,12 +647,15 @@ impl JournalWriter {
         };
         self.write_jsb(head, expect)?;
         let mut st = self.lock_state();
-        for (b, buf) in sorted {
-            if st.checkpoint.get(&b).is_some_and(|cur| Arc::ptr_eq(cur, &buf)) {
-                st.checkpoint.remove(&b);
+        for (b, buf) in &sorted {
+            if st.checkpoint.get(b).is_some_and(|cur| Arc::ptr_eq(cur, buf)) {
+                st.checkpoint.remove(b);
             }
         }
         st.tail = head;
+        drop(st);
+        // The written versions are freed with no lock held (see `record`).
+        drop(sorted);
         Ok(())
     }
 
@@ -733,7 +756,25 @@ impl Handle {
         let mut data: Box<[u8]> = cur.data().into();
         drop(cur);
         let r = f(&mut data)?;
-        self.install(&guard, block, data)?;
+        let replaced = self.install(&guard, block, data)?;
+        drop(guard);
+        drop(replaced);
+        Ok(r)
+    }
+
+    /// [`Handle::modify`] that may decide to change nothing: the new
+    /// version is installed only when `f` returns `Some`.
+    pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
+        let guard = self.cache.lock_block(block);
+        let cur = guard.current()?;
+        let mut data: Box<[u8]> = cur.data().into();
+        drop(cur);
+        let r = f(&mut data)?;
+        if r.is_some() {
+            let replaced = self.install(&guard, block, data)?;
+            drop(guard);
+            drop(replaced);
+        }
         Ok(r)
     }
 
@@ -743,7 +784,10 @@ impl Handle {
         let guard = self.cache.lock_block(block);
         let mut data = vec![0u8; self.cache.block_size()].into_boxed_slice();
         f(&mut data)?;
-        self.install(&guard, block, data)
+        let replaced = self.install(&guard, block, data)?;
+        drop(guard);
+        drop(replaced);
+        Ok(())
     }
 
     /// True once this handle has changed or freed a metadata block.
@@ -760,12 +804,17 @@ impl Handle {
         }
     }
 
-    fn install(&self, guard: &crate::cache::BlockGuard<'_>, block: u64, data: Box<[u8]>) -> Result<()> {
+    /// Installs `data` as the new version of `block`; returns the versions
+    /// it replaced (in the cache and in the transaction), for the caller
+    /// to drop once it has released the stripe lock: freeing memory under
+    /// a lock makes its waiters wait on the allocator too.
+    fn install(&self, guard: &crate::cache::BlockGuard<'_>, block: u64, data: Box<[u8]>) -> Result<Replaced> {
         self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         match self.backend() {
             Backend::Journal(j) => {
-                let buf = guard.install(data)?;
-                if j.record(self.tid, block, buf, self.counted)? && self.counted {
+                let (buf, cached) = guard.install_replacing(data)?;
+                let (new, logged) = j.record(self.tid, block, buf, self.counted)?;
+                if new && self.counted {
                     let used = self.used.fetch_add(1, Ordering::Relaxed) + 1;
                     // A handle is an upper bound of what its operation
                     // dirties: the transaction was sized from it (jbd2
@@ -776,13 +825,13 @@ impl Handle {
                         self.credits
                     );
                 }
-                Ok(())
+                Ok([cached, logged])
             }
             Backend::Direct(cache) => {
                 let bs = cache.block_size() as u64;
                 cache.device().write_at(&data, block * bs)?;
-                guard.install(data)?;
-                Ok(())
+                let (_, cached) = guard.install_replacing(data)?;
+                Ok([cached, None])
             }
         }
     }

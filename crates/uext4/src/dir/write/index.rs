@@ -43,10 +43,17 @@ pub(super) fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
         item.hash = p.hash;
         let bottom = p.frames.len() - 1;
         let leaf = p.frames[bottom].entries[p.frames[bottom].pos].block;
-        let (pblk, mut b) = ctx.read_leaf(dir, FileBlock::from(leaf))?.ok_or_else(|| {
+        let hole = || {
             let lblk = u64::from(leaf);
             bad_dx(Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
-        })?;
+        };
+        // The common case, a leaf with room, changes it in place; the
+        // copy below is for a split.
+        let pblk = ctx.leaf_block(dir, FileBlock::from(leaf))?.ok_or_else(hole)?;
+        if ctx.insert_in_place(pblk, &item)? {
+            return Ok(());
+        }
+        let (pblk, mut b) = ctx.read_leaf(dir, FileBlock::from(leaf))?.ok_or_else(hole)?;
         let v = ctx.slots(&b, pblk)?;
         if let Some(i) = find_slot(&v, &b, &item.name, need)? {
             insert_at(ctx, &mut b, v[i], &item);

@@ -96,6 +96,55 @@ impl<'t, 'a> Ctx<'t, 'a> {
 
     /// The entries of a leaf block (tail excluded), validated.
     pub(super) fn slots(&self, b: &[u8], pblk: u64) -> Result<Vec<Slot>> {
+        self.check_leaf(b, pblk)?;
+        // One vector, sized for a typical leaf (a 4 KiB leaf of
+        // 16-character names holds about 130 entries).
+        let mut v = Vec::with_capacity(self.bs / 32);
+        dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| v.push(Slot::from(&e)))?;
+        Ok(v)
+    }
+
+    /// Adds `item` to leaf block `pblk` if it has room for it: the block
+    /// is changed in the journal's copy itself, in one walk of its
+    /// entries (what `slots` and `find_slot` find, without the copies).
+    /// False, and nothing changed, when it has no room.
+    pub(super) fn insert_in_place(&self, pblk: u64, item: &Item) -> Result<bool> {
+        let need = item.size();
+        let done = self.tx.modify_if(pblk, |b| {
+            self.check_leaf(b, pblk)?;
+            // find_slot's answer: the first slot with room; a live entry
+            // of the same name before it is EEXIST.
+            let (mut fit, mut exists) = (None, false);
+            dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| {
+                if fit.is_some() || exists {
+                    return;
+                }
+                let used = if e.inode != 0 {
+                    if e.name == &item.name[..] {
+                        exists = true;
+                        return;
+                    }
+                    rec_len_for(e.name.len())
+                } else {
+                    0
+                };
+                if e.rec_len.saturating_sub(used) >= need {
+                    fit = Some(Slot::from(&e));
+                }
+            })?;
+            if exists {
+                return Err(Error::Exists(String::from_utf8_lossy(&item.name).into_owned()));
+            }
+            let Some(s) = fit else { return Ok(None) };
+            insert_at(self, b, s, item);
+            self.finish_leaf(b);
+            Ok(Some(()))
+        })?;
+        Ok(done.is_some())
+    }
+
+    /// What `slots` requires of a leaf before walking it.
+    fn check_leaf(&self, b: &[u8], pblk: u64) -> Result<()> {
         if b.len() != self.bs {
             let kind = CorruptKind::Mismatch { field: "block length", value: b.len() as u64, expected: self.bs as u64 };
             return Err(Error::corruption(Structure::DirEntry, Location::from_block(pblk), kind));
@@ -107,11 +156,7 @@ impl<'t, 'a> Ctx<'t, 'a> {
                 CorruptKind::MissingChecksumTail,
             ));
         }
-        // One vector, sized for a typical leaf (a 4 KiB leaf of
-        // 16-character names holds about 130 entries).
-        let mut v = Vec::with_capacity(self.bs / 32);
-        dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| v.push(Slot::from(&e)))?;
-        Ok(v)
+        Ok(())
     }
 
     /// Writes the checksum tail of a leaf (metadata_csum).
@@ -153,6 +198,11 @@ impl<'t, 'a> Ctx<'t, 'a> {
     /// Installs the contents of a newly mapped block.
     pub(super) fn put_new(&self, pblk: u64, data: &[u8]) -> Result<()> {
         self.tx.init(pblk, |b| copy_block(b, data, pblk))
+    }
+
+    /// The physical block of leaf `lblk` (verified), `None` for a hole.
+    pub(super) fn leaf_block(&self, dir: &Inode, lblk: FileBlock) -> Result<Option<u64>> {
+        Ok(block::read(self.vol(), dir, lblk, false)?.ok().map(|b| b.block))
     }
 
     /// Reads logical block `lblk` as a leaf (verified): physical block

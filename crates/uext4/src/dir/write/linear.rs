@@ -26,14 +26,20 @@ pub(super) fn linear_add(ctx: &Ctx, dir: &mut Inode, mut item: Item, fallback: b
     let mut lblk = FileBlock(0);
     while lblk < nblocks {
         // Holes (sparse directories) are skipped in one step.
-        let (pblk, mut b) = match block::read(ctx.vol(), dir, lblk, false)? {
-            Ok(blk) => (blk.block, blk.buf.data().to_vec()),
+        let (pblk, buf) = match block::read(ctx.vol(), dir, lblk, false)? {
+            Ok(blk) => (blk.block, blk.buf),
             Err(skip) => {
                 lblk = lblk.saturating_add(skip);
                 continue;
             }
         };
         lblk += 1;
+        if ctx.insert_in_place(pblk, &item)? {
+            return Ok(());
+        }
+        // No room: nothing was installed, `buf` is still the block (the
+        // directory's I/O lock is held exclusively).
+        let mut b = buf.data().to_vec();
         let v = ctx.slots(&b, pblk)?;
         if let Some(i) = find_slot(&v, &b, &item.name, need)? {
             insert_at(ctx, &mut b, v[i], &item);

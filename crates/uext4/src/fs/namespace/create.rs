@@ -51,7 +51,27 @@ impl FsCore {
             .store_acls(&tx, &mut i)
             .and_then(|()| tx.write_inode(&mut i))
             .and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
+        if added.is_ok() && t == S_IFREG {
+            self.seed_data_state(&i);
+        }
         self.finish_new_entry(tx, &mut dir, &mut i, added)
+    }
+
+    /// Gives a new regular file's data-path state what its inode says, so
+    /// that the first write neither reads the inode back for its flags nor
+    /// starts a handle to set the mtime and ctime the create just set (a
+    /// create-then-write would otherwise take two handles, and the FUSE
+    /// CREATE + WRITE pair does exactly that). Called while the parent's
+    /// I/O lock still hides the new name: no `set_flags` of the inode can
+    /// come in between and be overwritten with these older flags. The
+    /// state of a number's previous user, if its entry lingers, is
+    /// replaced too.
+    fn seed_data_state(&self, i: &Inode) {
+        if let Ok(rw) = self.rw() {
+            let st = rw.data.inode(i.ino);
+            st.data.flags.set(i.flags);
+            st.data.time_sec.store(i.mtime.sec.min(i.ctime.sec), std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Locks directory `parent` for adding `name` and returns it, loaded

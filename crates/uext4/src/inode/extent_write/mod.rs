@@ -22,8 +22,8 @@ use crate::alloc::AllocRequest;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, LogicalBlock, PhysicalBlock};
 use crate::format::extent::{
-    encode_node, parse_node, set_block_checksum, verify_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
-    ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
+    encode_node, parse_node, set_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode, ENTRY_SIZE,
+    EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
 };
 use crate::format::inode::{Inode, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFMT};
 use crate::txn::{FreeKind, Tx};
@@ -174,7 +174,7 @@ impl Ctx<'_, '_> {
         }
         let buf = vol.block(block)?;
         if let Some(seed) = self.seed {
-            verify_block_checksum(buf.data(), seed, block)?;
+            crate::inode::verify_extent_block(&buf, seed, block)?;
         }
         let n = parse_node(buf.data(), block)?;
         if n.header().depth != depth {
