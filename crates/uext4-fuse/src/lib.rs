@@ -39,6 +39,7 @@ mod notify;
 pub mod proto;
 mod reply;
 mod session;
+mod slow;
 mod uring;
 
 pub use adapter::Uext4Fuse;
@@ -246,6 +247,7 @@ impl Mount {
         let mut negotiated = session::handshake(&dev, &mut adapter)?;
         // SAFETY: geteuid has no preconditions.
         negotiated.owner = (!cfg.allow_other).then(|| unsafe { libc::geteuid() });
+        negotiated.writes_notify = cfg.kernel.store_writes;
         let _ = inval.set(notify::Notifier::new(dev.clone()));
         if negotiated.granted.contains(proto::types::InitFlags::FUSE_WRITEBACK_CACHE) && !cfg.kernel.strict_dirty_limit
         {

@@ -34,6 +34,11 @@ pub(crate) struct Negotiated {
     /// Without `allow_other`: the mounting user, the only one whose
     /// requests are served (see [`crate::dispatch::check`]).
     pub owner: Option<u32>,
+    /// WRITEs may wait for the kernel's page locks (`store_writes` sends
+    /// FUSE_NOTIFY_STORE while serving them), which READs still to be
+    /// read from the device hold: a WRITE then counts as a request that
+    /// may wait long (see [`Readers`]).
+    pub writes_notify: bool,
 }
 
 /// read(2) of one request, retrying what the kernel means as "again".
@@ -134,6 +139,7 @@ pub(crate) fn handshake<F: Filesystem>(dev: &OwnedFd, fs: &mut F) -> io::Result<
             max_payload: config.max_payload(),
             decode: DecodeConfig { setxattr_ext: granted.contains(InitFlags::FUSE_SETXATTR_EXT) },
             owner: None,
+            writes_notify: false,
         });
     }
 }
@@ -166,15 +172,21 @@ const READERS: usize = 2;
 /// idle worker in read(2) each request wakes the coldest thread: measured,
 /// a lone caller's round trip grew from 23 us with one worker to 130 us
 /// with four. So at most [`READERS`] workers wait in read(2) at once (the
-/// ones that finished last, still warm); the others park. When the last
-/// reader takes a request it unparks the most recently parked worker to
-/// take its place, so that slow requests never leave the connection
-/// unread. With a single reader every request cost two wake-ups (the
-/// reader's, and the parked worker's it unparked at once); with two, a
-/// worker is unparked only when both readers are busy: W5 through the
-/// mount (2 creating processes) went from 11.3 to 5.0 context switches
-/// of the daemon per file and from 11.7k to 14.8k files/s, and a lone
-/// caller's stat round trip from 19-27 us to 11 us (docs/BENCHMARKS.md).
+/// ones that finished last, still warm); the others park.
+///
+/// A parked worker is unparked to take the place of the last reader only
+/// when the request that reader took may keep it long (the io_uring
+/// transport's classification, [`crate::slow::may_wait`]: syncs,
+/// fallocate, large transfers; WRITEs too under `store_writes`, whose
+/// page stores can wait for READs still unread), so that such requests
+/// never leave the connection unread; any other request is served
+/// before its worker reads again, and two of them at once keep the next
+/// request waiting only that long. Unparking whenever both readers were
+/// busy, as before, cost a park and an unpark per request pair with two
+/// callers, and with the daemon in its callers' scheduling group (a
+/// `--foreground` daemon started from their session: one autogroup) that
+/// hand-off collapsed: W1 with 2 fio jobs went from 81-88k to 20-22k IOPS
+/// (default workers against `threads=2`, docs/BENCHMARKS.md).
 #[derive(Debug, Default)]
 pub(crate) struct Readers {
     state: std::sync::Mutex<ReaderState>,
@@ -212,11 +224,13 @@ impl Readers {
         }
     }
 
-    /// This worker got a request (or an error): another takes its place.
-    fn leave(&self) {
+    /// This worker got a request (or an error): when it was the last
+    /// reader and the request `may_wait` long, a parked worker takes its
+    /// place.
+    fn leave(&self, may_wait: bool) {
         let mut g = self.lock();
         g.reading -= 1;
-        if g.reading == 0 {
+        if g.reading == 0 && may_wait {
             if let Some(t) = g.parked.pop() {
                 t.unpark();
             }
@@ -230,6 +244,15 @@ impl Readers {
         for t in g.parked.drain(..) {
             t.unpark();
         }
+    }
+}
+
+/// Whether serving `d` may take long (see [`Readers`]).
+fn may_wait(d: &crate::proto::decode::Decoded<'_>, writes_notify: bool) -> bool {
+    match &d.op {
+        Operation::Write { data, .. } => writes_notify || crate::slow::may_wait(op::WRITE, data.len(), 0),
+        Operation::Read { size, .. } => crate::slow::may_wait(op::READ, 0, *size as usize),
+        _ => crate::slow::may_wait(d.header.opcode, 0, 0),
     }
 }
 
@@ -250,15 +273,18 @@ fn worker_in<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated, readers: 
             return Ok(());
         }
         let got = receive(fd, &mut inbuf);
-        readers.leave();
         let Some(len) = got.inspect_err(|_| readers.close())? else {
             readers.close();
             return Ok(());
         };
         let req = &inbuf[..len];
         let d = match decode(req, n.decode) {
-            Ok(d) => d,
+            Ok(d) => {
+                readers.leave(may_wait(&d, n.writes_notify));
+                d
+            }
             Err(e) => {
+                readers.leave(false);
                 // Answer what can be answered; a request without a header
                 // cannot be (and the kernel never sends one).
                 match InHeader::parse(req) {
@@ -403,6 +429,7 @@ mod tests {
             max_payload: 1 << 16,
             decode: DecodeConfig::default(),
             owner: Some(0),
+            writes_notify: false,
         };
         let t = std::thread::spawn(move || worker(&Fake, theirs.as_raw_fd(), n).map(|()| drop(theirs)));
         for m in [

@@ -26,12 +26,6 @@ const EVENT_TAG: u64 = u64::MAX;
 /// written over them; larger ones (writes) have small replies, which are
 /// built aside instead.
 const SMALL_PAYLOAD: usize = 64 << 10;
-/// A WRITE with more data than this goes to the pool.
-const LARGE_WRITE: usize = 128 << 10;
-/// A READ of more than this goes to the pool (a direct one always reads
-/// the device; a buffered one may fill many folios); smaller buffered
-/// READs go there only when they miss the page cache.
-const LARGE_READ: usize = 128 << 10;
 
 /// Buffers a serving thread reuses for every request.
 struct Scratch {
@@ -45,14 +39,11 @@ impl Scratch {
     }
 }
 
-/// True for requests that may wait on the device for long.
+/// True for requests that may wait on the device for long (they go to
+/// the pool; see [`crate::slow`]).
 fn is_slow(opcode: u32, payload_sz: usize, header: &[u8]) -> bool {
-    match opcode {
-        op::FSYNC | op::FSYNCDIR | op::SYNCFS | op::FALLOCATE | op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => true,
-        op::WRITE => payload_sz > LARGE_WRITE,
-        op::READ => read_size(header) > LARGE_READ,
-        _ => false,
-    }
+    let read = if opcode == op::READ { read_size(header) } else { 0 };
+    crate::slow::may_wait(opcode, payload_sz, read)
 }
 
 /// `fuse_read_in.size` of a READ in an entry's header buffer.

@@ -1,0 +1,42 @@
+//! Which requests may keep the thread serving them waiting for long (on
+//! the device, the journal, a large copy): the io_uring transport hands
+//! them to its pool so that they do not hold up their queue, and the
+//! `/dev/fuse` transport makes sure another worker reads requests while
+//! one of them is served (see `session::Readers`). Both transports use
+//! this one classification.
+
+use crate::proto::abi::op;
+
+/// A WRITE with more data than this may wait long.
+pub(crate) const LARGE_WRITE: usize = 128 << 10;
+/// A READ of more than this may wait long (a direct one always reads the
+/// device; a buffered one may fill many folios); smaller buffered READs
+/// only when they miss the page cache, which the io_uring transport finds
+/// out by trying the cache first.
+pub(crate) const LARGE_READ: usize = 128 << 10;
+
+/// True for requests that may wait long: FSYNC, FSYNCDIR, SYNCFS,
+/// FALLOCATE, COPY_FILE_RANGE, and WRITEs and READs larger than
+/// [`LARGE_WRITE`] and [`LARGE_READ`] (`write_len`: the WRITE's data,
+/// `read_size`: the READ's size; 0 for other requests).
+pub(crate) fn may_wait(opcode: u32, write_len: usize, read_size: usize) -> bool {
+    match opcode {
+        op::FSYNC | op::FSYNCDIR | op::SYNCFS | op::FALLOCATE | op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => true,
+        op::WRITE => write_len > LARGE_WRITE,
+        op::READ => read_size > LARGE_READ,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syncs_and_large_transfers_may_wait() {
+        assert!(may_wait(op::FSYNC, 0, 0) && may_wait(op::SYNCFS, 0, 0) && may_wait(op::FALLOCATE, 0, 0));
+        assert!(may_wait(op::WRITE, LARGE_WRITE + 1, 0) && !may_wait(op::WRITE, 8192, 0));
+        assert!(may_wait(op::READ, 0, LARGE_READ + 1) && !may_wait(op::READ, 0, 4096));
+        assert!(!may_wait(op::LOOKUP, 0, 0) && !may_wait(op::CREATE, 0, 0) && !may_wait(op::GETATTR, 0, 0));
+    }
+}
