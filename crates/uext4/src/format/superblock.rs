@@ -622,6 +622,18 @@ pub fn cstr(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
+/// The superblock of a fresh 8 MiB image from `uext4 mkfs`'s defaults,
+/// for tests that need a real one.
+#[cfg(test)]
+pub(crate) fn mkfs_superblock() -> Superblock {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("sb.img");
+    crate::mkfs::mkfs_file(&img, &crate::mkfs::MkfsOptions { size: 8 << 20, ..Default::default() }).unwrap();
+    let bytes = std::fs::read(&img).unwrap();
+    let at = SUPERBLOCK_OFFSET as usize;
+    Superblock::parse(&bytes[at..at + SUPERBLOCK_SIZE]).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,13 +652,7 @@ mod tests {
     /// (fs/write.rs, ALWAYS_WRITABLE) skips the limits below that.
     #[test]
     fn every_file_may_reach_16_gib() {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("sb.img");
-        crate::mkfs::mkfs_file(&img, &crate::mkfs::MkfsOptions { size: 8 << 20, ..Default::default() }).unwrap();
-        let bytes = std::fs::read(&img).unwrap();
-        let mut sb =
-            Superblock::parse(&bytes[SUPERBLOCK_OFFSET as usize..SUPERBLOCK_OFFSET as usize + SUPERBLOCK_SIZE])
-                .unwrap();
+        let mut sb = mkfs_superblock();
         for huge in [false, true] {
             if huge {
                 sb.features.ro_compat |= ro_compat::HUGE_FILE;

@@ -751,26 +751,29 @@ impl Handle {
     /// this handle's transaction (or is written through at once without
     /// a journal). `f` must not touch the cache.
     pub fn modify<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
-        let guard = self.cache.lock_block(block);
-        let cur = guard.current()?;
-        let mut data: Box<[u8]> = cur.data().into();
-        drop(cur);
-        let r = f(&mut data)?;
-        let replaced = self.install(&guard, block, data)?;
-        drop(guard);
-        drop(replaced);
-        Ok(r)
+        self.modify_then(block, |d| f(d).map(|r| (r, true)))
     }
 
     /// [`Handle::modify`] that may decide to change nothing: the new
     /// version is installed only when `f` returns `Some`.
     pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
+        self.modify_then(block, |d| {
+            f(d).map(|r| {
+                let changed = r.is_some();
+                (r, changed)
+            })
+        })
+    }
+
+    /// Both of the above: `f` edits a copy of the current version and says
+    /// whether to install it.
+    fn modify_then<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<(R, bool)>) -> Result<R> {
         let guard = self.cache.lock_block(block);
         let cur = guard.current()?;
         let mut data: Box<[u8]> = cur.data().into();
         drop(cur);
-        let r = f(&mut data)?;
-        if r.is_some() {
+        let (r, install) = f(&mut data)?;
+        if install {
             let replaced = self.install(&guard, block, data)?;
             drop(guard);
             drop(replaced);

@@ -114,28 +114,14 @@ impl<'t, 'a> Ctx<'t, 'a> {
             self.check_leaf(b, pblk)?;
             // find_slot's answer: the first slot with room; a live entry
             // of the same name before it is EEXIST.
-            let (mut fit, mut exists) = (None, false);
+            let mut found: Result<Option<Slot>> = Ok(None);
             dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| {
-                if fit.is_some() || exists {
-                    return;
-                }
-                let used = if e.inode != 0 {
-                    if e.name == &item.name[..] {
-                        exists = true;
-                        return;
-                    }
-                    rec_len_for(e.name.len())
-                } else {
-                    0
-                };
-                if e.rec_len.saturating_sub(used) >= need {
-                    fit = Some(Slot::from(&e));
+                if matches!(found, Ok(None)) {
+                    let s = Slot::from(&e);
+                    found = fits(&s, e.name, &item.name, need).map(|room| room.then_some(s));
                 }
             })?;
-            if exists {
-                return Err(Error::Exists(String::from_utf8_lossy(&item.name).into_owned()));
-            }
-            let Some(s) = fit else { return Ok(None) };
+            let Some(s) = found? else { return Ok(None) };
             insert_at(self, b, s, item);
             self.finish_leaf(b);
             Ok(Some(()))
@@ -229,19 +215,26 @@ pub(super) fn copy_block(dst: &mut [u8], src: &[u8], pblk: u64) -> Result<()> {
 /// `Error::Exists`.
 pub(super) fn find_slot(v: &[Slot], b: &[u8], name: &[u8], need: usize) -> Result<Option<usize>> {
     for (i, s) in v.iter().enumerate() {
-        let used = if s.ino != 0 {
-            if s.name(b) == name {
-                return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-            }
-            rec_len_for(s.name_len)
-        } else {
-            0
-        };
-        if s.rec_len.saturating_sub(used) >= need {
+        if fits(s, s.name(b), name, need)? {
             return Ok(Some(i));
         }
     }
     Ok(None)
+}
+
+/// Whether slot `s` (its entry named `s_name`) has room for an entry of
+/// `need` bytes: all of it if unused, its slack if live. A live entry
+/// named `name` is `Error::Exists`.
+fn fits(s: &Slot, s_name: &[u8], name: &[u8], need: usize) -> Result<bool> {
+    let used = if s.ino != 0 {
+        if s_name == name {
+            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+        }
+        rec_len_for(s.name_len)
+    } else {
+        0
+    };
+    Ok(s.rec_len.saturating_sub(used) >= need)
 }
 
 /// Writes `item` into slot `s` (splitting a live entry's slack off).
