@@ -33,6 +33,9 @@ pub enum Class {
     Orphan,
     /// The quota mutex ([`crate::quota::Quotas`]).
     Quota,
+    /// An allocator group's load lock (block or inode group; key: the
+    /// group): one at a time, held across the read of the group's bitmap.
+    GroupLoad,
     /// An allocator group lock (block or inode group; key: the group):
     /// one at a time.
     Group,
@@ -89,6 +92,7 @@ mod imp {
             Class::Invalidate => Some("a second invalidate lock is taken (one at a time)"),
             Class::Orphan => Some("the orphan-list mutex is taken twice"),
             Class::Quota => Some("the quota mutex is taken twice"),
+            Class::GroupLoad => Some("a second allocator group load lock is taken (one at a time)"),
             Class::Group => Some("a second allocator group lock is taken (one at a time)"),
             Class::Stripe => Some("a second buffer-cache stripe lock is taken (one at a time)"),
             Class::Journal => Some("the journal state lock is taken twice"),

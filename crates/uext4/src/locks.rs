@@ -56,8 +56,16 @@
 //!    of the orphan file's slots. Then the quota mutex
 //!    ([`crate::quota::Quotas`]), around a change of usage and of the
 //!    quota files (which may allocate: group locks come after it).
-//! 7. Allocator group locks ([`crate::alloc`]: block and inode groups),
-//!    one at a time.
+//! 7. An allocator group's load lock, then allocator group locks
+//!    ([`crate::alloc`]: block and inode groups), one of each at a time.
+//!    The load lock is taken only while the group is not loaded yet, and
+//!    held across the read of its bitmap: the group's first loader reads
+//!    and installs, later ones wait for that and find it loaded (the
+//!    kernel loads a buddy under the group's `alloc_sem` the same way). A
+//!    second reader could not do better than wait: once the first has
+//!    installed the group and allocated from it, the bitmap block in the
+//!    cache is newer than the descriptor read at open, and verifying one
+//!    against the other would report corruption that is not there.
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
 //!    one at a time.
 //! 9. The journal's state lock, then cache shard locks (innermost, short).
@@ -74,8 +82,9 @@
 //! operations in any order) and library users cannot deadlock; 4 is jbd2's rule that
 //! `i_rwsem` is taken outside `journal_start`; 5 follows ext4; 6-9 are
 //! leaf locks held for a few hundred nanoseconds and never across device
-//! I/O (except a stripe lock across the read of a block being changed
-//! that was not cached, see the cache).
+//! I/O (except a group's load lock across its first bitmap read, above,
+//! and a stripe lock across the read of a block being changed that was
+//! not cached, see the cache).
 //!
 //! Device I/O of file data is never done under the mapping lock: the
 //! direct-I/O paths look the blocks up under it, drop it, write, and take

@@ -697,6 +697,57 @@ fn many_files_many_threads() {
     finish(fs, &img);
 }
 
+/// Groups load lazily, at their first allocation; here many threads make
+/// their first allocations together on a freshly opened filesystem, again
+/// and again: creates in four directories (inode groups) and writes synced
+/// at once (block groups). A group's first loader and its first allocation
+/// race with the group's other loaders, and none of them may take the
+/// bitmap that allocation changed for a corrupt one (CI once saw a block
+/// bitmap "checksum" error before loads were serialised).
+#[test]
+fn first_loads_of_groups_at_once() {
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    // 1 KiB blocks: 8 MiB groups, 48 of them.
+    mkfs_file(&img, &MkfsOptions { size: 384 << 20, block_size: Some(1024), ..Default::default() }).unwrap();
+    let fs = Filesystem::open_rw(&img).unwrap();
+    // Two directories in each of four inode groups (subdirectories stay
+    // near their parent): creates in one group under different locks.
+    for d in 0..4 {
+        fs.create_dir_all(format!("/d{d}/s0")).unwrap();
+        fs.create_dir(format!("/d{d}/s1")).unwrap();
+    }
+    drop(fs);
+    let byte = |t: usize, r: usize| (t * ROUNDS + r) as u8;
+    for r in 0..ROUNDS {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        let start = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (fs, start) = (&fs, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let path = format!("/d{}/s{}/f{t}_{r}", t % 4, t / 4 % 2);
+                    let mut f = fs.open_file(path, OpenOptions::new().write(true).create_new(true)).unwrap();
+                    f.write_all(&vec![byte(t, r); 40 << 10]).unwrap();
+                    f.sync_all().unwrap();
+                });
+            }
+        });
+        drop(fs);
+    }
+    let fs = Filesystem::open_rw(&img).unwrap();
+    for t in 0..THREADS {
+        for r in 0..ROUNDS {
+            let v = fs.read(format!("/d{}/s{}/f{t}_{r}", t % 4, t / 4 % 2)).unwrap();
+            assert!(v.len() == 40 << 10 && v.iter().all(|&b| b == byte(t, r)), "f{t}_{r}");
+        }
+    }
+    finish(fs, &img);
+}
+
 /// A `File` open across `remove_file` keeps its data until it drops; then
 /// the inode and its blocks are freed.
 #[test]

@@ -4,7 +4,8 @@
 //!
 //! Locking: one mutex per group, never two at once; the totals are
 //! atomics. Bitmaps are loaded lazily (INODE_UNINIT groups without I/O)
-//! with no lock held during the read.
+//! by one loader per group, under the group's load lock (see
+//! [`crate::locks`], order 7) and not its state lock.
 
 use super::Allocator;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
@@ -38,6 +39,8 @@ struct IGroup {
 pub struct InodeAllocator {
     vol: Arc<Volume>,
     groups: Vec<Mutex<Option<IGroup>>>,
+    /// One load lock per group: serialises its loaders (see `load`).
+    loading: Vec<Mutex<()>>,
     /// Free inodes per group (a hint readable without the lock).
     free_hint: Vec<AtomicU32>,
     dirs_hint: Vec<AtomicU32>,
@@ -55,6 +58,7 @@ impl InodeAllocator {
         InodeAllocator {
             dirs_hint: vol.groups.iter().map(|g| AtomicU32::new(g.used_dirs_count)).collect(),
             groups: (0..n).map(|_| Mutex::new(None)).collect(),
+            loading: (0..n).map(|_| Mutex::new(())).collect(),
             free_hint,
             total_free: AtomicU64::new(total),
             rotor: AtomicU32::new(0),
@@ -73,7 +77,17 @@ impl InodeAllocator {
         crate::locks::ordered(crate::lock_order::Class::Group, g.into(), || self.groups[g as usize].lock())
     }
 
+    /// Loads group `g`'s bitmap if it is not loaded. One loader at a
+    /// time: the bitmap is checked against the descriptor read at open,
+    /// which holds only until the group's first allocation changes the
+    /// cached bitmap, so no loader may read it after another installed
+    /// the group.
     fn load(&self, g: u32) -> Result<()> {
+        if self.lock_group(g).is_some() {
+            return Ok(());
+        }
+        let _loader =
+            crate::locks::ordered(crate::lock_order::Class::GroupLoad, g.into(), || self.loading[g as usize].lock());
         if self.lock_group(g).is_some() {
             return Ok(());
         }
@@ -107,13 +121,11 @@ impl InodeAllocator {
             ));
         }
         let mut slot = self.lock_group(g);
-        if slot.is_none() {
-            *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
-            if free != gd.free_inodes_count {
-                self.free_hint[g as usize].store(free, Relaxed);
-                self.total_free.fetch_add(u64::from(free), Relaxed);
-                self.total_free.fetch_sub(u64::from(gd.free_inodes_count), Relaxed);
-            }
+        *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
+        if free != gd.free_inodes_count {
+            self.free_hint[g as usize].store(free, Relaxed);
+            self.total_free.fetch_add(u64::from(free), Relaxed);
+            self.total_free.fetch_sub(u64::from(gd.free_inodes_count), Relaxed);
         }
         Ok(())
     }

@@ -187,6 +187,8 @@ pub struct GroupSummary {
 #[derive(Debug)]
 pub(crate) struct Group {
     pub state: Mutex<Option<GroupState>>,
+    /// Serialises the group's loaders (see [`Allocator::ensure_loaded`]).
+    load: Mutex<()>,
     /// Set once `state` is `Some`; lets scans skip unloaded groups
     /// without locking.
     pub loaded: AtomicBool,
@@ -205,6 +207,12 @@ impl Group {
     /// one group lock at a time, block and inode groups alike).
     pub fn lock(&self) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, Option<GroupState>>> {
         crate::locks::ordered(crate::lock_order::Class::Group, self.no, || self.state.lock())
+    }
+
+    /// Takes the group's load lock (held across the bitmap read; see
+    /// [`crate::locks`], order 7).
+    fn lock_load(&self) -> crate::locks::Ordered<parking_lot::MutexGuard<'_, ()>> {
+        crate::locks::ordered(crate::lock_order::Class::GroupLoad, self.no, || self.load.lock())
     }
 }
 
@@ -250,6 +258,7 @@ impl Allocator {
             .map(|g| Group {
                 no: g as u64,
                 state: Mutex::new(None),
+                load: Mutex::new(()),
                 loaded: AtomicBool::new(false),
                 free_hint: AtomicU32::new(0),
                 disk_free: Arc::new(AtomicU32::new(0)),
@@ -353,8 +362,17 @@ impl Allocator {
     }
 
     /// Loads group `g` if needed. Returns true if this call loaded it.
+    ///
+    /// One loader at a time: the bitmap is verified against the
+    /// descriptor read at open, which holds only until the group's first
+    /// allocation changes the cached bitmap, so a second loader must not
+    /// read it after the first has installed the group.
     pub(crate) fn ensure_loaded(&self, g: u32) -> Result<bool> {
         let grp = &self.groups[g as usize];
+        if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(false);
+        }
+        let _loader = grp.lock_load();
         if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(false);
         }
@@ -365,9 +383,6 @@ impl Allocator {
             state.corrupt = true;
         }
         let mut slot = grp.lock();
-        if slot.is_some() {
-            return Ok(false);
-        }
         if state.corrupt {
             self.counters.corrupt_groups.fetch_add(1, Relaxed);
         }
