@@ -38,18 +38,22 @@
 //!    across device writes, which is its purpose; never on the allocation
 //!    path.
 //! 2. a preallocation lock (per-inode shard or locality group, Mutex);
-//! 3. one group's state lock (Mutex): never two groups at once (checked
+//! 3. one group's load lock (Mutex), only while the group is not loaded
+//!    yet: held across the read of its bitmap (see
+//!    [`Allocator::ensure_loaded`]);
+//! 4. one group's state lock (Mutex): never two groups at once (checked
 //!    in debug builds, with the inode allocator's group locks, by
 //!    [`crate::lock_order`]);
-//! 4. one order list lock (RwLock): taken exclusively only while a group
+//! 5. one order list lock (RwLock): taken exclusively only while a group
 //!    lock is held (to move the group between lists); taken shared for a
 //!    lookup with *no* group lock held, and released before any group lock
 //!    is taken.
-//! 5. the pending-free list (Mutex), innermost.
+//! 6. the pending-free list (Mutex), innermost.
 //!
 //! No allocator-wide lock is taken on the allocation path: threads working
-//! in different groups never contend. Device reads (bitmap loads) happen
-//! with no lock held; the result is installed afterwards (first one wins).
+//! in different groups never contend. A bitmap load reads the device
+//! under that group's load lock alone, so a group is read once and its
+//! other loaders wait for that read instead of repeating it.
 
 pub mod buddy;
 pub mod criteria;
