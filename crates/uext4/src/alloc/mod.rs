@@ -776,12 +776,7 @@ impl Allocator {
         }
         let mut gdt: std::collections::BTreeMap<u64, Vec<u8>> = std::collections::BTreeMap::new();
         for (g, bitmap, free) in &dirty {
-            let gd0 = self.vol.groups[*g as usize];
-            self.vol.cache.write(gd0.block_bitmap, bitmap)?;
-            let mut gd: GroupDesc = gd0;
-            gd.free_blocks_count = *free;
-            gd.flags &= !BG_BLOCK_UNINIT;
-            gd.block_bitmap_csum = block_bitmap_checksum(sb, bitmap);
+            self.vol.cache.write(self.vol.groups[*g as usize].block_bitmap, bitmap)?;
             let idx = *g as u64 / per_block as u64;
             let blk = self.vol.desc_block_location(idx);
             let raw = match gdt.entry(blk) {
@@ -789,6 +784,12 @@ impl Allocator {
                 std::collections::btree_map::Entry::Vacant(e) => e.insert(self.vol.block(blk)?.data().to_vec()),
             };
             let off = (*g as usize % per_block) * ds;
+            // The descriptor as it is now, not as read at open: only the
+            // block fields are this allocator's to change.
+            let mut gd = GroupDesc::parse(sb, *g, &raw[off..off + ds], blk)?;
+            gd.free_blocks_count = *free;
+            gd.flags &= !BG_BLOCK_UNINIT;
+            gd.block_bitmap_csum = block_bitmap_checksum(sb, bitmap);
             gd.encode(sb, *g, &mut raw[off..off + ds]);
         }
         for (blk, raw) in &gdt {
