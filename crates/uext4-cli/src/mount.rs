@@ -568,6 +568,10 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
         lazytime: opts.lazytime,
         nodiratime: opts.nodiratime,
         norecovery: opts.norecovery,
+        // The kernel keeps these flags too, but FUSE leaves what they
+        // promise (durable on return) to the daemon.
+        sync: opts.kernel_flags.iter().any(|f| f == "sync"),
+        dirsync: opts.kernel_flags.iter().any(|f| f == "dirsync"),
         ..MountOptions::default()
     };
     if let Some(c) = opts.commit {

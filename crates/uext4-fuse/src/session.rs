@@ -250,7 +250,9 @@ impl Readers {
 /// Whether serving `d` may take long (see [`Readers`]).
 fn may_wait(d: &crate::proto::decode::Decoded<'_>, writes_notify: bool) -> bool {
     match &d.op {
-        Operation::Write { data, .. } => writes_notify || crate::slow::may_wait(op::WRITE, data.len(), 0),
+        Operation::Write { data, flags, .. } => {
+            writes_notify || crate::slow::sync_write(*flags as i32) || crate::slow::may_wait(op::WRITE, data.len(), 0)
+        }
         Operation::Read { size, .. } => crate::slow::may_wait(op::READ, 0, *size as usize),
         _ => crate::slow::may_wait(d.header.opcode, 0, 0),
     }

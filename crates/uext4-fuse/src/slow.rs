@@ -28,6 +28,13 @@ pub(crate) fn may_wait(opcode: u32, write_len: usize, read_size: usize) -> bool 
     }
 }
 
+/// True for a WRITE whose open flags (`fuse_write_in.flags`) ask for a
+/// synchronous write (O_DSYNC; O_SYNC includes it): it commits before its
+/// reply, so it may wait long whatever its size.
+pub(crate) fn sync_write(open_flags: i32) -> bool {
+    open_flags & libc::O_DSYNC != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +45,11 @@ mod tests {
         assert!(may_wait(op::WRITE, LARGE_WRITE + 1, 0) && !may_wait(op::WRITE, 8192, 0));
         assert!(may_wait(op::READ, 0, LARGE_READ + 1) && !may_wait(op::READ, 0, 4096));
         assert!(!may_wait(op::LOOKUP, 0, 0) && !may_wait(op::CREATE, 0, 0) && !may_wait(op::GETATTR, 0, 0));
+    }
+
+    #[test]
+    fn o_sync_and_o_dsync_writes_are_synchronous() {
+        assert!(sync_write(libc::O_WRONLY | libc::O_SYNC) && sync_write(libc::O_RDWR | libc::O_DSYNC));
+        assert!(!sync_write(libc::O_WRONLY | libc::O_DIRECT | libc::O_APPEND));
     }
 }

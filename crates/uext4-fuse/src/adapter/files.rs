@@ -320,11 +320,18 @@ impl Uext4Fuse {
         if store {
             self.store_pending(ino, stripe);
         }
+        // O_SYNC and O_DSYNC (and RWF_SYNC/RWF_DSYNC, and every write on a
+        // `sync` mount) arrive in the WRITE's flags (fs/fuse/file.c,
+        // fuse_write_flags). Through a FOPEN_DIRECT_IO open the kernel
+        // sends no FSYNC after the write (its direct path never calls
+        // generic_write_sync): the write is made durable here, before
+        // the reply, by the path a `chattr +S` file takes.
+        let sync = crate::slow::sync_write(flags.0);
         stripe.started.fetch_add(1, Ordering::SeqCst);
         let r = if Self::is_direct(fh, flags) {
-            self.fs.write_direct(ino, offset, data)
+            self.fs.write_direct_synced(ino, offset, data, sync)
         } else {
-            self.fs.inodes().write(ino, offset, data)
+            self.fs.inodes().write_synced(ino, offset, data, sync)
         };
         stripe.finished.fetch_add(1, Ordering::SeqCst);
         let n = tri!(reply, r.map_err(|e| self.fail("write", e)));

@@ -43,7 +43,9 @@ impl Scratch {
 /// the pool; see [`crate::slow`]).
 fn is_slow(opcode: u32, payload_sz: usize, header: &[u8]) -> bool {
     let read = if opcode == op::READ { read_size(header) } else { 0 };
-    crate::slow::may_wait(opcode, payload_sz, read)
+    // `fuse_write_in.flags`: an O_SYNC/O_DSYNC write commits before its reply.
+    let sync = opcode == op::WRITE && crate::slow::sync_write(u32_at(header, OP_IN + 32) as i32);
+    sync || crate::slow::may_wait(opcode, payload_sz, read)
 }
 
 /// `fuse_read_in.size` of a READ in an entry's header buffer.

@@ -67,16 +67,23 @@ impl FsCore {
     /// Writes `data` at `offset` with direct I/O (`O_DIRECT`). Returns the
     /// bytes written (short only when the disk fills part-way).
     pub fn write_direct(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_direct_synced(ino, offset, data, false)
+    }
+
+    /// [`FsCore::write_direct`] made durable before it returns when
+    /// `sync` (O_SYNC or O_DSYNC; see [`FsCore::write_synced`]).
+    pub fn write_direct_synced(&self, ino: u32, offset: u64, data: &[u8], sync: bool) -> Result<usize> {
         let data = &data[..self.write_limit(ino, offset, data.len())?];
         // After a journal abort nothing reaches the device, not even an
         // overwrite that needs no handle.
         self.check_not_aborted()?;
         // One lookup of the inode's data-path state for the whole write.
         let st = self.rw()?.data.inode(ino);
-        let sync = self.check_write_flags(Some(&st), ino, offset)?;
+        let sync = self.check_write_flags(Some(&st), ino, offset)? || sync || self.sync_writes();
         let r = self.write_retrying(offset, data, |o, d| self.write_direct_once(&st, ino, o, d));
         let r = match r {
-            // chattr +S: the allocation and size commit with the write.
+            // O_SYNC, chattr +S or a sync mount: the allocation and size
+            // commit with the write.
             Ok(n) if sync => self.fsync(ino).map(|()| n),
             r => r,
         };

@@ -104,7 +104,7 @@ pub(crate) fn replay(dev: Arc<dyn BlockDevice>, scan: &FcScan) -> Result<Vec<Str
     let rw = super::mount::Subsystems::start_for_replay(&vol)?;
     let cell = OnceLock::new();
     let _ = cell.set(alloc);
-    let core = FsCore { vol, notices: Vec::new(), alloc: cell, subsystems: Some(rw) };
+    let core = FsCore { vol, notices: Vec::new(), alloc: cell, subsystems: Some(rw), durability: Default::default() };
     let mut r = Replay {
         core: &core,
         regions: Vec::new(),

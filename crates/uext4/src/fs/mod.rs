@@ -89,6 +89,8 @@ pub struct FsCore {
     alloc: OnceLock<Arc<Allocator>>,
     /// Present when opened read-write (see [`FsCore::live`]).
     subsystems: Option<mount::Subsystems>,
+    /// What must be durable when an operation returns (`sync`, `dirsync`).
+    durability: sync::Durability,
 }
 
 impl std::ops::Deref for Filesystem {
@@ -162,7 +164,13 @@ impl Filesystem {
             }
         }
         notices.extend(orphan_file::pending_notice(&vol));
-        let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
+        let core = FsCore {
+            vol: Arc::new(vol),
+            notices,
+            alloc: OnceLock::new(),
+            subsystems: None,
+            durability: Default::default(),
+        };
         Ok(Filesystem { core: Arc::new(core), new_files: Default::default() })
     }
 
@@ -209,7 +217,8 @@ impl Filesystem {
         rw.data.atimes.nodiratime = opts.nodiratime;
         let alloc_cell = OnceLock::new();
         let _ = alloc_cell.set(alloc);
-        let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw) };
+        let durability = sync::Durability::of(&opts);
+        let mut core = FsCore { vol, notices, alloc: alloc_cell, subsystems: Some(rw), durability };
         let (deleted, truncated) = core.orphan_cleanup()?;
         if deleted + truncated > 0 {
             core.notices.push(format!("orphan list: {deleted} inode(s) deleted, {truncated} truncated"));

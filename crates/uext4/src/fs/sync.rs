@@ -3,9 +3,64 @@
 //! commit.
 
 use crate::error::{Error, Result};
-use crate::fs::FsCore;
+use crate::fs::{FsCore, MountOptions};
+
+/// What must be durable when an operation returns: the `sync` and
+/// `dirsync` mount options ([`MountOptions::sync`], [`MountOptions::dirsync`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Durability {
+    /// Every write, and every change of attributes and extended
+    /// attributes (MS_SYNCHRONOUS: the kernel's `IS_SYNC` of every inode).
+    sync: bool,
+    /// Every change of the namespace (`IS_DIRSYNC`; `sync` implies it).
+    dirsync: bool,
+}
+
+impl Durability {
+    pub(crate) fn of(opts: &MountOptions) -> Durability {
+        Durability { sync: opts.sync, dirsync: opts.dirsync || opts.sync }
+    }
+}
 
 impl FsCore {
+    /// Whether every write is synchronous (the `sync` mount option): a
+    /// front end may treat every write as one that waits for the device.
+    pub fn sync_writes(&self) -> bool {
+        self.durability.sync
+    }
+
+    /// After a namespace change that succeeded, on a `dirsync` or `sync`
+    /// mount: commits the transaction that last changed any of `inos`
+    /// (the directories changed; the change noted them, see `note_tid`),
+    /// so that the change is durable when the call returns, as ext4's
+    /// synchronous handle makes it. The change itself is kept whatever
+    /// the commit says: its error is the caller's, as ext4 returns it.
+    pub(crate) fn namespace_synced<T>(&self, inos: &[u32], r: Result<T>) -> Result<T> {
+        if r.is_ok() && self.durability.dirsync {
+            self.commit_last_change(inos)?;
+        }
+        r
+    }
+
+    /// As [`FsCore::namespace_synced`], for a change of attributes or
+    /// extended attributes of `ino`: durable on return on a `sync` mount.
+    pub(crate) fn attrs_synced<T>(&self, ino: u32, r: Result<T>) -> Result<T> {
+        if r.is_ok() && self.durability.sync {
+            self.commit_last_change(&[ino])?;
+        }
+        r
+    }
+
+    /// Commits the transaction that last changed any of `inos`, unless it
+    /// has committed already.
+    fn commit_last_change(&self, inos: &[u32]) -> Result<()> {
+        let rw = self.rw()?;
+        match inos.iter().filter_map(|&i| rw.txns.dirty_tid(i)).max() {
+            Some(tid) => self.commit_tid(tid),
+            None => Ok(()),
+        }
+    }
+
     /// fsync(2)/fdatasync(2): writes back the file's dirty data, then
     /// commits the transaction that last changed `ino` unless it has
     /// committed already (a device flush otherwise).

@@ -39,6 +39,16 @@ pub struct MountOptions {
     /// without the last committed changes); a read-write open of such an
     /// image is refused, as ext4 refuses it.
     pub norecovery: bool,
+    /// `sync` (ext4's MS_SYNCHRONOUS): every write is durable when it
+    /// returns (as with O_SYNC), and so is every change of the
+    /// namespace, of attributes and of extended attributes. Implies
+    /// [`MountOptions::dirsync`].
+    pub sync: bool,
+    /// `dirsync`: every change of the namespace (create, mkdir, mknod,
+    /// symlink, link, unlink, rmdir, rename) is durable when it returns
+    /// (the journal commits before the call returns, as ext4's
+    /// `ext4_handle_sync` of a directory with `IS_DIRSYNC`).
+    pub dirsync: bool,
 }
 
 /// When reads of file data and directory listings update the access
@@ -142,6 +152,8 @@ impl Default for MountOptions {
             lazytime: false,
             nodiratime: false,
             norecovery: false,
+            sync: false,
+            dirsync: false,
         }
     }
 }

@@ -90,14 +90,24 @@ impl FsCore {
     /// data is in dirty folios when this returns, its blocks reserved;
     /// writeback allocates them and writes it, see fs/writeback.rs).
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_synced(ino, offset, data, false)
+    }
+
+    /// [`FsCore::write`] made durable before it returns when `sync` (the
+    /// caller's O_SYNC or O_DSYNC), as it always is for a `chattr +S`
+    /// file and on a `sync` mount: the data written back and the
+    /// transaction that last changed the inode committed, as by
+    /// [`FsCore::fsync`] (which does what fdatasync needs and more).
+    pub fn write_synced(&self, ino: u32, offset: u64, data: &[u8], sync: bool) -> Result<usize> {
         let data = &data[..self.write_limit(ino, offset, data.len())?];
         self.check_not_aborted()?;
         // One lookup of the inode's data-path state for the whole write.
         let st = self.rw()?.data.inode(ino);
-        let sync = self.check_write_flags(Some(&st), ino, offset)?;
+        let sync = self.check_write_flags(Some(&st), ino, offset)? || sync || self.sync_writes();
         let n = self.write_retrying(offset, data, |o, d| self.write_buffered(&st, ino, o, d))?;
         if sync {
-            // chattr +S: every write is synchronous (O_SYNC).
+            // O_SYNC, chattr +S or a sync mount: the write is durable
+            // before it returns (the kernel's generic_write_sync).
             self.fsync(ino)?;
             return Ok(n);
         }

@@ -123,7 +123,7 @@ impl FsCore {
         }
         let acl = if is_acl(index) { Some(acl_from_xattr(value)?) } else { None };
         // An xattr block may need blocks a pending free holds.
-        self.retry_nospc(|| {
+        let r = self.retry_nospc(|| {
             let rw = self.rw()?;
             let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
             let mut i = self.inode(ino)?;
@@ -133,7 +133,9 @@ impl FsCore {
                 None => self.xattr_change(&mut i, index, suffix, Some(value), mode.presence(), false),
                 Some(acl) => self.set_acl(&mut i, index, acl.clone()),
             }
-        })
+        });
+        // A sync mount: durable on return (ext4_xattr_set's IS_SYNC).
+        self.attrs_synced(ino, r)
     }
 
     /// Removes extended attribute `name` of inode `ino`, as removexattr(2)
@@ -142,6 +144,10 @@ impl FsCore {
     /// block is freed (or its reference dropped) when it becomes empty.
     /// Name and permission errors as [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr).
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
+        self.attrs_synced(ino, self.remove_xattr_inner(ino, name))
+    }
+
+    fn remove_xattr_inner(&self, ino: u32, name: &[u8]) -> Result<()> {
         let (index, suffix) = xw::resolve_name(name)?;
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);

@@ -19,7 +19,10 @@ impl FsCore {
     /// owned by `uid`/`gid` with exactly `mode` (no set-id rules, no ACL
     /// inheritance: see [`FsCore::mknod_as`] for a caller's create).
     pub fn mknod(&self, parent: u32, name: &[u8], mode: u16, rdev: (u32, u32), uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, Owner::Exact { uid, gid }))
+        self.namespace_synced(
+            &[parent],
+            self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, Owner::Exact { uid, gid })),
+        )
     }
 
     pub(super) fn mknod_once(
@@ -128,7 +131,10 @@ impl FsCore {
 
     /// Creates a directory (exact owner and mode, as [`FsCore::mknod`]).
     pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.mkdir_once(parent, name, mode, Owner::Exact { uid, gid }))
+        self.namespace_synced(
+            &[parent],
+            self.retry_nospc(|| self.mkdir_once(parent, name, mode, Owner::Exact { uid, gid })),
+        )
     }
 
     pub(super) fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, owner: Owner<'_>) -> Result<Stat> {
@@ -166,7 +172,10 @@ impl FsCore {
     /// Creates a symbolic link (fast when the target fits in the inode),
     /// owned by exactly `uid`/`gid`.
     pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Stat> {
-        self.retry_nospc(|| self.symlink_once(parent, name, target, Owner::Exact { uid, gid }))
+        self.namespace_synced(
+            &[parent],
+            self.retry_nospc(|| self.symlink_once(parent, name, target, Owner::Exact { uid, gid })),
+        )
     }
 
     pub(super) fn symlink_once(&self, parent: u32, name: &[u8], target: &[u8], owner: Owner<'_>) -> Result<Stat> {
@@ -205,7 +214,7 @@ impl FsCore {
     /// Adds a hard link `newparent/newname` to `ino`.
     pub fn link(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
         // Growing the directory may need blocks a pending free holds.
-        self.retry_nospc(|| self.link_once(ino, newparent, newname))
+        self.namespace_synced(&[newparent], self.retry_nospc(|| self.link_once(ino, newparent, newname)))
     }
 
     fn link_once(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {

@@ -12,6 +12,10 @@ use crate::txn::Tx;
 impl FsCore {
     /// Removes the name `parent/name` of a non-directory.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
+        self.namespace_synced(&[parent], self.unlink_inner(parent, name))
+    }
+
+    fn unlink_inner(&self, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
         if is_dot(name) {
             return Err(Error::IsDir(lossy(name)));
@@ -57,6 +61,10 @@ impl FsCore {
 
     /// Removes the empty directory `parent/name`.
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
+        self.namespace_synced(&[parent], self.rmdir_inner(parent, name))
+    }
+
+    fn rmdir_inner(&self, parent: u32, name: &[u8]) -> Result<()> {
         if name == b"." {
             return Err(Error::Invalid("rmdir of \".\"".into()));
         }

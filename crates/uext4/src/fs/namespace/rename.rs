@@ -35,7 +35,9 @@ impl FsCore {
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
         // The new name may need a directory block a pending free holds;
         // the new name is added first, so a failure leaves nothing done.
-        self.retry_nospc(|| self.rename_checked(Move { parent, name, newparent, newname, flags, whiteout: None }))
+        let r =
+            self.retry_nospc(|| self.rename_checked(Move { parent, name, newparent, newname, flags, whiteout: None }));
+        self.namespace_synced(&[parent, newparent], r)
     }
 
     /// renameat2 with RENAME_WHITEOUT (what overlayfs asks of its upper
@@ -58,7 +60,7 @@ impl FsCore {
             return Err(Error::Invalid("RENAME_WHITEOUT with RENAME_EXCHANGE".into()));
         }
         let m = Move { parent, name, newparent, newname, flags, whiteout: Some((uid, gid)) };
-        self.retry_nospc(|| self.rename_checked(m))
+        self.namespace_synced(&[parent, newparent], self.retry_nospc(|| self.rename_checked(m)))
     }
 
     /// The VFS's checks, the rename lock, then attempts until one finds

@@ -35,7 +35,7 @@ impl FsCore {
     /// truncate by an unprivileged caller removes are
     /// [`FsCore::remove_privs`]'s).
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
-        self.setattr_by(ino, attr, None)
+        self.attrs_synced(ino, self.setattr_by(ino, attr, None))
     }
 
     /// [`FsCore::setattr`] for `cred`, with the rules of the kernel's
@@ -53,7 +53,7 @@ impl FsCore {
     /// Permission to make the change (owner or capability) is the
     /// caller's to check, as the kernel does before asking ext4.
     pub fn setattr_as(&self, ino: u32, attr: SetAttr, cred: &Cred) -> Result<Stat> {
-        self.setattr_by(ino, attr, Some(cred))
+        self.attrs_synced(ino, self.setattr_by(ino, attr, Some(cred)))
     }
 
     fn setattr_by(&self, ino: u32, attr: SetAttr, caller: Option<&Cred>) -> Result<Stat> {

@@ -336,19 +336,28 @@ impl FsCore {
         umask: u16,
         cred: &Cred,
     ) -> Result<Stat> {
-        self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, Owner::Caller { cred, umask }))
+        self.namespace_synced(
+            &[parent],
+            self.retry_nospc(|| self.mknod_once(parent, name, mode, rdev, Owner::Caller { cred, umask })),
+        )
     }
 
     /// Creates a directory for `cred` (see [`FsCore::create_as`]; a new
     /// directory also inherits the parent's default ACL and set-group-ID).
     pub fn mkdir_as(&self, parent: u32, name: &[u8], mode: u16, umask: u16, cred: &Cred) -> Result<Stat> {
-        self.retry_nospc(|| self.mkdir_once(parent, name, mode, Owner::Caller { cred, umask }))
+        self.namespace_synced(
+            &[parent],
+            self.retry_nospc(|| self.mkdir_once(parent, name, mode, Owner::Caller { cred, umask })),
+        )
     }
 
     /// Creates a symbolic link for `cred` (the group of a set-group-ID
     /// parent; symlinks have no ACLs).
     pub fn symlink_as(&self, parent: u32, name: &[u8], target: &[u8], cred: &Cred) -> Result<Stat> {
-        self.retry_nospc(|| self.symlink_once(parent, name, target, Owner::Caller { cred, umask: 0 }))
+        self.namespace_synced(
+            &[parent],
+            self.retry_nospc(|| self.symlink_once(parent, name, target, Owner::Caller { cred, umask: 0 })),
+        )
     }
 }
 
