@@ -16,6 +16,7 @@ mod mount;
 mod progress;
 mod put;
 mod stat;
+mod sync;
 mod util;
 mod write;
 
@@ -414,6 +415,18 @@ enum Cmd {
         #[arg(short = 'f', long)]
         foreground: bool,
     },
+    /// Make everything written to uext4 mounts durable (sync(1) cannot)
+    #[command(long_about = "Write back and commit everything each uext4 mount holds, and return only when it is\n\
+                            durable (it survives a crash of the machine or a kill of the daemon). sync(1) and\n\
+                            syncfs(2) write the kernel's dirty pages to the daemon but do not reach further: this\n\
+                            kernel sends FUSE_SYNCFS only to virtiofs. Without MOUNTPOINT: every uext4 mount in\n\
+                            /proc/self/mountinfo. Any user of a mount may run it, as any user may run sync(1).\n\
+                            Without it, a change is durable after fsync(2)/fdatasync(2) of the file (or of its\n\
+                            directory, for names), or within the commit interval (5 s) once written back.")]
+    Sync {
+        /// Mount points of uext4 mounts (default: every uext4 mount)
+        mountpoints: Vec<PathBuf>,
+    },
     /// Print a shell completion script to stdout
     #[command(long_about = "Print the completion script for SHELL to stdout, generated from the same definitions\n\
                             as --help. For bash, save it as ~/.local/share/bash-completion/completions/uext4;\n\
@@ -719,6 +732,7 @@ fn run(cli: Cli) -> CliResult {
             out.flush()?;
         }
         Cmd::Man { dir } => docs::man(dir.as_deref())?,
+        Cmd::Sync { mountpoints } => sync::run(&mountpoints)?,
         Cmd::Mount { image, mountpoint, options, foreground } => {
             mount::run(&image, &mountpoint, &options, foreground)?;
         }

@@ -42,7 +42,7 @@ mod session;
 mod slow;
 mod uring;
 
-pub use adapter::Uext4Fuse;
+pub use adapter::{Uext4Fuse, UEXT4_IOC_SYNC};
 pub use features::{KernelFeatures, Readdirplus, MAX_WRITE_LIMIT, OPTIONS as FEATURE_OPTIONS};
 pub use log::LevelFilter;
 pub use logging::{init_log, LogTarget};

@@ -16,12 +16,14 @@ pub(crate) const LARGE_WRITE: usize = 128 << 10;
 pub(crate) const LARGE_READ: usize = 128 << 10;
 
 /// True for requests that may wait long: FSYNC, FSYNCDIR, SYNCFS,
-/// FALLOCATE, COPY_FILE_RANGE, and WRITEs and READs larger than
+/// FALLOCATE, COPY_FILE_RANGE, IOCTL, and WRITEs and READs larger than
 /// [`LARGE_WRITE`] and [`LARGE_READ`] (`write_len`: the WRITE's data,
 /// `read_size`: the READ's size; 0 for other requests).
 pub(crate) fn may_wait(opcode: u32, write_len: usize, read_size: usize) -> bool {
     match opcode {
         op::FSYNC | op::FSYNCDIR | op::SYNCFS | op::FALLOCATE | op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => true,
+        // FITRIM and `uext4 sync` (UEXT4_IOC_SYNC) wait on the device.
+        op::IOCTL => true,
         op::WRITE => write_len > LARGE_WRITE,
         op::READ => read_size > LARGE_READ,
         _ => false,
@@ -42,6 +44,7 @@ mod tests {
     #[test]
     fn syncs_and_large_transfers_may_wait() {
         assert!(may_wait(op::FSYNC, 0, 0) && may_wait(op::SYNCFS, 0, 0) && may_wait(op::FALLOCATE, 0, 0));
+        assert!(may_wait(op::IOCTL, 0, 0));
         assert!(may_wait(op::WRITE, LARGE_WRITE + 1, 0) && !may_wait(op::WRITE, 8192, 0));
         assert!(may_wait(op::READ, 0, LARGE_READ + 1) && !may_wait(op::READ, 0, 4096));
         assert!(!may_wait(op::LOOKUP, 0, 0) && !may_wait(op::CREATE, 0, 0) && !may_wait(op::GETATTR, 0, 0));

@@ -201,6 +201,16 @@ impl Uext4Fuse {
         self.fs.fsync(ino).map_err(|e| self.fail(op, e))
     }
 
+    /// Everything the filesystem holds made durable: dirty data written
+    /// back and the journal committed, as ext4's sync_fs (FUSE_SYNCFS
+    /// where the kernel sends it, and [`super::ioctl::UEXT4_IOC_SYNC`]).
+    pub(super) fn sync_all(&self, op: &str) -> Result<(), Errno> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.fs.commit().map_err(|e| self.fail(op, e))
+    }
+
     pub(super) fn do_readlink(&self, ino: INodeNo, reply: ReplyData) {
         let ino = tri!(reply, from_fuse(ino));
         let target = tri!(reply, self.fs.readlink(ino).map_err(|e| self.fail("readlink", e)));

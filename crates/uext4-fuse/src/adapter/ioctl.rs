@@ -1,7 +1,8 @@
 //! ioctls: the inode flags (FS_IOC_GETFLAGS/SETFLAGS, what `lsattr` and
 //! `chattr` use), the fsxattr view of them (FS_IOC_FSGETXATTR/FSSETXATTR,
 //! `xfs_io -c lsattr/chattr/stat`), FS_IOC_GETVERSION, FITRIM (`fstrim`:
-//! holes punched in the image) and FS_IOC_SHUTDOWN.
+//! holes punched in the image), FS_IOC_SHUTDOWN and uext4's own
+//! [`UEXT4_IOC_SYNC`] (`uext4 sync`).
 //!
 //! FS_IOC_SHUTDOWN is `_IOR` although the caller passes its flags in: a
 //! restricted FUSE ioctl copies nothing in for a read-only direction, so
@@ -44,6 +45,13 @@ const FSTRIM_RANGE_SIZE: usize = 24;
 const FITRIM: u32 = ioc(IOC_READ | IOC_WRITE, b'X', 121, FSTRIM_RANGE_SIZE as u32);
 /// `_IOR('X', 125, __u32)`.
 const FS_IOC_SHUTDOWN: u32 = ioc(IOC_READ, b'X', 125, 4);
+/// `_IO('X', 0xE4)`: uext4's own "sync this filesystem" (`uext4 sync`):
+/// write back and commit everything, reply when it is durable. Needed
+/// because the kernel forwards FUSE_SYNCFS only for virtiofs, so
+/// syncfs(2) and sync(1) never reach the daemon. No data in or out, so
+/// a restricted FUSE ioctl carries it; on a directory too (the mount's
+/// root). Number 0xE4 of type 'X' is used by no kernel ioctl.
+pub const UEXT4_IOC_SYNC: u32 = ioc(0, b'X', 0xE4, 0);
 
 /// `_IOR('f', 1, long)` and its 32-bit form.
 const FS_IOC_GETFLAGS: u32 = ioc(IOC_READ, b'f', 1, 8);
@@ -169,6 +177,11 @@ impl Uext4Fuse {
                 tri!(reply, self.shut_down(mode));
                 reply.ioctl(0, &[]);
             }
+            UEXT4_IOC_SYNC => {
+                // Anyone may, as anyone may call sync(2).
+                tri!(reply, self.sync_all("sync"));
+                reply.ioctl(0, &[]);
+            }
             // FS_IOC_FIEMAP among them: see the module doc.
             _ => reply.error(Errno::ENOTTY),
         }
@@ -229,6 +242,51 @@ mod tests {
         assert_eq!(FS_IOC_FSSETXATTR, 0x401c_5820);
         assert_eq!(FITRIM, 0xc018_5879);
         assert_eq!(FS_IOC_SHUTDOWN, 0x8004_587d);
+        assert_eq!(UEXT4_IOC_SYNC, 0x0000_58e4);
+    }
+
+    /// What a crash right after serving `op` leaves of a file written
+    /// (not synced) before it: FUSE_SYNCFS and UEXT4_IOC_SYNC, dispatched
+    /// as a transport would, must have made it durable.
+    fn survives_a_crash_after(op: crate::proto::decode::Operation<'static>) -> Option<Vec<u8>> {
+        use crate::proto::decode::{Decoded, InHeader};
+        use std::sync::Arc;
+        use uext4::device::{BlockDevice, RecordingDevice};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let img = dir.path().join("img");
+        let mk = uext4::mkfs::MkfsOptions { size: 16 << 20, ..Default::default() };
+        uext4::mkfs::mkfs_file(&img, &mk).expect("mkfs");
+        let dev = Arc::new(RecordingDevice::new(std::fs::read(&img).expect("read image")));
+        let opts = uext4::MountOptions {
+            write: true,
+            commit_interval: std::time::Duration::from_secs(3600),
+            ..Default::default()
+        };
+        let fs = Arc::new(uext4::Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).expect("open"));
+        let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).expect("create").ino;
+        fs.inodes().write(ino, 0, b"made durable").expect("write");
+        let adapter = Uext4Fuse::new(fs, &crate::MountConfig::default());
+        let header = InHeader { len: 0, opcode: 0, unique: 1, nodeid: 1, uid: 1000, gid: 0, pid: 0, total_extlen: 0 };
+        let mut buf = vec![0u8; 4096];
+        let mut out = crate::reply::Out::new(&mut buf);
+        crate::dispatch::dispatch(&adapter, &Decoded { header, op }, None, &mut out);
+        assert_eq!(out.result().map(|r| r.0), Some(0), "the request failed");
+        let crashed = dir.path().join("crashed");
+        std::fs::write(&crashed, dev.crash_image(dev.events(), |_| false)).expect("write crash image");
+        let r = uext4::Filesystem::open(&crashed).expect("open the crashed image");
+        r.resolve("/f").ok().map(|i| r.read_all(i).expect("read"))
+    }
+
+    #[test]
+    fn syncfs_and_the_sync_ioctl_make_everything_durable() {
+        use crate::proto::decode::Operation;
+        let ioctl = Operation::Ioctl { fh: 0, flags: 0, cmd: UEXT4_IOC_SYNC, arg: 0, out_size: 0, data: &[] };
+        for op in [Operation::Syncfs, ioctl] {
+            let what = format!("{op:?}");
+            assert_eq!(survives_a_crash_after(op).as_deref(), Some(&b"made durable"[..]), "{what}");
+        }
+        // Without either, the write is not durable (the test sees a crash).
+        assert_eq!(survives_a_crash_after(Operation::Statfs), None);
     }
 
     #[test]

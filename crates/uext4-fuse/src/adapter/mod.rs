@@ -72,6 +72,7 @@ mod files;
 mod init;
 pub(crate) use init::MAX_BACKGROUND;
 mod ioctl;
+pub use ioctl::UEXT4_IOC_SYNC;
 
 /// The FUSE adapter over a shared [`uext4::Filesystem`].
 #[derive(Debug)]
@@ -498,6 +499,13 @@ impl FuseFilesystem for Uext4Fuse {
     ) {
         let _cap = sys_resource(req);
         self.do_ioctl(req, ino, cmd, in_data, out_size, reply);
+    }
+
+    /// FUSE_SYNCFS: this kernel sends it only for virtiofs (fs/fuse/inode.c,
+    /// fuse_sync_fs), but a kernel that does gets what syncfs(2) promises.
+    fn syncfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyEmpty) {
+        tri!(reply, self.sync_all("syncfs"));
+        reply.ok();
     }
 
     /// Only used by fuseblk mounts.
