@@ -182,3 +182,25 @@ impl FsCore {
         pending && self.commit_journal().is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// What is not synced is lost to a crash for no longer than on ext4:
+    /// metadata commits every 5 s (`commit=5`), dirty data is written
+    /// back once 30 s old (`dirty_expire_centisecs`), looked for every
+    /// 5 s (`dirty_writeback_centisecs`), and committed by the next
+    /// periodic commit.
+    #[test]
+    fn unsynced_windows_are_ext4s() {
+        let o = MountOptions::default();
+        assert_eq!(o.commit_interval, Duration::from_secs(5));
+        assert_eq!(o.data.dirty_expire, Duration::from_secs(30));
+        assert_eq!(o.data.writeback_interval, Duration::from_secs(5));
+        assert!(!o.sync && !o.dirsync);
+        let d = Durability::of(&MountOptions { sync: true, ..Default::default() });
+        assert!(d.sync && d.dirsync, "sync implies dirsync");
+    }
+}
