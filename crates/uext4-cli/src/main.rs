@@ -402,7 +402,13 @@ enum Cmd {
                             warning when unavailable) or dev (read/write on /dev/fuse). The daemon logs the\n\
                             transport it uses (log=info).\n\
                             Generic flags: dev, nodev, suid, nosuid, exec, noexec, atime,\n\
-                            noatime, sync, async, dirsync.")]
+                            noatime, sync, async, dirsync.\n\
+                            Durability: sync makes every write and change durable when the call returns, dirsync\n\
+                            every namespace change (create, mkdir, link, unlink, rename, ...); O_SYNC and O_DSYNC\n\
+                            writes are durable when they return in every mode. sync(1) and syncfs(2) do not reach the\n\
+                            daemon (Linux sends FUSE_SYNCFS only to virtiofs): run `uext4 sync [MOUNTPOINT]`, or\n\
+                            fsync the files; otherwise changes are committed within the commit interval (5 s) and\n\
+                            buffered data written back when 30 s old, as on ext4. See docs/COMPATIBILITY.md.")]
     Mount {
         /// The ext4 image file or block device
         image: PathBuf,
