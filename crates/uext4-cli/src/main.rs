@@ -425,10 +425,14 @@ enum Cmd {
     #[command(long_about = "Write back and commit everything each uext4 mount holds, and return only when it is\n\
                             durable (it survives a crash of the machine or a kill of the daemon). sync(1) and\n\
                             syncfs(2) write the kernel's dirty pages to the daemon but do not reach further: this\n\
-                            kernel sends FUSE_SYNCFS only to virtiofs. Without MOUNTPOINT: every uext4 mount in\n\
-                            /proc/self/mountinfo. Any user of a mount may run it, as any user may run sync(1).\n\
-                            Without it, a change is durable after fsync(2)/fdatasync(2) of the file (or of its\n\
-                            directory, for names), or within the commit interval (5 s) once written back.")]
+                            kernel sends FUSE_SYNCFS only to virtiofs. It runs syncfs(2), fsyncs the mount's files\n\
+                            that processes have open or mapped (their pages may still be the kernel's), then asks\n\
+                            the daemon to commit. Without MOUNTPOINT: every uext4 mount in /proc/self/mountinfo.\n\
+                            Any user of a mount may run it (as another user than root, only that user's open files\n\
+                            are fsynced).\n\
+                            Otherwise a change is durable after fsync(2)/fdatasync(2) of the file (or of its\n\
+                            directory, for names), or within ext4's windows: metadata at the next commit (5 s),\n\
+                            buffered data once written back (when 30 s old) and committed.")]
     Sync {
         /// Mount points of uext4 mounts (default: every uext4 mount)
         mountpoints: Vec<PathBuf>,

@@ -3,9 +3,11 @@
 //! dirty pages and inodes to the daemon, but the kernel forwards
 //! FUSE_SYNCFS only for virtiofs, so the daemon never hears that it
 //! should write back and commit. For each mount: syncfs(2) first (the
-//! kernel's own dirty pages, with `writeback_cache`, reach the daemon),
-//! then the [`uext4_fuse::UEXT4_IOC_SYNC`] ioctl on the mount's root, which
-//! the daemon answers once everything is committed.
+//! kernel's own dirty pages, with `writeback_cache` or in shared
+//! mappings, go to the daemon), fsync(2) of every file of the mount that
+//! a process has open or mapped (syncfs does not wait for those pages to
+//! be answered), then the [`uext4_fuse::UEXT4_IOC_SYNC`] ioctl on the
+//! mount's root, which the daemon answers once everything is committed.
 
 use crate::util::{CliError, CliResult};
 use std::fs::File;
@@ -57,7 +59,70 @@ fn unescape(f: &[u8]) -> Vec<u8> {
     out
 }
 
-/// syncfs(2), then UEXT4_IOC_SYNC, on the mount at `mnt`.
+/// fsync(2) of every file on the filesystem with device number `dev`
+/// that some process has open or maps shared and writable (as far as
+/// /proc lets us see: all of them as root, our own otherwise). Only such
+/// files can have pages still dirty in the kernel (FUSE writes a file's
+/// pages back and waits at every close, and when a shared mapping goes),
+/// and Linux 6.18's syncfs(2) starts their write-back without waiting for
+/// the daemon's answers (FUSE mappings are exempt from sync's
+/// data-integrity wait, so that a stuck daemon cannot hang sync); fsync
+/// waits. The files are found from fdinfo and maps, which never ask any
+/// filesystem (a stat of another FUSE mount's file could wait on its
+/// stopped daemon); only files of this mount are opened.
+fn fsync_open_files(dev: (u32, u32)) {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = format!("{}:{}", dev.0, dev.1);
+    // The mounts of this filesystem (bind mounts included), by id.
+    let mounts: Vec<&str> = info
+        .lines()
+        .filter(|l| l.split(' ').nth(2) == Some(want.as_str()))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let maps_dev = format!("{:02x}:{:02x}", dev.0, dev.1);
+    let mut done = std::collections::HashSet::new();
+    let mut sync = |path: PathBuf, ino: &str| {
+        if !done.insert(ino.to_string()) {
+            return;
+        }
+        // Errors are the writer's to see (fsync reports them to every open
+        // description); a file we may not open is left to its writer.
+        if let Ok(f) = File::open(&path) {
+            if f.metadata().is_ok_and(|m| m.is_file()) {
+                let _ = f.sync_all();
+            }
+        }
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else { return };
+    for p in procs.flatten() {
+        if !p.file_name().to_string_lossy().bytes().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let dir = p.path();
+        if let Ok(fds) = std::fs::read_dir(dir.join("fdinfo")) {
+            for e in fds.flatten() {
+                let Ok(text) = std::fs::read_to_string(e.path()) else { continue };
+                let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).map(str::trim);
+                if let (Some(m), Some(ino)) = (field("mnt_id:"), field("ino:")) {
+                    if mounts.contains(&m) {
+                        sync(dir.join("fd").join(e.file_name()), ino);
+                    }
+                }
+            }
+        }
+        // address perms offset dev inode path: shared writable mappings.
+        let maps = std::fs::read_to_string(dir.join("maps")).unwrap_or_default();
+        for l in maps.lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() >= 5 && f[3] == maps_dev && f[1].starts_with("rw") && f[1].ends_with('s') {
+                sync(dir.join("map_files").join(f[0]), f[4]);
+            }
+        }
+    }
+}
+
+/// syncfs(2), fsync of the files whose pages the kernel may still hold,
+/// then UEXT4_IOC_SYNC, on the mount at `mnt`.
 fn sync_one(mnt: &Path) -> CliResult {
     let fail = |what: &str, e: std::io::Error| CliError::Msg(format!("{}: {what}: {e}", mnt.display()));
     let dir = File::open(mnt).map_err(|e| fail("open", e))?;
@@ -66,6 +131,8 @@ fn sync_one(mnt: &Path) -> CliResult {
     if unsafe { libc::syncfs(fd) } != 0 {
         return Err(fail("syncfs", std::io::Error::last_os_error()));
     }
+    let dev = std::os::unix::fs::MetadataExt::dev(&dir.metadata().map_err(|e| fail("stat", e))?);
+    fsync_open_files((libc::major(dev), libc::minor(dev)));
     // SAFETY: an ioctl with no argument data on a descriptor we own.
     if unsafe { libc::ioctl(fd, uext4_fuse::UEXT4_IOC_SYNC as _) } != 0 {
         let e = std::io::Error::last_os_error();

@@ -16,6 +16,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -227,9 +228,9 @@ fn dirsync_mount_makes_namespace_changes_durable() {
 
 /// `uext4 sync MNT`: what was written and created before it survives
 /// (sync(1)'s syncfs never reaches a FUSE daemon on this kernel), also
-/// with the kernel's writeback cache (closed files: their pages were
-/// written to the daemon at close; pages still dirty in the kernel are
-/// not waited for, see docs/COMPATIBILITY.md). A directory on another
+/// with the kernel's writeback cache, and stores through a shared mapping
+/// that are still only in the kernel's pages (the mapping's descriptor
+/// is closed: no close of it writes them back). A directory on another
 /// filesystem is refused. (`uext4 sync` without arguments would sync
 /// every uext4 mount of the machine, other tests' included: its
 /// mountinfo parsing is a unit test of the command.)
@@ -242,13 +243,29 @@ fn uext4_sync_makes_everything_durable() {
         fs::create_dir(fx.path("d")).expect("mkdir");
         fs::write(fx.path("d/one"), pattern(7, 100_000)).expect("write");
         fs::write(fx.path("two"), pattern(8, 3000)).expect("write");
+        let mapped = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(fx.path("mapped"));
+        let mapped = mapped.expect("create");
+        mapped.set_len(8192).expect("set_len");
+        // SAFETY: a fresh shared mapping of 8192 bytes of a file that long.
+        let map = unsafe {
+            let rw = libc::PROT_READ | libc::PROT_WRITE;
+            libc::mmap(std::ptr::null_mut(), 8192, rw, libc::MAP_SHARED, mapped.as_raw_fd(), 0)
+        };
+        assert_ne!(map, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        drop(mapped);
+        // SAFETY: the mapping is 8192 writable bytes and ours alone.
+        unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>(), 8192) }.copy_from_slice(&pattern(9, 8192));
         run(Command::new(BIN).arg("sync").arg(&fx.mnt));
         let out = Command::new(BIN).arg("sync").arg(fx.dir.path()).output().expect("uext4 sync");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.code() == Some(1) && err.contains("not on a uext4 mount"), "{:?}: {err}", out.status);
         fx.crash();
-        fx.assert_holds("/d/one", &pattern(7, 100_000), &format!("-o {opts}: lost after uext4 sync"));
-        fx.assert_holds("/two", &pattern(8, 3000), &format!("-o {opts}: lost after uext4 sync"));
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(map, 8192) };
+        let what = format!("-o {opts}: lost after uext4 sync");
+        fx.assert_holds("/d/one", &pattern(7, 100_000), &what);
+        fx.assert_holds("/two", &pattern(8, 3000), &what);
+        fx.assert_holds("/mapped", &pattern(9, 8192), &what);
         fx.recover_and_check();
     }
 }
