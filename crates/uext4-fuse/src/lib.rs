@@ -75,7 +75,11 @@ pub struct MountConfig {
     pub kernel: KernelFeatures,
     /// Shown as the mount's source in /proc/mounts (the image path).
     pub fsname: String,
-    /// Generic mount flags from [`KERNEL_FLAGS`].
+    /// Generic mount flags from [`KERNEL_FLAGS`]. `sync` and `dirsync`
+    /// here set only the kernel's flags (with `sync` it puts O_DSYNC on
+    /// every WRITE, which the adapter honours); the namespace changes they
+    /// promise to make durable are the engine's: open the filesystem with
+    /// `uext4::MountOptions::sync` / `dirsync` too, as `uext4 mount` does.
     pub kernel_flags: Vec<String>,
     /// What a filesystem error (corrupt or badly checksummed metadata)
     /// does, as ext4's `errors=`.
