@@ -49,25 +49,47 @@ fn read(fs: &Filesystem, path: &str) -> Option<Vec<u8>> {
     fs.resolve(path).ok().map(|ino| fs.read_all(ino).unwrap())
 }
 
-/// `sync`: a plain write, a mkdir, a chmod and an xattr are durable on
-/// return.
+/// `sync`: a plain write, a mkdir, a chmod, an xattr, a fallocate and an
+/// inode flag are each durable on return (each on its own filesystem, as
+/// the last call before the crash: a later synchronous call would commit
+/// an earlier change with its own).
 #[test]
 fn sync_option_makes_writes_and_changes_durable() {
-    let Some((dir, dev, fs)) = open(true, false) else { return };
-    let root = fs.root();
-    let ino = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
-    fs.inodes().write(ino, 0, &pattern(1, 30_000)).unwrap();
-    fs.mkdir(root, b"d", 0o755, 0, 0).unwrap();
-    let attr = uext4::fs::ops::SetAttr { mode: Some(0o600), ..Default::default() };
-    fs.setattr(ino, attr).unwrap();
-    fs.set_xattr(ino, b"user.k", b"v", uext4::fs::XattrSetMode::Any).unwrap();
-    after_crash(&dir, &dev, fs, |r| {
-        assert!(read(r, "/f") == Some(pattern(1, 30_000)), "a write on a sync mount was lost");
-        assert!(r.resolve("/d").is_ok(), "a mkdir on a sync mount was lost");
-        let f = r.resolve("/f").unwrap();
-        assert_eq!(r.stat(f).unwrap().mode & 0o7777, 0o600, "a chmod on a sync mount was lost");
-        assert_eq!(r.get_xattr(f, "user.k").unwrap(), b"v", "an xattr on a sync mount was lost");
-    });
+    type Case = (&'static str, fn(&Filesystem, u32), fn(&Filesystem, u32) -> bool);
+    let cases: [Case; 6] = [
+        (
+            "write",
+            |fs, f| drop(fs.inodes().write(f, 0, &pattern(1, 30_000)).unwrap()),
+            |r, f| r.read_all(f).unwrap() == pattern(1, 30_000),
+        ),
+        ("mkdir", |fs, _| drop(fs.mkdir(fs.root(), b"d", 0o755, 0, 0).unwrap()), |r, _| r.resolve("/d").is_ok()),
+        (
+            "chmod",
+            |fs, f| drop(fs.setattr(f, uext4::fs::ops::SetAttr { mode: Some(0o600), ..Default::default() }).unwrap()),
+            |r, f| r.stat(f).unwrap().mode & 0o7777 == 0o600,
+        ),
+        (
+            "xattr",
+            |fs, f| fs.set_xattr(f, b"user.k", b"v", uext4::fs::XattrSetMode::Any).unwrap(),
+            |r, f| r.get_xattr(f, "user.k").is_ok_and(|v| v == b"v"),
+        ),
+        (
+            "fallocate",
+            |fs, f| fs.fallocate(f, uext4::fs::FallocMode::Allocate, 0, 1 << 20).unwrap(),
+            |r, f| r.stat(f).unwrap().size == 1 << 20,
+        ),
+        (
+            "chattr",
+            |fs, f| drop(fs.set_flags(f, fs.flags(f).unwrap() | uext4::fs::ops::flags::FL_NOATIME).unwrap()),
+            |r, f| r.stat(f).unwrap().flags & uext4::fs::ops::flags::FL_NOATIME != 0,
+        ),
+    ];
+    for (what, change, check) in cases {
+        let Some((dir, dev, fs)) = open(true, false) else { return };
+        let f = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+        change(&fs, f);
+        after_crash(&dir, &dev, fs, |r| assert!(check(r, f), "a {what} on a sync mount was lost"));
+    }
 }
 
 /// `dirsync`: namespace changes are durable on return; data is not

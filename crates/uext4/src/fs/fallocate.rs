@@ -38,8 +38,13 @@ pub enum FallocMode {
 }
 
 impl FsCore {
-    /// fallocate(2).
+    /// fallocate(2). On a `sync` mount the change is durable on return
+    /// (ext4's IS_SYNC handles of punch, collapse and insert).
     pub fn fallocate(&self, ino: u32, mode: FallocMode, offset: u64, len: u64) -> Result<()> {
+        self.attrs_synced(ino, self.fallocate_inner(ino, mode, offset, len))
+    }
+
+    fn fallocate_inner(&self, ino: u32, mode: FallocMode, offset: u64, len: u64) -> Result<()> {
         if matches!(mode, FallocMode::CollapseRange | FallocMode::InsertRange) {
             return self.shift_range(ino, mode == FallocMode::InsertRange, offset, len);
         }

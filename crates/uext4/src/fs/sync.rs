@@ -42,8 +42,9 @@ impl FsCore {
         r
     }
 
-    /// As [`FsCore::namespace_synced`], for a change of attributes or
-    /// extended attributes of `ino`: durable on return on a `sync` mount.
+    /// As [`FsCore::namespace_synced`], for a change of attributes, inode
+    /// flags, extended attributes or allocation (fallocate) of `ino`:
+    /// durable on return on a `sync` mount.
     pub(crate) fn attrs_synced<T>(&self, ino: u32, r: Result<T>) -> Result<T> {
         if r.is_ok() && self.durability.sync {
             self.commit_last_change(&[ino])?;

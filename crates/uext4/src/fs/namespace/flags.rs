@@ -166,6 +166,11 @@ impl FsCore {
     /// The caller's right to do this (owner or root; only root for `i`
     /// and `a`) is the front end's to check.
     pub fn set_flags(&self, ino: u32, flags: u32) -> Result<Stat> {
+        // A sync mount: durable on return (ext4_ioctl_setflags' IS_SYNC).
+        self.attrs_synced(ino, self.set_flags_inner(ino, flags))
+    }
+
+    fn set_flags_inner(&self, ino: u32, flags: u32) -> Result<Stat> {
         if flags & !FL_USER_VISIBLE != 0 {
             return Err(Error::Unsupported(format!("inode flags {:#x}", flags & !FL_USER_VISIBLE)));
         }
