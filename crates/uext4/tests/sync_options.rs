@@ -59,13 +59,21 @@ fn sync_option_makes_writes_and_changes_durable() {
     let cases: [Case; 6] = [
         (
             "write",
-            |fs, f| drop(fs.inodes().write(f, 0, &pattern(1, 30_000)).unwrap()),
+            |fs, f| assert_eq!(fs.inodes().write(f, 0, &pattern(1, 30_000)).unwrap(), 30_000),
             |r, f| r.read_all(f).unwrap() == pattern(1, 30_000),
         ),
-        ("mkdir", |fs, _| drop(fs.mkdir(fs.root(), b"d", 0o755, 0, 0).unwrap()), |r, _| r.resolve("/d").is_ok()),
+        (
+            "mkdir",
+            |fs, _| {
+                fs.mkdir(fs.root(), b"d", 0o755, 0, 0).unwrap();
+            },
+            |r, _| r.resolve("/d").is_ok(),
+        ),
         (
             "chmod",
-            |fs, f| drop(fs.setattr(f, uext4::fs::ops::SetAttr { mode: Some(0o600), ..Default::default() }).unwrap()),
+            |fs, f| {
+                fs.setattr(f, uext4::fs::ops::SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
+            },
             |r, f| r.stat(f).unwrap().mode & 0o7777 == 0o600,
         ),
         (
@@ -80,7 +88,9 @@ fn sync_option_makes_writes_and_changes_durable() {
         ),
         (
             "chattr",
-            |fs, f| drop(fs.set_flags(f, fs.flags(f).unwrap() | uext4::fs::ops::flags::FL_NOATIME).unwrap()),
+            |fs, f| {
+                fs.set_flags(f, fs.flags(f).unwrap() | uext4::fs::ops::flags::FL_NOATIME).unwrap();
+            },
             |r, f| r.stat(f).unwrap().flags & uext4::fs::ops::flags::FL_NOATIME != 0,
         ),
     ];
