@@ -41,7 +41,8 @@ pub struct MountOptions {
     pub norecovery: bool,
     /// `sync` (ext4's MS_SYNCHRONOUS): every write is durable when it
     /// returns (as with O_SYNC), and so is every change of the
-    /// namespace, of attributes and of extended attributes. Implies
+    /// namespace, of attributes, inode flags and extended attributes, and
+    /// every fallocate. Implies
     /// [`MountOptions::dirsync`].
     pub sync: bool,
     /// `dirsync`: every change of the namespace (create, mkdir, mknod,
