@@ -162,7 +162,7 @@ impl Inode {
             // An all-zero record is an inode that was never initialised
             // (lazy itable init); the kernel accepts it.
             if stored != computed && b.iter().any(|&x| x != 0) {
-                return Err(Error::Checksum { structure: Structure::Inode, block, stored, computed });
+                return Err(Error::Checksum { structure: Structure::Inode, block, ino, stored, computed });
             }
         }
         // A field in the extra area exists only if extra_isize covers it.
