@@ -387,6 +387,17 @@ pub enum CorruptKind {
         /// Transaction id expected.
         expected: u64,
     },
+    /// An on-disk counter (`i_blocks`, a link count, a free or used
+    /// count, quota usage) holds less than what is to be taken from it:
+    /// it was wrong before, and clamping it at zero would hide that.
+    Underflow {
+        /// The counter.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What was to be taken from it.
+        sub: u64,
+    },
     /// The filesystem superblock is invalid after replaying the journal.
     InvalidAfterReplay {
         /// Why the replayed superblock was refused.
@@ -424,6 +435,7 @@ impl std::fmt::Display for CorruptKind {
             CorruptKind::NotInUse => f.write_str("not in use"),
             CorruptKind::Missing { what } => write!(f, "{what} is missing"),
             CorruptKind::Changed { what } => write!(f, "{what} changed underneath"),
+            CorruptKind::Underflow { field, value, sub } => write!(f, "{field} {value} is less than the {sub} to take"),
             CorruptKind::TooMany { what, limit } => write!(f, "more than {limit} {what}"),
             CorruptKind::Malformed { what } => write!(f, "malformed {what}"),
             CorruptKind::TransactionChecksum { what } => write!(f, "invalid checksum found in {what}"),
@@ -657,6 +669,22 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `value - sub` for the on-disk counter `field` of `structure` at
+/// `location`; a corruption error ([`CorruptKind::Underflow`]) when the
+/// counter holds less than `sub`. Counters must never be clamped at zero
+/// instead: the count was already wrong, and a clamp would carry the
+/// damage on silently (a later free of the same units then "succeeds").
+pub fn sub_counter<T>(value: T, sub: T, field: &'static str, structure: Structure, location: Location) -> Result<T>
+where
+    T: Copy + Into<u64> + PartialOrd + std::ops::Sub<Output = T>,
+{
+    if value < sub {
+        let kind = CorruptKind::Underflow { field, value: value.into(), sub: sub.into() };
+        return Err(Error::corruption(structure, location, kind));
+    }
+    Ok(value - sub)
+}
 
 #[cfg(test)]
 mod tests {

@@ -403,8 +403,19 @@ impl QFile {
     /// the entry through `tx`.
     fn apply(&mut self, tx: &Tx, id: u32, ds: i128, di: i64) -> Result<()> {
         let mut d = self.dquots.get(&id).map_or(Dqblk { id, ..Default::default() }, |e| e.d);
-        d.curspace = (i128::from(d.curspace) + ds).clamp(0, i128::from(u64::MAX)) as u64;
-        d.curinodes = (i128::from(d.curinodes) + i128::from(di)).clamp(0, i128::from(u64::MAX)) as u64;
+        // Usage that would go below zero was wrong before this change: a
+        // corruption of the quota file, not something to clamp away.
+        let at = self.dquots.get(&id).map_or(0, |e| e.at);
+        let moved = |field: &'static str, cur: u64, delta: i128| -> Result<u64> {
+            let v = i128::from(cur) + delta;
+            if v < 0 {
+                let kind = CorruptKind::Underflow { field, value: cur, sub: delta.unsigned_abs() as u64 };
+                return Err(corrupt(self.ino, at, kind));
+            }
+            Ok(v.min(i128::from(u64::MAX)) as u64)
+        };
+        d.curspace = moved("dqb_curspace", d.curspace, ds)?;
+        d.curinodes = moved("dqb_curinodes", d.curinodes, i128::from(di))?;
         set_grace(&mut d, &self.info, now());
         // The inode record already changed in this handle: a quota file
         // that cannot follow (no block for a new id's entry) must not

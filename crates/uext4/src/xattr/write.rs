@@ -172,6 +172,9 @@ pub fn set(
     let old_entry = in_ibody.map(|p| ibody[p].clone()).or_else(|| in_block.map(|p| block[p].clone()));
     let old_charge =
         old_entry.as_ref().filter(|e| e.value_inum != 0).map_or(0, |e| ea_inode::charge_sectors(vol, e.value_size));
+    // An i_blocks that does not cover the old value's charge is corrupt:
+    // refused before anything changes.
+    inode.blocks_less(old_charge)?;
 
     let Some(value) = value else {
         // Removal.
@@ -187,7 +190,7 @@ pub fn set(
         } else {
             return Ok(false);
         }
-        inode.blocks_512 = inode.blocks_512.saturating_sub(old_charge);
+        inode.blocks_512 = inode.blocks_less(old_charge)?;
         charge_ibody(tx, inode, ibody_at, &ibody_before)?;
         return Ok(true);
     };
@@ -288,7 +291,7 @@ pub fn set(
         ea_inode::adjust_ref(tx, e.value_inum, -1)?;
     }
     let new_charge = if in_ea { ea_inode::charge_sectors(vol, value.len() as u32) } else { 0 };
-    inode.blocks_512 = inode.blocks_512.saturating_sub(old_charge) + new_charge;
+    inode.blocks_512 = inode.blocks_less(old_charge)? + new_charge;
     charge_ibody(tx, inode, ibody_at, &ibody_before)?;
     ensure_ext_attr_feature(tx)?;
     Ok(true)
@@ -570,6 +573,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
     let seed = vol.has_csum().then(|| vol.csum_seed());
     // Validates magic, size and checksum before trusting the count.
     let (_, entries) = parse_block_raw(vol.block(blk)?.data(), blk, seed)?;
+    let left = inode.blocks_less(vol.sb.cluster_size() / 512)?;
     let last = tx.modify(blk, |b| {
         let refs = le32(b, 4);
         if refs <= 1 {
@@ -592,7 +596,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
     // Shared or not, the inode no longer names the block's EA inodes.
     tx.charge_ea_refs(inode, -ea_refs(&entries))?;
     inode.file_acl = 0;
-    inode.blocks_512 = inode.blocks_512.saturating_sub(vol.sb.cluster_size() / 512);
+    inode.blocks_512 = left;
     Ok(())
 }
 
@@ -620,8 +624,9 @@ pub fn drop_ea_refs(tx: &Tx, inode: &mut Inode, bounded: bool, reserve: usize) -
             }
             let gone = ibody.remove(p);
             ea_inode::check_entry(vol, inode.ino, &gone)?;
+            let left = inode.blocks_less(ea_inode::charge_sectors(vol, gone.value_size))?;
             encode_inode_area(&mut inode.raw[at..], &ibody)?;
-            inode.blocks_512 = inode.blocks_512.saturating_sub(ea_inode::charge_sectors(vol, gone.value_size));
+            inode.blocks_512 = left;
             ea_inode::adjust_ref(tx, gone.value_inum, -1)?;
             tx.charge_ea_refs(inode, -1)?;
         }
@@ -640,8 +645,10 @@ pub fn drop_ea_refs(tx: &Tx, inode: &mut Inode, bounded: bool, reserve: usize) -
         let old = block.clone();
         let gone = block.remove(p);
         ea_inode::check_entry(vol, inode.ino, &gone)?;
+        let charge = ea_inode::charge_sectors(vol, gone.value_size);
+        inode.blocks_less(charge)?;
         store_block(tx, inode, &old, &block, 0)?;
-        inode.blocks_512 = inode.blocks_512.saturating_sub(ea_inode::charge_sectors(vol, gone.value_size));
+        inode.blocks_512 = inode.blocks_less(charge)?;
         if inode.file_acl == 0 {
             break;
         }
