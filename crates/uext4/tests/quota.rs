@@ -753,4 +753,18 @@ fn ea_inode_values_charge_their_owner_an_inode() {
         fs.unlink(root, b"g").unwrap();
     });
     assert_eq!((user_inodes(1000), user_inodes(2000)), (0, 0));
+    // An inode hard limit counts the EA inodes: the file and one value
+    // fit in 2, a second value is EDQUOT and leaves nothing behind.
+    step("inode limit", &|fs| {
+        let limits = QuotaLimits { inodes_hard: 2, ..Default::default() };
+        fs.set_quota_limits(QuotaType::User, 1000, limits).unwrap();
+        let h = fs.create(fs.root(), b"h", 0o644, 1000, 1000).unwrap().ino;
+        set(fs, h, "user.one", &big(20, 10_000));
+        let e = fs.set_xattr(h, b"user.two", &big(21, 10_000), XattrSetMode::Any).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)) && e.errno() == libc::EDQUOT, "{e}");
+        assert!(fs.get_xattr(h, "user.two").is_err());
+        // A value that stays in the inode or its block needs no inode.
+        set(fs, h, "user.small", b"fits");
+    });
+    assert_eq!(user_inodes(1000), 2);
 }
