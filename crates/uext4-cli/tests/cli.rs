@@ -284,6 +284,52 @@ fn info_matches_dumpe2fs() {
     }
 }
 
+/// Issue 23 item 6: `uext4 info` names every s_*_error_errcode as
+/// dumpe2fs does (the kernel's EXT4_ERR_* table: 4 is EFSBADCRC, 5
+/// EFSCORRUPTED), including codes past the table.
+#[test]
+fn info_error_codes_match_dumpe2fs() {
+    if !have("dumpe2fs") || !have("debugfs") || !have("mkfs.ext4") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    fs::File::create(&img).unwrap().set_len(4 << 20).unwrap();
+    // No metadata_csum: the superblock's error bytes are written raw below.
+    let mut c = tool("mkfs.ext4");
+    c.args(["-q", "-F", "-O", "^metadata_csum"]).arg(&img);
+    run_ok(c);
+    let mut d = tool("debugfs");
+    d.arg("-w").arg("-f").arg("-").arg(&img).stdin(Stdio::piped());
+    let mut child = d.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let cmds = "ssv error_count 2\nssv first_error_time 20240102030405\nssv last_error_time 20240102030406\n\
+                ssv first_error_func ext4_lookup\nssv last_error_func ext4_iget\nssv first_error_ino 12\n";
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), cmds.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let field = |text: &str, key: &str| fields(text).get(key).cloned();
+    for code in 0u8..=18 {
+        let mut raw = fs::read(&img).unwrap();
+        raw[1024 + 0x27A] = code;
+        raw[1024 + 0x27B] = 18 - code;
+        fs::write(&img, &raw).unwrap();
+        let mut d = tool("dumpe2fs");
+        d.arg("-h").arg(&img);
+        let theirs = String::from_utf8(run_ok(d).stdout).unwrap();
+        let ours = uext4_ok(["info".as_ref(), img.as_os_str()]);
+        for key in ["First error err", "Last error err", "First error inode #", "First error function"] {
+            assert_eq!(field(&ours, key), field(&theirs, key), "{key} with code {code}:\n{ours}\n{theirs}");
+        }
+        if code == 4 {
+            assert_eq!(field(&ours, "First error err").as_deref(), Some("EFSBADCRC"));
+        }
+    }
+    let mut e = tool("e2fsck");
+    e.arg("-fn").arg(&img);
+    let out = e.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
 #[test]
 fn ls_plain_long_recursive() {
     let Some(f) = fixture(&[]) else { return };

@@ -787,6 +787,52 @@ fn host_xattr(p: &Path, name: &str) -> Vec<u8> {
     buf
 }
 
+/// Issue 23 item 7: `uext4 mkfs -O quota,ea_inode -d DIR` with values
+/// too large for a block: each value kept in an EA inode charges its
+/// owner one inode, as e2fsck -fn (which checks quota usage) counts.
+#[test]
+fn mkfs_d_ea_inode_values_are_charged_to_quota() {
+    if !have_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("one"), b"one").unwrap();
+    fs::write(src.join("two"), b"two").unwrap();
+    // Larger than the image's 1 KiB blocks (so kept in EA inodes), small
+    // enough for a host filesystem without ea_inode.
+    let xattrs = set_host_xattr(&src.join("one"), "user.big", &pattern(7, 3_000))
+        && set_host_xattr(&src.join("two"), "user.big", &pattern(8, 2_000))
+        && set_host_xattr(&src.join("two"), "user.small", b"s");
+    if !xattrs {
+        eprintln!("SKIP: the host's /tmp takes no user xattrs");
+        return;
+    }
+    let img = dir.path().join("q.img");
+    ok([
+        OsStr::new("mkfs"),
+        img.as_os_str(),
+        OsStr::new("-s"),
+        OsStr::new("32M"),
+        OsStr::new("-b"),
+        OsStr::new("1024"),
+        OsStr::new("-O"),
+        OsStr::new("quota,ea_inode"),
+        OsStr::new("-d"),
+        src.as_os_str(),
+    ]);
+    let im = Img { dir, img };
+    im.fsck();
+    let out = im.dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    ok([OsStr::new("get"), im.img.as_os_str(), OsStr::new("/"), out.as_os_str()]);
+    assert_eq!(host_xattr(&out.join("two"), "user.big"), pattern(8, 2_000));
+    // One data block and the value's three, charged to the file: the
+    // value is in an EA inode.
+    assert_eq!(im.debugfs_field("/one", "Blockcount: "), 8);
+}
+
 /// `uext4 mkfs -d DIR` copies a tree with every kind of file (special
 /// files as mke2fs -d does; device nodes when root can make them on the
 /// host) with modes, owners, times with nanoseconds, hard links, symlinks

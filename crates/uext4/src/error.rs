@@ -159,6 +159,17 @@ impl Location {
         }
     }
 
+    /// The inode this location is in or under, if it names one.
+    pub fn ino(&self) -> Option<u32> {
+        match *self {
+            Location::Inode(ino)
+            | Location::InodeOffset { ino, .. }
+            | Location::InodeBlock { ino, .. }
+            | Location::FileBlock { ino, .. } => Some(ino),
+            _ => None,
+        }
+    }
+
     /// This location, placed in filesystem block `block` if it does not
     /// name one yet (byte offsets, inodes and transactions are kept).
     pub fn at_block(self, block: u64) -> Location {
@@ -376,6 +387,17 @@ pub enum CorruptKind {
         /// Transaction id expected.
         expected: u64,
     },
+    /// An on-disk counter (`i_blocks`, a link count, a free or used
+    /// count, quota usage) holds less than what is to be taken from it:
+    /// it was wrong before, and clamping it at zero would hide that.
+    Underflow {
+        /// The counter.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What was to be taken from it.
+        sub: u64,
+    },
     /// The filesystem superblock is invalid after replaying the journal.
     InvalidAfterReplay {
         /// Why the replayed superblock was refused.
@@ -413,6 +435,7 @@ impl std::fmt::Display for CorruptKind {
             CorruptKind::NotInUse => f.write_str("not in use"),
             CorruptKind::Missing { what } => write!(f, "{what} is missing"),
             CorruptKind::Changed { what } => write!(f, "{what} changed underneath"),
+            CorruptKind::Underflow { field, value, sub } => write!(f, "{field} {value} is less than the {sub} to take"),
             CorruptKind::TooMany { what, limit } => write!(f, "more than {limit} {what}"),
             CorruptKind::Malformed { what } => write!(f, "malformed {what}"),
             CorruptKind::TransactionChecksum { what } => write!(f, "invalid checksum found in {what}"),
@@ -468,12 +491,16 @@ pub enum Error {
     #[error("{0}")]
     Corrupt(Box<Corruption>),
     /// A metadata checksum does not match.
-    #[error("checksum mismatch in {structure} (block {block}): stored {stored:#010x}, computed {computed:#010x}")]
+    #[error("checksum mismatch in {structure} ({}): stored {stored:#010x}, computed {computed:#010x}", checksum_place(*block, *ino))]
     Checksum {
         /// The structure whose checksum failed.
         structure: Structure,
         /// The block it lives in.
         block: u64,
+        /// The inode it is, or belongs to (0: none, or not known to the
+        /// code that found it); recorded as the error's inode, as the
+        /// kernel's ext4_error_inode does.
+        ino: u32,
         /// The checksum stored on disk.
         stored: u32,
         /// The checksum computed over the contents.
@@ -547,6 +574,15 @@ pub enum Error {
     AccessDenied(String),
 }
 
+/// Where a checksum error was found, for its message.
+fn checksum_place(block: u64, ino: u32) -> String {
+    if ino == 0 {
+        format!("block {block}")
+    } else {
+        format!("inode {ino}, block {block}")
+    }
+}
+
 impl Error {
     /// A corruption error: `structure` at `location` is wrong in the way
     /// `kind` says.
@@ -572,6 +608,16 @@ impl Error {
         }
     }
 
+    /// The inode a corruption or checksum error was found in or under
+    /// (what ext4 records as `s_first_error_ino`), if known.
+    pub fn ino(&self) -> Option<u32> {
+        match self {
+            Error::Corrupt(c) => c.location.ino(),
+            Error::Checksum { ino, .. } if *ino != 0 => Some(*ino),
+            _ => None,
+        }
+    }
+
     /// The same error found in filesystem block `block`, for errors from a
     /// parser that did not know where its bytes came from: a corruption
     /// without a block gets `block` (keeping its byte offset and inode),
@@ -582,8 +628,8 @@ impl Error {
                 c.location = c.location.at_block(block);
                 Error::Corrupt(c)
             }
-            Error::Checksum { structure, stored, computed, .. } => {
-                Error::Checksum { structure, block, stored, computed }
+            Error::Checksum { structure, ino, stored, computed, .. } => {
+                Error::Checksum { structure, block, ino, stored, computed }
             }
             other => other,
         }
@@ -624,6 +670,22 @@ impl Error {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `value - sub` for the on-disk counter `field` of `structure` at
+/// `location`; a corruption error ([`CorruptKind::Underflow`]) when the
+/// counter holds less than `sub`. Counters must never be clamped at zero
+/// instead: the count was already wrong, and a clamp would carry the
+/// damage on silently (a later free of the same units then "succeeds").
+pub fn sub_counter<T>(value: T, sub: T, field: &'static str, structure: Structure, location: Location) -> Result<T>
+where
+    T: Copy + Into<u64> + PartialOrd + std::ops::Sub<Output = T>,
+{
+    if value < sub {
+        let kind = CorruptKind::Underflow { field, value: value.into(), sub: sub.into() };
+        return Err(Error::corruption(structure, location, kind));
+    }
+    Ok(value - sub)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -655,7 +717,7 @@ mod tests {
         );
         let e = Error::corruption(Structure::Journal, Location::Transaction { tid: 9, block: 0 }, kind);
         assert_eq!(e.at_block(6).block(), Some(6));
-        let e = Error::Checksum { structure: Structure::Inode, block: 1, stored: 2, computed: 3 }.at_block(4);
+        let e = Error::Checksum { structure: Structure::Inode, block: 1, ino: 0, stored: 2, computed: 3 }.at_block(4);
         assert_eq!(e.block(), Some(4));
         assert!(matches!(Error::Invalid("x".into()).at_block(4), Error::Invalid(_)));
         assert_eq!(Location::inode_block(12, 0), Location::Inode(12));

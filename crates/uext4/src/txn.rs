@@ -539,7 +539,17 @@ impl<'a> Tx<'a> {
                 old = None;
             }
             drop(fresh);
-            q.transfer(self, old, q.charge_of(inode.ino, &inode.raw))?;
+            let mut new = q.charge_of(inode.ino, &inode.raw);
+            if let (Some(o), Some(n)) = (old.as_mut(), new.as_mut()) {
+                if o.ids != n.ids {
+                    // A new owner takes the inodes of its EA inode
+                    // references too (dquot_transfer of ext4_get_inode_usage).
+                    let refs = crate::quota::ea_inode_refs(self.vol, inode)?;
+                    o.inodes += refs;
+                    n.inodes += refs;
+                }
+            }
+            q.transfer(self, old, new)?;
         }
         Ok(())
     }
@@ -566,7 +576,8 @@ impl<'a> Tx<'a> {
             return Ok(());
         }
         let old = [inode.uid, inode.gid, inode.projid];
-        q.check_moved(old, ids, inode.blocks_512.saturating_mul(512))
+        let inodes = 1 + crate::quota::ea_inode_refs(self.vol, inode)?;
+        q.check_moved(old, ids, inode.blocks_512.saturating_mul(512), inodes)
     }
 
     /// Bytes inode `inode` may still take before a hard space limit of
@@ -577,6 +588,28 @@ impl<'a> Tx<'a> {
                 q.space_room([inode.uid, inode.gid, inode.projid])
             }
             _ => u64::MAX,
+        }
+    }
+
+    /// Charges the owner of `inode` `delta` inodes for EA inode
+    /// references its xattr entries gained (or, negative, lost): each
+    /// value kept in an EA inode counts as one inode of its owner (see
+    /// [`crate::quota::ea_inode_refs`]).
+    pub fn charge_ea_refs(&self, inode: &Inode, delta: i64) -> Result<()> {
+        match self.quota {
+            Some(q) if q.tracks(inode.ino) && delta != 0 => {
+                q.charge_inodes(self, [inode.uid, inode.gid, inode.projid], delta)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Tx::check_quota`] for a new EA inode reference of `inode`: one
+    /// more inode and `space` more bytes for its owner.
+    pub fn check_quota_ea(&self, inode: &Inode, space: u64) -> Result<()> {
+        match self.quota {
+            Some(q) if q.tracks(inode.ino) => self.check_quota([inode.uid, inode.gid, inode.projid], space, 1),
+            _ => Ok(()),
         }
     }
 

@@ -194,12 +194,24 @@ fn fixture_bs(
     base: impl Fn(&Path),
     change: impl Fn(&Path),
 ) -> Option<(tempfile::TempDir, PathBuf)> {
+    let bs = bs.to_string();
+    fixture_args(tag, &["-b", &bs, "-O", "fast_commit"], base, change)
+}
+
+/// [`fixture`] of an image made with mkfs arguments `args`.
+fn fixture_args(
+    tag: &str,
+    args: &[&str],
+    base: impl Fn(&Path),
+    change: impl Fn(&Path),
+) -> Option<(tempfile::TempDir, PathBuf)> {
     if let Some(why) = kernel_unavailable() {
         eprintln!("SKIP: {tag}: {why}");
         return None;
     }
-    let bs = bs.to_string();
-    let (dir, img) = mkfs(64, &["-b", &bs, "-O", "fast_commit", "-E", "lazy_itable_init=0,lazy_journal_init=0"])?;
+    let mut args = args.to_vec();
+    args.extend(["-E", "lazy_itable_init=0,lazy_journal_init=0"]);
+    let (dir, img) = mkfs(64, &args)?;
     let mnt = dir.path().join("mnt");
     let m = match KernelMount::at(&img, &mnt, "") {
         Ok(m) => m,
@@ -612,4 +624,54 @@ fn many_names_1k_blocks() {
         assert_eq!(t.get(&format!("/d/a-fairly-long-file-name-{i:04}")), Some(&file(b"")), "{i}");
     }
     assert_eq!(t.get("/d/last"), Some(&file(&data(7, 5000))));
+}
+
+/// Issue 23 item 8: on bigalloc, the replay's i_blocks counts clusters
+/// (e2fsck: "i_blocks is 8, should be 128" when it counted blocks), and a
+/// truncate after the replay gives back exactly what the file holds.
+#[test]
+fn bigalloc_block_counts_are_clusters() {
+    use std::os::unix::fs::FileExt;
+    let Some((_d, img)) = fixture_args(
+        "bigalloc",
+        &["-b", "4096", "-C", "65536", "-O", "fast_commit,bigalloc"],
+        |m| {
+            fs::create_dir(m.join("d")).unwrap();
+            File::create(m.join("d/small")).unwrap();
+            File::create(m.join("d/sparse")).unwrap();
+        },
+        |m| {
+            write_fsync(&m.join("d/small"), &data(1, 4096));
+            // Blocks 0 and 40 and a run over a cluster boundary: four
+            // clusters (0, 2, and 3 shared by 60..=63 and 64..=70 is not:
+            // 64 starts cluster 4).
+            let f = fs::OpenOptions::new().write(true).open(m.join("d/sparse")).unwrap();
+            f.write_all_at(&data(2, 4096), 0).unwrap();
+            f.write_all_at(&data(3, 4096), 40 * 4096).unwrap();
+            f.write_all_at(&data(4, 11 * 4096), 60 * 4096).unwrap();
+            f.sync_all().unwrap();
+        },
+    ) else {
+        return;
+    };
+    let t = uext4_rw_tree("bigalloc", &img, true);
+    assert_eq!(t.get("/d/small"), Some(&file(&data(1, 4096))));
+    let cluster_sectors = 65536 / 512;
+    {
+        let fs = Filesystem::open(&img).unwrap();
+        let st = fs.stat(fs.resolve("/d/small").unwrap()).unwrap();
+        assert_eq!(st.blocks, cluster_sectors, "one cluster: {st:?}");
+        let st = fs.stat(fs.resolve("/d/sparse").unwrap()).unwrap();
+        assert_eq!(st.blocks, 4 * cluster_sectors, "four clusters: {st:?}");
+    }
+    // Truncating gives back exactly what the file holds.
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    for name in ["/d/small", "/d/sparse"] {
+        let ino = fs.resolve(name).unwrap();
+        fs.setattr(ino, uext4::fs::ops::SetAttr { size: Some(0), ..Default::default() }).unwrap();
+        assert_eq!(fs.stat(ino).unwrap().blocks, 0, "{name}");
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
 }

@@ -437,3 +437,69 @@ fn checkpoint_and_unmount_failures() {
         fs.resolve("/d").unwrap_or_else(|e| panic!("{case}: committed mkdir lost: {e}"));
     }
 }
+
+/// `Key: value` of a `dumpe2fs -h` line starting with `key`.
+fn dumpe2fs_field(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(':')).map(|v| v.trim().to_string()))
+}
+
+/// Issue 23 item 6: the error codes written to the superblock are the
+/// kernel's EXT4_ERR_* (a checksum failure is EFSBADCRC = 4, corruption
+/// EFSCORRUPTED = 5, as dumpe2fs names them), and a bad inode checksum
+/// met while looking a file up records that inode.
+#[test]
+fn recorded_error_codes_are_the_kernels() {
+    if !have("dumpe2fs") || !have("debugfs") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let Some((_d, img)) = rw_support::mkfs(16, &["-O", "metadata_csum"]) else { return };
+    let ino = {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let ino = fs.create(fs.root(), b"a", 0o644, 0, 0).unwrap().ino;
+        fs.unmount().unwrap();
+        ino
+    };
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif a checksum 0x1234"]).arg(&img).output();
+    assert!(out.unwrap().status.success());
+    let dir_block = uext4::Location::Block(77);
+    let cases: [(Error, &str); 4] = [
+        (Error::Io(std::io::Error::other("device gone")), "EIO"),
+        (Error::NoSpace("x".into()), "ENOSPC"),
+        (
+            Error::corruption(uext4::Structure::DirEntry, dir_block, uext4::CorruptKind::Changed { what: "x" }),
+            "EFSCORRUPTED",
+        ),
+        (Error::ReadOnly("x".into()), "EROFS"),
+    ];
+    // Met by the stat that follows a lookup (the FUSE LOOKUP reply needs
+    // it): the error names the inode, whatever inode the caller passes.
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let bad = fs.stat(ino).unwrap_err();
+    assert!(matches!(bad, Error::Checksum { .. }), "{bad}");
+    fs.record_error(&bad, 0, "ext4_lookup").unwrap();
+    drop(fs);
+    let dump = |img: &std::path::Path| {
+        let out = std::process::Command::new("dumpe2fs").arg("-h").arg(img).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = dump(&img);
+    assert_eq!(dumpe2fs_field(&text, "First error err").as_deref(), Some("EFSBADCRC"), "{text}");
+    assert_eq!(dumpe2fs_field(&text, "First error inode #"), Some(ino.to_string()), "{text}");
+    assert_eq!(dumpe2fs_field(&text, "First error function").as_deref(), Some("ext4_lookup"), "{text}");
+    for (e, name) in cases {
+        let fs = Filesystem::open_rw(&img).unwrap();
+        fs.record_error(&e, 0, "test").unwrap();
+        drop(fs);
+        let text = dump(&img);
+        assert_eq!(dumpe2fs_field(&text, "Last error err").as_deref(), Some(name), "{e}:\n{text}");
+        // The first error stays as it was.
+        assert_eq!(dumpe2fs_field(&text, "First error err").as_deref(), Some("EFSBADCRC"), "{text}");
+    }
+    // Only the damage debugfs made (and the error state) is wrong.
+    let out = std::process::Command::new("e2fsck").arg("-fn").arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("Inode {ino} passes checks, but checksum does not match inode")), "{text}");
+    let problems: Vec<&str> = text.lines().filter(|l| l.ends_with("? no")).collect();
+    assert_eq!(problems.len(), 1, "{text}");
+}

@@ -669,3 +669,102 @@ fn concurrent_changes_keep_usage_exact() {
     let q = quotas_agree(&img);
     assert!(q[0].get(&2000).is_some_and(|v| v[3] > 0), "{:?}", q[0]);
 }
+
+/// Issue 23 item 7: every xattr value kept in an EA inode charges its
+/// owner one inode (the kernel's ext4_xattr_inode_alloc_quota; e2fsck's
+/// pass 1 counts it), as well as its space: through set, replace, entries
+/// in the inode and in the xattr block, chown, chgrp, a project change,
+/// removal and deletion. e2fsck -fn (which recomputes usage and compares
+/// it with the quota files) after each step.
+#[test]
+fn ea_inode_values_charge_their_owner_an_inode() {
+    if !tools() {
+        return;
+    }
+    let Some((_d, img)) = quota_image(32, &["-O", "ea_inode"]) else { return };
+    let big = |seed: u8, len: usize| -> Vec<u8> { (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect() };
+    let set = |fs: &Filesystem, ino: u32, name: &str, value: &[u8]| {
+        fs.set_xattr(ino, name.as_bytes(), value, XattrSetMode::Any).unwrap();
+        assert_eq!(fs.get_xattr(ino, name).unwrap(), value, "{name}");
+    };
+    // Every step on a fresh read-write open, checked once unmounted.
+    let step = |what: &str, f: &dyn Fn(&Filesystem)| {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        f(&fs);
+        fs.unmount().unwrap();
+        drop(fs);
+        let out = Command::new("e2fsck").arg("-fn").arg(&img).output().unwrap();
+        assert!(
+            out.status.success(),
+            "after {what}: e2fsck -fn:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let user_inodes = |uid: u32| {
+        let fs = Filesystem::open(&img).unwrap();
+        fs.quota(QuotaType::User, uid).unwrap().map_or(0, |q| q.curinodes)
+    };
+    step("create and set one value", &|fs| {
+        let root = fs.root();
+        let f = fs.create(root, b"f", 0o644, 1000, 1000).unwrap().ino;
+        set(fs, f, "user.big", &big(1, 10_000));
+        let g = fs.create(root, b"g", 0o644, 1000, 1000).unwrap().ino;
+        set(fs, g, "user.big", &big(2, 10_000));
+    });
+    // f and g, and one EA inode each.
+    assert_eq!(user_inodes(1000), 4);
+    step("replace", &|fs| {
+        let f = fs.resolve("/f").unwrap();
+        set(fs, f, "user.big", &big(3, 12_000));
+    });
+    step("values in the inode and in the xattr block", &|fs| {
+        let f = fs.resolve("/f").unwrap();
+        for k in 0..8 {
+            set(fs, f, &format!("user.more{k}"), &big(10 + k, 5_000 + usize::from(k)));
+        }
+    });
+    assert_eq!(user_inodes(1000), 4 + 8);
+    let st = debugfs(&img, "stat /f");
+    let acl = st.split("File ACL:").nth(1).and_then(|r| r.split_whitespace().next());
+    assert!(acl.is_some_and(|b| b != "0"), "some values are named from the xattr block:\n{st}");
+    step("chown", &|fs| {
+        let f = fs.resolve("/f").unwrap();
+        fs.setattr(f, SetAttr { uid: Some(2000), ..Default::default() }).unwrap();
+    });
+    assert_eq!((user_inodes(1000), user_inodes(2000)), (2, 10));
+    step("chgrp", &|fs| {
+        let f = fs.resolve("/f").unwrap();
+        fs.setattr(f, SetAttr { gid: Some(3000), ..Default::default() }).unwrap();
+    });
+    step("project change", &|fs| {
+        let f = fs.resolve("/f").unwrap();
+        fs.set_project(f, ProjectAttr { projid: 55, inherit: false }).unwrap();
+    });
+    step("replace with a small value, remove in the inode and in the block", &|fs| {
+        let f = fs.resolve("/f").unwrap();
+        set(fs, f, "user.more0", b"small");
+        fs.remove_xattr(f, b"user.big").unwrap();
+        fs.remove_xattr(f, b"user.more7").unwrap();
+    });
+    step("delete", &|fs| {
+        let root = fs.root();
+        fs.unlink(root, b"f").unwrap();
+        fs.unlink(root, b"g").unwrap();
+    });
+    assert_eq!((user_inodes(1000), user_inodes(2000)), (0, 0));
+    // An inode hard limit counts the EA inodes: the file and one value
+    // fit in 2, a second value is EDQUOT and leaves nothing behind.
+    step("inode limit", &|fs| {
+        let limits = QuotaLimits { inodes_hard: 2, ..Default::default() };
+        fs.set_quota_limits(QuotaType::User, 1000, limits).unwrap();
+        let h = fs.create(fs.root(), b"h", 0o644, 1000, 1000).unwrap().ino;
+        set(fs, h, "user.one", &big(20, 10_000));
+        let e = fs.set_xattr(h, b"user.two", &big(21, 10_000), XattrSetMode::Any).unwrap_err();
+        assert!(matches!(e, Error::QuotaExceeded(_)) && e.errno() == libc::EDQUOT, "{e}");
+        assert!(fs.get_xattr(h, "user.two").is_err());
+        // A value that stays in the inode or its block needs no inode.
+        set(fs, h, "user.small", b"fits");
+    });
+    assert_eq!(user_inodes(1000), 2);
+}

@@ -168,31 +168,10 @@ pub(super) fn user_or_group(id: u16, group: bool) -> String {
     format!("{id} ({kind} {})", name.as_deref().unwrap_or("unknown"))
 }
 
-/// e2fsprogs' names for the s_*_error_errcode values.
+/// e2fsprogs' names for the s_*_error_errcode values (the engine's
+/// table, which its writer uses too).
 pub(super) fn errcode_name(code: u8) -> String {
-    const NAMES: [&str; 17] = [
-        "",
-        "EIO",
-        "ENOMEM",
-        "EFSBADCRC",
-        "EFSCORRUPTED",
-        "ENOSPC",
-        "ENOKEY",
-        "EROFS",
-        "EFBIG",
-        "EEXIST",
-        "ERANGE",
-        "EOVERFLOW",
-        "EBUSY",
-        "ENOTDIR",
-        "ENOTEMPTY",
-        "ESHUTDOWN",
-        "EFAULT",
-    ];
-    match NAMES.get(usize::from(code)) {
-        Some(n) if !n.is_empty() => (*n).to_string(),
-        _ => format!("UNKNOWN_ERRCODE_{code}"),
-    }
+    uext4::format::superblock::errcode_name(code)
 }
 
 pub(super) fn lifetime_writes(kb: u64) -> String {

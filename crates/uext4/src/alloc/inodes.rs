@@ -267,10 +267,17 @@ impl InodeAllocator {
                 CorruptKind::DoubleFree { what: "inode", first: u64::from(ino), count: 1 },
             ));
         }
+        // bg_used_dirs_count below the directories being freed is corrupt
+        // (not clamped); checked before the bitmap changes.
+        let dirs = if is_dir {
+            crate::error::sub_counter(st.dirs, 1, "bg_used_dirs_count", Structure::GroupDesc, Location::Group(g))?
+        } else {
+            st.dirs
+        };
         st.bitmap[(i / 8) as usize] &= !(1 << (i % 8));
         st.free += 1;
         if is_dir {
-            st.dirs = st.dirs.saturating_sub(1);
+            st.dirs = dirs;
             self.dirs_hint[g as usize].store(st.dirs, Relaxed);
         }
         self.free_hint[g as usize].store(st.free, Relaxed);

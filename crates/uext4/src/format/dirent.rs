@@ -125,7 +125,7 @@ pub fn verify_leaf(b: &[u8], inode_seed: u32, block: u64) -> Result<()> {
     let stored = le32(b, b.len() - 4);
     let computed = leaf_checksum(b, inode_seed);
     if stored != computed {
-        return Err(Error::Checksum { structure: Structure::DirEntry, block, stored, computed });
+        return Err(Error::Checksum { structure: Structure::DirEntry, block, ino: 0, stored, computed });
     }
     Ok(())
 }

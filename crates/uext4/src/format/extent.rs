@@ -178,7 +178,7 @@ pub fn verify_block_checksum(b: &[u8], inode_seed: u32, block: u64) -> Result<()
     let stored = le32(b, off);
     let computed = crc32c(inode_seed, &b[..off]);
     if stored != computed {
-        return Err(Error::Checksum { structure: Structure::Extent, block, stored, computed });
+        return Err(Error::Checksum { structure: Structure::Extent, block, ino: 0, stored, computed });
     }
     Ok(())
 }

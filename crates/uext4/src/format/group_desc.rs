@@ -78,6 +78,7 @@ impl GroupDesc {
                 return Err(Error::Checksum {
                     structure: Structure::GroupDesc,
                     block,
+                    ino: 0,
                     stored: u32::from(gd.checksum),
                     computed: u32::from(computed),
                 });
@@ -188,7 +189,7 @@ fn verify_bitmap(sb: &Superblock, stored: u32, data: &[u8], block: u64) -> Resul
         stored &= 0xFFFF;
     }
     if computed != stored {
-        return Err(Error::Checksum { structure: Structure::Bitmap, block, stored, computed });
+        return Err(Error::Checksum { structure: Structure::Bitmap, block, ino: 0, stored, computed });
     }
     Ok(())
 }

@@ -122,6 +122,13 @@ pub fn inode_checksum(sb: &Superblock, ino: u32, raw: &[u8]) -> u32 {
 }
 
 impl Inode {
+    /// `i_blocks` (512-byte units) less `sectors`, or a corruption error
+    /// when the inode counts fewer than that (never clamped: see
+    /// [`crate::error::sub_counter`]).
+    pub fn blocks_less(&self, sectors: u64) -> Result<u64> {
+        crate::error::sub_counter(self.blocks_512, sectors, "i_blocks", Structure::Inode, Location::Inode(self.ino))
+    }
+
     /// Parses inode `ino` from its record `raw` (exactly `inode_size`
     /// bytes) and verifies its checksum. `block` is the inode table block,
     /// for error messages.
@@ -162,7 +169,7 @@ impl Inode {
             // An all-zero record is an inode that was never initialised
             // (lazy itable init); the kernel accepts it.
             if stored != computed && b.iter().any(|&x| x != 0) {
-                return Err(Error::Checksum { structure: Structure::Inode, block, stored, computed });
+                return Err(Error::Checksum { structure: Structure::Inode, block, ino, stored, computed });
             }
         }
         // A field in the extra area exists only if extra_isize covers it.

@@ -67,7 +67,7 @@ impl Mmp {
             let want = crc32c(seed, &b[..CHECKSUM]);
             let have = le32(b, CHECKSUM);
             if want != have {
-                return Err(Error::Checksum { structure: Structure::Mmp, block, stored: have, computed: want });
+                return Err(Error::Checksum { structure: Structure::Mmp, block, ino: 0, stored: have, computed: want });
             }
         }
         let mut nodename = [0u8; 64];

@@ -23,6 +23,68 @@ pub const STATE_ERROR: u16 = 0x2;
 /// `s_state` bit: orphans being recovered.
 pub const STATE_ORPHAN: u16 = 0x4;
 
+/// The names of the `s_first_error_errcode` / `s_last_error_errcode`
+/// values, indexed by code: the kernel's `EXT4_ERR_*` (fs/ext4/ext4.h),
+/// spelled as e2fsprogs' `e2p_errcode2str` prints them (0: none
+/// recorded). One table for the writer ([`errno_to_errcode`]) and every
+/// reader, so the two cannot drift apart.
+pub const ERRCODE_NAMES: [&str; 18] = [
+    "",
+    "UNKNOWN",
+    "EIO",
+    "ENOMEM",
+    "EFSBADCRC",
+    "EFSCORRUPTED",
+    "ENOSPC",
+    "ENOKEY",
+    "EROFS",
+    "EFBIG",
+    "EEXIST",
+    "ERANGE",
+    "EOVERFLOW",
+    "EBUSY",
+    "ENOTDIR",
+    "ENOTEMPTY",
+    "ESHUTDOWN",
+    "EFAULT",
+];
+
+/// The name of error code `code` as dumpe2fs prints it
+/// (`UNKNOWN_ERRCODE_<n>` past the table, "" for 0).
+pub fn errcode_name(code: u8) -> String {
+    match ERRCODE_NAMES.get(usize::from(code)) {
+        Some(n) => (*n).to_string(),
+        None => format!("UNKNOWN_ERRCODE_{code}"),
+    }
+}
+
+/// The code the kernel records for errno `errno` (ext4_errno_to_code).
+/// EFSBADCRC and EFSCORRUPTED are EBADMSG and EUCLEAN in Linux; 0 counts
+/// as corruption (an ext4_error without an errno); anything not in the
+/// table is `EXT4_ERR_UNKNOWN` (1).
+pub fn errno_to_errcode(errno: i32) -> u8 {
+    let name = match errno {
+        libc::EIO => "EIO",
+        libc::ENOMEM => "ENOMEM",
+        libc::EBADMSG => "EFSBADCRC",
+        0 | libc::EUCLEAN => "EFSCORRUPTED",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOKEY => "ENOKEY",
+        libc::EROFS => "EROFS",
+        libc::EFBIG => "EFBIG",
+        libc::EEXIST => "EEXIST",
+        libc::ERANGE => "ERANGE",
+        libc::EOVERFLOW => "EOVERFLOW",
+        libc::EBUSY => "EBUSY",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::ENOTEMPTY => "ENOTEMPTY",
+        libc::ESHUTDOWN => "ESHUTDOWN",
+        libc::EFAULT => "EFAULT",
+        _ => "UNKNOWN",
+    };
+    ERRCODE_NAMES.iter().position(|n| *n == name).map_or(1, |i| i as u8)
+}
+
 /// A parsed, validated superblock.
 ///
 /// The raw bytes are kept so that later writers update fields in place and
@@ -290,6 +352,7 @@ impl Superblock {
                 return Err(Error::Checksum {
                     structure: Structure::Superblock,
                     block: 0,
+                    ino: 0,
                     stored: self.checksum,
                     computed,
                 });
@@ -637,6 +700,39 @@ pub(crate) fn mkfs_superblock() -> Superblock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_codes_are_the_kernels() {
+        // fs/ext4/ext4.h: EXT4_ERR_UNKNOWN 1, EIO 2, ENOMEM 3, EFSBADCRC 4,
+        // EFSCORRUPTED 5, ... EFAULT 17.
+        let kernel = [
+            (libc::EIO, 2),
+            (libc::ENOMEM, 3),
+            (libc::EBADMSG, 4),
+            (libc::EUCLEAN, 5),
+            (0, 5),
+            (libc::ENOSPC, 6),
+            (libc::ENOKEY, 7),
+            (libc::EROFS, 8),
+            (libc::EFBIG, 9),
+            (libc::EEXIST, 10),
+            (libc::ERANGE, 11),
+            (libc::EOVERFLOW, 12),
+            (libc::EBUSY, 13),
+            (libc::ENOTDIR, 14),
+            (libc::ENOTEMPTY, 15),
+            (libc::ESHUTDOWN, 16),
+            (libc::EFAULT, 17),
+            (libc::ENOENT, 1),
+        ];
+        for (errno, code) in kernel {
+            assert_eq!(errno_to_errcode(errno), code, "errno {errno}");
+        }
+        assert_eq!(errcode_name(4), "EFSBADCRC");
+        assert_eq!(errcode_name(5), "EFSCORRUPTED");
+        assert_eq!(errcode_name(1), "UNKNOWN");
+        assert_eq!(errcode_name(18), "UNKNOWN_ERRCODE_18");
+    }
 
     #[test]
     fn rejects_garbage() {

@@ -201,22 +201,11 @@ impl BlockDevice for TrackedDevice {
     }
 }
 
-/// ext4's s_*_error_errcode values (EXT4_ERR_*).
+/// ext4's s_*_error_errcode value (EXT4_ERR_*) for `e`: the code of
+/// the errno `e` maps to, as the kernel's ext4_errno_to_code (a
+/// checksum error is EFSBADCRC, corruption EFSCORRUPTED).
 fn errcode(e: &Error) -> u8 {
-    match e {
-        Error::Io(_) => 1,
-        Error::Checksum { .. } => 3,
-        Error::Corrupt { .. } => 4,
-        Error::NoSpace(_) => 5,
-        Error::ReadOnly(_) => 7,
-        Error::FileTooBig(_) => 8,
-        Error::Exists(_) => 9,
-        Error::Range(_) => 10,
-        Error::Busy(_) => 12,
-        Error::NotDir(_) => 13,
-        Error::NotEmpty(_) => 14,
-        _ => 0,
-    }
+    crate::format::superblock::errno_to_errcode(e.errno())
 }
 
 /// Records `e` in the superblock's error fields as ext4's
@@ -231,7 +220,9 @@ impl FsCore {
     /// (`s_error_count`, `s_first_error_*`, `s_last_error_*`, and the
     /// "errors" state bit), as the kernel's `ext4_error` does, so that
     /// e2fsck, dumpe2fs and `uext4 info` show it. `func` names the
-    /// operation; `ino` is the inode involved (0 if none). Written
+    /// operation; `ino` is the inode involved (0 if none), unless `e`
+    /// names its own (corruption or a checksum failure in or under an
+    /// inode, as the kernel's ext4_error_inode records it). Written
     /// through the journal while it works (so no later checkpoint writes
     /// an older superblock over it), else straight to the device.
     ///
@@ -245,6 +236,9 @@ impl FsCore {
             return Ok(());
         }
         let block = e.block().unwrap_or(0);
+        // The inode the error names (a bad inode checksum met by a lookup
+        // is the child's, not the directory's), else the caller's.
+        let ino = e.ino().unwrap_or(ino);
         // Journaled, then committed at once (ext4's flush_stashed_error_work).
         let vol = &self.vol;
         let journaled = rw.txns.change_and_commit(|h| {

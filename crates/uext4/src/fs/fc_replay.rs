@@ -512,6 +512,8 @@ impl<'a> Replay<'a> {
     /// the tags touched, region blocks nothing maps, directory links.
     fn finish(&mut self) -> Result<()> {
         let bs = self.vol().block_size as u64;
+        // Blocks per cluster (1 without bigalloc).
+        let ratio = (self.vol().sb.cluster_size() / bs).max(1);
         // Runs the trees map (a huge file is a few runs, not a set of
         // every block).
         let mut used: Runs = Vec::new();
@@ -527,23 +529,40 @@ impl<'a> Replay<'a> {
                         continue;
                     }
                 };
-                let mut count = 0u64;
+                // i_blocks counts clusters (the unit the allocator gives
+                // out and quota charges): each tree node and the xattr
+                // block take one of their own, data the distinct clusters
+                // its blocks fall in (runs may share one at their ends).
+                // Without bigalloc a cluster is a block.
+                let mut clusters = 0u64;
                 for &b in &nodes {
                     if self.data_range(b, 1)? {
                         tx.claim_blocks(PhysicalBlock(b), 1)?;
                         used.push((b, 1));
-                        count += 1;
+                        clusters += 1;
                     }
                 }
+                let mut data_clusters: Runs = Vec::new();
                 for &(p, n) in &data {
                     if self.data_range(p, n)? {
                         tx.claim_blocks(PhysicalBlock(p), n)?;
                         used.push((p, n));
-                        count += n;
+                        let first = p / ratio;
+                        data_clusters.push((first, (p + n - 1) / ratio + 1 - first));
                     }
                 }
-                count += u64::from(i.file_acl != 0);
-                let blocks_512 = count * (bs / 512);
+                data_clusters.sort_unstable();
+                let mut end_seen = 0u64;
+                for (c, n) in data_clusters {
+                    // Only the part past the clusters counted already.
+                    let from = c.max(end_seen);
+                    if c + n > from {
+                        clusters += c + n - from;
+                    }
+                    end_seen = end_seen.max(c + n);
+                }
+                clusters += u64::from(i.file_acl != 0);
+                let blocks_512 = clusters * ratio * (bs / 512);
                 // A directory is as long as its blocks (its logged size
                 // counts the kernel's blocks, which the replay rebuilt).
                 let is_dir = i.mode & S_IFMT == S_IFDIR;
@@ -557,7 +576,15 @@ impl<'a> Replay<'a> {
             tx.settle();
         }
         // Region blocks marked for tags that mapped them nowhere in the
-        // end (skipped tags, ranges deleted again).
+        // end (skipped tags, ranges deleted again). The bitmap marks
+        // clusters: a block is in use when any block of its cluster is
+        // (freeing it would free the cluster under the file that maps
+        // the others).
+        for r in used.iter_mut() {
+            let first = r.0 / ratio * ratio;
+            let end = (r.0 + r.1).div_ceil(ratio) * ratio;
+            *r = (first, end - first);
+        }
         used.sort_unstable();
         let mut merged: Runs = Vec::new();
         for (p, n) in used {

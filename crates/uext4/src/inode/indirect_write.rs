@@ -368,8 +368,9 @@ impl W<'_, '_> {
     /// Frees the freed runs' blocks and takes them off `i_blocks`.
     fn release(&self, inode: &mut Inode, runs: &[(u64, u64)], kind: FreeKind) -> Result<()> {
         for &(s, n) in runs {
+            let left = inode.blocks_less(n * self.sectors)?;
             self.tx.free_blocks(PhysicalBlock(s), n, kind)?;
-            inode.blocks_512 = inode.blocks_512.saturating_sub(n * self.sectors);
+            inode.blocks_512 = left;
         }
         Ok(())
     }

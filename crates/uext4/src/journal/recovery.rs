@@ -297,6 +297,7 @@ impl Log<'_> {
                             return Err(Error::Checksum {
                                 structure: Structure::Journal,
                                 block: pblk,
+                                ino: 0,
                                 stored: stored_tail_checksum(&block),
                                 computed: tail_checksum(self.seed, &block),
                             });
@@ -363,6 +364,7 @@ impl Log<'_> {
                                     info.replay_error.get_or_insert(Error::Checksum {
                                         structure: Structure::Journal,
                                         block: log_pblk,
+                                        ino: 0,
                                         stored: tag.checksum,
                                         computed,
                                     });

@@ -8,7 +8,9 @@
 //! as in the kernel; see [`Quotas::charge_of`]), except the project quota file, the orphan file
 //! and xattr-value inodes, charges `i_blocks` in bytes (data, extent
 //! tree and xattr blocks alike) and one inode to its uid, gid and project
-//! id. The account is therefore kept where an inode's record changes:
+//! id, plus one inode for each xattr value it keeps in an EA inode
+//! ([`ea_inode_refs`]; the xattr writer charges those as entries come
+//! and go, [`Quotas::charge_inodes`], and a change of owner moves them). The account is therefore kept where an inode's record changes:
 //! [`crate::txn::Tx`] calls [`Quotas::transfer`] with what the record
 //! charged before and after each write, so allocation, free, truncate,
 //! chown, chgrp and project changes all move usage the same way, and the
@@ -46,14 +48,42 @@ use std::collections::{HashMap, HashSet};
 /// inode, bitmap, descriptor and an extent block).
 pub const QUOTA_CREDITS: usize = 3 * 16;
 
-/// What an inode charges: its uid, gid and project id, and its space in
-/// bytes (and one inode).
+/// What an inode charges: its uid, gid and project id, its space in
+/// bytes, and inodes: itself and one for each xattr value it keeps in an
+/// EA inode (see [`ea_inode_refs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Charge {
     /// Ids, indexed by [`QuotaType::index`].
     pub ids: [u32; 3],
     /// `i_blocks` in bytes.
     pub space: u64,
+    /// Inodes: 1, plus the EA inode references when the caller counted
+    /// them ([`Quotas::charge_of`] does not: it sees the record alone).
+    pub inodes: u64,
+}
+
+/// How many of `inode`'s xattr entries, in its in-inode area and in its
+/// xattr block, keep their value in an EA inode: each charges the owner
+/// one inode (the kernel's ext4_xattr_inode_alloc_quota and
+/// ext4_get_inode_usage; e2fsck's pass 1 counts them the same way, a
+/// shared block's entries once for each inode that names the block).
+pub fn ea_inode_refs(vol: &Volume, inode: &crate::format::inode::Inode) -> Result<u64> {
+    use crate::format::xattr::{parse_block_raw, parse_inode_area_raw};
+    if !vol.sb.features.has_incompat(crate::format::features::incompat::EA_INODE) {
+        return Ok(0);
+    }
+    let named = |v: &[crate::format::xattr::RawXattr]| v.iter().filter(|e| e.value_inum != 0).count() as u64;
+    let mut n = 0;
+    let start = GOOD_OLD_INODE_SIZE + usize::from(inode.extra_isize);
+    if inode.extra_isize != 0 && start + 4 + 3 < inode.raw.len() {
+        n += named(&parse_inode_area_raw(&inode.raw[start..], inode.ino)?);
+    }
+    if inode.file_acl != 0 {
+        let seed = vol.has_csum().then(|| vol.csum_seed());
+        let buf = vol.block(inode.file_acl)?;
+        n += named(&parse_block_raw(buf.data(), inode.file_acl, seed)?.1);
+    }
+    Ok(n)
 }
 
 /// One id's usage and limits, as the library reports and sets them.
@@ -369,6 +399,37 @@ impl QFile {
         Ok(at_blk + off as u64)
     }
 
+    /// Moves the usage of `id` by `ds` bytes and `di` inodes and stores
+    /// the entry through `tx`.
+    fn apply(&mut self, tx: &Tx, id: u32, ds: i128, di: i64) -> Result<()> {
+        let mut d = self.dquots.get(&id).map_or(Dqblk { id, ..Default::default() }, |e| e.d);
+        // Usage that would go below zero was wrong before this change: a
+        // corruption of the quota file, not something to clamp away.
+        let at = self.dquots.get(&id).map_or(0, |e| e.at);
+        let moved = |field: &'static str, cur: u64, delta: i128| -> Result<u64> {
+            let v = i128::from(cur) + delta;
+            if v < 0 {
+                let kind = CorruptKind::Underflow { field, value: cur, sub: delta.unsigned_abs() as u64 };
+                return Err(corrupt(self.ino, at, kind));
+            }
+            Ok(v.min(i128::from(u64::MAX)) as u64)
+        };
+        d.curspace = moved("dqb_curspace", d.curspace, ds)?;
+        d.curinodes = moved("dqb_curinodes", d.curinodes, i128::from(di))?;
+        set_grace(&mut d, &self.info, now());
+        // The inode record already changed in this handle: a quota file
+        // that cannot follow (no block for a new id's entry) must not
+        // commit with it, so the error is not one an operation stops
+        // cleanly at.
+        let ty = self.ty;
+        self.store(tx, d).map_err(|e| match e {
+            Error::NoSpace(m) | Error::QuotaExceeded(m) => {
+                Error::Io(std::io::Error::other(format!("the {} quota file cannot grow: {m}", ty.name())))
+            }
+            e => e,
+        })
+    }
+
     /// Sets id's entry to `d` in memory and on disk (inserting it if new).
     fn store(&mut self, tx: &Tx, d: Dqblk) -> Result<()> {
         match self.dquots.get_mut(&d.id) {
@@ -469,7 +530,7 @@ impl Quotas {
         if self.huge && flags & FL_HUGE_FILE != 0 {
             blocks = blocks.saturating_mul(self.block_size / 512);
         }
-        Some(Charge { ids: [uid, gid, projid], space: blocks.saturating_mul(512) })
+        Some(Charge { ids: [uid, gid, projid], space: blocks.saturating_mul(512), inodes: 1 })
     }
 
     /// Moves the usage of an inode whose record charged `old` and now
@@ -492,28 +553,31 @@ impl Quotas {
                 }
                 _ => {
                     if let Some(o) = old {
-                        moves.push((o.ids[t], -i128::from(o.space), -1));
+                        moves.push((o.ids[t], -i128::from(o.space), -(o.inodes as i64)));
                     }
                     if let Some(n) = new {
-                        moves.push((n.ids[t], i128::from(n.space), 1));
+                        moves.push((n.ids[t], i128::from(n.space), n.inodes as i64));
                     }
                 }
             }
             for (id, ds, di) in moves {
-                let mut d = qf.dquots.get(&id).map_or(Dqblk { id, ..Default::default() }, |e| e.d);
-                d.curspace = (i128::from(d.curspace) + ds).clamp(0, i128::from(u64::MAX)) as u64;
-                d.curinodes = (i128::from(d.curinodes) + i128::from(di)).clamp(0, i128::from(u64::MAX)) as u64;
-                set_grace(&mut d, &qf.info, now());
-                // The inode record already changed in this handle: a
-                // quota file that cannot follow (no block for a new
-                // id's entry) must not commit with it, so the error is
-                // not one an operation stops cleanly at.
-                qf.store(tx, d).map_err(|e| match e {
-                    Error::NoSpace(m) | Error::QuotaExceeded(m) => {
-                        Error::Io(std::io::Error::other(format!("the {} quota file cannot grow: {m}", ty.name())))
-                    }
-                    e => e,
-                })?;
+                qf.apply(tx, id, ds, di)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Charges (`delta` > 0) or gives back the inodes of EA inode
+    /// references gained or lost by an inode of owner `ids`, writing the
+    /// changed entries through `tx`.
+    pub fn charge_inodes(&self, tx: &Tx, ids: [u32; 3], delta: i64) -> Result<()> {
+        if delta == 0 {
+            return Ok(());
+        }
+        let mut files = self.lock();
+        for ty in QuotaType::ALL {
+            if let Some(qf) = files[ty.index()].as_mut() {
+                qf.apply(tx, ids[ty.index()], 0, delta)?;
             }
         }
         Ok(())
@@ -525,10 +589,11 @@ impl Quotas {
         self.check_some([None; 3], ids, space, inodes)
     }
 
-    /// [`Quotas::check`] of an inode of `space` bytes moving from owner
+    /// [`Quotas::check`] of an inode of `space` bytes and `inodes`
+    /// inodes (itself and its EA inode references) moving from owner
     /// `old` to `new`: only the types whose id changes are checked.
-    pub fn check_moved(&self, old: [u32; 3], new: [u32; 3], space: u64) -> Result<()> {
-        self.check_some(old.map(Some), new, space, 1)
+    pub fn check_moved(&self, old: [u32; 3], new: [u32; 3], space: u64, inodes: u64) -> Result<()> {
+        self.check_some(old.map(Some), new, space, inodes)
     }
 
     fn check_some(&self, old: [Option<u32>; 3], ids: [u32; 3], space: u64, inodes: u64) -> Result<()> {

@@ -147,6 +147,9 @@ pub fn set(
         Some(at) => parse_inode_area_raw(&inode.raw[at..], inode.ino)?,
         None => Vec::new(),
     };
+    // The in-inode entries as they were, for the owner's quota charge of
+    // EA inode references (the block's follow in store_block).
+    let ibody_before = ibody.clone();
     let old_block = if inode.file_acl != 0 { read_block(vol, inode)?.1 } else { Vec::new() };
     for e in ibody.iter().chain(&old_block) {
         ea_inode::check_entry(vol, inode.ino, e)?;
@@ -169,6 +172,9 @@ pub fn set(
     let old_entry = in_ibody.map(|p| ibody[p].clone()).or_else(|| in_block.map(|p| block[p].clone()));
     let old_charge =
         old_entry.as_ref().filter(|e| e.value_inum != 0).map_or(0, |e| ea_inode::charge_sectors(vol, e.value_size));
+    // An i_blocks that does not cover the old value's charge is corrupt:
+    // refused before anything changes.
+    inode.blocks_less(old_charge)?;
 
     let Some(value) = value else {
         // Removal.
@@ -184,7 +190,8 @@ pub fn set(
         } else {
             return Ok(false);
         }
-        inode.blocks_512 = inode.blocks_512.saturating_sub(old_charge);
+        inode.blocks_512 = inode.blocks_less(old_charge)?;
+        charge_ibody(tx, inode, ibody_at, &ibody_before)?;
         return Ok(true);
     };
 
@@ -226,7 +233,13 @@ pub fn set(
     };
 
     // The value's own inode first (as the kernel prepares it before
-    // touching the areas); undone if what follows runs out of space.
+    // touching the areas); undone if what follows runs out of space. Its
+    // owner is charged the inode and the value's space, refused past a
+    // quota limit (ext4_xattr_inode_alloc_quota).
+    if in_ea {
+        let space = ea_inode::charge_sectors(vol, value.len() as u32) * 512;
+        tx.check_quota_ea(inode, space)?;
+    }
     let fresh = if in_ea {
         let (ino, vhash) = ea_inode::create(tx, inode, value)?;
         Some((ino, ea_entry_hash(name, vhash)))
@@ -278,7 +291,8 @@ pub fn set(
         ea_inode::adjust_ref(tx, e.value_inum, -1)?;
     }
     let new_charge = if in_ea { ea_inode::charge_sectors(vol, value.len() as u32) } else { 0 };
-    inode.blocks_512 = inode.blocks_512.saturating_sub(old_charge) + new_charge;
+    inode.blocks_512 = inode.blocks_less(old_charge)? + new_charge;
+    charge_ibody(tx, inode, ibody_at, &ibody_before)?;
     ensure_ext_attr_feature(tx)?;
     Ok(true)
 }
@@ -347,6 +361,22 @@ fn abandon(tx: &Tx, fresh: u32, err: Error) -> Result<bool> {
     Err(err)
 }
 
+/// How many of `entries` keep their value in an EA inode: each charges
+/// the inode that names it one inode of quota ([`Tx::charge_ea_refs`]).
+fn ea_refs(entries: &[RawXattr]) -> i64 {
+    entries.iter().filter(|e| e.value_inum != 0).count() as i64
+}
+
+/// Charges `inode`'s owner for the change of its in-inode entries from
+/// `before` to what `inode.raw` holds now (at `ibody_at`).
+fn charge_ibody(tx: &Tx, inode: &Inode, ibody_at: Option<usize>, before: &[RawXattr]) -> Result<()> {
+    let after = match ibody_at {
+        Some(at) => parse_inode_area_raw(&inode.raw[at..], inode.ino)?,
+        None => Vec::new(),
+    };
+    tx.charge_ea_refs(inode, ea_refs(&after) - ea_refs(before))
+}
+
 /// The EA inodes named by entries of `from` that `to` does not keep (the
 /// same name with the same inode).
 fn refs_not_in(from: &[RawXattr], to: &[RawXattr]) -> Vec<u32> {
@@ -391,6 +421,9 @@ fn store_block(tx: &Tx, inode: &mut Inode, old: &[RawXattr], entries: &[RawXattr
     if entries.is_empty() {
         return release_block(tx, inode);
     }
+    // The owner's quota charge for the EA inodes the block's entries
+    // name, settled once the block holds `entries`.
+    let charged = ea_refs(entries) - ea_refs(old);
     let seed = vol.has_csum().then(|| vol.csum_seed());
     let content = encode_block(vol.block_size, entries)?;
     let carried: Vec<u32> =
@@ -403,7 +436,8 @@ fn store_block(tx: &Tx, inode: &mut Inode, old: &[RawXattr], entries: &[RawXattr
         inode.file_acl = new.get();
         // A whole cluster with bigalloc, as the kernel counts it.
         inode.blocks_512 += vol.sb.cluster_size() / 512;
-        return adjust_all(tx, &carried, 1);
+        adjust_all(tx, &carried, 1)?;
+        return tx.charge_ea_refs(inode, charged);
     }
     // Prepare the copy up front when the block looks shared, so that the
     // decision below (under the block's lock) has it at hand.
@@ -445,17 +479,19 @@ fn store_block(tx: &Tx, inode: &mut Inode, old: &[RawXattr], entries: &[RawXattr
                 // references are not needed.
                 tx.free_blocks(unused, 1, FreeKind::Metadata)?;
                 adjust_all(tx, &carried, -1)?;
-                return adjust_all(tx, &refs_not_in(old, entries), -1);
+                adjust_all(tx, &refs_not_in(old, entries), -1)?;
+                return tx.charge_ea_refs(inode, charged);
             }
             (Rewrite::InPlace, None) => {
                 adjust_all(tx, &refs_not_in(old, entries), -1)?;
                 let added: Vec<u32> = refs_not_in(entries, old).into_iter().filter(|&i| i != fresh).collect();
-                return adjust_all(tx, &added, 1);
+                adjust_all(tx, &added, 1)?;
+                return tx.charge_ea_refs(inode, charged);
             }
             (Rewrite::Dropped, Some(new)) => {
                 // One block replaced by another: blocks_512 unchanged.
                 inode.file_acl = new.get();
-                return Ok(());
+                return tx.charge_ea_refs(inode, charged);
             }
             _ => {
                 copy = Some(new_block(tx, inode, &content, seed)?);
@@ -537,6 +573,7 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
     let seed = vol.has_csum().then(|| vol.csum_seed());
     // Validates magic, size and checksum before trusting the count.
     let (_, entries) = parse_block_raw(vol.block(blk)?.data(), blk, seed)?;
+    let left = inode.blocks_less(vol.sb.cluster_size() / 512)?;
     let last = tx.modify(blk, |b| {
         let refs = le32(b, 4);
         if refs <= 1 {
@@ -556,8 +593,10 @@ pub fn release_block(tx: &Tx, inode: &mut Inode) -> Result<()> {
         let inos: Vec<u32> = entries.iter().filter(|e| e.value_inum != 0).map(|e| e.value_inum).collect();
         adjust_all(tx, &inos, -1)?;
     }
+    // Shared or not, the inode no longer names the block's EA inodes.
+    tx.charge_ea_refs(inode, -ea_refs(&entries))?;
     inode.file_acl = 0;
-    inode.blocks_512 = inode.blocks_512.saturating_sub(vol.sb.cluster_size() / 512);
+    inode.blocks_512 = left;
     Ok(())
 }
 
@@ -585,9 +624,11 @@ pub fn drop_ea_refs(tx: &Tx, inode: &mut Inode, bounded: bool, reserve: usize) -
             }
             let gone = ibody.remove(p);
             ea_inode::check_entry(vol, inode.ino, &gone)?;
+            let left = inode.blocks_less(ea_inode::charge_sectors(vol, gone.value_size))?;
             encode_inode_area(&mut inode.raw[at..], &ibody)?;
-            inode.blocks_512 = inode.blocks_512.saturating_sub(ea_inode::charge_sectors(vol, gone.value_size));
+            inode.blocks_512 = left;
             ea_inode::adjust_ref(tx, gone.value_inum, -1)?;
+            tx.charge_ea_refs(inode, -1)?;
         }
     }
     if inode.file_acl == 0 {
@@ -604,8 +645,10 @@ pub fn drop_ea_refs(tx: &Tx, inode: &mut Inode, bounded: bool, reserve: usize) -
         let old = block.clone();
         let gone = block.remove(p);
         ea_inode::check_entry(vol, inode.ino, &gone)?;
+        let charge = ea_inode::charge_sectors(vol, gone.value_size);
+        inode.blocks_less(charge)?;
         store_block(tx, inode, &old, &block, 0)?;
-        inode.blocks_512 = inode.blocks_512.saturating_sub(ea_inode::charge_sectors(vol, gone.value_size));
+        inode.blocks_512 = inode.blocks_less(charge)?;
         if inode.file_acl == 0 {
             break;
         }

@@ -26,7 +26,7 @@ pub fn verify_checksum(b: &[u8], node: &DxNode, inode_seed: u32, block: u64) -> 
     c = crc32c(c, &[0; 4]);
     let stored = le32(b, tail + 4);
     if stored != c {
-        return Err(Error::Checksum { structure: Structure::DxNode, block, stored, computed: c });
+        return Err(Error::Checksum { structure: Structure::DxNode, block, ino: 0, stored, computed: c });
     }
     Ok(())
 }

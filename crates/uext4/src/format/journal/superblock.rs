@@ -181,6 +181,7 @@ impl JournalSuperblock {
                 return Err(Error::Checksum {
                     structure: Structure::Journal,
                     block: 0,
+                    ino: 0,
                     stored: self.checksum,
                     computed,
                 });

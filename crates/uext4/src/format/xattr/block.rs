@@ -42,7 +42,7 @@ pub fn parse_block_raw(b: &[u8], block: u64, csum_seed: Option<u32>) -> Result<(
     if let Some(seed) = csum_seed {
         let computed = block_checksum(b, block, seed);
         if computed != hdr.checksum {
-            return Err(Error::Checksum { structure: Structure::Xattr, block, stored: hdr.checksum, computed });
+            return Err(Error::Checksum { structure: Structure::Xattr, block, ino: 0, stored: hdr.checksum, computed });
         }
     }
     let entries =

@@ -39,11 +39,20 @@ impl FsCore {
         // immutable or append-only.
         Self::check_dir_removable(&dir)?;
         flags::check_unpinned(&i)?;
+        // A name reaching an inode without links: corrupt, refused before
+        // anything changes (not clamped, which would hide it).
+        let links = crate::error::sub_counter(
+            i.links_count,
+            1,
+            "i_links_count",
+            crate::error::Structure::Inode,
+            crate::error::Location::Inode(victim),
+        )?;
         let tx = self.begin(64)?;
         dw::remove_entry(&tx, &mut dir, name)?;
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
-        i.links_count = i.links_count.saturating_sub(1);
+        i.links_count = links;
         i.ctime = Timestamp::now();
         let deferred = if i.links_count == 0 {
             self.drop_last_link(&tx, &mut i)?

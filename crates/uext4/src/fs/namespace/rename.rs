@@ -275,7 +275,14 @@ impl FsCore {
                 }
                 d.links_count = 0;
             } else {
-                d.links_count = d.links_count.saturating_sub(1);
+                // Never clamped: a victim without links is corrupt.
+                d.links_count = crate::error::sub_counter(
+                    d.links_count,
+                    1,
+                    "i_links_count",
+                    crate::error::Structure::Inode,
+                    crate::error::Location::Inode(d_ino),
+                )?;
             }
             d.ctime = now;
             if d.links_count == 0 {

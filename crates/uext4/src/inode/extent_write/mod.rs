@@ -256,8 +256,9 @@ impl Ctx<'_, '_> {
     }
 
     fn free_node_block(&self, inode: &mut Inode, block: PhysicalBlock) -> Result<()> {
+        let left = inode.blocks_less(self.unit_sectors())?;
         self.tx.free_blocks(block, 1, FreeKind::Metadata)?;
-        inode.blocks_512 = inode.blocks_512.saturating_sub(self.unit_sectors());
+        inode.blocks_512 = left;
         Ok(())
     }
 
@@ -689,8 +690,9 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: 
                 free_clusters(&ctx, inode, &removed, kind)?;
             } else {
                 for (p, n) in frees {
+                    let left = inode.blocks_less(n * (ctx.bs as u64 / 512))?;
                     tx.free_blocks(p, n, kind)?;
-                    inode.blocks_512 = inode.blocks_512.saturating_sub(n * (ctx.bs as u64 / 512));
+                    inode.blocks_512 = left;
                 }
             }
             if b < to.min(hi) {
@@ -766,8 +768,9 @@ fn free_clusters(ctx: &Ctx, inode: &mut Inode, runs: &[Run], kind: FreeKind) -> 
             it.next();
             k += 1;
         }
+        let left = inode.blocks_less(k * ctx.unit_sectors())?;
         ctx.tx.free_blocks(PhysicalBlock(c * r), k * r, kind)?;
-        inode.blocks_512 = inode.blocks_512.saturating_sub(k * ctx.unit_sectors());
+        inode.blocks_512 = left;
     }
     Ok(())
 }
