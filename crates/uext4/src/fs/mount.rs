@@ -302,7 +302,9 @@ impl FsCore {
     pub(crate) fn shutdown(&self) -> Result<()> {
         let Some(rw) = self.live() else { return Ok(()) };
         self.stop_writeback();
-        // Files unlinked while open are deleted as at their last close.
+        // The kernel holds nothing any more; files unlinked while open
+        // or referenced are deleted as at their last close.
+        self.kernel_forget_all()?;
         for ino in rw.open.doomed() {
             rw.open.keep_one_ref(ino);
             self.close_inode(ino)?;

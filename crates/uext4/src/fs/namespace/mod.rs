@@ -116,10 +116,11 @@ impl FsCore {
     }
 
     /// An inode loaded under its I/O lock, for an operation by inode
-    /// number: one with no links that nobody has open was deleted (its
-    /// number may be free or reused by now), so it is gone (ENOENT).
+    /// number: one with no links that no open and no kernel reference
+    /// kept was deleted (its number may be free or reused by now), so it
+    /// is gone (ENOENT).
     pub(crate) fn check_live(&self, i: &Inode) -> Result<()> {
-        if i.links_count == 0 && !self.rw()?.open.is_open(i.ino) {
+        if i.links_count == 0 && !self.rw()?.open.is_kept(i.ino) {
             return Err(Error::NotFound(format!("inode {} was deleted", i.ino)));
         }
         Ok(())
