@@ -2,8 +2,8 @@
 //! lives on while the kernel still holds its node (an `O_PATH`
 //! descriptor, a cached dentry: lookup references the daemon counts from
 //! its replies and the kernel returns with FORGET), and is deleted by
-//! the last FORGET. Each image is checked with `e2fsck -fn` after
-//! unmounting.
+//! the last FORGET; a root mount lets other users in (allow_other by
+//! default). Each image is checked with `e2fsck -fn` after unmounting.
 //!
 //! They need root and /dev/fuse and print `SKIP: <reason>` otherwise.
 
@@ -14,11 +14,12 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod mount_support;
 
-use mount_support::Fixture;
+use mount_support::{tool, Fixture};
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
@@ -196,6 +197,53 @@ fn syncfs_after_atomic_replace_with_writeback_cache() {
         assert_eq!(r, 0, "syncfs after the replace (round {round}): {}", std::io::Error::last_os_error());
         assert_eq!(fs::read(fx.path("state")).expect("read"), pattern(round + 100, 20_000));
     }
+    fx.unmount();
+    fx.assert_clean();
+}
+
+/// Runs a shell command as uid/gid 65534 (nobody); true if it succeeded.
+fn as_nobody(script: &str) -> bool {
+    use std::os::unix::process::CommandExt;
+    tool("sh")
+        .arg("-c")
+        .arg(script)
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The options /proc/self/mountinfo shows for the mount at `mnt`.
+fn mount_options(mnt: &Path) -> String {
+    let info = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let want = mnt.to_str().expect("utf-8 mount point");
+    info.lines()
+        .find(|l| l.split(' ').nth(4) == Some(want))
+        .unwrap_or_else(|| panic!("{want} not in mountinfo"))
+        .to_string()
+}
+
+/// A root mount lets other users in (allow_other is the default when
+/// root mounts, the kernel checking permissions), `-o noallow_other`
+/// keeps it to root.
+#[test]
+fn root_mount_allows_other_users_by_default() {
+    require_fuse!();
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    fx.mount("rw");
+    fs::write(fx.path("readable"), b"hello").expect("write");
+    let m = fx.mnt.display();
+    assert!(mount_options(&fx.mnt).contains("allow_other"), "{}", mount_options(&fx.mnt));
+    assert!(as_nobody(&format!("ls {m} && cat {m}/readable")), "nobody could not read a default root mount");
+    // The kernel checks permissions (default_permissions): a root-owned
+    // 0755 directory is not writable by others.
+    assert!(!as_nobody(&format!("touch {m}/by-nobody")), "nobody wrote into a root-owned 0755 directory");
+    fx.unmount();
+    fx.mount("rw,noallow_other");
+    assert!(!mount_options(&fx.mnt).contains("allow_other"), "{}", mount_options(&fx.mnt));
+    assert!(!as_nobody(&format!("ls {m}")), "nobody listed a noallow_other mount");
     fx.unmount();
     fx.assert_clean();
 }
