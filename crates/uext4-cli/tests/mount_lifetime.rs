@@ -12,7 +12,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -88,6 +88,102 @@ fn opath_node_outlives_unlink() {
     drop(held);
     fx.unmount();
     fx.assert_clean();
+}
+
+/// The reproducer of issue 23 item 2 as it was reported: an ordinary
+/// user (uid 65534) on a root mount (allow_other by default) makes a file,
+/// holds it by an `O_PATH` descriptor, unlinks it, reopens it read-write
+/// through /proc/self/fd, reads its data back and writes to it. Run in a
+/// forked child that only makes system calls (no allocation after the
+/// fork); its exit status says which step failed.
+#[test]
+fn opath_node_outlives_unlink_by_another_user() {
+    require_fuse!();
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    fx.mount("rw");
+    fs::create_dir(fx.path("shared")).expect("mkdir");
+    fs::set_permissions(fx.path("shared"), fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let path = CString::new(fx.path("shared/mine").as_os_str().as_bytes()).expect("path");
+    let data = pattern(4, 100_000);
+    let mut back = vec![0u8; data.len()];
+    // SAFETY: the child makes only system calls on memory prepared
+    // before the fork, and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: as above; every pointer is into `path`, `data`, `back`
+        // or the stack.
+        unsafe { libc::_exit(nobody_child(&path, &data, &mut back)) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    let steps = ["", "setuid", "create", "write", "O_PATH open", "unlink", "reopen", "read", "data differ", "write"];
+    let code = libc::WEXITSTATUS(status) as usize;
+    assert_eq!(code, 0, "uid 65534's reproducer failed at: {}", steps.get(code).copied().unwrap_or("?"));
+    fx.unmount();
+    fx.assert_clean();
+}
+
+/// The child of [`opath_node_outlives_unlink_by_another_user`]: 0, or the
+/// step that failed.
+///
+/// # Safety
+/// Called in a forked child: system calls only.
+unsafe fn nobody_child(path: &CString, data: &[u8], back: &mut [u8]) -> i32 {
+    // SAFETY (the whole body): system calls on valid buffers and strings.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+            return 1;
+        }
+        let fd = libc::open(path.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644);
+        if fd < 0 {
+            return 2;
+        }
+        if libc::write(fd, data.as_ptr().cast(), data.len()) != data.len() as isize || libc::fsync(fd) != 0 {
+            return 3;
+        }
+        libc::close(fd);
+        let held = libc::open(path.as_ptr(), libc::O_PATH);
+        if held < 0 {
+            return 4;
+        }
+        if libc::unlink(path.as_ptr()) != 0 {
+            return 5;
+        }
+        // "/proc/self/fd/<held>" without allocating.
+        let mut proc = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0";
+        let mut digits = [0u8; 10];
+        let (mut n, mut v) = (0, held as u32);
+        loop {
+            digits[n] = b'0' + (v % 10) as u8;
+            n += 1;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        for i in 0..n {
+            proc[14 + i] = digits[n - 1 - i];
+        }
+        let rw = libc::open(proc.as_ptr().cast(), libc::O_RDWR);
+        if rw < 0 {
+            return 6;
+        }
+        if libc::pread(rw, back.as_mut_ptr().cast(), back.len(), 0) != back.len() as isize {
+            return 7;
+        }
+        if back != data {
+            return 8;
+        }
+        if libc::pwrite(rw, data.as_ptr().cast(), 4096, data.len() as i64) != 4096 || libc::fsync(rw) != 0 {
+            return 9;
+        }
+        libc::close(rw);
+        libc::close(held);
+        0
+    }
 }
 
 /// As [`opath_node_outlives_unlink`], the held file replaced by a rename
