@@ -186,6 +186,29 @@ unsafe fn nobody_child(path: &CString, data: &[u8], back: &mut [u8]) -> i32 {
     }
 }
 
+/// A node the kernel learned from READDIRPLUS alone (a fresh mount, a
+/// listing, then an `O_PATH` open through the cached entry: no LOOKUP) is
+/// counted too: unlinked, it keeps its data.
+#[test]
+fn readdirplus_entries_are_counted() {
+    require_fuse!();
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    fx.mount("rw");
+    let data = pattern(5, 50_000);
+    write_synced(&fx.path("listed"), &data);
+    fx.unmount();
+    // readdirplus=on: every listing is READDIRPLUS.
+    fx.mount("rw,readdirplus=on");
+    let names: Vec<_> = fs::read_dir(&fx.mnt).expect("readdir").map(|e| e.expect("entry").file_name()).collect();
+    assert!(names.iter().any(|n| n == "listed"), "{names:?}");
+    let held = open_path(&fx.path("listed"));
+    fs::remove_file(fx.path("listed")).expect("unlink");
+    still_there(&held, &data);
+    drop(held);
+    fx.unmount();
+    fx.assert_clean();
+}
+
 /// As [`opath_node_outlives_unlink`], the held file replaced by a rename
 /// over its name.
 #[test]
