@@ -39,11 +39,12 @@ impl Uext4Fuse {
     }
 
     /// The attributes of `ino` for a LOOKUP reply, its reference counted
-    /// before they are read (`get`), so that an unlink cannot delete it
-    /// in between; the reference is dropped again if `get` fails.
-    fn kept_stat(&self, ino: u32, get: impl FnOnce() -> uext4::Result<Stat>) -> Result<Stat, Errno> {
-        self.hand_out(ino);
-        get().map_err(|e| {
+    /// before they are read (`get`, told whether the kernel held the node
+    /// already), so that an unlink cannot delete it in between; the
+    /// reference is dropped again if `get` fails.
+    fn kept_stat(&self, ino: u32, get: impl FnOnce(bool) -> uext4::Result<Stat>) -> Result<Stat, Errno> {
+        let held = self.hand_out(ino);
+        get(held).map_err(|e| {
             self.forget_ino(ino, 1);
             self.fail("lookup", e)
         })
@@ -85,7 +86,7 @@ impl Uext4Fuse {
             // The kernel's way of finding a node by id alone (a file
             // handle it no longer has cached, FUSE_EXPORT_SUPPORT): the
             // node may be any file, and it may be gone (ESTALE).
-            let st = tri!(reply, self.kept_stat(parent, || self.fs.stat_by_handle(parent, None)));
+            let st = tri!(reply, self.kept_stat(parent, |_| self.fs.stat_by_handle(parent, None)));
             self.entry(reply, &st);
             return;
         }
@@ -111,7 +112,9 @@ impl Uext4Fuse {
             reply.error(Errno::from_i32(libc::EUCLEAN));
             return;
         }
-        let st = tri!(reply, self.kept_stat(ino, || self.fs.stat_kept(ino)));
+        // A revalidation (the kernel holds the node) needs no check: a
+        // held inode is never deleted.
+        let st = tri!(reply, self.kept_stat(ino, |held| if held { self.fs.stat(ino) } else { self.fs.stat_kept(ino) }));
         self.entry(reply, &st);
     }
 

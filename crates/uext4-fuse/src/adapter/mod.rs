@@ -215,10 +215,10 @@ impl Uext4Fuse {
     /// the reply being built (the protocol's lookup count, kept by the
     /// library: [`uext4::fs::FsCore::kernel_ref`]). Not the root's: the
     /// kernel holds the root for the whole mount and never forgets it.
-    fn hand_out(&self, ino: u32) {
-        if ino != crate::conv::EXT4_ROOT {
-            self.fs.kernel_ref(ino);
-        }
+    /// True if the kernel held the node already (see
+    /// [`uext4::fs::FsCore::kernel_ref`]; the root always).
+    fn hand_out(&self, ino: u32) -> bool {
+        ino == crate::conv::EXT4_ROOT || self.fs.kernel_ref(ino)
     }
 
     /// Drops `n` of the kernel's references to `ino` (see

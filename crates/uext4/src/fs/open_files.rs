@@ -103,14 +103,16 @@ impl OpenFiles {
     }
 
     /// Counts one more kernel reference of `ino` (a reply that hands its
-    /// node to the kernel: LOOKUP, CREATE, READDIRPLUS, ...).
-    pub(crate) fn kernel_ref(&self, ino: u32) {
+    /// node to the kernel: LOOKUP, CREATE, READDIRPLUS, ...); true if the
+    /// kernel held it already.
+    pub(crate) fn kernel_ref(&self, ino: u32) -> bool {
         let mut s = self.shard(ino).lock();
         let c = s.entry(ino).or_insert(0);
         *c += 1;
         if *c == 1 {
             self.table.lock().pinned.insert(ino);
         }
+        *c > 1
     }
 
     /// Drops `n` kernel references of `ino` (FORGET); more than it has
@@ -294,8 +296,8 @@ mod tests {
         let t = OpenFiles::default();
         // Referenced only (an O_PATH descriptor, a cached dentry): doomed,
         // not deleted by the unlink.
-        t.kernel_ref(7);
-        t.kernel_ref(7);
+        assert!(!t.kernel_ref(7), "the first reference");
+        assert!(t.kernel_ref(7), "held already");
         assert!(t.doom_if_open(7), "referenced: kept on the orphan list");
         assert!(t.is_kept(7));
         // Opened through the reference, closed again: still referenced.

@@ -268,10 +268,12 @@ impl FsCore {
     /// `O_PATH` descriptor reopened through /proc, a cached dentry), as
     /// ext4 keeps an unlinked inode until its last iput. Nothing to count
     /// on a read-only filesystem (nothing is unlinked there).
-    pub fn kernel_ref(&self, ino: u32) {
-        if let Some(rw) = self.live() {
-            rw.open.kernel_ref(ino);
-        }
+    ///
+    /// True if the kernel held `ino` already (a revalidating LOOKUP): it
+    /// cannot have been deleted since, so its attributes need no
+    /// [`FsCore::stat_kept`] check (nor do a read-only filesystem's).
+    pub fn kernel_ref(&self, ino: u32) -> bool {
+        self.live().is_none_or(|rw| rw.open.kernel_ref(ino))
     }
 
     /// Drops `n` of the kernel's references to `ino` (FORGET,
