@@ -371,9 +371,11 @@ enum Cmd {
                             cleanly (journal committed and checkpointed, needs_recovery cleared).\n\n\
                             Runs in the background once the mount is up, unless --foreground; errors before that\n\
                             are printed here with exit status 1. The kernel checks permissions\n\
-                            (default_permissions).\n\n\
+                            (default_permissions). When root mounts, other users may use the mount (allow_other,\n\
+                            as for a system filesystem; -o noallow_other keeps it to root); others' mounts are\n\
+                            private unless -o allow_other (which needs user_allow_other in /etc/fuse.conf).\n\n\
                             Options (-o, comma separated): ro, rw, commit=SECONDS (journal commit interval,\n\
-                            default 5), allow_other, errors=continue|remount-ro|panic, cache=SIZE (page cache\n\
+                            default 5), allow_other|noallow_other, errors=continue|remount-ro|panic, cache=SIZE (page cache\n\
                             budget), data=ordered, journal_checksum, lock_policy=seeds|exclusive,\n\
                             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, noauto_da_alloc,\n\
                             threads=N (FUSE worker threads), debug (print every request; implies --foreground),\n\

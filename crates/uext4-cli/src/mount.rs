@@ -44,8 +44,9 @@ pub struct MountOpts {
     pub read_only: bool,
     /// `commit=SECONDS`.
     pub commit: Option<Duration>,
-    /// `allow_other`.
-    pub allow_other: bool,
+    /// `allow_other` (true) or `noallow_other` (false); neither: on when
+    /// root mounts ([`MountOpts::allows_other`]).
+    pub allow_other: Option<bool>,
     /// `lock_policy=`, `dio_unwritten_no_handle=`, `dio_unaligned_concurrent=`.
     pub data: DataPathConfig,
     /// `threads=N`.
@@ -90,6 +91,20 @@ pub struct MountOpts {
     pub as_helper: bool,
 }
 
+impl MountOpts {
+    /// Whether other users than the mounting one may use the mount: as
+    /// asked, else when root mounts. A filesystem root mounts is a system
+    /// filesystem, used by everyone, as ext4 is; the kernel checks every
+    /// access against the files' permissions (default_permissions), so
+    /// letting others in gives them what ext4 would, no more. Others'
+    /// mounts stay private unless asked (the kernel allows it them only
+    /// with user_allow_other in /etc/fuse.conf).
+    pub fn allows_other(&self) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        self.allow_other.unwrap_or_else(|| unsafe { libc::geteuid() } == 0)
+    }
+}
+
 /// Options mount(8), fstab and mount.fuse3 pass that mean nothing here.
 const IGNORED: &[&str] =
     &["defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail", "default_permissions"];
@@ -114,7 +129,8 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
         match (key, val) {
             ("ro", None) => o.read_only = true,
             ("rw", None) => o.read_only = false,
-            ("allow_other", None) => o.allow_other = true,
+            ("allow_other", None) => o.allow_other = Some(true),
+            ("noallow_other", None) => o.allow_other = Some(false),
             ("debug", None) => o.debug = true,
             ("log", Some(v)) => {
                 o.log_level = Some(match v {
@@ -184,7 +200,7 @@ pub fn parse_options(lists: &[String]) -> Result<MountOpts, String> {
     }
     if !unknown.is_empty() {
         return Err(format!(
-            "unknown mount option{} {} (known: ro, rw, commit=SECONDS, allow_other, lock_policy=seeds|exclusive, \
+            "unknown mount option{} {} (known: ro, rw, commit=SECONDS, [no]allow_other, lock_policy=seeds|exclusive, \
              dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, [no]auto_da_alloc, threads=N, debug, log=LEVEL, logfile=PATH, \
              cache=SIZE, data=ordered, journal_checksum, errors=continue|remount-ro|panic, transport=auto|uring|dev, \
              relatime|strictatime|noatime, [no]lazytime, [no]diratime, norecovery, {})",
@@ -599,7 +615,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
     }
     let cfg = MountConfig {
         read_only: opts.read_only,
-        allow_other: opts.allow_other,
+        allow_other: opts.allows_other(),
         threads: opts.threads.unwrap_or_else(uext4_fuse::default_threads),
         kernel: opts.kernel.clone(),
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
@@ -747,7 +763,13 @@ mod tests {
     #[test]
     fn options_parse() {
         let o = parse("ro,commit=2,allow_other,threads=3,writeback_cache,debug,noatime").unwrap();
-        assert!(o.read_only && o.allow_other && o.kernel.writeback_cache && !o.kernel.direct_writes && o.debug);
+        assert!(
+            o.read_only
+                && o.allow_other == Some(true)
+                && o.kernel.writeback_cache
+                && !o.kernel.direct_writes
+                && o.debug
+        );
         assert_eq!(o.commit, Some(Duration::from_secs(2)));
         assert_eq!(o.threads, Some(3));
         assert_eq!(o.kernel_flags, vec!["noatime".to_string()]);

@@ -324,6 +324,125 @@ fn unlink_racing_the_last_close_frees_the_inode() {
     finish(fs, &img);
 }
 
+/// Issue 23 item 2: a kernel reference (the FUSE lookup count of a node)
+/// keeps an unlinked inode as an open does: readable and writable by
+/// number, on the orphan list, deleted by the last FORGET (or by the end
+/// of the session), never handed out again once deleted.
+#[test]
+fn kernel_references_keep_an_unlinked_inode() {
+    let Some((_d, img, fs)) = fresh(64, &["-b", "4096"]) else { return };
+    let root = fs.root();
+    fs.commit().unwrap();
+    let (blocks0, inodes0) = (fs.statfs().free_blocks, fs.statfs().free_inodes);
+    let ino = fs.create(root, b"held", 0o644, 0, 0).unwrap().ino;
+    let data = vec![5u8; 200_000];
+    fs.inodes().write(ino, 0, &data).unwrap();
+    fs.fsync(ino).unwrap();
+    fs.kernel_ref(ino);
+    fs.kernel_ref(ino);
+    fs.unlink(root, b"held").unwrap();
+    fs.commit().unwrap();
+    assert!(fs.statfs().free_blocks < blocks0, "freed while referenced");
+    let mut buf = vec![0u8; data.len()];
+    assert_eq!(fs.inodes().read(ino, 0, &mut buf).unwrap(), data.len());
+    assert!(buf == data);
+    fs.inodes().write(ino, data.len() as u64, b"more").unwrap();
+    assert_eq!(fs.stat_kept(ino).unwrap().nlink, 0);
+    fs.kernel_forget(ino, 1).unwrap();
+    assert_eq!(fs.stat_kept(ino).unwrap().size, data.len() as u64 + 4, "one reference left");
+    fs.kernel_forget(ino, 1).unwrap();
+    assert!(matches!(fs.stat_kept(ino), Err(Error::NotFound(_))), "deleted by the last FORGET");
+    assert!(matches!(fs.inodes().write(ino, 0, b"x"), Err(Error::NotFound(_))));
+    // A lookup reference taken after the deletion does not revive it.
+    fs.kernel_ref(ino);
+    assert!(matches!(fs.stat_kept(ino), Err(Error::NotFound(_))));
+    fs.kernel_forget(ino, 1).unwrap();
+    fs.commit().unwrap();
+    assert_eq!((fs.statfs().free_blocks, fs.statfs().free_inodes), (blocks0, inodes0));
+    // Open and referenced: the later of the close and the FORGET deletes.
+    let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.kernel_ref(a);
+    fs.open_inode(a).unwrap();
+    fs.unlink(root, b"a").unwrap();
+    fs.close_inode(a).unwrap();
+    assert!(fs.stat_kept(a).is_ok(), "still referenced after the close");
+    fs.kernel_forget(a, 1).unwrap();
+    assert!(fs.stat_kept(a).is_err());
+    // The end of the session deletes what only the kernel held.
+    let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
+    fs.inodes().write(b, 0, &data).unwrap();
+    fs.kernel_ref(b);
+    fs.unlink(root, b"b").unwrap();
+    fs.kernel_forget_all().unwrap();
+    assert!(fs.stat_kept(b).is_err());
+    fs.commit().unwrap();
+    assert_eq!(fs.statfs().free_inodes, inodes0);
+    finish(fs, &img);
+}
+
+/// A FORGET racing an unlink racing a new lookup (CONCURRENCY rule 1):
+/// each inode is deleted exactly once, by whichever comes last, and a
+/// lookup that counted its reference either sees the inode alive or is
+/// refused; none is left allocated at the end.
+#[test]
+fn forget_racing_unlink_and_lookup_frees_each_inode_once() {
+    let Some((_d, img, fs)) = fresh(64, &["-b", "4096"]) else { return };
+    let root = fs.root();
+    let dir = fs.mkdir(root, b"d", 0o755, 0, 0).unwrap().ino;
+    fs.commit().unwrap();
+    let free0 = fs.statfs().free_inodes;
+    let rounds = env_usize("UEXT4_NS_CLOSE_ROUNDS", 50_000) as u64 / 10;
+    let barrier = Arc::new(std::sync::Barrier::new(3));
+    let slot = Arc::new(AtomicU64::new(0));
+    let (f1, f2, f3) = (fs.clone(), fs.clone(), fs.clone());
+    let (b1, b2, b3) = (barrier.clone(), barrier.clone(), barrier);
+    let (s1, s2, s3) = (slot.clone(), slot.clone(), slot);
+    run_watched(
+        "forget vs unlink vs lookup",
+        vec![
+            Box::new(move || {
+                for k in 0..rounds {
+                    let name = format!("f{k}");
+                    let ino = f1.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+                    f1.inodes().write(ino, 0, b"data").unwrap();
+                    f1.kernel_ref(ino);
+                    s1.store(u64::from(ino), Ordering::Release);
+                    b1.wait();
+                    f1.unlink(dir, name.as_bytes()).unwrap();
+                    b1.wait();
+                }
+            }),
+            Box::new(move || {
+                for _ in 0..rounds {
+                    b2.wait();
+                    let ino = s2.load(Ordering::Acquire) as u32;
+                    f2.kernel_forget(ino, 1).unwrap();
+                    b2.wait();
+                }
+            }),
+            Box::new(move || {
+                for _ in 0..rounds {
+                    b3.wait();
+                    let ino = s3.load(Ordering::Acquire) as u32;
+                    // A lookup by number (a file handle): counted first,
+                    // then checked; dropped again either way.
+                    f3.kernel_ref(ino);
+                    match f3.stat_kept(ino) {
+                        Ok(st) => assert_eq!(st.size, 4, "a live inode with its data"),
+                        Err(Error::NotFound(_)) => {}
+                        Err(e) => panic!("lookup of inode {ino}: {e}"),
+                    }
+                    f3.kernel_forget(ino, 1).unwrap();
+                    b3.wait();
+                }
+            }),
+        ],
+    );
+    fs.commit().unwrap();
+    assert_eq!(fs.statfs().free_inodes, free0, "inodes unlinked and forgotten were not freed");
+    finish(fs, &img);
+}
+
 /// Issue 12 defect 14: a create that turns a directory into an htree (or
 /// splits a leaf, or grows it) wrote the blocks before the directory's
 /// inode, and lock-free readers in between read the new root as a linear

@@ -82,23 +82,34 @@ impl Uext4Fuse {
         let ino = tri!(reply, from_fuse(ino));
         let zero = Duration::ZERO;
         let ttl = self.features.entry_and_attr_ttl();
-        let r = self.fill_dir(ino, offset, |e| match self.fs.stat(e.ino) {
-            Ok(st) => reply.add(
-                to_fuse(e.ino),
-                e.next_cookie,
-                OsStr::from_bytes(&e.name),
-                &ttl,
-                &attr(&st),
-                Self::generation(&st),
-            ),
-            Err(err) => {
-                // List the name anyway (as readdir on ext4 does); with no
-                // cache lifetime the kernel asks again and gets the error.
-                debug!("readdirplus: stat of inode {}: {err}", e.ino);
-                let mut a = attr(&placeholder(e.ino, e.file_type));
-                a.kind = self.entry_kind(e);
-                reply.add(to_fuse(e.ino), e.next_cookie, OsStr::from_bytes(&e.name), &zero, &a, Generation(0))
+        let r = self.fill_dir(ino, offset, |e| {
+            let full = match self.fs.stat(e.ino) {
+                Ok(st) => reply.add(
+                    to_fuse(e.ino),
+                    e.next_cookie,
+                    OsStr::from_bytes(&e.name),
+                    &ttl,
+                    &attr(&st),
+                    Self::generation(&st),
+                ),
+                Err(err) => {
+                    // List the name anyway (as readdir on ext4 does); with no
+                    // cache lifetime the kernel asks again and gets the error.
+                    debug!("readdirplus: stat of inode {}: {err}", e.ino);
+                    let mut a = attr(&placeholder(e.ino, e.file_type));
+                    a.kind = self.entry_kind(e);
+                    reply.add(to_fuse(e.ino), e.next_cookie, OsStr::from_bytes(&e.name), &zero, &a, Generation(0))
+                }
+            };
+            // The kernel takes a reference to the node of every entry it
+            // is given (a placeholder's too) except "." and ".."
+            // (fs/fuse/readdir.c, fuse_direntplus_link). The directory's
+            // shared lock, which the kernel holds for the READDIRPLUS,
+            // keeps its entries from being unlinked meanwhile.
+            if !full && e.name != b"." && e.name != b".." {
+                self.hand_out(e.ino);
             }
+            full
         });
         tri!(reply, r);
         reply.ok();

@@ -23,9 +23,31 @@ const NAME_MAX: usize = 255;
 const S_IFLNK: u16 = 0o120000;
 
 impl Uext4Fuse {
+    /// Replies with the entry of `st`, whose node the kernel now holds
+    /// one more reference to: counted here (the caller made the inode, or
+    /// took the reference already: [`Self::kept_stat`]).
     fn entry(&self, reply: ReplyEntry, st: &Stat) {
         let f = &self.features;
         reply.entry_with_ttls(&f.attr_ttl, &f.entry_ttl, &attr(st), Self::generation(st));
+    }
+
+    /// [`Self::entry`] for an inode the request just made or linked:
+    /// counts the kernel's new reference first.
+    fn new_entry(&self, reply: ReplyEntry, st: &Stat) {
+        self.hand_out(st.ino);
+        self.entry(reply, st);
+    }
+
+    /// The attributes of `ino` for a LOOKUP reply, its reference counted
+    /// before they are read (`get`, told whether the kernel held the node
+    /// already), so that an unlink cannot delete it in between; the
+    /// reference is dropped again if `get` fails.
+    fn kept_stat(&self, ino: u32, get: impl FnOnce(bool) -> uext4::Result<Stat>) -> Result<Stat, Errno> {
+        let held = self.hand_out(ino);
+        get(held).map_err(|e| {
+            self.forget_ino(ino, 1);
+            self.fail("lookup", e)
+        })
     }
 
     /// The prologue of every request that changes the entry `name` of
@@ -64,7 +86,7 @@ impl Uext4Fuse {
             // The kernel's way of finding a node by id alone (a file
             // handle it no longer has cached, FUSE_EXPORT_SUPPORT): the
             // node may be any file, and it may be gone (ESTALE).
-            let st = tri!(reply, self.fs.stat_by_handle(parent, None).map_err(|e| self.fail("lookup", e)));
+            let st = tri!(reply, self.kept_stat(parent, |_| self.fs.stat_by_handle(parent, None)));
             self.entry(reply, &st);
             return;
         }
@@ -90,7 +112,9 @@ impl Uext4Fuse {
             reply.error(Errno::from_i32(libc::EUCLEAN));
             return;
         }
-        let st = tri!(reply, self.stat("lookup", ino));
+        // A revalidation (the kernel holds the node) needs no check: a
+        // held inode is never deleted.
+        let st = tri!(reply, self.kept_stat(ino, |held| if held { self.fs.stat(ino) } else { self.fs.stat_kept(ino) }));
         self.entry(reply, &st);
     }
 
@@ -111,7 +135,7 @@ impl Uext4Fuse {
             reply,
             self.fs.mknod_as(n.parent, n.name, n.mode, dev, n.umask, &n.cred).map_err(|e| self.fail("mknod", e))
         );
-        self.entry(reply, &st);
+        self.new_entry(reply, &st);
     }
 
     pub(super) fn do_mkdir(
@@ -128,7 +152,7 @@ impl Uext4Fuse {
             reply,
             self.fs.mkdir_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("mkdir", e))
         );
-        self.entry(reply, &st);
+        self.new_entry(reply, &st);
     }
 
     pub(super) fn do_unlink(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -157,7 +181,7 @@ impl Uext4Fuse {
             reply,
             self.fs.inodes().symlink_as(n.parent, n.name, target, &n.cred).map_err(|e| self.fail("symlink", e))
         );
-        self.entry(reply, &st);
+        self.new_entry(reply, &st);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -197,7 +221,7 @@ impl Uext4Fuse {
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.fs.link(ino, newparent, newname).map_err(|e| self.fail("link", e)));
-        self.entry(reply, &st);
+        self.new_entry(reply, &st);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -217,6 +241,7 @@ impl Uext4Fuse {
             self.fs.create_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("create", e))
         );
         let (fh, fopen) = self.open_handle(st.ino, flags);
+        self.hand_out(st.ino);
         let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
     }
@@ -246,6 +271,7 @@ impl Uext4Fuse {
         let umask = (umask & 0o777) as u16;
         let st = tri!(reply, self.fs.tmpfile_as(parent, mode, umask, &cred).map_err(|e| self.fail("tmpfile", e)));
         let (fh, fopen) = self.handle(st.ino, flags, true);
+        self.hand_out(st.ino);
         let ttl = self.features.entry_and_attr_ttl();
         reply.created(&ttl, &attr(&st), Self::generation(&st), fh, fopen);
     }

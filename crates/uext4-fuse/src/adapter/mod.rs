@@ -1,7 +1,8 @@
 //! The adapter: one [`crate::dispatch::Filesystem`] method per FUSE request, each a
 //! thin call into the library.
 //!
-//! No state of our own besides the configuration: file handles encode
+//! No state of our own besides the configuration (the kernel's lookup
+//! counts are the library's: [`uext4::fs::FsCore::kernel_ref`]): file handles encode
 //! what the adapter must remember about an open file in their bits (see
 //! [`files::FH_DIRECT`], [`files::FH_COUNTED`]), names and attributes
 //! come straight from the library, so nothing here needs a lock.
@@ -211,6 +212,28 @@ impl Uext4Fuse {
         self.fs.stat(ino).map_err(|e| self.fail(op, e))
     }
 
+    /// Counts the reference the kernel takes on the node of `ino` with
+    /// the reply being built (the protocol's lookup count, kept by the
+    /// library: [`uext4::fs::FsCore::kernel_ref`]). Not the root's: the
+    /// kernel holds the root for the whole mount and never forgets it.
+    /// True if the kernel held the node already (see
+    /// [`uext4::fs::FsCore::kernel_ref`]; the root always).
+    fn hand_out(&self, ino: u32) -> bool {
+        ino == crate::conv::EXT4_ROOT || self.fs.kernel_ref(ino)
+    }
+
+    /// Drops `n` of the kernel's references to `ino` (see
+    /// [`Self::hand_out`]); the last one of an unlinked inode deletes it.
+    fn forget_ino(&self, ino: u32, n: u64) {
+        if ino == crate::conv::EXT4_ROOT {
+            return;
+        }
+        if let Err(e) = self.fs.kernel_forget(ino, n) {
+            // No reply to carry it: logged, and handled as `errors=` says.
+            let _ = self.fail("forget", e);
+        }
+    }
+
     fn generation(st: &Stat) -> Generation {
         Generation(u64::from(st.generation))
     }
@@ -225,9 +248,14 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_lookup(parent, name, reply);
     }
 
-    /// Nothing to drop: the adapter keeps no per-inode state (open files
-    /// are counted by the library until release).
-    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {}
+    /// The kernel dropped `nlookup` references to the node (FORGET, and
+    /// each node of a BATCH_FORGET): counted down in the library, whose
+    /// last one deletes an unlinked inode nobody has open.
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if let Ok(ino) = crate::conv::from_fuse(ino) {
+            self.forget_ino(ino, nlookup);
+        }
+    }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.do_getattr(ino, reply);

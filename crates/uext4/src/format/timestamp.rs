@@ -65,6 +65,12 @@ impl Timestamp {
         Timestamp { sec: ts.tv_sec, nsec: (ts.tv_nsec as u32).min(999_999_999) }
     }
 
+    /// The time [`Timestamp::set_fixed_clock`] fixed, if it did.
+    pub fn fixed_clock() -> Option<i64> {
+        let fixed = FIXED_CLOCK.load(std::sync::atomic::Ordering::Relaxed);
+        (fixed != CLOCK_REAL).then_some(fixed)
+    }
+
     /// Makes [`Timestamp::now`] return `sec` (whole seconds) in the whole
     /// process until called again with `None`. For reproducible images
     /// (`SOURCE_DATE_EPOCH`): every time the engine stamps (inode change

@@ -185,7 +185,7 @@ impl Subsystems {
             txns,
             ialloc,
             open: OpenFiles::new(orphans),
-            ns: NamespaceState::new(now),
+            ns: NamespaceState::new(),
             data: DataPath::new(data, cache_bytes, errs),
             quota,
             closed: AtomicBool::new(false),
@@ -196,13 +196,12 @@ impl Subsystems {
     /// writes go straight to the device, nothing is marked mounted.
     pub(crate) fn start_for_replay(vol: &Arc<Volume>) -> Result<Subsystems> {
         let orphans = super::orphan_file::OrphanSlots::load(vol)?;
-        let now = crate::format::inode::Timestamp::now().sec as u32;
         let d = super::MountOptions::default();
         Ok(Subsystems {
             txns: Transactions::unjournaled(),
             ialloc: Arc::new(InodeAllocator::new(vol.clone())),
             open: OpenFiles::new(orphans),
-            ns: NamespaceState::new(now),
+            ns: NamespaceState::new(),
             data: DataPath::new(d.data, d.cache_bytes, Arc::new(super::errors::WbErrors::default())),
             // Inode writes of the replay charge quota as any other (this
             // kernel cannot mount quota images, so no kernel-left fixture
@@ -302,7 +301,9 @@ impl FsCore {
     pub(crate) fn shutdown(&self) -> Result<()> {
         let Some(rw) = self.live() else { return Ok(()) };
         self.stop_writeback();
-        // Files unlinked while open are deleted as at their last close.
+        // The kernel holds nothing any more; files unlinked while open
+        // or referenced are deleted as at their last close.
+        self.kernel_forget_all()?;
         for ino in rw.open.doomed() {
             rw.open.keep_one_ref(ino);
             self.close_inode(ino)?;

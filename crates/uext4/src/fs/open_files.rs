@@ -1,5 +1,7 @@
-//! Open files and orphans: how many handles each inode has, which
-//! inodes were unlinked while open (deleted at their last close), which
+//! Open files and orphans: how many handles each inode has, how many
+//! references the FUSE kernel holds on it (its lookup count), which
+//! inodes were unlinked while held (deleted when the last handle and the
+//! last kernel reference are gone), which
 //! were truncated to zero while open (written back at their next close),
 //! and the mutex that serializes changes of the on-disk orphan list
 //! (the `s_last_orphan` chain and the orphan file's slots, whose state
@@ -20,7 +22,12 @@ use std::collections::{HashMap, HashSet};
 struct Table {
     /// Open handles per inode.
     counts: HashMap<u32, u32>,
-    /// Inodes unlinked while open: deleted at their last close.
+    /// Inodes the kernel holds references on (their count is in
+    /// [`OpenFiles::refs`]; an inode is here exactly while that count is
+    /// nonzero, both changed under the count's shard lock).
+    pinned: HashSet<u32>,
+    /// Inodes unlinked while held (open or pinned): deleted when the
+    /// last handle and the last kernel reference are gone.
     doomed: HashSet<u32>,
     /// Inodes truncated to zero while open: written back at their next
     /// close (auto_da_alloc).
@@ -38,14 +45,28 @@ pub(crate) struct Closed {
     pub alloc: bool,
 }
 
+/// Shards of [`OpenFiles::refs`].
+const REF_SHARDS: usize = 64;
+
 /// The open-file table and the orphan-list mutex.
-#[derive(Default)]
 pub(crate) struct OpenFiles {
     table: Mutex<Table>,
     /// Serializes changes of the orphan list and guards the orphan
     /// file's slots (taken inside inode locks and a handle, before any
     /// allocator or cache lock).
     orphan_lock: Mutex<OrphanSlots>,
+    /// The kernel's references per inode (FUSE lookup counts), sharded by
+    /// inode number: a LOOKUP of a node the kernel holds already (a
+    /// revalidation, most of them) takes only its shard's lock; the
+    /// table's lock is taken when a count leaves or reaches zero, inside
+    /// the shard's lock (shard, then table: never the other way round).
+    refs: Box<[Mutex<HashMap<u32, u64>>]>,
+}
+
+impl Default for OpenFiles {
+    fn default() -> OpenFiles {
+        OpenFiles::new(OrphanSlots::default())
+    }
 }
 
 impl std::fmt::Debug for OpenFiles {
@@ -57,7 +78,11 @@ impl std::fmt::Debug for OpenFiles {
 impl OpenFiles {
     /// An empty table over the orphan file's state `slots`.
     pub(crate) fn new(slots: OrphanSlots) -> OpenFiles {
-        OpenFiles { table: Mutex::default(), orphan_lock: Mutex::new(slots) }
+        OpenFiles {
+            table: Mutex::default(),
+            orphan_lock: Mutex::new(slots),
+            refs: (0..REF_SHARDS).map(|_| Mutex::default()).collect(),
+        }
     }
 
     /// Takes the orphan-list mutex (checked against the lock order).
@@ -65,9 +90,67 @@ impl OpenFiles {
         ordered(Class::Orphan, 0, || self.orphan_lock.lock())
     }
 
-    /// True if `ino` has open handles.
-    pub(crate) fn is_open(&self, ino: u32) -> bool {
-        self.table.lock().counts.contains_key(&ino)
+    /// True if `ino` was unlinked and is still held (open or referenced
+    /// by the kernel): an inode with no links that is not kept this way
+    /// was deleted (or is being deleted), and its number may be reused.
+    pub(crate) fn is_kept(&self, ino: u32) -> bool {
+        let g = self.table.lock();
+        g.doomed.contains(&ino) && g.held(ino)
+    }
+
+    fn shard(&self, ino: u32) -> &Mutex<HashMap<u32, u64>> {
+        &self.refs[ino as usize % REF_SHARDS]
+    }
+
+    /// Counts one more kernel reference of `ino` (a reply that hands its
+    /// node to the kernel: LOOKUP, CREATE, READDIRPLUS, ...); true if the
+    /// kernel held it already.
+    pub(crate) fn kernel_ref(&self, ino: u32) -> bool {
+        let mut s = self.shard(ino).lock();
+        let c = s.entry(ino).or_insert(0);
+        *c += 1;
+        if *c == 1 {
+            self.table.lock().pinned.insert(ino);
+        }
+        *c > 1
+    }
+
+    /// Drops `n` kernel references of `ino` (FORGET); more than it has
+    /// drops them all (the kernel never forgets more than it was given).
+    /// True if that was the last reference of any kind to an unlinked
+    /// inode: to delete, once [`OpenFiles::take_doomed`] confirms it
+    /// under the inode lock (decided here under the table's lock, as a
+    /// close decides).
+    pub(crate) fn kernel_unref(&self, ino: u32, n: u64) -> bool {
+        let mut s = self.shard(ino).lock();
+        let Some(c) = s.get_mut(&ino) else { return false };
+        if *c > n {
+            *c -= n;
+            return false;
+        }
+        s.remove(&ino);
+        let mut g = self.table.lock();
+        g.pinned.remove(&ino);
+        g.doomed.contains(&ino) && !g.counts.contains_key(&ino)
+    }
+
+    /// Drops every kernel reference (the FUSE session ended: the kernel
+    /// holds nothing any more). Returns the unlinked inodes no longer
+    /// held, to delete (each confirmed by [`OpenFiles::take_doomed`]).
+    pub(crate) fn kernel_unref_all(&self) -> Vec<u32> {
+        let mut shards: Vec<_> = self.refs.iter().map(|s| s.lock()).collect();
+        let mut g = self.table.lock();
+        for s in &mut shards {
+            s.clear();
+        }
+        g.pinned.clear();
+        g.doomed.iter().copied().filter(|i| !g.counts.contains_key(i)).collect()
+    }
+
+    /// The kernel's references to `ino` (tests).
+    #[cfg(test)]
+    fn kernel_refs(&self, ino: u32) -> u64 {
+        self.shard(ino).lock().get(&ino).copied().unwrap_or(0)
     }
 
     /// Counts one more handle of `ino`.
@@ -90,7 +173,7 @@ impl OpenFiles {
             }
             Some(_) => {
                 g.counts.remove(&ino);
-                g.doomed.contains(&ino)
+                g.doomed.contains(&ino) && !g.pinned.contains(&ino)
             }
             None => false,
         };
@@ -98,12 +181,13 @@ impl OpenFiles {
     }
 
     /// Marks `ino` (its last link gone, its I/O lock held) as unlinked
-    /// while open if it is open, in the same critical section as the
-    /// check, so that a close cannot slip between them: true if it is
-    /// open (its last close deletes it), false if it is to be deleted now.
+    /// while held if it is open or referenced by the kernel, in the same
+    /// critical section as the check, so that a close or a FORGET cannot
+    /// slip between them: true if it is held (the last close or FORGET
+    /// deletes it), false if it is to be deleted now.
     pub(crate) fn doom_if_open(&self, ino: u32) -> bool {
         let mut g = self.table.lock();
-        if g.counts.contains_key(&ino) {
+        if g.held(ino) {
             g.doomed.insert(ino);
             true
         } else {
@@ -111,13 +195,14 @@ impl OpenFiles {
         }
     }
 
-    /// The close-side decision, under the inode's I/O lock: true (and no
-    /// longer doomed) if `ino` is doomed and not open again, so the
-    /// caller deletes it; false if another close did, or it was reopened
-    /// (its own last close deletes it).
+    /// The close-side (or FORGET-side) decision, under the inode's I/O
+    /// lock: true (and no longer doomed) if `ino` is doomed and neither
+    /// open nor referenced again, so the caller deletes it; false if
+    /// another close did, or it was reopened or looked up again (its own
+    /// last close or FORGET deletes it).
     pub(crate) fn take_doomed(&self, ino: u32) -> bool {
         let mut g = self.table.lock();
-        if g.counts.contains_key(&ino) || !g.doomed.remove(&ino) {
+        if g.held(ino) || !g.doomed.remove(&ino) {
             return false;
         }
         g.linkable.remove(&ino);
@@ -156,7 +241,7 @@ impl OpenFiles {
         }
     }
 
-    /// The inodes unlinked while open (at unmount, to delete).
+    /// The inodes unlinked while held (at unmount, to delete).
     pub(crate) fn doomed(&self) -> Vec<u32> {
         self.table.lock().doomed.iter().copied().collect()
     }
@@ -165,6 +250,13 @@ impl OpenFiles {
     /// is doomed (unmount closes what is still open).
     pub(crate) fn keep_one_ref(&self, ino: u32) {
         self.table.lock().counts.insert(ino, 1);
+    }
+}
+
+impl Table {
+    /// Open, or referenced by the kernel.
+    fn held(&self, ino: u32) -> bool {
+        self.counts.contains_key(&ino) || self.pinned.contains(&ino)
     }
 }
 
@@ -180,7 +272,7 @@ mod tests {
         assert!(!t.doom_if_open(5), "not open: the unlink deletes it itself");
         t.open_ref(5);
         t.open_ref(5);
-        assert!(t.is_open(5));
+        assert!(!t.is_kept(5), "open, not unlinked");
         t.alloc_on_close(5);
         t.alloc_on_close(6); // not open: nothing to do at a close
         assert!(t.doom_if_open(5));
@@ -193,6 +285,53 @@ mod tests {
         assert!(t.take_doomed(5));
         assert!(!t.take_doomed(5), "deleted once");
         assert!(!t.close_ref(6).alloc);
-        assert!(!t.is_open(5));
+        assert!(!t.is_kept(5));
+    }
+
+    /// A kernel reference keeps an unlinked inode as an open does: the
+    /// last of the references and opens, whichever it is, deletes it, and
+    /// a lookup between the decision and the deletion keeps it again.
+    #[test]
+    fn kernel_references_keep_an_unlinked_inode() {
+        let t = OpenFiles::default();
+        // Referenced only (an O_PATH descriptor, a cached dentry): doomed,
+        // not deleted by the unlink.
+        assert!(!t.kernel_ref(7), "the first reference");
+        assert!(t.kernel_ref(7), "held already");
+        assert!(t.doom_if_open(7), "referenced: kept on the orphan list");
+        assert!(t.is_kept(7));
+        // Opened through the reference, closed again: still referenced.
+        t.open_ref(7);
+        assert!(!t.close_ref(7).delete, "the kernel still holds it");
+        assert!(!t.take_doomed(7));
+        assert!(!t.kernel_unref(7, 1), "one reference left");
+        assert_eq!(t.kernel_refs(7), 1);
+        // The last FORGET, with an open still there: the close deletes it.
+        t.open_ref(7);
+        assert!(!t.kernel_unref(7, 1), "still open");
+        assert!(t.close_ref(7).delete);
+        // A lookup between that decision and the deletion keeps it.
+        t.kernel_ref(7);
+        assert!(!t.take_doomed(7), "looked up again");
+        assert!(t.kernel_unref(7, 5), "more than it has: all of them");
+        assert!(t.take_doomed(7));
+        assert!(!t.is_kept(7));
+        assert_eq!(t.kernel_refs(7), 0);
+        // A FORGET of a node never counted changes nothing.
+        assert!(!t.kernel_unref(8, 1));
+        // Not referenced, not open: the unlink deletes it at once.
+        t.kernel_ref(9);
+        assert!(!t.kernel_unref(9, 1));
+        assert!(!t.doom_if_open(9));
+        // The end of the session drops every reference: what was kept
+        // only by them is returned for deletion, what is open is not.
+        t.kernel_ref(10);
+        t.kernel_ref(11);
+        t.open_ref(11);
+        assert!(t.doom_if_open(10) && t.doom_if_open(11));
+        assert_eq!(t.kernel_unref_all(), vec![10]);
+        assert_eq!(t.kernel_refs(10), 0);
+        assert!(t.take_doomed(10));
+        assert!(t.close_ref(11).delete);
     }
 }

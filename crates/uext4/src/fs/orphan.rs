@@ -6,7 +6,7 @@
 //! their `i_size` (the kernel's ext4_orphan_cleanup, chain first, then
 //! the file).
 
-use super::FsCore;
+use super::{FsCore, Stat};
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, FL_EXTENTS};
@@ -243,13 +243,79 @@ impl FsCore {
         if !closed.delete {
             return Ok(());
         }
+        self.delete_released(ino)
+    }
+
+    /// Deletes unlinked inode `ino` whose last handle or kernel reference
+    /// was just dropped, unless decided otherwise under its lock.
+    fn delete_released(&self, ino: u32) -> Result<()> {
+        let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         // Decided again under the lock unlink dooms it under: another
-        // close may have deleted it, or an open come in meanwhile.
+        // close or FORGET may have deleted it, or an open or a lookup
+        // come in meanwhile.
         if !rw.open.take_doomed(ino) {
             return Ok(());
         }
         self.delete_orphan(ino)
+    }
+
+    /// Counts one more reference the FUSE kernel holds on `ino`: a reply
+    /// that hands it the node (LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK,
+    /// LINK, TMPFILE, each READDIRPLUS entry) adds one, as the protocol's
+    /// lookup count. While any is held, an unlinked `ino` stays on the
+    /// orphan list, readable and writable through the kernel's node (an
+    /// `O_PATH` descriptor reopened through /proc, a cached dentry), as
+    /// ext4 keeps an unlinked inode until its last iput. Nothing to count
+    /// on a read-only filesystem (nothing is unlinked there).
+    ///
+    /// True if the kernel held `ino` already (a revalidating LOOKUP): it
+    /// cannot have been deleted since, so its attributes need no
+    /// [`FsCore::stat_kept`] check (nor do a read-only filesystem's).
+    pub fn kernel_ref(&self, ino: u32) -> bool {
+        self.live().is_none_or(|rw| rw.open.kernel_ref(ino))
+    }
+
+    /// Drops `n` of the kernel's references to `ino` (FORGET,
+    /// BATCH_FORGET): the last reference of an unlinked inode that is not
+    /// open deletes it.
+    pub fn kernel_forget(&self, ino: u32, n: u64) -> Result<()> {
+        let Some(rw) = self.live() else { return Ok(()) };
+        if rw.open.kernel_unref(ino, n) {
+            self.delete_released(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Drops every reference of the kernel (its FUSE session ended) and
+    /// deletes the unlinked inodes that only they kept.
+    pub fn kernel_forget_all(&self) -> Result<()> {
+        let Some(rw) = self.live() else { return Ok(()) };
+        for ino in rw.open.kernel_unref_all() {
+            self.delete_released(ino)?;
+        }
+        Ok(())
+    }
+
+    /// The attributes of `ino` for a reply handing its node to the kernel,
+    /// taken after [`FsCore::kernel_ref`] counted that reference: an
+    /// inode with no links that no reference or open kept (deleted before
+    /// the reference was counted, its number perhaps free or reused) is
+    /// gone (ENOENT), never handed out.
+    pub fn stat_kept(&self, ino: u32) -> Result<Stat> {
+        if let Some(rw) = self.live() {
+            // Under the lock an unlink holds while it drops the last link
+            // and decides: before it, the reference counted already makes
+            // that unlink keep the inode; after it, the inode is kept or
+            // gone. Without it, the inode could read as linked while an
+            // unlink that did not see the reference deletes it.
+            let _s = rw.data.locks().lock_shared(ino);
+            let i = crate::inode::read_inode(&self.vol, ino)?;
+            if i.links_count == 0 && !rw.open.is_kept(ino) {
+                return Err(Error::NotFound(format!("inode {ino} was deleted")));
+            }
+        }
+        self.stat(ino)
     }
 
     /// Processes the orphan list left by a crash (called at read-write

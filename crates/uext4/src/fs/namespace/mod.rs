@@ -36,12 +36,20 @@ pub(crate) struct NamespaceState {
 }
 
 impl NamespaceState {
-    /// Generation numbers start from a hash of `seed` (the mount time).
-    pub(crate) fn new(seed: u32) -> NamespaceState {
-        NamespaceState {
-            rename_lock: parking_lot::Mutex::new(()),
-            generation: std::sync::atomic::AtomicU32::new(seed.wrapping_mul(2_654_435_761)),
-        }
+    /// Generation numbers start from a random number drawn at every
+    /// mount, as ext4's (`get_random_u32`): a file handle names an inode
+    /// by number and generation, and a handle from another image, another
+    /// mount's incarnation of the number or another filesystem instance
+    /// must not be taken for the inode that has the number now. With the
+    /// clock fixed for a reproducible image (`SOURCE_DATE_EPOCH`,
+    /// [`crate::Timestamp::set_fixed_clock`]) they start from a hash of
+    /// that time instead, the same on every run.
+    pub(crate) fn new() -> NamespaceState {
+        let seed = match crate::format::timestamp::Timestamp::fixed_clock() {
+            Some(t) => (t as u32).wrapping_mul(2_654_435_761),
+            None => random_u32(),
+        };
+        NamespaceState { rename_lock: parking_lot::Mutex::new(()), generation: std::sync::atomic::AtomicU32::new(seed) }
     }
 
     /// Takes the rename lock (first in the lock order: the caller holds
@@ -54,6 +62,21 @@ impl NamespaceState {
     pub(crate) fn next_generation(&self) -> u32 {
         self.generation.fetch_add(0x9E37_79B9, std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// A random number from the kernel (getrandom(2)); without it, the
+/// clock's nanoseconds mixed with the process id, which still differ from
+/// one mount to the next.
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: the buffer is valid for writes of its length; getrandom
+    // writes at most that many bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 4 {
+        return u32::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (t.subsec_nanos() ^ (t.as_secs() as u32).rotate_left(16) ^ std::process::id()).wrapping_mul(2_654_435_761)
 }
 
 use crate::error::{Error, Result};
@@ -116,10 +139,11 @@ impl FsCore {
     }
 
     /// An inode loaded under its I/O lock, for an operation by inode
-    /// number: one with no links that nobody has open was deleted (its
-    /// number may be free or reused by now), so it is gone (ENOENT).
+    /// number: one with no links that no open and no kernel reference
+    /// kept was deleted (its number may be free or reused by now), so it
+    /// is gone (ENOENT).
     pub(crate) fn check_live(&self, i: &Inode) -> Result<()> {
-        if i.links_count == 0 && !self.rw()?.open.is_open(i.ino) {
+        if i.links_count == 0 && !self.rw()?.open.is_kept(i.ino) {
             return Err(Error::NotFound(format!("inode {} was deleted", i.ino)));
         }
         Ok(())
