@@ -333,7 +333,10 @@ fn daemonize() -> CliResult<File> {
             let mut status = 0;
             // SAFETY: waits for our own child (the intermediate process,
             // which exits at once); `status` is a valid out pointer.
-            unsafe { libc::waitpid(child, &mut status, 0) };
+            // Retried when a signal (a stop and continue) interrupts it.
+            while unsafe { libc::waitpid(child, &mut status, 0) } == -1
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {}
             std::process::exit(wait_for_daemon(rd));
         }
     }

@@ -36,7 +36,7 @@
 
 use crate::adapter::Uext4Fuse;
 use crate::session::Negotiated;
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use log::{info, warn};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -159,6 +159,26 @@ pub(crate) fn prepare() -> io::Result<Prepared> {
         );
     }
     Ok(Prepared { rings, entries })
+}
+
+/// Submits what `ring` has queued and waits for `want` completions,
+/// retrying when a signal ends the wait. Stopping and continuing the
+/// daemon (SIGSTOP/SIGCONT, Ctrl-Z, `strace -p` or a debugger attaching)
+/// makes io_uring_enter return EINTR although nothing went wrong; passed
+/// up, it ended the queue and with it the mount (CONCURRENCY.md rule 9).
+/// The retry submits whatever the interrupted call left in the
+/// submission queue: the crate counts the entries still queued from the
+/// ring's head, which the kernel advances as it takes them.
+fn submit_and_wait<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
+    ring: &IoUring<S, C>,
+    want: usize,
+) -> io::Result<usize> {
+    loop {
+        match ring.submit_and_wait(want) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 /// A URING_CMD on `/dev/fuse` carrying struct fuse_uring_cmd_req.
@@ -300,9 +320,11 @@ fn refuse(dev: &OwnedFd) {
     ];
     let e = fuse_cmd(dev.as_raw_fd(), CMD_REGISTER, 0, 0, Some(iov.as_ptr()));
     // SAFETY: the entry's iovecs point into `iov` and `small`, which live
-    // until the command completed (we wait for it below).
+    // until the command completed (we wait for it below, through signals).
     if unsafe { ring.submission().push(&e) }.is_ok() {
-        let _ = ring.submit_and_wait(1);
+        if let Err(e) = submit_and_wait(&ring, 1) {
+            warn!("io_uring: refusing the ring: {e}");
+        }
     }
     warn!("io_uring transport could not start its queues; the kernel falls back to /dev/fuse");
 }

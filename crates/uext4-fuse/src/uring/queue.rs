@@ -3,7 +3,7 @@
 //! committed with the fetch of the next one; and the pool that serves the
 //! slow requests of every queue without holding up the others.
 
-use super::{fuse_cmd, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
+use super::{fuse_cmd, submit_and_wait, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
 use crate::adapter::Uext4Fuse;
 use crate::dispatch::{check, dispatch, header_for};
 use crate::proto::abi::{self, op};
@@ -282,7 +282,7 @@ impl Queue {
         let mut live = entries;
         let mut registered = false;
         loop {
-            ring.submit_and_wait(1)?;
+            submit_and_wait(&ring, 1)?;
             done.clear();
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
             for &(tag, res) in &done {
