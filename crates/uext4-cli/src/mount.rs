@@ -528,32 +528,13 @@ fn unescape_mount_field(f: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Test-only: when `UEXT4_TEST_FAULT_TRIGGER` names a path, the image is
-/// opened through a `FaultyDevice` that turns into a dead disk (every
-/// read, write and flush fails with EIO) once that path exists, checked
-/// every 20 ms. The tests use it to make the daemon meet EIO; nothing
-/// else sets it.
-const FAULT_TRIGGER_ENV: &str = "UEXT4_TEST_FAULT_TRIGGER";
-
+/// Opens the image; in test builds a test may ask for a device that dies
+/// on demand (`uext4_fuse::test_hooks`, absent from release builds).
 fn open_fs(image: &Path, open: MountOptions) -> uext4::Result<Filesystem> {
-    let Some(trigger) = std::env::var_os(FAULT_TRIGGER_ENV) else {
-        return Filesystem::open_with(image, open);
-    };
-    let file = Arc::new(uext4::FileDevice::open(image, open.write)?);
-    let dev = Arc::new(uext4::device::FaultyDevice::new(file));
-    let weak = Arc::downgrade(&dev);
-    let trigger = std::path::PathBuf::from(trigger);
-    let _ = std::thread::Builder::new().name("uext4-test-fault".into()).spawn(move || {
-        while let Some(d) = weak.upgrade() {
-            if trigger.exists() {
-                d.kill();
-                return;
-            }
-            drop(d);
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    });
-    Filesystem::open_device(dev, open)
+    match uext4_fuse::test_hooks::faulty_device(image, open.write) {
+        Some(dev) => Filesystem::open_device(dev?, open),
+        None => Filesystem::open_with(image, open),
+    }
 }
 
 fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliResult {

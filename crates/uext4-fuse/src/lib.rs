@@ -40,6 +40,7 @@ pub mod proto;
 mod reply;
 mod session;
 mod slow;
+pub mod test_hooks;
 mod uring;
 
 pub use adapter::Uext4Fuse;

@@ -5,7 +5,7 @@
 
 use super::{fuse_cmd, submit_and_wait, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
 use crate::adapter::Uext4Fuse;
-use crate::dispatch::{check, dispatch, header_for};
+use crate::dispatch::{check, dispatch, guarded, header_for};
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
@@ -112,12 +112,16 @@ fn read_fast(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], paylo
         return false;
     }
     let want = (size as usize).min(payload.len());
-    let (error, len) =
-        match fs.read_fast(INodeNo(h.nodeid), FileHandle(fh), offset, OpenFlags(flags as i32), &mut payload[..want]) {
-            None => return false,
-            Some(Ok(len)) => (0, len.min(want)),
-            Some(Err(e)) => (-e.code(), 0),
-        };
+    let read =
+        || fs.read_fast(INodeNo(h.nodeid), FileHandle(fh), offset, OpenFlags(flags as i32), &mut payload[..want]);
+    // This calls the adapter without the dispatcher: the same boundary
+    // catches a panic.
+    let (error, len) = match guarded(fs, &d, read) {
+        Some(None) => return false,
+        Some(Some(Ok(len))) => (0, len.min(want)),
+        Some(Some(Err(e))) => (-e.code(), 0),
+        None => (-libc::EIO, 0),
+    };
     if log::log_enabled!(log::Level::Debug) {
         debug!("FUSE({:3}) ino {:#018x} {}", h.unique, h.nodeid, d.op);
     }
