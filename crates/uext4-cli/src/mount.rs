@@ -580,7 +580,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
     let cfg = MountConfig {
         read_only: opts.read_only,
         allow_other: opts.allow_other,
-        threads: opts.threads.unwrap_or_else(uext4_fuse::default_threads),
+        threads: opts.threads,
         kernel: opts.kernel.clone(),
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
         kernel_flags: opts.kernel_flags.clone(),
