@@ -55,11 +55,17 @@ impl Fixture {
         fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
 
-    /// Unmounts and waits for the foreground daemon, which must exit 0.
+    /// Unmounts and waits for the foreground daemon, which must exit 0
+    /// (and, in the io_uring pass, have served through io_uring, not a
+    /// fallback).
     fn unmount_foreground(&mut self) {
         self.unmount();
         let status = self.child.take().expect("a foreground daemon").wait().expect("wait for the daemon");
-        assert!(status.success(), "the daemon exited with {status}:\n{}", self.daemon_log());
+        let log = self.daemon_log();
+        assert!(status.success(), "the daemon exited with {status}:\n{log}");
+        if std::env::var("UEXT4_TEST_TRANSPORT").is_ok_and(|t| t == "uring") {
+            assert!(log.contains("requests arrive through the ring"), "the daemon did not use io_uring:\n{log}");
+        }
     }
 }
 
