@@ -378,7 +378,10 @@ enum Cmd {
                             default 5), allow_other|noallow_other, errors=continue|remount-ro|panic, cache=SIZE (page cache\n\
                             budget), data=ordered, journal_checksum, lock_policy=seeds|exclusive,\n\
                             dio_unwritten_no_handle=on|off, dio_unaligned_concurrent=on|off, noauto_da_alloc,\n\
-                            threads=N (FUSE worker threads), debug (print every request; implies --foreground),\n\
+                            threads=N (threads serving requests: the /dev/fuse workers, default one per CPU, 4 to\n\
+                            16; on io_uring the pool serving slow requests (syncs, fallocate, large reads and\n\
+                            writes), default 2, next to one queue thread per CPU), debug (print every request;\n\
+                            implies --foreground),\n\
                             log=error|warn|info|debug (default warn), logfile=PATH (a background daemon\n\
                             reports there, else to syslog; in the foreground: stderr).\n\
                             FUSE features (default first): max_write=1M, direct_writes|nodirect_writes (opens that\n\

@@ -349,7 +349,10 @@ fn daemonize() -> CliResult<File> {
             let mut status = 0;
             // SAFETY: waits for our own child (the intermediate process,
             // which exits at once); `status` is a valid out pointer.
-            unsafe { libc::waitpid(child, &mut status, 0) };
+            // Retried when a signal (a stop and continue) interrupts it.
+            while unsafe { libc::waitpid(child, &mut status, 0) } == -1
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {}
             std::process::exit(wait_for_daemon(rd));
         }
     }
@@ -541,32 +544,13 @@ fn unescape_mount_field(f: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Test-only: when `UEXT4_TEST_FAULT_TRIGGER` names a path, the image is
-/// opened through a `FaultyDevice` that turns into a dead disk (every
-/// read, write and flush fails with EIO) once that path exists, checked
-/// every 20 ms. The tests use it to make the daemon meet EIO; nothing
-/// else sets it.
-const FAULT_TRIGGER_ENV: &str = "UEXT4_TEST_FAULT_TRIGGER";
-
+/// Opens the image; in test builds a test may ask for a device that dies
+/// on demand (`uext4_fuse::test_hooks`, absent from release builds).
 fn open_fs(image: &Path, open: MountOptions) -> uext4::Result<Filesystem> {
-    let Some(trigger) = std::env::var_os(FAULT_TRIGGER_ENV) else {
-        return Filesystem::open_with(image, open);
-    };
-    let file = Arc::new(uext4::FileDevice::open(image, open.write)?);
-    let dev = Arc::new(uext4::device::FaultyDevice::new(file));
-    let weak = Arc::downgrade(&dev);
-    let trigger = std::path::PathBuf::from(trigger);
-    let _ = std::thread::Builder::new().name("uext4-test-fault".into()).spawn(move || {
-        while let Some(d) = weak.upgrade() {
-            if trigger.exists() {
-                d.kill();
-                return;
-            }
-            drop(d);
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    });
-    Filesystem::open_device(dev, open)
+    match uext4_fuse::test_hooks::faulty_device(image, open.write) {
+        Some(dev) => Filesystem::open_device(dev?, open),
+        None => Filesystem::open_with(image, open),
+    }
 }
 
 fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliResult {
@@ -616,7 +600,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
     let cfg = MountConfig {
         read_only: opts.read_only,
         allow_other: opts.allows_other(),
-        threads: opts.threads.unwrap_or_else(uext4_fuse::default_threads),
+        threads: opts.threads,
         kernel: opts.kernel.clone(),
         fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
         kernel_flags: opts.kernel_flags.clone(),

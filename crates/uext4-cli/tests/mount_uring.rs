@@ -4,8 +4,8 @@
 //! 3 MiB file larger than one request), the daemon's log names the
 //! transport it uses, the image is clean after the unmount, READs that
 //! miss the daemon's cache (served by the slow-request pool) return the
-//! file's bytes, and `transport=auto` (io_uring when the kernel offers
-//! it) is the default.
+//! file's bytes, `transport=auto` (io_uring when the kernel offers
+//! it) is the default, and `threads=N` sizes the slow-request pool.
 //!
 //! Needs root and /dev/fuse, and a kernel with FUSE io_uring: the test
 //! turns the `enable_uring` module parameter on when it is off (it only
@@ -177,6 +177,60 @@ fn store_writes_mounts_stay_on_dev() {
         let text = daemon_log(&fx);
         assert!(text.contains("store_writes needs the /dev/fuse transport"), "{opts}: {text}");
         assert!(text.contains("transport: /dev/fuse"), "{opts}: {text}");
+    }
+    fx.assert_clean();
+}
+
+/// The names of the daemon's threads that start with `prefix`.
+fn threads_named(pid: u32, prefix: &str) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the daemon's threads")
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+/// `threads=N` sizes the io_uring pool that serves the slow requests
+/// (before, it only sized the /dev/fuse workers and did nothing under
+/// io_uring, the default transport); without it the pool has 2 threads.
+/// The pool serves: an fsync (a pool request) answers.
+#[test]
+fn threads_sizes_the_uring_pool() {
+    use std::process::Stdio;
+    require_fuse!();
+    if let Some(r) = uring_skip_reason() {
+        println!("SKIP: {r}");
+        return;
+    }
+    let mut fx = Fixture::new_plain("32M");
+    let log = fx.dir.path().join("daemon.log");
+    for (opts, want) in [("threads=3,", 3), ("", 2)] {
+        let _ = fs::remove_file(&log);
+        let child = Command::new(BIN)
+            .arg("mount")
+            .arg(&fx.img)
+            .arg(&fx.mnt)
+            .arg("-o")
+            .arg(format!("{opts}transport=uring,log=info,logfile={}", log.display()))
+            .arg("--foreground")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn uext4 mount");
+        let pid = child.id();
+        fx.child = Some(child);
+        let t0 = std::time::Instant::now();
+        while !mount_support::is_mounted(&fx.mnt) {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(30), "foreground mount did not appear");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        fs::write(fx.path("f"), b"x").expect("write");
+        fs::File::open(fx.path("f")).and_then(|f| f.sync_all()).expect("fsync through the pool");
+        assert!(daemon_log(&fx).contains("transport: io_uring"), "{}", daemon_log(&fx));
+        assert_eq!(threads_named(pid, "uring-slow"), want, "{opts}: pool threads");
+        assert!(daemon_log(&fx).contains(&format!("{want} threads for slow requests")), "{opts}: {}", daemon_log(&fx));
+        fx.unmount();
+        let status = fx.child.take().expect("daemon").wait().expect("wait");
+        assert!(status.success(), "{opts}: the daemon exited with {status}");
     }
     fx.assert_clean();
 }

@@ -239,6 +239,11 @@ pub trait Filesystem {
     fn syncfs(&self, req: &Request, ino: INodeNo, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// Serving `req` panicked: the panic was caught at the dispatch
+    /// boundary and the caller is answered EIO. `op` names the request
+    /// (`write`, `lookup`, ...), `message` is the panic's. The adapter
+    /// treats it as a filesystem error (recorded, then `errors=`).
+    fn panicked(&self, req: &Request, op: &str, message: &str) {}
 }
 
 fn time(sec: i64, nsec: u32) -> SystemTime {
@@ -307,7 +312,8 @@ pub fn check(d: &Decoded<'_>, owner: Option<u32>) -> Result<(), Errno> {
 /// Serves one decoded request (not INIT or DESTROY, which the transport
 /// answers) through `fs`, the reply into `out`, after [`check`]ing it
 /// (`owner`: the mounting user, without `allow_other`). Requests without a
-/// reply (FORGET, BATCH_FORGET, INTERRUPT) leave `out` unanswered.
+/// reply (FORGET, BATCH_FORGET, INTERRUPT) leave `out` unanswered. A
+/// request whose serving panics is answered EIO (see [`guarded`]).
 pub fn dispatch<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, owner: Option<u32>, out: &mut Out<'_>) {
     if log::log_enabled!(log::Level::Debug) {
         // The format the request counts of docs/BENCHMARKS.md are read in.
@@ -319,6 +325,60 @@ pub fn dispatch<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, owner: Option<u
         }
         return;
     }
+    if guarded(fs, d, || call(fs, d, out)).is_none() && !d.op.no_reply() {
+        // Whatever the panicking method answered (if anything) is replaced.
+        ReplyEmpty::new(out).error(Errno::EIO);
+    }
+}
+
+/// Runs `serve`, the serving of request `d`, catching a panic: the
+/// request boundary of both transports (CONCURRENCY.md rule 9). A panic
+/// not caught here would end the worker or queue thread with the request
+/// unanswered: its caller waits forever (D state) and, on io_uring, the
+/// unmount hangs on the entry never committed. `None` when it panicked:
+/// the panic is logged with the request and `fs` is told
+/// ([`Filesystem::panicked`]: a filesystem error, then `errors=`); the
+/// caller answers EIO.
+pub(crate) fn guarded<F: Filesystem + ?Sized, R>(fs: &F, d: &Decoded<'_>, serve: impl FnOnce() -> R) -> Option<R> {
+    // AssertUnwindSafe: what the panic may have left half-changed is
+    // exactly why `errors=` applies below (remount-ro by default: no
+    // more changes), rather than going on as if nothing happened.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::panic_if_asked(d);
+        serve()
+    }));
+    let payload = match caught {
+        Ok(r) => return Some(r),
+        Err(p) => p,
+    };
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    let h = &d.header;
+    log::error!(
+        "request {} ({}, ino {:#x}, uid {}, pid {}) panicked: {message}; answered EIO",
+        h.unique,
+        d.op,
+        h.nodeid,
+        h.uid,
+        h.pid
+    );
+    let op = d.op.to_string();
+    let op = op.split(' ').next().unwrap_or("request").to_ascii_lowercase();
+    // Recording the error goes through the engine, which the panic may
+    // have left broken: a second panic there must not escape either.
+    let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.panicked(&h.request(), &op, message)));
+    if told.is_err() {
+        log::error!("request {}: recording its panic panicked too", h.unique);
+    }
+    None
+}
+
+/// Calls the method of `fs` that serves `d` (checked) with its reply.
+fn call<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, out: &mut Out<'_>) {
     let req = d.header.request();
     let req = &req;
     let ino = INodeNo(d.header.nodeid);
@@ -476,6 +536,36 @@ mod tests {
     fn decoded(uid: u32, op: Operation<'static>) -> Decoded<'static> {
         let header = InHeader { len: 0, opcode: 0, unique: 1, nodeid: 1, uid, gid: 0, pid: 0, total_extlen: 0 };
         Decoded { header, op }
+    }
+
+    /// Panics in LOOKUP; records what it is told of panics.
+    #[derive(Default)]
+    struct Panicky {
+        told: std::sync::Mutex<Vec<(String, String)>>,
+    }
+
+    impl Filesystem for Panicky {
+        fn lookup(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEntry) {
+            // Even after answering: the panic's answer replaces it.
+            reply.error(Errno::ENOENT);
+            panic!("boom");
+        }
+        fn panicked(&self, _req: &Request, op: &str, message: &str) {
+            self.told.lock().unwrap().push((op.to_string(), message.to_string()));
+        }
+    }
+
+    /// A method that panics is answered EIO (not left unanswered, which
+    /// left its caller waiting forever) and the filesystem is told which
+    /// request panicked and why.
+    #[test]
+    fn a_panicking_request_is_answered_eio_and_reported() {
+        let fs = Panicky::default();
+        let mut buf = [0u8; 256];
+        let mut out = Out::new(&mut buf);
+        dispatch(&fs, &decoded(0, Operation::Lookup { name: OsStr::new("a") }), None, &mut out);
+        assert_eq!(out.result(), Some((-libc::EIO, 0)));
+        assert_eq!(*fs.told.lock().unwrap(), vec![("lookup".to_string(), "boom".to_string())]);
     }
 
     #[test]

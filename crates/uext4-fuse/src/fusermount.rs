@@ -71,11 +71,18 @@ fn receive_fd(sock: &UnixStream) -> io::Result<OwnedFd> {
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
-    // SAFETY: `msg` describes valid, writable buffers (see above).
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = loop {
+        // SAFETY: `msg` describes valid, writable buffers (see above).
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let e = io::Error::last_os_error();
+        // A signal (a stop and continue of the daemon) is no failure.
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
     if n == 0 {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the helper sent no descriptor"));
     }

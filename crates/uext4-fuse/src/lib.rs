@@ -40,6 +40,7 @@ pub mod proto;
 mod reply;
 mod session;
 mod slow;
+pub mod test_hooks;
 mod uring;
 
 pub use adapter::{Uext4Fuse, UEXT4_IOC_SYNC};
@@ -69,8 +70,14 @@ pub struct MountConfig {
     /// Let other users than the mounting one use the mount (`allow_other`).
     /// Permissions are checked by the kernel (`default_permissions`).
     pub allow_other: bool,
-    /// Worker threads, each with its own `/dev/fuse` descriptor.
-    pub threads: usize,
+    /// Threads serving requests (`threads=N`): on `/dev/fuse` the
+    /// workers, each with its own descriptor (default
+    /// [`default_threads`]); on io_uring the pool that serves the slow
+    /// requests of every queue (syncs, fallocate, copy_file_range, large
+    /// reads and writes, reads that miss the cache; default 2), the
+    /// queues themselves being one thread per CPU, as the kernel's
+    /// protocol fixes. `None`: each transport's default.
+    pub threads: Option<usize>,
     /// The FUSE features negotiated with the kernel and answered at open.
     pub kernel: KernelFeatures,
     /// Shown as the mount's source in /proc/mounts (the image path).
@@ -121,7 +128,7 @@ impl Default for MountConfig {
         MountConfig {
             read_only: false,
             allow_other: false,
-            threads: default_threads(),
+            threads: None,
             kernel: KernelFeatures::default(),
             fsname: "uext4".into(),
             kernel_flags: Vec::new(),
@@ -131,8 +138,8 @@ impl Default for MountConfig {
     }
 }
 
-/// Worker threads by default: one per CPU, at least 4 (requests block on
-/// the device) and at most 16.
+/// `/dev/fuse` worker threads by default: one per CPU, at least 4
+/// (requests block on the device) and at most 16.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(4, 16)
 }
@@ -214,7 +221,7 @@ impl Mount {
                     log::info!("transport=auto: {why}; using /dev/fuse");
                     None
                 }
-                None => uring::prepare()
+                None => uring::prepare(cfg.threads.unwrap_or(uring::POOL_THREADS))
                     .map_err(|e| log::warn!("transport=auto: cannot set up the rings ({e}); using /dev/fuse"))
                     .ok(),
             },
@@ -223,7 +230,7 @@ impl Mount {
                     log::warn!("transport=uring: {why}; using /dev/fuse");
                     None
                 }
-                None => match uring::prepare() {
+                None => match uring::prepare(cfg.threads.unwrap_or(uring::POOL_THREADS)) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         log::warn!("transport=uring: cannot set up the rings ({e}); using /dev/fuse");
@@ -279,14 +286,17 @@ impl Mount {
             }
             None => None,
         };
+        // Under io_uring too: FORGET and INTERRUPT come through /dev/fuse,
+        // and so does everything if the kernel refuses the ring later.
+        let threads = cfg.threads.unwrap_or_else(default_threads).max(1);
         if uring.is_none() {
-            log::info!("transport: /dev/fuse, {} workers", cfg.threads.max(1));
+            log::info!("transport: /dev/fuse, {threads} workers");
         }
         Ok(Mount {
             adapter,
             dev,
             clone_fd: !via_helper,
-            threads: cfg.threads.max(1),
+            threads,
             negotiated,
             uring,
             unmounter: Unmounter { handle, path, shown: mountpoint },

@@ -107,6 +107,9 @@ fn syslog(level: Level, line: &str) {
 /// `Debug`, fuser's request tracing too). Only the first call installs
 /// the logger.
 pub fn init_log(level: LevelFilter, target: LogTarget) {
+    if !matches!(target, LogTarget::Stderr) {
+        log_panics();
+    }
     let sink = match target {
         LogTarget::Stderr => Sink::Stderr,
         LogTarget::File(f) => Sink::File(Mutex::new(f)),
@@ -121,4 +124,23 @@ pub fn init_log(level: LevelFilter, target: LogTarget) {
         // fuser's errors pass at any level.
         log::set_max_level(level.max(LevelFilter::Error));
     }
+}
+
+/// Sends every panic's place and message to the log too: the dispatcher
+/// catches a request's panic and logs the request with the message
+/// (`dispatch::guarded`), but only the panic hook knows where it happened,
+/// and the default hook writes to stderr, which a daemon in the
+/// background has pointed at /dev/null. (A foreground daemon logging to
+/// stderr already gets it from the default hook.)
+fn log_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let p = info.payload();
+        let message =
+            p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(String::as_str)).unwrap_or("");
+        let at = info.location().map_or_else(|| "?".to_string(), |l| l.to_string());
+        log::error!("thread '{}' panicked at {at}: {message}", thread.name().unwrap_or("?"));
+        previous(info);
+    }));
 }

@@ -65,23 +65,28 @@ pub(crate) fn receive(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 }
 
 /// write(2) of one reply or notification. ENOENT (the request was
-/// interrupted and is gone) is no error of ours.
+/// interrupted and is gone) is no error of ours; EINTR (a signal, a stop
+/// and continue of the daemon) is retried: /dev/fuse takes a message
+/// whole or not at all.
 pub(crate) fn send(fd: RawFd, parts: &[&[u8]]) -> io::Result<()> {
     let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 4];
     let k = parts.len().min(iov.len());
     for (v, p) in iov.iter_mut().zip(parts) {
         *v = libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() };
     }
-    // SAFETY: the first `k` iovecs point at live slices of their lengths;
-    // writev only reads them.
-    let n = unsafe { libc::writev(fd, iov.as_ptr(), k as libc::c_int) };
-    if n >= 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => Ok(()),
-        _ => Err(e),
+    loop {
+        // SAFETY: the first `k` iovecs point at live slices of their
+        // lengths; writev only reads them.
+        let n = unsafe { libc::writev(fd, iov.as_ptr(), k as libc::c_int) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ENOENT) => return Ok(()),
+            _ => return Err(e),
+        }
     }
 }
 

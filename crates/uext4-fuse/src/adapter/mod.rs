@@ -244,6 +244,16 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_init(config)
     }
 
+    /// A panic while serving a request is an internal inconsistency, as
+    /// an ext4_error in the kernel: recorded in the superblock as an I/O
+    /// error (the caller was answered EIO) and handled as `errors=` says:
+    /// by default no more changes (remount-ro), so that the mount does not
+    /// go on writing over whatever the panic left half-done.
+    fn panicked(&self, _req: &Request, op: &str, message: &str) {
+        let e = Error::Io(std::io::Error::other(format!("internal error: a panic while serving it ({message})")));
+        let _ = self.fail(op, e);
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.do_lookup(parent, name, reply);
     }

@@ -36,7 +36,7 @@
 
 use crate::adapter::Uext4Fuse;
 use crate::session::Negotiated;
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use log::{info, warn};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -106,21 +106,24 @@ const ENT_PAYLOAD_SZ: usize = 256 + 16;
 /// (readahead, writeback, async direct I/O: up to max_background for the
 /// connection) can all land on one queue, and entries lent to the pool
 /// (an fsync) serve nothing else meanwhile. So: the queue's share of
-/// max_background plus one entry per pool thread, at least 8 (a CPU's
-/// synchronous callers) and at most 64. Payload buffers are allocated
-/// zeroed (untouched pages cost no memory) and only large requests touch
-/// more than their first pages.
-fn entries_per_queue(queues: usize) -> usize {
+/// max_background plus one entry per pool thread (`pool`), at least 8 (a
+/// CPU's synchronous callers) and at most 64. Payload buffers are
+/// allocated zeroed (untouched pages cost no memory) and only large
+/// requests touch more than their first pages.
+fn entries_per_queue(queues: usize, pool: usize) -> usize {
     let background = usize::from(crate::adapter::MAX_BACKGROUND);
-    (background.div_ceil(queues.max(1)) + POOL_THREADS).clamp(8, 64)
+    (background.div_ceil(queues.max(1)) + pool).clamp(8, 64)
 }
-/// Threads serving the slow requests of every queue.
-const POOL_THREADS: usize = 2;
+/// Threads serving the slow requests of every queue, unless `threads=N`
+/// says otherwise.
+pub(crate) const POOL_THREADS: usize = 2;
 
 /// The rings, made before the handshake.
 pub(crate) struct Prepared {
     rings: Vec<IoUring<squeue::Entry128>>,
     entries: usize,
+    /// Threads of the slow-request pool.
+    pool: usize,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -140,10 +143,12 @@ fn possible_cpus() -> usize {
         .map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |m| m + 1)
 }
 
-/// Makes the rings, before INIT asks for the transport.
-pub(crate) fn prepare() -> io::Result<Prepared> {
+/// Makes the rings, before INIT asks for the transport, for queues
+/// sharing a pool of `pool` threads.
+pub(crate) fn prepare(pool: usize) -> io::Result<Prepared> {
     let n = possible_cpus();
-    let entries = entries_per_queue(n);
+    let pool = pool.max(1);
+    let entries = entries_per_queue(n, pool);
     let mut rings = Vec::with_capacity(n);
     for _ in 0..n {
         // One thread submits to each ring and runs its completions' task
@@ -158,7 +163,27 @@ pub(crate) fn prepare() -> io::Result<Prepared> {
                 .build(2 * entries as u32 + 2)?,
         );
     }
-    Ok(Prepared { rings, entries })
+    Ok(Prepared { rings, entries, pool })
+}
+
+/// Submits what `ring` has queued and waits for `want` completions,
+/// retrying when a signal ends the wait. Stopping and continuing the
+/// daemon (SIGSTOP/SIGCONT, Ctrl-Z, `strace -p` or a debugger attaching)
+/// makes io_uring_enter return EINTR although nothing went wrong; passed
+/// up, it ended the queue and with it the mount (CONCURRENCY.md rule 9).
+/// The retry submits whatever the interrupted call left in the
+/// submission queue: the crate counts the entries still queued from the
+/// ring's head, which the kernel advances as it takes them.
+fn submit_and_wait<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
+    ring: &IoUring<S, C>,
+    want: usize,
+) -> io::Result<usize> {
+    loop {
+        match ring.submit_and_wait(want) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 /// A URING_CMD on `/dev/fuse` carrying struct fuse_uring_cmd_req.
@@ -236,7 +261,8 @@ pub(crate) fn start(
     let conn = connection_of(mountpoint);
     let r = (|| -> io::Result<Running> {
         let mut running = Running::default();
-        let pool = queue::Pool::start(adapter.clone(), n, POOL_THREADS, &mut running.threads)?;
+        let threads = prepared.pool;
+        let pool = queue::Pool::start(adapter.clone(), n, threads, &mut running.threads)?;
         let count = prepared.rings.len();
         let entries = prepared.entries;
         for (qid, ring) in prepared.rings.into_iter().enumerate() {
@@ -259,7 +285,7 @@ pub(crate) fn start(
                 }
             })?);
         }
-        info!("transport: io_uring, {count} queues of {entries} entries, {POOL_THREADS} threads for slow requests");
+        info!("transport: io_uring, {count} queues of {entries} entries, {threads} threads for slow requests");
         Ok(running)
     })();
     if r.is_err() {
@@ -300,9 +326,11 @@ fn refuse(dev: &OwnedFd) {
     ];
     let e = fuse_cmd(dev.as_raw_fd(), CMD_REGISTER, 0, 0, Some(iov.as_ptr()));
     // SAFETY: the entry's iovecs point into `iov` and `small`, which live
-    // until the command completed (we wait for it below).
+    // until the command completed (we wait for it below, through signals).
     if unsafe { ring.submission().push(&e) }.is_ok() {
-        let _ = ring.submit_and_wait(1);
+        if let Err(e) = submit_and_wait(&ring, 1) {
+            warn!("io_uring: refusing the ring: {e}");
+        }
     }
     warn!("io_uring transport could not start its queues; the kernel falls back to /dev/fuse");
 }

@@ -3,9 +3,9 @@
 //! committed with the fetch of the next one; and the pool that serves the
 //! slow requests of every queue without holding up the others.
 
-use super::{fuse_cmd, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
+use super::{fuse_cmd, submit_and_wait, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
 use crate::adapter::Uext4Fuse;
-use crate::dispatch::{check, dispatch, header_for};
+use crate::dispatch::{check, dispatch, guarded, header_for};
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
@@ -17,7 +17,7 @@ use log::{debug, info, warn};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 /// user_data of the eventfd read; entries use their index.
@@ -114,12 +114,16 @@ fn read_fast(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], paylo
         return false;
     }
     let want = (size as usize).min(payload.len());
-    let (error, len) =
-        match fs.read_fast(INodeNo(h.nodeid), FileHandle(fh), offset, OpenFlags(flags as i32), &mut payload[..want]) {
-            None => return false,
-            Some(Ok(len)) => (0, len.min(want)),
-            Some(Err(e)) => (-e.code(), 0),
-        };
+    let read =
+        || fs.read_fast(INodeNo(h.nodeid), FileHandle(fh), offset, OpenFlags(flags as i32), &mut payload[..want]);
+    // This calls the adapter without the dispatcher: the same boundary
+    // catches a panic.
+    let (error, len) = match guarded(fs, &d, read) {
+        Some(None) => return false,
+        Some(Some(Ok(len))) => (0, len.min(want)),
+        Some(Some(Err(e))) => (-e.code(), 0),
+        None => (-libc::EIO, 0),
+    };
     if log::log_enabled!(log::Level::Debug) {
         debug!("FUSE({:3}) ino {:#018x} {}", h.unique, h.nodeid, d.op);
     }
@@ -145,10 +149,101 @@ fn serve(fs: &Uext4Fuse, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mut Ou
     }
 }
 
-/// Where a pool thread hands a finished entry back to its queue.
+/// Where a pool thread hands a finished entry back to its queue, and the
+/// count of the queue's entries out on loan.
 struct Back {
-    done: Mutex<Vec<usize>>,
+    loans: Mutex<Loans>,
+    /// Signalled at every hand-back, for [`Back::wait_all_back`].
+    returned: Condvar,
+    /// Wakes the queue's ring (it keeps a read of it submitted).
     efd: OwnedFd,
+}
+
+#[derive(Default)]
+struct Loans {
+    /// Entries handed back and not yet taken by the queue thread.
+    done: Vec<usize>,
+    /// Entries lent and not yet taken back ([`Loans::done`] included).
+    out: usize,
+}
+
+impl Back {
+    fn new() -> io::Result<Back> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `efd` was just created and is ours.
+        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        Ok(Back { loans: Mutex::new(Loans::default()), returned: Condvar::new(), efd })
+    }
+
+    fn loans(&self) -> std::sync::MutexGuard<'_, Loans> {
+        self.loans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts an entry about to be lent, before the pool can hand it back.
+    fn lend(&self) {
+        self.loans().out += 1;
+    }
+
+    /// The queue thread takes back a loan the pool never received.
+    fn unlend(&self) {
+        self.loans().out -= 1;
+    }
+
+    /// The pool is done with entry `idx`: from here on it touches the
+    /// entry's buffers no more.
+    fn hand_back(&self, idx: usize) {
+        self.loans().done.push(idx);
+        self.returned.notify_all();
+        let one = 1u64.to_ne_bytes();
+        loop {
+            // SAFETY: writes 8 bytes from a live local to an open eventfd.
+            if unsafe { libc::write(self.efd.as_raw_fd(), one.as_ptr().cast(), 8) } == 8 {
+                return;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                warn!("io_uring: waking queue: {e}");
+                return;
+            }
+        }
+    }
+
+    /// The entries handed back since the last call, for the queue thread
+    /// to commit; their loans end.
+    fn take_back(&self) -> Vec<usize> {
+        let mut l = self.loans();
+        let done = std::mem::take(&mut l.done);
+        l.out -= done.len();
+        done
+    }
+
+    /// Blocks until every lent entry has been handed back.
+    fn wait_all_back(&self) {
+        let mut l = self.loans();
+        while l.out > l.done.len() {
+            l = self.returned.wait(l).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// A queue's entries. Their buffers are freed only after every entry
+/// lent to the pool has come back: the drop waits for that, so no way out
+/// of [`Queue::serve`] (a return, an error's `?`, a panic) frees them
+/// while a pool thread may still write through a [`Lent`].
+struct Entries {
+    ents: Vec<Ent>,
+    back: Arc<Back>,
+}
+
+impl Drop for Entries {
+    fn drop(&mut self) {
+        // The fields (the buffers) are dropped after this returns.
+        self.back.wait_all_back();
+    }
 }
 
 /// An entry's buffers, lent to a pool thread.
@@ -158,17 +253,53 @@ struct Lent {
     payload_len: usize,
 }
 
-// SAFETY: a lent entry is touched by the pool thread alone until it is
-// handed back (the queue thread neither reads nor commits it meanwhile),
-// and its boxed buffers outlive the loan: the queue thread returns only
-// once every entry's command completed, which for a lent entry is after
-// its commit, after the hand-back.
+// SAFETY: a lent entry is touched by the holder of its `Job` alone until
+// the job is dropped: the queue thread neither reads nor commits it
+// meanwhile (it commits an entry only once `take_back` returned it).
+// `Job`'s drop hands the entry back on every path (served, panicked, or
+// discarded unserved with the channel). The buffers outlive the loan:
+// they are owned by an `Entries`, whose drop blocks until every lent
+// entry has been handed back before the buffers go, on every way out of
+// `Queue::serve` (returns, `?` errors and unwinding alike). So no pool
+// thread writes through these pointers after the buffers are freed.
 unsafe impl Send for Lent {}
 
+/// A slow request for the pool: the entry's buffers on loan.
 struct Job {
     ent: Lent,
     idx: usize,
     back: Arc<Back>,
+    /// The reply is in the entry's buffers.
+    answered: bool,
+    /// The queue thread took the loan back (the pool is gone).
+    cancelled: bool,
+}
+
+impl Job {
+    /// The queue thread serves the entry itself: the loan ends unused.
+    fn cancel(mut self) {
+        self.back.unlend();
+        self.cancelled = true;
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if self.cancelled {
+            return;
+        }
+        if !self.answered {
+            // Discarded unserved (the pool went away) or its server
+            // panicked outside the dispatcher: the entry is committed
+            // with EIO rather than with the request's own bytes.
+            // SAFETY: the loan is still ours (see `Lent`).
+            let header = unsafe { &mut *self.ent.header };
+            let unique = u64::from_ne_bytes(header[8..16].try_into().unwrap_or([0; 8]));
+            header[..abi::OUT_HEADER_LEN].copy_from_slice(&encode::out_header(abi::OUT_HEADER_LEN, -libc::EIO, unique));
+            header[ENT_PAYLOAD_SZ..ENT_PAYLOAD_SZ + 4].copy_from_slice(&0u32.to_ne_bytes());
+        }
+        self.back.hand_back(self.idx);
+    }
 }
 
 /// The threads that serve slow requests of every queue.
@@ -196,20 +327,25 @@ impl Pool {
                         Err(_) => return,
                     };
                     // Every queue (and so every sender) is gone.
-                    let Ok(job) = job else { return };
+                    let Ok(mut job) = job else { return };
                     // SAFETY: see `Lent`: the buffers are ours alone now
-                    // and live until we hand them back below.
+                    // and live until the job is dropped below.
                     let (header, payload) = unsafe {
                         (&mut *job.ent.header, std::slice::from_raw_parts_mut(job.ent.payload, job.ent.payload_len))
                     };
-                    serve_entry(&fs, n, header, payload, &mut s);
-                    job.back.done.lock().unwrap_or_else(|p| p.into_inner()).push(job.idx);
-                    let one = 1u64.to_ne_bytes();
-                    // SAFETY: writes 8 bytes from a live local to an open
-                    // eventfd.
-                    if unsafe { libc::write(job.back.efd.as_raw_fd(), one.as_ptr().cast(), 8) } != 8 {
-                        warn!("io_uring: waking queue: {}", io::Error::last_os_error());
+                    // The dispatcher catches a panic of the request it
+                    // serves; one elsewhere in serve_entry leaves the job
+                    // unanswered, and its drop answers EIO. Either way the
+                    // thread goes on serving.
+                    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        serve_entry(&fs, n, header, payload, &mut s)
+                    }));
+                    job.answered = served.is_ok();
+                    if served.is_err() {
+                        s = Scratch::new();
                     }
+                    // Hands the entry back.
+                    drop(job);
                 }
             })?);
         }
@@ -239,28 +375,24 @@ impl Queue {
         n: Negotiated,
         pool: Pool,
     ) -> io::Result<Queue> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `efd` was just created and is ours.
-        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
-        Ok(Queue { ring, entries, dev, qid, fs, n, pool, back: Arc::new(Back { done: Mutex::new(Vec::new()), efd }) })
+        let back = Arc::new(Back::new()?);
+        Ok(Queue { ring, entries, dev, qid, fs, n, pool, back })
     }
 
     /// Registers the entries and serves until the kernel tears the ring
     /// down (unmount, abort) or refuses the registration.
     pub(super) fn serve(self) -> io::Result<()> {
-        // The buffers are declared before the ring, so that the ring (and
-        // with it every command still using them) goes first.
+        // The buffers (`owned`, `efd_buf`) are declared before the ring,
+        // so that the ring (and with it every command still using them)
+        // goes first.
         let payload_len = self.n.max_payload.max(crate::MAX_WRITE_LIMIT as usize);
-        let entries = self.entries;
-        let mut ents: Vec<Ent> = (0..entries).map(|_| Ent::new(payload_len)).collect();
+        let Queue { ring, entries, dev, qid, fs, n, pool, back } = self;
+        let mut owned = Entries { ents: (0..entries).map(|_| Ent::new(payload_len)).collect(), back: back.clone() };
+        let ents = &mut owned.ents;
         let mut efd_buf = Box::new([0u8; 8]);
         let mut scratch = Scratch::new();
-        let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * entries + 2);
-        let Queue { ring, dev, qid, fs, n, pool, back, .. } = self;
+        let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * ents.len() + 2);
+        // Moved into a binding declared after the buffers: dropped first.
         let mut ring = ring;
         let dev_fd = dev.as_raw_fd();
         ring.submitter().register_enable_rings()?;
@@ -284,14 +416,13 @@ impl Queue {
         let mut live = entries;
         let mut registered = false;
         loop {
-            ring.submit_and_wait(1)?;
+            submit_and_wait(&ring, 1)?;
             done.clear();
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
             for &(tag, res) in &done {
                 if tag == EVENT_TAG {
-                    let finished = std::mem::take(&mut *back.done.lock().unwrap_or_else(|p| p.into_inner()));
-                    for i in finished {
-                        commit(&mut ring, &ents, i)?;
+                    for i in back.take_back() {
+                        commit(&mut ring, ents, i)?;
                     }
                     if res >= 0 || res == -libc::EINTR {
                         push(&mut ring, &efd_read(&mut efd_buf))?;
@@ -326,18 +457,22 @@ impl Queue {
                 let slow = is_slow(opcode, payload_sz, &e.header[..])
                     || (opcode == op::READ && !read_fast(&fs, n, &mut e.header, &mut e.payload));
                 if !slow && opcode == op::READ {
-                    commit(&mut ring, &ents, i)?;
+                    commit(&mut ring, ents, i)?;
                     continue;
                 }
                 if slow {
                     let ent =
                         Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
-                    if pool.tx.send(Job { ent, idx: i, back: back.clone() }).is_ok() {
-                        continue;
+                    back.lend();
+                    let job = Job { ent, idx: i, back: back.clone(), answered: false, cancelled: false };
+                    match pool.tx.send(job) {
+                        Ok(()) => continue,
+                        // No pool thread left: served here instead.
+                        Err(mpsc::SendError(job)) => job.cancel(),
                     }
                 }
                 serve_entry(&fs, n, &mut e.header, &mut e.payload, &mut scratch);
-                commit(&mut ring, &ents, i)?;
+                commit(&mut ring, ents, i)?;
             }
         }
     }
@@ -356,5 +491,47 @@ fn pin_to_cpu(qid: u16) {
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             debug!("io_uring queue {qid}: cannot pin to CPU {qid}: {}", io::Error::last_os_error());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Dropping a queue's entries, as every way out of `Queue::serve`
+    /// does (an error's `?` included), waits until the pool has handed
+    /// back every entry it holds: no loan is out when the buffers go.
+    #[test]
+    fn entries_are_freed_only_after_every_loan_came_back() {
+        let back = Arc::new(Back::new().expect("eventfd"));
+        let mut owned = Entries { ents: vec![Ent::new(4096)], back: back.clone() };
+        let e = &mut owned.ents[0];
+        let ent = Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
+        back.lend();
+        // Answered: its drop writes nothing through the loan, which would
+        // be a use after free if the wait were missing.
+        let job = Job { ent, idx: 0, back: back.clone(), answered: true, cancelled: false };
+        let (go, wait_go) = mpsc::channel::<()>();
+        let pool = std::thread::spawn(move || {
+            wait_go.recv().expect("go");
+            drop(job);
+        });
+        let release = std::thread::spawn(move || {
+            // Gives a drop that does not wait the time to free the
+            // buffers with the loan still out (which the assertion below
+            // catches); the drop that waits passes however long this takes.
+            std::thread::sleep(Duration::from_millis(50));
+            go.send(()).expect("go");
+        });
+        drop(owned);
+        let outstanding = {
+            let l = back.loans();
+            l.out - l.done.len()
+        };
+        assert_eq!(outstanding, 0, "the buffers were freed while lent to the pool");
+        release.join().expect("release");
+        pool.join().expect("pool");
+        assert_eq!(back.take_back(), vec![0]);
     }
 }

@@ -95,13 +95,20 @@ impl BlockDevice for FileDevice {
         let n = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         check_range(offset, n, self.size)?;
         let (o, l) = (offset as libc::off_t, len as libc::off_t);
-        // SAFETY: fallocate on a descriptor `file` owns, open for writing.
-        let rc = unsafe {
-            libc::fallocate(self.file.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, o, l)
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
+        loop {
+            // SAFETY: fallocate on a descriptor `file` owns, open for writing.
+            let rc = unsafe {
+                libc::fallocate(self.file.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, o, l)
+            };
+            if rc == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            // A signal ends the call early without failing it (std's
+            // read_exact_at, write_all_at and sync_data retry the same).
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
-        Ok(())
     }
 }
