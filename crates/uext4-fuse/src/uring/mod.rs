@@ -302,16 +302,37 @@ fn connection_of(mountpoint: &std::path::Path) -> Option<String> {
     Some(format!("/sys/fs/fuse/connections/{minor}/abort"))
 }
 
-/// Aborts the connection through its control file, if known.
+/// Aborts the connection through its control file, if known. The control
+/// files live in the fusectl filesystem, which a system may not have
+/// mounted: as root it is mounted then (as systemd does at boot). If the
+/// connection still cannot be aborted, the daemon exits: its descriptors
+/// are the connection's last references, so the kernel ends it and the
+/// mount answers ENOTCONN. Left alone, the requests queued for the failed
+/// queue would wait for ever (callers in D state); what was committed is
+/// in the journal, as after a crash.
 fn abort(control: Option<&str>) {
-    match control {
-        Some(p) => {
-            if let Err(e) = std::fs::write(p, "1") {
-                warn!("aborting the FUSE connection ({p}): {e}");
-            }
-        }
-        None => warn!("the FUSE connection's control file is unknown: cannot abort it"),
+    let Some(p) = control else {
+        log::error!("the FUSE connection's control file is unknown: exiting to end the connection");
+        std::process::exit(1);
+    };
+    let mut r = std::fs::write(p, "1");
+    if matches!(&r, Err(e) if e.kind() == io::ErrorKind::NotFound) && mount_fusectl() {
+        r = std::fs::write(p, "1");
     }
+    if let Err(e) = r {
+        log::error!("aborting the FUSE connection ({p}): {e}; exiting to end the connection");
+        std::process::exit(1);
+    }
+}
+
+/// Mounts fusectl at /sys/fs/fuse/connections (root only); true if it
+/// is mounted now.
+fn mount_fusectl() -> bool {
+    let (src, target, fstype) = (c"fusectl", c"/sys/fs/fuse/connections", c"fusectl");
+    // SAFETY: the three strings are NUL-terminated literals that outlive
+    // the call, and a null data pointer is allowed.
+    let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY)
 }
 
 /// Makes the kernel give up on the ring: a registration it must refuse
