@@ -18,7 +18,7 @@ use tempfile::TempDir;
 
 mod cli_support;
 
-use cli_support::{have, ok, one_error_line, run_ok, tool, uext4, BIN};
+use cli_support::{have, ok, one_error_line, require_loop_mount, run_ok, tool, uext4, BIN};
 
 /// True if e2fsck and debugfs can be run (prints the skip reason otherwise).
 fn have_tools() -> bool {
@@ -841,17 +841,13 @@ fn mkfs_d_copies_a_tree() {
     assert_eq!(im.stat("/fifo")["Type"], "fifo");
     assert_eq!(im.stat("/sock")["Type"], "socket");
 
-    if !is_root() {
-        eprintln!("SKIP (kernel part): needs root for a loop mount");
+    if !require_loop_mount("kernel part") {
         return;
     }
     let kmnt = im.dir.path().join("kernel");
     fs::create_dir(&kmnt).unwrap();
     let mounted = tool("mount").arg("-o").arg("loop,ro").arg(&im.img).arg(&kmnt).output().unwrap();
-    if !mounted.status.success() {
-        eprintln!("SKIP (kernel part): loop mount failed: {}", String::from_utf8_lossy(&mounted.stderr));
-        return;
-    }
+    assert!(mounted.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&mounted.stderr));
     let r = std::panic::catch_unwind(|| check(&kmnt));
     let _ = tool("umount").arg(&kmnt).status();
     if let Err(e) = r {
@@ -897,17 +893,13 @@ fn mkfs_d_old_types_and_bigalloc() {
         fs::create_dir(&out).unwrap();
         ok([OsStr::new("get"), img.as_os_str(), OsStr::new("/"), out.as_os_str()]);
         assert_same_tree(&src, &out);
-        if !is_root() {
-            eprintln!("SKIP (kernel part): needs root for a loop mount");
+        if !require_loop_mount("kernel part") {
             continue;
         }
         let kmnt = im.dir.path().join("kernel");
         fs::create_dir(&kmnt).unwrap();
         let o = tool("mount").args(["-t", fstype, "-o", "loop,ro"]).arg(&img).arg(&kmnt).output().unwrap();
-        if !o.status.success() {
-            eprintln!("SKIP (kernel part): loop mount failed: {}", String::from_utf8_lossy(&o.stderr));
-            return;
-        }
+        assert!(o.status.success(), "{args:?}: the kernel refused the image: {}", String::from_utf8_lossy(&o.stderr));
         let r = std::panic::catch_unwind(|| assert_same_tree(&src, &kmnt));
         umount_retrying(&kmnt);
         if let Err(e) = r {
