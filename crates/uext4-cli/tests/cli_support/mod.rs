@@ -108,6 +108,27 @@ pub fn require_loop_mount(what: &str) -> bool {
     }
 }
 
+/// True when this kernel's ext4 mounts casefold images (CONFIG_UNICODE:
+/// ext4 then lists `casefold` in /sys/fs/ext4/features). Checked up
+/// front, so that a refused casefold mount is never taken for a skip.
+pub fn kernel_has_casefold() -> bool {
+    std::path::Path::new("/sys/fs/ext4/features/casefold").exists()
+}
+
+/// True when this kernel's ext4 mounts quota images: ext4 needs
+/// CONFIG_QUOTA and CONFIG_QFMT_V2 built in (fs/ext4/super.c tests
+/// `defined(CONFIG_QFMT_V2)`, false for a module), so quota_v2's
+/// `v2_read_file_info` must be in kallsyms without a `[module]` tag.
+pub fn kernel_has_quota_v2() -> bool {
+    std::path::Path::new("/proc/sys/fs/quota").is_dir()
+        && std::fs::read_to_string("/proc/kallsyms").is_ok_and(|k| {
+            k.lines().any(|l| {
+                let mut f = l.split_whitespace().skip(2);
+                f.next() == Some("v2_read_file_info") && f.next().is_none()
+            })
+        })
+}
+
 /// The check behind [`loop_mount_unavailable`].
 fn loop_mount_facility() -> Option<&'static str> {
     // SAFETY: geteuid has no preconditions.
