@@ -9,7 +9,8 @@ command -v debugfs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v e2freefrag >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
 # `uext4 mount` needs /dev/fuse and, to unmount, fusermount3 (or umount);
-# the FUSE tests use setfattr/getfattr and fio (verify jobs). They are
+# the FUSE tests use setfattr/getfattr, fio (verify jobs) and xfs_io
+# (shutdown, project ids, collapse/insert range, copy_file_range). They are
 # installed as root; a user who cannot install them only loses mounting
 # (which needs root anyway).
 want_apt=()
@@ -17,6 +18,7 @@ command -v fusermount3 >/dev/null 2>&1 || want_apt+=(fuse3)
 command -v setfattr >/dev/null 2>&1 || want_apt+=(attr)
 command -v fio >/dev/null 2>&1 || want_apt+=(fio)
 command -v getfacl >/dev/null 2>&1 || want_apt+=(acl)
+command -v xfs_io >/dev/null 2>&1 || want_apt+=(xfsprogs)
 if [ ${#want_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     need_apt+=("${want_apt[@]}")

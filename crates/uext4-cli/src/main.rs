@@ -333,7 +333,8 @@ enum Cmd {
         /// Percentage of blocks reserved for root (0 to 50)
         #[arg(short = 'm', long, default_value_t = 5)]
         reserved_percent: u32,
-        /// Filesystem UUID: a UUID, "random", "time" (also random) or "clear" (all zeros)
+        /// Filesystem UUID: a UUID, "random" (version 4), "time" (version 1: the time and this
+        /// host's MAC address, as mke2fs) or "clear" (all zeros)
         #[arg(short = 'U', long)]
         uuid: Option<String>,
         /// Extended options as mke2fs -E, comma-separated: hash_seed=UUID, root_owner[=uid:gid],
@@ -639,7 +640,8 @@ fn run(cli: Cli) -> CliResult {
                 features.apply(list).map_err(|e| util::fs_err("-O", e))?;
             }
             let uuid = match uuid.as_deref() {
-                None | Some("random" | "time") => None,
+                None | Some("random") => None,
+                Some("time") => Some(uext4::mkfs::time_uuid()),
                 Some("clear") => Some([0; 16]),
                 Some(u) => Some(uext4::mkfs::parse_uuid(u).map_err(|e| util::fs_err("-U", e))?),
             };

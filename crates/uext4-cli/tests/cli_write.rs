@@ -18,7 +18,7 @@ use tempfile::TempDir;
 
 mod cli_support;
 
-use cli_support::{have, ok, one_error_line, run_ok, tool, uext4, BIN};
+use cli_support::{have, ok, one_error_line, require_loop_mount, run_ok, tool, uext4, BIN};
 
 /// True if e2fsck and debugfs can be run (prints the skip reason otherwise).
 fn have_tools() -> bool {
@@ -769,6 +769,51 @@ fn mkfs_options_reach_the_superblock() {
     fails(mk(&["-b", "2048", "-N", "1000000"]), "1000000 inodes");
 }
 
+/// `mkfs -U time` gives a time-based UUID as mke2fs does (version 1 and
+/// the RFC 4122 variant in dumpe2fs's text, a timestamp of now, a new one
+/// each time), `-U random` a version 4 one, `-U clear` the nil UUID.
+#[test]
+fn mkfs_uuid_time_random_clear() {
+    if !have_tools() || !have("dumpe2fs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("u.img");
+    let uuid_of = |how: &str| {
+        ok([
+            OsStr::new("mkfs"),
+            img.as_os_str(),
+            OsStr::new("-s"),
+            OsStr::new("16M"),
+            OsStr::new("-U"),
+            OsStr::new(how),
+        ]);
+        Img { dir: tempfile::tempdir().unwrap(), img: img.clone() }.fsck();
+        dumpe2fs_fields(&img)["Filesystem UUID"].clone()
+    };
+    let secs = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let before = secs(std::time::SystemTime::now());
+    let t1 = uuid_of("time");
+    let t2 = uuid_of("time");
+    let after = secs(std::time::SystemTime::now());
+    for u in [&t1, &t2] {
+        let hex: Vec<char> = u.chars().filter(|&c| c != '-').collect();
+        assert_eq!(hex.len(), 32, "{u}");
+        assert_eq!(hex[12], '1', "-U time: not version 1: {u}");
+        assert!("89ab".contains(hex[16]), "-U time: not the RFC 4122 variant: {u}");
+        // time_hi (12 bits after the version), time_mid, time_low: 100 ns
+        // since 1582-10-15.
+        let field = |r: std::ops::Range<usize>| u64::from_str_radix(&hex[r].iter().collect::<String>(), 16).unwrap();
+        let ts = (field(13..16) << 48) | (field(8..12) << 32) | field(0..8);
+        let unix = (ts - 0x01B2_1DD2_1381_4000) / 10_000_000;
+        assert!((before..=after).contains(&unix), "-U time: {u} holds {unix}, made between {before} and {after}");
+    }
+    assert_ne!(t1, t2, "two -U time UUIDs are the same");
+    let r = uuid_of("random");
+    assert_eq!(r.chars().nth(14), Some('4'), "-U random: not version 4: {r}");
+    assert_eq!(uuid_of("clear"), "<none>");
+}
+
 /// Sets host xattr `name` on `p`; false where the host's filesystem
 /// takes none.
 fn set_host_xattr(p: &Path, name: &str, value: &[u8]) -> bool {
@@ -887,17 +932,13 @@ fn mkfs_d_copies_a_tree() {
     assert_eq!(im.stat("/fifo")["Type"], "fifo");
     assert_eq!(im.stat("/sock")["Type"], "socket");
 
-    if !is_root() {
-        eprintln!("SKIP (kernel part): needs root for a loop mount");
+    if !require_loop_mount("kernel part") {
         return;
     }
     let kmnt = im.dir.path().join("kernel");
     fs::create_dir(&kmnt).unwrap();
     let mounted = tool("mount").arg("-o").arg("loop,ro").arg(&im.img).arg(&kmnt).output().unwrap();
-    if !mounted.status.success() {
-        eprintln!("SKIP (kernel part): loop mount failed: {}", String::from_utf8_lossy(&mounted.stderr));
-        return;
-    }
+    assert!(mounted.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&mounted.stderr));
     let r = std::panic::catch_unwind(|| check(&kmnt));
     let _ = tool("umount").arg(&kmnt).status();
     if let Err(e) = r {
@@ -943,17 +984,13 @@ fn mkfs_d_old_types_and_bigalloc() {
         fs::create_dir(&out).unwrap();
         ok([OsStr::new("get"), img.as_os_str(), OsStr::new("/"), out.as_os_str()]);
         assert_same_tree(&src, &out);
-        if !is_root() {
-            eprintln!("SKIP (kernel part): needs root for a loop mount");
+        if !require_loop_mount("kernel part") {
             continue;
         }
         let kmnt = im.dir.path().join("kernel");
         fs::create_dir(&kmnt).unwrap();
         let o = tool("mount").args(["-t", fstype, "-o", "loop,ro"]).arg(&img).arg(&kmnt).output().unwrap();
-        if !o.status.success() {
-            eprintln!("SKIP (kernel part): loop mount failed: {}", String::from_utf8_lossy(&o.stderr));
-            return;
-        }
+        assert!(o.status.success(), "{args:?}: the kernel refused the image: {}", String::from_utf8_lossy(&o.stderr));
         let r = std::panic::catch_unwind(|| assert_same_tree(&src, &kmnt));
         umount_retrying(&kmnt);
         if let Err(e) = r {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 mod mount_support;
 
-use mount_support::{have, is_mounted, run, tool, unmount_retrying, wait_image_free, Fixture, BIN};
+use mount_support::{have, is_mounted, require_loop_mount, run, tool, unmount_retrying, wait_image_free, Fixture, BIN};
 
 fn sh(script: &str) -> Output {
     run(tool("sh").arg("-c").arg(script))
@@ -328,8 +328,9 @@ fn fuse_mount_end_to_end() {
     // The kernel reads the same tree.
     let kmnt = fx.dir.path().join("kernel");
     fs::create_dir(&kmnt).expect("mkdir");
-    let loop_ok = tool("mount").arg("-o").arg("loop,ro").arg(&fx.img).arg(&kmnt).output().expect("mount");
-    if loop_ok.status.success() {
+    if require_loop_mount("kernel part") {
+        let loop_ok = tool("mount").arg("-o").arg("loop,ro").arg(&fx.img).arg(&kmnt).output().expect("mount");
+        assert!(loop_ok.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&loop_ok.stderr));
         let r = std::panic::catch_unwind(|| {
             sh(&format!("diff -r {} {}/crates", crates.display(), kmnt.display()));
             sh(&format!("diff -r {} {}/tarx", crates.display(), kmnt.display()));
@@ -345,8 +346,6 @@ fn fuse_mount_end_to_end() {
         if let Err(p) = r {
             std::panic::resume_unwind(p);
         }
-    } else {
-        println!("SKIP (part): kernel loop mount failed: {}", String::from_utf8_lossy(&loop_ok.stderr).trim());
     }
 
     // Read-only: the content is there, writes fail with EROFS.
@@ -545,11 +544,11 @@ fn fuse_sqlite_database() {
     fx.assert_clean();
     let kmnt = fx.dir.path().join("kernel");
     fs::create_dir(&kmnt).expect("mkdir");
-    let loop_ok = tool("mount").arg("-o").arg("loop,ro").arg(&fx.img).arg(&kmnt).output().expect("mount");
-    if !loop_ok.status.success() {
-        println!("SKIP (part): kernel loop mount failed: {}", String::from_utf8_lossy(&loop_ok.stderr).trim());
+    if !require_loop_mount("kernel part") {
         return;
     }
+    let loop_ok = tool("mount").arg("-o").arg("loop,ro").arg(&fx.img).arg(&kmnt).output().expect("mount");
+    assert!(loop_ok.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&loop_ok.stderr));
     let check = "import sqlite3, sys\n\
                  c = sqlite3.connect(f'file:{sys.argv[1]}?immutable=1', uri=True)\n\
                  assert c.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'\n\

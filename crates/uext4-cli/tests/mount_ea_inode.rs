@@ -60,11 +60,10 @@ fn setfattr_of_64k_through_the_mount() {
     assert!(dump.contains("user.big (65536)"), "the value is in its own inode: {dump}");
     let mnt = fx.dir.path().join("k");
     std::fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount").args(["-t", "ext4", "-o", "loop,ro"]).arg(&fx.img).arg(&mnt).status();
-    if !ok.is_ok_and(|s| s.success()) {
-        println!("SKIP: kernel loop mount");
+    if !mount_support::require_loop_mount("kernel part") {
         return;
     }
+    run(Command::new("mount").args(["-t", "ext4", "-o", "loop,ro"]).arg(&fx.img).arg(&mnt));
     let k = run(tool("getfattr").args(["--only-values", "-n", "user.big"]).arg(mnt.join("f")));
     let _ = Command::new("umount").arg(&mnt).status();
     assert!(k.stdout == v, "kernel read of the value");

@@ -73,11 +73,11 @@ fn collapse_insert_copy_range_like_the_kernel() {
     }
     let fx = Fixture::with_mkfs_args("64M", &[]);
     let kfx = Fixture::with_mkfs_args("64M", &[]);
-    let loop_ok = tool("mount").arg("-o").arg("loop").arg(&kfx.img).arg(&kfx.mnt).output().expect("mount");
-    if !loop_ok.status.success() {
-        println!("SKIP: kernel loop mount failed: {}", String::from_utf8_lossy(&loop_ok.stderr).trim());
+    if !mount_support::require_loop_mount("the kernel is the oracle") {
         return;
     }
+    let loop_ok = tool("mount").arg("-o").arg("loop").arg(&kfx.img).arg(&kfx.mnt).output().expect("mount");
+    assert!(loop_ok.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&loop_ok.stderr));
     fx.mount("rw");
     let r = std::panic::catch_unwind(|| {
         for s in SETUP {

@@ -198,15 +198,12 @@ fn flags_run(opts: &str, writeback: bool) {
     assert_eq!(lsattr(&fx.path("f")), "--S---dA------e-------");
     fx.unmount();
     // And the kernel agrees, where it can mount.
-    if Path::new("/dev/loop-control").exists() {
+    if mount_support::require_loop_mount("kernel part") {
         let out = Command::new("mount").arg("-o").arg("ro,loop").arg(&fx.img).arg(&fx.mnt).output().expect("mount");
-        if out.status.success() {
-            let k = lsattr(&fx.path("f"));
-            run(tool("umount").arg(&fx.mnt));
-            assert_eq!(k, "--S---dA------e-------", "kernel lsattr");
-        } else {
-            println!("SKIP (part): kernel mount failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
+        assert!(out.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&out.stderr));
+        let k = lsattr(&fx.path("f"));
+        run(tool("umount").arg(&fx.mnt));
+        assert_eq!(k, "--S---dA------e-------", "kernel lsattr");
     }
     run(tool("e2fsck").arg("-fn").arg(&fx.img));
 }
@@ -228,8 +225,11 @@ fn extent_rows(out: &[u8]) -> Vec<[String; 4]> {
 #[test]
 fn filefrag_matches_the_kernel() {
     require_fuse!();
-    if !have("filefrag") || !Path::new("/dev/loop-control").exists() {
-        println!("SKIP: filefrag or loop devices missing");
+    if !have("filefrag") {
+        println!("SKIP: filefrag not installed (e2fsprogs)");
+        return;
+    }
+    if !mount_support::require_loop_mount("the kernel is the oracle") {
         return;
     }
     let fx = Fixture::with_mkfs_args("128M", &[]);
@@ -273,10 +273,7 @@ fn filefrag_matches_the_kernel() {
         })
         .collect();
     let out = Command::new("mount").arg("-o").arg("ro,loop").arg(&fx.img).arg(&fx.mnt).output().expect("mount");
-    if !out.status.success() {
-        println!("SKIP: kernel mount failed: {}", String::from_utf8_lossy(&out.stderr));
-        return;
-    }
+    assert!(out.status.success(), "the kernel refused the image: {}", String::from_utf8_lossy(&out.stderr));
     let kernel: Vec<_> =
         names.iter().map(|n| extent_rows(&run(tool("filefrag").arg("-v").arg(fx.path(n))).stdout)).collect();
     run(tool("umount").arg(&fx.mnt));

@@ -183,6 +183,18 @@ fn check_more(img: &Path, src: &Path, files_only: bool) {
     }
 }
 
+/// This kernel mounts `row`'s set: the row says so, or the set needs only
+/// casefold or quota and this kernel has them (decided up front from the
+/// kernel's features, never from a refused mount).
+fn kernel_mounts(row: &Row) -> bool {
+    let has = |f: &str| row.mkfs.iter().any(|a| a.split(',').any(|x| x == f));
+    let (casefold, quota) = (has("casefold"), has("quota") || has("project"));
+    row.kernel
+        || ((casefold || quota)
+            && (!casefold || rw_support::kernel_has_casefold())
+            && (!quota || rw_support::kernel_has_quota_v2()))
+}
+
 fn check_row(row: &Row, seed: u64) {
     for tool in ["mke2fs", "e2fsck", "debugfs"] {
         if !have(tool) {
@@ -190,7 +202,7 @@ fn check_row(row: &Row, seed: u64) {
             return;
         }
     }
-    let kernel = row.kernel
+    let kernel = kernel_mounts(row)
         && match kernel_unavailable() {
             None => true,
             Some(why) => {

@@ -21,7 +21,7 @@
 mod common;
 mod rw_support;
 
-use common::{have_e2fsprogs, is_root, run, tool};
+use common::{have_e2fsprogs, run, tool};
 use rw_support::KernelMount;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
@@ -88,24 +88,15 @@ fn fsck_clean(img: &Path, what: &str) {
 /// in a scratch directory, mounted by the kernel at its `mnt`; None, with
 /// the reason printed, when that cannot be done here.
 fn mounted_image(tag: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, KernelMount)> {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
-        return None;
-    }
-    if !have_e2fsprogs() {
+    if !have_e2fsprogs() || !rw_support::require_loop_mount() {
         return None;
     }
     let dir = scratch(tag);
     let img = dir.path().join("img");
     mkfs(&img, 4096, "64M", extra);
     let mnt = dir.path().join("mnt");
-    match KernelMount::at(&img, &mnt, "") {
-        Ok(m) => Some((dir, img, mnt, m)),
-        Err(e) => {
-            eprintln!("SKIP: {e}");
-            None
-        }
-    }
+    let m = KernelMount::at(&img, &mnt, "").unwrap_or_else(|e| panic!("{tag}: kernel mount: {e}"));
+    Some((dir, img, mnt, m))
 }
 
 fn dumpe2fs_h(img: &Path) -> String {
@@ -509,14 +500,14 @@ fn escaped_tags(j: &Journal, img: &Path, first: u32, n: u32) -> usize {
     count
 }
 
-/// Runs one variant; `Err` is a reason to skip. Where the log ends is up
+/// Runs one variant (panics on any failure). Where the log ends is up
 /// to the kernel's checkpointing: a variant that must wrap is retried with
 /// other data until its log does.
-fn kernel_variant(v: &Variant, seed: u64) -> Result<(), String> {
+fn kernel_variant(v: &Variant, seed: u64) {
     const ATTEMPTS: u64 = 8;
     for attempt in 0..ATTEMPTS {
-        if kernel_attempt(v, seed + 1000 * attempt)? {
-            return Ok(());
+        if kernel_attempt(v, seed + 1000 * attempt) {
+            return;
         }
         eprintln!("{}: attempt {attempt}: the log did not wrap, retrying", v.name);
     }
@@ -524,15 +515,15 @@ fn kernel_variant(v: &Variant, seed: u64) -> Result<(), String> {
 }
 
 /// One run of a variant; false if it had to wrap and did not.
-fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
+fn kernel_attempt(v: &Variant, seed: u64) -> bool {
     let t0 = Instant::now();
     let dir = scratch(v.name);
     let img = dir.path().join("orig.img");
     mkfs(&img, v.block_size, v.size, v.mkfs);
     let mnt = dir.path().join("mnt");
-    let m = KernelMount::at(&img, &mnt, v.mount)?;
+    let m = KernelMount::at(&img, &mnt, v.mount).unwrap_or_else(|e| panic!("{}: kernel mount: {e}", v.name));
     workload(&mnt, seed, v.big_mib);
-    shutdown_logflush(&mnt).map_err(|e| format!("EXT4_IOC_SHUTDOWN failed: {e}"))?;
+    shutdown_logflush(&mnt).unwrap_or_else(|e| panic!("{}: EXT4_IOC_SHUTDOWN failed: {e}", v.name));
     m.unmount();
 
     assert!(needs_recovery_flag(&img), "{}: image does not need recovery after the shutdown", v.name);
@@ -554,7 +545,7 @@ fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
     assert!(!needs_recovery_flag(&a), "{}: needs_recovery still set", v.name);
     if v.wraps {
         if report.log_head >= report.log_start {
-            return Ok(false);
+            return false;
         }
         let escaped = escaped_tags(&j, &img, report.first_tid, report.transactions);
         assert!(escaped > 0, "{}: no escaped block in the log", v.name);
@@ -575,7 +566,8 @@ fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
     // (b) the kernel recovers copy B.
     let b = dir.path().join("b.img");
     fs::copy(&img, &b).unwrap();
-    let mb = KernelMount::at(&b, &dir.path().join("mnt-b"), "")?;
+    let mb = KernelMount::at(&b, &dir.path().join("mnt-b"), "")
+        .unwrap_or_else(|e| panic!("{}: kernel recovery mount: {e}", v.name));
     mb.unmount();
     assert!(!needs_recovery_flag(&b));
     let tree_b = snapshot(&Filesystem::open(&b).unwrap());
@@ -600,31 +592,23 @@ fn kernel_attempt(v: &Variant, seed: u64) -> Result<bool, String> {
     assert_eq!(e.errno(), libc::EROFS, "{}: {e}", v.name);
     assert_eq!(file_hash(&img), orig_hash, "{}: a norecovery open modified the image", v.name);
     eprintln!("{}: {} paths, {:.1}s", v.name, tree_a.len(), t0.elapsed().as_secs_f64());
-    Ok(true)
+    true
 }
 
+/// Every variant runs and must pass: none may skip once loop mounts
+/// work here.
 #[test]
 fn kernel_made_journals() {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
+    if !have_e2fsprogs() || !rw_support::require_loop_mount() {
         return;
     }
-    if !have_e2fsprogs() {
-        return;
-    }
-    let results: Vec<(&str, Result<(), String>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = VARIANTS
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (v.name, s.spawn(move || kernel_variant(v, 1000 + i as u64))))
-            .collect();
-        handles.into_iter().map(|(n, h)| (n, h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))).collect()
-    });
-    for (name, r) in results {
-        if let Err(why) = r {
-            eprintln!("SKIP: {name}: {why}");
+    std::thread::scope(|s| {
+        let handles: Vec<_> =
+            VARIANTS.iter().enumerate().map(|(i, v)| s.spawn(move || kernel_variant(v, 1000 + i as u64))).collect();
+        for h in handles {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         }
-    }
+    });
 }
 
 /// Fast commits: the journal layer's `recover` (no fast-commit replay)
@@ -649,10 +633,8 @@ fn kernel_fast_commit_journal() {
     }
     // Without flushing the log: a log flush would commit the running
     // transaction in full, which supersedes the fast commits.
-    if let Err(e) = shutdown(&mnt, EXT4_GOING_FLAGS_NOLOGFLUSH) {
-        eprintln!("SKIP: EXT4_IOC_SHUTDOWN failed: {e}");
-        return;
-    }
+    // EXT4_IOC_SHUTDOWN is in every kernel since 4.10: a failure is one.
+    shutdown(&mnt, EXT4_GOING_FLAGS_NOLOGFLUSH).unwrap_or_else(|e| panic!("EXT4_IOC_SHUTDOWN failed: {e}"));
     m.unmount();
     let j = journal_of(&img);
     assert!(j.sb.features.fast_commit(), "{:?}", j.sb.features);

@@ -33,11 +33,7 @@ use uext4::{Filesystem, Timestamp};
 
 /// Makes an empty image and mounts it, or explains why not.
 fn mounted_image(tag: &str, block_size: u32, size_mib: u64, extra: &[&str]) -> Option<(PathBuf, PathBuf, KernelMount)> {
-    if !is_root() {
-        eprintln!("SKIP: not root; kernel (loop mount) tests need root");
-        return None;
-    }
-    if !have_e2fsprogs() {
+    if !have_e2fsprogs() || !rw_support::require_loop_mount() {
         return None;
     }
     let dir = scratch_dir(tag);
@@ -51,13 +47,8 @@ fn mounted_image(tag: &str, block_size: u32, size_mib: u64, extra: &[&str]) -> O
         &[0],
     );
     let mnt = dir.join("mnt");
-    match KernelMount::at(&img, &mnt, "") {
-        Ok(m) => Some((img, mnt, m)),
-        Err(e) => {
-            eprintln!("SKIP: {e}");
-            None
-        }
-    }
+    let m = KernelMount::at(&img, &mnt, "").unwrap_or_else(|e| panic!("{tag}: kernel mount: {e}"));
+    Some((img, mnt, m))
 }
 
 fn fallocate(f: &File, mode: i32, off: u64, len: u64) {

@@ -5,7 +5,7 @@
 
 mod rw_support;
 
-use rw_support::{fsck_clean, have, is_root, mkfs, KernelMount};
+use rw_support::{fsck_clean, have, mkfs, KernelMount};
 use std::process::Command;
 use uext4::fs::{FallocMode, SetAttr};
 use uext4::{Error, Filesystem};
@@ -43,17 +43,10 @@ fn efbig<T: std::fmt::Debug>(r: uext4::Result<T>) {
 /// Mounts `img` read-only in the kernel and returns the size it reports
 /// for each of `names` and the last byte of each (None when skipped).
 fn kernel_sizes(img: &std::path::Path, names: &[&str]) -> Option<Vec<(u64, Option<u8>)>> {
-    if !is_root() || !have("mount") {
-        eprintln!("SKIP: kernel check needs root and mount");
+    if !rw_support::require_loop_mount() {
         return None;
     }
-    let mnt = match KernelMount::new(img, "ro") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIP: kernel refused the loop mount (no loop devices?): {e}");
-            return None;
-        }
-    };
+    let mnt = KernelMount::new(img, "ro").unwrap_or_else(|e| panic!("kernel refused {}: {e}", img.display()));
     let mut out = Vec::new();
     for n in names {
         use std::io::{Read, Seek, SeekFrom};

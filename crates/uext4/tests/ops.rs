@@ -7,7 +7,7 @@ mod rw_support;
 
 use rw_support::pattern;
 
-use rw_support::{fsck_clean, have, mkfs};
+use rw_support::{fsck_clean, mkfs};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -278,8 +278,7 @@ fn crash_after_commit_recovers_everywhere() {
 /// Mounts `img` with the kernel (as root with loop devices) and compares
 /// the model; skips with a printed reason otherwise.
 fn kernel_check(img: &Path, m: &Model) {
-    if !rw_support::is_root() || !have("mount") {
-        eprintln!("SKIP: kernel mount check needs root");
+    if !rw_support::require_loop_mount() {
         return;
     }
     let mnt = rw_support::KernelMount::new(img, "")

@@ -1,6 +1,8 @@
 //! The FileDevice backend on a raw block device (a loop device), whose
 //! size comes from BLKGETSIZE64 rather than file metadata.
 
+mod rw_support;
+
 use std::process::Command;
 
 struct Loop(String);
@@ -13,13 +15,7 @@ impl Drop for Loop {
 
 #[test]
 fn reads_through_a_loop_device() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: reads_through_a_loop_device needs root for losetup");
-        return;
-    }
-    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
-        eprintln!("SKIP: mkfs.ext4 not installed");
+    if !rw_support::require_loop_mount() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -31,10 +27,7 @@ fn reads_through_a_loop_device() {
     let st = Command::new("mkfs.ext4").args(["-q", "-F", "-d"]).arg(&src).arg(&img).arg("16M").status().unwrap();
     assert!(st.success());
     let out = Command::new("losetup").args(["-f", "--show", "-r"]).arg(&img).output().unwrap();
-    if !out.status.success() {
-        eprintln!("SKIP: losetup failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-        return;
-    }
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr).trim());
     let dev = Loop(String::from_utf8(out.stdout).unwrap().trim().to_string());
     let fs = uext4::Filesystem::open(&dev.0).unwrap();
     assert_eq!(fs.superblock().blocks_count * u64::from(fs.block_size()), 16 << 20);

@@ -80,3 +80,97 @@ pub fn one_error_line(what: &str, out: &Output) -> String {
     assert!(lines[0].starts_with("uext4: "), "{what}: no prefix: {err:?}");
     lines[0].to_string()
 }
+
+/// Why kernel loop mounts cannot be tried here, if they cannot: only a
+/// missing facility counts (not root, no mount(8)/losetup/mkfs.ext4, no
+/// loop devices, a kernel without ext4). Checked once per test binary,
+/// with a real trial mount of an image made by mkfs.ext4.
+///
+/// # Panics
+/// When every facility is there but the kernel refuses that image: such a
+/// host cannot check uext4's images, and a skip would turn a refused uext4
+/// image into a pass.
+pub fn loop_mount_unavailable() -> Option<&'static str> {
+    static VERDICT: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *VERDICT.get_or_init(loop_mount_facility)
+}
+
+/// True when kernel loop mounts work here; prints `SKIP: <reason>`
+/// (`what` names the part skipped) and returns false for a missing
+/// facility. After it, a refused mount is a failure, never a skip.
+pub fn require_loop_mount(what: &str) -> bool {
+    match loop_mount_unavailable() {
+        None => true,
+        Some(why) => {
+            println!("SKIP ({what}): kernel loop mount: {why}");
+            false
+        }
+    }
+}
+
+/// True when this kernel's ext4 mounts casefold images (CONFIG_UNICODE:
+/// ext4 then lists `casefold` in /sys/fs/ext4/features). Checked up
+/// front, so that a refused casefold mount is never taken for a skip.
+pub fn kernel_has_casefold() -> bool {
+    std::path::Path::new("/sys/fs/ext4/features/casefold").exists()
+}
+
+/// True when this kernel's ext4 mounts quota images: ext4 needs
+/// CONFIG_QUOTA and CONFIG_QFMT_V2 built in (fs/ext4/super.c tests
+/// `defined(CONFIG_QFMT_V2)`, false for a module), so quota_v2's
+/// `v2_read_file_info` must be in kallsyms without a `[module]` tag.
+pub fn kernel_has_quota_v2() -> bool {
+    std::path::Path::new("/proc/sys/fs/quota").is_dir()
+        && std::fs::read_to_string("/proc/kallsyms").is_ok_and(|k| {
+            k.lines().any(|l| {
+                let mut f = l.split_whitespace().skip(2);
+                f.next() == Some("v2_read_file_info") && f.next().is_none()
+            })
+        })
+}
+
+/// The check behind [`loop_mount_unavailable`].
+fn loop_mount_facility() -> Option<&'static str> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root");
+    }
+    for (t, why) in [
+        ("mount", "mount(8) not installed"),
+        ("losetup", "losetup not installed"),
+        ("mkfs.ext4", "mkfs.ext4 not installed"),
+    ] {
+        let found = tool("sh").arg("-c").arg(format!("command -v {t}")).output().is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(why);
+        }
+    }
+    if !std::path::Path::new("/dev/loop-control").exists() {
+        return Some("no loop devices (/dev/loop-control missing)");
+    }
+    if !tool("losetup").arg("-f").output().is_ok_and(|o| o.status.success()) {
+        return Some("no free loop device");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = dir.path().join("trial.img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    std::fs::File::create(&img).and_then(|f| f.set_len(16 << 20)).expect("trial image");
+    run(tool("mkfs.ext4").args(["-q", "-F", "-t", "ext4"]).arg(&img));
+    let out = tool("mount").args(["-o", "loop"]).arg(&img).arg(&mnt).output().expect("mount");
+    if out.status.success() {
+        run(tool("umount").arg(&mnt));
+        return None;
+    }
+    let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let module = std::path::Path::new("/lib/modules").join(release.trim()).join("kernel/fs/ext4");
+    if !fss.split_whitespace().any(|f| f == "ext4") && !module.is_dir() {
+        return Some("the kernel has no ext4");
+    }
+    panic!(
+        "loop mounts should work here (root, mount(8), loop devices, ext4) but the kernel refused an image made \
+         by mkfs.ext4: {}. Fix the test host; skipping would hide refused uext4 images.",
+        String::from_utf8_lossy(&out.stderr).trim()
+    )
+}

@@ -15,7 +15,11 @@ use tempfile::TempDir;
 // Finding and running tools is the same for every end-to-end test.
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
-pub use cli_support::{run, tool, BIN};
+// Not every test file uses every one.
+#[allow(unused_imports)]
+pub use cli_support::{
+    kernel_has_casefold, kernel_has_quota_v2, loop_mount_unavailable, require_loop_mount, run, tool, BIN,
+};
 
 /// An image made by `uext4 mkfs` and a mount point in a temporary
 /// directory; whatever is still mounted there is lazily unmounted, and a

@@ -40,7 +40,7 @@
 //! 2. a preallocation lock (per-inode shard or locality group, Mutex);
 //! 3. one group's load lock (Mutex), only while the group is not loaded
 //!    yet: held across the read of its bitmap (see
-//!    [`Allocator::ensure_loaded`]);
+//!    `Allocator::ensure_loaded`);
 //! 4. one group's state lock (Mutex): never two groups at once (checked
 //!    in debug builds, with the inode allocator's group locks, by
 //!    [`crate::lock_order`]);

@@ -30,7 +30,7 @@ mod write;
 pub use finish::reset_mount_traces;
 pub use layout::{default_orphan_blocks, Layout};
 pub use options::{parse_uuid, MkfsFeatures, MkfsOptions};
-pub use write::format_device;
+pub use write::{format_device, time_uuid};
 
 use crate::device::FileDevice;
 use crate::error::{Error, Result};

@@ -40,6 +40,51 @@ fn uuid_v4() -> [u8; 16] {
     u
 }
 
+/// 100-ns intervals from the Gregorian calendar's start (1582-10-15) to
+/// the Unix epoch: the origin of a version 1 UUID's timestamp.
+const GREGORIAN_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
+
+/// A time-based (version 1, RFC 4122) UUID, as libuuid's
+/// `uuid_generate_time` makes it for `mke2fs -U time`: the current time
+/// in 100-ns intervals since 1582-10-15, a random 14-bit clock sequence,
+/// and the first network interface's MAC address as the node (a random
+/// node with the multicast bit set, as the RFC asks, when there is none).
+pub fn time_uuid() -> [u8; 16] {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let ts = GREGORIAN_TO_UNIX + since.as_secs() * 10_000_000 + u64::from(since.subsec_nanos() / 100);
+    let r = random_bytes();
+    let node = mac_address().unwrap_or_else(|| {
+        let mut n = [0u8; 6];
+        n.copy_from_slice(&r[2..8]);
+        n[0] |= 0x01;
+        n
+    });
+    let mut u = [0u8; 16];
+    u[0..4].copy_from_slice(&(ts as u32).to_be_bytes());
+    u[4..6].copy_from_slice(&((ts >> 32) as u16).to_be_bytes());
+    u[6..8].copy_from_slice(&(((ts >> 48) as u16 & 0x0FFF) | 0x1000).to_be_bytes());
+    u[8] = (r[0] & 0x3F) | 0x80;
+    u[9] = r[1];
+    u[10..16].copy_from_slice(&node);
+    u
+}
+
+/// The MAC address of the first interface (by name) in /sys/class/net
+/// that has a non-zero one, loopback excluded: libuuid's node id.
+fn mac_address() -> Option<[u8; 6]> {
+    let mut names: Vec<_> = std::fs::read_dir("/sys/class/net").ok()?.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    names.into_iter().filter(|n| n != "lo").find_map(|n| {
+        let text = std::fs::read_to_string(std::path::Path::new("/sys/class/net").join(n).join("address")).ok()?;
+        let mut mac = [0u8; 6];
+        let mut parts = text.trim().split(':');
+        for b in &mut mac {
+            *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+        }
+        (parts.next().is_none() && mac != [0; 6]).then_some(mac)
+    })
+}
+
 /// A version-4-shaped UUID derived from a fixed time and the label, for
 /// reproducible images: `tag` tells the UUID and the hash seed apart.
 fn derived_uuid(tag: &[u8], time: Timestamp, label: &str) -> [u8; 16] {

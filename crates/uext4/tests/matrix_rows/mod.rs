@@ -24,7 +24,9 @@ pub struct Row {
     pub mkfs: &'static [&'static str],
     /// Image size for the read-write matrix.
     pub size_mb: u64,
-    /// This kernel mounts the set (no casefold, quota or 64 KiB blocks).
+    /// Every kernel mounts the set (not casefold, quota or 64 KiB blocks;
+    /// compat_matrix checks casefold and quota against the kernel's
+    /// features).
     pub kernel: bool,
     /// What uext4 does with it.
     pub expect: Expect,

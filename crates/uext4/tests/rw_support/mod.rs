@@ -50,18 +50,105 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Why a kernel loop mount cannot be tried here, if it cannot.
+/// Why kernel loop mounts cannot be tried here, if they cannot: only a
+/// missing facility counts (not root, no mount(8)/losetup/mkfs.ext4, no
+/// loop devices, a kernel without ext4). The first call also loop-mounts
+/// an image made by mkfs.ext4 (see [`require_loop_mount`]).
+///
+/// # Panics
+/// When every facility is there but the kernel refuses that image: a
+/// test host that cannot mount ext4 cannot check uext4's images, and a
+/// skip there would turn a refused uext4 image into a pass.
 pub fn kernel_unavailable() -> Option<&'static str> {
+    static VERDICT: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *VERDICT.get_or_init(loop_mount_facility)
+}
+
+/// True when kernel loop mounts work here; prints `SKIP: <reason>` and
+/// returns false for a missing facility. Call it before the test's work:
+/// after it, a refused mount is a failure (panic), never a skip.
+pub fn require_loop_mount() -> bool {
+    match kernel_unavailable() {
+        None => true,
+        Some(why) => {
+            eprintln!("SKIP: kernel loop mount: {why}");
+            false
+        }
+    }
+}
+
+/// True when this kernel's ext4 mounts casefold images (CONFIG_UNICODE:
+/// ext4 then lists `casefold` in /sys/fs/ext4/features). Checked up
+/// front, so that a refused casefold mount is never taken for a skip.
+pub fn kernel_has_casefold() -> bool {
+    Path::new("/sys/fs/ext4/features/casefold").exists()
+}
+
+/// True when this kernel's ext4 mounts quota images: ext4 needs
+/// CONFIG_QUOTA and CONFIG_QFMT_V2 built in (fs/ext4/super.c tests
+/// `defined(CONFIG_QFMT_V2)`, false for a module), so quota_v2's
+/// `v2_read_file_info` must be in kallsyms without a `[module]` tag.
+/// Checked up front, as [`kernel_has_casefold`].
+pub fn kernel_has_quota_v2() -> bool {
+    Path::new("/proc/sys/fs/quota").is_dir()
+        && std::fs::read_to_string("/proc/kallsyms").is_ok_and(|k| {
+            k.lines().any(|l| {
+                let mut f = l.split_whitespace().skip(2);
+                f.next() == Some("v2_read_file_info") && f.next().is_none()
+            })
+        })
+}
+
+/// The check behind [`kernel_unavailable`], run once per test binary.
+fn loop_mount_facility() -> Option<&'static str> {
     if !is_root() {
         return Some("not root");
     }
-    if !have("mount") || !Path::new("/dev/loop-control").exists() {
-        return Some("no mount(8) or no loop devices");
+    for t in ["mount", "losetup", "mkfs.ext4"] {
+        if Command::new("sh").arg("-c").arg(format!("command -v {t}")).output().map_or(true, |o| !o.status.success()) {
+            return Some(match t {
+                "mount" => "mount(8) not installed",
+                "losetup" => "losetup not installed",
+                _ => "mkfs.ext4 not installed",
+            });
+        }
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("no loop devices (/dev/loop-control missing)");
     }
     match Command::new("losetup").arg("-f").output() {
-        Ok(o) if o.status.success() => None,
-        _ => Some("no free loop device"),
+        Ok(o) if o.status.success() => {}
+        _ => return Some("no free loop device"),
     }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = dir.path().join("trial.img");
+    std::fs::File::create(&img).and_then(|f| f.set_len(16 << 20)).expect("trial image");
+    let out = Command::new("mkfs.ext4").args(["-q", "-F", "-t", "ext4"]).arg(&img).output().expect("mkfs.ext4");
+    assert!(out.status.success(), "mkfs.ext4 of the trial image: {}", String::from_utf8_lossy(&out.stderr));
+    match KernelMount::new(&img, "") {
+        Ok(m) => {
+            m.unmount();
+            None
+        }
+        Err(e) => {
+            let fss = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+            if !fss.split_whitespace().any(|f| f == "ext4") && !ext4_module_exists() {
+                return Some("the kernel has no ext4");
+            }
+            panic!(
+                "loop mounts should work here (root, mount(8), loop devices, ext4) but the kernel refused an \
+                 image made by mkfs.ext4: {e}. Fix the test host; skipping would hide refused uext4 images."
+            )
+        }
+    }
+}
+
+/// True when an ext4 module is installed for the running kernel (it is
+/// absent from /proc/filesystems until loaded).
+fn ext4_module_exists() -> bool {
+    let Ok(rel) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else { return false };
+    let base = PathBuf::from("/lib/modules").join(rel.trim()).join("kernel/fs/ext4");
+    base.is_dir()
 }
 
 /// A kernel loop mount of an image, unmounted when dropped.
@@ -195,8 +282,7 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// needed; skipped with a message otherwise) and compares each named
 /// file with its expected contents.
 pub fn kernel_read_back(img: &Path, files: &[(&str, Vec<u8>)]) {
-    if !is_root() {
-        eprintln!("SKIP: kernel read-back needs root and loop devices");
+    if !require_loop_mount() {
         return;
     }
     let mnt = KernelMount::new(img, "ro").unwrap_or_else(|e| panic!("kernel refused to mount {}: {e}", img.display()));
