@@ -109,10 +109,16 @@ impl FsCore {
     /// Looks `name` up in directory `dir` before the operation locks
     /// anything: under the directory's I/O lock shared, so that it sees
     /// the directory before or after a change, never in between. The
-    /// answer is a guess to lock by, checked again under the locks.
+    /// answer is a guess to lock by, checked again under the locks. As
+    /// the VFS's lookup before an unlink or a rename, it refuses a name
+    /// that reaches an xattr value's inode ([`FsCore::named_inode`]).
     fn lookup_unlocked(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
         let _s = self.rw()?.data.locks().lock_shared(dir);
-        self.lookup_opt(&self.load_dir(dir)?, name)
+        let found = self.lookup_opt(&self.load_dir(dir)?, name)?;
+        if let Some(ino) = found {
+            self.named_inode(ino)?;
+        }
+        Ok(found)
     }
 
     /// An inode loaded under its I/O lock, for an operation by inode
