@@ -83,3 +83,28 @@ fn ea_inode_named_by_a_directory_entry_is_refused() {
     debugfs_w(&img, "unlink /value");
     fsck_clean(&img);
 }
+
+/// A root inode that is no usable directory (e2fsprogs' f_bad_root_type,
+/// f_zero_root): the kernel refuses the mount ("corrupt root inode, run
+/// e2fsck"); so does every open, read-only or read-write, which writes
+/// nothing. Before, the open succeeded and every access failed.
+#[test]
+fn root_inode_not_a_directory_is_refused_at_open() {
+    for (what, sif) in
+        [("regular file", "mode 0100644"), ("fifo", "mode 010644"), ("empty", "size 0"), ("no blocks", "blocks 0")]
+    {
+        let Some((_d, img)) = mkfs(8, &["-b", "1024"]) else { return };
+        debugfs_w(&img, &format!("sif <2> {sif}"));
+        let before = std::fs::read(&img).unwrap();
+        for write in [false, true] {
+            let r = if write { Filesystem::open_rw(&img) } else { Filesystem::open(&img) };
+            let c = corruption(what, r.map(|_| ()));
+            assert_eq!(c.structure, Structure::Inode, "{what}");
+            assert_eq!(c.location, Location::Inode(2), "{what}");
+            assert!(matches!(c.kind, CorruptKind::BadRoot { .. }), "{what}: {c}");
+            let msg = c.to_string();
+            assert!(msg.contains("root inode") && msg.contains("e2fsck"), "{what}: {msg}");
+        }
+        assert!(std::fs::read(&img).unwrap() == before, "{what}: the refused open wrote to the image");
+    }
+}

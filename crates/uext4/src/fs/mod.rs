@@ -161,6 +161,7 @@ impl Filesystem {
                 )),
             }
         }
+        mount::check_root(&vol)?;
         notices.extend(orphan_file::pending_notice(&vol));
         let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
         Ok(Filesystem { core: Arc::new(core), new_files: Default::default() })
@@ -194,6 +195,7 @@ impl Filesystem {
         let errs = Arc::new(errors::WbErrors::default());
         let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
+        mount::check_root(&vol)?;
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
         let mut rw = mount::Subsystems::start(
             &vol,
