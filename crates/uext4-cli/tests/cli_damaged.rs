@@ -61,3 +61,67 @@ fn mount_refuses_a_root_that_is_no_directory() {
     let err = stderr(&out);
     assert!(err.contains("root inode is not a usable directory") && err.contains("e2fsck"), "mount: {err}");
 }
+
+/// `debugfs -w -f script img`, the script given as lines.
+fn debugfs_script(img: &Path, lines: &[&str]) {
+    let script = img.with_extension("debugfs");
+    std::fs::write(&script, lines.join("\n") + "\n").unwrap();
+    run_ok({
+        let mut c = tool("debugfs");
+        c.args(["-w", "-f"]).arg(&script).arg(img);
+        c
+    });
+}
+
+/// Directories with two entries of one name (e2fsprogs' f_dup_de): /d
+/// names one inode twice (a hard link, links_count 2), /e names two
+/// inodes "a". `uext4 get` copies every readable file: the inode named
+/// twice once (a warning; before, its copy was deleted to make way for a
+/// hard link to itself, which then failed), the second inode as "a~0",
+/// the name e2fsck gives it (an error: the copy has a name the image has
+/// not, so the exit status is 1). Nothing is written to the image.
+#[test]
+fn get_copies_every_file_of_a_directory_with_duplicate_names() {
+    let Some((d, img)) = image(&[]) else { return };
+    let src = d.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("one"), b"first\n").unwrap();
+    std::fs::write(src.join("two"), b"second\n").unwrap();
+    let (one, two) = (src.join("one"), src.join("two"));
+    let (one, two) = (one.to_str().unwrap(), two.to_str().unwrap());
+    debugfs_script(
+        &img,
+        &[
+            "mkdir d",
+            &format!("write {one} d/a"),
+            "ln d/a d",
+            "sif d/a links_count 2",
+            &format!("write {two} d/c"),
+            "mkdir e",
+            &format!("write {one} e/a"),
+            "mkdir tmp",
+            &format!("write {two} tmp/a"),
+            "ln tmp/a e",
+            "unlink tmp/a",
+            "rmdir tmp",
+        ],
+    );
+    let before = std::fs::read(&img).unwrap();
+    let dest = d.path().join("out");
+    let out = uext4([Path::new("get"), &img, Path::new("/"), &dest]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "get: {err}");
+    let read = |p: &str| std::fs::read(dest.join(p)).unwrap_or_else(|e| panic!("{p}: {e}; stderr: {err}"));
+    assert_eq!(read("d/a"), b"first\n");
+    assert_eq!(read("d/c"), b"second\n");
+    assert_eq!(read("e/a"), b"first\n");
+    assert_eq!(read("e/a~0"), b"second\n");
+    let mut names: Vec<_> = std::fs::read_dir(dest.join("d")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "c"]);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines.iter().any(|l| l.contains("/d/a") && l.contains("warning") && l.contains("copied once")), "{err}");
+    assert!(lines.iter().any(|l| l.contains("/e/a") && l.contains("copied as a~0")), "{err}");
+    assert!(std::fs::read(&img).unwrap() == before, "get wrote to the image");
+}
