@@ -254,3 +254,62 @@ fn xattr_with_an_unknown_name_index_is_skipped_and_kept() {
     let listed = debugfs(&img, "ea_list /f");
     assert!(listed.contains(unknown) && listed.contains("user.new") && !listed.contains("user.keep"), "{listed}");
 }
+
+/// An inode bitmap that calls a live inode free (e2fsprogs' f_bitmaps,
+/// f_dup_ba shapes, made with `debugfs freei`): before, the next create
+/// took that slot and wrote its new inode over the live one, so two names
+/// reached one new inode. Each slot is checked in the inode table before
+/// it is used; a live one marks its group corrupt (no more inodes from
+/// it) and another group's slot is taken. Once the bitmap's bit is put
+/// back (`seti`), e2fsck finds nothing else wrong.
+#[test]
+fn inode_slot_the_bitmap_calls_free_but_is_live_is_not_reused() {
+    let Some((_d, img)) = mkfs(8, &["-b", "1024", "-g", "2048", "-N", "256"]) else { return };
+    let fs = Filesystem::open_rw(&img).unwrap();
+    fs.write("/a", b"aaa").unwrap();
+    fs.write("/b", b"bbb").unwrap();
+    let b = fs.resolve("/b").unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    // The bit and the group's free count, as a bitmap and descriptor
+    // that agree with each other but not with the inode table.
+    let stats = debugfs(&img, "stats");
+    let free0: u32 = stats.split(" free inodes").next().and_then(|s| s.rsplit(' ').next()?.parse().ok()).unwrap();
+    debugfs_w(&img, &format!("freei <{b}>"));
+    debugfs_w(&img, &format!("set_bg 0 free_inodes_count {}", free0 + 1));
+    debugfs_w(&img, "set_bg 0 checksum calc");
+    let ipg: u32 = debugfs(&img, "stats")
+        .split("Inodes per group:")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    assert!(256 / ipg >= 2, "two groups at least");
+
+    let fs = Filesystem::open_rw(&img).unwrap();
+    fs.write("/new", b"new").unwrap();
+    fs.write("/new2", b"new2").unwrap();
+    let (n1, n2) = (fs.resolve("/new").unwrap(), fs.resolve("/new2").unwrap());
+    assert_ne!(n1, b, "the live inode's slot was handed out");
+    assert!((n1 - 1) / ipg > 0 && (n2 - 1) / ipg > 0, "group 0 is corrupt: {n1}, {n2}");
+    assert_eq!(fs.read("/b").unwrap(), b"bbb");
+    assert_eq!(fs.stat(b).unwrap().nlink, 1);
+    assert_eq!(fs.detected_errors(), 1, "one group marked corrupt");
+    drop(fs);
+    // Recorded as ext4_error records it, naming the inode.
+    let out = Command::new("dumpe2fs").arg("-h").arg(&img).output().unwrap();
+    let header = String::from_utf8_lossy(&out.stdout);
+    assert!(header.contains("FS Error count:           1"), "{header}");
+    assert!(header.contains("First error function:     ext4_new_inode"), "{header}");
+    assert!(header.contains(&format!("First error inode #:      {b}")), "{header}");
+    let fs = Filesystem::open(&img).unwrap();
+    for (p, data) in [("/a", &b"aaa"[..]), ("/b", b"bbb"), ("/new", b"new"), ("/new2", b"new2")] {
+        assert_eq!(fs.read(p).unwrap(), data, "{p}");
+    }
+    drop(fs);
+    debugfs_w(&img, &format!("seti <{b}>"));
+    let stats = debugfs(&img, "stats");
+    let free0: u32 = stats.split(" free inodes").next().and_then(|s| s.rsplit(' ').next()?.parse().ok()).unwrap();
+    debugfs_w(&img, &format!("set_bg 0 free_inodes_count {}", free0 - 1));
+    debugfs_w(&img, "set_bg 0 checksum calc");
+    fsck_clean(&img);
+}

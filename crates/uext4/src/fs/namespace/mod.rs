@@ -140,6 +140,27 @@ impl FsCore {
         }
     }
 
+    /// Records in the superblock, in `tx`, each inode group the allocator
+    /// found corrupt (a bitmap calling a live inode free), as the
+    /// kernel's ext4_error does: the error count and first/last error
+    /// fields, and the "errors" state that makes the next fsck check
+    /// everything. The allocation itself went on in another group.
+    fn record_alloc_corruption(&self, tx: &Tx) -> Result<()> {
+        for e in self.rw()?.ialloc.take_reports() {
+            let ino = match e.as_corruption().map(|c| c.location) {
+                Some(crate::error::Location::Inode(i)) => i,
+                _ => 0,
+            };
+            let vol = &self.vol;
+            tx.modify(vol.sb_location().0, |b| {
+                crate::fs::mount::modify_sb_in_block(vol, b, |sb| {
+                    crate::fs::errors::save_error_info(sb, &e, ino, 0, "ext4_new_inode", 0)
+                })
+            })?;
+        }
+        Ok(())
+    }
+
     /// A fresh inode of `mode` owned by `uid`/`gid`, allocated near `parent`.
     fn new_inode(&self, tx: &Tx, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Inode> {
         let is_dir = mode & S_IFMT == S_IFDIR;
@@ -156,6 +177,7 @@ impl FsCore {
         }
         tx.check_quota([uid, gid, projid], 0, 1)?;
         let ino = tx.alloc_inode(parent, is_dir)?;
+        self.record_alloc_corruption(tx)?;
         let mut i = Inode::new_raw(&self.vol.sb, ino);
         i.projid = projid;
         i.flags |= inherit;
