@@ -125,3 +125,57 @@ fn get_copies_every_file_of_a_directory_with_duplicate_names() {
     assert!(lines.iter().any(|l| l.contains("/e/a") && l.contains("copied as a~0")), "{err}");
     assert!(std::fs::read(&img).unwrap() == before, "get wrote to the image");
 }
+
+/// `e2fsck -fn img`: its report (stdout) and exit status.
+fn e2fsck_report(img: &Path) -> (String, Option<i32>) {
+    let out = tool("e2fsck").arg("-fn").arg(img).output().unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), out.status.code())
+}
+
+/// Block groups whose descriptors claim one free block less than their
+/// bitmaps (e2fsprogs' f_bitmaps, f_bbfile shapes): uext4 skips such
+/// groups for allocation, as the kernel does. When only they have room,
+/// `uext4 put` says so (before: "no run of 1 free blocks", as if the disk
+/// were full) and leaves no empty file behind (before: /f stayed, empty).
+/// e2fsck sees the image exactly as before the failed put.
+#[test]
+fn put_into_corrupt_groups_says_so_and_leaves_nothing() {
+    let Some((d, img)) = image(&["-g", "1024", "-O", "^flex_bg,^uninit_bg,^metadata_csum", "-E", "lazy_itable_init=0"])
+    else {
+        return;
+    };
+    let stats = run_ok({
+        let mut c = tool("debugfs");
+        c.args(["-R", "stats"]).arg(&img);
+        c
+    });
+    let stats = String::from_utf8_lossy(&stats.stdout).into_owned();
+    // "Group  N: ..." then "   F free blocks, ..." for each group.
+    let mut lines = stats.lines();
+    let mut groups = 0;
+    while let Some(l) = lines.next() {
+        if let Some(rest) = l.strip_prefix(" Group ") {
+            let g: u32 = rest.split(':').next().unwrap().trim().parse().unwrap();
+            let next = lines.next().unwrap();
+            let free: u64 = next.split_whitespace().next().unwrap().parse().unwrap();
+            if free > 0 {
+                debugfs_w(&img, &format!("set_bg {g} free_blocks_count {}", free - 1));
+            }
+            groups += 1;
+        }
+    }
+    assert!(groups >= 4, "{stats}");
+    let (before, code) = e2fsck_report(&img);
+    assert_eq!(code, Some(4), "the crafted damage: {before}");
+    let host = d.path().join("data");
+    std::fs::write(&host, vec![7u8; 5000]).unwrap();
+    let out = uext4([Path::new("put"), &img, &host, Path::new("/f")]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "put: {err}");
+    assert!(err.contains("skipped as corrupt") && err.contains("run e2fsck"), "put: {err}");
+    let ls = uext4([Path::new("ls"), &img, Path::new("/")]);
+    assert!(ls.status.success(), "ls: {}", stderr(&ls));
+    let names = String::from_utf8_lossy(&ls.stdout).into_owned();
+    assert!(!names.lines().any(|l| l.trim() == "f"), "the failed put left /f behind: {names}");
+    assert_eq!(e2fsck_report(&img), (before, code), "the failed put changed what e2fsck sees");
+}
