@@ -161,7 +161,17 @@ impl InodeAllocator {
             if self.free_hint[g as usize].load(Relaxed) == 0 || self.corrupt[g as usize].load(Relaxed) {
                 continue;
             }
-            self.load(g)?;
+            match self.load(g) {
+                Ok(()) => {}
+                // A bitmap that fails its checksum or disagrees with its
+                // descriptor: the kernel's find_group_* go on to the next
+                // group once ext4_read_inode_bitmap has marked it corrupt.
+                Err(e @ (Error::Corrupt(_) | Error::Checksum { .. })) => {
+                    self.mark_corrupt(g, e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             let mut slot = self.lock_group(g);
             let Some(st) = slot.as_mut() else { continue };
             let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };

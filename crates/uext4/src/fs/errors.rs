@@ -259,9 +259,9 @@ impl FsCore {
     }
 
     /// Filesystem errors found and worked around without failing the
-    /// operation that met them (so far: inode groups whose bitmap called
-    /// a live inode free, recorded in the superblock, their allocation
-    /// moved to another group). A front end applies its `errors=` policy
+    /// operation that met them (so far: inode groups whose bitmap is
+    /// corrupt, recorded in the superblock, their allocation moved to
+    /// another group). A front end applies its `errors=` policy
     /// when this number grows, as it does for an operation's corruption
     /// error.
     pub fn detected_errors(&self) -> u64 {

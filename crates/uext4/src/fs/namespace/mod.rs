@@ -141,7 +141,8 @@ impl FsCore {
     }
 
     /// Records in the superblock, in `tx`, each inode group the allocator
-    /// found corrupt (a bitmap calling a live inode free), as the
+    /// found corrupt (a bitmap calling a live inode free, failing its
+    /// checksum or disagreeing with its descriptor), as the
     /// kernel's ext4_error does: the error count and first/last error
     /// fields, and the "errors" state that makes the next fsck check
     /// everything. The allocation itself went on in another group.
@@ -154,7 +155,7 @@ impl FsCore {
             let vol = &self.vol;
             tx.modify(vol.sb_location().0, |b| {
                 crate::fs::mount::modify_sb_in_block(vol, b, |sb| {
-                    crate::fs::errors::save_error_info(sb, &e, ino, 0, "ext4_new_inode", 0)
+                    crate::fs::errors::save_error_info(sb, &e, ino, e.block().unwrap_or(0), "ext4_new_inode", 0)
                 })
             })?;
         }
