@@ -39,27 +39,29 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// A root inode that is a regular file (e2fsprogs' f_bad_root_type): the
-/// mount is refused before anything is mounted, saying why, as the
-/// kernel refuses it and as `uext4 ls` does. Before, the mount came up and
-/// every access through it failed with EIO, nothing logged.
+/// A root inode that is a regular file (e2fsprogs' f_bad_root_type): a
+/// mount, read-write or read-only, is refused before anything is mounted,
+/// saying why, as the kernel refuses it (`uext4 ls` fails too). Before,
+/// the mount came up and every access through it failed with EIO,
+/// nothing logged.
 #[test]
 fn mount_refuses_a_root_that_is_no_directory() {
     let Some((d, img)) = image(&[]) else { return };
     debugfs_w(&img, "sif <2> mode 0100644");
     let out = uext4([Path::new("ls"), &img, Path::new("/")]);
     assert!(!out.status.success(), "ls succeeded");
-    assert!(stderr(&out).contains("root inode"), "ls: {}", stderr(&out));
     let mnt = d.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let out = uext4([Path::new("mount"), &img, &mnt]);
-    if out.status.success() {
-        // Undo the mount the bug made before failing.
-        let _ = tool("umount").arg(&mnt).status();
-        panic!("the mount of an image whose root is a regular file succeeded");
+    for opts in ["rw", "ro"] {
+        let out = uext4([Path::new("mount"), &img, &mnt, Path::new("-o"), Path::new(opts)]);
+        if out.status.success() {
+            // Undo the mount the bug made before failing.
+            let _ = tool("umount").arg(&mnt).status();
+            panic!("the {opts} mount of an image whose root is a regular file succeeded");
+        }
+        let err = stderr(&out);
+        assert!(err.contains("root inode is not a usable directory") && err.contains("e2fsck"), "{opts}: {err}");
     }
-    let err = stderr(&out);
-    assert!(err.contains("root inode is not a usable directory") && err.contains("e2fsck"), "mount: {err}");
 }
 
 /// `debugfs -w -f script img`, the script given as lines.

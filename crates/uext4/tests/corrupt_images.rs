@@ -86,8 +86,10 @@ fn ea_inode_named_by_a_directory_entry_is_refused() {
 
 /// A root inode that is no usable directory (e2fsprogs' f_bad_root_type,
 /// f_zero_root): the kernel refuses the mount ("corrupt root inode, run
-/// e2fsck"); so does every open, read-only or read-write, which writes
-/// nothing. Before, the open succeeded and every access failed.
+/// e2fsck"); so do a read-write open (writing nothing) and
+/// [`FsCore::check_root`], which a mount calls on its read-only open too.
+/// Before, the open succeeded and every access failed. A read-only open
+/// still serves inspection (statfs, inodes by number).
 #[test]
 fn root_inode_not_a_directory_is_refused_at_open() {
     for (what, sif) in
@@ -97,8 +99,14 @@ fn root_inode_not_a_directory_is_refused_at_open() {
         debugfs_w(&img, &format!("sif <2> {sif}"));
         let before = std::fs::read(&img).unwrap();
         for write in [false, true] {
-            let r = if write { Filesystem::open_rw(&img) } else { Filesystem::open(&img) };
-            let c = corruption(what, r.map(|_| ()));
+            let r = if write {
+                Filesystem::open_rw(&img).map(|_| ())
+            } else {
+                let fs = Filesystem::open(&img).unwrap();
+                assert!(fs.statfs().free_inodes > 0 && fs.stat(11).is_ok(), "{what}: inspection");
+                fs.check_root()
+            };
+            let c = corruption(what, r);
             assert_eq!(c.structure, Structure::Inode, "{what}");
             assert_eq!(c.location, Location::Inode(2), "{what}");
             assert!(matches!(c.kind, CorruptKind::BadRoot { .. }), "{what}: {c}");

@@ -161,7 +161,6 @@ impl Filesystem {
                 )),
             }
         }
-        mount::check_root(&vol)?;
         notices.extend(orphan_file::pending_notice(&vol));
         let core = FsCore { vol: Arc::new(vol), notices, alloc: OnceLock::new(), subsystems: None };
         Ok(Filesystem { core: Arc::new(core), new_files: Default::default() })
@@ -223,6 +222,17 @@ impl Filesystem {
 }
 
 impl FsCore {
+    /// Refuses a filesystem whose root inode is no usable directory (not a
+    /// directory, no size or no blocks), as the kernel's mount does
+    /// ("corrupt root inode, run e2fsck"): a corruption error naming it.
+    /// A read-write open checks this itself; a read-only open does not,
+    /// so that inspection (superblock, groups, free space, inodes by
+    /// number) still works on such an image, and a front end that serves
+    /// paths (a mount) calls this first.
+    pub fn check_root(&self) -> Result<()> {
+        mount::check_root(&self.vol)
+    }
+
     /// Warnings produced while opening (unsupported features, unreplayed journal).
     pub fn notices(&self) -> &[String] {
         &self.notices

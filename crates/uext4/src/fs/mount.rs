@@ -50,8 +50,9 @@ impl std::fmt::Debug for Subsystems {
 /// Refuses a filesystem whose root inode is no usable directory, as the
 /// kernel's `ext4_fill_super` does ("corrupt root inode, run e2fsck",
 /// EFSCORRUPTED): not a directory, or with no size or no blocks. Every
-/// path starts at the root, so an open of such an image could only fail
-/// each later access (EIO through a mount, with nothing said why).
+/// path starts at the root, so a read-write open or a mount of such an
+/// image could only fail each later access (EIO through a mount, with
+/// nothing said why). See [`FsCore::check_root`].
 pub(crate) fn check_root(vol: &Volume) -> Result<()> {
     use crate::error::{CorruptKind, Location, Structure};
     use crate::format::inode::{ROOT_INO, S_IFDIR, S_IFMT};
