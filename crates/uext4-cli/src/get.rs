@@ -151,7 +151,9 @@ impl Copier<'_> {
     }
 
     fn copy(&mut self, ino: u32, dest: PathBuf, src: Vec<u8>, top: bool, jobs: &mut Vec<Job>) {
-        let st = match self.fs.stat(ino) {
+        // Reached through a name: an xattr value's inode is refused, as a
+        // lookup refuses it (FsCore::named_inode), not copied as a file.
+        let st = match self.fs.named_inode(ino).and_then(|_| self.fs.stat(ino)) {
             Ok(s) => s,
             Err(e) => return report(&describe(&shown(&src), &e)),
         };

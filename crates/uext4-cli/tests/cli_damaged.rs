@@ -181,3 +181,35 @@ fn put_into_corrupt_groups_says_so_and_leaves_nothing() {
     assert!(!names.lines().any(|l| l.trim() == "f"), "the failed put left /f behind: {names}");
     assert_eq!(e2fsck_report(&img), (before, code), "the failed put changed what e2fsck sees");
 }
+
+/// An xattr value's inode named by a directory entry (e2fsprogs'
+/// f_ea_inode_dir_ref): `uext4 get` of the directory refuses that name,
+/// as a lookup does, instead of copying the value out as a file; the
+/// other files are copied.
+#[test]
+fn get_refuses_an_ea_inode_named_by_an_entry() {
+    let Some((d, img)) = image(&["-O", "ea_inode", "-I", "256"]) else { return };
+    let value = d.path().join("value");
+    std::fs::write(&value, vec![b'v'; 6000]).unwrap();
+    let file = d.path().join("file");
+    std::fs::write(&file, b"data\n").unwrap();
+    debugfs_script(
+        &img,
+        &[&format!("write {} owner", file.display()), &format!("ea_set -f {} owner user.big", value.display())],
+    );
+    let listed = run_ok({
+        let mut c = tool("debugfs");
+        c.args(["-R", "stat <13>"]).arg(&img);
+        c
+    });
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains("Flags: 0x280000"), "inode 13 is not the value's inode: {listed}");
+    debugfs_w(&img, "ln <13> /value");
+    let dest = d.path().join("out");
+    let out = uext4([Path::new("get"), &img, Path::new("/"), &dest]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "get: {err}");
+    assert!(err.contains("/value") && err.contains("EA_INODE"), "get: {err}");
+    assert!(!dest.join("value").exists(), "the value was copied out as a file");
+    assert_eq!(std::fs::read(dest.join("owner")).unwrap(), b"data\n");
+}
