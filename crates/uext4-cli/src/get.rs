@@ -151,7 +151,9 @@ impl Copier<'_> {
     }
 
     fn copy(&mut self, ino: u32, dest: PathBuf, src: Vec<u8>, top: bool, jobs: &mut Vec<Job>) {
-        let st = match self.fs.stat(ino) {
+        // Reached through a name: an xattr value's inode is refused, as a
+        // lookup refuses it (FsCore::named_inode), not copied as a file.
+        let st = match self.fs.named_inode(ino).and_then(|_| self.fs.stat(ino)) {
             Ok(s) => s,
             Err(e) => return report(&describe(&shown(&src), &e)),
         };
@@ -160,6 +162,10 @@ impl Copier<'_> {
         }
         if st.nlink > 1 {
             if let Some(first) = self.links.get(&ino) {
+                if *first == dest {
+                    // Already there (never replace a copy by a link to itself).
+                    return;
+                }
                 if let Err(e) = remove_existing(&dest).and_then(|()| fs::hard_link(first, &dest)) {
                     report(&format!("{}: cannot link to {}: {e}", dest.display(), first.display()));
                 }
@@ -203,8 +209,15 @@ impl Copier<'_> {
             Ok(v) => v,
             Err(e) => return report(&describe(&shown(&src), &e)),
         };
+        // A stable sort: entries of one name stay in directory order.
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        for e in entries.into_iter().rev() {
+        // Names in use in the copy: the image's, then those given to
+        // duplicates.
+        let mut taken: HashSet<Vec<u8>> = entries.iter().map(|e| e.name.clone()).collect();
+        // Inodes copied under each name of this directory.
+        let mut copied: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+        let mut here = Vec::new();
+        for e in entries {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
@@ -214,8 +227,33 @@ impl Copier<'_> {
                 report(&format!("{}: invalid file name in the image, skipped", shown(&child)));
                 continue;
             }
-            jobs.push(Job::Copy { ino: e.ino, dest: dest.join(OsStr::from_bytes(&e.name)), src: child, top: false });
+            // Two entries of one name (a damaged directory, e2fsprogs'
+            // f_dup_de): the host directory can hold only one. The same
+            // inode again adds nothing (e2fsck clears such an entry): it is
+            // copied once, with a warning. Another inode is copied under
+            // the name e2fsck would rename it to (NAME~0, ~1, ...), and
+            // that is an error: the copy then has a name the image has not.
+            let inos = copied.entry(e.name.clone()).or_default();
+            let mut name = e.name.clone();
+            if inos.contains(&e.ino) {
+                warn(&format!("{}: duplicate entry for inode {} in the image, copied once", shown(&child), e.ino));
+                continue;
+            }
+            if !inos.is_empty() {
+                name = unique_name(&e.name, &taken);
+                taken.insert(name.clone());
+                report(&format!(
+                    "{}: duplicate name in the image (inode {}, another inode has it too), copied as {}",
+                    shown(&child),
+                    e.ino,
+                    shown(&name)
+                ));
+            }
+            inos.push(e.ino);
+            here.push(Job::Copy { ino: e.ino, dest: dest.join(OsStr::from_bytes(&name)), src: child, top: false });
         }
+        // The stack pops the last first: push in reverse to copy in order.
+        jobs.extend(here.into_iter().rev());
     }
 
     fn copy_file(&mut self, st: &Stat, dest: &Path, src: &[u8]) -> Result<(), String> {
@@ -327,6 +365,20 @@ fn make_node(st: &Stat, dest: &Path) -> Result<(), String> {
         return Err(dest_err(dest, &io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// A name for a second entry called `name` that no entry of `taken` has:
+/// `name~0`, `name~1`, ... as e2fsck renames a non-unique name (its
+/// `mutate_name`), the stem shortened so that it fits NAME_MAX.
+fn unique_name(name: &[u8], taken: &HashSet<Vec<u8>>) -> Vec<u8> {
+    (0u32..)
+        .map(|k| {
+            let suffix = format!("~{k}");
+            let stem = &name[..name.len().min(255 - suffix.len())];
+            [stem, suffix.as_bytes()].concat()
+        })
+        .find(|n| !taken.contains(n))
+        .unwrap_or_default()
 }
 
 /// Runs `uext4 get`. If DEST is an existing directory, the source is copied

@@ -580,7 +580,9 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
     if let Some(b) = opts.cache_bytes {
         open.cache_bytes = usize::try_from(b).unwrap_or(usize::MAX);
     }
-    let fs = match open_fs(image, open) {
+    // A root that is no directory: the kernel refuses such a mount (a
+    // read-only open does not check it, for inspection's sake).
+    let fs = match open_fs(image, open).and_then(|fs| fs.check_root().map(|()| fs)) {
         Ok(fs) => Arc::new(fs),
         Err(e) => {
             let m = match e {

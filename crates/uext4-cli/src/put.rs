@@ -412,12 +412,27 @@ impl Putter<'_> {
         let fs = self.fs;
         let mode = (meta.mode() & 0o7777) as u16;
         let ino = fs.create(parent, name, mode, meta.uid(), meta.gid()).map_err(|e| Fail::image(dest, e))?.ino;
+        // A copy that fails part way (no space, a host read error) takes
+        // its file back out: no empty or partial file is left under the
+        // name, as if the copy had never started.
+        self.fill_file(&f, &meta, ino, src, dest).inspect_err(|_| {
+            if let Err(e) = fs.unlink(parent, name) {
+                report(&format!("{dest}: removing the partial copy: {}", describe(dest, &e)));
+            }
+        })?;
+        Ok(ino)
+    }
+
+    /// Writes host file `f` (`src`, metadata `meta`) into new image inode
+    /// `ino`, with its attributes.
+    fn fill_file(&mut self, f: &File, meta: &Metadata, ino: u32, src: &Path, dest: &str) -> Result<(), Fail> {
+        let fs = self.fs;
         let size = meta.len();
         let mut end = size;
         let mut off = 0u64;
         let mut read = 0u64;
         let mut unsynced = 0u64;
-        'segments: while let Some((start, stop)) = next_data(&f, off, size).map_err(|e| Fail::host(src, &e))? {
+        'segments: while let Some((start, stop)) = next_data(f, off, size).map_err(|e| Fail::host(src, &e))? {
             let mut pos = start;
             while pos < stop {
                 let want = (stop - pos).min(CHUNK as u64) as usize;
@@ -443,13 +458,13 @@ impl Putter<'_> {
         }
         // The holes skipped count as done too.
         self.progress.bytes(size.saturating_sub(read));
-        let attr = SetAttr { size: Some(end), ..meta_attr(&meta, self.clamp) };
+        let attr = SetAttr { size: Some(end), ..meta_attr(meta, self.clamp) };
         fs.setattr(ino, attr).map_err(|e| Fail::image(dest, e))?;
         if self.sync_each {
             fs.inodes().writeback_inode(ino).map_err(|e| Fail::image(dest, e))?;
         }
         self.copy_xattrs(src, ino, dest)?;
-        Ok(ino)
+        Ok(())
     }
 
     /// Copies the extended attributes of host path `src` to image inode

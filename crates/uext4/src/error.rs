@@ -403,6 +403,16 @@ pub enum CorruptKind {
         /// Why the replayed superblock was refused.
         cause: String,
     },
+    /// The root inode is no usable directory (the kernel's "corrupt root
+    /// inode, run e2fsck"): not a directory, or without size or blocks.
+    BadRoot {
+        /// Its `i_mode`.
+        mode: u16,
+        /// Its `i_size`.
+        size: u64,
+        /// Its `i_blocks`, in 512-byte units.
+        blocks: u64,
+    },
 }
 
 impl std::fmt::Display for CorruptKind {
@@ -450,6 +460,10 @@ impl std::fmt::Display for CorruptKind {
             CorruptKind::InvalidAfterReplay { cause } => {
                 write!(f, "the superblock is invalid after replaying the journal ({cause}); recovery not completed")
             }
+            CorruptKind::BadRoot { mode, size, blocks } => write!(
+                f,
+                "the root inode is not a usable directory (mode {mode:#o}, size {size}, {blocks} sectors); run e2fsck"
+            ),
         }
     }
 }

@@ -309,8 +309,38 @@ impl<'a> Tx<'a> {
 
     /// Allocates an inode (Orlov-like spreading for directories, near the
     /// parent for other files) and journals its bitmap and descriptor.
+    ///
+    /// A slot whose bit was clear but whose record is a live inode (links
+    /// and no deletion time: the bitmap disagrees with the inode table)
+    /// is not used: its group is marked corrupt
+    /// ([`InodeAllocator::mark_corrupt`]) and another slot is taken, so
+    /// that no new file is written over an existing one.
     pub fn alloc_inode(&self, parent: u32, is_dir: bool) -> Result<u32> {
-        let ino = self.ialloc.allocate(self.alloc, parent, is_dir)?;
+        let ino = loop {
+            let ino = self.ialloc.allocate(self.alloc, parent, is_dir)?;
+            // The bit is ours now (set under the group's lock), so no other
+            // thread hands this slot out while its record is read, without
+            // any lock held across the read.
+            match self.slot_is_live(ino) {
+                Ok(false) => break ino,
+                Ok(true) => {
+                    let g = (ino - 1) / self.vol.sb.inodes_per_group;
+                    let why = Error::corruption(
+                        crate::error::Structure::Bitmap,
+                        crate::error::Location::Inode(ino),
+                        crate::error::CorruptKind::Conflict {
+                            a: "a clear inode bitmap bit",
+                            b: "a live inode (links, no deletion time) in the inode table",
+                        },
+                    );
+                    self.ialloc.mark_corrupt(g, why);
+                }
+                Err(e) => {
+                    let _ = self.ialloc.release(ino, is_dir);
+                    return Err(e);
+                }
+            }
+        };
         if let Err(e) = self.journal_inode_group(ino, true) {
             let _ = self.ialloc.release(ino, is_dir);
             return Err(e);
@@ -319,6 +349,35 @@ impl<'a> Tx<'a> {
             self.new_inodes.lock().push(ino);
         }
         Ok(ino)
+    }
+
+    /// True if the inode-table record of `ino`, whose bitmap bit was
+    /// clear, is a live inode: links and no deletion time (a freed inode
+    /// keeps its record with no links, or a dtime). Only slots the table
+    /// is known to hold records for are read: below the group's
+    /// itable_unused mark as opened (with uninit_bg or metadata_csum),
+    /// or anywhere in a zeroed table; a slot above the mark may hold
+    /// whatever the disk had (lazy init), and is zeroed when the mark
+    /// rises over it.
+    fn slot_is_live(&self, ino: u32) -> Result<bool> {
+        let sb = &self.vol.sb;
+        let ipg = sb.inodes_per_group;
+        let (g, idx) = ((ino - 1) / ipg, (ino - 1) % ipg);
+        let gd = &self.vol.groups[g as usize];
+        if gd.flags & BG_INODE_UNINIT != 0 {
+            return Ok(false);
+        }
+        let marked = sb.has_metadata_csum() || sb.has_gdt_csum();
+        if marked && gd.flags & BG_INODE_ZEROED == 0 && idx >= ipg - gd.itable_unused.min(ipg) {
+            return Ok(false);
+        }
+        let (block, off) = self.inode_slot(ino)?;
+        let buf = self.vol.block(block)?;
+        let raw = buf.data();
+        let (Some(links), Some(dtime)) = (raw.get(off + 0x1A..off + 0x1C), raw.get(off + 0x14..off + 0x18)) else {
+            return Ok(false);
+        };
+        Ok(links != [0, 0] && dtime == [0; 4])
     }
 
     /// Frees inode `ino` in its bitmap and descriptor, and gives back

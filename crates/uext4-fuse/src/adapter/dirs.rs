@@ -82,8 +82,10 @@ impl Uext4Fuse {
         let ino = tri!(reply, from_fuse(ino));
         let zero = Duration::ZERO;
         let ttl = self.features.entry_and_attr_ttl();
+        // Each entry is a lookup: an inode a name may not reach (an xattr
+        // value's) is listed with the placeholder, as an error below.
         let r = self.fill_dir(ino, offset, |e| {
-            let full = match self.fs.stat(e.ino) {
+            let full = match self.fs.named_inode(e.ino).and_then(|_| self.fs.stat(e.ino)) {
                 Ok(st) => reply.add(
                     to_fuse(e.ino),
                     e.next_cookie,

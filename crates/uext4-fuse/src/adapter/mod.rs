@@ -98,6 +98,9 @@ pub struct Uext4Fuse {
     pub(crate) want_uring: bool,
     /// Opens the kernel caches, by inode (`store_writes`).
     cached_opens: Arc<files::CachedOpens>,
+    /// The library's [`uext4::FsCore::detected_errors`] that `errors=`
+    /// has been applied to.
+    errors_seen: Arc<AtomicU64>,
 }
 
 impl Uext4Fuse {
@@ -116,6 +119,7 @@ impl Uext4Fuse {
             inval: Arc::new(std::sync::OnceLock::new()),
             want_uring: false,
             cached_opens: Arc::new(files::CachedOpens::new()),
+            errors_seen: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -138,6 +142,7 @@ impl Uext4Fuse {
     /// Ok if changes are allowed: a read-write mount that has not met a
     /// filesystem error under `errors=remount-ro`.
     fn writable(&self) -> Result<(), Errno> {
+        self.apply_detected_errors();
         if self.down.load(Ordering::Acquire) {
             return Err(Errno::EIO);
         }
@@ -161,25 +166,45 @@ impl Uext4Fuse {
             }
         }
         match e {
-            Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_) => match self.on_error {
-                OnError::Continue => warn!("{op}: {e} (errors=continue)"),
-                OnError::RemountRo => {
-                    if !self.errored.swap(true, Ordering::AcqRel) && !self.read_only {
-                        error!("{op}: {e}: refusing all changes from now on (errors=remount-ro)");
-                    } else {
-                        warn!("{op}: {e}");
-                    }
-                }
-                OnError::Stop => {
-                    error!("{op}: {e}: stopping at once (errors=panic); the journal is left for recovery");
-                    // No destructor runs: nothing more reaches the image.
-                    std::process::exit(2);
-                }
-            },
+            Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_) => self.on_fs_error(op, &e),
             Error::NotExt4(_) => warn!("{op}: {e}"),
             _ => debug!("{op}: {e}"),
         }
         errno(&e)
+    }
+
+    /// Applies `errors=` to a filesystem error (already recorded in the
+    /// superblock).
+    fn on_fs_error(&self, op: &str, e: &dyn std::fmt::Display) {
+        match self.on_error {
+            OnError::Continue => warn!("{op}: {e} (errors=continue)"),
+            OnError::RemountRo => {
+                if !self.errored.swap(true, Ordering::AcqRel) && !self.read_only {
+                    error!("{op}: {e}: refusing all changes from now on (errors=remount-ro)");
+                } else {
+                    warn!("{op}: {e}");
+                }
+            }
+            OnError::Stop => {
+                error!("{op}: {e}: stopping at once (errors=panic); the journal is left for recovery");
+                // No destructor runs: nothing more reaches the image.
+                std::process::exit(2);
+            }
+        }
+    }
+
+    /// Applies `errors=` to the errors the library met and worked around
+    /// since the last change (a corrupt inode group it stopped allocating
+    /// from; the superblock records them). Checked before each change: an
+    /// atomic load when there is nothing new.
+    fn apply_detected_errors(&self) {
+        let n = self.fs.detected_errors();
+        if n > self.errors_seen.load(Ordering::Acquire) && self.errors_seen.fetch_max(n, Ordering::AcqRel) < n {
+            self.on_fs_error(
+                "inode allocation",
+                &"an inode bitmap called a live inode free (see the superblock's error record)",
+            );
+        }
     }
 
     /// FS_IOC_SHUTDOWN: the library goes down (journal aborted, left for

@@ -222,7 +222,34 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
         }
     }
     a.counters.failures[Criterion::Cr3.index()].fetch_add(1, Relaxed);
-    Err(Error::NoSpace(format!("no run of {min_len} free blocks")))
+    Err(no_space(a, min_len))
+}
+
+/// The error of a search that found no run of `min_len` blocks. When
+/// groups skipped as corrupt (a bitmap that disagrees with its descriptor
+/// or calls metadata free) hold such a run, the space is there but not
+/// trusted, and the message says so: ENOSPC still (as the kernel answers,
+/// and so that callers waiting for pending frees still retry), naming the
+/// corrupt groups and what e2fsck would give back. Only on this failure
+/// path, after every group was tried, are the groups counted again.
+fn no_space(a: &Allocator, min_len: u32) -> Error {
+    let (mut groups, mut free, mut first) = (0u64, 0u64, None);
+    for g in 0..a.group_count() {
+        let slot = a.groups[g as usize].lock();
+        if let Some(st) = slot.as_ref().filter(|st| st.corrupt && st.buddy.free() >= min_len) {
+            groups += 1;
+            free += u64::from(st.buddy.free());
+            first.get_or_insert(g);
+        }
+    }
+    match first {
+        None => Error::NoSpace(format!("no run of {min_len} free blocks")),
+        Some(g) => Error::NoSpace(format!(
+            "no run of {min_len} free blocks outside {groups} block group(s) skipped as corrupt (the first is group \
+             {g}: its bitmap disagrees with its descriptor or marks metadata free), which hold {free} free \
+             block(s) uext4 will not use; run e2fsck"
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
 use crate::format::superblock::{Superblock, STATE_VALID};
 use crate::volume::Volume;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The checksum an inode bitmap carries in its descriptor (metadata_csum).
@@ -47,6 +47,15 @@ pub struct InodeAllocator {
     total_free: AtomicU64,
     /// Rotor for spreading top-level directories.
     rotor: AtomicU32,
+    /// Groups whose bitmap called a live inode free
+    /// ([`InodeAllocator::mark_corrupt`]): never allocated from again
+    /// (the kernel's EXT4_GROUP_INFO_IBITMAP_CORRUPT).
+    corrupt: Vec<AtomicBool>,
+    /// How many groups were marked corrupt.
+    corrupt_groups: AtomicU32,
+    /// What marked them, for the filesystem to record as an error
+    /// ([`InodeAllocator::take_reports`]).
+    reports: Mutex<Vec<Error>>,
 }
 
 impl InodeAllocator {
@@ -62,6 +71,9 @@ impl InodeAllocator {
             free_hint,
             total_free: AtomicU64::new(total),
             rotor: AtomicU32::new(0),
+            corrupt: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            corrupt_groups: AtomicU32::new(0),
+            reports: Mutex::new(Vec::new()),
             vol,
         }
     }
@@ -146,10 +158,20 @@ impl InodeAllocator {
         let parent_group = parent.saturating_sub(1) / ipg % ngroups.max(1);
         let order = self.group_order(balloc, parent, parent_group, is_dir);
         for g in order {
-            if self.free_hint[g as usize].load(Relaxed) == 0 {
+            if self.free_hint[g as usize].load(Relaxed) == 0 || self.corrupt[g as usize].load(Relaxed) {
                 continue;
             }
-            self.load(g)?;
+            match self.load(g) {
+                Ok(()) => {}
+                // A bitmap that fails its checksum or disagrees with its
+                // descriptor: the kernel's find_group_* go on to the next
+                // group once ext4_read_inode_bitmap has marked it corrupt.
+                Err(e @ (Error::Corrupt(_) | Error::Checksum { .. })) => {
+                    self.mark_corrupt(g, e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             let mut slot = self.lock_group(g);
             let Some(st) = slot.as_mut() else { continue };
             let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };
@@ -167,6 +189,33 @@ impl InodeAllocator {
             return Ok(g * ipg + i + 1);
         }
         Err(Error::NoSpace("no free inodes".into()))
+    }
+
+    /// Group `g`'s bitmap called a slot free that the inode table says
+    /// is a live inode: no inode is allocated from `g` again in this
+    /// mount (the kernel's `ext4_mark_group_bitmap_corrupted` with
+    /// EXT4_GROUP_INFO_IBITMAP_CORRUPT). The slot's bit stays set, which
+    /// is the truth, so it is never handed out. `why` is kept for
+    /// [`InodeAllocator::take_reports`]. True if `g` was not marked
+    /// before.
+    pub fn mark_corrupt(&self, g: u32, why: Error) -> bool {
+        let first = self.corrupt.get(g as usize).is_some_and(|c| !c.swap(true, Relaxed));
+        if first {
+            self.corrupt_groups.fetch_add(1, Relaxed);
+            self.reports.lock().push(why);
+        }
+        first
+    }
+
+    /// The corruption found since the last call (each group once), for
+    /// the caller to record as ext4_error does.
+    pub fn take_reports(&self) -> Vec<Error> {
+        std::mem::take(&mut *self.reports.lock())
+    }
+
+    /// Groups marked corrupt so far ([`InodeAllocator::mark_corrupt`]).
+    pub fn corrupt_groups(&self) -> u32 {
+        self.corrupt_groups.load(Relaxed)
     }
 
     /// Groups to try, best first.

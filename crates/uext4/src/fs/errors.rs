@@ -252,6 +252,16 @@ impl FsCore {
         super::mount::save_error_direct(&self.vol, e, ino, block, func)
     }
 
+    /// Filesystem errors found and worked around without failing the
+    /// operation that met them (so far: inode groups whose bitmap is
+    /// corrupt, recorded in the superblock, their allocation moved to
+    /// another group). A front end applies its `errors=` policy
+    /// when this number grows, as it does for an operation's corruption
+    /// error.
+    pub fn detected_errors(&self) -> u64 {
+        self.live().map_or(0, |rw| u64::from(rw.ialloc.corrupt_groups()))
+    }
+
     /// The journal failed: every change is refused (EROFS) from now on.
     pub(crate) fn check_not_aborted(&self) -> Result<()> {
         if let Some(why) = self.rw()?.txns.aborted() {

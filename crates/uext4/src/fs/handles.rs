@@ -15,7 +15,7 @@ impl FsCore {
     ///
     /// [`Error::BadInode`] (ESTALE) for a number outside the inode table,
     /// a reserved inode other than the root, a free or deleted inode (no
-    /// links), or a different generation: a stale handle, as ext4 answers
+    /// links), an xattr value's inode, or a different generation: a stale handle, as ext4 answers
     /// it. Reading the inode table may still fail with an I/O or checksum
     /// error.
     pub fn stat_by_handle(&self, ino: u32, generation: Option<u32>) -> Result<Stat> {
@@ -24,7 +24,14 @@ impl FsCore {
             return Err(stale());
         }
         let i = inode::read_inode(&self.vol, ino)?;
-        if i.links_count == 0 || i.mode == 0 || generation.is_some_and(|g| g != i.generation) {
+        // An xattr value's inode is never a file: a handle naming its
+        // number was made for an inode since freed and reused for a value
+        // (the kernel's EXT4_IGET_HANDLE answers ESTALE, not corruption).
+        if i.links_count == 0
+            || i.mode == 0
+            || i.flags & crate::format::inode::FL_EA_INODE != 0
+            || generation.is_some_and(|g| g != i.generation)
+        {
             return Err(stale());
         }
         self.stat(ino)

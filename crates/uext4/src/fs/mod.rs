@@ -202,6 +202,7 @@ impl Filesystem {
         let errs = Arc::new(errors::WbErrors::default());
         let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
+        mount::check_root(&vol)?;
         let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
         let mut rw = mount::Subsystems::start(
             &vol,
@@ -230,6 +231,17 @@ impl Filesystem {
 }
 
 impl FsCore {
+    /// Refuses a filesystem whose root inode is no usable directory (not a
+    /// directory, no size or no blocks), as the kernel's mount does
+    /// ("corrupt root inode, run e2fsck"): a corruption error naming it.
+    /// A read-write open checks this itself; a read-only open does not,
+    /// so that inspection (superblock, groups, free space, inodes by
+    /// number) still works on such an image, and a front end that serves
+    /// paths (a mount) calls this first.
+    pub fn check_root(&self) -> Result<()> {
+        mount::check_root(&self.vol)
+    }
+
     /// Warnings produced while opening (unsupported features, unreplayed journal).
     pub fn notices(&self) -> &[String] {
         &self.notices

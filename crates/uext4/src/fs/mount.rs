@@ -47,6 +47,23 @@ impl std::fmt::Debug for Subsystems {
     }
 }
 
+/// Refuses a filesystem whose root inode is no usable directory, as the
+/// kernel's `ext4_fill_super` does ("corrupt root inode, run e2fsck",
+/// EFSCORRUPTED): not a directory, or with no size or no blocks. Every
+/// path starts at the root, so a read-write open or a mount of such an
+/// image could only fail each later access (EIO through a mount, with
+/// nothing said why). See [`FsCore::check_root`].
+pub(crate) fn check_root(vol: &Volume) -> Result<()> {
+    use crate::error::{CorruptKind, Location, Structure};
+    use crate::format::inode::{ROOT_INO, S_IFDIR, S_IFMT};
+    let root = crate::inode::read_inode(vol, ROOT_INO)?;
+    if root.mode & S_IFMT != S_IFDIR || root.size == 0 || root.blocks_512 == 0 {
+        let kind = CorruptKind::BadRoot { mode: root.mode, size: root.size, blocks: root.blocks_512 };
+        return Err(Error::corruption(Structure::Inode, Location::Inode(ROOT_INO), kind));
+    }
+    Ok(())
+}
+
 /// Refuses read-write access to features whose metadata uext4 would not
 /// keep consistent.
 pub(crate) fn check_writable(sb: &Superblock) -> Result<()> {

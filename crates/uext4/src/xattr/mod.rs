@@ -14,10 +14,11 @@ use crate::volume::Volume;
 /// inode is `None` here (its entry is checked; [`get`] reads it).
 pub fn list(vol: &Volume, inode: &Inode) -> Result<Vec<XattrEntry>> {
     // `system.data` is inline data, not an attribute (the kernel has no
-    // handler for it: neither listed nor readable).
+    // handler for it: neither listed nor readable); nor are names in a
+    // namespace uext4 does not know (fs-verity's, for one).
     Ok(list_raw(vol, inode)?
         .into_iter()
-        .filter(|r| !(r.index == INDEX_SYSTEM && r.name == b"data"))
+        .filter(|r| r.is_known() && !(r.index == INDEX_SYSTEM && r.name == b"data"))
         .map(|r| XattrEntry { name: r.full_name(), value: r.value, value_inum: r.value_inum })
         .collect())
 }
@@ -58,7 +59,7 @@ pub(crate) fn block_of(vol: &Volume, inode: &Inode) -> Result<std::sync::Arc<cra
 pub fn get(vol: &Volume, inode: &Inode, name: &[u8]) -> Result<Vec<u8>> {
     let e = list_raw(vol, inode)?
         .into_iter()
-        .find(|e| e.full_name() == name)
+        .find(|e| e.is_known() && e.full_name() == name)
         .ok_or_else(|| Error::NoAttr(String::from_utf8_lossy(name).into_owned()))?;
     let value = match &e.value {
         Some(v) => v.clone(),

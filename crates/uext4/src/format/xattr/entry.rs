@@ -2,7 +2,7 @@
 //! entry descriptors (`struct ext4_xattr_entry`) growing down from the
 //! start, values packed from the end, closed by a zero word.
 
-use super::{prefix, RawXattr};
+use super::RawXattr;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le16, le32, put_le16, put_le32, u8_at};
 
@@ -46,9 +46,11 @@ pub(super) fn parse_raw_entries(
         if name_end > b.len() {
             return Err(bad(off, CorruptKind::CrossesEnd { what: "entry name" }));
         }
-        if prefix(index).is_none() {
-            return Err(bad(off, CorruptKind::OutOfRange { field: "e_name_index", value: u64::from(index) }));
-        }
+        // An index uext4 has no prefix for (fs-verity's 11, Hurd's 10, a
+        // later one) is kept, not refused: the kernel skips entries
+        // without a handler when listing and never matches them when
+        // looking a name up, and keeps them when it rewrites the table.
+        // Readers filter them out ([`RawXattr::is_known`]).
         let name = b[off + ENTRY_HEADER_SIZE..name_end].to_vec();
         if value_size > VALUE_MAX_ON_DISK {
             return Err(bad(off, CorruptKind::OutOfRange { field: "e_value_size", value: value_size as u64 }));

@@ -79,7 +79,16 @@ impl RawXattr {
         }
     }
 
-    /// The full name including the namespace prefix.
+    /// True if its `e_name_index` has a namespace prefix here. Entries in
+    /// other namespaces (fs-verity's index 11, for one) are neither
+    /// listed nor readable, as the kernel has no handler for them, but
+    /// the write path keeps them when it rewrites a table.
+    pub fn is_known(&self) -> bool {
+        prefix(self.index).is_some()
+    }
+
+    /// The full name including the namespace prefix (only meaningful
+    /// when [`RawXattr::is_known`]).
     pub fn full_name(&self) -> Vec<u8> {
         let mut name = prefix(self.index).unwrap_or("").as_bytes().to_vec();
         name.extend_from_slice(&self.name);
@@ -88,7 +97,10 @@ impl RawXattr {
 }
 
 pub(super) fn to_entries(raw: Vec<RawXattr>) -> Vec<XattrEntry> {
-    raw.into_iter().map(|r| XattrEntry { name: r.full_name(), value: r.value, value_inum: r.value_inum }).collect()
+    raw.into_iter()
+        .filter(RawXattr::is_known)
+        .map(|r| XattrEntry { name: r.full_name(), value: r.value, value_inum: r.value_inum })
+        .collect()
 }
 
 /// `e_name_index` of `user.` names.

@@ -132,10 +132,16 @@ impl FsCore {
     /// Looks `name` up in directory `dir` before the operation locks
     /// anything: under the directory's I/O lock shared, so that it sees
     /// the directory before or after a change, never in between. The
-    /// answer is a guess to lock by, checked again under the locks.
+    /// answer is a guess to lock by, checked again under the locks. As
+    /// the VFS's lookup before an unlink or a rename, it refuses a name
+    /// that reaches an xattr value's inode ([`FsCore::named_inode`]).
     fn lookup_unlocked(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
         let _s = self.rw()?.data.locks().lock_shared(dir);
-        self.lookup_opt(&self.load_dir(dir)?, name)
+        let found = self.lookup_opt(&self.load_dir(dir)?, name)?;
+        if let Some(ino) = found {
+            self.named_inode(ino)?;
+        }
+        Ok(found)
     }
 
     /// An inode loaded under its I/O lock, for an operation by inode
@@ -158,6 +164,28 @@ impl FsCore {
         }
     }
 
+    /// Records in the superblock, in `tx`, each inode group the allocator
+    /// found corrupt (a bitmap calling a live inode free, failing its
+    /// checksum or disagreeing with its descriptor), as the
+    /// kernel's ext4_error does: the error count and first/last error
+    /// fields, and the "errors" state that makes the next fsck check
+    /// everything. The allocation itself went on in another group.
+    fn record_alloc_corruption(&self, tx: &Tx) -> Result<()> {
+        for e in self.rw()?.ialloc.take_reports() {
+            let ino = match e.as_corruption().map(|c| c.location) {
+                Some(crate::error::Location::Inode(i)) => i,
+                _ => 0,
+            };
+            let vol = &self.vol;
+            tx.modify(vol.sb_location().0, |b| {
+                crate::fs::mount::modify_sb_in_block(vol, b, |sb| {
+                    crate::fs::errors::save_error_info(sb, &e, ino, e.block().unwrap_or(0), "ext4_new_inode", 0)
+                })
+            })?;
+        }
+        Ok(())
+    }
+
     /// A fresh inode of `mode` owned by `uid`/`gid`, allocated near `parent`.
     fn new_inode(&self, tx: &Tx, parent: u32, mode: u16, uid: u32, gid: u32) -> Result<Inode> {
         let is_dir = mode & S_IFMT == S_IFDIR;
@@ -174,6 +202,7 @@ impl FsCore {
         }
         tx.check_quota([uid, gid, projid], 0, 1)?;
         let ino = tx.alloc_inode(parent, is_dir)?;
+        self.record_alloc_corruption(tx)?;
         let mut i = Inode::new_raw(&self.vol.sb, ino);
         i.projid = projid;
         i.flags |= inherit;

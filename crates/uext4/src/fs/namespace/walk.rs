@@ -1,9 +1,9 @@
 //! Path resolution and directory lookups: the read side of the namespace.
 
 use crate::dir::{self};
-use crate::error::{Error, Result};
+use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::dirent::NAME_MAX;
-use crate::format::inode::{FileType, Inode, ROOT_INO};
+use crate::format::inode::{FileType, Inode, FL_EA_INODE, ROOT_INO};
 use crate::fs::FsCore;
 
 /// Symlinks followed while resolving one path before giving up (ELOOP),
@@ -15,9 +15,31 @@ impl FsCore {
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
         let found = self.read_dir_with(dir, |d| dir::lookup(&self.vol, d, name))?;
         match found {
-            Some((ino, _)) => Ok(ino),
+            Some((ino, _)) => {
+                self.named_inode(ino)?;
+                Ok(ino)
+            }
             None => Err(Error::NotFound(String::from_utf8_lossy(name).into_owned())),
         }
+    }
+
+    /// Reads inode `ino` that a directory entry names, refusing one that
+    /// is an extended attribute's value (flagged `EXT4_EA_INODE_FL`), as
+    /// the kernel's `__ext4_iget` does for every inode it reaches other
+    /// than through an xattr (EFSCORRUPTED, "unexpected EA_INODE flag").
+    /// Such an inode is no file: its `i_atime` holds the value's hash and
+    /// its link count the value's references, so opening it as a file
+    /// (reading updates the atime) would damage the xattr that owns it.
+    pub fn named_inode(&self, ino: u32) -> Result<Inode> {
+        let i = self.inode(ino)?;
+        if i.flags & FL_EA_INODE != 0 {
+            return Err(Error::corruption(
+                Structure::Inode,
+                Location::Inode(ino),
+                CorruptKind::Conflict { a: "EXT4_EA_INODE_FL (an xattr value)", b: "a directory entry naming it" },
+            ));
+        }
+        Ok(i)
     }
 
     /// Reads directory `ino` with `f`: when open read-write, under its
@@ -69,7 +91,7 @@ impl FsCore {
                 None => return Err(Error::NotFound(shown())),
             };
             let last = i + 1 == comps.len();
-            let node = self.inode(next)?;
+            let node = self.named_inode(next)?;
             if node.file_type()? == FileType::Symlink && (!last || follow_last) {
                 *follows += 1;
                 if *follows > MAX_SYMLINK_FOLLOWS {
