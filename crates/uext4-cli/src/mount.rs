@@ -23,7 +23,7 @@
 //! `uext4 IMAGE MNT -o OPTS` that fuse3's `mount.fuse3` runs for
 //! `mount -t fuse.uext4` when no such helper exists.
 
-use crate::util::{eprint_line, CliError, CliResult};
+use crate::util::{eprint_line, unescape_mount_field, CliError, CliResult};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -522,26 +522,6 @@ fn bind_again(first: &Path, mnt: &Path, read_only: bool) -> CliResult {
         }
     }
     Ok(())
-}
-
-/// Undoes the octal escapes (`\040` for a space) of a /proc/mounts field.
-fn unescape_mount_field(f: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(f.len());
-    let mut i = 0;
-    while i < f.len() {
-        let oct = f.get(i + 1..i + 4).filter(|d| f[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match oct {
-            Some(d) => {
-                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
-                i += 4;
-            }
-            None => {
-                out.push(f[i]);
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 /// Opens the image; in test builds a test may ask for a device that dies

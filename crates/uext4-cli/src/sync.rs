@@ -9,7 +9,7 @@
 //! be answered), then the [`uext4_fuse::UEXT4_IOC_SYNC`] ioctl on the
 //! mount's root, which the daemon answers once everything is committed.
 
-use crate::util::{CliError, CliResult};
+use crate::util::{unescape_mount_field, CliError, CliResult};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStringExt;
@@ -32,27 +32,7 @@ fn parse_mountinfo(info: &[u8]) -> Vec<PathBuf> {
         let Some(dash) = fields.iter().position(|f| *f == b"-") else { continue };
         if fields.get(dash + 1) == Some(&&b"fuse.uext4"[..]) {
             if let Some(mp) = fields.get(4) {
-                out.push(PathBuf::from(std::ffi::OsString::from_vec(unescape(mp))));
-            }
-        }
-    }
-    out
-}
-
-/// A mountinfo field with its octal escapes (`\040` for a space) undone.
-fn unescape(f: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(f.len());
-    let mut i = 0;
-    while i < f.len() {
-        let oct = f.get(i + 1..i + 4).filter(|d| f[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match oct {
-            Some(d) => {
-                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
-                i += 4;
-            }
-            None => {
-                out.push(f[i]);
-                i += 1;
+                out.push(PathBuf::from(std::ffi::OsString::from_vec(unescape_mount_field(mp))));
             }
         }
     }
@@ -173,6 +153,6 @@ mod tests {
                      41 36 0:51 / /tmp/c rw - fuse.sshfs host: rw\n\
                      42 36 0:52 / /tmp/d rw - fuse.uext4 /img2 ro\n";
         assert_eq!(parse_mountinfo(info), vec![PathBuf::from("/tmp/a b"), PathBuf::from("/tmp/d")]);
-        assert_eq!(unescape(b"x\\134y\\0"), b"x\\y\\0");
+        assert_eq!(unescape_mount_field(b"x\\134y\\0"), b"x\\y\\0");
     }
 }

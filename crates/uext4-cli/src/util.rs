@@ -560,3 +560,23 @@ impl JsonTarget {
         JsonTarget { target: n.name, target_bytes: n.name_bytes }
     }
 }
+
+/// Undoes the octal escapes (`\040` for a space) of a /proc/mounts field.
+pub fn unescape_mount_field(f: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(f.len());
+    let mut i = 0;
+    while i < f.len() {
+        let oct = f.get(i + 1..i + 4).filter(|d| f[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(f[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 mod mount_support;
 
-use mount_support::{have, is_mounted, require_loop_mount, run, tool, unmount_retrying, wait_image_free, Fixture, BIN};
+use mount_support::{
+    as_nobody, have, is_mounted, require_loop_mount, run, tool, unmount_retrying, wait_image_free, Fixture, BIN,
+};
 
 fn sh(script: &str) -> Output {
     run(tool("sh").arg("-c").arg(script))
@@ -100,20 +102,6 @@ fn listxattr_sized(p: &Path, size: usize) -> (isize, i32) {
     // SAFETY: as in getxattr_sized.
     let r = unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), size) };
     (r, if r < 0 { std::io::Error::last_os_error().raw_os_error().unwrap_or(-1) } else { 0 })
-}
-
-/// Runs a shell command as uid/gid 65534 (nobody); true if it succeeded.
-fn as_nobody(script: &str) -> bool {
-    use std::os::unix::process::CommandExt;
-    tool("sh")
-        .arg("-c")
-        .arg(script)
-        .uid(65534)
-        .gid(65534)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> i32 {

@@ -14,12 +14,11 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod mount_support;
 
-use mount_support::{tool, Fixture};
+use mount_support::{as_nobody, Fixture};
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
@@ -318,20 +317,6 @@ fn syncfs_after_atomic_replace_with_writeback_cache() {
     }
     fx.unmount();
     fx.assert_clean();
-}
-
-/// Runs a shell command as uid/gid 65534 (nobody); true if it succeeded.
-fn as_nobody(script: &str) -> bool {
-    use std::os::unix::process::CommandExt;
-    tool("sh")
-        .arg("-c")
-        .arg(script)
-        .uid(65534)
-        .gid(65534)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// The options /proc/self/mountinfo shows for the mount at `mnt`.

@@ -21,6 +21,20 @@ pub use cli_support::{
     kernel_has_casefold, kernel_has_quota_v2, loop_mount_unavailable, require_loop_mount, run, tool, BIN,
 };
 
+/// Runs a shell command as uid/gid 65534 (nobody); true if it succeeded.
+pub fn as_nobody(script: &str) -> bool {
+    use std::os::unix::process::CommandExt;
+    tool("sh")
+        .arg("-c")
+        .arg(script)
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// An image made by `uext4 mkfs` and a mount point in a temporary
 /// directory; whatever is still mounted there is lazily unmounted, and a
 /// foreground daemon killed, when it drops (failed tests).
