@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Scale: does the cost of an operation grow with the size of the image or the
+# directory? Each target runs the same single-client loops through a real mount:
+#   uext4     `uext4 mount` (FUSE over io_uring where the kernel has it, else /dev/fuse)
+#   kernel    the kernel's ext4 on a loop device over the same kind of image
+#   fuse2fs   e2fsprogs' fuse2fs (only on images up to FUSE2FS_MAX, default 1T: it reads
+#             every group's bitmaps at mount)
+# Sections (SECTIONS, default "size dir"):
+#   size  for each image size in SIZES (default "1G 1T 15T"; sparse files made by
+#         `mkfs.ext4 -E lazy_itable_init=1,lazy_journal_init=1`, as a real disk would be
+#         formatted): mount time, first `df`, N creates (create + 4 KiB write + close),
+#         N unlinks, 1 GiB sequential write + fsync, daemon peak RSS, unmount time
+#         (N = CREATES, default 10000)
+#   dir   one directory grown to DIR_ENTRIES (default 1000000) empty files on a DIR_SIZE
+#         (default 64G) image: creates/s per tenth of the way, random lookups/s (stat of
+#         existing names) at the end, a full `ls -f`, then removing all
+# Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
+# Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
+#
+#   bench/scale.sh                       (root; both sections, all targets)
+#   SECTIONS=size SIZES="1G 15T" TARGETS="uext4 kernel" bench/scale.sh
+# Environment: TARGETS (default "uext4 kernel fuse2fs"), OUT (default target/bench-scale),
+#   UEXT4_OPTS (extra mount options, default rw), CARGO_TARGET_DIR (where uext4 is built).
+# Prints a markdown table per section; raw lines in $OUT/results.tsv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+sections=${SECTIONS:-size dir}
+sizes=${SIZES:-1G 1T 15T}
+targets=${TARGETS:-uext4 kernel fuse2fs}
+creates=${CREATES:-10000}
+dir_entries=${DIR_ENTRIES:-1000000}
+dir_size=${DIR_SIZE:-64G}
+fuse2fs_max=${FUSE2FS_MAX:-1T}
+imgdir=${IMGDIR:-/tmp}
+out=${OUT:-$root/target/bench-scale}
+uext4_opts=${UEXT4_OPTS:-rw}
+[ "$(id -u)" = 0 ] || { echo "needs root (loop and FUSE mounts)" >&2; exit 1; }
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+source scripts/deps.sh
+case " $targets " in *" fuse2fs "*)
+  command -v fuse2fs >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse2fs >/dev/null; } ;;
+esac
+cargo build --release --locked -q -p uext4-cli
+bin=${CARGO_TARGET_DIR:-$root/target}/release/uext4
+
+rm -rf "$out"
+mkdir -p "$out/mnt"
+mnt=$out/mnt
+img=$imgdir/uext4-scale.img
+pid=""
+uring_param=/sys/module/fuse/parameters/enable_uring
+uring_was=""
+[ -e "$uring_param" ] && uring_was=$(cat "$uring_param") && echo Y >"$uring_param"
+cleanup() {
+  if mountpoint -q "$mnt"; then umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  if [ -n "$uring_was" ]; then echo "$uring_was" >"$uring_param" 2>/dev/null || true; fi
+  rm -f "$img"
+}
+trap cleanup EXIT
+
+bytes() { numfmt --from=iec "$1"; }
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc -l | xargs printf '%.3f'; }
+
+new_image() { # SIZE
+  rm -f "$img"
+  truncate -s "$1" "$img"
+  mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 "$img"
+}
+
+do_mount() { # TARGET
+  pid=""
+  case $1 in
+    uext4)
+      "$bin" mount "$img" "$mnt" -o "$uext4_opts" --foreground 2>>"$out/uext4.daemon.log" &
+      pid=$! ;;
+    fuse2fs)
+      fuse2fs "$img" "$mnt" -f 2>>"$out/fuse2fs.daemon.log" &
+      pid=$! ;;
+    kernel) mount -o loop "$img" "$mnt" ;;
+  esac
+  local i
+  for i in $(seq 1 6000); do
+    mountpoint -q "$mnt" && return 0
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.01
+  done
+  echo "$1: mount failed (see $out/$1.daemon.log)" >&2
+  return 1
+}
+
+do_unmount() {
+  umount "$mnt"
+  if [ -n "$pid" ]; then wait "$pid" || echo "daemon exit status $?" >&2; fi
+  pid=""
+}
+
+hwm_mb() {
+  if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
+    awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$pid/status"
+  else
+    echo -
+  fi
+}
+
+# The single-client loops, timed inside one process (no fork per file).
+loop_py=$out/loop.py
+cat >"$loop_py" <<'EOF'
+import os, random, sys, time
+op, d, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+buf = b"x" * 4096
+t0 = time.monotonic()
+if op == "create":        # create + 4 KiB write + close
+    for i in range(n):
+        fd = os.open(f"{d}/f{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.write(fd, buf)
+        os.close(fd)
+elif op == "unlink":
+    for i in range(n):
+        os.unlink(f"{d}/f{i}")
+elif op == "grow":        # empty files, reporting every tenth of the way
+    step = max(n // 10, 1)
+    t = t0
+    for i in range(n):
+        os.close(os.open(f"{d}/e{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        if (i + 1) % step == 0:
+            u = time.monotonic()
+            print(f"creates/s {i + 1 - step}-{i + 1}: {step / (u - t):.0f}", flush=True)
+            t = u
+elif op == "lookup":      # stat of random existing names
+    k = min(n, 100000)
+    for _ in range(k):
+        os.stat(f"{d}/e{random.randrange(n)}")
+    print(f"lookups/s: {k / (time.monotonic() - t0):.0f}")
+elif op == "remove":
+    for i in range(n):
+        os.unlink(f"{d}/e{i}")
+print(f"{op} {time.monotonic() - t0:.3f}")
+EOF
+
+results=$out/results.tsv
+: >"$results"
+record() { printf '%s\n' "$*" | tr ' ' '\t' >>"$results"; }
+
+check_image() { # LABEL
+  if ! e2fsck -fn "$img" >"$out/e2fsck.log" 2>&1; then
+    echo "e2fsck -fn failed on $1:" >&2
+    cat "$out/e2fsck.log" >&2
+    exit 1
+  fi
+}
+
+section_size() {
+  local size t pid_rss t0 mount_s df_s create_s unlink_s write_s umount_s rss
+  printf '\n### Scale: image size (%s creates/unlinks, 1 GiB write)\n\n' "$creates"
+  echo "| image | target | mount s | first df s | creates/s | unlinks/s | 1 GiB write+fsync s | peak RSS MB | unmount s |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  for size in $sizes; do
+    for t in $targets; do
+      if [ "$t" = fuse2fs ] && [ "$(bytes "$size")" -gt "$(bytes "$fuse2fs_max")" ]; then continue; fi
+      new_image "$size"
+      t0=$(now); do_mount "$t"; mount_s=$(since "$t0")
+      t0=$(now); df "$mnt" >/dev/null; df_s=$(since "$t0")
+      mkdir "$mnt/d"
+      create_s=$(python3 "$loop_py" create "$mnt/d" "$creates" | awk '{ print $2 }')
+      unlink_s=$(python3 "$loop_py" unlink "$mnt/d" "$creates" | awk '{ print $2 }')
+      t0=$(now)
+      dd if=/dev/zero of="$mnt/big" bs=1M count=1024 conv=fsync status=none
+      write_s=$(since "$t0")
+      rss=$(hwm_mb)
+      t0=$(now); do_unmount; umount_s=$(since "$t0")
+      [ "$t" = kernel ] || check_image "$t $size"
+      record size "$size" "$t" "$mount_s" "$df_s" "$create_s" "$unlink_s" "$write_s" "$rss" "$umount_s"
+      printf '| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s |\n' "$size" "$t" "$mount_s" "$df_s" \
+        "$(echo "$creates / $create_s" | bc -l)" "$(echo "$creates / $unlink_s" | bc -l)" "$write_s" "$rss" "$umount_s"
+    done
+  done
+}
+
+section_dir() {
+  local t t0 lines ls_s rm_s rss
+  printf '\n### Scale: one directory of %s entries (%s image)\n\n' "$dir_entries" "$dir_size"
+  for t in $targets; do
+    if [ "$t" = fuse2fs ] && [ "$(bytes "$dir_size")" -gt "$(bytes "$fuse2fs_max")" ]; then continue; fi
+    new_image "$dir_size"
+    do_mount "$t"
+    mkdir "$mnt/d"
+    echo "#### $t"
+    python3 "$loop_py" grow "$mnt/d" "$dir_entries" | grep creates/s | sed 's/^/- /'
+    python3 "$loop_py" lookup "$mnt/d" "$dir_entries" | grep lookups/s | sed 's/^/- /'
+    t0=$(now); lines=$(ls -f "$mnt/d" | wc -l); ls_s=$(since "$t0")
+    echo "- ls -f: $lines names in $ls_s s"
+    rm_s=$(python3 "$loop_py" remove "$mnt/d" "$dir_entries" | awk '{ print $2 }')
+    rss=$(hwm_mb)
+    echo "- remove all: $rm_s s; daemon peak RSS $rss MB"
+    do_unmount
+    [ "$t" = kernel ] || check_image "$t dir"
+    record dir "$dir_entries" "$t" "$ls_s" "$rm_s" "$rss"
+  done
+}
+
+for s in $sections; do "section_$s"; done
