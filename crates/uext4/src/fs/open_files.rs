@@ -14,8 +14,9 @@
 use super::orphan_file::OrphanSlots;
 use crate::lock_order::Class;
 use crate::locks::{ordered, Ordered};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 /// Open handles per inode and what their closes must do.
 #[derive(Default)]
@@ -35,6 +36,12 @@ struct Table {
     /// Doomed inodes made by `tmpfile` (O_TMPFILE without O_EXCL): a
     /// link may still name them (the kernel's I_LINKABLE).
     linkable: HashSet<u32>,
+    /// Doomed inodes taken for deletion ([`OpenFiles::take_doomed`]) whose
+    /// deletion has not finished yet ([`OpenFiles::deleted`]).
+    deleting: u32,
+    /// Deletions finished so far: what [`OpenFiles::wait_deleted`] waits
+    /// to see change.
+    deleted: u64,
 }
 
 /// What a close must do (see [`OpenFiles::close_ref`]).
@@ -61,6 +68,10 @@ pub(crate) struct OpenFiles {
     /// table's lock is taken when a count leaves or reaches zero, inside
     /// the shard's lock (shard, then table: never the other way round).
     refs: Box<[Mutex<HashMap<u32, u64>>]>,
+    /// Signalled (with the table's lock) when the deletion of a doomed
+    /// inode finishes: an allocation that failed with ENOSPC waits for
+    /// the deletions the kernel's pending FORGETs are about to start.
+    deleted_cv: Condvar,
 }
 
 impl Default for OpenFiles {
@@ -82,6 +93,7 @@ impl OpenFiles {
             table: Mutex::default(),
             orphan_lock: Mutex::new(slots),
             refs: (0..REF_SHARDS).map(|_| Mutex::default()).collect(),
+            deleted_cv: Condvar::new(),
         }
     }
 
@@ -200,13 +212,51 @@ impl OpenFiles {
     /// open nor referenced again, so the caller deletes it; false if
     /// another close did, or it was reopened or looked up again (its own
     /// last close or FORGET deletes it).
+    /// The caller must call [`OpenFiles::deleted`] when the deletion it
+    /// starts ends, whether it succeeded or not.
     pub(crate) fn take_doomed(&self, ino: u32) -> bool {
         let mut g = self.table.lock();
         if g.held(ino) || !g.doomed.remove(&ino) {
             return false;
         }
         g.linkable.remove(&ino);
+        g.deleting += 1;
         true
+    }
+
+    /// The deletion of an inode [`OpenFiles::take_doomed`] handed out has
+    /// ended (its blocks freed, or it failed): wakes the allocations
+    /// waiting for it in [`OpenFiles::wait_deleted`].
+    pub(crate) fn deleted(&self) {
+        let mut g = self.table.lock();
+        g.deleting = g.deleting.saturating_sub(1);
+        g.deleted += 1;
+        self.deleted_cv.notify_all();
+    }
+
+    /// After an allocation failed with ENOSPC: waits until `deadline` for
+    /// the deletion of an unlinked inode that only the kernel still holds
+    /// (its FORGET is on its way: the kernel sends it when it evicts the
+    /// node, asynchronously, and another thread may serve the caller's
+    /// next request first) or that is being deleted. True as soon as such
+    /// a deletion has finished (its blocks are freed, allocatable after a
+    /// commit); false at once if none is pending, or when `deadline`
+    /// passes first. Nothing on a common path: it scans the doomed inodes
+    /// only when the filesystem is full.
+    pub(crate) fn wait_deleted(&self, deadline: Instant) -> bool {
+        let mut g = self.table.lock();
+        let start = g.deleted;
+        loop {
+            if g.deleted != start {
+                return true;
+            }
+            // Doomed and not open: kept only by the kernel's references
+            // (or its last one just dropped, its deletion about to start).
+            let pending = g.deleting > 0 || g.doomed.iter().any(|i| !g.counts.contains_key(i));
+            if !pending || self.deleted_cv.wait_until(&mut g, deadline).timed_out() {
+                return g.deleted != start;
+            }
+        }
     }
 
     /// Counts the first handle of the new unnamed inode `ino` (O_TMPFILE),

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::{FsCore, MountOptions};
+use std::time::{Duration, Instant};
 
 /// What must be durable when an operation returns: the `sync` and
 /// `dirsync` mount options ([`MountOptions::sync`], [`MountOptions::dirsync`]).
@@ -130,12 +131,16 @@ impl FsCore {
 
     /// Runs `op` again (at most 3 times) when it fails with ENOSPC while
     /// blocks freed by uncommitted transactions wait: a commit makes them
-    /// allocatable (the kernel's `ext4_should_retry_alloc`). For operations
-    /// that leave nothing behind when they fail. Called with no lock held.
+    /// allocatable (the kernel's `ext4_should_retry_alloc`), or while
+    /// unlinked inodes that only the kernel still holds are about to be
+    /// deleted by its FORGET (see [`FsCore::can_retry_alloc`]). For
+    /// operations that leave nothing behind when they fail. Called with
+    /// no lock held.
     pub(crate) fn retry_nospc<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + FORGET_WAIT;
         let mut r = op();
         for _ in 0..3 {
-            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc() {
+            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc(Some(deadline)) {
                 break;
             }
             r = op();
@@ -145,13 +150,17 @@ impl FsCore {
 
     /// A write that comes back short or with ENOSPC goes on from where it
     /// stopped after a commit, as long as freed blocks are waiting for one
-    /// (see [`Filesystem::retry_nospc`]).
+    /// (see [`FsCore::retry_nospc`]). `wait_forget`: the caller holds no
+    /// lock, and may wait for the deletions of inodes the kernel is about
+    /// to forget (not writeback, which holds the inode's I/O lock).
     pub(crate) fn write_retrying(
         &self,
         offset: u64,
         data: &[u8],
+        wait_forget: bool,
         mut op: impl FnMut(u64, &[u8]) -> Result<usize>,
     ) -> Result<usize> {
+        let deadline = wait_forget.then(|| Instant::now() + FORGET_WAIT);
         let mut done = 0usize;
         let mut retries = 0;
         loop {
@@ -166,7 +175,7 @@ impl FsCore {
                 Err(e) => Some(e),
             };
             let nospc = err.as_ref().is_none_or(|e| matches!(e, Error::NoSpace(_)));
-            if !nospc || retries >= 3 || !self.can_retry_alloc() {
+            if !nospc || retries >= 3 || !self.can_retry_alloc(deadline) {
                 return match err {
                     Some(e) if done == 0 => Err(e),
                     _ => Ok(done),
@@ -176,18 +185,34 @@ impl FsCore {
         }
     }
 
-    /// Commits if blocks freed by uncommitted transactions are waiting;
-    /// true if that may have made space.
-    fn can_retry_alloc(&self) -> bool {
-        let pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
+    /// After an allocation failed with ENOSPC: commits if blocks freed by
+    /// uncommitted transactions are waiting; true if that may have made
+    /// space. Without such blocks, and with a `deadline`, first waits (at
+    /// most until then) for the deletion of an unlinked inode that only
+    /// the kernel's references kept: `rm` returns when the name is gone,
+    /// but the inode is deleted at the kernel's FORGET, which comes
+    /// asynchronously and may be served after the caller's next request,
+    /// so that an allocation right after `rm` of a big file would find
+    /// the disk still full (ext4 frees before unlink(2) returns).
+    fn can_retry_alloc(&self, deadline: Option<Instant>) -> bool {
+        let mut pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
+        if !pending {
+            if let (Some(d), Some(rw)) = (deadline, self.live()) {
+                pending = rw.open.wait_deleted(d);
+            }
+        }
         pending && self.commit_journal().is_ok()
     }
 }
 
+/// How long an allocation that failed with ENOSPC waits in all for the
+/// deletions of unlinked inodes the kernel is about to forget (bounded:
+/// an `O_PATH` descriptor may hold one for ever).
+const FORGET_WAIT: Duration = Duration::from_secs(1);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// What is not synced is lost to a crash for no longer than on ext4:
     /// metadata commits every 5 s (`commit=5`), dirty data is written
