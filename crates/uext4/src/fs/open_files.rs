@@ -135,10 +135,18 @@ impl OpenFiles {
     /// close decides).
     pub(crate) fn kernel_unref(&self, ino: u32, n: u64) -> bool {
         let mut s = self.shard(ino).lock();
-        let Some(c) = s.get_mut(&ino) else { return false };
+        let Some(c) = s.get_mut(&ino) else {
+            // The protocol forbids it: a count out of step with the
+            // kernel's (a reply counted nowhere, or counted twice).
+            log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel does not hold");
+            return false;
+        };
         if *c > n {
             *c -= n;
             return false;
+        }
+        if *c < n {
+            log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel holds {c} of");
         }
         s.remove(&ino);
         let mut g = self.table.lock();
