@@ -1028,7 +1028,12 @@ fn fuse_error_record_names_the_operations_inode() {
     assert_eq!(field("First error err:").as_deref(), Some("EFSBADCRC"), "{d}");
     // The block repaired, e2fsck finds nothing else (the error record
     // only makes it check).
-    OpenOptions::new().write(true).open(&fx.img).expect("open image").write_all_at(&saved, block * bs + 40).expect("restore");
+    OpenOptions::new()
+        .write(true)
+        .open(&fx.img)
+        .expect("open image")
+        .write_all_at(&saved, block * bs + 40)
+        .expect("restore");
     run(tool("e2fsck").arg("-fn").arg(&fx.img));
 }
 

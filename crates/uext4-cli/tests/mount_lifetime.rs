@@ -335,14 +335,14 @@ fn rmdir_after_readdirplus_frees_at_forget() {
     fx.assert_clean();
 }
 
-/// Fills the filesystem at `mnt` with `name` (1 MiB writes until ENOSPC),
-/// then makes what was written durable.
-fn fill(path: &Path) {
-    let mut f = File::create(path).expect("create the filler");
-    let chunk = vec![0x5au8; 1 << 20];
+/// Fills the filesystem with `path`: `chunk`-byte writes until ENOSPC,
+/// then made durable.
+fn fill(path: &Path, chunk: usize) {
+    let mut f = OpenOptions::new().create(true).append(true).open(path).expect("open the filler");
+    let buf = vec![0x5au8; chunk];
     loop {
-        match f.write(&chunk) {
-            Ok(n) if n == chunk.len() => {}
+        match f.write(&buf) {
+            Ok(n) if n == buf.len() => {}
             Ok(_) => break,
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
             Err(e) => panic!("filling: {e}"),
@@ -352,11 +352,11 @@ fn fill(path: &Path) {
 }
 
 /// On a full filesystem, `rm` of a big file then at once a write of
-/// nearly as much, 20 times: no ENOSPC (issue 23 polish, item 1). The
-/// inode is deleted at the kernel's FORGET, which another daemon thread
-/// may serve after the write; the write's allocation waits for that
-/// deletion and retries, as ext4 retries one after a commit. Before, the
-/// write failed with ENOSPC in some of the rounds.
+/// nearly as much to a file opened before, 20 times: no ENOSPC (issue
+/// 23 polish, item 1). The inode is deleted at the kernel's FORGET,
+/// which another daemon thread may serve after the write; the write's
+/// allocation waits for that deletion and retries, as ext4 retries one
+/// after a commit. Before, the write failed with ENOSPC in some rounds.
 #[test]
 fn write_right_after_rm_on_a_full_disk() {
     require_fuse!();
@@ -364,16 +364,30 @@ fn write_right_after_rm_on_a_full_disk() {
     fx.mount("rw");
     let big = 4 << 20;
     write_synced(&fx.path("big"), &pattern(6, big));
-    fill(&fx.path("filler"));
+    // Whatever the first pass's reservations left over, the second
+    // takes (in blocks).
+    fill(&fx.path("filler"), 1 << 20);
+    fill(&fx.path("filler"), 4096);
     // The next file is a little smaller than the one it replaces: its
     // blocks and its extent blocks fit in what the rm frees.
     let data = pattern(7, big - (256 << 10));
     for round in 0..20 {
+        // Opened before the rm: the request right after the unlink is
+        // the WRITE.
+        let mut next = File::create(fx.path("next")).expect("create");
         fs::remove_file(fx.path("big")).expect("rm");
-        let mut f = File::create(fx.path("big")).expect("create after rm");
-        if let Err(e) = f.write_all(&data).and_then(|()| f.sync_all()) {
+        // The quickest allocation (fallocate: no data to copy first),
+        // then the data written into it.
+        // SAFETY: fallocate on a descriptor we own.
+        if unsafe { libc::fallocate(next.as_raw_fd(), 0, 0, data.len() as i64) } != 0 {
+            let e = std::io::Error::last_os_error();
+            panic!("round {round}: fallocate of {} bytes right after rm of a bigger file: {e}", data.len());
+        }
+        if let Err(e) = next.write_all(&data).and_then(|()| next.sync_all()) {
             panic!("round {round}: writing {} bytes right after rm of a bigger file: {e}", data.len());
         }
+        drop(next);
+        fs::rename(fx.path("next"), fx.path("big")).expect("rename");
     }
     fx.unmount();
     fx.assert_clean();

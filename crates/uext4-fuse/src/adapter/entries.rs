@@ -133,7 +133,9 @@ impl Uext4Fuse {
         let dev = conv::decode_dev(rdev);
         let st = tri!(
             reply,
-            self.fs.mknod_as(n.parent, n.name, n.mode, dev, n.umask, &n.cred).map_err(|e| self.fail("mknod", n.parent, e))
+            self.fs
+                .mknod_as(n.parent, n.name, n.mode, dev, n.umask, &n.cred)
+                .map_err(|e| self.fail("mknod", n.parent, e))
         );
         self.new_entry(reply, &st);
     }
@@ -179,7 +181,10 @@ impl Uext4Fuse {
         let target = target.as_os_str().as_bytes();
         let st = tri!(
             reply,
-            self.fs.inodes().symlink_as(n.parent, n.name, target, &n.cred).map_err(|e| self.fail("symlink", n.parent, e))
+            self.fs
+                .inodes()
+                .symlink_as(n.parent, n.name, target, &n.cred)
+                .map_err(|e| self.fail("symlink", n.parent, e))
         );
         self.new_entry(reply, &st);
     }
@@ -269,7 +274,8 @@ impl Uext4Fuse {
         let mode = (mode & 0o7777) as u16;
         let cred = if mode & 0o2000 != 0 { cred(req) } else { Cred::user(req.uid(), req.gid(), Vec::new()) };
         let umask = (umask & 0o777) as u16;
-        let st = tri!(reply, self.fs.tmpfile_as(parent, mode, umask, &cred).map_err(|e| self.fail("tmpfile", parent, e)));
+        let st =
+            tri!(reply, self.fs.tmpfile_as(parent, mode, umask, &cred).map_err(|e| self.fail("tmpfile", parent, e)));
         let (fh, fopen) = self.handle(st.ino, flags, true);
         self.hand_out(st.ino);
         let ttl = self.features.entry_and_attr_ttl();

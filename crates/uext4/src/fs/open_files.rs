@@ -242,27 +242,37 @@ impl OpenFiles {
         self.deleted_cv.notify_all();
     }
 
+    /// How many deletions of doomed inodes have ended so far: the mark an
+    /// allocation takes before it tries, for [`OpenFiles::wait_deleted`].
+    pub(crate) fn deletions(&self) -> u64 {
+        self.table.lock().deleted
+    }
+
     /// After an allocation failed with ENOSPC: waits until `deadline` for
     /// the deletion of an unlinked inode that only the kernel still holds
     /// (its FORGET is on its way: the kernel sends it when it evicts the
     /// node, asynchronously, and another thread may serve the caller's
-    /// next request first) or that is being deleted. True as soon as such
-    /// a deletion has finished (its blocks are freed, allocatable after a
-    /// commit); false at once if none is pending, or when `deadline`
-    /// passes first. Nothing on a common path: it scans the doomed inodes
-    /// only when the filesystem is full.
-    pub(crate) fn wait_deleted(&self, deadline: Instant) -> bool {
+    /// next request first) or that is being deleted. True (and `since`
+    /// moved to now) as soon as a deletion has ended after the mark
+    /// `since` ([`OpenFiles::deletions`], taken before the allocation
+    /// tried; its blocks are freed, allocatable after a commit); false at
+    /// once if none has and none is pending, or when `deadline` passes
+    /// first. Nothing on a common path: it scans the doomed inodes only
+    /// when the filesystem is full.
+    pub(crate) fn wait_deleted(&self, since: &mut u64, deadline: Instant) -> bool {
         let mut g = self.table.lock();
-        let start = g.deleted;
         loop {
-            if g.deleted != start {
+            if g.deleted != *since {
+                *since = g.deleted;
                 return true;
             }
             // Doomed and not open: kept only by the kernel's references
             // (or its last one just dropped, its deletion about to start).
             let pending = g.deleting > 0 || g.doomed.iter().any(|i| !g.counts.contains_key(i));
             if !pending || self.deleted_cv.wait_until(&mut g, deadline).timed_out() {
-                return g.deleted != start;
+                let ended = g.deleted != *since;
+                *since = g.deleted;
+                return ended;
             }
         }
     }
@@ -391,5 +401,39 @@ mod tests {
         assert_eq!(t.kernel_refs(10), 0);
         assert!(t.take_doomed(10));
         assert!(t.close_ref(11).delete);
+    }
+    /// An allocation that found the disk full waits for the deletion of
+    /// an unlinked inode only the kernel holds (its FORGET on its way):
+    /// true once a deletion ends after the allocation's mark; false at
+    /// once when none is pending (an open file's last close is not on its
+    /// way), and at the deadline when the kernel keeps holding it.
+    #[test]
+    fn enospc_waits_for_the_deletions_forget_starts() {
+        use std::time::Duration;
+        let t = std::sync::Arc::new(OpenFiles::default());
+        let later = || Instant::now() + Duration::from_secs(60);
+        let mut mark = t.deletions();
+        assert!(!t.wait_deleted(&mut mark, later()), "nothing pending: no wait");
+        // Unlinked while open: its close is the caller's, not on its way.
+        t.open_ref(3);
+        assert!(t.doom_if_open(3));
+        assert!(!t.wait_deleted(&mut mark, later()), "open: not waited for");
+        // Held by the kernel only: waited for until the deadline...
+        t.kernel_ref(4);
+        assert!(t.doom_if_open(4));
+        let soon = Instant::now() + Duration::from_millis(10);
+        assert!(!t.wait_deleted(&mut mark, soon), "never forgotten: the deadline ends the wait");
+        // ...or until its deletion ends in another thread, before or
+        // after the wait begins.
+        let other = std::sync::Arc::clone(&t);
+        let forget = std::thread::spawn(move || {
+            assert!(other.kernel_unref(4, 1));
+            assert!(other.take_doomed(4));
+            other.deleted();
+        });
+        assert!(t.wait_deleted(&mut mark, later()), "woken by the deletion");
+        forget.join().expect("the forgetting thread");
+        assert_eq!(mark, t.deletions());
+        assert!(!t.wait_deleted(&mut mark, later()), "nothing more pending");
     }
 }

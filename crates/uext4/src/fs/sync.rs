@@ -137,10 +137,10 @@ impl FsCore {
     /// operations that leave nothing behind when they fail. Called with
     /// no lock held.
     pub(crate) fn retry_nospc<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
-        let deadline = Instant::now() + FORGET_WAIT;
+        let mut forgets = self.forget_wait();
         let mut r = op();
         for _ in 0..3 {
-            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc(Some(deadline)) {
+            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc(forgets.as_mut()) {
                 break;
             }
             r = op();
@@ -160,7 +160,7 @@ impl FsCore {
         wait_forget: bool,
         mut op: impl FnMut(u64, &[u8]) -> Result<usize>,
     ) -> Result<usize> {
-        let deadline = wait_forget.then(|| Instant::now() + FORGET_WAIT);
+        let mut forgets = if wait_forget { self.forget_wait() } else { None };
         let mut done = 0usize;
         let mut retries = 0;
         loop {
@@ -175,7 +175,7 @@ impl FsCore {
                 Err(e) => Some(e),
             };
             let nospc = err.as_ref().is_none_or(|e| matches!(e, Error::NoSpace(_)));
-            if !nospc || retries >= 3 || !self.can_retry_alloc(deadline) {
+            if !nospc || retries >= 3 || !self.can_retry_alloc(forgets.as_mut()) {
                 return match err {
                     Some(e) if done == 0 => Err(e),
                     _ => Ok(done),
@@ -185,24 +185,46 @@ impl FsCore {
         }
     }
 
+    /// The mark and the deadline of an allocation's wait for deletions
+    /// (see [`FsCore::can_retry_alloc`]), taken before it first tries.
+    fn forget_wait(&self) -> Option<ForgetWait> {
+        let since = self.live()?.open.deletions();
+        Some(ForgetWait { since, deadline: Instant::now() + FORGET_WAIT })
+    }
+
     /// After an allocation failed with ENOSPC: commits if blocks freed by
     /// uncommitted transactions are waiting; true if that may have made
-    /// space. Without such blocks, and with a `deadline`, first waits (at
-    /// most until then) for the deletion of an unlinked inode that only
-    /// the kernel's references kept: `rm` returns when the name is gone,
-    /// but the inode is deleted at the kernel's FORGET, which comes
-    /// asynchronously and may be served after the caller's next request,
-    /// so that an allocation right after `rm` of a big file would find
-    /// the disk still full (ext4 frees before unlink(2) returns).
-    fn can_retry_alloc(&self, deadline: Option<Instant>) -> bool {
+    /// space. Without such blocks, and with a `wait`, true as well if an
+    /// unlinked inode was deleted since the allocation began, and
+    /// otherwise it first waits (at most until the deadline) for the
+    /// deletion of one that only the kernel's references kept: `rm`
+    /// returns when the name is gone, but the inode is deleted at the
+    /// kernel's FORGET, which comes asynchronously and may be served after
+    /// the caller's next request, so that an allocation right after `rm`
+    /// of a big file would find the disk still full (ext4 frees before
+    /// unlink(2) returns).
+    fn can_retry_alloc(&self, wait: Option<&mut ForgetWait>) -> bool {
         let mut pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
-        if !pending {
-            if let (Some(d), Some(rw)) = (deadline, self.live()) {
-                pending = rw.open.wait_deleted(d);
-            }
+        if let (Some(w), Some(rw)) = (wait, self.live()) {
+            // Moves the mark on in any case: a deletion that ended before
+            // this commit is not waited for again.
+            let deleted = if pending {
+                rw.open.wait_deleted(&mut w.since, Instant::now())
+            } else {
+                rw.open.wait_deleted(&mut w.since, w.deadline)
+            };
+            pending |= deleted;
         }
         pending && self.commit_journal().is_ok()
     }
+}
+
+/// See [`FsCore::can_retry_alloc`].
+struct ForgetWait {
+    /// [`super::open_files::OpenFiles::deletions`] when last looked at.
+    since: u64,
+    /// When the allocation stops waiting.
+    deadline: Instant,
 }
 
 /// How long an allocation that failed with ENOSPC waits in all for the

@@ -167,7 +167,15 @@ impl QFile {
             }
             lblk += n;
         }
-        let mut qf = QFile { ty, ino, info: Info::default(), fblocks, size: inode.size, dquots: HashMap::new(), clamped: HashSet::new() };
+        let mut qf = QFile {
+            ty,
+            ino,
+            info: Info::default(),
+            fblocks,
+            size: inode.size,
+            dquots: HashMap::new(),
+            clamped: HashSet::new(),
+        };
         let b0 = qf.read(vol, 0)?;
         qf.info = fq::parse_header(ty, &b0).map_err(|e| {
             let kind = match e {
