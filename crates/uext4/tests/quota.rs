@@ -822,6 +822,8 @@ fn quota_usage_below_the_truth_is_clamped_at_zero() {
     }
     fsck_clean(&img);
     zero_user_usage(&img, 1000, 2);
+    log::set_logger(&CAPTURE).expect("the only logger of this test binary");
+    log::set_max_level(log::LevelFilter::Warn);
     {
         let mut fs = Filesystem::open_rw(&img).unwrap();
         let root = fs.root();
@@ -833,10 +835,31 @@ fn quota_usage_below_the_truth_is_clamped_at_zero() {
         fs.create(root, b"after", 0o644, 0, 0).expect("create after the clamped deletes");
         fs.unmount().unwrap();
     }
+    let warned: Vec<String> = CAPTURE.0.lock().unwrap().iter().filter(|m| m.contains("clamped")).cloned().collect();
+    assert_eq!(warned.len(), 1, "one warning for user 1000, however many clamps: {warned:?}");
+    assert!(warned[0].contains("user quota of id 1000"), "{warned:?}");
     let out = Command::new("dumpe2fs").arg("-h").arg(&img).output().unwrap();
     let d = String::from_utf8_lossy(&out.stdout);
     assert!(!d.contains("FS Error count"), "an error was recorded:\n{d}");
     assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.trim_end().ends_with("clean")), "{d}");
     // Both files of 1000 are gone: the clamped usage (0) is the truth.
     fsck_clean(&img);
+}
+
+/// Keeps the warnings the library logs (the `log` facade), for
+/// [`quota_usage_below_the_truth_is_clamped_at_zero`].
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+static CAPTURE: Capture = Capture(std::sync::Mutex::new(Vec::new()));
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        self.0.lock().unwrap().push(format!("{}", r.args()));
+    }
+
+    fn flush(&self) {}
 }
