@@ -62,10 +62,13 @@ impl Log for Facade {
 impl Logger {
     /// Below `debug`, fuser's own warnings (an unmount of a path that is
     /// already gone at the end of every session, unimplemented requests)
-    /// are noise: only its errors are shown, and the adapter's messages up
-    /// to the chosen level.
+    /// are noise: only its errors are shown, and the adapter's and the
+    /// engine's messages (a quota usage clamped at zero) up to the chosen
+    /// level.
     fn enabled(&self, m: &Metadata<'_>) -> bool {
-        if m.target().starts_with("uext4_fuse") || self.level >= LevelFilter::Debug {
+        let t = m.target();
+        let ours = t.starts_with("uext4_fuse") || t == "uext4" || t.starts_with("uext4::");
+        if ours || self.level >= LevelFilter::Debug {
             m.level() <= self.level
         } else {
             m.level() <= Level::Error
@@ -143,4 +146,25 @@ fn log_panics() {
         log::error!("thread '{}' panicked at {at}: {message}", thread.name().unwrap_or("?"));
         previous(info);
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At the default level the engine's warnings (a quota usage clamped
+    /// at zero) reach the log as the adapter's do; fuser's only from
+    /// `debug` on.
+    #[test]
+    fn engine_warnings_are_logged() {
+        let l = Logger { level: LevelFilter::Warn, sink: Sink::Stderr };
+        fn m(target: &str, level: Level) -> Metadata<'_> {
+            log::MetadataBuilder::new().target(target).level(level).build()
+        }
+        assert!(l.enabled(&m("uext4::quota", Level::Warn)));
+        assert!(l.enabled(&m("uext4_fuse::adapter", Level::Warn)));
+        assert!(!l.enabled(&m("uext4::fs::open_files", Level::Debug)));
+        assert!(!l.enabled(&m("fuser::session", Level::Warn)));
+        assert!(!l.enabled(&m("uext4x", Level::Warn)));
+    }
 }

@@ -768,3 +768,98 @@ fn ea_inode_values_charge_their_owner_an_inode() {
     });
     assert_eq!(user_inodes(1000), 2);
 }
+
+/// Sets the usage of `uid` in the user quota file of unmounted `img` to
+/// zero inodes and zero bytes, below the truth (as an older uext4 that
+/// did not charge EA inodes left it, or a hand edit): the entry is found
+/// in the quota file's 1 KiB blocks (a 16-byte header, then 72-byte
+/// v2r1 entries: id at 0, curinodes at 24, curspace at 48) by its id and
+/// its usage `inodes`.
+fn zero_user_usage(img: &Path, uid: u32, inodes: u64) {
+    let bs = u64::from(Filesystem::open(img).unwrap().superblock().block_size());
+    let blocks: Vec<u64> =
+        debugfs(img, "blocks <3>").split_whitespace().map(|b| b.parse().expect("block number")).collect();
+    let mut image = std::fs::read(img).unwrap();
+    let mut found = 0;
+    for b in blocks {
+        for q in 0..(bs / 1024) {
+            let at = (b * bs + q * 1024) as usize;
+            for slot in 0..14 {
+                let e = at + 16 + slot * 72;
+                let field = |o: usize| u64::from_le_bytes(image[e + o..e + o + 8].try_into().unwrap());
+                if u32::from_le_bytes(image[e..e + 4].try_into().unwrap()) == uid && field(24) == inodes {
+                    image[e + 24..e + 32].fill(0);
+                    image[e + 48..e + 56].fill(0);
+                    found += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(found, 1, "the user quota entry of {uid} with {inodes} inodes");
+    std::fs::write(img, image).unwrap();
+}
+
+/// Quota usage already below the truth (issue 23 polish, item 2): a
+/// delete that would take it below zero clamps it at zero, as the
+/// kernel's dquot_decr_inodes/dquot_decr_space do, and succeeds; no
+/// error is recorded and the filesystem stays writable. Before, the
+/// underflow was corruption: the unlink failed with EUCLEAN and the
+/// journal aborted.
+#[test]
+fn quota_usage_below_the_truth_is_clamped_at_zero() {
+    if !tools() {
+        return;
+    }
+    let Some((_d, img)) = quota_image(16, &[]) else { return };
+    {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        for name in [&b"a"[..], b"b"] {
+            let ino = fs.create(root, name, 0o644, 1000, 1000).unwrap().ino;
+            fs.inodes().write(ino, 0, &vec![7u8; 20_000]).unwrap();
+        }
+        fs.unmount().unwrap();
+    }
+    fsck_clean(&img);
+    zero_user_usage(&img, 1000, 2);
+    log::set_logger(&CAPTURE).expect("the only logger of this test binary");
+    log::set_max_level(log::LevelFilter::Warn);
+    {
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        fs.unlink(root, b"a").expect("unlink with the owner's usage below the truth");
+        fs.unlink(root, b"b").expect("the second unlink, usage at zero already");
+        let q = fs.quota(QuotaType::User, 1000).unwrap().expect("entry of 1000");
+        assert_eq!((q.curinodes, q.curspace), (0, 0), "clamped at zero");
+        // Still writable: nothing aborted.
+        fs.create(root, b"after", 0o644, 0, 0).expect("create after the clamped deletes");
+        fs.unmount().unwrap();
+    }
+    let warned: Vec<String> = CAPTURE.0.lock().unwrap().iter().filter(|m| m.contains("clamped")).cloned().collect();
+    assert_eq!(warned.len(), 1, "one warning for user 1000, however many clamps: {warned:?}");
+    assert!(warned[0].contains("user quota of id 1000"), "{warned:?}");
+    let out = Command::new("dumpe2fs").arg("-h").arg(&img).output().unwrap();
+    let d = String::from_utf8_lossy(&out.stdout);
+    assert!(!d.contains("FS Error count"), "an error was recorded:\n{d}");
+    assert!(d.lines().any(|l| l.starts_with("Filesystem state:") && l.trim_end().ends_with("clean")), "{d}");
+    // Both files of 1000 are gone: the clamped usage (0) is the truth.
+    fsck_clean(&img);
+}
+
+/// Keeps the warnings the library logs (the `log` facade), for
+/// [`quota_usage_below_the_truth_is_clamped_at_zero`].
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+static CAPTURE: Capture = Capture(std::sync::Mutex::new(Vec::new()));
+
+impl log::Log for Capture {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        self.0.lock().unwrap().push(format!("{}", r.args()));
+    }
+
+    fn flush(&self) {}
+}

@@ -111,9 +111,9 @@ impl Uext4Fuse {
                 change.uid = Some(cur.uid);
             }
             let cred = super::entries::cred(req);
-            tri!(reply, self.fs.setattr_as(ino, change, &cred).map_err(|e| self.fail("setattr", e)))
+            tri!(reply, self.fs.setattr_as(ino, change, &cred).map_err(|e| self.fail("setattr", ino, e)))
         } else {
-            tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", e)))
+            tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", ino, e)))
         };
         reply.attr(&self.features.attr_ttl, &attr(&st));
     }
@@ -158,7 +158,7 @@ impl Uext4Fuse {
                 return;
             }
         };
-        tri!(reply, self.fs.set_xattr(ino, name.as_bytes(), value, mode).map_err(|e| self.fail("setxattr", e)));
+        tri!(reply, self.fs.set_xattr(ino, name.as_bytes(), value, mode).map_err(|e| self.fail("setxattr", ino, e)));
         if name.as_bytes() == b"system.posix_acl_access" && value.len() > 4 {
             tri!(reply, self.acl_kill_sgid(req, ino));
         }
@@ -179,7 +179,7 @@ impl Uext4Fuse {
             return Ok(());
         }
         let change = SetAttr { mode: Some(st.mode & 0o7777 & !S_ISGID), ..Default::default() };
-        self.fs.setattr(ino, change).map_err(|e| self.fail("setxattr", e))?;
+        self.fs.setattr(ino, change).map_err(|e| self.fail("setxattr", ino, e))?;
         self.inval_attrs(ino);
         Ok(())
     }
@@ -191,13 +191,13 @@ impl Uext4Fuse {
             reply.error(Errno::NO_XATTR);
             return;
         }
-        let value = tri!(reply, self.fs.get_xattr(ino, name).map_err(|e| self.fail("getxattr", e)));
+        let value = tri!(reply, self.fs.get_xattr(ino, name).map_err(|e| self.fail("getxattr", ino, e)));
         Self::xattr_reply(reply, size, &value);
     }
 
     pub(super) fn do_listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let ino = tri!(reply, from_fuse(ino));
-        let names = tri!(reply, self.fs.list_xattrs(ino).map_err(|e| self.fail("listxattr", e)));
+        let names = tri!(reply, self.fs.list_xattrs(ino).map_err(|e| self.fail("listxattr", ino, e)));
         let mut buf = Vec::new();
         for n in names.iter().filter(|n| visible_xattr(req, n)) {
             buf.extend_from_slice(n);
@@ -209,7 +209,7 @@ impl Uext4Fuse {
     pub(super) fn do_removexattr(&self, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
-        tri!(reply, self.fs.remove_xattr(ino, name.as_bytes()).map_err(|e| self.fail("removexattr", e)));
+        tri!(reply, self.fs.remove_xattr(ino, name.as_bytes()).map_err(|e| self.fail("removexattr", ino, e)));
         reply.ok();
     }
 

@@ -38,7 +38,7 @@ impl Uext4Fuse {
                     debug!("readdir({ino}) after {added} entries: {e}");
                     return Ok(());
                 }
-                Err(e) => return Err(self.fail("readdir", e)),
+                Err(e) => return Err(self.fail("readdir", ino, e)),
             };
             let n = batch.len();
             for e in &batch {

@@ -46,7 +46,7 @@ impl Uext4Fuse {
         let held = self.hand_out(ino);
         get(held).map_err(|e| {
             self.forget_ino(ino, 1);
-            self.fail("lookup", e)
+            self.fail("lookup", ino, e)
         })
     }
 
@@ -103,7 +103,7 @@ impl Uext4Fuse {
                 return;
             }
             Err(e) => {
-                reply.error(self.fail("lookup", e));
+                reply.error(self.fail("lookup", parent, e));
                 return;
             }
         };
@@ -133,7 +133,9 @@ impl Uext4Fuse {
         let dev = conv::decode_dev(rdev);
         let st = tri!(
             reply,
-            self.fs.mknod_as(n.parent, n.name, n.mode, dev, n.umask, &n.cred).map_err(|e| self.fail("mknod", e))
+            self.fs
+                .mknod_as(n.parent, n.name, n.mode, dev, n.umask, &n.cred)
+                .map_err(|e| self.fail("mknod", n.parent, e))
         );
         self.new_entry(reply, &st);
     }
@@ -150,20 +152,20 @@ impl Uext4Fuse {
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
         let st = tri!(
             reply,
-            self.fs.mkdir_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("mkdir", e))
+            self.fs.mkdir_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("mkdir", n.parent, e))
         );
         self.new_entry(reply, &st);
     }
 
     pub(super) fn do_unlink(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
-        tri!(reply, self.fs.unlink(parent, name).map_err(|e| self.fail("unlink", e)));
+        tri!(reply, self.fs.unlink(parent, name).map_err(|e| self.fail("unlink", parent, e)));
         reply.ok();
     }
 
     pub(super) fn do_rmdir(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
-        tri!(reply, self.fs.rmdir(parent, name).map_err(|e| self.fail("rmdir", e)));
+        tri!(reply, self.fs.rmdir(parent, name).map_err(|e| self.fail("rmdir", parent, e)));
         reply.ok();
     }
 
@@ -179,7 +181,10 @@ impl Uext4Fuse {
         let target = target.as_os_str().as_bytes();
         let st = tri!(
             reply,
-            self.fs.inodes().symlink_as(n.parent, n.name, target, &n.cred).map_err(|e| self.fail("symlink", e))
+            self.fs
+                .inodes()
+                .symlink_as(n.parent, n.name, target, &n.cred)
+                .map_err(|e| self.fail("symlink", n.parent, e))
         );
         self.new_entry(reply, &st);
     }
@@ -213,14 +218,14 @@ impl Uext4Fuse {
         } else {
             self.fs.inodes().rename(parent, name, newparent, newname, lib)
         };
-        tri!(reply, r.map_err(|e| self.fail("rename", e)));
+        tri!(reply, r.map_err(|e| self.fail("rename", parent, e)));
         reply.ok();
     }
 
     pub(super) fn do_link(&self, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let ino = tri!(reply, from_fuse(ino));
-        let st = tri!(reply, self.fs.link(ino, newparent, newname).map_err(|e| self.fail("link", e)));
+        let st = tri!(reply, self.fs.link(ino, newparent, newname).map_err(|e| self.fail("link", ino, e)));
         self.new_entry(reply, &st);
     }
 
@@ -238,7 +243,7 @@ impl Uext4Fuse {
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
         let st = tri!(
             reply,
-            self.fs.create_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("create", e))
+            self.fs.create_as(n.parent, n.name, n.mode, n.umask, &n.cred).map_err(|e| self.fail("create", n.parent, e))
         );
         let (fh, fopen) = self.open_handle(st.ino, flags);
         self.hand_out(st.ino);
@@ -269,7 +274,8 @@ impl Uext4Fuse {
         let mode = (mode & 0o7777) as u16;
         let cred = if mode & 0o2000 != 0 { cred(req) } else { Cred::user(req.uid(), req.gid(), Vec::new()) };
         let umask = (umask & 0o777) as u16;
-        let st = tri!(reply, self.fs.tmpfile_as(parent, mode, umask, &cred).map_err(|e| self.fail("tmpfile", e)));
+        let st =
+            tri!(reply, self.fs.tmpfile_as(parent, mode, umask, &cred).map_err(|e| self.fail("tmpfile", parent, e)));
         let (fh, fopen) = self.handle(st.ino, flags, true);
         self.hand_out(st.ino);
         let ttl = self.features.entry_and_attr_ttl();

@@ -198,7 +198,7 @@ impl Uext4Fuse {
         if self.read_only {
             return self.stat(op, ino).map(|_| ());
         }
-        self.fs.fsync(ino).map_err(|e| self.fail(op, e))
+        self.fs.fsync(ino).map_err(|e| self.fail(op, ino, e))
     }
 
     /// Everything the filesystem holds made durable: dirty data written
@@ -208,12 +208,12 @@ impl Uext4Fuse {
         if self.read_only {
             return Ok(());
         }
-        self.fs.commit().map_err(|e| self.fail(op, e))
+        self.fs.commit().map_err(|e| self.fail(op, 0, e))
     }
 
     pub(super) fn do_readlink(&self, ino: INodeNo, reply: ReplyData) {
         let ino = tri!(reply, from_fuse(ino));
-        let target = tri!(reply, self.fs.readlink(ino).map_err(|e| self.fail("readlink", e)));
+        let target = tri!(reply, self.fs.readlink(ino).map_err(|e| self.fail("readlink", ino, e)));
         reply.data(&target);
     }
 
@@ -266,7 +266,7 @@ impl Uext4Fuse {
         } else {
             self.fs.inodes().read(ino, offset, buf)
         };
-        r.map_err(|e| self.fail("read", e))
+        r.map_err(|e| self.fail("read", ino, e))
     }
 
     /// READ for a thread that should not wait on the device (an io_uring
@@ -295,7 +295,7 @@ impl Uext4Fuse {
         self.cached_opens.stripe(n).reads.fetch_add(1, Ordering::SeqCst);
         match self.fs.inodes().read_cached(n, offset, buf) {
             Ok(None) => None,
-            r => Some(r.map(|n| n.unwrap_or(0)).map_err(|e| self.fail("read", e))),
+            r => Some(r.map(|n| n.unwrap_or(0)).map_err(|e| self.fail("read", n, e))),
         }
     }
 
@@ -319,7 +319,7 @@ impl Uext4Fuse {
             // decide a set-group-ID bit without group-execute.
             let mut c = super::entries::cred(req);
             c.cap_fsetid = false;
-            if tri!(reply, self.fs.remove_privs(ino, &c).map_err(|e| self.fail("write", e))) {
+            if tri!(reply, self.fs.remove_privs(ino, &c).map_err(|e| self.fail("write", ino, e))) {
                 // The write's reply carries no attributes: the kernel would
                 // show the old mode until its cache times out.
                 self.inval_attrs(ino);
@@ -344,7 +344,7 @@ impl Uext4Fuse {
             self.fs.inodes().write_synced(ino, offset, data, sync)
         };
         stripe.finished.fetch_add(1, Ordering::SeqCst);
-        let n = tri!(reply, r.map_err(|e| self.fail("write", e)));
+        let n = tri!(reply, r.map_err(|e| self.fail("write", ino, e)));
         if store {
             let (started, reads) = (stripe.started.load(Ordering::SeqCst), stripe.reads.load(Ordering::SeqCst));
             *stripe.pending.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -403,7 +403,7 @@ impl Uext4Fuse {
         if fh.0 & FH_COUNTED != 0 {
             self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
             // The last close of an unlinked file deletes it.
-            tri!(reply, self.fs.close_inode(ino).map_err(|e| self.fail("release", e)));
+            tri!(reply, self.fs.close_inode(ino).map_err(|e| self.fail("release", ino, e)));
         }
         reply.ok();
     }
@@ -417,7 +417,7 @@ impl Uext4Fuse {
             if let Some(v) = self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&fh.0) {
                 *v = (*v).max(c);
             }
-            tri!(reply, r.map_err(|e| self.fail("fsync", e)));
+            tri!(reply, r.map_err(|e| self.fail("fsync", ino, e)));
             reply.ok();
             return;
         }
@@ -434,7 +434,7 @@ impl Uext4Fuse {
         if self.stat(op, ino)?.mode & 0o6000 == 0 {
             return Ok(());
         }
-        if self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail(op, e))? {
+        if self.fs.remove_privs(ino, &super::entries::cred(req)).map_err(|e| self.fail(op, ino, e))? {
             self.inval_attrs(ino);
         }
         Ok(())
@@ -483,7 +483,7 @@ impl Uext4Fuse {
                 return;
             }
         };
-        tri!(reply, r.map_err(|e| self.fail("fallocate", e)));
+        tri!(reply, r.map_err(|e| self.fail("fallocate", ino, e)));
         reply.ok();
     }
 
@@ -504,7 +504,7 @@ impl Uext4Fuse {
         // COPY_FILE_RANGE_64 takes the whole range.
         let len = if reply.is_wide() { len } else { len.min(u64::from(u32::MAX) & !0xFFF) };
         let r = self.fs.copy_file_range(ino_in, offset_in, ino_out, offset_out, len);
-        let n = tri!(reply, r.map_err(|e| self.fail("copy_file_range", e)));
+        let n = tri!(reply, r.map_err(|e| self.fail("copy_file_range", ino_out, e)));
         reply.written_u64(n);
     }
 
@@ -523,7 +523,7 @@ impl Uext4Fuse {
                 return;
             }
         };
-        match tri!(reply, r.map_err(|e| self.fail("lseek", e))) {
+        match tri!(reply, r.map_err(|e| self.fail("lseek", ino, e))) {
             Some(pos) => reply.offset(i64::try_from(pos).unwrap_or(i64::MAX)),
             None => reply.error(Errno::ENXIO),
         }

@@ -94,7 +94,7 @@ impl Uext4Fuse {
         let out = out_size as usize;
         match cmd {
             FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => {
-                let f = tri!(reply, self.fs.flags(ino).map_err(|e| self.fail("getflags", e)));
+                let f = tri!(reply, self.fs.flags(ino).map_err(|e| self.fail("getflags", ino, e)));
                 let b = f.to_le_bytes();
                 reply.ioctl(0, &b[..out.min(4)]);
             }
@@ -134,7 +134,7 @@ impl Uext4Fuse {
                     // The inherit flag goes with the other flags below.
                     let inherit = st.flags & uext4::format::inode::FL_PROJINHERIT != 0;
                     let attr = uext4::fs::quota_ops::ProjectAttr { projid, inherit };
-                    tri!(reply, self.fs.set_project(ino, attr).map_err(|e| self.fail("fssetxattr", e)));
+                    tri!(reply, self.fs.set_project(ino, attr).map_err(|e| self.fail("fssetxattr", ino, e)));
                 }
                 tri!(reply, self.set_flags_as(req, ino, new));
                 reply.ioctl(0, &[]);
@@ -152,7 +152,7 @@ impl Uext4Fuse {
                     reply.error(Errno::EINVAL);
                     return;
                 };
-                let trimmed = tri!(reply, self.fs.trim(start, len, minlen).map_err(|e| self.fail("fitrim", e)));
+                let trimmed = tri!(reply, self.fs.trim(start, len, minlen).map_err(|e| self.fail("fitrim", 0, e)));
                 let mut b = [0u8; FSTRIM_RANGE_SIZE];
                 b[0..8].copy_from_slice(&start.to_le_bytes());
                 b[8..16].copy_from_slice(&trimmed.to_le_bytes());
@@ -197,7 +197,7 @@ impl Uext4Fuse {
         if (st.flags ^ new) & (FL_IMMUTABLE | FL_APPEND) != 0 && req.uid() != 0 {
             return Err(Errno::EPERM);
         }
-        self.fs.set_flags(ino, new).map_err(|e| self.fail("setflags", e))?;
+        self.fs.set_flags(ino, new).map_err(|e| self.fail("setflags", ino, e))?;
         // The new ctime (and a project change before it): the kernel
         // keeps the attributes it had cached across the ioctl.
         self.inval_attrs(ino);

@@ -157,11 +157,15 @@ impl Uext4Fuse {
     /// as warnings, the ordinary ones (ENOENT, EEXIST, ...) for `debug`.
     /// Corruption and device errors (EIO, which includes a journal abort)
     /// are filesystem errors: recorded in the superblock's error fields
-    /// (as ext4_error does) and handled as `errors=` says.
-    fn fail(&self, op: &str, e: Error) -> Errno {
+    /// (as ext4_error does) and handled as `errors=` says. `ino` is the
+    /// inode of the operation (0 for none: a sync of everything, FITRIM),
+    /// recorded when the error names none itself, as the kernel's
+    /// ext4_error_inode records the inode it was working on (the
+    /// directory of a lookup that met a bad directory block).
+    fn fail(&self, op: &str, ino: u32, e: Error) -> Errno {
         if matches!(e, Error::Corrupt { .. } | Error::Checksum { .. } | Error::Io(_)) && !self.read_only {
             // A dead disk refuses this too; the error is logged below anyway.
-            if let Err(re) = self.fs.record_error(&e, 0, op) {
+            if let Err(re) = self.fs.record_error(&e, ino, op) {
                 debug!("{op}: recording the error in the superblock: {re}");
             }
         }
@@ -229,12 +233,12 @@ impl Uext4Fuse {
                 warn!("shut down ({mode:?}): {why}; refusing further changes");
                 Ok(())
             }
-            Err(e) => Err(self.fail("shutdown", e)),
+            Err(e) => Err(self.fail("shutdown", 0, e)),
         }
     }
 
     fn stat(&self, op: &str, ino: u32) -> Result<Stat, Errno> {
-        self.fs.stat(ino).map_err(|e| self.fail(op, e))
+        self.fs.stat(ino).map_err(|e| self.fail(op, ino, e))
     }
 
     /// Counts the reference the kernel takes on the node of `ino` with
@@ -255,7 +259,7 @@ impl Uext4Fuse {
         }
         if let Err(e) = self.fs.kernel_forget(ino, n) {
             // No reply to carry it: logged, and handled as `errors=` says.
-            let _ = self.fail("forget", e);
+            let _ = self.fail("forget", ino, e);
         }
     }
 
@@ -276,7 +280,7 @@ impl FuseFilesystem for Uext4Fuse {
     /// go on writing over whatever the panic left half-done.
     fn panicked(&self, _req: &Request, op: &str, message: &str) {
         let e = Error::Io(std::io::Error::other(format!("internal error: a panic while serving it ({message})")));
-        let _ = self.fail(op, e);
+        let _ = self.fail(op, 0, e);
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

@@ -80,7 +80,7 @@ impl FsCore {
         // One lookup of the inode's data-path state for the whole write.
         let st = self.rw()?.data.inode(ino);
         let sync = self.check_write_flags(Some(&st), ino, offset)? || sync || self.sync_writes();
-        let r = self.write_retrying(offset, data, |o, d| self.write_direct_once(&st, ino, o, d));
+        let r = self.write_retrying(offset, data, true, |o, d| self.write_direct_once(&st, ino, o, d));
         let r = match r {
             // O_SYNC, chattr +S or a sync mount: the allocation and size
             // commit with the write.

@@ -14,8 +14,9 @@
 use super::orphan_file::OrphanSlots;
 use crate::lock_order::Class;
 use crate::locks::{ordered, Ordered};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 /// Open handles per inode and what their closes must do.
 #[derive(Default)]
@@ -35,6 +36,12 @@ struct Table {
     /// Doomed inodes made by `tmpfile` (O_TMPFILE without O_EXCL): a
     /// link may still name them (the kernel's I_LINKABLE).
     linkable: HashSet<u32>,
+    /// Doomed inodes taken for deletion ([`OpenFiles::take_doomed`]) whose
+    /// deletion has not finished yet ([`OpenFiles::deleted`]).
+    deleting: u32,
+    /// Deletions finished so far: what [`OpenFiles::wait_deleted`] waits
+    /// to see change.
+    deleted: u64,
 }
 
 /// What a close must do (see [`OpenFiles::close_ref`]).
@@ -61,6 +68,10 @@ pub(crate) struct OpenFiles {
     /// table's lock is taken when a count leaves or reaches zero, inside
     /// the shard's lock (shard, then table: never the other way round).
     refs: Box<[Mutex<HashMap<u32, u64>>]>,
+    /// Signalled (with the table's lock) when the deletion of a doomed
+    /// inode finishes: an allocation that failed with ENOSPC waits for
+    /// the deletions the kernel's pending FORGETs are about to start.
+    deleted_cv: Condvar,
 }
 
 impl Default for OpenFiles {
@@ -82,6 +93,7 @@ impl OpenFiles {
             table: Mutex::default(),
             orphan_lock: Mutex::new(slots),
             refs: (0..REF_SHARDS).map(|_| Mutex::default()).collect(),
+            deleted_cv: Condvar::new(),
         }
     }
 
@@ -123,10 +135,18 @@ impl OpenFiles {
     /// close decides).
     pub(crate) fn kernel_unref(&self, ino: u32, n: u64) -> bool {
         let mut s = self.shard(ino).lock();
-        let Some(c) = s.get_mut(&ino) else { return false };
+        let Some(c) = s.get_mut(&ino) else {
+            // The protocol forbids it: a count out of step with the
+            // kernel's (a reply counted nowhere, or counted twice).
+            log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel does not hold");
+            return false;
+        };
         if *c > n {
             *c -= n;
             return false;
+        }
+        if *c < n {
+            log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel holds {c} of");
         }
         s.remove(&ino);
         let mut g = self.table.lock();
@@ -200,13 +220,61 @@ impl OpenFiles {
     /// open nor referenced again, so the caller deletes it; false if
     /// another close did, or it was reopened or looked up again (its own
     /// last close or FORGET deletes it).
+    /// The caller must call [`OpenFiles::deleted`] when the deletion it
+    /// starts ends, whether it succeeded or not.
     pub(crate) fn take_doomed(&self, ino: u32) -> bool {
         let mut g = self.table.lock();
         if g.held(ino) || !g.doomed.remove(&ino) {
             return false;
         }
         g.linkable.remove(&ino);
+        g.deleting += 1;
         true
+    }
+
+    /// The deletion of an inode [`OpenFiles::take_doomed`] handed out has
+    /// ended (its blocks freed, or it failed): wakes the allocations
+    /// waiting for it in [`OpenFiles::wait_deleted`].
+    pub(crate) fn deleted(&self) {
+        let mut g = self.table.lock();
+        g.deleting = g.deleting.saturating_sub(1);
+        g.deleted += 1;
+        self.deleted_cv.notify_all();
+    }
+
+    /// How many deletions of doomed inodes have ended so far: the mark an
+    /// allocation takes before it tries, for [`OpenFiles::wait_deleted`].
+    pub(crate) fn deletions(&self) -> u64 {
+        self.table.lock().deleted
+    }
+
+    /// After an allocation failed with ENOSPC: waits until `deadline` for
+    /// the deletion of an unlinked inode that only the kernel still holds
+    /// (its FORGET is on its way: the kernel sends it when it evicts the
+    /// node, asynchronously, and another thread may serve the caller's
+    /// next request first) or that is being deleted. True (and `since`
+    /// moved to now) as soon as a deletion has ended after the mark
+    /// `since` ([`OpenFiles::deletions`], taken before the allocation
+    /// tried; its blocks are freed, allocatable after a commit); false at
+    /// once if none has and none is pending, or when `deadline` passes
+    /// first. Nothing on a common path: it scans the doomed inodes only
+    /// when the filesystem is full.
+    pub(crate) fn wait_deleted(&self, since: &mut u64, deadline: Instant) -> bool {
+        let mut g = self.table.lock();
+        loop {
+            if g.deleted != *since {
+                *since = g.deleted;
+                return true;
+            }
+            // Doomed and not open: kept only by the kernel's references
+            // (or its last one just dropped, its deletion about to start).
+            let pending = g.deleting > 0 || g.doomed.iter().any(|i| !g.counts.contains_key(i));
+            if !pending || self.deleted_cv.wait_until(&mut g, deadline).timed_out() {
+                let ended = g.deleted != *since;
+                *since = g.deleted;
+                return ended;
+            }
+        }
     }
 
     /// Counts the first handle of the new unnamed inode `ino` (O_TMPFILE),
@@ -333,5 +401,39 @@ mod tests {
         assert_eq!(t.kernel_refs(10), 0);
         assert!(t.take_doomed(10));
         assert!(t.close_ref(11).delete);
+    }
+    /// An allocation that found the disk full waits for the deletion of
+    /// an unlinked inode only the kernel holds (its FORGET on its way):
+    /// true once a deletion ends after the allocation's mark; false at
+    /// once when none is pending (an open file's last close is not on its
+    /// way), and at the deadline when the kernel keeps holding it.
+    #[test]
+    fn enospc_waits_for_the_deletions_forget_starts() {
+        use std::time::Duration;
+        let t = std::sync::Arc::new(OpenFiles::default());
+        let later = || Instant::now() + Duration::from_secs(60);
+        let mut mark = t.deletions();
+        assert!(!t.wait_deleted(&mut mark, later()), "nothing pending: no wait");
+        // Unlinked while open: its close is the caller's, not on its way.
+        t.open_ref(3);
+        assert!(t.doom_if_open(3));
+        assert!(!t.wait_deleted(&mut mark, later()), "open: not waited for");
+        // Held by the kernel only: waited for until the deadline...
+        t.kernel_ref(4);
+        assert!(t.doom_if_open(4));
+        let soon = Instant::now() + Duration::from_millis(10);
+        assert!(!t.wait_deleted(&mut mark, soon), "never forgotten: the deadline ends the wait");
+        // ...or until its deletion ends in another thread, before or
+        // after the wait begins.
+        let other = std::sync::Arc::clone(&t);
+        let forget = std::thread::spawn(move || {
+            assert!(other.kernel_unref(4, 1));
+            assert!(other.take_doomed(4));
+            other.deleted();
+        });
+        assert!(t.wait_deleted(&mut mark, later()), "woken by the deletion");
+        forget.join().expect("the forgetting thread");
+        assert_eq!(mark, t.deletions());
+        assert!(!t.wait_deleted(&mut mark, later()), "nothing more pending");
     }
 }

@@ -257,7 +257,10 @@ impl FsCore {
         if !rw.open.take_doomed(ino) {
             return Ok(());
         }
-        self.delete_orphan(ino)
+        let r = self.delete_orphan(ino);
+        // Wakes an allocation waiting for these blocks (fs/sync.rs).
+        rw.open.deleted();
+        r
     }
 
     /// Counts one more reference the FUSE kernel holds on `ino`: a reply

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::{FsCore, MountOptions};
+use std::time::{Duration, Instant};
 
 /// What must be durable when an operation returns: the `sync` and
 /// `dirsync` mount options ([`MountOptions::sync`], [`MountOptions::dirsync`]).
@@ -130,12 +131,16 @@ impl FsCore {
 
     /// Runs `op` again (at most 3 times) when it fails with ENOSPC while
     /// blocks freed by uncommitted transactions wait: a commit makes them
-    /// allocatable (the kernel's `ext4_should_retry_alloc`). For operations
-    /// that leave nothing behind when they fail. Called with no lock held.
+    /// allocatable (the kernel's `ext4_should_retry_alloc`), or while
+    /// unlinked inodes that only the kernel still holds are about to be
+    /// deleted by its FORGET (see [`FsCore::can_retry_alloc`]). For
+    /// operations that leave nothing behind when they fail. Called with
+    /// no lock held.
     pub(crate) fn retry_nospc<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut forgets = self.forget_wait();
         let mut r = op();
         for _ in 0..3 {
-            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc() {
+            if !matches!(r, Err(Error::NoSpace(_))) || !self.can_retry_alloc(forgets.as_mut()) {
                 break;
             }
             r = op();
@@ -145,13 +150,17 @@ impl FsCore {
 
     /// A write that comes back short or with ENOSPC goes on from where it
     /// stopped after a commit, as long as freed blocks are waiting for one
-    /// (see [`Filesystem::retry_nospc`]).
+    /// (see [`FsCore::retry_nospc`]). `wait_forget`: the caller holds no
+    /// lock, and may wait for the deletions of inodes the kernel is about
+    /// to forget (not writeback, which holds the inode's I/O lock).
     pub(crate) fn write_retrying(
         &self,
         offset: u64,
         data: &[u8],
+        wait_forget: bool,
         mut op: impl FnMut(u64, &[u8]) -> Result<usize>,
     ) -> Result<usize> {
+        let mut forgets = if wait_forget { self.forget_wait() } else { None };
         let mut done = 0usize;
         let mut retries = 0;
         loop {
@@ -166,7 +175,7 @@ impl FsCore {
                 Err(e) => Some(e),
             };
             let nospc = err.as_ref().is_none_or(|e| matches!(e, Error::NoSpace(_)));
-            if !nospc || retries >= 3 || !self.can_retry_alloc() {
+            if !nospc || retries >= 3 || !self.can_retry_alloc(forgets.as_mut()) {
                 return match err {
                     Some(e) if done == 0 => Err(e),
                     _ => Ok(done),
@@ -176,18 +185,56 @@ impl FsCore {
         }
     }
 
-    /// Commits if blocks freed by uncommitted transactions are waiting;
-    /// true if that may have made space.
-    fn can_retry_alloc(&self) -> bool {
-        let pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
+    /// The mark and the deadline of an allocation's wait for deletions
+    /// (see [`FsCore::can_retry_alloc`]), taken before it first tries.
+    fn forget_wait(&self) -> Option<ForgetWait> {
+        let since = self.live()?.open.deletions();
+        Some(ForgetWait { since, deadline: Instant::now() + FORGET_WAIT })
+    }
+
+    /// After an allocation failed with ENOSPC: commits if blocks freed by
+    /// uncommitted transactions are waiting; true if that may have made
+    /// space. Without such blocks, and with a `wait`, true as well if an
+    /// unlinked inode was deleted since the allocation began, and
+    /// otherwise it first waits (at most until the deadline) for the
+    /// deletion of one that only the kernel's references kept: `rm`
+    /// returns when the name is gone, but the inode is deleted at the
+    /// kernel's FORGET, which comes asynchronously and may be served after
+    /// the caller's next request, so that an allocation right after `rm`
+    /// of a big file would find the disk still full (ext4 frees before
+    /// unlink(2) returns).
+    fn can_retry_alloc(&self, wait: Option<&mut ForgetWait>) -> bool {
+        let mut pending = self.alloc.get().is_some_and(|a| a.has_pending_frees());
+        if let (Some(w), Some(rw)) = (wait, self.live()) {
+            // Moves the mark on in any case: a deletion that ended before
+            // this commit is not waited for again.
+            let deleted = if pending {
+                rw.open.wait_deleted(&mut w.since, Instant::now())
+            } else {
+                rw.open.wait_deleted(&mut w.since, w.deadline)
+            };
+            pending |= deleted;
+        }
         pending && self.commit_journal().is_ok()
     }
 }
 
+/// See [`FsCore::can_retry_alloc`].
+struct ForgetWait {
+    /// [`super::open_files::OpenFiles::deletions`] when last looked at.
+    since: u64,
+    /// When the allocation stops waiting.
+    deadline: Instant,
+}
+
+/// How long an allocation that failed with ENOSPC waits in all for the
+/// deletions of unlinked inodes the kernel is about to forget (bounded:
+/// an `O_PATH` descriptor may hold one for ever).
+const FORGET_WAIT: Duration = Duration::from_secs(1);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// What is not synced is lost to a crash for no longer than on ext4:
     /// metadata commits every 5 s (`commit=5`), dirty data is written

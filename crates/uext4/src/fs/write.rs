@@ -104,7 +104,7 @@ impl FsCore {
         // One lookup of the inode's data-path state for the whole write.
         let st = self.rw()?.data.inode(ino);
         let sync = self.check_write_flags(Some(&st), ino, offset)? || sync || self.sync_writes();
-        let n = self.write_retrying(offset, data, |o, d| self.write_buffered(&st, ino, o, d))?;
+        let n = self.write_retrying(offset, data, true, |o, d| self.write_buffered(&st, ino, o, d))?;
         if sync {
             // O_SYNC, chattr +S or a sync mount: the write is durable
             // before it returns (the kernel's generic_write_sync).

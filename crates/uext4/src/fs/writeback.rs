@@ -404,7 +404,7 @@ impl FsCore {
         for (start, buf, idx) in runs {
             // ENOSPC while blocks freed by an uncommitted transaction
             // wait: commit and go on (the reservation counted them free).
-            let r = self.write_retrying(start, &buf, |off, data| {
+            let r = self.write_retrying(start, &buf, false, |off, data| {
                 self.write_locked(ino, off, data, super::write::WriteMode::Writeback { size_hint: size })
             });
             let n = match r {

@@ -122,6 +122,9 @@ struct QFile {
     /// `i_size` of the file.
     size: u64,
     dquots: HashMap<u32, Entry>,
+    /// Ids whose usage was found too small (clamped at zero) and logged:
+    /// each is logged once.
+    clamped: HashSet<u32>,
 }
 
 /// The quota state of a filesystem opened read-write with the `quota`
@@ -164,7 +167,15 @@ impl QFile {
             }
             lblk += n;
         }
-        let mut qf = QFile { ty, ino, info: Info::default(), fblocks, size: inode.size, dquots: HashMap::new() };
+        let mut qf = QFile {
+            ty,
+            ino,
+            info: Info::default(),
+            fblocks,
+            size: inode.size,
+            dquots: HashMap::new(),
+            clamped: HashSet::new(),
+        };
         let b0 = qf.read(vol, 0)?;
         qf.info = fq::parse_header(ty, &b0).map_err(|e| {
             let kind = match e {
@@ -403,19 +414,32 @@ impl QFile {
     /// the entry through `tx`.
     fn apply(&mut self, tx: &Tx, id: u32, ds: i128, di: i64) -> Result<()> {
         let mut d = self.dquots.get(&id).map_or(Dqblk { id, ..Default::default() }, |e| e.d);
-        // Usage that would go below zero was wrong before this change: a
-        // corruption of the quota file, not something to clamp away.
-        let at = self.dquots.get(&id).map_or(0, |e| e.at);
-        let moved = |field: &'static str, cur: u64, delta: i128| -> Result<u64> {
+        // Usage that would go below zero was wrong before this change (an
+        // image written by an older uext4 that did not charge EA inodes, a
+        // quota file edited by hand): the kernel clamps it at zero
+        // (dquot_decr_inodes, dquot_decr_space) and e2fsck recomputes it,
+        // so it is clamped here too, with a warning once per id, and no
+        // error recorded. Unlike i_blocks, link counts and group counters
+        // (strict: fs/errors.rs), nothing on disk depends on it.
+        let mut short = None;
+        let mut moved = |field: &'static str, cur: u64, delta: i128| -> u64 {
             let v = i128::from(cur) + delta;
             if v < 0 {
-                let kind = CorruptKind::Underflow { field, value: cur, sub: delta.unsigned_abs() as u64 };
-                return Err(corrupt(self.ino, at, kind));
+                short.get_or_insert((field, cur, delta.unsigned_abs()));
             }
-            Ok(v.min(i128::from(u64::MAX)) as u64)
+            v.clamp(0, i128::from(u64::MAX)) as u64
         };
-        d.curspace = moved("dqb_curspace", d.curspace, ds)?;
-        d.curinodes = moved("dqb_curinodes", d.curinodes, i128::from(di))?;
+        d.curspace = moved("dqb_curspace", d.curspace, ds);
+        d.curinodes = moved("dqb_curinodes", d.curinodes, i128::from(di));
+        if let Some((field, cur, sub)) = short {
+            if self.clamped.insert(id) {
+                log::warn!(
+                    "{} quota of id {id}: {field} {cur} is less than the {sub} to take; clamped at 0 \
+                     (the usage was wrong before; e2fsck -f recomputes it)",
+                    self.ty.name()
+                );
+            }
+        }
         set_grace(&mut d, &self.info, now());
         // The inode record already changed in this handle: a quota file
         // that cannot follow (no block for a new id's entry) must not
