@@ -9,8 +9,8 @@
 #   size  for each image size in SIZES (default "1G 1T 15T"; sparse files made by
 #         `mkfs.ext4 -E lazy_itable_init=1,lazy_journal_init=1`, as a real disk would be
 #         formatted): mount time, first `df`, N creates (create + 4 KiB write + close),
-#         N unlinks, 1 GiB sequential write + fsync, daemon peak RSS, unmount time
-#         (N = CREATES, default 10000)
+#         N unlinks, a WRITE_MB (default 512: it must fit the 1G image) MiB sequential
+#         write + fsync, daemon peak RSS, unmount time (N = CREATES, default 10000)
 #   dir   one directory grown to DIR_ENTRIES (default 1000000) empty files on a DIR_SIZE
 #         (default 64G) image: creates/s per tenth of the way, random lookups/s (stat of
 #         existing names) at the end, a full `ls -f`, then removing all
@@ -29,6 +29,7 @@ sections=${SECTIONS:-size dir}
 sizes=${SIZES:-1G 1T 15T}
 targets=${TARGETS:-uext4 kernel fuse2fs}
 creates=${CREATES:-10000}
+write_mb=${WRITE_MB:-512}
 dir_entries=${DIR_ENTRIES:-1000000}
 dir_size=${DIR_SIZE:-64G}
 fuse2fs_max=${FUSE2FS_MAX:-1T}
@@ -153,9 +154,9 @@ check_image() { # LABEL
 }
 
 section_size() {
-  local size t pid_rss t0 mount_s df_s create_s unlink_s write_s umount_s rss
-  printf '\n### Scale: image size (%s creates/unlinks, 1 GiB write)\n\n' "$creates"
-  echo "| image | target | mount s | first df s | creates/s | unlinks/s | 1 GiB write+fsync s | peak RSS MB | unmount s |"
+  local size t t0 mount_s df_s create_s unlink_s write_s umount_s rss
+  printf '\n### Scale: image size (%s creates/unlinks, %s MiB write)\n\n' "$creates" "$write_mb"
+  echo "| image | target | mount s | first df s | creates/s | unlinks/s | write+fsync s | peak RSS MB | unmount s |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
   for size in $sizes; do
     for t in $targets; do
@@ -167,7 +168,7 @@ section_size() {
       create_s=$(python3 "$loop_py" create "$mnt/d" "$creates" | awk '{ print $2 }')
       unlink_s=$(python3 "$loop_py" unlink "$mnt/d" "$creates" | awk '{ print $2 }')
       t0=$(now)
-      dd if=/dev/zero of="$mnt/big" bs=1M count=1024 conv=fsync status=none
+      dd if=/dev/zero of="$mnt/big" bs=1M count="$write_mb" conv=fsync status=none
       write_s=$(since "$t0")
       rss=$(hwm_mb)
       t0=$(now); do_unmount; umount_s=$(since "$t0")

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 mod mount_support;
 
-use mount_support::{as_nobody, Fixture};
+use mount_support::{as_nobody, tool, Fixture};
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
