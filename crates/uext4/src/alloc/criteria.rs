@@ -102,6 +102,7 @@ fn spread_group(n: u32) -> u32 {
 /// reserves min(found, goal_len) blocks in the buddy.
 fn try_group(a: &Allocator, g: u32, goal_len: u32, accept_len: u32, cr: Criterion, skip: bool) -> Option<Found> {
     let grp = &a.groups[g as usize];
+    a.counters.group_steps.fetch_add(1, Relaxed);
     if grp.free_hint.load(Relaxed) < accept_len {
         return None;
     }
@@ -135,6 +136,7 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
 
     // The goal itself.
     if goal != PhysicalBlock(0) {
+        a.counters.group_steps.fetch_add(1, Relaxed);
         a.ensure_loaded(gg)?;
         let mut slot = a.groups[gg as usize].lock();
         if let Some(st) = slot.as_mut().filter(|st| !st.corrupt) {
@@ -154,6 +156,7 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
     if goal_len.is_power_of_two() && order >= a.cfg.order2_req {
         for o in order..=max_order {
             for g in a.lfo.candidates(o, gg, CANDIDATES) {
+                a.counters.group_steps.fetch_add(1, Relaxed);
                 a.counters.groups_scanned[Criterion::Cr0.index()].fetch_add(1, Relaxed);
                 let mut slot = a.groups[g as usize].lock();
                 let Some(st) = slot.as_mut().filter(|st| !st.corrupt) else { continue };
