@@ -149,6 +149,17 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
             }
         }
     }
+    // The goal's group, scanned for the goal length before anything is
+    // prefetched (the kernel's regular allocator starts at the goal's
+    // group too): a new directory's or file's first block, whose goal is
+    // the start of its flex group (metadata), lands there without
+    // building the 32 buddies of a prefetch batch on every request of a
+    // large filesystem whose groups are mostly not loaded yet.
+    if goal != PhysicalBlock(0) {
+        if let Some(f) = try_group(a, gg, goal_len, goal_len, Criterion::Cr1, a.cfg.skip_small_extents) {
+            return note(f);
+        }
+    }
     a.prefetch()?;
     let order = order_of(goal_len);
 
