@@ -97,7 +97,7 @@ fn workload(img: &Path, mut check: impl FnMut(usize, Work)) -> Vec<u32> {
     let mut fs = uext4::Filesystem::open_device(Arc::new(dev), opts).unwrap();
     let root = fs.root();
     let sb = fs.volume().sb.clone();
-    let flex_of = |ino: u32| (ino - 1) / sb.inodes_per_group >> sb.log_groups_per_flex;
+    let flex_of = |ino: u32| ((ino - 1) / sb.inodes_per_group) >> sb.log_groups_per_flex;
     let snap = |fs: &uext4::Filesystem| (fs.inode_alloc_stats().unwrap(), fs.alloc_stats().unwrap());
     let mut tops = Vec::new();
     for phase in 0..PHASES.len() {

@@ -120,7 +120,7 @@ impl Buddy {
             }
             *word = v;
         }
-        if nbits % 64 != 0 {
+        if !nbits.is_multiple_of(64) {
             b.used[words - 1] &= (1u64 << (nbits % 64)) - 1;
         }
         let mut pos = 0;

@@ -195,7 +195,11 @@ impl InodeAllocator {
             verify_inode_bitmap(sb, gd, buf.data(), gd.inode_bitmap)?;
             buf.data()[..ipg.div_ceil(8)].to_vec()
         };
-        let used: u32 = (0..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum();
+        // Whole bytes by popcount, then the bits of a partial last byte
+        // (its padding bits may be set on disk).
+        let full = ipg / 8;
+        let used: u32 = bitmap[..full].iter().map(|b| b.count_ones()).sum::<u32>()
+            + (full * 8..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum::<u32>();
         let free = sb.inodes_per_group - used;
         // Without a journal, a crash leaves bitmaps and descriptors
         // written in any order, and the image "not clean": there the
