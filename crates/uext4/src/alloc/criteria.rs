@@ -102,6 +102,7 @@ fn spread_group(n: u32) -> u32 {
 /// reserves min(found, goal_len) blocks in the buddy.
 fn try_group(a: &Allocator, g: u32, goal_len: u32, accept_len: u32, cr: Criterion, skip: bool) -> Option<Found> {
     let grp = &a.groups[g as usize];
+    a.counters.group_steps.fetch_add(1, Relaxed);
     if grp.free_hint.load(Relaxed) < accept_len {
         return None;
     }
@@ -135,6 +136,7 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
 
     // The goal itself.
     if goal != PhysicalBlock(0) {
+        a.counters.group_steps.fetch_add(1, Relaxed);
         a.ensure_loaded(gg)?;
         let mut slot = a.groups[gg as usize].lock();
         if let Some(st) = slot.as_mut().filter(|st| !st.corrupt) {
@@ -147,6 +149,17 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
             }
         }
     }
+    // The goal's group, scanned for the goal length before anything is
+    // prefetched (the kernel's regular allocator starts at the goal's
+    // group too): a new directory's or file's first block, whose goal is
+    // the start of its flex group (metadata), lands there without
+    // building the 32 buddies of a prefetch batch on every request of a
+    // large filesystem whose groups are mostly not loaded yet.
+    if goal != PhysicalBlock(0) {
+        if let Some(f) = try_group(a, gg, goal_len, goal_len, Criterion::Cr1, a.cfg.skip_small_extents) {
+            return note(f);
+        }
+    }
     a.prefetch()?;
     let order = order_of(goal_len);
 
@@ -154,6 +167,7 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
     if goal_len.is_power_of_two() && order >= a.cfg.order2_req {
         for o in order..=max_order {
             for g in a.lfo.candidates(o, gg, CANDIDATES) {
+                a.counters.group_steps.fetch_add(1, Relaxed);
                 a.counters.groups_scanned[Criterion::Cr0.index()].fetch_add(1, Relaxed);
                 let mut slot = a.groups[g as usize].lock();
                 let Some(st) = slot.as_mut().filter(|st| !st.corrupt) else { continue };

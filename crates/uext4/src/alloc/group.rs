@@ -14,8 +14,52 @@ use super::layout::{group_units, uninit_used_ranges};
 use crate::error::Result;
 use crate::format::group_desc::{verify_block_bitmap, BG_BLOCK_UNINIT};
 use crate::volume::Volume;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Free allocation units on disk, in total and per flex group (the
+/// kernel's s_freeclusters_counter and flex_group free_clusters): what
+/// statfs, space reservations and Orlov read, kept current by every change
+/// of a group's count so that no reader sums over the groups.
+#[derive(Debug)]
+pub struct FreeTotals {
+    total: AtomicU64,
+    flex: Vec<AtomicU64>,
+    flex_bits: u32,
+}
+
+impl FreeTotals {
+    /// Totals of `counts` (one per group), flex groups of 2^`flex_bits`.
+    pub fn new(counts: impl Iterator<Item = u32>, ngroups: usize, flex_bits: u32) -> FreeTotals {
+        let flex: Vec<AtomicU64> = (0..ngroups.div_ceil(1 << flex_bits)).map(|_| AtomicU64::new(0)).collect();
+        let mut total = 0;
+        for (g, c) in counts.enumerate() {
+            total += u64::from(c);
+            flex[g >> flex_bits].fetch_add(u64::from(c), Ordering::Relaxed);
+        }
+        FreeTotals { total: AtomicU64::new(total), flex, flex_bits }
+    }
+
+    /// Adds `add` and takes `sub` from group `g`'s flex group and the total.
+    pub fn adjust(&self, g: u32, add: u32, sub: u32) {
+        let f = &self.flex[(g >> self.flex_bits) as usize];
+        // Adds first: a reader never sees the counters wrap below zero.
+        f.fetch_add(u64::from(add), Ordering::Relaxed);
+        self.total.fetch_add(u64::from(add), Ordering::Relaxed);
+        f.fetch_sub(u64::from(sub), Ordering::Relaxed);
+        self.total.fetch_sub(u64::from(sub), Ordering::Relaxed);
+    }
+
+    /// Free units in the filesystem.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Free units in flex group `f` (0 past the last).
+    pub fn flex(&self, f: u32) -> u64 {
+        self.flex.get(f as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
 
 /// The loaded state of a group (behind the group's mutex).
 #[derive(Debug)]
@@ -30,6 +74,9 @@ pub struct GroupState {
     /// Where `disk_free` is published for readers that take no lock (the
     /// allocator's total, read by every buffered write's reservation).
     pub published: Arc<AtomicU32>,
+    /// The allocator's totals this group's changes are counted in (None
+    /// until the allocator installs the state), and the group's number.
+    pub totals: Option<(Arc<FreeTotals>, u32)>,
     /// `disk` changed since the last flush.
     pub dirty: bool,
     /// The descriptor still says BLOCK_UNINIT.
@@ -59,18 +106,26 @@ pub fn is_uninit(vol: &Volume, g: u64) -> bool {
 /// Builds group `g`'s state. Reads (and verifies) the bitmap unless the
 /// group is BLOCK_UNINIT. Does not take any lock: the caller installs the
 /// result under the group's mutex.
-pub fn load(vol: &Volume, g: u64) -> Result<(GroupState, LoadKind)> {
+///
+/// `meta` is every group's bitmaps and inode table, sorted and merged (the
+/// allocator's index of them): an uninitialised group's used blocks are
+/// found by a search in it, not by a walk over all descriptors.
+/// Also returns the metadata ranges looked at (the allocator counts them).
+pub fn load(vol: &Volume, g: u64, meta: &[(u64, u64)]) -> Result<(GroupState, LoadKind, u64)> {
     // Bits of the bitmap: clusters with bigalloc.
     let nblocks = group_units(vol, g);
     let bs = vol.block_size;
     let gd = &vol.groups[g as usize];
+    let mut steps = 0;
     let (disk, kind) = if is_uninit(vol, g) {
         let mut bm = vec![0u8; bs];
         // Bits past the group's end are set, as the kernel pads them.
         for i in nblocks..(bs as u32 * 8) {
             bm[(i / 8) as usize] |= 1 << (i % 8);
         }
-        for (s, l) in uninit_used_ranges(vol, g) {
+        let ranges = uninit_used_ranges(vol, g, meta);
+        steps = ranges.len() as u64;
+        for (s, l) in ranges {
             for i in s..s + l {
                 bm[(i / 8) as usize] |= 1 << (i % 8);
             }
@@ -92,6 +147,7 @@ pub fn load(vol: &Volume, g: u64) -> Result<(GroupState, LoadKind)> {
             disk,
             disk_free,
             published: Arc::new(AtomicU32::new(disk_free)),
+            totals: None,
             dirty: false,
             uninit: kind == LoadKind::Uninit,
             corrupt,
@@ -99,6 +155,7 @@ pub fn load(vol: &Volume, g: u64) -> Result<(GroupState, LoadKind)> {
             afo: None,
         },
         kind,
+        steps,
     ))
 }
 
@@ -111,6 +168,9 @@ impl GroupState {
         }
         self.disk_free -= len;
         self.published.store(self.disk_free, Ordering::Relaxed);
+        if let Some((t, g)) = &self.totals {
+            t.adjust(*g, 0, len);
+        }
         self.dirty = true;
     }
 
@@ -126,6 +186,9 @@ impl GroupState {
         }
         self.disk_free += len;
         self.published.store(self.disk_free, Ordering::Relaxed);
+        if let Some((t, g)) = &self.totals {
+            t.adjust(*g, len, 0);
+        }
         self.dirty = true;
     }
 

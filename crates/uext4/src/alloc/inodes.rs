@@ -2,6 +2,15 @@
 //! like the kernel's ialloc.c (Orlov spreading for top-level directories,
 //! near the parent for everything else).
 //!
+//! Cost: choosing a group reads counters kept in memory (per group, and
+//! per flex group for free inodes and directories, like the kernel's
+//! flex_groups array; the block allocator keeps free blocks per flex
+//! group), so it does not grow with the filesystem: the parent's group and
+//! flex group, then a quadratic hash probe (log2(groups) steps), and for
+//! top-level directories a bounded window of flex groups. Only a nearly
+//! full filesystem falls through to a linear scan, which skips whole flex
+//! groups without free inodes and stops at the first fit.
+//!
 //! Locking: one mutex per group, never two at once; the totals are
 //! atomics. Bitmaps are loaded lazily (INODE_UNINIT groups without I/O)
 //! by one loader per group, under the group's load lock (see
@@ -17,6 +26,24 @@ use crate::volume::Volume;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+
+/// Flex groups Orlov compares for one top-level directory (the kernel
+/// compares all of them; a window keeps the cost flat and, with the rotor
+/// moving it on, still spreads directories over the disk).
+const ORLOV_WINDOW: u32 = 64;
+
+/// Counters of the inode allocator's work (for tests and benchmarks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InodeAllocStats {
+    /// Inodes allocated.
+    pub allocations: u64,
+    /// Groups or flex groups whose counters a group choice read, and
+    /// groups whose bitmap it searched: the work per allocation, which
+    /// must not grow with the number of groups.
+    pub groups_examined: u64,
+    /// Allocations that fell through to the linear scan (nearly full).
+    pub linear_scans: u64,
+}
 
 /// The checksum an inode bitmap carries in its descriptor (metadata_csum).
 pub fn bitmap_checksum(sb: &Superblock, bitmap: &[u8]) -> u32 {
@@ -45,6 +72,11 @@ pub struct InodeAllocator {
     free_hint: Vec<AtomicU32>,
     dirs_hint: Vec<AtomicU32>,
     total_free: AtomicU64,
+    /// Free inodes and directories per flex group (see `flex_bits`).
+    flex_free: Vec<AtomicU64>,
+    flex_dirs: Vec<AtomicU64>,
+    /// log2 of the groups per flex group (0 without flex_bg).
+    flex_bits: u32,
     /// Rotor for spreading top-level directories.
     rotor: AtomicU32,
     /// Groups whose bitmap called a live inode free
@@ -56,6 +88,9 @@ pub struct InodeAllocator {
     /// What marked them, for the filesystem to record as an error
     /// ([`InodeAllocator::take_reports`]).
     reports: Mutex<Vec<Error>>,
+    allocations: AtomicU64,
+    examined: AtomicU64,
+    linear_scans: AtomicU64,
 }
 
 impl InodeAllocator {
@@ -64,18 +99,77 @@ impl InodeAllocator {
         let n = vol.groups.len();
         let free_hint: Vec<AtomicU32> = vol.groups.iter().map(|g| AtomicU32::new(g.free_inodes_count)).collect();
         let total = vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum();
+        let flex_bits = super::flex_bits(&vol.sb);
+        let nflex = n.div_ceil(1 << flex_bits);
+        let flex_free: Vec<AtomicU64> = (0..nflex).map(|_| AtomicU64::new(0)).collect();
+        let flex_dirs: Vec<AtomicU64> = (0..nflex).map(|_| AtomicU64::new(0)).collect();
+        for (g, gd) in vol.groups.iter().enumerate() {
+            flex_free[g >> flex_bits].fetch_add(u64::from(gd.free_inodes_count), Relaxed);
+            flex_dirs[g >> flex_bits].fetch_add(u64::from(gd.used_dirs_count), Relaxed);
+        }
         InodeAllocator {
             dirs_hint: vol.groups.iter().map(|g| AtomicU32::new(g.used_dirs_count)).collect(),
             groups: (0..n).map(|_| Mutex::new(None)).collect(),
             loading: (0..n).map(|_| Mutex::new(())).collect(),
             free_hint,
             total_free: AtomicU64::new(total),
+            flex_free,
+            flex_dirs,
+            flex_bits,
             rotor: AtomicU32::new(0),
             corrupt: (0..n).map(|_| AtomicBool::new(false)).collect(),
             corrupt_groups: AtomicU32::new(0),
             reports: Mutex::new(Vec::new()),
+            allocations: AtomicU64::new(0),
+            examined: AtomicU64::new(0),
+            linear_scans: AtomicU64::new(0),
             vol,
         }
+    }
+
+    /// The allocator's work counters.
+    pub fn stats(&self) -> InodeAllocStats {
+        InodeAllocStats {
+            allocations: self.allocations.load(Relaxed),
+            groups_examined: self.examined.load(Relaxed),
+            linear_scans: self.linear_scans.load(Relaxed),
+        }
+    }
+
+    /// Group `g`'s free inodes went from `old` to `new` and its
+    /// directories changed by `dirs` (+1, -1 or 0): the hints and the
+    /// totals follow (group lock held).
+    fn account(&self, g: u32, old: u32, new: u32, dirs: i32) {
+        let f = (g >> self.flex_bits) as usize;
+        self.free_hint[g as usize].store(new, Relaxed);
+        if new >= old {
+            self.flex_free[f].fetch_add(u64::from(new - old), Relaxed);
+            self.total_free.fetch_add(u64::from(new - old), Relaxed);
+        } else {
+            self.flex_free[f].fetch_sub(u64::from(old - new), Relaxed);
+            self.total_free.fetch_sub(u64::from(old - new), Relaxed);
+        }
+        match dirs {
+            1 => {
+                self.flex_dirs[f].fetch_add(1, Relaxed);
+            }
+            -1 => {
+                self.flex_dirs[f].fetch_sub(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Flex groups.
+    fn flex_count(&self) -> u32 {
+        self.flex_free.len() as u32
+    }
+
+    /// Groups `f`'s flex group holds.
+    fn flex_members(&self, f: u32) -> std::ops::Range<u32> {
+        let n = self.groups.len() as u32;
+        let first = (f << self.flex_bits).min(n);
+        first..(first + (1 << self.flex_bits)).min(n)
     }
 
     /// Free inodes in the filesystem.
@@ -113,7 +207,11 @@ impl InodeAllocator {
             verify_inode_bitmap(sb, gd, buf.data(), gd.inode_bitmap)?;
             buf.data()[..ipg.div_ceil(8)].to_vec()
         };
-        let used: u32 = (0..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum();
+        // Whole bytes by popcount, then the bits of a partial last byte
+        // (its padding bits may be set on disk).
+        let full = ipg / 8;
+        let used: u32 = bitmap[..full].iter().map(|b| b.count_ones()).sum::<u32>()
+            + (full * 8..ipg).map(|i| u32::from(bitmap[i / 8] >> (i % 8) & 1)).sum::<u32>();
         let free = sb.inodes_per_group - used;
         // Without a journal, a crash leaves bitmaps and descriptors
         // written in any order, and the image "not clean": there the
@@ -135,9 +233,7 @@ impl InodeAllocator {
         let mut slot = self.lock_group(g);
         *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
         if free != gd.free_inodes_count {
-            self.free_hint[g as usize].store(free, Relaxed);
-            self.total_free.fetch_add(u64::from(free), Relaxed);
-            self.total_free.fetch_sub(u64::from(gd.free_inodes_count), Relaxed);
+            self.account(g, gd.free_inodes_count, free, 0);
         }
         Ok(())
     }
@@ -152,41 +248,81 @@ impl InodeAllocator {
 
     /// Allocates an inode for a child of `parent`.
     pub fn allocate(&self, balloc: &Allocator, parent: u32, is_dir: bool) -> Result<u32> {
-        let sb = &self.vol.sb;
         let ngroups = self.groups.len() as u32;
-        let ipg = sb.inodes_per_group;
+        let ipg = self.vol.sb.inodes_per_group;
         let parent_group = parent.saturating_sub(1) / ipg % ngroups.max(1);
-        let order = self.group_order(balloc, parent, parent_group, is_dir);
-        for g in order {
-            if self.free_hint[g as usize].load(Relaxed) == 0 || self.corrupt[g as usize].load(Relaxed) {
+        self.allocations.fetch_add(1, Relaxed);
+        let first = if is_dir && (parent == crate::format::inode::ROOT_INO || ngroups == 1) {
+            self.find_group_orlov(balloc)
+        } else {
+            self.find_group_near(balloc, parent, parent_group, is_dir)
+        };
+        if let Some(g) = first {
+            if let Some(ino) = self.take(g, is_dir)? {
+                return Ok(ino);
+            }
+        }
+        // Nothing chosen, or another thread took the chosen group's last
+        // inode: the first group with one, from the parent's on.
+        self.linear_scan_from(first.unwrap_or(parent_group), is_dir)
+    }
+
+    /// Takes the first free inode of group `g`, if it has one.
+    fn take(&self, g: u32, is_dir: bool) -> Result<Option<u32>> {
+        if self.free_hint[g as usize].load(Relaxed) == 0 || self.corrupt[g as usize].load(Relaxed) {
+            return Ok(None);
+        }
+        self.examined.fetch_add(1, Relaxed);
+        match self.load(g) {
+            Ok(()) => {}
+            // A bitmap that fails its checksum or disagrees with its
+            // descriptor: the kernel's find_group_* go on to the next
+            // group once ext4_read_inode_bitmap has marked it corrupt.
+            Err(e @ (Error::Corrupt(_) | Error::Checksum { .. })) => {
+                self.mark_corrupt(g, e);
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+        let sb = &self.vol.sb;
+        let ipg = sb.inodes_per_group;
+        let mut slot = self.lock_group(g);
+        let Some(st) = slot.as_mut() else { return Ok(None) };
+        let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };
+        let Some(i) = first_zero_bit(&st.bitmap, first, ipg) else {
+            return Ok(None);
+        };
+        st.bitmap[(i / 8) as usize] |= 1 << (i % 8);
+        let old = st.free;
+        st.free -= 1;
+        if is_dir {
+            st.dirs += 1;
+            self.dirs_hint[g as usize].store(st.dirs, Relaxed);
+        }
+        self.account(g, old, st.free, i32::from(is_dir));
+        Ok(Some(g * ipg + i + 1))
+    }
+
+    /// Every group from `start` on, wrapping, skipping flex groups without
+    /// free inodes: the nearly-full path (the kernel's last resort too).
+    fn linear_scan_from(&self, start: u32, is_dir: bool) -> Result<u32> {
+        self.linear_scans.fetch_add(1, Relaxed);
+        let n = self.groups.len() as u32;
+        let mut k = 0;
+        while k < n {
+            let g = (start + k) % n;
+            let f = g >> self.flex_bits;
+            self.examined.fetch_add(1, Relaxed);
+            if self.flex_free[f as usize].load(Relaxed) == 0 {
+                // On to the next flex group (or the wrap to group 0).
+                let next = self.flex_members(f).end.min(n);
+                k += if next > g { next - g } else { 1 };
                 continue;
             }
-            match self.load(g) {
-                Ok(()) => {}
-                // A bitmap that fails its checksum or disagrees with its
-                // descriptor: the kernel's find_group_* go on to the next
-                // group once ext4_read_inode_bitmap has marked it corrupt.
-                Err(e @ (Error::Corrupt(_) | Error::Checksum { .. })) => {
-                    self.mark_corrupt(g, e);
-                    continue;
-                }
-                Err(e) => return Err(e),
+            if let Some(ino) = self.take(g, is_dir)? {
+                return Ok(ino);
             }
-            let mut slot = self.lock_group(g);
-            let Some(st) = slot.as_mut() else { continue };
-            let first = if g == 0 { sb.first_ino.max(1) - 1 } else { 0 };
-            let Some(i) = first_zero_bit(&st.bitmap, first, ipg) else {
-                continue;
-            };
-            st.bitmap[(i / 8) as usize] |= 1 << (i % 8);
-            st.free -= 1;
-            if is_dir {
-                st.dirs += 1;
-                self.dirs_hint[g as usize].store(st.dirs, Relaxed);
-            }
-            self.free_hint[g as usize].store(st.free, Relaxed);
-            self.total_free.fetch_sub(1, Relaxed);
-            return Ok(g * ipg + i + 1);
+            k += 1;
         }
         Err(Error::NoSpace("no free inodes".into()))
     }
@@ -218,48 +354,77 @@ impl InodeAllocator {
         self.corrupt_groups.load(Relaxed)
     }
 
-    /// Groups to try, best first.
-    fn group_order(&self, balloc: &Allocator, parent: u32, pg: u32, is_dir: bool) -> Vec<u32> {
+    /// True if group `g` has free inodes (and free blocks if `blocks`)
+    /// and was not marked corrupt.
+    fn fits(&self, balloc: &Allocator, g: u32, blocks: bool) -> bool {
+        self.examined.fetch_add(1, Relaxed);
+        self.free_hint[g as usize].load(Relaxed) > 0
+            && (!blocks || balloc.group_free_hint(g) > 0)
+            && !self.corrupt[g as usize].load(Relaxed)
+    }
+
+    /// A group near the parent's (the kernel's find_group_other): the
+    /// parent's group if it has room (a directory also wants free
+    /// blocks), else a group of the parent's flex group, else a quadratic
+    /// hash probe from a start that depends on the parent (files of one
+    /// directory land together, those of its neighbours elsewhere).
+    fn find_group_near(&self, balloc: &Allocator, parent: u32, pg: u32, is_dir: bool) -> Option<u32> {
         let n = self.groups.len() as u32;
-        let mut order = Vec::with_capacity(n as usize);
-        if is_dir && (parent == crate::format::inode::ROOT_INO || n == 1) {
-            // Orlov: spread top-level directories over groups with at
-            // least average free inodes and blocks, fewest directories
-            // first, starting from a rotor.
-            let avg_inodes = self.total_free.load(Relaxed) / u64::from(n);
-            let avg_blocks = balloc.free_blocks() / u64::from(n);
-            let start = self.rotor.fetch_add(1, Relaxed) % n;
-            let mut best: Option<(u32, u32)> = None;
-            for k in 0..n {
-                let g = (start + k) % n;
-                let fi = u64::from(self.free_hint[g as usize].load(Relaxed));
-                let fb = u64::from(balloc.group_free_hint(g));
-                if fi < avg_inodes.max(1) || fb < avg_blocks {
-                    continue;
-                }
-                let d = self.dirs_hint[g as usize].load(Relaxed);
-                if best.is_none_or(|(_, bd)| d < bd) {
-                    best = Some((g, d));
-                }
-            }
-            if let Some((g, _)) = best {
-                order.push(g);
-            }
-        } else {
-            // Near the parent: its group if it has room for both inodes
-            // and blocks, then onwards.
-            let fb = balloc.group_free_hint(pg);
-            if fb > 0 || !is_dir {
-                order.push(pg);
+        if self.fits(balloc, pg, is_dir) {
+            return Some(pg);
+        }
+        let f = pg >> self.flex_bits;
+        if self.flex_bits > 0 && self.flex_free[f as usize].load(Relaxed) > 0 {
+            if let Some(g) = self.flex_members(f).find(|&g| self.fits(balloc, g, is_dir)) {
+                return Some(g);
             }
         }
-        for k in 0..n {
-            let g = (pg + k) % n;
-            if !order.contains(&g) {
-                order.push(g);
+        let mut g = (u64::from(pg) + u64::from(parent)) % u64::from(n);
+        let mut step = 1u64;
+        while step < u64::from(n) {
+            g = (g + step) % u64::from(n);
+            if self.fits(balloc, g as u32, true) {
+                return Some(g as u32);
+            }
+            step <<= 1;
+        }
+        None
+    }
+
+    /// Orlov for a top-level directory (the kernel's find_group_orlov):
+    /// among a window of flex groups starting at a rotor, those with at
+    /// least the average free inodes and free blocks, the one with the
+    /// fewest directories; then its first group with a free inode.
+    fn find_group_orlov(&self, balloc: &Allocator) -> Option<u32> {
+        let nf = self.flex_count();
+        let avg_inodes = (self.total_free.load(Relaxed) / u64::from(nf)).max(1);
+        let avg_blocks = balloc.free_blocks() / u64::from(nf);
+        let start = self.rotor.fetch_add(1, Relaxed) % nf;
+        let window = nf.min(ORLOV_WINDOW);
+        let mut best: Option<(u32, u64)> = None;
+        for k in 0..window {
+            let f = (start + k) % nf;
+            self.examined.fetch_add(1, Relaxed);
+            let fi = self.flex_free[f as usize].load(Relaxed);
+            if fi < avg_inodes || balloc.flex_free_blocks(f) < avg_blocks {
+                continue;
+            }
+            let d = self.flex_dirs[f as usize].load(Relaxed);
+            if best.is_none_or(|(_, bd)| d < bd) {
+                best = Some((f, d));
             }
         }
-        order
+        // No flex group of the window is as good as the average: the
+        // first with any free inode after it (the rest of the disk is
+        // fuller, so this stops early unless inodes are nearly gone).
+        let f = match best {
+            Some((f, _)) => f,
+            None => (window..nf).chain(0..window).map(|k| (start + k) % nf).find(|&f| {
+                self.examined.fetch_add(1, Relaxed);
+                self.flex_free[f as usize].load(Relaxed) > 0
+            })?,
+        };
+        self.flex_members(f).find(|&g| self.fits(balloc, g, false))
     }
 
     /// Marks inode `ino` in use if it is free (fast-commit replay: an
@@ -279,13 +444,13 @@ impl InodeAllocator {
             return Ok(false);
         }
         *byte |= 1 << (i % 8);
+        let old = st.free;
         st.free -= 1;
         if is_dir {
             st.dirs += 1;
             self.dirs_hint[g as usize].store(st.dirs, Relaxed);
         }
-        self.free_hint[g as usize].store(st.free, Relaxed);
-        self.total_free.fetch_sub(1, Relaxed);
+        self.account(g, old, st.free, i32::from(is_dir));
         Ok(true)
     }
 
@@ -324,13 +489,13 @@ impl InodeAllocator {
             st.dirs
         };
         st.bitmap[(i / 8) as usize] &= !(1 << (i % 8));
+        let old = st.free;
         st.free += 1;
         if is_dir {
             st.dirs = dirs;
             self.dirs_hint[g as usize].store(st.dirs, Relaxed);
         }
-        self.free_hint[g as usize].store(st.free, Relaxed);
-        self.total_free.fetch_add(1, Relaxed);
+        self.account(g, old, st.free, -i32::from(is_dir));
         Ok(())
     }
 }

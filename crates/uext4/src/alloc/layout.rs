@@ -50,8 +50,10 @@ pub fn group_units(vol: &Volume, g: u64) -> u32 {
 /// The in-use ranges (group-relative start, length, in units: clusters
 /// with bigalloc) of an uninitialised group: base metadata plus every
 /// group's bitmaps and inode table that happen to lie inside it (with
-/// flex_bg they usually live elsewhere).
-pub fn uninit_used_ranges(vol: &Volume, g: u64) -> Vec<(u32, u32)> {
+/// flex_bg they usually live elsewhere). `meta` holds those bitmaps and
+/// tables as sorted, merged (start, length) ranges ([`group_metadata`]):
+/// a binary search finds the group's, however many groups there are.
+pub fn uninit_used_ranges(vol: &Volume, g: u64, meta: &[(u64, u64)]) -> Vec<(u32, u32)> {
     let start = vol.group_first_block(g);
     let nblocks = u64::from(group_blocks(vol, g));
     let bits = cluster_bits(vol);
@@ -60,19 +62,43 @@ pub fn uninit_used_ranges(vol: &Volume, g: u64) -> Vec<(u32, u32)> {
     if base > 0 {
         out.push((0, (base.div_ceil(1 << bits)) as u32));
     }
-    let itable = vol.inode_table_blocks();
-    let mut add = |b: u64, n: u64| {
-        let e = b + n;
-        let (lo, hi) = (b.max(start), e.min(start + nblocks));
+    let end = start + nblocks;
+    let first = meta.partition_point(|&(s, l)| s + l <= start);
+    for &(b, n) in &meta[first..] {
+        if b >= end {
+            break;
+        }
+        let (lo, hi) = (b.max(start), (b + n).min(end));
         if lo < hi {
             let (ulo, uhi) = ((lo - start) >> bits, (hi - start - 1) >> bits);
             out.push((ulo as u32, (uhi - ulo + 1) as u32));
         }
-    };
-    for gd in &vol.groups {
-        add(gd.block_bitmap, 1);
-        add(gd.inode_bitmap, 1);
-        add(gd.inode_table, itable);
     }
     out
+}
+
+/// Every group's block bitmap, inode bitmap and inode table as sorted,
+/// merged (start, length) ranges (built once, at open).
+pub fn group_metadata(vol: &Volume) -> Vec<(u64, u64)> {
+    let itable = vol.inode_table_blocks();
+    let mut v = Vec::with_capacity(vol.groups.len() * 3);
+    for gd in &vol.groups {
+        v.push((gd.block_bitmap, 1));
+        v.push((gd.inode_bitmap, 1));
+        v.push((gd.inode_table, itable));
+    }
+    merge_ranges(v)
+}
+
+/// Sorts `v` and merges overlapping or touching ranges.
+pub fn merge_ranges(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (s, l) in v {
+        match merged.last_mut() {
+            Some((ps, pl)) if *ps + *pl >= s => *pl = (*pl).max(s + l - *ps),
+            _ => merged.push((s, l)),
+        }
+    }
+    merged
 }

@@ -82,6 +82,16 @@ pub use criteria::ScanLimits;
 pub use prealloc::PreallocConfig;
 pub use stats::{AllocStats, Criterion, FreeExtentHistogram};
 
+/// log2 of the groups per flex group: s_log_groups_per_flex with flex_bg,
+/// else 0 (every group is its own flex group).
+pub fn flex_bits(sb: &Superblock) -> u32 {
+    if sb.features.has_incompat(crate::format::features::incompat::FLEX_BG) {
+        u32::from(sb.log_groups_per_flex).min(31)
+    } else {
+        0
+    }
+}
+
 /// Request flags.
 pub mod flags {
     /// Filesystem metadata (extent, directory, xattr blocks): never
@@ -244,6 +254,12 @@ pub struct Allocator {
     prefetch_cursor: AtomicU64,
     loaded_groups: AtomicU64,
     system_zone: Vec<(u64, u64)>,
+    /// Every group's bitmaps and inode table, sorted and merged (what an
+    /// uninitialised group's bitmap is built from).
+    meta_zone: Vec<(u64, u64)>,
+    /// Free units in total and per flex group (unloaded groups count
+    /// their descriptor's figure).
+    totals: Arc<group::FreeTotals>,
     flush_lock: Mutex<()>,
     /// log2 of the blocks per cluster (0 without bigalloc).
     cbits: u32,
@@ -268,7 +284,13 @@ impl Allocator {
                 disk_free: Arc::new(AtomicU32::new(0)),
             })
             .collect();
-        let system_zone = Self::system_zone(&vol)?;
+        let meta_zone = layout::group_metadata(&vol);
+        let system_zone = Self::system_zone(&vol, &meta_zone)?;
+        let totals = Arc::new(group::FreeTotals::new(
+            vol.groups.iter().map(|gd| gd.free_blocks_count),
+            ngroups,
+            flex_bits(&vol.sb),
+        ));
         Ok(Allocator {
             prealloc: prealloc::Preallocs::new(cfg.prealloc.clone()),
             vol,
@@ -281,6 +303,8 @@ impl Allocator {
             prefetch_cursor: AtomicU64::new(0),
             loaded_groups: AtomicU64::new(0),
             system_zone,
+            meta_zone,
+            totals,
             flush_lock: Mutex::new(()),
             cbits,
             upg,
@@ -288,20 +312,14 @@ impl Allocator {
     }
 
     /// Every range of fixed metadata: superblock and descriptor copies,
-    /// bitmaps, inode tables, the journal. Sorted and merged.
-    fn system_zone(vol: &Volume) -> Result<Vec<(u64, u64)>> {
-        let mut v = Vec::new();
+    /// bitmaps and inode tables (`meta`), the journal. Sorted and merged.
+    fn system_zone(vol: &Volume, meta: &[(u64, u64)]) -> Result<Vec<(u64, u64)>> {
+        let mut v = meta.to_vec();
         for g in 0..vol.groups.len() as u64 {
             let base = layout::base_meta_blocks(vol, g);
             if base > 0 {
                 v.push((vol.group_first_block(g), base));
             }
-        }
-        let itable = vol.inode_table_blocks();
-        for gd in &vol.groups {
-            v.push((gd.block_bitmap, 1));
-            v.push((gd.inode_bitmap, 1));
-            v.push((gd.inode_table, itable));
         }
         if vol.sb.journal_inum != 0 {
             let j = crate::inode::read_inode(vol, vol.sb.journal_inum)?;
@@ -311,15 +329,7 @@ impl Allocator {
                 }
             }
         }
-        v.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-        for (s, l) in v {
-            match merged.last_mut() {
-                Some((ps, pl)) if *ps + *pl >= s => *pl = (*pl).max(s + l - *ps),
-                _ => merged.push((s, l)),
-            }
-        }
-        Ok(merged)
+        Ok(layout::merge_ranges(v))
     }
 
     /// True if any block of `start..start+len` is fixed metadata.
@@ -380,7 +390,8 @@ impl Allocator {
         if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(false);
         }
-        let (mut state, kind) = group::load(&self.vol, u64::from(g))?;
+        let (mut state, kind, steps) = group::load(&self.vol, u64::from(g), &self.meta_zone)?;
+        self.counters.group_steps.fetch_add(steps, Relaxed);
         if !state.corrupt && self.metadata_marked_free(g, &state) {
             // Like the kernel's "overlap fs metadata" check: a bitmap that
             // calls fixed metadata free is not trusted for allocation.
@@ -397,6 +408,9 @@ impl Allocator {
         // The group's own counter from now on, published before `loaded`.
         state.published = grp.disk_free.clone();
         state.published.store(state.disk_free, Relaxed);
+        // The totals counted the descriptor's figure until now.
+        self.totals.adjust(g, state.disk_free, self.vol.groups[g as usize].free_blocks_count);
+        state.totals = Some((self.totals.clone(), g));
         *slot = Some(state);
         if let Some(st) = slot.as_mut() {
             self.relist(g, st);
@@ -446,6 +460,7 @@ impl Allocator {
         let start = self.prefetch_cursor.fetch_add(u64::from(self.cfg.prefetch_batch), Relaxed);
         for i in 0..u64::from(self.cfg.prefetch_batch).min(n) {
             let g = ((start + i) % n) as u32;
+            self.counters.group_steps.fetch_add(1, Relaxed);
             if self.groups[g as usize].loaded.load(Relaxed) {
                 continue;
             }
@@ -730,6 +745,16 @@ impl Allocator {
             self.vol.groups[g as usize].free_blocks_count
         };
         units.saturating_mul(1 << self.cbits)
+    }
+
+    /// log2 of the groups per flex group (0 without flex_bg).
+    pub fn flex_bits(&self) -> u32 {
+        flex_bits(&self.vol.sb)
+    }
+
+    /// Free blocks of flex group `f` (a lock-free counter, O(1)).
+    pub fn flex_free_blocks(&self, f: u32) -> u64 {
+        self.totals.flex(f) << self.cbits
     }
 
     /// Returns inode `ino`'s unused preallocated blocks (on close or truncate).

@@ -76,6 +76,7 @@ pub(crate) struct Counters {
     pub extents_scanned: [AtomicU64; 7],
     pub groups_scanned: [AtomicU64; 7],
     pub goal_len_hits: AtomicU64,
+    pub group_steps: AtomicU64,
     pub enospc: AtomicU64,
     pub buddy_generations: AtomicU64,
     pub prefetch_groups: AtomicU64,
@@ -105,6 +106,12 @@ pub struct AllocStats {
     pub groups_scanned: [u64; 7],
     /// Allocations that got the full goal length.
     pub goal_len_hits: u64,
+    /// Group-indexed steps the allocation path took: groups a criterion
+    /// or the goal looked at, groups prefetch considered, metadata ranges
+    /// an uninitialised group's bitmap was built from. Per request it
+    /// must not grow with the number of groups (the common path reads
+    /// lists and counters, not every group).
+    pub group_steps: u64,
     /// Requests that failed with ENOSPC.
     pub enospc: u64,
     /// Buddy structures built (groups loaded).
@@ -135,6 +142,7 @@ impl Counters {
             extents_scanned: arr(&self.extents_scanned),
             groups_scanned: arr(&self.groups_scanned),
             goal_len_hits: self.goal_len_hits.load(Relaxed),
+            group_steps: self.group_steps.load(Relaxed),
             enospc: self.enospc.load(Relaxed),
             buddy_generations: self.buddy_generations.load(Relaxed),
             prefetch_groups: self.prefetch_groups.load(Relaxed),

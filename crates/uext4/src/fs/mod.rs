@@ -282,6 +282,11 @@ impl FsCore {
         Ok(self.allocator()?.stats())
     }
 
+    /// The inode allocator's work counters (None when read-only).
+    pub fn inode_alloc_stats(&self) -> Option<crate::alloc::inodes::InodeAllocStats> {
+        self.live().map(|rw| rw.ialloc.stats())
+    }
+
     /// Free-space fragmentation over the whole filesystem (reads every
     /// block bitmap, verifying its checksum).
     pub fn free_extent_histogram(&self) -> Result<FreeExtentHistogram> {
