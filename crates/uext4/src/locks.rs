@@ -355,4 +355,15 @@ impl<X: InodeState> InodeLocks<X> {
     pub fn lock_shared(&self, ino: u32) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
         self.inode(ino).io.read_arc()
     }
+
+    /// Locks `ino` shared if the table holds it; `None` (and nothing
+    /// added) if it does not, which means nobody held its I/O lock when
+    /// the table was looked at: an entry whose lock is held (or whose
+    /// state someone holds) is never dropped from the table. For a reader
+    /// that only needs to be ordered with a change under way, and would
+    /// otherwise make state for every inode it passes (a LOOKUP of each
+    /// file of a walked tree).
+    pub fn lock_shared_if_held(&self, ino: u32) -> Option<Ordered<ArcRwLockReadGuard<RawRwLock, ()>>> {
+        self.get(ino).map(|st| st.io.read_arc())
+    }
 }
