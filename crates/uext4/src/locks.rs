@@ -328,6 +328,17 @@ impl<X: InodeState> InodeLocks<X> {
         m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
     }
 
+    /// How many inodes the table holds state for (a look at every shard:
+    /// for tests and diagnostics, not for a per-operation path).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+
+    /// True if the table holds no inode's state.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The I/O state of inode `ino` if the table holds it (nothing is
     /// added).
     pub fn get(&self, ino: u32) -> Option<Arc<InodeIo<X>>> {

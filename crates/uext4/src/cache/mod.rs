@@ -143,6 +143,9 @@ pub struct CacheStats {
     pub misses: u64,
     /// Buffers dropped to stay within capacity.
     pub evictions: u64,
+    /// Values computed from a buffer version ([`BufferCache::derived`]):
+    /// each a walk of one block (a directory block put in listing order).
+    pub derived_builds: u64,
 }
 
 /// Slots of the table of values derived from buffers
@@ -179,6 +182,7 @@ pub struct BufferCache {
     hits: StripedCounter,
     misses: StripedCounter,
     evictions: StripedCounter,
+    derived_builds: StripedCounter,
     derived: Derived,
 }
 
@@ -201,6 +205,7 @@ impl BufferCache {
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
             evictions: StripedCounter::default(),
+            derived_builds: StripedCounter::default(),
             derived: Derived::default(),
         }
     }
@@ -231,6 +236,7 @@ impl BufferCache {
                 }
             }
         }
+        self.derived_builds.add(1);
         let v = Arc::new(build(buf)?);
         let value: Arc<dyn std::any::Any + Send + Sync> = v.clone();
         *slot.lock() = Some(DerivedValue { buf: Arc::downgrade(buf), kind, value });
@@ -358,7 +364,12 @@ impl BufferCache {
 
     /// Hit, miss and eviction counters since creation.
     pub fn stats(&self) -> CacheStats {
-        CacheStats { hits: self.hits.get(), misses: self.misses.get(), evictions: self.evictions.get() }
+        CacheStats {
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+            evictions: self.evictions.get(),
+            derived_builds: self.derived_builds.get(),
+        }
     }
 }
 
