@@ -152,7 +152,7 @@ fn entries_added_and_removed_during_a_listing_are_neither_lost_nor_repeated() {
                 fs.create(d, format!("new-{added:06}").as_bytes(), 0o644, 0, 0).unwrap();
                 added += 1;
             }
-            if round % 2 == 0 {
+            if round.is_multiple_of(2) {
                 let victim = name((round * 37) % n);
                 if present.remove(&victim) {
                     fs.unlink(d, victim.as_bytes()).unwrap();

@@ -170,7 +170,7 @@ impl Gathered {
     /// previous leaf's).
     fn add(&mut self, block: DirBlock, leaf: Arc<Leaf>, keep: usize) {
         let i = self.leaves.len();
-        let first = leaf.from_pos(self.start);
+        let first = leaf.first_at_pos(self.start);
         let end = leaf.slots.len().min(first.saturating_add(keep));
         let new = &leaf.slots[first..end];
         let in_order = match (self.found.last(), new.first()) {

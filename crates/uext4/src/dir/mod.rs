@@ -371,7 +371,7 @@ fn linear_readdir_with(
         };
         let l = leaf::entries(vol, dir, &blk, order)?;
         let base = lblk.byte_offset(bs);
-        let first = l.from_offset(cookie.saturating_sub(base));
+        let first = l.first_at_offset(cookie.saturating_sub(base));
         let take = (l.slots.len() - first).min(max - n);
         if take > 0 {
             n += take;
