@@ -634,7 +634,20 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
 /// The library's clean unmount, once the FUSE session has let go of it.
 fn finish(fs: Arc<Filesystem>, name: &str) -> CliResult {
     match Arc::try_unwrap(fs) {
-        Ok(mut fs) => fs.unmount().map_err(|e| CliError::Msg(format!("{name}: unmount: {e}"))),
+        Ok(mut fs) => {
+            let r = fs.unmount().map_err(|e| CliError::Msg(format!("{name}: unmount: {e}")));
+            if r.is_ok() {
+                // Cleanly closed: everything is on the image, and the
+                // process exits next. Freeing its caches one allocation at
+                // a time (the metadata blocks, the per-inode state of a
+                // walked tree: millions of them) would only delay the exit
+                // the unmount waits for, by seconds after a large walk;
+                // the OS takes the memory back at once. (The library's
+                // Drop frees as usual for in-process users.)
+                std::mem::forget(fs);
+            }
+            r
+        }
         // A FUSE worker still holds it (it panicked): dropping the last
         // reference unmounts on a best-effort basis.
         Err(_) => {

@@ -353,6 +353,13 @@ impl<'r> ReplyDirectory<'r> {
     pub fn new(out: &'r mut dyn Sink, max: usize) -> Self {
         ReplyDirectory { r: Replier { out }, max, used: 0 }
     }
+    /// The most entries that could still be added (each takes at least
+    /// a header and a one-byte name, padded), so that a caller fetches no
+    /// more than that.
+    pub fn room(&mut self) -> usize {
+        let end = self.max.min(self.r.out.area().len());
+        end.saturating_sub(self.used) / (abi::DIRENT_LEN + 1).next_multiple_of(8)
+    }
     /// Adds an entry; true if the reply is full (it was not added).
     pub fn add(&mut self, ino: INodeNo, offset: u64, kind: FileType, name: &OsStr) -> bool {
         let area = self.r.out.area();
@@ -376,6 +383,12 @@ impl<'r> ReplyDirectoryPlus<'r> {
     /// A listing of at most `max` bytes through `out`.
     pub fn new(out: &'r mut dyn Sink, max: usize) -> Self {
         ReplyDirectoryPlus { r: Replier { out }, max, used: 0 }
+    }
+    /// The most entries that could still be added (see
+    /// [`ReplyDirectory::room`]).
+    pub fn room(&mut self) -> usize {
+        let end = self.max.min(self.r.out.area().len());
+        end.saturating_sub(self.used) / (abi::ENTRY_OUT_LEN + (abi::DIRENT_LEN + 1).next_multiple_of(8))
     }
     /// Adds an entry with its attributes; true if the reply is full.
     pub fn add(

@@ -328,6 +328,17 @@ impl<X: InodeState> InodeLocks<X> {
         m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
     }
 
+    /// How many inodes the table holds state for (a look at every shard:
+    /// for tests and diagnostics, not for a per-operation path).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+
+    /// True if the table holds no inode's state.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The I/O state of inode `ino` if the table holds it (nothing is
     /// added).
     pub fn get(&self, ino: u32) -> Option<Arc<InodeIo<X>>> {
@@ -354,5 +365,16 @@ impl<X: InodeState> InodeLocks<X> {
     /// Locks `ino` shared (a reader of a directory: lookups, listings).
     pub fn lock_shared(&self, ino: u32) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
         self.inode(ino).io.read_arc()
+    }
+
+    /// Locks `ino` shared if the table holds it; `None` (and nothing
+    /// added) if it does not, which means nobody held its I/O lock when
+    /// the table was looked at: an entry whose lock is held (or whose
+    /// state someone holds) is never dropped from the table. For a reader
+    /// that only needs to be ordered with a change under way, and would
+    /// otherwise make state for every inode it passes (a LOOKUP of each
+    /// file of a walked tree).
+    pub fn lock_shared_if_held(&self, ino: u32) -> Option<Ordered<ArcRwLockReadGuard<RawRwLock, ()>>> {
+        self.get(ino).map(|st| st.io.read_arc())
     }
 }

@@ -10,28 +10,39 @@ use log::{debug, warn};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
+use uext4::dir::{DirBatch, DirEntryRef};
 use uext4::{FileType, Stat, Timestamp};
-
-/// Directory entries fetched from the library per step of a readdir.
-const READDIR_BATCH: usize = 128;
 
 impl Uext4Fuse {
     /// The file type of a directory entry, from the entry or the inode.
-    fn entry_kind(&self, e: &uext4::dir::DirEntry) -> crate::proto::types::FileType {
+    fn entry_kind(&self, e: &DirEntryRef<'_>) -> crate::proto::types::FileType {
         match e.file_type {
             Some(t) => kind(t),
             None => self.fs.stat(e.ino).map_or(crate::proto::types::FileType::RegularFile, |st| kind(st.file_type)),
         }
     }
 
-    /// Fills a readdir reply from `cookie` on; `add` returns true when the
-    /// reply is full (that entry was not added).
-    fn fill_dir(&self, ino: u32, cookie: u64, mut add: impl FnMut(&uext4::dir::DirEntry) -> bool) -> Result<(), Errno> {
+    /// Fills a readdir reply from `cookie` on, asking the library for at
+    /// most `room` entries at a time (what the reply could still hold:
+    /// `room` is given the entries added so far); `add` returns true when
+    /// the reply is full (that entry was not added). One batch of
+    /// buffers serves the whole reply: nothing is allocated per entry.
+    fn fill_dir(
+        &self,
+        ino: u32,
+        cookie: u64,
+        room: usize,
+        mut add: impl FnMut(&DirEntryRef<'_>) -> bool,
+    ) -> Result<(), Errno> {
         let mut cookie = cookie;
         let mut added = 0usize;
+        let mut batch = DirBatch::new();
         loop {
-            let batch = match self.fs.readdir(ino, cookie, READDIR_BATCH) {
-                Ok(b) => b,
+            // At least one: a reply too small for the smallest entry
+            // still reports the directory's error, or its end.
+            let want = room.saturating_sub(added).max(1);
+            match self.fs.readdir_into(ino, cookie, want, &mut batch) {
+                Ok(()) => {}
                 // Entries already added are returned; the next call from
                 // their cookie reports the error.
                 Err(e) if added > 0 => {
@@ -39,20 +50,19 @@ impl Uext4Fuse {
                     return Ok(());
                 }
                 Err(e) => return Err(self.fail("readdir", ino, e)),
-            };
-            let n = batch.len();
-            for e in &batch {
+            }
+            for e in batch.iter() {
                 if is_servable(e.ino) {
-                    if add(e) {
+                    if add(&e) {
                         return Ok(());
                     }
                     added += 1;
                 } else {
-                    warn!("readdir({ino}): entry {:?} points at inode {}", String::from_utf8_lossy(&e.name), e.ino);
+                    warn!("readdir({ino}): entry {:?} points at inode {}", String::from_utf8_lossy(e.name), e.ino);
                 }
                 cookie = e.next_cookie;
             }
-            if n < READDIR_BATCH {
+            if batch.len() < want {
                 return Ok(());
             }
         }
@@ -70,9 +80,10 @@ impl Uext4Fuse {
 
     pub(super) fn do_readdir(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectory) {
         let ino = tri!(reply, from_fuse(ino));
-        let r = self.fill_dir(ino, offset, |e| {
+        let room = reply.room();
+        let r = self.fill_dir(ino, offset, room, |e| {
             let kind = self.entry_kind(e);
-            reply.add(to_fuse(e.ino), e.next_cookie, kind, OsStr::from_bytes(&e.name))
+            reply.add(to_fuse(e.ino), e.next_cookie, kind, OsStr::from_bytes(e.name))
         });
         tri!(reply, r);
         reply.ok();
@@ -82,14 +93,15 @@ impl Uext4Fuse {
         let ino = tri!(reply, from_fuse(ino));
         let zero = Duration::ZERO;
         let ttl = self.features.entry_and_attr_ttl();
+        let room = reply.room();
         // Each entry is a lookup: an inode a name may not reach (an xattr
         // value's) is listed with the placeholder, as an error below.
-        let r = self.fill_dir(ino, offset, |e| {
+        let r = self.fill_dir(ino, offset, room, |e| {
             let full = match self.fs.named_inode(e.ino).and_then(|_| self.fs.stat(e.ino)) {
                 Ok(st) => reply.add(
                     to_fuse(e.ino),
                     e.next_cookie,
-                    OsStr::from_bytes(&e.name),
+                    OsStr::from_bytes(e.name),
                     &ttl,
                     &attr(&st),
                     Self::generation(&st),
@@ -100,7 +112,7 @@ impl Uext4Fuse {
                     debug!("readdirplus: stat of inode {}: {err}", e.ino);
                     let mut a = attr(&placeholder(e.ino, e.file_type));
                     a.kind = self.entry_kind(e);
-                    reply.add(to_fuse(e.ino), e.next_cookie, OsStr::from_bytes(&e.name), &zero, &a, Generation(0))
+                    reply.add(to_fuse(e.ino), e.next_cookie, OsStr::from_bytes(e.name), &zero, &a, Generation(0))
                 }
             };
             // The kernel takes a reference to the node of every entry it

@@ -143,6 +143,33 @@ pub struct CacheStats {
     pub misses: u64,
     /// Buffers dropped to stay within capacity.
     pub evictions: u64,
+    /// Values computed from a buffer version ([`BufferCache::derived`]):
+    /// each a walk of one block (a directory block put in listing order).
+    pub derived_builds: u64,
+}
+
+/// Slots of the table of values derived from buffers
+/// ([`BufferCache::derived`]).
+pub const DERIVED_SLOTS: usize = 256;
+
+/// One value of [`BufferCache::derived`]'s table and the buffer version
+/// it was computed from.
+struct DerivedValue {
+    buf: std::sync::Weak<Buffer>,
+    kind: u64,
+    value: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+/// [`BufferCache::derived`]'s table (one mutex per slot: held for a
+/// pointer comparison and an `Arc` clone, never while building).
+struct Derived {
+    slots: Box<[Mutex<Option<DerivedValue>>]>,
+}
+
+impl Default for Derived {
+    fn default() -> Derived {
+        Derived { slots: (0..DERIVED_SLOTS).map(|_| Mutex::new(None)).collect() }
+    }
 }
 
 /// A sharded, concurrent cache of metadata blocks.
@@ -155,6 +182,8 @@ pub struct BufferCache {
     hits: StripedCounter,
     misses: StripedCounter,
     evictions: StripedCounter,
+    derived_builds: StripedCounter,
+    derived: Derived,
 }
 
 impl std::fmt::Debug for BufferCache {
@@ -176,7 +205,42 @@ impl BufferCache {
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
             evictions: StripedCounter::default(),
+            derived_builds: StripedCounter::default(),
+            derived: Derived::default(),
         }
+    }
+
+    /// A value computed from one version of a block (a directory block's
+    /// entries in listing order), built by `build` from `buf` the first
+    /// time and reused while `buf` is the version asked about: the table
+    /// remembers the version by identity (a weak reference, which keeps
+    /// its allocation, and so its address, from being reused), so a new
+    /// version of the block (buffers are immutable, a change installs a
+    /// new one) never finds a value computed from an older one. `kind`
+    /// tells apart the values of different builders over one block.
+    ///
+    /// Bounded: a small direct-mapped table ([`DERIVED_SLOTS`] values),
+    /// a value displacing whatever its slot held; it pins no buffer.
+    pub fn derived<T: std::any::Any + Send + Sync>(
+        &self,
+        buf: &Arc<Buffer>,
+        kind: u64,
+        build: impl FnOnce(&Buffer) -> Result<T>,
+    ) -> Result<Arc<T>> {
+        let h = (buf.block ^ kind.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        let slot = &self.derived.slots[h as usize % DERIVED_SLOTS];
+        if let Some(d) = &*slot.lock() {
+            if d.kind == kind && std::ptr::eq(d.buf.as_ptr(), Arc::as_ptr(buf)) {
+                if let Ok(v) = d.value.clone().downcast::<T>() {
+                    return Ok(v);
+                }
+            }
+        }
+        self.derived_builds.add(1);
+        let v = Arc::new(build(buf)?);
+        let value: Arc<dyn std::any::Any + Send + Sync> = v.clone();
+        *slot.lock() = Some(DerivedValue { buf: Arc::downgrade(buf), kind, value });
+        Ok(v)
     }
 
     /// The device under the cache.
@@ -300,7 +364,12 @@ impl BufferCache {
 
     /// Hit, miss and eviction counters since creation.
     pub fn stats(&self) -> CacheStats {
-        CacheStats { hits: self.hits.get(), misses: self.misses.get(), evictions: self.evictions.get() }
+        CacheStats {
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+            evictions: self.evictions.get(),
+            derived_builds: self.derived_builds.get(),
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //! the wrong kind of block and rejected.
 
 use super::block::{self, DirBlock};
-use super::{DirEntry, NameKey};
+use super::leaf::{self, Leaf, Order, Slot};
+use super::{DirEntryRef, NameKey};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::FileBlock;
 use crate::format::dir_hash::HashVersion;
@@ -18,6 +19,7 @@ use crate::format::features::incompat;
 use crate::format::inode::{FileType, Inode};
 use crate::format::superblock::FLAG_UNSIGNED_HASH;
 use crate::volume::Volume;
+use std::sync::Arc;
 
 /// The index of one directory, walked down to a leaf.
 struct Walk {
@@ -121,7 +123,7 @@ const MINOR_BITS: u32 = 30;
 /// the position after the largest one is still below [`COOKIE_TAG`].
 /// Positions only ever name a hash, never a place in a block or an
 /// ordinal among equals, so removing an entry cannot shift another's.
-fn pos_of(major: u32, minor: u32) -> u64 {
+pub(super) fn pos_of(major: u32, minor: u32) -> u64 {
     (u64::from(major >> 1) << MINOR_BITS) | u64::from(minor >> 2)
 }
 
@@ -140,93 +142,159 @@ fn major_of(pos: u64) -> u32 {
     ((pos >> MINOR_BITS) as u32) << 1
 }
 
-/// Lists up to `max` of `found` (entries with their major and minor
-/// hashes) in hash order from position `from`, given that `found` holds
-/// every entry at a position in `from..limit`.
-///
-/// As the kernel's ext4_dx_readdir, an entry's `next_cookie` is the
-/// position of the entry after it, so a listing resumes with every entry
-/// that hashes there: entries sharing a position are listed again rather
-/// than skipped (the kernel keeps per-open-file state to avoid even that;
-/// FUSE cookies carry none). Only when more than `max` entries share one
-/// position (61 bits of hash alike) does a listing skip the rest of them,
-/// rather than return the same batch forever.
-fn emit(mut found: Vec<(u32, u32, DirEntry)>, from: u64, limit: u64, max: usize) -> Vec<DirEntry> {
-    found.retain(|f| (from..limit).contains(&pos_of(f.0, f.1)));
-    found.sort_by(|a, b| (a.0, a.1, &a.2.name).cmp(&(b.0, b.1, &b.2.name)));
-    let pos: Vec<u64> = found.iter().map(|f| pos_of(f.0, f.1)).collect();
+/// What a hash-order listing gathered: the first entries at or after its
+/// start position, in hash order, from the leaves they are in, and the
+/// position up to which they are all the entries there are.
+pub(super) struct Gathered {
+    /// The leaves read, each with its block (whose bytes hold the names).
+    leaves: Vec<(DirBlock, Arc<Leaf>)>,
+    /// Up to `max + 1` entries (the one after the last listed names its
+    /// cookie), each with the index of its leaf in `leaves`, in hash order.
+    found: Vec<(Slot, usize)>,
+    /// The position the listing started at.
+    start: u64,
+    /// Every entry at a position in `start..limit` is in `found` (or
+    /// comes after the `max + 1` of them found).
+    limit: u64,
+}
+
+impl Gathered {
+    fn new(start: u64) -> Gathered {
+        Gathered { leaves: Vec::new(), found: Vec::new(), start, limit: u64::MAX }
+    }
+
+    /// Takes the entries of `leaf` (read from `block`) at `start` or
+    /// later, keeping the first `keep` entries in hash order. Leaves come
+    /// in index order, so entries are appended in order but for a leaf
+    /// that continues a hash collision (its entries may sort among the
+    /// previous leaf's).
+    fn add(&mut self, block: DirBlock, leaf: Arc<Leaf>, keep: usize) {
+        let i = self.leaves.len();
+        let first = leaf.first_at_pos(self.start);
+        let end = leaf.slots.len().min(first.saturating_add(keep));
+        let new = &leaf.slots[first..end];
+        let in_order = match (self.found.last(), new.first()) {
+            (Some((a, ai)), Some(b)) => {
+                let (ad, bd) = (self.leaves[*ai].0.buf.data(), block.buf.data());
+                (a.major, a.minor, a.name(ad)) <= (b.major, b.minor, b.name(bd))
+            }
+            _ => true,
+        };
+        self.found.extend(new.iter().map(|s| (*s, i)));
+        self.leaves.push((block, leaf));
+        if !in_order {
+            let leaves = &self.leaves;
+            let key = |&(s, l): &(Slot, usize)| (s.major, s.minor, s.name(leaves[l].0.buf.data()));
+            self.found.sort_by(|a, b| key(a).cmp(&key(b)));
+        }
+        self.found.truncate(keep);
+    }
+
+    /// How many entries found lie below major hash `below`.
+    fn below(&self, below: u32) -> usize {
+        self.found.partition_point(|(s, _)| s.major < below)
+    }
+
+    /// Lists up to `max` of the entries found, in hash order.
+    ///
+    /// As the kernel's ext4_dx_readdir, an entry's `next_cookie` is the
+    /// position of the entry after it, so a listing resumes with every
+    /// entry that hashes there: entries sharing a position are listed
+    /// again rather than skipped (the kernel keeps per-open-file state to
+    /// avoid even that; FUSE cookies carry none). Only when more than
+    /// `max` entries share one position (61 bits of hash alike) does a
+    /// listing skip the rest of them, rather than return the same batch
+    /// forever.
+    pub(super) fn emit(&self, max: usize, f: &mut dyn FnMut(DirEntryRef<'_>)) {
+        emit(&self.found, self.start, self.limit, max, &|l| self.leaves[l].0.buf.data(), f);
+    }
+}
+
+/// [`Gathered::emit`] of `found` (entries in hash order, each with the
+/// index of its block, whose bytes `data` gives), listed from position
+/// `from`, every entry below `limit` being there.
+fn emit<'d>(
+    found: &[(Slot, usize)],
+    from: u64,
+    limit: u64,
+    max: usize,
+    data: &dyn Fn(usize) -> &'d [u8],
+    f: &mut dyn FnMut(DirEntryRef<'_>),
+) {
+    let found = &found[..found.partition_point(|(s, _)| pos_of(s.major, s.minor) < limit)];
     let n = found.len().min(max);
-    let mut out = Vec::with_capacity(n);
-    for (i, (_, _, mut e)) in found.into_iter().take(n).enumerate() {
-        let mut next = match pos.get(i + 1) {
-            Some(&p) => p,
-            None if limit == u64::MAX => pos[i] + 1,
+    for (i, (s, l)) in found.iter().take(n).enumerate() {
+        let pos = pos_of(s.major, s.minor);
+        let mut next = match found.get(i + 1) {
+            Some((t, _)) => pos_of(t.major, t.minor),
+            None if limit == u64::MAX => pos + 1,
             None => limit,
         };
         if i + 1 == n && next == from {
             next = from + 1;
         }
-        e.next_cookie = cookie_at(next);
-        out.push(e);
+        f(DirEntryRef {
+            ino: s.ino,
+            name: s.name(data(*l)),
+            file_type: FileType::from_dirent(s.ft),
+            next_cookie: cookie_at(next),
+        });
     }
-    out
 }
 
-/// Lists a one-block directory that has no index in hash order (as the
-/// kernel does on dir_index filesystems, see `is_dx_dir`), so that its
+/// The hash order of `dir`'s entries with `version` (the dots left out
+/// when `dots`).
+fn hash_order(vol: &Volume, dir: &Inode, version: HashVersion, dots: bool) -> Order {
+    Order::Hash { version, casefold: super::is_casefolded(vol, dir), dots }
+}
+
+/// Gathers a one-block directory that has no index in hash order (as the
+/// kernel lists it on dir_index filesystems, see `is_dx_dir`), so that its
 /// cookies stay valid when it becomes an htree. The dots are the caller's.
-pub fn readdir_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64, max: usize) -> Result<Vec<DirEntry>> {
-    let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
-    let mut found = Vec::new();
+pub(super) fn gather_block(vol: &Volume, dir: &Inode, version: HashVersion, from: u64, max: usize) -> Result<Gathered> {
+    let mut g = Gathered::new(position(from));
     if let Ok(b) = block::read(vol, dir, FileBlock(0), false)? {
-        for e in b.entries(ft)? {
-            if e.inode == 0 || e.name == b"." || e.name == b".." {
-                continue;
-            }
-            let h = super::name_hash(vol, dir, e.name, version);
-            found.push((h.major, h.minor, super::entry(vol, &e, b.block, 0)?));
-        }
+        let leaf = leaf::entries(vol, dir, &b, hash_order(vol, dir, version, true))?;
+        g.add(b, leaf, max.saturating_add(1));
     }
-    Ok(emit(found, position(from), u64::MAX, max))
+    Ok(g)
 }
 
-/// Reads up to `max` entries of a hash-indexed directory in hash order,
-/// from hash cookie `from` (see [`cookie_at`]; "." and ".." are the caller's).
+/// Gathers up to `max` entries of a hash-indexed directory in hash order,
+/// from hash cookie `from` (see [`cookie_at`]; "." and ".." are the
+/// caller's), to list with [`Gathered::emit`].
 ///
 /// Each entry's `next_cookie` names the entry after it by hash, not by
 /// place: entries that move to another leaf when a leaf splits keep their
-/// place in the listing (see [`emit`] for entries sharing a hash).
-pub fn readdir(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Vec<DirEntry>> {
-    let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
+/// place in the listing (see [`Gathered::emit`] for entries sharing a
+/// hash). A call reads the leaves that hold its entries, each listed in
+/// hash order once per version of the block ([`leaf::entries`]), and
+/// costs a search plus the entries it returns.
+pub(super) fn gather(vol: &Volume, dir: &Inode, from: u64, max: usize) -> Result<Gathered> {
     let start = position(from);
     let mut walk = Walk::down(vol, dir, |_| major_of(start))?;
+    let order = hash_order(vol, dir, walk.version, false);
+    let keep = max.saturating_add(1);
     // Entries with a major hash at least `start`, gathered leaf by leaf
     // until `max` of them lie below the next leaf's first hash (entries of
     // later leaves all hash at or above it).
-    let mut found: Vec<(u32, u32, DirEntry)> = Vec::new();
-    let limit = loop {
+    let mut g = Gathered::new(start);
+    g.limit = loop {
         if let Ok(b) = block::read(vol, dir, FileBlock::from(walk.leaf), true)? {
-            for e in b.entries(ft)? {
-                if e.inode == 0 {
-                    continue;
-                }
-                let h = super::name_hash(vol, dir, e.name, walk.version);
-                if pos_of(h.major, h.minor) >= start {
-                    found.push((h.major, h.minor, super::entry(vol, &e, b.block, 0)?));
-                }
-            }
+            let leaf = leaf::entries(vol, dir, &b, order)?;
+            g.add(b, leaf, keep);
         }
         match walk.next(vol, dir)? {
             None => break u64::MAX,
             Some(next) => {
                 let below = next & !1;
-                if found.len() >= max && found.iter().filter(|f| f.0 < below).count() >= max {
+                if g.below(below) >= max {
                     break pos_of(below, 0);
                 }
             }
         }
     };
-    Ok(emit(found, start, limit, max))
+    Ok(g)
 }
 
 /// A corrupt-index error of kind `kind` at `at`.
@@ -355,35 +423,56 @@ mod tests {
         assert!(cookie_at(pos_of(6, 4)) < cookie_at(pos_of(6, 8)));
     }
 
-    fn named(name: &str) -> DirEntry {
-        DirEntry { ino: 12, name: name.as_bytes().to_vec(), file_type: None, next_cookie: 0 }
+    /// Slots for one-letter names at `at` (major, minor) in a fake block
+    /// that holds each letter at offset 8 past its slot's offset.
+    fn slots(at: &[(u32, u32, u8)]) -> (Vec<u8>, Vec<(Slot, usize)>) {
+        let mut data = Vec::new();
+        let mut found = Vec::new();
+        for &(major, minor, name) in at {
+            let off = data.len() as u32;
+            data.extend_from_slice(&[0; 8]);
+            data.push(name);
+            let s = Slot { major, minor, ino: 12, off, next: off + 12, name_len: 1, ft: 0 };
+            found.push((s, 0));
+        }
+        (data, found)
+    }
+
+    fn list(found: &(Vec<u8>, Vec<(Slot, usize)>), from: u64, limit: u64, max: usize) -> Vec<(u8, u64)> {
+        let mut out = Vec::new();
+        emit(&found.1, from, limit, max, &|_| &found.0, &mut |e| out.push((e.name[0], e.next_cookie)));
+        out
     }
 
     #[test]
     fn emit_resumes_at_the_next_hash_and_always_progresses() {
-        let found = || vec![(4, 0, named("a")), (4, 8, named("b")), (4, 8, named("c")), (6, 0, named("d"))];
-        let all = emit(found(), 0, u64::MAX, 10);
-        let names: Vec<&[u8]> = all.iter().map(|e| e.name.as_slice()).collect();
-        assert_eq!(names, [b"a", b"b", b"c", b"d"]);
+        let found = slots(&[(4, 0, b'a'), (4, 8, b'b'), (4, 8, b'c'), (6, 0, b'd')]);
+        let all = list(&found, 0, u64::MAX, 10);
+        let names: Vec<u8> = all.iter().map(|e| e.0).collect();
+        assert_eq!(names, b"abcd");
         // After "b" comes "c" at the same position: resuming there lists
         // "b" again (a duplicate, never a skip).
-        assert_eq!(position(all[1].next_cookie), pos_of(4, 8));
-        let again = emit(found(), position(all[1].next_cookie), u64::MAX, 10);
+        assert_eq!(position(all[1].1), pos_of(4, 8));
+        let rest = |from| {
+            let i = found.1.partition_point(|(s, _)| pos_of(s.major, s.minor) < from);
+            (found.0.clone(), found.1[i..].to_vec())
+        };
+        let again = list(&rest(position(all[1].1)), position(all[1].1), u64::MAX, 10);
         assert_eq!(again.len(), 3);
         // One at a time through the equal pair still ends.
         let mut from = 0;
         let mut seen = 0;
         loop {
-            let b = emit(found(), from, u64::MAX, 1);
+            let b = list(&rest(from), from, u64::MAX, 1);
             let Some(e) = b.last() else { break };
-            assert!(position(e.next_cookie) > from || seen == 0);
-            from = position(e.next_cookie);
+            assert!(position(e.1) > from || seen == 0);
+            from = position(e.1);
             seen += 1;
             assert!(seen < 10);
         }
         // A limit: the last entry below it resumes at the limit.
-        let part = emit(found(), 0, pos_of(6, 0), 10);
+        let part = list(&found, 0, pos_of(6, 0), 10);
         assert_eq!(part.len(), 3);
-        assert_eq!(position(part[2].next_cookie), pos_of(6, 0));
+        assert_eq!(position(part[2].1), pos_of(6, 0));
     }
 }

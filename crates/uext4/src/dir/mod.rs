@@ -15,13 +15,14 @@
 
 mod block;
 mod htree;
+mod leaf;
 pub mod write;
 
 use crate::error::{CorruptKind, Error, Location, Result};
 use crate::format::block_number::FileBlock;
 use crate::format::casefold::{self, ENCODING_FLAG_STRICT};
 use crate::format::dir_hash::{dx_hash, DirHash, HashVersion};
-use crate::format::dirent::{RawDirent, NAME_MAX};
+use crate::format::dirent::NAME_MAX;
 use crate::format::features::{compat, incompat};
 use crate::format::inode::{FileType, Inode, FL_CASEFOLD, FL_INDEX};
 use crate::inode::inline;
@@ -43,6 +44,99 @@ pub struct DirEntry {
     pub file_type: Option<FileType>,
     /// Cookie to pass to continue reading *after* this entry.
     pub next_cookie: u64,
+}
+
+impl DirEntry {
+    /// The entry borrowed.
+    pub fn as_ref(&self) -> DirEntryRef<'_> {
+        DirEntryRef { ino: self.ino, name: &self.name, file_type: self.file_type, next_cookie: self.next_cookie }
+    }
+}
+
+/// One directory entry as a listing hands it out ([`readdir_with`]): its
+/// name borrowed from the directory block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirEntryRef<'a> {
+    /// Inode the entry points to.
+    pub ino: u32,
+    /// The name (any bytes except '/' and NUL).
+    pub name: &'a [u8],
+    /// File type from the entry (None without the filetype feature).
+    pub file_type: Option<FileType>,
+    /// Cookie to pass to continue reading *after* this entry.
+    pub next_cookie: u64,
+}
+
+impl DirEntryRef<'_> {
+    /// The entry with its name copied.
+    pub fn to_owned(&self) -> DirEntry {
+        DirEntry { ino: self.ino, name: self.name.to_vec(), file_type: self.file_type, next_cookie: self.next_cookie }
+    }
+}
+
+/// A page of directory entries in two reusable buffers (the names packed
+/// in one), so that a listing allocates per page, not per entry (see
+/// [`crate::fs::FsCore::readdir_into`]).
+#[derive(Debug, Default, Clone)]
+pub struct DirBatch {
+    names: Vec<u8>,
+    entries: Vec<BatchEntry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BatchEntry {
+    ino: u32,
+    file_type: Option<FileType>,
+    next_cookie: u64,
+    /// The name: `names[name_at..name_at + name_len]`.
+    name_at: usize,
+    name_len: usize,
+}
+
+impl DirBatch {
+    /// An empty batch.
+    pub fn new() -> DirBatch {
+        DirBatch::default()
+    }
+
+    /// Empties the batch (its buffers are kept).
+    pub fn clear(&mut self) {
+        self.names.clear();
+        self.entries.clear();
+    }
+
+    /// Appends a copy of `e`.
+    pub fn push(&mut self, e: DirEntryRef<'_>) {
+        let name_at = self.names.len();
+        self.names.extend_from_slice(e.name);
+        self.entries.push(BatchEntry {
+            ino: e.ino,
+            file_type: e.file_type,
+            next_cookie: e.next_cookie,
+            name_at,
+            name_len: e.name.len(),
+        });
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if the batch holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries, in listing order.
+    pub fn iter(&self) -> impl Iterator<Item = DirEntryRef<'_>> + '_ {
+        self.entries.iter().map(|e| DirEntryRef {
+            ino: e.ino,
+            name: &self.names[e.name_at..e.name_at + e.name_len],
+            file_type: e.file_type,
+            next_cookie: e.next_cookie,
+        })
+    }
 }
 
 /// True if the directory is hash-indexed and the filesystem honours it.
@@ -146,7 +240,17 @@ fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::Hash
     htree::hash_version(vol, vol.sb.def_hash_version)
 }
 
-/// Reads up to `max` entries starting at `cookie` (0 = the beginning).
+/// Reads up to `max` entries starting at `cookie` (0 = the beginning);
+/// [`readdir_with`] collected.
+pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    let mut out = Vec::new();
+    readdir_with(vol, dir, cookie, max, &mut |e| out.push(e.to_owned()))?;
+    Ok(out)
+}
+
+/// Hands `f` up to `max` entries starting at `cookie` (0 = the
+/// beginning), in listing order; fewer only at the end of the directory.
+/// Nothing is allocated per entry: names are borrowed from the blocks.
 ///
 /// Hash-indexed directories are listed in hash order with hash cookies,
 /// as the kernel does: a leaf split while a listing is under way moves
@@ -157,9 +261,22 @@ fn block_hash(vol: &Volume, dir: &Inode) -> Option<crate::format::dir_hash::Hash
 /// into an htree, and a listing must go on across that. Other linear
 /// directories use byte positions within the directory file. A directory
 /// whose index is unusable is listed by byte position, like a linear one.
-pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+///
+/// A listing resumes inside a block: each block's entries are put in
+/// listing order once per version of the block (see the private `leaf`
+/// part), and a call finds its cookie there by binary search, so listing
+/// a directory page by page costs the entries listed, not the entries of
+/// every block visited per page. `f` is called only once the call can no
+/// longer fail (an error hands it nothing).
+pub fn readdir_with(
+    vol: &Volume,
+    dir: &Inode,
+    cookie: u64,
+    max: usize,
+    f: &mut dyn FnMut(DirEntryRef<'_>),
+) -> Result<()> {
     if dir.has_inline_data() {
-        return inline_readdir(vol, dir, cookie, max);
+        return inline_readdir(vol, dir, cookie, max, f);
     }
     let block_hash = block_hash(vol, dir);
     if !is_htree(vol, dir) && block_hash.is_none() {
@@ -168,66 +285,83 @@ pub fn readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec
         // (repeating entries rather than skipping them). Hash cookies stay
         // below 2^63; anything above (u64::MAX: the end) is past the end.
         let from = if cookie & htree::COOKIE_TAG != 0 && cookie >> 63 == 0 { 0 } else { cookie };
-        return linear_readdir(vol, dir, from, max);
+        return linear_readdir_with(vol, dir, from, max, 0, f);
     }
     if cookie & (htree::COOKIE_TAG | htree::LINEAR_TAG) == htree::LINEAR_TAG {
         // Going on with a listing that fell back to block order.
-        return linear_fallback(vol, dir, cookie & !htree::LINEAR_TAG, max);
+        return linear_readdir_with(vol, dir, cookie & !htree::LINEAR_TAG, max, htree::LINEAR_TAG, f);
     }
     // "." and ".." come first, from the index root, with cookies 1 and
     // the first hash position.
-    let mut out = Vec::new();
+    let mut dots: [Option<(u32, Option<FileType>, bool)>; 2] = [None, None];
+    let mut ndots = 0;
     if cookie < 2 {
-        let dots = linear_readdir(vol, dir, 0, 2)?;
-        for e in dots.into_iter().filter(|e| e.name == b"." || e.name == b"..") {
+        linear_readdir_with(vol, dir, 0, 2, 0, &mut |e| {
             let is_dot = e.name == b".";
-            if (is_dot && cookie == 1) || out.len() >= max {
-                continue;
+            if (is_dot || e.name == b"..") && !(is_dot && cookie == 1) && ndots < max {
+                dots[ndots] = Some((e.ino, e.file_type, is_dot));
+                ndots += 1;
             }
-            out.push(DirEntry { next_cookie: if is_dot { 1 } else { htree::COOKIE_TAG }, ..e });
-        }
+        })?;
     }
     // Any other position (seekdir to one no listing returned) is a hash
     // position, as the kernel reads it: the listing goes on at the next
     // entry in hash order.
     let from = if cookie < 2 { htree::COOKIE_TAG } else { htree::COOKIE_TAG | cookie };
-    if let Some(version) = block_hash {
-        out.extend(htree::readdir_block(vol, dir, version, from, max - out.len())?);
-        return Ok(out);
+    let rest = max - ndots;
+    let gathered = match block_hash {
+        Some(version) => htree::gather_block(vol, dir, version, from, rest)?,
+        None => match htree::gather(vol, dir, from, rest) {
+            Ok(g) => g,
+            // The leaves still hold every entry: list them by position, as the
+            // kernel does when the index is bad (only from the start: a hash
+            // cookie cannot be turned into a position).
+            Err(Error::Corrupt { .. }) if cookie == 0 => {
+                return linear_readdir_with(vol, dir, 0, max, htree::LINEAR_TAG, f)
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    for (ino, file_type, is_dot) in dots.into_iter().flatten() {
+        let name: &[u8] = if is_dot { b"." } else { b".." };
+        f(DirEntryRef { ino, name, file_type, next_cookie: if is_dot { 1 } else { htree::COOKIE_TAG } });
     }
-    match htree::readdir(vol, dir, from, max - out.len()) {
-        Ok(v) => out.extend(v),
-        // The leaves still hold every entry: list them by position, as the
-        // kernel does when the index is bad (only from the start: a hash
-        // cookie cannot be turned into a position).
-        Err(Error::Corrupt { .. }) if cookie == 0 => return linear_fallback(vol, dir, 0, max),
-        Err(e) => return Err(e),
-    }
-    Ok(out)
-}
-
-/// [`linear_readdir`] of a hash-indexed directory whose index is
-/// unusable, its cookies marked (see [`htree::LINEAR_TAG`]).
-fn linear_fallback(vol: &Volume, dir: &Inode, pos: u64, max: usize) -> Result<Vec<DirEntry>> {
-    let mut v = linear_readdir(vol, dir, pos, max)?;
-    for e in &mut v {
-        e.next_cookie |= htree::LINEAR_TAG;
-    }
-    Ok(v)
+    gathered.emit(rest, f);
+    Ok(())
 }
 
 /// Reads up to `max` entries in block order from byte position `cookie`.
 /// Unused slots are skipped.
 pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+    let mut out = Vec::new();
     if dir.has_inline_data() {
-        return inline_readdir(vol, dir, cookie, max);
+        inline_readdir(vol, dir, cookie, max, &mut |e| out.push(e.to_owned()))?;
+    } else {
+        linear_readdir_with(vol, dir, cookie, max, 0, &mut |e| out.push(e.to_owned()))?;
     }
+    Ok(out)
+}
+
+/// [`linear_readdir`] through `f`, each cookie with `tag` set (see
+/// [`htree::LINEAR_TAG`]). The entries are handed over once every block
+/// they come from was read and checked (a block's entries are collected
+/// by reference, which allocates per call, not per entry).
+fn linear_readdir_with(
+    vol: &Volume,
+    dir: &Inode,
+    cookie: u64,
+    max: usize,
+    tag: u64,
+    f: &mut dyn FnMut(DirEntryRef<'_>),
+) -> Result<()> {
     let bs = vol.block_size as u64;
     let nblocks = dir_blocks(vol, dir);
     let htree = is_htree(vol, dir);
-    let mut out = Vec::new();
+    let order = leaf::Order::Block;
+    let mut blocks: Vec<(block::DirBlock, std::sync::Arc<leaf::Leaf>, u64, usize, usize)> = Vec::new();
+    let mut n = 0usize;
     let mut lblk = FileBlock::of_byte(cookie, bs);
-    while lblk < nblocks && out.len() < max {
+    while lblk < nblocks && n < max {
         let blk = match block::read(vol, dir, lblk, htree)? {
             Ok(blk) => blk,
             Err(skip) => {
@@ -235,19 +369,28 @@ pub fn linear_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Res
                 continue;
             }
         };
-        for e in blk.entries(filetype(vol))? {
-            let pos = lblk.byte_offset(bs) + e.offset as u64;
-            if pos < cookie || e.inode == 0 {
-                continue;
-            }
-            if out.len() >= max {
-                return Ok(out);
-            }
-            out.push(entry(vol, &e, blk.block, pos + e.rec_len as u64)?);
+        let l = leaf::entries(vol, dir, &blk, order)?;
+        let base = lblk.byte_offset(bs);
+        let first = l.first_at_offset(cookie.saturating_sub(base));
+        let take = (l.slots.len() - first).min(max - n);
+        if take > 0 {
+            n += take;
+            blocks.push((blk, l, base, first, first + take));
         }
         lblk += 1;
     }
-    Ok(out)
+    for (blk, l, base, first, end) in &blocks {
+        let data = blk.buf.data();
+        for s in &l.slots[*first..*end] {
+            f(DirEntryRef {
+                ino: s.ino,
+                name: s.name(data),
+                file_type: FileType::from_dirent(s.ft),
+                next_cookie: (base + u64::from(s.next)) | tag,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Every entry of an inline directory, "." and ".." first, with the
@@ -285,39 +428,28 @@ fn inline_all(vol: &Volume, dir: &Inode) -> Result<Vec<DirEntry>> {
     Ok(out)
 }
 
-/// Reads up to `max` entries of an inline directory from position
+/// Hands `f` up to `max` entries of an inline directory from position
 /// `cookie` ("." is at 0, ".." at 12, the rest at their inline offsets
-/// plus 20, as the kernel lists them).
-fn inline_readdir(vol: &Volume, dir: &Inode, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+/// plus 20, as the kernel lists them). Inline directories fit in the
+/// inode: they are parsed whole.
+fn inline_readdir(
+    vol: &Volume,
+    dir: &Inode,
+    cookie: u64,
+    max: usize,
+    f: &mut dyn FnMut(DirEntryRef<'_>),
+) -> Result<()> {
     let all = inline_all(vol, dir)?;
     let mut pos = 0;
-    let mut out = Vec::new();
-    for e in all {
-        if pos >= cookie && out.len() < max {
-            pos = e.next_cookie;
-            out.push(e);
-        } else {
-            pos = e.next_cookie;
+    let mut n = 0;
+    for e in &all {
+        if pos >= cookie && n < max {
+            n += 1;
+            f(e.as_ref());
         }
+        pos = e.next_cookie;
     }
-    Ok(out)
-}
-
-/// A live entry as returned by readdir, its inode number checked.
-fn entry(vol: &Volume, e: &RawDirent<'_>, block: u64, next_cookie: u64) -> Result<DirEntry> {
-    if e.inode > vol.sb.inodes_count {
-        return Err(Error::corruption(
-            crate::error::Structure::DirEntry,
-            Location::BlockOffset { block, offset: e.offset },
-            CorruptKind::OutsideRange {
-                what: "inode",
-                value: u64::from(e.inode),
-                start: 0,
-                end: u64::from(vol.sb.inodes_count) + 1,
-            },
-        ));
-    }
-    Ok(DirEntry { ino: e.inode, name: e.name.to_vec(), file_type: FileType::from_dirent(e.file_type), next_cookie })
+    Ok(())
 }
 
 /// Looks `name` up in `dir`; `Ok(None)` if absent.

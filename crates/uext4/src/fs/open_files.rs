@@ -12,30 +12,30 @@
 //! namespace operations consult.
 
 use super::orphan_file::OrphanSlots;
+use crate::int_hash::{IntMap, IntSet};
 use crate::lock_order::Class;
 use crate::locks::{ordered, Ordered};
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 /// Open handles per inode and what their closes must do.
 #[derive(Default)]
 struct Table {
     /// Open handles per inode.
-    counts: HashMap<u32, u32>,
+    counts: IntMap<u32, u32>,
     /// Inodes the kernel holds references on (their count is in
     /// [`OpenFiles::refs`]; an inode is here exactly while that count is
     /// nonzero, both changed under the count's shard lock).
-    pinned: HashSet<u32>,
+    pinned: IntSet<u32>,
     /// Inodes unlinked while held (open or pinned): deleted when the
     /// last handle and the last kernel reference are gone.
-    doomed: HashSet<u32>,
+    doomed: IntSet<u32>,
     /// Inodes truncated to zero while open: written back at their next
     /// close (auto_da_alloc).
-    alloc_on_close: HashSet<u32>,
+    alloc_on_close: IntSet<u32>,
     /// Doomed inodes made by `tmpfile` (O_TMPFILE without O_EXCL): a
     /// link may still name them (the kernel's I_LINKABLE).
-    linkable: HashSet<u32>,
+    linkable: IntSet<u32>,
     /// Doomed inodes taken for deletion ([`OpenFiles::take_doomed`]) whose
     /// deletion has not finished yet ([`OpenFiles::deleted`]).
     deleting: u32,
@@ -63,11 +63,13 @@ pub(crate) struct OpenFiles {
     /// allocator or cache lock).
     orphan_lock: Mutex<OrphanSlots>,
     /// The kernel's references per inode (FUSE lookup counts), sharded by
-    /// inode number: a LOOKUP of a node the kernel holds already (a
+    /// inode number (integer-hashed, as every table here: one entry per
+    /// inode the kernel caches, touched by each LOOKUP and READDIRPLUS
+    /// entry, where SipHash cost more than the rest of the count): a LOOKUP of a node the kernel holds already (a
     /// revalidation, most of them) takes only its shard's lock; the
     /// table's lock is taken when a count leaves or reaches zero, inside
     /// the shard's lock (shard, then table: never the other way round).
-    refs: Box<[Mutex<HashMap<u32, u64>>]>,
+    refs: Box<[Mutex<IntMap<u32, u64>>]>,
     /// Signalled (with the table's lock) when the deletion of a doomed
     /// inode finishes: an allocation that failed with ENOSPC waits for
     /// the deletions the kernel's pending FORGETs are about to start.
@@ -110,7 +112,7 @@ impl OpenFiles {
         g.doomed.contains(&ino) && g.held(ino)
     }
 
-    fn shard(&self, ino: u32) -> &Mutex<HashMap<u32, u64>> {
+    fn shard(&self, ino: u32) -> &Mutex<IntMap<u32, u64>> {
         &self.refs[ino as usize % REF_SHARDS]
     }
 

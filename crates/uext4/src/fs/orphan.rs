@@ -311,8 +311,12 @@ impl FsCore {
             // and decides: before it, the reference counted already makes
             // that unlink keep the inode; after it, the inode is kept or
             // gone. Without it, the inode could read as linked while an
-            // unlink that did not see the reference deletes it.
-            let _s = rw.data.locks().lock_shared(ino);
+            // unlink that did not see the reference deletes it. An inode
+            // the lock table does not hold has no change under way (an
+            // unlink holds the lock, which keeps it in the table), and any
+            // unlink that starts later sees the reference: then no lock
+            // is needed, and none is made (a walk looks up every file).
+            let _s = rw.data.locks().lock_shared_if_held(ino);
             let i = crate::inode::read_inode(&self.vol, ino)?;
             if i.links_count == 0 && !rw.open.is_kept(ino) {
                 return Err(Error::NotFound(format!("inode {ino} was deleted")));

@@ -2,7 +2,7 @@
 //! symlink targets, block maps and statfs.
 
 use crate::device::BlockDevice;
-use crate::dir::{self, DirEntry};
+use crate::dir::{self, DirBatch, DirEntry};
 use crate::error::{Error, Result, Structure};
 use crate::format::block_number::FileBlock;
 use crate::format::dirent::NAME_MAX;
@@ -32,14 +32,17 @@ impl FsCore {
         let mut i = self.inode(ino)?;
         let file_type = i.file_type()?;
         let pending_atime = match (self.live(), file_type) {
-            (Some(rw), FileType::Regular) => {
-                // Buffered data not yet written back: the in-memory size, and
-                // its reserved blocks counted as ext4 counts delayed ones.
-                let st = rw.data.inode(ino);
+            // Buffered data not yet written back: the in-memory size, and
+            // its reserved blocks counted as ext4 counts delayed ones. Only
+            // an inode the data path holds state for can have any (dirty
+            // data and a pending atime keep the state in its table, as do
+            // the writers under way): a stat does not make state for an
+            // inode that has none (a walk stats every file it passes).
+            (Some(rw), FileType::Regular) => rw.data.peek(ino).and_then(|st| {
                 i.size = i.size.max(st.data.pages.pending_size());
                 i.blocks_512 += st.data.pages.reserved_blocks() * (self.vol.block_size as u64 / 512);
                 st.data.atime.get()
-            }
+            }),
             _ => self.pending_atime(ino),
         };
         if let Some(t) = pending_atime {
@@ -81,6 +84,18 @@ impl FsCore {
             let v = dir::readdir(&self.vol, d, cookie, max)?;
             self.note_access_ino(d);
             Ok(v)
+        })
+    }
+
+    /// [`FsCore::readdir`] into `batch` (emptied first), whose buffers a
+    /// caller listing page after page reuses: nothing is allocated per
+    /// entry.
+    pub fn readdir_into(&self, ino: u32, cookie: u64, max: usize, batch: &mut DirBatch) -> Result<()> {
+        batch.clear();
+        self.read_dir_with(ino, |d| {
+            dir::readdir_with(&self.vol, d, cookie, max, &mut |e| batch.push(e))?;
+            self.note_access_ino(d);
+            Ok(())
         })
     }
 
