@@ -292,11 +292,24 @@ pub struct InodeLocks<X = ()> {
     /// Read-locked to find an entry (directory readers of one directory
     /// then do not queue behind each other), write-locked to add one.
     shards: Vec<RwLock<IntMap<u32, Arc<InodeIo<X>>>>>,
+    /// Per shard, the size at which adding an entry first drops the
+    /// entries nobody holds (changed under the shard's write lock).
+    sweep_at: Vec<AtomicUsize>,
+    /// Entries looked at by those sweeps (a counter for tests).
+    swept: AtomicUsize,
 }
+
+/// The smallest shard that is swept (64 shards: a quarter of a million
+/// entries before anything is dropped).
+const SWEEP_MIN: usize = 4096;
 
 impl<X> Default for InodeLocks<X> {
     fn default() -> Self {
-        InodeLocks { shards: (0..SHARDS).map(|_| RwLock::new(IntMap::default())).collect() }
+        InodeLocks {
+            shards: (0..SHARDS).map(|_| RwLock::new(IntMap::default())).collect(),
+            sweep_at: (0..SHARDS).map(|_| AtomicUsize::new(SWEEP_MIN)).collect(),
+            swept: AtomicUsize::new(0),
+        }
     }
 }
 
@@ -314,18 +327,32 @@ impl std::fmt::Debug for Locked {
 impl<X: InodeState> InodeLocks<X> {
     /// The I/O state of inode `ino`.
     pub fn inode(&self, ino: u32) -> Arc<InodeIo<X>> {
-        let shard = &self.shards[ino as usize % SHARDS];
+        let k = ino as usize % SHARDS;
+        let shard = &self.shards[k];
         if let Some(st) = shard.read().get(&ino) {
             return st.clone();
         }
         let mut m = shard.write();
-        if m.len() > 4096 {
+        if m.len() > self.sweep_at[k].load(Ordering::Relaxed) {
             // Drop entries nobody holds (the map's own reference only),
             // unless their user pins them (dirty data lives until
             // written back).
+            self.swept.fetch_add(m.len(), Ordering::Relaxed);
             m.retain(|_, l| Arc::strong_count(l) > 1 || l.io.has_arc_guards() || l.data.pinned());
+            // The next sweep waits for as many additions as entries
+            // stayed: when most are held (a million new files with dirty
+            // data), sweeping at every addition would cost the whole
+            // shard per new inode; this way a sweep costs O(1) per
+            // addition, and the table holds at most twice what is held.
+            self.sweep_at[k].store((2 * m.len()).max(SWEEP_MIN), Ordering::Relaxed);
         }
         m.entry(ino).or_insert_with(|| Arc::new(InodeIo::new(ino))).clone()
+    }
+
+    /// Entries the table's sweeps looked at so far (for tests: the work of
+    /// dropping unheld state must stay proportional to what is added).
+    pub fn swept(&self) -> usize {
+        self.swept.load(Ordering::Relaxed)
     }
 
     /// How many inodes the table holds state for (a look at every shard:
@@ -376,5 +403,29 @@ impl<X: InodeState> InodeLocks<X> {
     /// file of a walked tree).
     pub fn lock_shared_if_held(&self, ino: u32) -> Option<Ordered<ArcRwLockReadGuard<RawRwLock, ()>>> {
         self.get(ino).map(|st| st.io.read_arc())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shard whose entries are all held is not swept at every new
+    /// entry: adding n entries looks at O(n) entries in all, not
+    /// O(n * shard size).
+    #[test]
+    fn sweeps_cost_constant_per_added_entry_when_everything_is_held() {
+        let t = InodeLocks::<()>::default();
+        let n = 3 * SWEEP_MIN;
+        // One shard (inode numbers congruent modulo SHARDS), all held.
+        let held: Vec<_> = (1..=n as u32).map(|i| t.inode(i * SHARDS as u32)).collect();
+        assert_eq!(t.len(), n);
+        assert!(t.swept() <= 4 * n, "{} entries swept to add {n}", t.swept());
+        drop(held);
+        // Nothing held any more: the next sweep drops them.
+        for i in 1..=(2 * n) as u32 {
+            drop(t.inode((n as u32 + i) * SHARDS as u32));
+        }
+        assert!(t.len() <= 2 * SWEEP_MIN + 1, "{} entries kept", t.len());
     }
 }
