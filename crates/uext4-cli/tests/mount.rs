@@ -903,6 +903,18 @@ fn fuse_errors_remount_ro_on_eio() {
     assert_eq!(out.stdout, b"kept", "fsync'd data survives");
 }
 
+/// The first block of the image's /d and the block size (debugfs, dumpe2fs).
+fn first_block_of_d(fx: &Fixture) -> (u64, u64) {
+    let out = run(tool("debugfs").arg("-R").arg("bmap /d 0").arg(&fx.img));
+    let block: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("block number");
+    let bs: u64 = fx
+        .dumpe2fs()
+        .lines()
+        .find_map(|l| l.strip_prefix("Block size:").map(|v| v.trim().parse().expect("block size")))
+        .expect("block size");
+    (block, bs)
+}
+
 #[test]
 fn fuse_errors_option() {
     require_fuse!();
@@ -915,13 +927,7 @@ fn fuse_errors_option() {
     fs::write(fx.path("kept"), b"kept").expect("write");
     fx.unmount();
     // Garbage in the middle of d's first block: its checksum no longer matches.
-    let out = run(tool("debugfs").arg("-R").arg("bmap /d 0").arg(&fx.img));
-    let block: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("block number");
-    let bs: u64 = fx
-        .dumpe2fs()
-        .lines()
-        .find_map(|l| l.strip_prefix("Block size:").map(|v| v.trim().parse().expect("block size")))
-        .expect("block size");
+    let (block, bs) = first_block_of_d(&fx);
     let f = OpenOptions::new().write(true).open(&fx.img).expect("open image");
     f.write_all_at(&[0x5A; 8], block * bs + 40).expect("corrupt");
     drop(f);
@@ -996,13 +1002,7 @@ fn fuse_error_record_names_the_operations_inode() {
     fx.unmount();
     // Garbage in the middle of d's first block (debugfs's zap_block): its
     // checksum no longer matches. The bytes are kept to put back.
-    let out = run(tool("debugfs").arg("-R").arg("bmap /d 0").arg(&fx.img));
-    let block: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("block number");
-    let bs: u64 = fx
-        .dumpe2fs()
-        .lines()
-        .find_map(|l| l.strip_prefix("Block size:").map(|v| v.trim().parse().expect("block size")))
-        .expect("block size");
+    let (block, bs) = first_block_of_d(&fx);
     let mut saved = [0u8; 8];
     File::open(&fx.img).expect("open image").read_exact_at(&mut saved, block * bs + 40).expect("read");
     run(tool("debugfs").arg("-w").arg("-R").arg("zap_block -f /d -o 40 -l 8 -p 0x5a 0").arg(&fx.img));

@@ -292,6 +292,13 @@ impl InodeAllocator {
         let Some(i) = first_zero_bit(&st.bitmap, first, ipg) else {
             return Ok(None);
         };
+        self.mark_used(g, st, i, is_dir);
+        Ok(Some(g * ipg + i + 1))
+    }
+
+    /// Sets slot `i` of group `g` (its lock held: `st`) in use and counts
+    /// it in the group's, the flex group's and the total counters.
+    fn mark_used(&self, g: u32, st: &mut IGroup, i: u32, is_dir: bool) {
         st.bitmap[(i / 8) as usize] |= 1 << (i % 8);
         let old = st.free;
         st.free -= 1;
@@ -300,7 +307,6 @@ impl InodeAllocator {
             self.dirs_hint[g as usize].store(st.dirs, Relaxed);
         }
         self.account(g, old, st.free, i32::from(is_dir));
-        Ok(Some(g * ipg + i + 1))
     }
 
     /// Every group from `start` on, wrapping, skipping flex groups without
@@ -439,18 +445,10 @@ impl InodeAllocator {
         self.load(g)?;
         let mut slot = self.lock_group(g);
         let st = slot.as_mut().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
-        let byte = &mut st.bitmap[(i / 8) as usize];
-        if *byte >> (i % 8) & 1 != 0 {
+        if st.bitmap[(i / 8) as usize] >> (i % 8) & 1 != 0 {
             return Ok(false);
         }
-        *byte |= 1 << (i % 8);
-        let old = st.free;
-        st.free -= 1;
-        if is_dir {
-            st.dirs += 1;
-            self.dirs_hint[g as usize].store(st.dirs, Relaxed);
-        }
-        self.account(g, old, st.free, i32::from(is_dir));
+        self.mark_used(g, st, i, is_dir);
         Ok(true)
     }
 
