@@ -44,7 +44,7 @@ impl Fixture {
 
     /// `uext4 mount --foreground` as a child process.
     fn mount_foreground(&mut self, opts: &str) {
-        self.spawn_foreground(opts, Stdio::inherit());
+        self.spawn_foreground(opts, Stdio::inherit(), &[]);
     }
 
     /// `uext4 mount -o debug,OPTS` as a child process whose log goes to
@@ -52,28 +52,8 @@ impl Fixture {
     fn mount_debug(&mut self, opts: &str) -> PathBuf {
         let log = self.dir.path().join("debug.log");
         let f = File::create(&log).expect("create log");
-        self.spawn_foreground(&format!("debug,{opts}"), Stdio::from(f));
+        self.spawn_foreground(&format!("debug,{opts}"), Stdio::from(f), &[]);
         log
-    }
-
-    fn spawn_foreground(&mut self, opts: &str, stderr: Stdio) {
-        let child = Command::new(BIN)
-            .arg("mount")
-            .arg(&self.img)
-            .arg(&self.mnt)
-            .arg("-o")
-            .arg(mount_support::with_transport(opts))
-            .arg("--foreground")
-            .stdin(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn uext4 mount");
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while !is_mounted(&self.mnt) {
-            assert!(t0.elapsed() < Duration::from_secs(30), "foreground mount did not appear");
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 }
 

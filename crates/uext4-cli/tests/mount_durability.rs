@@ -20,7 +20,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 mod mount_support;
 
@@ -41,22 +40,7 @@ impl Fixture {
     /// nothing is committed unless an operation asks for it.
     fn mount_lazy(&mut self, opts: &str) {
         let opts = if opts.is_empty() { "commit=600".to_string() } else { format!("commit=600,{opts}") };
-        let child = Command::new(BIN)
-            .arg("mount")
-            .arg(&self.img)
-            .arg(&self.mnt)
-            .arg("-o")
-            .arg(mount_support::with_transport(&opts))
-            .arg("--foreground")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn uext4 mount");
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while !is_mounted(&self.mnt) {
-            assert!(t0.elapsed() < Duration::from_secs(30), "foreground mount did not appear");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.spawn_foreground(&opts, Stdio::inherit(), &[]);
     }
 
     /// SIGKILL of the daemon, then the dead mount taken away.

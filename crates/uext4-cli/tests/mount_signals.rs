@@ -12,14 +12,14 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod mount_support;
 
-use mount_support::{is_mounted, run, tool, with_transport, Fixture, BIN};
+use mount_support::{is_mounted, run, tool, Fixture};
 
 impl Fixture {
     /// `uext4 mount --foreground -o OPTS` (with UEXT4_TEST_TRANSPORT's
@@ -27,28 +27,9 @@ impl Fixture {
     /// image; mounted when it returns. The child's pid is the daemon's.
     fn mount_foreground_logged(&mut self, opts: &str, env: &[(&str, String)]) -> u32 {
         let log = self.dir.path().join("daemon.log");
-        let child = Command::new(BIN)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .arg("mount")
-            .arg(&self.img)
-            .arg(&self.mnt)
-            .arg("-o")
-            .arg(with_transport(&format!("{opts},log=info,logfile={}", log.display())))
-            .arg("--foreground")
-            .stdin(Stdio::null())
-            // Its messages go to the log file; the panic hook's backtraces
-            // would only clutter the test's output.
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn uext4 mount");
-        let pid = child.id();
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while !is_mounted(&self.mnt) {
-            assert!(t0.elapsed() < Duration::from_secs(30), "foreground mount did not appear");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        pid
+        // Its messages go to the log file; the panic hook's backtraces
+        // would only clutter the test's output.
+        self.spawn_foreground(&format!("{opts},log=info,logfile={}", log.display()), Stdio::null(), env)
     }
 
     fn daemon_log(&self) -> String {

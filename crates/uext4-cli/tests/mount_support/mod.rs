@@ -76,6 +76,32 @@ impl Fixture {
         assert!(is_mounted(&self.mnt), "not mounted after uext4 mount returned");
     }
 
+    /// `uext4 mount --foreground -o OPTS` (with UEXT4_TEST_TRANSPORT's
+    /// transport) as a child process with `env` and `stderr`: mounted when
+    /// it returns. Returns the daemon's pid.
+    pub fn spawn_foreground(&mut self, opts: &str, stderr: Stdio, env: &[(&str, String)]) -> u32 {
+        let child = Command::new(BIN)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .arg("mount")
+            .arg(&self.img)
+            .arg(&self.mnt)
+            .arg("-o")
+            .arg(with_transport(opts))
+            .arg("--foreground")
+            .stdin(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn uext4 mount");
+        let pid = child.id();
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while !is_mounted(&self.mnt) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "foreground mount did not appear");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        pid
+    }
+
     /// Unmounts with `fusermount3 -u` (or `umount`) and waits for the
     /// daemon to finish the clean unmount of the image.
     pub fn unmount(&self) {
