@@ -329,6 +329,48 @@ fn cr0_and_goal() {
     assert_eq!(f2.start, f1.start + 1);
 }
 
+/// Random writes into a huge sparse file leave one preallocation each
+/// (every write normalises to its own 8 MiB window): an inode keeps at
+/// most `INODE_MAX_PAS` of them, kept disjoint and found by position, and
+/// a write next to an earlier one still lands in that one's surplus.
+#[test]
+fn random_writes_into_a_huge_file_keep_preallocations_bounded() {
+    let Some((_dir, img)) = mkfs(16 << 10, &["-E", "lazy_itable_init=1,lazy_journal_init=1"]) else { return };
+    let vol = file_volume(&img);
+    let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+    let max = uext4::alloc::prealloc::INODE_MAX_PAS;
+    let tib_blocks = (1u64 << 40) / 4096;
+    let mut rng = Rng(7);
+    let mut taken = BTreeSet::new();
+    let mut last = None;
+    for i in 0..(max as u64 + 300) {
+        let logical = rng.next() % tib_blocks;
+        let req =
+            AllocRequest { inode: 50, logical: FileBlock(logical), len: 1, file_size: 1 << 40, ..Default::default() };
+        let al = a.allocate(&req).unwrap();
+        assert!(taken.insert(al.start.get()), "block {} handed out twice", al.start.get());
+        assert!(a.inode_preallocs(50) <= max, "after {i} writes: {}", a.inode_preallocs(50));
+        last = Some((logical, al.start));
+    }
+    assert_eq!(a.inode_preallocs(50), max);
+    // The newest one is kept (the trimmed ones are the farthest from it).
+    let (logical, start) = last.unwrap();
+    let next = a
+        .allocate(&AllocRequest {
+            inode: 50,
+            logical: FileBlock(logical + 1),
+            len: 1,
+            file_size: 1 << 40,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!((next.criterion, next.start), (Criterion::Prealloc, start + 1));
+    assert!(taken.insert(next.start.get()));
+    a.discard_inode_prealloc(50);
+    assert_eq!(a.inode_preallocs(50), 0);
+    a.check_consistency().unwrap();
+}
+
 /// Prefetch initialises BLOCK_UNINIT groups without I/O unless switched off.
 #[test]
 fn prefetch_inits_uninit_groups() {

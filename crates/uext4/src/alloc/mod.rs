@@ -762,6 +762,12 @@ impl Allocator {
         self.prealloc.discard_inode(self, ino);
     }
 
+    /// How many preallocations inode `ino` holds (at most
+    /// [`prealloc::INODE_MAX_PAS`]).
+    pub fn inode_preallocs(&self, ino: u32) -> usize {
+        self.prealloc.inode_count(ino)
+    }
+
     /// Returns every unused preallocated block (on unmount).
     pub fn discard_all_prealloc(&self) {
         self.prealloc.discard_all(self);

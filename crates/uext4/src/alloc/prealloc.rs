@@ -13,6 +13,14 @@
 //! on-disk bitmap when a request consumes them. Unused ones are returned
 //! on close/truncate ([`Preallocs::discard_inode`]) and unmount.
 //!
+//! An inode's preallocations are kept sorted by logical start and never
+//! overlap (a new one is trimmed to fit between its neighbours, as the
+//! kernel's ext4_mb_pa_adjust_overlap does), so the one covering a block
+//! is found in O(log n); an inode keeps at most [`INODE_MAX_PAS`] of them
+//! (the kernel's mb_max_inode_prealloc): random writes into a huge file
+//! leave one per write otherwise, and each would be searched and kept
+//! reserved for as long as the file is open.
+//!
 //! Locks: a per-inode shard or a locality-group mutex, taken before any
 //! group lock (see the lock order in the module above).
 
@@ -20,7 +28,7 @@ use super::{flags, AllocRequest, Allocation, Allocator, Criterion};
 use crate::error::Result;
 use crate::format::block_number::FileBlock;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Preallocation tunables (the kernel's mb_stream_req, mb_group_prealloc).
 #[derive(Debug, Clone)]
@@ -120,6 +128,12 @@ struct GroupPa {
 }
 
 const INODE_SHARDS: usize = 64;
+/// Preallocations one inode keeps at most; past it the ones farthest
+/// from the newest go back (the kernel's default mb_max_inode_prealloc).
+pub const INODE_MAX_PAS: usize = 512;
+
+/// One inode's preallocations by logical start (disjoint ranges).
+type InodePas = BTreeMap<u64, InodePa>;
 /// Pools keep at most this many preallocations; the smallest goes first.
 const LG_MAX_PAS: usize = 8;
 
@@ -127,7 +141,7 @@ const LG_MAX_PAS: usize = 8;
 #[derive(Debug)]
 pub struct Preallocs {
     cfg: PreallocConfig,
-    inodes: Vec<Mutex<HashMap<u32, Vec<InodePa>>>>,
+    inodes: Vec<Mutex<HashMap<u32, InodePas>>>,
     lgs: Vec<Mutex<Vec<GroupPa>>>,
 }
 
@@ -146,7 +160,7 @@ impl Preallocs {
         }
     }
 
-    fn shard(&self, ino: u32) -> &Mutex<HashMap<u32, Vec<InodePa>>> {
+    fn shard(&self, ino: u32) -> &Mutex<HashMap<u32, InodePas>> {
         &self.inodes[ino as usize % INODE_SHARDS]
     }
 
@@ -186,26 +200,28 @@ impl Preallocs {
         }
         let mut map = self.shard(req.inode).lock();
         let Some(pas) = map.get_mut(&req.inode) else { return Ok(None) };
-        let hit = pas.iter().position(|p| p.lstart <= req.logical && req.logical < p.lstart + u64::from(p.len));
-        let Some(i) = hit else { return Ok(None) };
-        let pa = pas[i];
+        // Disjoint ranges: only the last one starting at or before the
+        // block can cover it.
+        let Some((&key, &pa)) = pas.range(..=req.logical.get()).next_back() else { return Ok(None) };
+        if req.logical.get() >= pa.lstart.get() + u64::from(pa.len) {
+            return Ok(None);
+        }
         let off = (req.logical - pa.lstart) as u32;
         let n = (pa.len - off).min(req.len);
         if n < req.min_len {
             return Ok(None);
         }
         mark_disk(a, pa.group, pa.rel + off, n);
-        pas.remove(i);
+        pas.remove(&key);
         if off > 0 {
-            pas.push(InodePa { lstart: pa.lstart, group: pa.group, rel: pa.rel, len: off });
+            pas.insert(key, InodePa { lstart: pa.lstart, group: pa.group, rel: pa.rel, len: off });
         }
         if off + n < pa.len {
-            pas.push(InodePa {
-                lstart: req.logical + u64::from(n),
-                group: pa.group,
-                rel: pa.rel + off + n,
-                len: pa.len - off - n,
-            });
+            let lstart = req.logical + u64::from(n);
+            pas.insert(lstart.get(), InodePa { lstart, group: pa.group, rel: pa.rel + off + n, len: pa.len - off - n });
+        }
+        if pas.is_empty() {
+            map.remove(&req.inode);
         }
         Ok(Some(Allocation { start: a.block_of(pa.group, pa.rel + off), len: n, criterion: Criterion::Prealloc }))
     }
@@ -218,7 +234,30 @@ impl Preallocs {
                 // The request took its full length (a surplus exists only
                 // then); the surplus maps the logical blocks that follow.
                 let pa = InodePa { lstart: req.logical + u64::from(req.len), group: g, rel, len };
-                self.shard(req.inode).lock().entry(req.inode).or_default().push(pa);
+                let mut returned = Vec::new();
+                {
+                    let mut map = self.shard(req.inode).lock();
+                    let pas = map.entry(req.inode).or_default();
+                    let (kept, cut) = fit_between(pas, pa);
+                    returned.extend(cut);
+                    if let Some(pa) = kept {
+                        pas.insert(pa.lstart.get(), pa);
+                        while pas.len() > INODE_MAX_PAS {
+                            // Away from where the file is being written now.
+                            let now = pa.lstart.get();
+                            let below = pas.keys().next().map_or(0, |&k| now.saturating_sub(k));
+                            let above = pas.keys().next_back().map_or(0, |&k| k.saturating_sub(now));
+                            let far = if below > above { pas.pop_first() } else { pas.pop_last() };
+                            returned.extend(far.map(|(_, p)| p));
+                        }
+                    }
+                    if pas.is_empty() {
+                        map.remove(&req.inode);
+                    }
+                }
+                for p in returned {
+                    a.unreserve(p.group, p.rel, p.len);
+                }
             }
             PlanKind::Group => {
                 let mut pool = self.lg().lock();
@@ -237,9 +276,14 @@ impl Preallocs {
     /// Returns inode `ino`'s unused preallocations.
     pub fn discard_inode(&self, a: &Allocator, ino: u32) {
         let pas = self.shard(ino).lock().remove(&ino).unwrap_or_default();
-        for p in pas {
+        for p in pas.into_values() {
             a.unreserve(p.group, p.rel, p.len);
         }
+    }
+
+    /// How many preallocations inode `ino` holds.
+    pub fn inode_count(&self, ino: u32) -> usize {
+        self.shard(ino).lock().get(&ino).map_or(0, BTreeMap::len)
     }
 
     /// True if any preallocation (per inode or locality group) is held.
@@ -250,7 +294,7 @@ impl Preallocs {
     /// Returns every unused preallocation.
     pub fn discard_all(&self, a: &Allocator) {
         for shard in &self.inodes {
-            let all: Vec<InodePa> = shard.lock().drain().flat_map(|(_, v)| v).collect();
+            let all: Vec<InodePa> = shard.lock().drain().flat_map(|(_, v)| v.into_values()).collect();
             for p in all {
                 a.unreserve(p.group, p.rel, p.len);
             }
@@ -262,6 +306,37 @@ impl Preallocs {
             }
         }
     }
+}
+
+/// Trims `pa` to the logical gap its neighbours in `pas` leave around its
+/// start: returns what is kept (None if nothing is) and the physical
+/// blocks cut off (to be unreserved by the caller).
+fn fit_between(pas: &InodePas, pa: InodePa) -> (Option<InodePa>, Vec<InodePa>) {
+    let (mut s, mut e) = (pa.lstart.get(), pa.lstart.get() + u64::from(pa.len));
+    if let Some((_, p)) = pas.range(..=s).next_back() {
+        s = s.max(p.lstart.get() + u64::from(p.len));
+    }
+    if let Some((&k, _)) = pas.range(pa.lstart.get()..).next() {
+        e = e.min(k);
+    }
+    let at = |from: u64, to: u64| InodePa {
+        lstart: FileBlock(from),
+        group: pa.group,
+        rel: pa.rel + (from - pa.lstart.get()) as u32,
+        len: (to - from) as u32,
+    };
+    let end = pa.lstart.get() + u64::from(pa.len);
+    if s >= e {
+        return (None, vec![pa]);
+    }
+    let mut cut = Vec::new();
+    if s > pa.lstart.get() {
+        cut.push(at(pa.lstart.get(), s));
+    }
+    if e < end {
+        cut.push(at(e, end));
+    }
+    (Some(at(s, e)), cut)
 }
 
 fn mark_disk(a: &Allocator, g: u32, rel: u32, n: u32) {
