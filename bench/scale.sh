@@ -6,11 +6,14 @@
 #   fuse2fs   e2fsprogs' fuse2fs (only on images up to FUSE2FS_MAX, default 1T: it reads
 #             every group's bitmaps at mount)
 # Sections (SECTIONS, default "size dir"):
-#   size  for each image size in SIZES (default "1G 1T 15T"; sparse files made by
-#         `mkfs.ext4 -E lazy_itable_init=1,lazy_journal_init=1`, as a real disk would be
-#         formatted): mount time, first `df`, N creates (create + 4 KiB write + close),
-#         N unlinks, a WRITE_MB (default 512: it must fit the 1G image) MiB sequential
-#         write + fsync, daemon peak RSS, unmount time (N = CREATES, default 10000)
+#   size  for each image size in SIZES (default "1G 1T 15T"; sparse files made with
+#         lazy_itable_init=1,lazy_journal_init=1, as a real disk would be formatted, by
+#         the mkfs(s) in MKFS: mke2fs (default), uext4 (`uext4 mkfs`) or both; rows are
+#         labelled by mkfs): mount time, first `df`, N creates (create + 4 KiB write +
+#         close, in one directory), N unlinks, N mkdirs (one directory each, at the top
+#         level: the allocator spreads them over the groups), N rmdirs, a WRITE_MB
+#         (default 512: it must fit the 1G image) MiB sequential write + fsync, daemon
+#         peak RSS, unmount time (N = CREATES, default 10000)
 #   dir   one directory grown to DIR_ENTRIES (default 1000000) empty files on a DIR_SIZE
 #         (default 64G) image: creates/s per tenth of the way, random lookups/s (stat of
 #         existing names) at the end, a full `ls -f`, then removing all
@@ -18,7 +21,7 @@
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
 #   bench/scale.sh                       (root; both sections, all targets)
-#   SECTIONS=size SIZES="1G 15T" TARGETS="uext4 kernel" bench/scale.sh
+#   SECTIONS=size SIZES="1G 15T" TARGETS="uext4 kernel" MKFS=both bench/scale.sh
 # Environment: TARGETS (default "uext4 kernel fuse2fs"), OUT (default target/bench-scale),
 #   UEXT4_OPTS (extra mount options, default rw), CARGO_TARGET_DIR (where uext4 is built).
 # Prints a markdown table per section; raw lines in $OUT/results.tsv.
@@ -27,6 +30,11 @@ cd "$(dirname "$0")/.."
 root=$PWD
 sections=${SECTIONS:-size dir}
 sizes=${SIZES:-1G 1T 15T}
+mkfs_list=${MKFS:-mke2fs}
+[ "$mkfs_list" = both ] && mkfs_list="mke2fs uext4"
+for m in $mkfs_list; do
+  case $m in mke2fs | uext4) ;; *) echo "MKFS must be uext4, mke2fs or both: $m" >&2; exit 1 ;; esac
+done
 targets=${TARGETS:-uext4 kernel fuse2fs}
 creates=${CREATES:-10000}
 write_mb=${WRITE_MB:-512}
@@ -65,10 +73,15 @@ bytes() { numfmt --from=iec "$1"; }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc -l | xargs printf '%.3f'; }
 
-new_image() { # SIZE
+new_image() { # SIZE [MKFS: mke2fs (default) or uext4]
   rm -f "$img"
-  truncate -s "$1" "$img"
-  mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 "$img"
+  case ${2:-mke2fs} in
+    mke2fs)
+      truncate -s "$1" "$img"
+      mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 "$img" ;;
+    uext4) # the same lazy initialisation: no inode table is written
+      "$bin" mkfs -b 4096 -E lazy_itable_init=1,lazy_journal_init=1 --size "$1" "$img" >/dev/null ;;
+  esac
 }
 
 do_mount() { # TARGET
@@ -121,6 +134,12 @@ if op == "create":        # create + 4 KiB write + close
 elif op == "unlink":
     for i in range(n):
         os.unlink(f"{d}/f{i}")
+elif op == "mkdir":
+    for i in range(n):
+        os.mkdir(f"{d}/m{i}")
+elif op == "rmdir":
+    for i in range(n):
+        os.rmdir(f"{d}/m{i}")
 elif op == "grow":        # empty files, reporting every tenth of the way
     step = max(n // 10, 1)
     t = t0
@@ -153,31 +172,44 @@ check_image() { # LABEL
   fi
 }
 
+per_s() { echo "$1 / $2" | bc -l | xargs printf '%.0f'; } # COUNT SECONDS
+
 section_size() {
-  local size t t0 mount_s df_s create_s unlink_s write_s umount_s rss
-  printf '\n### Scale: image size (%s creates/unlinks, %s MiB write)\n\n' "$creates" "$write_mb"
-  echo "| image | target | mount s | first df s | creates/s | unlinks/s | write+fsync s | peak RSS MB | unmount s |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  local size mk t
+  printf '\n### Scale: image size (%s creates/unlinks/mkdirs/rmdirs, %s MiB write)\n\n' "$creates" "$write_mb"
+  echo "| image | mkfs | target | mount s | first df s | creates/s | unlinks/s | mkdirs/s | rmdirs/s | write+fsync s | peak RSS MB | unmount s |"
+  echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for size in $sizes; do
-    for t in $targets; do
-      if [ "$t" = fuse2fs ] && [ "$(bytes "$size")" -gt "$(bytes "$fuse2fs_max")" ]; then continue; fi
-      new_image "$size"
-      t0=$(now); do_mount "$t"; mount_s=$(since "$t0")
-      t0=$(now); df "$mnt" >/dev/null; df_s=$(since "$t0")
-      mkdir "$mnt/d"
-      create_s=$(python3 "$loop_py" create "$mnt/d" "$creates" | awk '{ print $2 }')
-      unlink_s=$(python3 "$loop_py" unlink "$mnt/d" "$creates" | awk '{ print $2 }')
-      t0=$(now)
-      dd if=/dev/zero of="$mnt/big" bs=1M count="$write_mb" conv=fsync status=none
-      write_s=$(since "$t0")
-      rss=$(hwm_mb)
-      t0=$(now); do_unmount; umount_s=$(since "$t0")
-      [ "$t" = kernel ] || check_image "$t $size"
-      record size "$size" "$t" "$mount_s" "$df_s" "$create_s" "$unlink_s" "$write_s" "$rss" "$umount_s"
-      printf '| %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s |\n' "$size" "$t" "$mount_s" "$df_s" \
-        "$(echo "$creates / $create_s" | bc -l)" "$(echo "$creates / $unlink_s" | bc -l)" "$write_s" "$rss" "$umount_s"
+    for mk in $mkfs_list; do
+      for t in $targets; do
+        if [ "$t" = fuse2fs ] && [ "$(bytes "$size")" -gt "$(bytes "$fuse2fs_max")" ]; then continue; fi
+        size_run "$size" "$mk" "$t"
+      done
     done
   done
+}
+
+size_run() { # SIZE MKFS TARGET
+  local size=$1 mk=$2 t=$3 t0 mount_s df_s create_s unlink_s mkdir_s rmdir_s write_s umount_s rss
+  new_image "$size" "$mk"
+  t0=$(now); do_mount "$t"; mount_s=$(since "$t0")
+  t0=$(now); df "$mnt" >/dev/null; df_s=$(since "$t0")
+  mkdir "$mnt/d"
+  create_s=$(python3 "$loop_py" create "$mnt/d" "$creates" | awk '{ print $2 }')
+  unlink_s=$(python3 "$loop_py" unlink "$mnt/d" "$creates" | awk '{ print $2 }')
+  mkdir_s=$(python3 "$loop_py" mkdir "$mnt" "$creates" | awk '{ print $2 }')
+  rmdir_s=$(python3 "$loop_py" rmdir "$mnt" "$creates" | awk '{ print $2 }')
+  t0=$(now)
+  dd if=/dev/zero of="$mnt/big" bs=1M count="$write_mb" conv=fsync status=none
+  write_s=$(since "$t0")
+  rss=$(hwm_mb)
+  t0=$(now); do_unmount; umount_s=$(since "$t0")
+  [ "$t" = kernel ] || check_image "$t $size $mk"
+  record size "$size" "$mk" "$t" "$mount_s" "$df_s" "$create_s" "$unlink_s" "$mkdir_s" "$rmdir_s" "$write_s" \
+    "$rss" "$umount_s" "$creates" "$write_mb"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$mk" "$t" "$mount_s" "$df_s" \
+    "$(per_s "$creates" "$create_s")" "$(per_s "$creates" "$unlink_s")" "$(per_s "$creates" "$mkdir_s")" \
+    "$(per_s "$creates" "$rmdir_s")" "$write_s" "$rss" "$umount_s"
 }
 
 section_dir() {
