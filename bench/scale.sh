@@ -17,12 +17,20 @@
 #   dir   one directory grown to DIR_ENTRIES (default 1000000) empty files on a DIR_SIZE
 #         (default 64G) image: creates/s per tenth of the way, random lookups/s (stat of
 #         existing names) at the end, a full `ls -f`, then removing all
+#   file  a FILE_SIZE (default 1T) sparse file on a FILE_IMG (default 2T) image takes
+#         FILE_WRITES (default 1000000) random 4 KiB O_DIRECT writes at distinct aligned
+#         offsets (a python3 loop, one write at a time): write IOPS per tenth (first and
+#         last 10% in the table), then random 4 KiB direct reads of written blocks (each
+#         checked) for FILE_READ_SECS (default 10) s; after unmounting, the file's extent
+#         tree depth (debugfs) and the time `e2fsck -fn` takes. 1M writes put 4 GiB of
+#         data in the image: mind IMGDIR's room.
 # Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
 #   bench/scale.sh                       (root; both sections, all targets)
 #   SECTIONS=size SIZES="1G 15T" TARGETS="uext4 kernel" MKFS=both bench/scale.sh
 # Environment: TARGETS (default "uext4 kernel fuse2fs"), OUT (default target/bench-scale),
+#   FUSE2FS_SECTIONS (sections fuse2fs runs in, default "size dir"),
 #   UEXT4_OPTS (extra mount options, default rw), CARGO_TARGET_DIR (where uext4 is built).
 # Prints a markdown table per section; raw lines in $OUT/results.tsv.
 set -euo pipefail
@@ -41,6 +49,11 @@ write_mb=${WRITE_MB:-512}
 dir_entries=${DIR_ENTRIES:-1000000}
 dir_size=${DIR_SIZE:-64G}
 fuse2fs_max=${FUSE2FS_MAX:-1T}
+fuse2fs_sections=${FUSE2FS_SECTIONS:-size dir}
+file_img=${FILE_IMG:-2T}
+file_size=${FILE_SIZE:-1T}
+file_writes=${FILE_WRITES:-1000000}
+file_read_secs=${FILE_READ_SECS:-10}
 imgdir=${IMGDIR:-/tmp}
 out=${OUT:-$root/target/bench-scale}
 uext4_opts=${UEXT4_OPTS:-rw}
@@ -109,6 +122,33 @@ do_unmount() {
   umount "$mnt"
   if [ -n "$pid" ]; then wait "$pid" || echo "daemon exit status $?" >&2; fi
   pid=""
+}
+
+rss_mb() { # the daemon's resident memory now
+  if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
+    awk '/^VmRSS:/ { printf "%d", $2 / 1024 }' "/proc/$pid/status"
+  else
+    echo -
+  fi
+}
+
+cpu_s() { # the daemon's CPU seconds so far (utime + stime)
+  if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
+    # Fields after the command name: state is $1, utime $12, stime $13.
+    sed 's/.*) //' "/proc/$pid/stat" | awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($12 + $13) / hz }'
+  else
+    echo -
+  fi
+}
+
+cpu_since() { # CPU_S_BEFORE: daemon CPU seconds spent since
+  if [ "$1" = - ] || [ -z "$pid" ]; then echo -; else echo "$(cpu_s) - $1" | bc -l | xargs printf '%.2f'; fi
+}
+
+skip_target() { # TARGET SECTION IMAGE_SIZE: true when TARGET sits this run out
+  [ "$1" = fuse2fs ] || return 1
+  case " $fuse2fs_sections " in *" $2 "*) ;; *) return 0 ;; esac
+  [ "$(bytes "$3")" -gt "$(bytes "$fuse2fs_max")" ]
 }
 
 hwm_mb() {
@@ -182,7 +222,7 @@ section_size() {
   for size in $sizes; do
     for mk in $mkfs_list; do
       for t in $targets; do
-        if [ "$t" = fuse2fs ] && [ "$(bytes "$size")" -gt "$(bytes "$fuse2fs_max")" ]; then continue; fi
+        if skip_target "$t" size "$size"; then continue; fi
         size_run "$size" "$mk" "$t"
       done
     done
@@ -216,7 +256,7 @@ section_dir() {
   local t t0 lines ls_s rm_s rss
   printf '\n### Scale: one directory of %s entries (%s image)\n\n' "$dir_entries" "$dir_size"
   for t in $targets; do
-    if [ "$t" = fuse2fs ] && [ "$(bytes "$dir_size")" -gt "$(bytes "$fuse2fs_max")" ]; then continue; fi
+    if skip_target "$t" dir "$dir_size"; then continue; fi
     new_image "$dir_size"
     do_mount "$t"
     mkdir "$mnt/d"
@@ -231,6 +271,96 @@ section_dir() {
     do_unmount
     [ "$t" = kernel ] || check_image "$t dir"
     record dir "$dir_entries" "$t" "$ls_s" "$rm_s" "$rss"
+  done
+}
+
+# file: random 4 KiB O_DIRECT writes at distinct aligned offsets of a sparse
+# file (each block carries its offset, checked when read back), the rate per
+# tenth of the writes, then random reads of written blocks for SECS seconds.
+file_py=$out/file.py
+cat >"$file_py" <<'EOF'
+import mmap, os, random, sys, time
+path, size, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+blocks = size // 4096
+if n > blocks:
+    sys.exit(f"{n} writes do not fit {blocks} blocks")
+offs = [b * 4096 for b in random.Random(24).sample(range(blocks), n)]
+buf = mmap.mmap(-1, 4096)  # anonymous maps are page-aligned, as O_DIRECT needs
+buf.write(b"u" * 4096)
+fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644)
+os.ftruncate(fd, size)
+step = max(n // 10, 1)
+t = time.monotonic()
+for i, off in enumerate(offs):
+    buf[:8] = off.to_bytes(8, "little")
+    if os.pwrite(fd, buf, off) != 4096:
+        sys.exit(f"short write at {off}")
+    if (i + 1) % step == 0:
+        u = time.monotonic()
+        print(f"tenth {(i + 1) // step} {step / (u - t):.0f}", flush=True)
+        t = u
+rng = random.Random(25)
+k = bad = 0
+t0 = time.monotonic()
+while True:
+    for _ in range(256):
+        off = offs[rng.randrange(n)]
+        if os.preadv(fd, [buf], off) != 4096 or buf[:8] != off.to_bytes(8, "little"):
+            bad += 1
+    k += 256
+    el = time.monotonic() - t0
+    if el >= secs:
+        break
+print(f"read {k / el:.0f}")
+os.close(fd)
+if bad:
+    sys.exit(f"{bad} of {k} reads did not return the block written there")
+EOF
+
+extent_depth() { # PATH: depth of its extent tree in $img (the header at the start of i_block)
+  local h
+  h=$(debugfs -R "inode_dump -b $1" "$img" 2>/dev/null | awk 'NR == 1 && $2 == "0af3" { print $5 }')
+  if [ -n "$h" ]; then echo $((16#${h:2:2}${h:0:2})); else echo -; fi
+}
+
+section_file() {
+  local t t0 cpu0 cpu first last rd rss umount_s depth fsck_s verdict
+  printf '\n### Scale: a %s sparse file taking %s random 4 KiB direct writes (%s image)\n\n' \
+    "$file_size" "$file_writes" "$file_img"
+  echo "| target | write IOPS, first 10% | write IOPS, last 10% | last/first | read IOPS ($file_read_secs s) | daemon CPU s | peak RSS MB | unmount s | extent tree depth | e2fsck -fn s |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for t in $targets; do
+    if skip_target "$t" file "$file_img"; then continue; fi
+    new_image "$file_img" "${mkfs_list%% *}"
+    do_mount "$t"
+    cpu0=$(cpu_s)
+    python3 "$file_py" "$mnt/f" "$(bytes "$file_size")" "$file_writes" "$file_read_secs" >"$out/file.$t.txt"
+    cpu=$(cpu_since "$cpu0")
+    first=$(awk '$1 == "tenth" && $2 == 1 { print $3 }' "$out/file.$t.txt")
+    last=$(awk '$1 == "tenth" { v = $3 } END { print v }' "$out/file.$t.txt")
+    rd=$(awk '$1 == "read" { print $2 }' "$out/file.$t.txt")
+    rss=$(hwm_mb)
+    t0=$(now); do_unmount; umount_s=$(since "$t0")
+    depth=$(extent_depth /f)
+    verdict=clean
+    t0=$(now)
+    e2fsck -fn "$img" >"$out/e2fsck.log" 2>&1 || verdict="NOT CLEAN"
+    fsck_s=$(since "$t0")
+    if [ "$verdict" != clean ]; then
+      echo "e2fsck -fn: the $t image is not clean after the file section:" >&2
+      cat "$out/e2fsck.log" >&2
+      [ "$t" = kernel ] || exit 1
+      fsck_s="$fsck_s (not clean)"
+    fi
+    awk -v t="$t" '$1 == "tenth" { print "filetenth\t" t "\t" $2 "\t" $3 }' "$out/file.$t.txt" >>"$results"
+    record file "$t" "$file_writes" "$first" "$last" "$rd" "$cpu" "$rss" "$umount_s" "$depth" "${fsck_s%% *}"
+    printf '| %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s |\n' "$t" "$first" "$last" \
+      "$(echo "$last / $first" | bc -l)" "$rd" "$cpu" "$rss" "$umount_s" "$depth" "$fsck_s"
+  done
+  echo
+  for t in $targets; do
+    [ -e "$out/file.$t.txt" ] || continue
+    echo "- $t write IOPS per tenth: $(awk '$1 == "tenth" { printf "%s%s", sep, $3; sep = ", " }' "$out/file.$t.txt")"
   done
 }
 
