@@ -24,6 +24,13 @@
 #         checked) for FILE_READ_SECS (default 10) s; after unmounting, the file's extent
 #         tree depth (debugfs) and the time `e2fsck -fn` takes. 1M writes put 4 GiB of
 #         data in the image: mind IMGDIR's room.
+#   tree  TREE_DIRS x TREE_FILES (default 2000 x 1000) empty files on a TREE_SIZE (default
+#         64G) image, made through the mount (python3 loop), then unmount and mount again
+#         (cold), `find` cold, warm and after `echo 2 > drop_caches`, `du -s` warm, lstat of
+#         every name after drop_caches and again (cached), unmount: per phase the time, its
+#         ratio to the kernel's, the daemon's CPU seconds (utime + stime) and RSS after it,
+#         and the daemon's peak RSS beside its page-cache budget (cache= in UEXT4_OPTS, else
+#         an eighth of RAM, 64 MiB..4 GiB)
 # Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
@@ -54,6 +61,9 @@ file_img=${FILE_IMG:-2T}
 file_size=${FILE_SIZE:-1T}
 file_writes=${FILE_WRITES:-1000000}
 file_read_secs=${FILE_READ_SECS:-10}
+tree_dirs=${TREE_DIRS:-2000}
+tree_files=${TREE_FILES:-1000}
+tree_size=${TREE_SIZE:-64G}
 imgdir=${IMGDIR:-/tmp}
 out=${OUT:-$root/target/bench-scale}
 uext4_opts=${UEXT4_OPTS:-rw}
@@ -362,6 +372,115 @@ section_file() {
     [ -e "$out/file.$t.txt" ] || continue
     echo "- $t write IOPS per tenth: $(awk '$1 == "tenth" { printf "%s%s", sep, $3; sep = ", " }' "$out/file.$t.txt")"
   done
+}
+
+# tree: DIRS directories of FILES empty files each, made or stat'ed by name.
+tree_py=$out/tree.py
+cat >"$tree_py" <<'EOF'
+import os, sys
+op, root, dirs, files = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for i in range(dirs):
+    d = f"{root}/d{i}"
+    if op == "populate":
+        os.mkdir(d)
+        for j in range(files):
+            os.close(os.open(f"{d}/f{j}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    else:  # stat: lstat every directory and file
+        os.lstat(d)
+        for j in range(files):
+            os.lstat(f"{d}/f{j}")
+EOF
+
+budget_mb() { # the daemon's page-cache budget: cache= in UEXT4_OPTS, else an eighth of RAM (64 MiB..4 GiB)
+  local c
+  c=$(printf '%s\n' "$uext4_opts" | tr ',' '\n' | sed -n 's/^cache=//p' | tail -n 1)
+  if [ -n "$c" ]; then
+    echo $(($(bytes "$c") >> 20))
+  else
+    awk '/^MemTotal:/ { b = $2 * 1024 / 8; if (b < 64 * 2^20) b = 64 * 2^20; if (b > 4 * 2^30) b = 4 * 2^30
+                        printf "%d", b / 2^20 }' /proc/meminfo
+  fi
+}
+
+drop_caches() { sync; echo 2 >/proc/sys/vm/drop_caches; }
+tree_find() { # the walk must see every name
+  local n want=$((tree_dirs * tree_files + tree_dirs + 2)) # + the root and lost+found
+  n=$(find "$mnt" | wc -l)
+  [ "$n" = "$want" ] || { echo "find saw $n names, not $want" >&2; return 1; }
+}
+tree_du() { du -s "$mnt" >/dev/null; }
+tree_stat() { python3 "$tree_py" stat "$mnt" "$tree_dirs" "$tree_files"; }
+
+tree_phase() { # TARGET PHASE COMMAND...: wall time, daemon CPU and RSS after, as a results line
+  local t=$1 ph=$2 t0 c0 wall
+  shift 2
+  c0=$(cpu_s)
+  t0=$(now)
+  "$@"
+  wall=$(since "$t0")
+  record tree "$t" "$ph" "$wall" "$(cpu_since "$c0")" "$(rss_mb)"
+}
+
+section_tree() {
+  local t t0 hwm
+  printf '\n### Scale: a tree of %s directories x %s empty files (%s image)\n\n' "$tree_dirs" "$tree_files" "$tree_size"
+  for t in $targets; do
+    if skip_target "$t" tree "$tree_size"; then continue; fi
+    new_image "$tree_size" "${mkfs_list%% *}"
+    do_mount "$t"
+    tree_phase "$t" populate python3 "$tree_py" populate "$mnt" "$tree_dirs" "$tree_files"
+    tree_phase "$t" unmount-after-populate do_unmount
+    tree_phase "$t" mount-cold do_mount "$t"
+    tree_phase "$t" find-cold tree_find
+    tree_phase "$t" find-warm tree_find
+    drop_caches
+    tree_phase "$t" find-after-drop_caches tree_find
+    tree_phase "$t" du-s-warm tree_du
+    drop_caches
+    tree_phase "$t" lstat-all-after-drop_caches tree_stat
+    tree_phase "$t" lstat-all-again-cached tree_stat
+    hwm=$(hwm_mb)
+    tree_phase "$t" unmount do_unmount
+    [ "$t" = kernel ] || check_image "$t tree"
+    record treepeak "$t" "$hwm"
+  done
+  python3 - "$results" "$(budget_mb)" "$targets" <<'EOF'
+import sys
+results, budget, targets = sys.argv[1], sys.argv[2], sys.argv[3].split()
+rows, peak = {}, {}
+LABELS = {"unmount-after-populate": "unmount after populate", "mount-cold": "mount (cold)",
+          "find-cold": "`find` (names counted), cold", "find-warm": "`find`, warm",
+          "find-after-drop_caches": "`find` after drop_caches", "du-s-warm": "`du -s`, warm",
+          "lstat-all-after-drop_caches": "lstat of every name after drop_caches",
+          "lstat-all-again-cached": "lstat of every name again (cached)"}
+for line in open(results):
+    f = line.rstrip("\n").split("\t")
+    if f[0] == "tree":
+        rows.setdefault(f[2], {})[f[1]] = f[3:]
+    elif f[0] == "treepeak":
+        peak[f[1]] = f[2]
+ts = [t for t in targets if any(t in r for r in rows.values())]
+fuse = [t for t in ts if t != "kernel"]
+head = ["phase"] + [f"{t} s" for t in ts]
+if "kernel" in ts:
+    head += [f"{t}/kernel" for t in fuse]
+head += [f"{t} daemon CPU s" for t in fuse] + [f"{t} RSS after, MB" for t in fuse]
+print("| " + " | ".join(head) + " |")
+print("|---|" + "---:|" * (len(head) - 1))
+for ph, r in rows.items():
+    cell = lambda t, k: r[t][k] if t in r else "-"
+    line = [LABELS.get(ph, ph)] + [cell(t, 0) for t in ts]
+    if "kernel" in ts:
+        for t in fuse:
+            ok = t in r and "kernel" in r and float(r["kernel"][0]) > 0
+            line.append(f"{float(r[t][0]) / float(r['kernel'][0]):.1f}x" if ok else "-")
+    line += [cell(t, 1) for t in fuse] + [cell(t, 2) for t in fuse]
+    print("| " + " | ".join(line) + " |")
+print()
+for t in fuse:
+    print(f"- {t} daemon peak RSS (VmHWM) before the last unmount: {peak.get(t, '-')} MB; "
+          f"page-cache budget {budget} MB (the issue's bound: budget + 128 = {int(budget) + 128} MB)")
+EOF
 }
 
 for s in $sections; do "section_$s"; done
