@@ -31,6 +31,9 @@
 #         ratio to the kernel's, the daemon's CPU seconds (utime + stime) and RSS after it,
 #         and the daemon's peak RSS beside its page-cache budget (cache= in UEXT4_OPTS, else
 #         an eighth of RAM, 64 MiB..4 GiB)
+#   open  OPEN_FILES (default 100000) empty files in one directory on an OPEN_SIZE (default
+#         16G) image, all open at once (the fd limit raised to fit): time to create, to open
+#         all, the daemon's RSS with all open (and before), time to close all, to unlink all
 # Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
@@ -64,6 +67,8 @@ file_read_secs=${FILE_READ_SECS:-10}
 tree_dirs=${TREE_DIRS:-2000}
 tree_files=${TREE_FILES:-1000}
 tree_size=${TREE_SIZE:-64G}
+open_files=${OPEN_FILES:-100000}
+open_size=${OPEN_SIZE:-16G}
 imgdir=${IMGDIR:-/tmp}
 out=${OUT:-$root/target/bench-scale}
 uext4_opts=${UEXT4_OPTS:-rw}
@@ -481,6 +486,60 @@ for t in fuse:
     print(f"- {t} daemon peak RSS (VmHWM) before the last unmount: {peak.get(t, '-')} MB; "
           f"page-cache budget {budget} MB (the issue's bound: budget + 128 = {int(budget) + 128} MB)")
 EOF
+}
+
+# open: N files open at once; the daemon's RSS read while they are.
+open_py=$out/open.py
+cat >"$open_py" <<'EOF'
+import os, resource, sys, time
+d, n, pid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < n + 64:  # as `ulimit -n`: root may raise the hard limit too
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, max(hard, n + 64)))
+
+def rss():
+    if pid == "-":
+        return "-"
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return str(int(line.split()[1]) // 1024)
+
+def timed(name, f):
+    t = time.monotonic()
+    r = f()
+    print(f"{name} {time.monotonic() - t:.3f}", flush=True)
+    return r
+
+names = [f"{d}/o{i}" for i in range(n)]
+os.mkdir(d)
+timed("create", lambda: [os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)) for p in names])
+print(f"rss_before {rss()}")
+fds = timed("open", lambda: [os.open(p, os.O_RDONLY) for p in names])
+print(f"rss_open {rss()}")
+timed("close", lambda: [os.close(fd) for fd in fds])
+print(f"rss_closed {rss()}")
+timed("unlink", lambda: [os.unlink(p) for p in names])
+EOF
+
+section_open() {
+  local t umount_s t0 hwm
+  printf '\n### Scale: %s files open at once (%s image)\n\n' "$open_files" "$open_size"
+  echo "| target | create s | open all s | opens/s | daemon RSS MB before, all open, closed | close all s | unlink all s | peak RSS MB | unmount s |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for t in $targets; do
+    if skip_target "$t" open "$open_size"; then continue; fi
+    new_image "$open_size" "${mkfs_list%% *}"
+    do_mount "$t"
+    python3 "$open_py" "$mnt/o" "$open_files" "${pid:--}" >"$out/open.$t.txt"
+    hwm=$(hwm_mb)
+    t0=$(now); do_unmount; umount_s=$(since "$t0")
+    [ "$t" = kernel ] || check_image "$t open"
+    # shellcheck disable=SC2046 # one word per field
+    set -- $(awk '{ v[$1] = $2 } END { print v["create"], v["open"], v["rss_before"], v["rss_open"], v["rss_closed"], v["close"], v["unlink"] }' "$out/open.$t.txt")
+    record open "$t" "$open_files" "$@" "$hwm" "$umount_s"
+    printf '| %s | %s | %s | %s | %s, %s, %s | %s | %s | %s | %s |\n' "$t" "$1" "$2" "$(per_s "$open_files" "$2")" \
+      "$3" "$4" "$5" "$6" "$7" "$hwm" "$umount_s"
+  done
 }
 
 for s in $sections; do "section_$s"; done
