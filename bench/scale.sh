@@ -5,7 +5,7 @@
 #   kernel    the kernel's ext4 on a loop device over the same kind of image
 #   fuse2fs   e2fsprogs' fuse2fs (only on images up to FUSE2FS_MAX, default 1T: it reads
 #             every group's bitmaps at mount)
-# Sections (SECTIONS, default "size dir"):
+# Sections (SECTIONS, default "size dir file tree open"; in that order):
 #   size  for each image size in SIZES (default "1G 1T 15T"; sparse files made with
 #         lazy_itable_init=1,lazy_journal_init=1, as a real disk would be formatted, by
 #         the mkfs(s) in MKFS: mke2fs (default), uext4 (`uext4 mkfs`) or both; rows are
@@ -37,16 +37,17 @@
 # Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
-#   bench/scale.sh                       (root; both sections, all targets)
+#   bench/scale.sh                       (root; every section, all targets)
 #   SECTIONS=size SIZES="1G 15T" TARGETS="uext4 kernel" MKFS=both bench/scale.sh
 # Environment: TARGETS (default "uext4 kernel fuse2fs"), OUT (default target/bench-scale),
 #   FUSE2FS_SECTIONS (sections fuse2fs runs in, default "size dir"),
 #   UEXT4_OPTS (extra mount options, default rw), CARGO_TARGET_DIR (where uext4 is built).
+#   SVG (the chart, default docs/bench-scale.svg: rewritten with the sections of this run).
 # Prints a markdown table per section; raw lines in $OUT/results.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-sections=${SECTIONS:-size dir}
+sections=${SECTIONS:-size dir file tree open}
 sizes=${SIZES:-1G 1T 15T}
 mkfs_list=${MKFS:-mke2fs}
 [ "$mkfs_list" = both ] && mkfs_list="mke2fs uext4"
@@ -71,6 +72,7 @@ open_files=${OPEN_FILES:-100000}
 open_size=${OPEN_SIZE:-16G}
 imgdir=${IMGDIR:-/tmp}
 out=${OUT:-$root/target/bench-scale}
+svg=${SVG:-$root/docs/bench-scale.svg}
 uext4_opts=${UEXT4_OPTS:-rw}
 [ "$(id -u)" = 0 ] || { echo "needs root (loop and FUSE mounts)" >&2; exit 1; }
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
@@ -272,11 +274,13 @@ section_dir() {
   printf '\n### Scale: one directory of %s entries (%s image)\n\n' "$dir_entries" "$dir_size"
   for t in $targets; do
     if skip_target "$t" dir "$dir_size"; then continue; fi
-    new_image "$dir_size"
+    new_image "$dir_size" "${mkfs_list%% *}"
     do_mount "$t"
     mkdir "$mnt/d"
     echo "#### $t"
-    python3 "$loop_py" grow "$mnt/d" "$dir_entries" | grep creates/s | sed 's/^/- /'
+    python3 "$loop_py" grow "$mnt/d" "$dir_entries" >"$out/grow.$t.txt"
+    grep creates/s "$out/grow.$t.txt" | sed 's/^/- /'
+    awk -v t="$t" '$1 == "creates/s" { print "dirtenth\t" t "\t" ++k "\t" $3 }' "$out/grow.$t.txt" >>"$results"
     python3 "$loop_py" lookup "$mnt/d" "$dir_entries" | grep lookups/s | sed 's/^/- /'
     t0=$(now); lines=$(ls -f "$mnt/d" | wc -l); ls_s=$(since "$t0")
     echo "- ls -f: $lines names in $ls_s s"
@@ -550,3 +554,109 @@ section_open() {
 }
 
 for s in $sections; do "section_$s"; done
+
+# The chart, from results.tsv (python3 alone): per-operation cost by image
+# size, the big directory's creates per tenth, the big file's IOPS. Panels
+# without data in this run are left out; no data at all, no chart.
+mkdir -p "$(dirname "$svg")"
+python3 - "$results" "$svg" <<'EOF'
+import sys
+results, svg_path = sys.argv[1:3]
+size, dirt, filer = {}, {}, {}
+for line in open(results):
+    f = line.rstrip("\n").split("\t")
+    if f[0] == "size" and f[3] in ("uext4", "kernel"):
+        n, mb = int(f[13]), int(f[14])
+        us = lambda v, k: 1e6 * float(v) / k
+        series = f[3] if f[2] == "mke2fs" else f"{f[3]}, uext4 mkfs"
+        size[(f[1], series)] = {"create": us(f[6], n), "unlink": us(f[7], n), "mkdir": us(f[8], n),
+                                            "write": us(f[10], mb)}
+    elif f[0] == "dirtenth":
+        dirt[(f[2], f[1])] = float(f[3])
+    elif f[0] == "file" and f[1] in ("uext4", "kernel"):
+        filer[("writes, first 10%", f[1])] = float(f[3])
+        filer[("writes, last 10%", f[1])] = float(f[4])
+        filer[("reads", f[1])] = float(f[5])
+if not (size or dirt or filer):
+    print("no chart: no size, dir or file results in this run")
+    sys.exit(0)
+# Images are mke2fs's unless a series says otherwise.
+COLORS = {"uext4": "#1f77b4", "kernel": "#2ca02c", "uext4, uext4 mkfs": "#9ecae1", "kernel, uext4 mkfs": "#a1d99b"}
+LABELS = {"uext4": "uext4 (FUSE)", "kernel": "kernel ext4 (loop)",
+          "uext4, uext4 mkfs": "uext4, image by uext4 mkfs", "kernel, uext4 mkfs": "kernel, image by uext4 mkfs"}
+esc = lambda s: str(s).replace("&", "&amp;").replace("<", "&lt;")
+def fmt(v):
+    return f"{v / 1000:.1f}k" if v >= 10000 else (f"{v:.0f}" if v >= 10 else f"{v:.1f}")
+def uniq(xs):
+    return list(dict.fromkeys(xs))
+
+def panel(x0, y0, w, h, title, groups, series, val):
+    """Grouped bars: one group per x label, one bar per series (linear scale from 0)."""
+    el = [f'<text x="{x0}" y="{y0 + 12}" font-size="12" font-weight="bold">{esc(title)}</text>']
+    top, base, left = y0 + 30, y0 + h - 18, x0 + 40
+    vals = [val(g, s) for g in groups for s in series if val(g, s) is not None]
+    vmax = max(vals + [1e-9])
+    el.append(f'<line x1="{left}" y1="{base}" x2="{x0 + w - 5}" y2="{base}" stroke="black"/>')
+    el.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="black"/>')
+    el.append(f'<text x="{left - 3}" y="{top + 4}" text-anchor="end" font-size="9">{fmt(vmax)}</text>')
+    el.append(f'<text x="{left - 3}" y="{base}" text-anchor="end" font-size="9">0</text>')
+    gw = (x0 + w - 5 - left) / max(1, len(groups))
+    bw = min(28, (gw - 6) / max(1, len(series)))
+    for gi, g in enumerate(groups):
+        gx = left + gi * gw + (gw - bw * len(series)) / 2
+        for si, s in enumerate(series):
+            v = val(g, s)
+            bx = gx + si * bw
+            if v is None:
+                continue
+            bh = (base - top - 12) * v / vmax
+            el.append(f'<rect x="{bx:.1f}" y="{base - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="{COLORS.get(s, "#888")}">'
+                      f'<title>{esc(LABELS.get(s, s))} {esc(g)}: {v:.1f}</title></rect>')
+            if bw >= 14:
+                el.append(f'<text x="{bx + bw / 2:.1f}" y="{base - bh - 2:.1f}" text-anchor="middle" font-size="8">{fmt(v)}</text>')
+        el.append(f'<text x="{left + gi * gw + gw / 2:.1f}" y="{base + 12}" text-anchor="middle" font-size="10">{esc(g)}</text>')
+    return el
+
+W = 960
+body, y, used = [], 50, []
+if size:
+    sizes = uniq(k[0] for k in size)
+    series = uniq(k[1] for k in size)
+    used += series
+    ops = [("create", "create + 4 KiB write, \u00b5s"), ("unlink", "unlink, \u00b5s"),
+           ("mkdir", "mkdir (top level), \u00b5s"), ("write", "seq. write + fsync, \u00b5s/MiB")]
+    pw = W / len(ops)
+    for i, (op, title) in enumerate(ops):
+        body += panel(i * pw + 5, y, pw - 10, 200, title, sizes, series,
+                      lambda g, s, op=op: size[(g, s)][op] if (g, s) in size else None)
+    y += 215
+if dirt:
+    tenths = sorted({k[0] for k in dirt}, key=int)
+    series = uniq(k[1] for k in dirt)
+    used += series
+    body += panel(5, y, W * 0.62 - 10, 200, "one directory: creates/s per tenth of its growth", tenths, series,
+                  lambda g, s: dirt.get((g, s)))
+if filer:
+    groups = uniq(k[0] for k in filer)
+    series = uniq(k[1] for k in filer)
+    used += series
+    body += panel(W * 0.62 + 5 if dirt else 5, y, W * 0.38 - 10, 200, "sparse file: random 4 KiB direct IOPS",
+                  groups, series, lambda g, s: filer.get((g, s)))
+if dirt or filer:
+    y += 215
+H = y + 10
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+       f'<rect width="{W}" height="{H}" fill="white"/>',
+       f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">bench/scale.sh: cost by image size, '
+       'a growing directory, a fragmented file</text>']
+x = 10
+for s in uniq(used):
+    svg.append(f'<rect x="{x}" y="28" width="12" height="12" fill="{COLORS.get(s, "#888")}"/>')
+    svg.append(f'<text x="{x + 16}" y="38">{esc(LABELS.get(s, s))}</text>')
+    x += 30 + 6.5 * len(LABELS.get(s, s))
+svg.append(f'<text x="{W - 10}" y="38" text-anchor="end" fill="#555">images by mke2fs unless said</text>')
+svg += body
+svg.append("</svg>")
+open(svg_path, "w").write("\n".join(svg) + "\n")
+print(f"\nchart: {svg_path}; raw results: {results}")
+EOF
