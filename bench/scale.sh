@@ -5,7 +5,7 @@
 #   kernel    the kernel's ext4 on a loop device over the same kind of image
 #   fuse2fs   e2fsprogs' fuse2fs (only on images up to FUSE2FS_MAX, default 1T: it reads
 #             every group's bitmaps at mount)
-# Sections (SECTIONS, default "size dir file tree open"; in that order):
+# Sections (SECTIONS, run in the order given; default "size dir file tree open"):
 #   size  for each image size in SIZES (default "1G 1T 15T"; sparse files made with
 #         lazy_itable_init=1,lazy_journal_init=1, as a real disk would be formatted, by
 #         the mkfs(s) in MKFS: mke2fs (default), uext4 (`uext4 mkfs`) or both; rows are
