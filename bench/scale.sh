@@ -74,6 +74,9 @@ imgdir=${IMGDIR:-/tmp}
 out=${OUT:-$root/target/bench-scale}
 svg=${SVG:-$root/docs/bench-scale.svg}
 uext4_opts=${UEXT4_OPTS:-rw}
+for v in creates write_mb dir_entries file_writes file_read_secs tree_dirs tree_files open_files; do
+  case ${!v} in '' | *[!0-9]*) echo "${v^^} must be a whole number: ${!v}" >&2; exit 1 ;; esac
+done
 [ "$(id -u)" = 0 ] || { echo "needs root (loop and FUSE mounts)" >&2; exit 1; }
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 source scripts/deps.sh
