@@ -234,11 +234,22 @@ check_image() { # LABEL
 
 per_s() { echo "$1 / $2" | bc -l | xargs printf '%.0f'; } # COUNT SECONDS
 
+cpu_us() { # CPU_S_BEFORE N: the daemon's CPU microseconds per operation since, or -
+  if [ "$1" = - ] || [ -z "$pid" ]; then echo -; else echo "($(cpu_s) - $1) * 1000000 / $2" | bc -l | xargs printf '%.0f'; fi
+}
+
+timed_loop() { # OP DIR: "SECONDS DAEMON-CPU-US-PER-OP" of CREATES operations
+  local c0 secs
+  c0=$(cpu_s)
+  secs=$(python3 "$loop_py" "$1" "$2" "$creates" | awk '{ print $2 }') || return 1
+  echo "$secs $(cpu_us "$c0" "$creates")"
+}
+
 section_size() {
   local size mk t
   printf '\n### Scale: image size (%s creates/unlinks/mkdirs/rmdirs, %s MiB write)\n\n' "$creates" "$write_mb"
-  echo "| image | mkfs | target | mount s | first df s | creates/s | unlinks/s | mkdirs/s | rmdirs/s | write+fsync s | peak RSS MB | unmount s |"
-  echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| image | mkfs | target | mount s | first df s | creates/s | unlinks/s | mkdirs/s | rmdirs/s | write+fsync s | peak RSS MB | unmount s | daemon CPU us/op: create, unlink, mkdir, rmdir |"
+  echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for size in $sizes; do
     for mk in $mkfs_list; do
       for t in $targets; do
@@ -250,15 +261,16 @@ section_size() {
 }
 
 size_run() { # SIZE MKFS TARGET
-  local size=$1 mk=$2 t=$3 t0 mount_s df_s create_s unlink_s mkdir_s rmdir_s write_s umount_s rss
+  local size=$1 mk=$2 t=$3 t0 mount_s df_s create_s unlink_s mkdir_s rmdir_s write_s umount_s rss r
+  local create_cpu unlink_cpu mkdir_cpu rmdir_cpu
   new_image "$size" "$mk"
   t0=$(now); do_mount "$t"; mount_s=$(since "$t0")
   t0=$(now); df "$mnt" >/dev/null; df_s=$(since "$t0")
   mkdir "$mnt/d"
-  create_s=$(python3 "$loop_py" create "$mnt/d" "$creates" | awk '{ print $2 }')
-  unlink_s=$(python3 "$loop_py" unlink "$mnt/d" "$creates" | awk '{ print $2 }')
-  mkdir_s=$(python3 "$loop_py" mkdir "$mnt" "$creates" | awk '{ print $2 }')
-  rmdir_s=$(python3 "$loop_py" rmdir "$mnt" "$creates" | awk '{ print $2 }')
+  r=$(timed_loop create "$mnt/d"); create_s=${r% *}; create_cpu=${r#* }
+  r=$(timed_loop unlink "$mnt/d"); unlink_s=${r% *}; unlink_cpu=${r#* }
+  r=$(timed_loop mkdir "$mnt"); mkdir_s=${r% *}; mkdir_cpu=${r#* }
+  r=$(timed_loop rmdir "$mnt"); rmdir_s=${r% *}; rmdir_cpu=${r#* }
   t0=$(now)
   dd if=/dev/zero of="$mnt/big" bs=1M count="$write_mb" conv=fsync status=none
   write_s=$(since "$t0")
@@ -266,10 +278,11 @@ size_run() { # SIZE MKFS TARGET
   t0=$(now); do_unmount; umount_s=$(since "$t0")
   [ "$t" = kernel ] || check_image "$t $size $mk"
   record size "$size" "$mk" "$t" "$mount_s" "$df_s" "$create_s" "$unlink_s" "$mkdir_s" "$rmdir_s" "$write_s" \
-    "$rss" "$umount_s" "$creates" "$write_mb"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$mk" "$t" "$mount_s" "$df_s" \
+    "$rss" "$umount_s" "$creates" "$write_mb" "$create_cpu" "$unlink_cpu" "$mkdir_cpu" "$rmdir_cpu"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$mk" "$t" "$mount_s" "$df_s" \
     "$(per_s "$creates" "$create_s")" "$(per_s "$creates" "$unlink_s")" "$(per_s "$creates" "$mkdir_s")" \
-    "$(per_s "$creates" "$rmdir_s")" "$write_s" "$rss" "$umount_s"
+    "$(per_s "$creates" "$rmdir_s")" "$write_s" "$rss" "$umount_s" \
+    "$create_cpu, $unlink_cpu, $mkdir_cpu, $rmdir_cpu"
 }
 
 section_dir() {
@@ -302,7 +315,14 @@ section_dir() {
 file_py=$out/file.py
 cat >"$file_py" <<'EOF'
 import mmap, os, random, sys, time
-path, size, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+path, size, n, secs, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+
+def cpu():  # the daemon's utime + stime in seconds (0 without a daemon)
+    if pid == "-":
+        return 0.0
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
 blocks = size // 4096
 if n > blocks:
     sys.exit(f"{n} writes do not fit {blocks} blocks")
@@ -312,15 +332,15 @@ buf.write(b"u" * 4096)
 fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644)
 os.ftruncate(fd, size)
 step = max(n // 10, 1)
-t = time.monotonic()
+t, c = time.monotonic(), cpu()
 for i, off in enumerate(offs):
     buf[:8] = off.to_bytes(8, "little")
     if os.pwrite(fd, buf, off) != 4096:
         sys.exit(f"short write at {off}")
     if (i + 1) % step == 0:
-        u = time.monotonic()
-        print(f"tenth {(i + 1) // step} {step / (u - t):.0f}", flush=True)
-        t = u
+        u, v = time.monotonic(), cpu()
+        print(f"tenth {(i + 1) // step} {step / (u - t):.0f} {(v - c) * 1e6 / step:.0f}", flush=True)
+        t, c = u, v
 rng = random.Random(25)
 k = bad = 0
 t0 = time.monotonic()
@@ -356,7 +376,7 @@ section_file() {
     new_image "$file_img" "${mkfs_list%% *}"
     do_mount "$t"
     cpu0=$(cpu_s)
-    python3 "$file_py" "$mnt/f" "$(bytes "$file_size")" "$file_writes" "$file_read_secs" >"$out/file.$t.txt"
+    python3 "$file_py" "$mnt/f" "$(bytes "$file_size")" "$file_writes" "$file_read_secs" "${pid:--}" >"$out/file.$t.txt"
     cpu=$(cpu_since "$cpu0")
     first=$(awk '$1 == "tenth" && $2 == 1 { print $3 }' "$out/file.$t.txt")
     last=$(awk '$1 == "tenth" { v = $3 } END { print v }' "$out/file.$t.txt")
@@ -383,6 +403,8 @@ section_file() {
   for t in $targets; do
     [ -e "$out/file.$t.txt" ] || continue
     echo "- $t write IOPS per tenth: $(awk '$1 == "tenth" { printf "%s%s", sep, $3; sep = ", " }' "$out/file.$t.txt")"
+    [ "$t" = kernel ] ||
+      echo "- $t daemon CPU us per write, per tenth: $(awk '$1 == "tenth" { printf "%s%s", sep, $4; sep = ", " }' "$out/file.$t.txt")"
   done
 }
 
