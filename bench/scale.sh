@@ -41,7 +41,7 @@
 #   SECTIONS=size SIZES="1G 15T" TARGETS="uext4 kernel" MKFS=both bench/scale.sh
 # Environment: TARGETS (default "uext4 kernel fuse2fs"), OUT (default target/bench-scale),
 #   FUSE2FS_SECTIONS (sections fuse2fs runs in, default "size dir"),
-#   UEXT4_OPTS (extra mount options, default rw), CARGO_TARGET_DIR (where uext4 is built).
+#   UEXT4_OPTS (extra mount options, default rw), CARGO_TARGET_DIR (where uext4 is built),
 #   SVG (the chart, default docs/bench-scale.svg: rewritten with the sections of this run).
 # Prints a markdown table per section; raw lines in $OUT/results.tsv.
 set -euo pipefail
@@ -184,6 +184,14 @@ loop_py=$out/loop.py
 cat >"$loop_py" <<'EOF'
 import os, random, sys, time
 op, d, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+pid = sys.argv[4] if len(sys.argv) > 4 else "-"  # the daemon, for its CPU time
+
+def cpu():  # the daemon's utime + stime in seconds (0 without a daemon)
+    if pid == "-":
+        return 0.0
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
 buf = b"x" * 4096
 t0 = time.monotonic()
 if op == "create":        # create + 4 KiB write + close
@@ -202,13 +210,14 @@ elif op == "rmdir":
         os.rmdir(f"{d}/m{i}")
 elif op == "grow":        # empty files, reporting every tenth of the way
     step = max(n // 10, 1)
-    t = t0
+    t, c = t0, cpu()
     for i in range(n):
         os.close(os.open(f"{d}/e{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         if (i + 1) % step == 0:
-            u = time.monotonic()
-            print(f"creates/s {i + 1 - step}-{i + 1}: {step / (u - t):.0f}", flush=True)
-            t = u
+            u, v = time.monotonic(), cpu()
+            busy = f" (daemon CPU {(v - c) * 1e6 / step:.0f} us each)" if pid != "-" else ""
+            print(f"creates/s {i + 1 - step}-{i + 1}: {step / (u - t):.0f}{busy}", flush=True)
+            t, c = u, v
 elif op == "lookup":      # stat of random existing names
     k = min(n, 100000)
     for _ in range(k):
@@ -294,7 +303,7 @@ section_dir() {
     do_mount "$t"
     mkdir "$mnt/d"
     echo "#### $t"
-    python3 "$loop_py" grow "$mnt/d" "$dir_entries" >"$out/grow.$t.txt"
+    python3 "$loop_py" grow "$mnt/d" "$dir_entries" "${pid:--}" >"$out/grow.$t.txt"
     grep creates/s "$out/grow.$t.txt" | sed 's/^/- /'
     awk -v t="$t" '$1 == "creates/s" { print "dirtenth\t" t "\t" ++k "\t" $3 }' "$out/grow.$t.txt" >>"$results"
     python3 "$loop_py" lookup "$mnt/d" "$dir_entries" | grep lookups/s | sed 's/^/- /'
