@@ -522,8 +522,8 @@ enum BenchCmd {
                             ext4 (loop mount, needs root) and on fuse2fs (if installed) show what the transport\n\
                             costs. Prints requests per second per target, operation and thread count.")]
     Requests {
-        /// Targets, comma separated: uext4, kernel (loop mount), fuse2fs
-        #[arg(long, value_delimiter = ',', default_value = "uext4,kernel,fuse2fs")]
+        /// Targets, comma separated: uext4, null (the null backend: uext4's FUSE layer, no engine), kernel (loop mount), fuse2fs
+        #[arg(long, value_delimiter = ',', default_value = "uext4,null,kernel,fuse2fs")]
         targets: Vec<String>,
         /// Operations, comma separated: stat, read
         #[arg(long, value_delimiter = ',', default_value = "stat,read")]
@@ -534,7 +534,7 @@ enum BenchCmd {
         /// Seconds per run
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
-        /// More `uext4 mount -o` options for the uext4 target (e.g. transport=uring)
+        /// More `uext4 mount -o` options for the uext4 and null targets (e.g. transport=uring)
         #[arg(short = 'o', long, value_name = "OPTIONS")]
         options: Option<String>,
         /// Directory for the images and mount points (default /dev/shm)
