@@ -67,7 +67,9 @@ for s in $src; do
   mkdir -p "$work/tree/$(basename "$s")"
   cp -a "$s/." "$work/tree/$(basename "$s")/"
 done
-(cd "$work/tree" && git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm tree)
+# No automatic gc or maintenance: a detached one would change .git while tar reads it.
+(cd "$work/tree" && git init -q && git config gc.auto 0 && git config maintenance.auto false &&
+  git add -A && git -c user.name=b -c user.email=b@b commit -qm tree)
 tar -C "$work/tree" -cf "$work/tree.tar" .
 rm -rf "$work/tree"
 files=$(tar -tf "$work/tree.tar" | wc -l)

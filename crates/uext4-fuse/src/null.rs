@@ -465,7 +465,7 @@ impl NullFs {
         inos.extend(dst);
         let cells = self.cells_sorted(&inos)?;
         let mut g: Vec<_> = cells.iter().map(|(i, c)| (*i, wr(&c.node))).collect();
-        let at = |g: &Vec<(u64, RwLockWriteGuard<'_, Node>)>, ino: u64| g.iter().position(|(i, _)| *i == ino);
+        let at = |g: &[(u64, RwLockWriteGuard<'_, Node>)], ino: u64| g.iter().position(|(i, _)| *i == ino);
         let (opi, npi, si) = (at(&g, op), at(&g, np), at(&g, src));
         let (Some(opi), Some(npi), Some(si)) = (opi, npi, si) else { return Err(Errno::ENOENT) };
         // Changed between the lookups and the locks (the kernel's locks
