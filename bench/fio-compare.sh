@@ -9,6 +9,11 @@
 #   before    the same with each seed's "before" switch: -o lock_policy=exclusive
 #             (W1, W2: seeds 000/001), -o dio_unwritten_no_handle=off (W3: seed 002),
 #             -o dio_unaligned_concurrent=off (W4: seed 003); none for W5
+#   null      the ceiling: `uext4 mount-null -o transport=dev`, uext4's own FUSE layer (the same
+#             handshake, options, transports and threads) over an in-memory tree with no engine,
+#             file data kept up to NULL_CAP (past it dropped, read back as zeros); what the
+#             protocol and the transport allow
+#   null-uring   the same with -o transport=uring
 #   kernel    the kernel's ext4 on a loop device over an image file in /dev/shm
 #   fuse2fs   e2fsprogs' fuse2fs (FUSE) on an image file in /dev/shm
 #   cached    W2 only: uext4-uring with -o writeback_cache (the kernel caches buffered writes
@@ -32,13 +37,13 @@
 #   bench/fio-compare.sh [SECONDS] [JOBS...]          (root; default: 5 s, jobs 1 2 0)
 #   e.g. bench/fio-compare.sh 2 1 2                   (a short check)
 # Environment: SIZE (image size, default 8G), WORKLOADS (default "w1 w2 w3 w4 w5"),
-#   TARGETS (default "uext4 uext4-uring before cached kernel fuse2fs"), OUT (raw results, default
+#   TARGETS (default "uext4 uext4-uring null null-uring before cached kernel fuse2fs"), OUT (raw results, default
 #   target/bench-fio), SVG (chart, default docs/bench-fio.svg), W5_MAX (default 200000),
 #   UEXT4_OPTS (extra mount options of the uext4 targets, default rw), W5_FSYNC (0), LOOP_DIO (1: the kernel's loop device with --direct-io=on, no double
 #   caching; default 0, a plain `mount -o loop` as bench/io-compare.sh), CARGO_TARGET_DIR
-#   (where uext4 is built).
+#   (where uext4 is built), NULL_CAP (file data the null targets keep, default 1G).
 # Prints a markdown table (IOPS, read / write where both, ratios uext4/kernel and
-# uext4/fuse2fs on total IOPS, peak RSS of the uext4 daemons (dev/io_uring) per run from VmHWM),
+# uext4/fuse2fs on total IOPS; then the ceiling: uext4/null and null/kernel per transport; peak RSS of the uext4 daemons (dev/io_uring) per run from VmHWM),
 # e2fsck -fn of every uext4 and fuse2fs image after its runs, and writes the chart.
 # Installs fio, fuse2fs, fuse3, e2fsprogs through apt when missing.
 set -euo pipefail
@@ -49,12 +54,13 @@ shift || true
 if [ $# -gt 0 ]; then jobs_list=("$@"); else jobs_list=(1 2 0); fi
 size=${SIZE:-8G}
 workloads=${WORKLOADS:-w1 w2 w3 w4 w5}
-targets=${TARGETS:-uext4 uext4-uring before cached kernel fuse2fs}
+targets=${TARGETS:-uext4 uext4-uring null null-uring before cached kernel fuse2fs}
 out=${OUT:-$root/target/bench-fio}
 svg=${SVG:-$root/docs/bench-fio.svg}
 w5_max=${W5_MAX:-200000}
 w5_fsync=${W5_FSYNC:-0}
 loop_dio=${LOOP_DIO:-0}
+null_cap=${NULL_CAP:-1G}
 case $secs in '' | *[!0-9]*) echo "SECONDS must be a whole number: $secs" >&2; exit 1 ;; esac
 [ "$(id -u)" = 0 ] || { echo "needs root (loop and FUSE mounts)" >&2; exit 1; }
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
@@ -139,6 +145,21 @@ do_mount() {
       "$bin" mount "$img" "$mnt" -o "$opts,transport=uring,log=info" --foreground 2>>"$out/$t.daemon.log" &
       pid=$!
       ;;
+    null | null-uring)
+      local tr=dev
+      if [ "$t" = null-uring ]; then
+        if [ ! -e "$uring_param" ]; then
+          echo "$t: the kernel has no FUSE io_uring ($uring_param missing)" | tee -a "$out/$t.daemon.log" >&2
+          return 1
+        fi
+        if [ -z "$uring_was" ]; then uring_was=$(cat "$uring_param"); fi
+        echo Y >"$uring_param"
+        tr=uring
+      fi
+      "$bin" mount-null "$mnt" -o "$opts,transport=$tr,log=info" --data-cap "$null_cap" --foreground \
+        2>>"$out/$t.daemon.log" &
+      pid=$!
+      ;;
     fuse2fs)
       fuse2fs "$img" "$mnt" -f 2>>"$out/$t.daemon.log" &
       pid=$!
@@ -153,7 +174,7 @@ do_mount() {
       ;;
   esac
   wait_mounted || { echo "$t: mount failed (see $out/$t.daemon.log)" >&2; return 1; }
-  if [ "$t" = uext4-uring ] || [ "$t" = cached ]; then
+  if [ "$t" = uext4-uring ] || [ "$t" = cached ] || [ "$t" = null-uring ]; then
     # The queues register once the first request arrives on them.
     stat "$mnt" >/dev/null
     local i
@@ -323,7 +344,8 @@ for t in $targets; do
     run_workload "$t" "$w" || true
     clear_mnt
     do_unmount "$t"
-    if [ "$t" != kernel ]; then
+    # The null targets have no image.
+    if [ "$t" != kernel ] && [ "${t#null}" = "$t" ]; then
       if e2fsck -fn "$img" >"$out/fsck-$t-$w.log" 2>&1; then
         printf '%s\t%s\tclean\n' "$t" "$w" >>"$out/fsck.tsv"
       else
@@ -339,7 +361,7 @@ python3 - "$out" "$svg" "$secs" "$size" <<'PY'
 import collections, json, sys
 
 out, svg_path, secs, size = sys.argv[1:5]
-ORDER = ["uext4", "uext4-uring", "before", "cached", "kernel", "fuse2fs"]
+ORDER = ["uext4", "uext4-uring", "null", "null-uring", "before", "cached", "kernel", "fuse2fs"]
 BEFORE = {"w1": "lock_policy=exclusive", "w2": "lock_policy=exclusive",
           "w3": "dio_unwritten_no_handle=off", "w4": "dio_unaligned_concurrent=off"}
 res = {}
@@ -417,6 +439,23 @@ for w, ph, j in rows:
                  f"{ratio(ur, g['kernel'])} | "
                  f"{ratio(g['uext4'], g['fuse2fs'])} | {wratio(g['uext4'], g['fuse2fs']) if both else '-'} | {rss} |")
 lines.append("")
+ceiling = [(w, ph, j) for (w, ph, j) in rows if any((w, ph, j, t) in res for t in ("null", "null-uring"))]
+if ceiling:
+    lines.append("The ceiling: the null backend (uext4's FUSE layer, no engine) in the same run. "
+                 "uext4 / null is the engine's share of the gap (1.00x: the engine costs nothing), "
+                 "null / kernel what FUSE and the transport allow:")
+    lines.append("")
+    lines.append("| workload | jobs | null (/dev/fuse) | null io_uring | uext4 / null (/dev/fuse) | uext4 / null (io_uring) | null / kernel (/dev/fuse) | null / kernel (io_uring) |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for w, ph, j in ceiling:
+        both = w in ("w1", "w2")
+        g = {t: res.get((w, ph, j, t)) for t in ORDER}
+        jobs = f"{j}+{j}" if w == "w2" else str(j)
+        name = {"w5": "W5 create (files/s)"}.get(w, f"{w.upper()} {ph}")
+        lines.append(f"| {name} | {jobs} | {cell(g['null'], both)} | {cell(g['null-uring'], both)} | "
+                     f"{ratio(g['uext4'], g['null'])} | {ratio(g['uext4-uring'], g['null-uring'])} | "
+                     f"{ratio(g['null'], g['kernel'])} | {ratio(g['null-uring'], g['kernel'])} |")
+    lines.append("")
 cached = [(w, ph, j) for (w, ph, j) in rows if (w, ph, j, "cached") in res]
 if cached:
     lines.append("W2 with `-o writeback_cache` (io_uring) in the same run:")
@@ -443,26 +482,34 @@ print(text, end="")
 
 # The chart: one panel per workload phase, a group of bars per job count,
 # one bar per target (total IOPS or files/s), linear scale per panel.
-COLORS = {"uext4": "#1f77b4", "uext4-uring": "#ff7f0e", "before": "#9ecae1", "cached": "#9467bd", "kernel": "#2ca02c", "fuse2fs": "#d62728"}
-LABELS = {"uext4": "uext4 (FUSE, /dev/fuse)", "uext4-uring": "uext4 (FUSE over io_uring)", "before": "uext4, seed's before switch", "cached": "uext4 io_uring writeback_cache (W2)",
+COLORS = {"uext4": "#1f77b4", "uext4-uring": "#ff7f0e", "null": "#7f7f7f", "null-uring": "#bcbd22", "before": "#9ecae1", "cached": "#9467bd", "kernel": "#2ca02c", "fuse2fs": "#d62728"}
+LABELS = {"uext4": "uext4 (FUSE, /dev/fuse)", "uext4-uring": "uext4 (FUSE over io_uring)",
+          "null": "null backend (/dev/fuse)", "null-uring": "null backend (io_uring)", "before": "uext4, seed's before switch", "cached": "uext4 io_uring writeback_cache (W2)",
           "kernel": "kernel ext4 (loop)", "fuse2fs": "fuse2fs"}
 panels = []
 for w, ph in sorted({k[:2] for k in rows}, key=lambda k: (k[0], ["randrw", "write", "randwrite", "create"].index(k[1]))):
     js = sorted({j for (ww, pp, j) in rows if (ww, pp) == (w, ph)})
     panels.append((w, ph, js))
 present = [t for t in ORDER if any(k[3] == t for k in res)]
-W, PH, TOP, LEFT = 900, 170, 60, 70
+W, PH, LEFT = 900, 170, 70
+# The legend wraps onto as many rows as it needs.
+legend, x, ly = [], LEFT, 30
+for t in present:
+    w_t = 30 + 7 * len(LABELS[t])
+    if x + w_t > W - 10 and x > LEFT:
+        x, ly = LEFT, ly + 16
+    legend.append((t, x, ly))
+    x += w_t
+TOP = ly + 30
 H = TOP + len(panels) * (PH + 40) + 20
 esc = lambda s: s.replace("&", "&amp;").replace("<", "&lt;")
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
        f'<rect width="{W}" height="{H}" fill="white"/>',
-       f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">uext4 vs kernel ext4 vs fuse2fs: fio, {esc(secs)} s '
+       f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14">uext4 vs null backend vs kernel ext4 vs fuse2fs: fio, {esc(secs)} s '
        f'per run (total IOPS; W5 files/s)</text>']
-x = LEFT
-for t in present:
-    svg.append(f'<rect x="{x}" y="30" width="12" height="12" fill="{COLORS[t]}"/>')
-    svg.append(f'<text x="{x + 16}" y="40">{esc(LABELS[t])}</text>')
-    x += 30 + 7 * len(LABELS[t])
+for t, x, ly in legend:
+    svg.append(f'<rect x="{x}" y="{ly}" width="12" height="12" fill="{COLORS[t]}"/>')
+    svg.append(f'<text x="{x + 16}" y="{ly + 10}">{esc(LABELS[t])}</text>')
 for i, (w, ph, js) in enumerate(panels):
     y0 = TOP + i * (PH + 40)
     vals = [total(res.get((w, ph, j, t))) or 0 for j in js for t in present]

@@ -12,7 +12,9 @@
 //!   the daemon's cache, mounted with `direct_io` so that every call is a
 //!   READ instead of a page-cache hit.
 //!
-//! The same operations run on the kernel's own ext4 (a loop mount of the
+//! The same operations run on the null backend (`null`: `uext4
+//! mount-null`, uext4's own FUSE layer over an in-memory tree, with the
+//! same options: the round trip with no engine behind it), on the kernel's own ext4 (a loop mount of the
 //! same kind of image; there both are served from the kernel's caches, so
 //! they show the floor a system call costs) and on fuse2fs (with the same
 //! two options) when it is installed, so that the transport's share of a
@@ -32,7 +34,7 @@ use std::time::{Duration, Instant};
 /// Parameters of `bench requests`.
 #[derive(Debug, Clone)]
 pub struct ReqBench {
-    /// What to measure: `uext4`, `kernel`, `fuse2fs`.
+    /// What to measure: `uext4`, `null`, `kernel`, `fuse2fs`.
     pub targets: Vec<String>,
     /// Operations: `stat`, `read`.
     pub ops: Vec<String>,
@@ -169,6 +171,23 @@ fn mount_target(target: &str, dir: &Path, p: &ReqBench) -> CliResult<Mounted> {
             run_ok(Command::new(&exe).arg("mount").arg(&img).arg(&mnt).arg("-o").arg(&o), "uext4 mount")?;
             (None, true)
         }
+        "null" => {
+            let mut o = "attr_timeout=0,direct_io".to_string();
+            if let Some(extra) = p.options.as_deref().filter(|s| !s.is_empty()) {
+                o = format!("{o},{extra}");
+            }
+            let child = Command::new(&exe)
+                .arg("mount-null")
+                .arg(&mnt)
+                .arg("-o")
+                .arg(&o)
+                .arg("--foreground")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| CliError::msg(format!("uext4 mount-null: {e}")))?;
+            (Some(child), true)
+        }
         "fuse2fs" => {
             let child = Command::new("fuse2fs")
                 .arg(&img)
@@ -184,7 +203,7 @@ fn mount_target(target: &str, dir: &Path, p: &ReqBench) -> CliResult<Mounted> {
             run_ok(Command::new("mount").arg("-o").arg("loop").arg(&img).arg(&mnt), "mount -o loop")?;
             (None, false)
         }
-        t => return Err(CliError::msg(format!("unknown target {t:?}: expected uext4, kernel or fuse2fs"))),
+        t => return Err(CliError::msg(format!("unknown target {t:?}: expected uext4, null, kernel or fuse2fs"))),
     };
     let mut m = Mounted { mnt, img, daemon, fuse };
     wait_mounted(&m.mnt, &mut m.daemon, target)?;
@@ -312,8 +331,9 @@ fn run_in(p: &ReqBench, dir: &Path, out: &mut impl Write) -> CliResult {
         }
         let img = m.img.clone();
         m.unmount()?;
-        // What the target wrote must still be a clean ext4 image.
-        if have("e2fsck") {
+        // What the target wrote must still be a clean ext4 image (the
+        // null backend wrote none).
+        if have("e2fsck") && target != "null" {
             run_ok(Command::new("e2fsck").arg("-fn").arg(&img), &format!("e2fsck -fn of the {target} image"))?;
             if !p.json {
                 writeln!(out, "{target}: image e2fsck -fn clean after unmount")?;

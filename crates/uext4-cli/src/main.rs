@@ -427,6 +427,31 @@ enum Cmd {
         #[arg(short = 'f', long)]
         foreground: bool,
     },
+    /// Mount the null backend: uext4's FUSE layer over an in-memory tree (benchmarks only)
+    #[command(
+        hide = true,
+        long_about = "Serve an empty in-memory tree at MOUNTPOINT through uext4's own FUSE layer (the same\n\
+                      handshake, options, transports and threads as `uext4 mount`) with no engine behind it:\n\
+                      the ceiling the FUSE protocol and its transport set, for benchmarks\n\
+                      (bench/fio-compare.sh's null target). Takes the FUSE options of `uext4 mount`\n\
+                      (transport=, threads=, writeback_cache, timeouts, allow_other, ...); the engine's\n\
+                      options are accepted and ignored. File data is kept in memory up to --data-cap; past\n\
+                      it, writes into new pages are dropped and those pages read back as zeros. Nothing is\n\
+                      kept after the unmount."
+    )]
+    MountNull {
+        /// An existing directory to mount it on
+        mountpoint: PathBuf,
+        /// Mount options, comma separated (may be repeated)
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        /// Stay in the foreground (stop with Ctrl-C)
+        #[arg(short = 'f', long)]
+        foreground: bool,
+        /// Most file data kept in memory (default: a quarter of the RAM)
+        #[arg(long, value_name = "SIZE")]
+        data_cap: Option<String>,
+    },
     /// Make everything written to uext4 mounts durable (sync(1) cannot)
     #[command(long_about = "Write back and commit everything each uext4 mount holds, and return only when it is\n\
                             durable (it survives a crash of the machine or a kill of the daemon). sync(1) and\n\
@@ -497,8 +522,8 @@ enum BenchCmd {
                             ext4 (loop mount, needs root) and on fuse2fs (if installed) show what the transport\n\
                             costs. Prints requests per second per target, operation and thread count.")]
     Requests {
-        /// Targets, comma separated: uext4, kernel (loop mount), fuse2fs
-        #[arg(long, value_delimiter = ',', default_value = "uext4,kernel,fuse2fs")]
+        /// Targets, comma separated: uext4, null (the null backend: uext4's FUSE layer, no engine), kernel (loop mount), fuse2fs
+        #[arg(long, value_delimiter = ',', default_value = "uext4,null,kernel,fuse2fs")]
         targets: Vec<String>,
         /// Operations, comma separated: stat, read
         #[arg(long, value_delimiter = ',', default_value = "stat,read")]
@@ -509,7 +534,7 @@ enum BenchCmd {
         /// Seconds per run
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
-        /// More `uext4 mount -o` options for the uext4 target (e.g. transport=uring)
+        /// More `uext4 mount -o` options for the uext4 and null targets (e.g. transport=uring)
         #[arg(short = 'o', long, value_name = "OPTIONS")]
         options: Option<String>,
         /// Directory for the images and mount points (default /dev/shm)
@@ -752,6 +777,13 @@ fn run(cli: Cli) -> CliResult {
         Cmd::Sync { mountpoints } => sync::run(&mountpoints)?,
         Cmd::Mount { image, mountpoint, options, foreground } => {
             mount::run(&image, &mountpoint, &options, foreground)?;
+        }
+        Cmd::MountNull { mountpoint, options, foreground, data_cap } => {
+            let cap = match data_cap {
+                Some(v) => Some(util::parse_size(&v).map_err(|e| CliError::Msg(format!("--data-cap {v}: {e}")))?),
+                None => None,
+            };
+            mount::run_null(&mountpoint, &options, foreground, cap)?;
         }
         Cmd::Bench { which: BenchCmd::Io { workloads, threads, seconds, device, dir, json } } => {
             let p = bench_io::IoBench { workloads, threads, seconds, device, dir, json };

@@ -284,12 +284,18 @@ fn run_parsed(image: &Path, mountpoint: &Path, opts: MountOpts, foreground: bool
         }
     }
     let foreground = foreground || opts.debug;
+    let notify = start_daemon(&opts, foreground)?;
+    serve(&image, &mnt, &opts, notify)
+}
+
+/// Opens the log (before forking, so that a bad path is reported here),
+/// forks the daemon unless `foreground`, and starts logging there.
+fn start_daemon(opts: &MountOpts, foreground: bool) -> CliResult<Notify> {
     let level = if opts.debug {
         uext4_fuse::LevelFilter::Debug
     } else {
         opts.log_level.unwrap_or(uext4_fuse::LevelFilter::Warn)
     };
-    // Opened before forking, so that a bad path is reported here.
     let log_file = match &opts.log_file {
         Some(p) => Some(
             std::fs::OpenOptions::new()
@@ -308,7 +314,78 @@ fn run_parsed(image: &Path, mountpoint: &Path, opts: MountOpts, foreground: bool
     };
     let notify = if foreground { Notify::Foreground } else { Notify::Pipe(daemonize()?) };
     uext4_fuse::init_log(level, target);
-    serve(&image, &mnt, &opts, notify)
+    Ok(notify)
+}
+
+/// `uext4 mount-null MOUNTPOINT`: the null backend
+/// ([`uext4_fuse::null::NullFs`]) served as `uext4 mount` serves an image
+/// (the same options, daemon, signals and unmount), keeping at most
+/// `data_cap` bytes of file data (default: a quarter of the RAM).
+pub fn run_null(mountpoint: &Path, options: &[String], foreground: bool, data_cap: Option<u64>) -> CliResult {
+    let opts = parse_options(options).map_err(CliError::Msg)?;
+    let mnt = mountpoint.canonicalize().map_err(|e| CliError::Msg(format!("{}: {e}", mountpoint.display())))?;
+    if !mnt.is_dir() {
+        return Err(CliError::Msg(format!("{}: the mount point is not a directory", mnt.display())));
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err(CliError::msg("/dev/fuse does not exist (load the fuse module: modprobe fuse)"));
+    }
+    let foreground = foreground || opts.debug;
+    let mut notify = start_daemon(&opts, foreground)?;
+    ensure_stdio();
+    let sigset = block_stop_signals();
+    let cfg = mount_config(&opts, "uext4-null".to_string());
+    let cap = data_cap.unwrap_or_else(uext4_fuse::null::default_data_cap);
+    let fs = uext4_fuse::null::NullFs::new(&cfg, cap);
+    let mount = match uext4_fuse::Mount::new_null(fs, &mnt, &cfg) {
+        Ok(m) => m,
+        Err(e) => return Err(notify.fail(CliError::Msg(format!("mount the null backend on {}: {e}", mnt.display())))),
+    };
+    if let Err(e) = stop_on_signals(mount.unmounter(), sigset, matches!(notify, Notify::Foreground)) {
+        notify.warn(&format!("no signal thread ({e}): stop with umount {}", mnt.display()));
+    }
+    notify.ready();
+    mount.run().map_err(|e| CliError::Msg(format!("{}: serving requests: {e}", mnt.display())))
+}
+
+/// The FUSE session's configuration for `opts` (`name`: the source shown
+/// when `fsname=` does not say).
+fn mount_config(opts: &MountOpts, name: String) -> MountConfig {
+    MountConfig {
+        read_only: opts.read_only,
+        allow_other: opts.allows_other(),
+        threads: opts.threads,
+        kernel: opts.kernel.clone(),
+        fsname: opts.fsname.clone().unwrap_or(name),
+        kernel_flags: opts.kernel_flags.clone(),
+        errors: opts.errors,
+        transport: opts.transport,
+    }
+}
+
+/// Starts the thread that waits for SIGINT, SIGTERM or SIGHUP (`sigset`,
+/// blocked in every thread) and unmounts (lazily if busy) when one comes.
+fn stop_on_signals(unmounter: uext4_fuse::Unmounter, sigset: libc::sigset_t, verbose: bool) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("uext4-signals".into())
+        .spawn(move || loop {
+            let mut sig = 0;
+            // SAFETY: `sigset` is an initialised set; `sig` a valid out pointer.
+            if unsafe { libc::sigwait(&sigset, &mut sig) } != 0 {
+                continue;
+            }
+            match unmounter.unmount() {
+                Ok(Unmounted::Lazily) if verbose => eprint_line(&format!(
+                    "{}: busy; detached, the image is closed when the last file in it is closed",
+                    unmounter.path().display()
+                )),
+                Ok(_) => {}
+                Err(e) if verbose => eprint_line(&format!("unmount {}: {e}", unmounter.path().display())),
+                Err(_) => continue,
+            }
+            return;
+        })
+        .map(drop)
 }
 
 /// Forks the daemon. Returns in the daemon (the write end of the status
@@ -579,16 +656,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
             notify.warn(&format!("{name}: {n}"));
         }
     }
-    let cfg = MountConfig {
-        read_only: opts.read_only,
-        allow_other: opts.allows_other(),
-        threads: opts.threads,
-        kernel: opts.kernel.clone(),
-        fsname: opts.fsname.clone().unwrap_or_else(|| name.clone()),
-        kernel_flags: opts.kernel_flags.clone(),
-        errors: opts.errors,
-        transport: opts.transport,
-    };
+    let cfg = mount_config(opts, name.clone());
     let mount = match uext4_fuse::Mount::new(fs.clone(), mnt, &cfg) {
         Ok(m) => m,
         Err(e) => {
@@ -602,26 +670,7 @@ fn serve(image: &Path, mnt: &Path, opts: &MountOpts, mut notify: Notify) -> CliR
             return Err(notify.fail(CliError::Msg(m)));
         }
     };
-    let unmounter = mount.unmounter();
-    let verbose = matches!(notify, Notify::Foreground);
-    let spawned = std::thread::Builder::new().name("uext4-signals".into()).spawn(move || loop {
-        let mut sig = 0;
-        // SAFETY: `sigset` is an initialised set; `sig` a valid out pointer.
-        if unsafe { libc::sigwait(&sigset, &mut sig) } != 0 {
-            continue;
-        }
-        match unmounter.unmount() {
-            Ok(Unmounted::Lazily) if verbose => eprint_line(&format!(
-                "{}: busy; detached, the image is closed when the last file in it is closed",
-                unmounter.path().display()
-            )),
-            Ok(_) => {}
-            Err(e) if verbose => eprint_line(&format!("unmount {}: {e}", unmounter.path().display())),
-            Err(_) => continue,
-        }
-        return;
-    });
-    if let Err(e) = spawned {
+    if let Err(e) = stop_on_signals(mount.unmounter(), sigset, matches!(notify, Notify::Foreground)) {
         notify.warn(&format!("no signal thread ({e}): stop with umount {}", mnt.display()));
     }
     notify.ready();

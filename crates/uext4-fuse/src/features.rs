@@ -172,6 +172,45 @@ impl KernelFeatures {
         self.entry_ttl.min(self.attr_ttl)
     }
 
+    /// The open flags answered for an open with flags `flags` (O_DIRECT,
+    /// the access mode; O_CREAT from CREATE, O_TRUNC): every backend
+    /// answers opens alike, so that the kernel caches (or not) the same way.
+    pub fn fopen(&self, flags: i32) -> crate::proto::types::FopenFlags {
+        use crate::proto::types::FopenFlags;
+        let direct = flags & libc::O_DIRECT != 0;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        // CREATE keeps O_CREAT in the flags it passes (OPEN never does),
+        // and O_TRUNC reaches OPEN only with atomic_o_trunc: either way
+        // the file is empty as this open begins.
+        let fresh = flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
+        // Nothing to do at close: every write reached the library already
+        // (with the kernel's writeback cache the kernel ignores this flag
+        // and writes its dirty pages back at close, as it must).
+        let mut fopen = FopenFlags::FOPEN_NOFLUSH;
+        if self.kernel_cache {
+            // Every change of the data goes through this mount, so the
+            // kernel's pages are current: no reason to drop them at open.
+            fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
+        let fresh_direct = fresh && self.direct_new_files && self.writeback_cache;
+        if (direct && self.direct_odirect) || self.direct_io || (writes && (self.direct_writes || fresh_direct)) {
+            // The kernel sends the I/O of this open straight to us, as the
+            // caller gave it, and lets writes to one file run in parallel
+            // (the library locks what it needs); without FOPEN_DIRECT_IO
+            // it serializes buffered writes to a file under its inode
+            // lock. Buffered opens stay on the library's buffered path:
+            // uext4's page cache serves them. The kernel writes back and
+            // drops its cached pages of every range written this way, so
+            // read-only opens, which keep the kernel's page cache, and
+            // shared mappings (FUSE_DIRECT_IO_ALLOW_MMAP) see the data.
+            fopen |= FopenFlags::FOPEN_DIRECT_IO;
+            if self.parallel_direct_writes {
+                fopen |= FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
+            }
+        }
+        fopen
+    }
+
     /// Applies one mount option (`key` or `key=value`). `Ok(false)` if the
     /// key is not one of these options, an error if its value is bad.
     pub fn set(&mut self, key: &str, val: Option<&str>) -> Result<bool, String> {

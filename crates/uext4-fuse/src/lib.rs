@@ -36,6 +36,7 @@ mod logging;
 mod mount_sys;
 mod mountinfo;
 mod notify;
+pub mod null;
 pub mod proto;
 mod reply;
 mod session;
@@ -144,10 +145,57 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(4, 16)
 }
 
+/// What the transports need of a request handler besides its requests:
+/// the uext4 adapter ([`Uext4Fuse`]) and the null backend
+/// ([`null::NullFs`], the protocol's ceiling) are both served through the
+/// same handshake, dispatcher, transports and threads.
+pub(crate) trait Backend: dispatch::Filesystem + Send + Sync + 'static {
+    /// INIT is to ask for FUSE_OVER_IO_URING (the rings are ready).
+    fn set_want_uring(&mut self, on: bool);
+    /// A small READ served on the io_uring queue thread that received it
+    /// when it needs no waiting (`None`: hand it to the pool, which
+    /// serves it through [`dispatch::Filesystem::read`]). The default
+    /// never does.
+    fn read_fast(
+        &self,
+        ino: proto::types::INodeNo,
+        fh: proto::types::FileHandle,
+        offset: u64,
+        flags: proto::types::OpenFlags,
+        buf: &mut [u8],
+    ) -> Option<Result<usize, proto::types::Errno>> {
+        let _ = (ino, fh, offset, flags, buf);
+        None
+    }
+}
+
+impl Backend for Uext4Fuse {
+    fn set_want_uring(&mut self, on: bool) {
+        self.want_uring = on;
+    }
+    fn read_fast(
+        &self,
+        ino: proto::types::INodeNo,
+        fh: proto::types::FileHandle,
+        offset: u64,
+        flags: proto::types::OpenFlags,
+        buf: &mut [u8],
+    ) -> Option<Result<usize, proto::types::Errno>> {
+        // The adapter's own (inherent) method: the page cache alone.
+        Uext4Fuse::read_fast(self, ino, fh, offset, flags, buf)
+    }
+}
+
+/// The handler a [`Mount`] serves.
+enum Served {
+    Ext4(Arc<Uext4Fuse>),
+    Null(Arc<null::NullFs>),
+}
+
 /// A mounted filesystem whose requests are not served yet: [`Mount::run`]
 /// serves them until the mount goes away.
 pub struct Mount {
-    adapter: Arc<Uext4Fuse>,
+    adapter: Served,
     dev: Arc<OwnedFd>,
     /// Workers read clones of `dev` (not when `fusermount3` mounted:
     /// cloning opens /dev/fuse again, which is what we may not do).
@@ -192,6 +240,30 @@ impl Mount {
     /// an ordinary user through the setuid `fusermount3`, see
     /// [`fusermount`]).
     pub fn new(fs: Arc<uext4::Filesystem>, mountpoint: &Path, cfg: &MountConfig) -> io::Result<Mount> {
+        // The adapter's notifier, known once the connection exists.
+        let inval = Arc::new(std::sync::OnceLock::new());
+        let adapter = Uext4Fuse::new(fs, cfg).with_inval(inval.clone());
+        Self::start(adapter, inval, mountpoint, cfg, Served::Ext4)
+    }
+
+    /// Mounts the null backend ([`null::NullFs`]: an in-memory tree and
+    /// no engine) on `mountpoint` through the same handshake, options,
+    /// transports and threads as [`Mount::new`]: the ceiling the FUSE
+    /// protocol and its transports set for uext4 on each workload.
+    pub fn new_null(fs: null::NullFs, mountpoint: &Path, cfg: &MountConfig) -> io::Result<Mount> {
+        Self::start(fs, Arc::new(std::sync::OnceLock::new()), mountpoint, cfg, Served::Null)
+    }
+
+    /// The mount and handshake of every backend: `inval` is filled with
+    /// the session's notifier once the connection exists, `wrap` makes
+    /// the backend the mount's.
+    fn start<F: Backend>(
+        mut adapter: F,
+        inval: Arc<std::sync::OnceLock<notify::Notifier>>,
+        mountpoint: &Path,
+        cfg: &MountConfig,
+        wrap: fn(Arc<F>) -> Served,
+    ) -> io::Result<Mount> {
         let mountpoint = mountpoint.canonicalize()?;
         let path = Arc::new(
             CString::new(mountpoint.as_os_str().as_bytes())
@@ -251,10 +323,7 @@ impl Mount {
         // From here on a failure unmounts again (the guard's drop).
         let auto_unmount = AutoUnmount { handle: handle.clone(), shown: mountpoint.clone() };
         let dev = Arc::new(dev);
-        // The adapter's notifier, known once the connection exists.
-        let inval = Arc::new(std::sync::OnceLock::new());
-        let mut adapter = Uext4Fuse::new(fs, cfg).with_inval(inval.clone());
-        adapter.want_uring = prepared.is_some();
+        adapter.set_want_uring(prepared.is_some());
         let mut negotiated = session::handshake(&dev, &mut adapter)?;
         // SAFETY: geteuid has no preconditions.
         negotiated.owner = (!cfg.allow_other).then(|| unsafe { libc::geteuid() });
@@ -293,7 +362,7 @@ impl Mount {
             log::info!("transport: /dev/fuse, {threads} workers");
         }
         Ok(Mount {
-            adapter,
+            adapter: wrap(adapter),
             dev,
             clone_fd: !via_helper,
             threads,
@@ -315,7 +384,10 @@ impl Mount {
     /// aborted. The library's filesystem is not unmounted here: the caller
     /// does that once this returns (the adapter's reference is gone then).
     pub fn run(self) -> io::Result<()> {
-        let r = session::run(self.adapter.clone(), self.dev.clone(), self.clone_fd, self.threads, self.negotiated);
+        let r = match &self.adapter {
+            Served::Ext4(a) => session::run(a.clone(), self.dev.clone(), self.clone_fd, self.threads, self.negotiated),
+            Served::Null(a) => session::run(a.clone(), self.dev.clone(), self.clone_fd, self.threads, self.negotiated),
+        };
         // The kernel has torn the ring down with the connection; the queue
         // threads end, dropping their adapters.
         if let Some(u) = self.uring {

@@ -151,36 +151,8 @@ impl Uext4Fuse {
             self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, sample);
         }
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        // CREATE keeps O_CREAT in the flags it passes (OPEN never does),
-        // and O_TRUNC reaches OPEN only with atomic_o_trunc: either way
-        // the file is empty as this open begins.
-        let fresh = flags & (libc::O_CREAT | libc::O_TRUNC) != 0;
-        // Nothing to do at close: every write reached the library already
-        // (with the kernel's writeback cache the kernel ignores this flag
-        // and writes its dirty pages back at close, as it must).
-        let mut fopen = FopenFlags::FOPEN_NOFLUSH;
-        let f = &self.features;
-        if f.kernel_cache {
-            // Every change of the data goes through this mount, so the
-            // kernel's pages are current: no reason to drop them at open.
-            fopen |= FopenFlags::FOPEN_KEEP_CACHE;
-        }
-        let fresh_direct = fresh && f.direct_new_files && f.writeback_cache;
-        if (direct && f.direct_odirect) || f.direct_io || (writes && (f.direct_writes || fresh_direct)) {
-            // The kernel sends the I/O of this open straight to us, as the
-            // caller gave it, and lets writes to one file run in parallel
-            // (the library locks what it needs); without FOPEN_DIRECT_IO
-            // it serializes buffered writes to a file under its inode
-            // lock. Buffered opens stay on the library's buffered path:
-            // uext4's page cache serves them. The kernel writes back and
-            // drops its cached pages of every range written this way, so
-            // read-only opens, which keep the kernel's page cache, and
-            // shared mappings (FUSE_DIRECT_IO_ALLOW_MMAP) see the data.
-            fopen |= FopenFlags::FOPEN_DIRECT_IO;
-            if f.parallel_direct_writes {
-                fopen |= FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
-            }
-        } else if fh & FH_COUNTED != 0 {
+        let fopen = self.features.fopen(flags);
+        if !fopen.contains(FopenFlags::FOPEN_DIRECT_IO) && fh & FH_COUNTED != 0 {
             fh |= FH_CACHED;
             self.cached_opens.opened(ino);
         }

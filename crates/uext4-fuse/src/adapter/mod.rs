@@ -71,7 +71,7 @@ mod dirs;
 mod entries;
 mod files;
 mod init;
-pub(crate) use init::MAX_BACKGROUND;
+pub(crate) use init::{negotiate, MAX_BACKGROUND};
 mod ioctl;
 pub use ioctl::UEXT4_IOC_SYNC;
 

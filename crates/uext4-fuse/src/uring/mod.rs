@@ -34,8 +34,8 @@
 //! cannot start after the kernel granted the flag, one deliberately
 //! invalid registration makes the kernel fall back the same way.
 
-use crate::adapter::Uext4Fuse;
 use crate::session::Negotiated;
+use crate::Backend;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use log::{info, warn};
 use std::io;
@@ -249,10 +249,10 @@ impl Running {
 /// Starts the queue threads and the pool, after the kernel granted
 /// FUSE_OVER_IO_URING. On an error the kernel is told to fall back to
 /// `/dev/fuse` (see the module documentation).
-pub(crate) fn start(
+pub(crate) fn start<F: Backend>(
     prepared: Prepared,
     dev: &OwnedFd,
-    adapter: Arc<Uext4Fuse>,
+    adapter: Arc<F>,
     n: Negotiated,
     mountpoint: &std::path::Path,
 ) -> io::Result<Running> {

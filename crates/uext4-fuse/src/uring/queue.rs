@@ -4,7 +4,6 @@
 //! slow requests of every queue without holding up the others.
 
 use super::{fuse_cmd, submit_and_wait, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
-use crate::adapter::Uext4Fuse;
 use crate::dispatch::{check, dispatch, guarded, header_for};
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
@@ -12,6 +11,7 @@ use crate::proto::encode;
 use crate::proto::types::{FileHandle, INodeNo, OpenFlags};
 use crate::reply::{Out, FIXED_REPLY_MAX};
 use crate::session::Negotiated;
+use crate::Backend;
 use io_uring::{opcode, squeue, types, IoUring};
 use log::{debug, info, warn};
 use std::io;
@@ -59,7 +59,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 /// Serves the request in an entry's buffers and leaves the reply there:
 /// the out header in the header buffer, the reply payload and its size.
-fn serve_entry(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8], s: &mut Scratch) {
+fn serve_entry<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8], s: &mut Scratch) {
     let h = match InHeader::parse(&header[..abi::IN_HEADER_LEN]) {
         Ok(h) => h,
         Err(_) => return,
@@ -101,7 +101,7 @@ fn serve_entry(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], pay
 /// Serves a small READ from the page cache into the entry's payload
 /// buffer, as [`serve_entry`] would; false (nothing written) when it
 /// would have to wait on the device, for the pool to serve instead.
-fn read_fast(fs: &Uext4Fuse, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8]) -> bool {
+fn read_fast<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8]) -> bool {
     let Ok(h) = InHeader::parse(&header[..abi::IN_HEADER_LEN]) else { return false };
     let op_len = (h.len as usize).saturating_sub(abi::IN_HEADER_LEN).min(OP_IN);
     let Ok(op) = decode_split(h.opcode, Reader::split(&header[OP_IN..OP_IN + op_len], &[]), n.decode) else {
@@ -137,7 +137,7 @@ fn header_parts(out: &Out<'_>) -> (i32, usize) {
     (i32::from_ne_bytes([h[4], h[5], h[6], h[7]]), len)
 }
 
-fn serve(fs: &Uext4Fuse, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mut Out<'_>) {
+fn serve<F: Backend>(fs: &F, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mut Out<'_>) {
     match decode_split(h.opcode, r, n.decode) {
         Ok(op) if !op.no_reply() => dispatch(fs, &Decoded { header: h, op }, n.owner, out),
         // FORGET and INTERRUPT come through /dev/fuse, never a ring.
@@ -309,8 +309,8 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    pub(super) fn start(
-        fs: Arc<Uext4Fuse>,
+    pub(super) fn start<F: Backend>(
+        fs: Arc<F>,
         n: Negotiated,
         threads: usize,
         handles: &mut Vec<JoinHandle<()>>,
@@ -338,7 +338,7 @@ impl Pool {
                     // unanswered, and its drop answers EIO. Either way the
                     // thread goes on serving.
                     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        serve_entry(&fs, n, header, payload, &mut s)
+                        serve_entry(&*fs, n, header, payload, &mut s)
                     }));
                     job.answered = served.is_ok();
                     if served.is_err() {
@@ -354,27 +354,27 @@ impl Pool {
 }
 
 /// One queue, ready to serve.
-pub(super) struct Queue {
+pub(super) struct Queue<F> {
     ring: IoUring<squeue::Entry128>,
     entries: usize,
     dev: OwnedFd,
     qid: u16,
-    fs: Arc<Uext4Fuse>,
+    fs: Arc<F>,
     n: Negotiated,
     pool: Pool,
     back: Arc<Back>,
 }
 
-impl Queue {
+impl<F: Backend> Queue<F> {
     pub(super) fn new(
         ring: IoUring<squeue::Entry128>,
         entries: usize,
         dev: OwnedFd,
         qid: u16,
-        fs: Arc<Uext4Fuse>,
+        fs: Arc<F>,
         n: Negotiated,
         pool: Pool,
-    ) -> io::Result<Queue> {
+    ) -> io::Result<Queue<F>> {
         let back = Arc::new(Back::new()?);
         Ok(Queue { ring, entries, dev, qid, fs, n, pool, back })
     }
@@ -455,7 +455,7 @@ impl Queue {
                 let opcode = u32_at(&e.header[..], 4);
                 let payload_sz = u32_at(&e.header[..], ENT_PAYLOAD_SZ) as usize;
                 let slow = is_slow(opcode, payload_sz, &e.header[..])
-                    || (opcode == op::READ && !read_fast(&fs, n, &mut e.header, &mut e.payload));
+                    || (opcode == op::READ && !read_fast(&*fs, n, &mut e.header, &mut e.payload));
                 if !slow && opcode == op::READ {
                     commit(&mut ring, ents, i)?;
                     continue;
@@ -471,7 +471,7 @@ impl Queue {
                         Err(mpsc::SendError(job)) => job.cancel(),
                     }
                 }
-                serve_entry(&fs, n, &mut e.header, &mut e.payload, &mut scratch);
+                serve_entry(&*fs, n, &mut e.header, &mut e.payload, &mut scratch);
                 commit(&mut ring, ents, i)?;
             }
         }
