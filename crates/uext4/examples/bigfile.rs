@@ -178,6 +178,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("writes: {:.1} s; peak RSS {:.0} MiB", t_all.elapsed().as_secs_f64(), peak_rss_mib());
+    let io = fs.io_stats();
+    println!(
+        "paths: {} exclusive (allocating) direct writes, {} shared, {} unwritten conversions; {} handles",
+        io.dio_write_exclusive, io.dio_write_shared, io.dio_conversions, io.handles
+    );
 
     // Random direct reads of written blocks: the first and last tenth.
     let mut buf = vec![0u8; bs as usize];
@@ -226,8 +231,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dev = ZeroPunch { inner: FileDevice::open(&img, true)?, block: bs as usize };
     let mut fs = Filesystem::open_device(Arc::new(dev), MountOptions { write: true, ..Default::default() })?;
     let (t, c) = (Instant::now(), cpu_seconds());
+    let h0 = fs.io_stats().handles;
     fs.remove_file("/f")?;
-    println!("unlink: {:.2} s (cpu {:.2} s)", t.elapsed().as_secs_f64(), cpu_seconds() - c);
+    println!(
+        "unlink: {:.2} s (cpu {:.2} s), {} journal handles; peak RSS {:.0} MiB",
+        t.elapsed().as_secs_f64(),
+        cpu_seconds() - c,
+        fs.io_stats().handles - h0,
+        peak_rss_mib()
+    );
     fs.unmount()?;
     drop(fs);
     let (s, ok, text) = fsck(&img);
