@@ -116,7 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let img = dir.join("img");
     let _ = std::fs::remove_file(&img);
-    std::fs::File::create(&img)?.set_len(2 * file_gib << 30)?;
+    std::fs::File::create(&img)?.set_len((2 * file_gib) << 30)?;
     let out = Command::new("mkfs.ext4")
         .args(["-q", "-F", "-b", &bs.to_string(), "-E", "lazy_itable_init=1,lazy_journal_init=1"])
         .arg(&img)
@@ -155,7 +155,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut c0 = fs.cache_stats();
     for i in 0..writes {
         let lblk = scatter(i, bits);
-        let buf = if i % 64 == 0 { stamp(lblk) } else { zero.clone() };
+        let buf = if i.is_multiple_of(64) { stamp(lblk) } else { zero.clone() };
         f.write_at(&buf, lblk * bs)?;
         if (i + 1) % tenth == 0 {
             let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - c);
@@ -197,7 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let i = x % writes;
         let lblk = scatter(i, bits);
         f.read_at(&mut buf, lblk * bs)?;
-        let want = if i % 64 == 0 { stamp(lblk) } else { zero.clone() };
+        let want = if i.is_multiple_of(64) { stamp(lblk) } else { zero.clone() };
         bad += u64::from(buf != want);
         if (r + 1) % (reads / 10).max(1) == 0 && ((r + 1) / (reads / 10).max(1) == 1 || r + 1 == reads) {
             let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - c);
