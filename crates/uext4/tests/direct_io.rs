@@ -356,3 +356,211 @@ fn many_threads_overlapping_ranges_1k_blocks() {
     let files: Vec<(&str, Vec<u8>)> = finals.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
     rw_support::kernel_read_back(&img, &files);
 }
+
+/// Deepest level of the extent tree of `ino` by `debugfs -R "ex"` (its
+/// "Level" column, "level/ depth"), with the leaf entries' lengths.
+fn debugfs_depth_and_leaves(img: &Path, ino: u32) -> (u32, Vec<(u64, bool)>) {
+    let out = rw_support::debugfs(img, &format!("ex <{ino}>"));
+    let mut depth = 0;
+    let mut leaves = Vec::new();
+    for line in out.lines().skip(1) {
+        // " 3/ 3  12/ 84  5120 -  5120 27105 - 27105      1 Uninit"
+        let norm = line.replace('/', " / ").replace('-', " - ");
+        let t: Vec<&str> = norm.split_whitespace().collect();
+        let num = |k: usize| t.get(k).and_then(|s| s.parse::<u64>().ok());
+        let (Some(level), Some(d)) = (num(0), num(2)) else { continue };
+        depth = depth.max(d as u32);
+        if level == d {
+            leaves.push((num(12).unwrap_or(0), t.get(13).is_some_and(|f| f.contains("Uninit"))));
+        }
+    }
+    (depth, leaves)
+}
+
+/// Extent tree depth from the inode's extent header.
+fn tree_depth(fs: &Filesystem, ino: u32) -> u16 {
+    let i = fs.inode(ino).unwrap();
+    u16::from_le_bytes([i.block[6], i.block[7]])
+}
+
+/// Depth 3 under concurrency (issue 24): on 1 KiB blocks (4 entries in the
+/// inode's root, 84 per tree block) threads first grow one file to depth
+/// 3 with direct and buffered one-block writes on disjoint blocks (every
+/// other block, each its own extent: splits all over the tree at once),
+/// then run direct writes (allocating into holes, overwriting, unaligned),
+/// buffered writes, hole punches (one block to whole leaves) and zero
+/// ranges, on ranges private to each thread and on ranges all of them
+/// share, with direct and buffered reads checking every record they see.
+/// The final contents must match the event log (as `model_run`), the
+/// tree must be legal to `debugfs`, `e2fsck -fn` clean, and the kernel
+/// must read the same bytes.
+#[test]
+fn many_threads_on_a_depth_3_tree_1k_blocks() {
+    const THREADS: u64 = 4;
+    // 14,000 one-block extents reach depth 3 (see extent_tree.rs).
+    const EXTENTS: u64 = 14_000;
+    const BS: u64 = 1024;
+    const FILE: u64 = 2 * EXTENTS * BS;
+    let Some((_d, img)) = mkfs(64, &["-b", "1024"]) else { return };
+    let fs = Arc::new(open(&img, DataPathConfig::default()));
+    let root = fs.root();
+    let f = fs.create(root, b"deep", 0o644, 0, 0).unwrap().ino;
+    fs.setattr(f, SetAttr { size: Some(FILE), ..Default::default() }).unwrap();
+    let clock = Arc::new(AtomicU64::new(1));
+    let log: Arc<Mutex<Vec<Event>>> = Arc::new(Mutex::new(Vec::new()));
+    let stamps: Arc<Mutex<HashMap<u32, WriteInfo>>> = Arc::new(Mutex::new(HashMap::new()));
+    // A write logged as an event (between two clock ticks).
+    let write = |fs: &Filesystem, stamp: u32, off: u64, len: u64, direct: bool| {
+        let data = stamp_data(stamp, off, len);
+        stamps.lock().unwrap().insert(stamp, (f, 0, off, len));
+        let start = clock.fetch_add(1, Ordering::SeqCst);
+        let n = if direct { fs.write_direct(f, off, &data) } else { fs.inodes().write(f, off, &data) };
+        assert_eq!(n.unwrap_or_else(|e| panic!("write {len} at {off}: {e}")), data.len());
+        let end = clock.fetch_add(1, Ordering::SeqCst);
+        log.lock().unwrap().push(Event { start, end, off, len, stamp: Some(stamp) });
+    };
+
+    // Phase 1: grow the tree, each thread its own even blocks in random
+    // order; one write in eight buffered.
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (fs, write) = (&fs, &write);
+            s.spawn(move || {
+                let mut x = 0x5EED_0024 ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut rnd = move |n: u64| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % n
+                };
+                let mut mine: Vec<u64> = (0..EXTENTS).filter(|k| k % THREADS == t).map(|k| 2 * k).collect();
+                for i in (1..mine.len()).rev() {
+                    mine.swap(i, rnd(i as u64 + 1) as usize);
+                }
+                for (seq, b) in mine.into_iter().enumerate() {
+                    let stamp = 0x4000_0000 | ((t as u32) << 20) | seq as u32;
+                    write(fs, stamp, b * BS, BS, seq % 8 != 0);
+                }
+            });
+        }
+    });
+    fs.fsync(f).unwrap();
+    let depth = tree_depth(&fs, f);
+    assert!(depth >= 3, "{EXTENTS} scattered one-block extents on 1k blocks need depth 3 (got {depth})");
+
+    // Phase 2: mixed operations on private and shared ranges.
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (fs, write, clock, log, stamps) = (&fs, &write, &clock, &log, &stamps);
+            s.spawn(move || {
+                let mut x = 0xD1CE_0024 ^ (t + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut rnd = move |n: u64| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % n
+                };
+                let slice = FILE / THREADS;
+                for seq in 0..250u32 {
+                    let stamp = 0x8000_0000 | ((t as u32) << 20) | seq;
+                    // Half the operations in this thread's slice, half anywhere.
+                    let (base, span) = if rnd(2) == 0 { (t * slice, slice) } else { (0, FILE) };
+                    let blocks = 1 + rnd(4);
+                    let off = base + rnd(span / BS - blocks) * BS;
+                    match rnd(12) {
+                        0..=3 => write(fs, stamp, off, blocks * BS, true),
+                        4 => {
+                            // Unaligned (8-byte records): under the shared
+                            // lock when the blocks are written.
+                            let len = 8 * (1 + rnd(200));
+                            write(fs, stamp, base + 8 * rnd((span - len) / 8), len, true);
+                        }
+                        5 | 6 => write(fs, stamp, off, blocks * BS, false),
+                        7 | 8 => {
+                            // Punch: a few blocks, or up to whole leaves.
+                            let len = if rnd(4) == 0 { (84 + rnd(400)) * BS } else { blocks * BS };
+                            let len = len.min(FILE - off);
+                            let mode = if rnd(3) == 0 { FallocMode::ZeroRange } else { FallocMode::PunchHole };
+                            let start = clock.fetch_add(1, Ordering::SeqCst);
+                            fs.fallocate(f, mode, off, len).unwrap_or_else(|e| panic!("{mode:?} {len} at {off}: {e}"));
+                            let end = clock.fetch_add(1, Ordering::SeqCst);
+                            log.lock().unwrap().push(Event { start, end, off, len, stamp: None });
+                        }
+                        k => {
+                            let len = blocks * BS + 8 * rnd(64);
+                            let len = len.min(FILE - off);
+                            let mut buf = vec![0u8; len as usize];
+                            let n = if k < 11 {
+                                fs.read_direct(f, off, &mut buf)
+                            } else {
+                                fs.inodes().read(f, off, &mut buf)
+                            };
+                            assert_eq!(n.unwrap(), len as usize, "read of {len} at {off}");
+                            let st = stamps.lock().unwrap();
+                            for i in 0..len as usize / 8 {
+                                let (s, o) = record_at(&buf, i);
+                                if s == 0 && o == 0 {
+                                    continue;
+                                }
+                                let at = off / 8 + i as u64;
+                                assert_eq!(u64::from(o), at, "record at {} names offset {}", at * 8, o as u64 * 8);
+                                let w = st.get(&s).unwrap_or_else(|| panic!("record from unknown write {s:#x}"));
+                                assert!(w.2 <= at * 8 && at * 8 < w.2 + w.3, "record from a write elsewhere");
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    fs.fsync(f).unwrap();
+
+    // Every record against the events covering it (indexed by block).
+    let got = fs.read_all(f).unwrap();
+    assert_eq!(got.len() as u64, FILE);
+    let log = log.lock().unwrap();
+    let mut by_block: Vec<Vec<usize>> = vec![Vec::new(); (FILE / BS) as usize];
+    for (k, e) in log.iter().enumerate() {
+        for b in e.off / BS..(e.off + e.len).div_ceil(BS) {
+            by_block[b as usize].push(k);
+        }
+    }
+    for i in 0..(FILE / 8) as usize {
+        let at = i as u64 * 8;
+        let (s, _) = record_at(&got, i);
+        let covering: Vec<&Event> = by_block[(at / BS) as usize]
+            .iter()
+            .map(|&k| &log[k])
+            .filter(|e| e.off <= at && at < e.off + e.len)
+            .collect();
+        let producers: Vec<&&Event> = covering.iter().filter(|e| e.stamp == (s != 0).then_some(s)).collect();
+        if s != 0 {
+            assert!(!producers.is_empty(), "offset {at}: record {s:#x} from a write not covering it");
+        }
+        let ok = if producers.is_empty() {
+            covering.iter().all(|e| e.stamp.is_none())
+        } else {
+            producers.iter().any(|p| covering.iter().all(|e| e.start < p.end))
+        };
+        assert!(ok, "offset {at}: record {s:#x} was overwritten later (lost write): {covering:?}");
+    }
+    drop(log);
+    let depth = tree_depth(&fs, f);
+    let blocks = fs.stat(f).unwrap().blocks;
+    eprintln!("depth-3 model: depth {depth} at the end, {} extents", fs.extents(f).unwrap().len());
+    let mut fs = Arc::try_unwrap(fs).unwrap_or_else(|_| panic!("filesystem still shared"));
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    // The kernel's view: the same depth, legal extents, the same bytes.
+    let (dfs_depth, leaves) = debugfs_depth_and_leaves(&img, f);
+    assert_eq!(dfs_depth, u32::from(depth), "depth by debugfs");
+    assert!(depth >= 2, "the tree stays deep (depth {depth})");
+    assert!(!leaves.is_empty());
+    for (len, uninit) in &leaves {
+        assert!(*len >= 1 && *len <= if *uninit { 32767 } else { 32768 }, "illegal extent length {len}");
+    }
+    let stat = rw_support::debugfs(&img, &format!("stat <{f}>"));
+    assert!(stat.contains(&format!("Blockcount: {blocks}")), "i_blocks {blocks} by debugfs:\n{stat}");
+    rw_support::kernel_read_back(&img, &[("deep", got)]);
+}

@@ -341,6 +341,47 @@ fn sparse_random_writes_reach_depth_3_then_punch_everything() {
     timed("sparse_random_writes_reach_depth_3_then_punch_everything", t0);
 }
 
+/// A file whose extents lie in many groups, each group holding extents
+/// from all over the file (8 MiB preallocation windows, 16 to a group,
+/// placed in the order random writes first touch them), then unlinked:
+/// the deletion's handles come back to bitmaps, descriptors and leaves the
+/// running transaction already holds, so a step can free extents and use
+/// no new credit. Such a handle ending short of the work must not be taken
+/// for an extent no handle can free (issue 24: unlinking the 1 TiB file
+/// failed with "freeing one extent needs more than a handle of 128
+/// credits").
+#[test]
+fn deleting_a_file_scattered_over_many_groups() {
+    let t0 = Instant::now();
+    let lazy = "lazy_itable_init=1,lazy_journal_init=1";
+    let Some((_d, img)) = mkfs(16 << 10, &["-b", "4096", "-E", lazy]) else { return };
+    let fs = Filesystem::open_rw(&img).unwrap();
+    let free0 = fs.statfs().free_blocks;
+    let root = fs.root();
+    let ino = fs.create(root, b"scattered", 0o644, 0, 0).unwrap().ino;
+    let bs = 4096u64;
+    let size = 8u64 << 30;
+    fs.setattr(ino, SetAttr { size: Some(size), ..Default::default() }).unwrap();
+    let mut rng = Rng(0x5EED_0024);
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < 4000 {
+        let b = rng.below(size / bs);
+        if seen.insert(b) {
+            let n = fs.write_direct(ino, b * bs, &block_data(b, 0, bs as usize)).unwrap();
+            assert_eq!(n, bs as usize);
+        }
+    }
+    let i = fs.inode(ino).unwrap();
+    assert!(u16::from_le_bytes([i.block[6], i.block[7]]) >= 2, "4000 scattered extents need depth 2");
+    fs.unlink(root, b"scattered").unwrap();
+    assert_eq!(fs.statfs().free_blocks, free0, "every block of the file and its tree freed");
+    let mut fs = fs;
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+    timed("deleting_a_file_scattered_over_many_groups", t0);
+}
+
 /// fallocate, then single blocks (and partial blocks) written in random
 /// order: every write splits an unwritten extent. Then every block.
 #[test]

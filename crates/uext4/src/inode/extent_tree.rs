@@ -11,17 +11,22 @@ use crate::format::block_number::FileBlock;
 use crate::format::extent::{parse_node, verify_block_checksum, ExtentNode};
 use crate::format::inode::Inode;
 use crate::volume::Volume;
+use std::sync::Arc;
+
+/// The buffer cache's tag for a parsed extent tree block
+/// ([`crate::cache::BufferCache::derived`]): "ext" then 0.
+const PARSED_NODE: u64 = 0x6578_7400_0000_0000;
 
 /// Maps `lblk`; see [`super::map_block`].
 pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
-    let mut node = parse_node(&inode.block, 0).map_err(|e| retag(e, inode.ino))?;
+    let mut node = Arc::new(parse_node(&inode.block, 0).map_err(|e| retag(e, inode.ino))?);
     let mut node_block = 0u64;
     // Upper bound of the subtree we are in (start of the next sibling).
     let mut limit = MAX_LBLK;
     let seed = vol.has_csum().then(|| vol.inode_csum_seed(inode.ino, inode.generation));
     loop {
-        match node {
-            ExtentNode::Index(h, ref idx) => {
+        match &*node {
+            ExtentNode::Index(h, idx) => {
                 // Last index whose start is <= lblk.
                 let pos = idx.partition_point(|e| FileBlock::from(e.block) <= lblk);
                 if pos == 0 {
@@ -44,7 +49,11 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                 if let Some(seed) = seed {
                     verify_cached(&buf, seed, child)?;
                 }
-                let next = parse_node(buf.data(), child)?;
+                // Parsed once per cached version of the block: every
+                // write and read of a large file walks the same upper
+                // index blocks, and parsing a whole node (340 entries
+                // with 4 KiB blocks) at each step was most of a lookup.
+                let next = vol.cache.derived(&buf, PARSED_NODE, |b| parse_node(b.data(), child))?;
                 if next.header().depth + 1 != h.depth {
                     return Err(Error::corruption(
                         Structure::Extent,
@@ -59,7 +68,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                 node = next;
                 node_block = child;
             }
-            ExtentNode::Leaf(_, ref ext) => {
+            ExtentNode::Leaf(_, ext) => {
                 let pos = ext.partition_point(|e| FileBlock::from(e.block) <= lblk);
                 if pos > 0 {
                     let e = &ext[pos - 1];

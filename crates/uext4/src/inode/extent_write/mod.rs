@@ -696,8 +696,17 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: 
                 }
             }
             if b < to.min(hi) {
-                // Cut short by the credits: the rest in the next handle.
-                return Ok(false);
+                // Cut short by the credits the step might have needed:
+                // look again with what it really took. A step whose
+                // bitmaps, descriptors and nodes the transaction already
+                // holds costs nothing; returning here would end a handle
+                // that used no credit (which its callers rightly take for
+                // a removal that cannot fit in any handle) and make a
+                // fragmented file's deletion take a handle per few dozen
+                // extents. The next step stops at `b == a` when nothing
+                // more fits.
+                cursor = b;
+                continue;
             }
         }
         if hi <= cursor {
