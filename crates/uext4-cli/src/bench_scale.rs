@@ -27,6 +27,10 @@
 //! - tree: D directories of F empty files: populate, then two walks
 //!   (read_dir and metadata of every entry), the process's RSS after each.
 //! - open: N files open at once (kept in a Vec), then dropped.
+//!
+//! RSS is the whole process's (VmRSS), so a later size or section also
+//! shows what earlier ones left in the allocator; run one section at a
+//! time for a clean figure.
 
 use crate::util::{fs_err, parse_size, CliError, CliResult};
 use std::io::Write;
@@ -268,6 +272,11 @@ fn timed<T>(f: impl FnOnce() -> CliResult<T>) -> CliResult<(T, f64)> {
     Ok((r, t.elapsed().as_secs_f64()))
 }
 
+/// An I/O error of a `File` call, with the file's name.
+fn io_err(path: &str, e: std::io::Error) -> CliError {
+    CliError::msg(format!("{path}: {e}"))
+}
+
 fn create_empty(fs: &Filesystem, path: &str) -> CliResult {
     fs.open_file(path, OpenOptions::new().write(true).create_new(true)).map_err(|e| fs_err(path, e))?;
     Ok(())
@@ -287,6 +296,14 @@ fn size_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
     // The first size's µs per op, by op, for the ratio column.
     let mut first: Vec<(&'static str, f64)> = Vec::new();
     let mut checked = Vec::new();
+    // The same write on every size, so that the ratios compare like with
+    // like: at most half the smallest image (a 1 GiB write cannot fit in a
+    // 1 GiB image beside its journal and reserve).
+    let smallest = p.sizes.iter().filter_map(|s| parse_size(s).ok()).min().unwrap_or(0);
+    let write_mib = p.write_mib.min((smallest / 2) >> 20);
+    if write_mib != p.write_mib {
+        r.note("size", &format!("sequential write cut to {write_mib} MiB (half the smallest image)"))?;
+    }
     for label in &p.sizes {
         let size = parse_size(label).map_err(CliError::msg)?;
         let img = c.dir.join(format!("size-{label}.img"));
@@ -301,7 +318,7 @@ fn size_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
             let path = format!("/f{i}");
             let mut f =
                 fs.open_file(&path, OpenOptions::new().write(true).create_new(true)).map_err(|e| fs_err(&path, e))?;
-            f.write_all(&data)?;
+            f.write_all(&data).map_err(|e| io_err(&path, e))?;
             Ok(())
         })?;
         ops.push(("create", n, secs));
@@ -313,12 +330,12 @@ fn size_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
             let mut f =
                 fs.open_file("/seq", OpenOptions::new().write(true).create_new(true)).map_err(|e| fs_err("/seq", e))?;
             let chunk = vec![0xC3u8; 1 << 20];
-            for _ in 0..p.write_mib {
-                f.write_all(&chunk)?;
+            for _ in 0..write_mib {
+                f.write_all(&chunk).map_err(|e| io_err("/seq", e))?;
             }
             f.sync_all().map_err(|e| fs_err("fsync", e))
         })?;
-        ops.push(("write MiB+fsync", p.write_mib, secs));
+        ops.push(("write MiB+fsync", write_mib, secs));
         let rss = rss_mib();
         let (_, secs) = timed(|| fs.unmount().map_err(|e| fs_err("unmount", e)))?;
         ops.push(("unmount", 1, secs));
@@ -451,7 +468,7 @@ fn file_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
         timed_loop(range.end - range.start, |i| {
             let i = range.start + i;
             buf[..8].copy_from_slice(&i.to_le_bytes());
-            f.write_all_at(&buf, offset(i))?;
+            f.write_all_at(&buf, offset(i)).map_err(|e| io_err("/sparse", e))?;
             Ok(())
         })
     };
@@ -467,7 +484,7 @@ fn file_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
     let mut back = vec![0u8; 4096];
     while t.elapsed().as_secs_f64() < c.p.read_seconds || reads == 0 {
         let i = rng.below(n);
-        f.read_exact_at(&mut back, offset(i))?;
+        f.read_exact_at(&mut back, offset(i)).map_err(|e| io_err("/sparse", e))?;
         // Cheap, and keeps the figures honest: each block holds its index.
         if back[..8] != i.to_le_bytes() {
             return Err(CliError::msg(format!("block {i} at {} reads back wrong", offset(i))));
