@@ -272,6 +272,62 @@ fn timed<T>(f: impl FnOnce() -> CliResult<T>) -> CliResult<(T, f64)> {
     Ok((r, t.elapsed().as_secs_f64()))
 }
 
+/// The allocators' work counters: robust under load where times are not.
+#[derive(Clone, Copy, Default)]
+struct Work {
+    /// Groups (or flex groups) the inode allocator examined.
+    inode_groups: u64,
+    /// Free extents the block allocator scanned.
+    block_extents: u64,
+    /// Groups the block allocator scanned.
+    block_groups: u64,
+}
+
+impl Work {
+    fn of(fs: &Filesystem) -> Work {
+        let i = fs.inode_alloc_stats().map_or(0, |s| s.groups_examined);
+        let (e, g) = fs
+            .alloc_stats()
+            .map_or((0, 0), |s| (s.extents_scanned.iter().sum::<u64>(), s.groups_scanned.iter().sum::<u64>()));
+        Work { inode_groups: i, block_extents: e, block_groups: g }
+    }
+
+    fn since(self, before: Work) -> Work {
+        Work {
+            inode_groups: self.inode_groups - before.inode_groups,
+            block_extents: self.block_extents - before.block_extents,
+            block_groups: self.block_groups - before.block_groups,
+        }
+    }
+
+    /// The three columns, per operation.
+    fn cells(self, ops: u64) -> [(&'static str, &'static str, V); 3] {
+        let per = |n: u64| V::F(n as f64 / ops.max(1) as f64);
+        [
+            ("inode_groups_per_op", "inode groups examined/op", per(self.inode_groups)),
+            ("block_extents_per_op", "block extents scanned/op", per(self.block_extents)),
+            ("block_groups_per_op", "block groups scanned/op", per(self.block_groups)),
+        ]
+    }
+}
+
+impl Work {
+    /// [`Work::cells`], or the same columns empty when not counted.
+    fn cells_or_none(w: Option<Work>, ops: u64) -> [(&'static str, &'static str, V); 3] {
+        match w {
+            Some(w) => w.cells(ops),
+            None => Work::default().cells(1).map(|(k, h, _)| (k, h, V::None)),
+        }
+    }
+}
+
+/// Runs `f` on `fs`, returning its result and the allocators' work.
+fn counted<T>(fs: &Filesystem, f: impl FnOnce() -> CliResult<T>) -> CliResult<(T, Work)> {
+    let w = Work::of(fs);
+    let r = f()?;
+    Ok((r, Work::of(fs).since(w)))
+}
+
 /// An I/O error of a `File` call, with the file's name.
 fn io_err(path: &str, e: std::io::Error) -> CliError {
     CliError::msg(format!("{path}: {e}"))
@@ -307,40 +363,47 @@ fn size_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
     for label in &p.sizes {
         let size = parse_size(label).map_err(CliError::msg)?;
         let img = c.dir.join(format!("size-{label}.img"));
-        let mut ops: Vec<(&'static str, u64, f64)> = Vec::new();
-        ops.push(("mkfs", 1, c.mkfs(&img, size)?));
+        let mut ops: Vec<(&'static str, u64, f64, Option<Work>)> = Vec::new();
+        ops.push(("mkfs", 1, c.mkfs(&img, size)?, None));
         let (mut fs, secs) = timed(|| c.open(&img))?;
-        ops.push(("open", 1, secs));
-        let (_, secs) = timed(|| Ok(fs.statfs()))?;
-        ops.push(("statfs", 1, secs));
+        ops.push(("open", 1, secs, None));
+        let ((_, secs), w) = counted(&fs, || timed(|| Ok(fs.statfs())))?;
+        ops.push(("statfs", 1, secs, Some(w)));
         let data = vec![0x5Au8; 4096];
-        let secs = timed_loop(n, |i| {
-            let path = format!("/f{i}");
-            let mut f =
-                fs.open_file(&path, OpenOptions::new().write(true).create_new(true)).map_err(|e| fs_err(&path, e))?;
-            f.write_all(&data).map_err(|e| io_err(&path, e))?;
-            Ok(())
+        let (secs, w) = counted(&fs, || {
+            timed_loop(n, |i| {
+                let path = format!("/f{i}");
+                let mut f = fs
+                    .open_file(&path, OpenOptions::new().write(true).create_new(true))
+                    .map_err(|e| fs_err(&path, e))?;
+                f.write_all(&data).map_err(|e| io_err(&path, e))
+            })
         })?;
-        ops.push(("create", n, secs));
-        let secs = timed_loop(n, |i| fs.remove_file(format!("/f{i}")).map_err(|e| fs_err("unlink", e)))?;
-        ops.push(("unlink", n, secs));
-        let secs = timed_loop(n, |i| fs.create_dir(format!("/d{i}")).map_err(|e| fs_err("mkdir", e)))?;
-        ops.push(("mkdir", n, secs));
-        let (_, secs) = timed(|| {
-            let mut f =
-                fs.open_file("/seq", OpenOptions::new().write(true).create_new(true)).map_err(|e| fs_err("/seq", e))?;
-            let chunk = vec![0xC3u8; 1 << 20];
-            for _ in 0..write_mib {
-                f.write_all(&chunk).map_err(|e| io_err("/seq", e))?;
-            }
-            f.sync_all().map_err(|e| fs_err("fsync", e))
+        ops.push(("create", n, secs, Some(w)));
+        let (secs, w) =
+            counted(&fs, || timed_loop(n, |i| fs.remove_file(format!("/f{i}")).map_err(|e| fs_err("unlink", e))))?;
+        ops.push(("unlink", n, secs, Some(w)));
+        let (secs, w) =
+            counted(&fs, || timed_loop(n, |i| fs.create_dir(format!("/d{i}")).map_err(|e| fs_err("mkdir", e))))?;
+        ops.push(("mkdir", n, secs, Some(w)));
+        let ((_, secs), w) = counted(&fs, || {
+            timed(|| {
+                let mut f = fs
+                    .open_file("/seq", OpenOptions::new().write(true).create_new(true))
+                    .map_err(|e| fs_err("/seq", e))?;
+                let chunk = vec![0xC3u8; 1 << 20];
+                for _ in 0..write_mib {
+                    f.write_all(&chunk).map_err(|e| io_err("/seq", e))?;
+                }
+                f.sync_all().map_err(|e| fs_err("fsync", e))
+            })
         })?;
-        ops.push(("write MiB+fsync", write_mib, secs));
+        ops.push(("write MiB+fsync", write_mib, secs, Some(w)));
         let rss = rss_mib();
         let (_, secs) = timed(|| fs.unmount().map_err(|e| fs_err("unmount", e)))?;
-        ops.push(("unmount", 1, secs));
+        ops.push(("unmount", 1, secs, None));
         drop(fs);
-        for (op, count, secs) in ops {
+        for (op, count, secs, work) in ops {
             let us = secs * 1e6 / count.max(1) as f64;
             let ratio = match first.iter().find(|(o, _)| *o == op) {
                 Some(&(_, base)) => V::F(us / base),
@@ -349,19 +412,18 @@ fn size_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
                     V::F(1.0)
                 }
             };
-            r.row(
-                "size",
-                vec![
-                    ("image", "image", V::S(label.clone())),
-                    ("op", "op", V::S(op.into())),
-                    ("count", "count", V::I(count)),
-                    ("secs", "s", V::F(secs)),
-                    ("ops_per_sec", "ops/s", V::F(count as f64 / secs)),
-                    ("us_per_op", "µs/op", V::F(us)),
-                    ("ratio_to_first", "x first size", ratio),
-                    ("rss_mib", "RSS MiB", V::F(rss)),
-                ],
-            )?;
+            let mut row = vec![
+                ("image", "image", V::S(label.clone())),
+                ("op", "op", V::S(op.into())),
+                ("count", "count", V::I(count)),
+                ("secs", "s", V::F(secs)),
+                ("ops_per_sec", "ops/s", V::F(count as f64 / secs)),
+                ("us_per_op", "µs/op", V::F(us)),
+                ("ratio_to_first", "x first size", ratio),
+            ];
+            row.extend(Work::cells_or_none(work, count));
+            row.push(("rss_mib", "RSS MiB", V::F(rss)));
+            r.row("size", row)?;
         }
         // The notes wait for the end of the table (a text line right
         // after a markdown table would read as one of its rows).
@@ -453,33 +515,42 @@ fn file_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
         .open_file("/sparse", OpenOptions::new().read(true).write(true).create_new(true).direct(true))
         .map_err(|e| fs_err("/sparse", e))?;
     f.set_len(FILE).map_err(|e| fs_err("set_len", e))?;
-    let row = |phase: &str, ops: u64, secs: f64| {
-        vec![
+    let row = |phase: &str, ops: u64, secs: f64, work: Option<Work>| {
+        let mut row = vec![
             ("phase", "phase", V::S(phase.into())),
             ("ops", "ops", V::I(ops)),
             ("secs", "s", V::F(secs)),
             ("iops", "IOPS", V::F(ops as f64 / secs)),
             ("us_per_op", "µs/op", V::F(secs * 1e6 / ops.max(1) as f64)),
-        ]
+        ];
+        row.extend(Work::cells_or_none(work, ops));
+        row
     };
     let mut buf = vec![0xE7u8; 4096];
     let tenth = n / 10;
     let mut write = |range: std::ops::Range<u64>| {
-        timed_loop(range.end - range.start, |i| {
-            let i = range.start + i;
-            buf[..8].copy_from_slice(&i.to_le_bytes());
-            f.write_all_at(&buf, offset(i)).map_err(|e| io_err("/sparse", e))?;
-            Ok(())
+        counted(&fs, || {
+            timed_loop(range.end - range.start, |i| {
+                let i = range.start + i;
+                buf[..8].copy_from_slice(&i.to_le_bytes());
+                f.write_all_at(&buf, offset(i)).map_err(|e| io_err("/sparse", e))
+            })
         })
     };
-    let s_first = write(0..tenth)?;
-    let s_mid = write(tenth..n - tenth)?;
-    let s_last = write(n - tenth..n)?;
-    r.row("file", row("write first 10%", tenth, s_first))?;
-    r.row("file", row("write last 10%", tenth, s_last))?;
-    r.row("file", row("write all", n, s_first + s_mid + s_last))?;
+    let (s_first, w_first) = write(0..tenth)?;
+    let (s_mid, w_mid) = write(tenth..n - tenth)?;
+    let (s_last, w_last) = write(n - tenth..n)?;
+    let w_all = Work {
+        inode_groups: w_first.inode_groups + w_mid.inode_groups + w_last.inode_groups,
+        block_extents: w_first.block_extents + w_mid.block_extents + w_last.block_extents,
+        block_groups: w_first.block_groups + w_mid.block_groups + w_last.block_groups,
+    };
+    r.row("file", row("write first 10%", tenth, s_first, Some(w_first)))?;
+    r.row("file", row("write last 10%", tenth, s_last, Some(w_last)))?;
+    r.row("file", row("write all", n, s_first + s_mid + s_last, Some(w_all)))?;
     f.sync_all().map_err(|e| fs_err("fsync", e))?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let before = Work::of(&fs);
     let (mut reads, t) = (0u64, Instant::now());
     let mut back = vec![0u8; 4096];
     while t.elapsed().as_secs_f64() < c.p.read_seconds || reads == 0 {
@@ -491,7 +562,8 @@ fn file_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
         }
         reads += 1;
     }
-    r.row("file", row("random read", reads, t.elapsed().as_secs_f64()))?;
+    let secs = t.elapsed().as_secs_f64();
+    r.row("file", row("random read", reads, secs, Some(Work::of(&fs).since(before))))?;
     // No call reports the tree's depth: the root header in i_block has it.
     let ino = f.ino();
     let inode = fs.inode(ino).map_err(|e| fs_err("inode", e))?;
@@ -501,10 +573,10 @@ fn file_section<W: Write>(c: &Ctx, r: &mut Report<W>) -> CliResult {
     drop(f);
     let (_, secs) = timed(|| fs.unmount().map_err(|e| fs_err("unmount", e)))?;
     drop(fs);
-    r.row("file", row("unmount", 1, secs))?;
+    r.row("file", row("unmount", 1, secs, None))?;
     let fsck = c.check(&img)?;
     if let Some(s) = fsck {
-        r.row("file", row("e2fsck -fn (clean)", 1, s))?;
+        r.row("file", row("e2fsck -fn (clean)", 1, s, None))?;
     }
     r.note("file", &format!("extent tree depth {depth}, {runs} mapped runs, {n} distinct 4 KiB blocks written"))?;
     Ok(())

@@ -43,10 +43,18 @@ fn bench_scale_prints_every_section_and_row() {
     for size in ["64M", "1T"] {
         for op in ["mkfs", "open", "statfs", "create", "unlink", "mkdir", "write MiB+fsync", "unmount"] {
             let cells = row(&text, &[size, op]);
-            assert_eq!(cells.len(), 8, "{cells:?}");
+            assert_eq!(cells.len(), 11, "{cells:?}");
             // The ratio column: 1 for the first size, a number for the next.
             let ratio: f64 = cells[6].parse().unwrap_or_else(|_| panic!("ratio in {cells:?}"));
             assert!(ratio > 0.0 && (size != "64M" || ratio == 1.0), "{cells:?}");
+            // The allocators' work per op: counted around the operations
+            // on an open filesystem, not around mkfs, open and unmount.
+            for work in &cells[7..10] {
+                match op {
+                    "mkfs" | "open" | "unmount" => assert_eq!(*work, "-", "{cells:?}"),
+                    _ => assert!(work.parse::<f64>().is_ok(), "{cells:?}"),
+                }
+            }
         }
         assert_eq!(text.contains(&format!("size: {size} image: e2fsck -fn clean")), fsck, "{text}");
     }
