@@ -4,6 +4,7 @@
 mod bench;
 mod bench_io;
 mod bench_req;
+mod bench_scale;
 mod cat;
 mod docs;
 mod edit;
@@ -544,6 +545,60 @@ enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Issue 24: does an operation's cost grow with the image, directory, file or tree size (library only, no FUSE)
+    #[command(long_about = "The engine's own scale curve, in process through the library's public API (the\n\
+                            mount's is bench/scale.sh). Each section makes a sparse image in --dir (as\n\
+                            mkfs.ext4 -E lazy_itable_init=1,lazy_journal_init=1: by uext4's mkfs, or by mkfs.ext4\n\
+                            with --mkfs mkfs.ext4), checks it with e2fsck -fn after unmount (a dirty image is an\n\
+                            error) and deletes it. size: per --sizes image, open, first statfs, --creates creates\n\
+                            (create, 4 KiB write, close), unlinks and top-level mkdirs, a --write-mib sequential\n\
+                            write + fsync, unmount, with each per-op cost as a ratio to the first size's. dir: one\n\
+                            directory grown to --dir-entries files (creates/s per tenth), random lookups, a listing,\n\
+                            removing all. file: --file-writes random 4 KiB direct writes into a 1 TiB sparse file\n\
+                            (IOPS of the first and last tenth), random reads, the extent tree's depth. tree: DxF\n\
+                            files populated and walked twice (read_dir + metadata), RSS after each. open:\n\
+                            --open-files files open at once, then closed.")]
+    Scale {
+        /// Sections, comma separated: size, dir, file, tree, open
+        #[arg(long, value_delimiter = ',', default_value = "size,dir,file,tree,open")]
+        sections: Vec<String>,
+        /// Image sizes of the size section, comma separated (K, M, G, T suffixes)
+        #[arg(long, value_delimiter = ',', default_value = "1G,1T,15T")]
+        sizes: Vec<String>,
+        /// Creates, unlinks and mkdirs per image size
+        #[arg(long, default_value_t = 10_000)]
+        creates: u64,
+        /// MiB of the size section's sequential write (then fsync)
+        #[arg(long, default_value_t = 1024)]
+        write_mib: u64,
+        /// Files in the dir section's one directory
+        #[arg(long, default_value_t = 1_000_000)]
+        dir_entries: u64,
+        /// Random 4 KiB direct writes into the file section's 1 TiB sparse file
+        #[arg(long, default_value_t = 1_000_000)]
+        file_writes: u64,
+        /// Seconds of random reads in the file section
+        #[arg(long, default_value_t = 3.0)]
+        read_seconds: f64,
+        /// The tree section's shape: DIRSxFILES
+        #[arg(long, default_value = "2000x1000")]
+        tree: String,
+        /// Files the open section holds open at once
+        #[arg(long, default_value_t = 100_000)]
+        open_files: u64,
+        /// Image size of the dir, file, tree and open sections
+        #[arg(long, default_value = "64G")]
+        image_size: String,
+        /// Who makes the images: uext4 or mkfs.ext4
+        #[arg(long, default_value = "uext4")]
+        mkfs: String,
+        /// Directory for the (sparse) images
+        #[arg(long, default_value = "/dev/shm")]
+        dir: PathBuf,
+        /// Print JSON lines instead of markdown tables
+        #[arg(long)]
+        json: bool,
+    },
     /// Seed 004: threads allocating files on a fragmented in-memory image, with and without CR1.5
     Alloc {
         /// Image size in MiB
@@ -794,6 +849,42 @@ fn run(cli: Cli) -> CliResult {
             let p = bench_req::ReqBench { targets, ops, threads, seconds, options, dir, json };
             let mut out = io::stdout().lock();
             bench_req::run_requests(&p, &mut out)?;
+        }
+        Cmd::Bench {
+            which:
+                BenchCmd::Scale {
+                    sections,
+                    sizes,
+                    creates,
+                    write_mib,
+                    dir_entries,
+                    file_writes,
+                    read_seconds,
+                    tree,
+                    open_files,
+                    image_size,
+                    mkfs,
+                    dir,
+                    json,
+                },
+        } => {
+            let p = bench_scale::ScaleBench {
+                sections,
+                sizes,
+                creates,
+                write_mib,
+                dir_entries,
+                file_writes,
+                read_seconds,
+                tree,
+                open_files,
+                image_size,
+                mkfs,
+                dir,
+                json,
+            };
+            let mut out = io::stdout().lock();
+            bench_scale::run_scale(&p, &mut out)?;
         }
         Cmd::Bench {
             which:
