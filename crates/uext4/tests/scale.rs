@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use uext4::alloc::inodes::InodeAllocStats;
-use uext4::alloc::AllocStats;
+use uext4::alloc::{flags, AllocConfig, AllocRequest, AllocStats, Allocator};
+use uext4::device::{BlockDevice, OverlayDevice};
+use uext4::volume::Volume;
+use uext4::PhysicalBlock;
 
 /// 1 KiB blocks, 256 blocks (256 KiB) per group, 16 inodes per group:
 /// many groups from a small sparse file (25 GiB gives 102,399 groups, made
@@ -210,4 +213,146 @@ fn allocation_work_does_not_grow_with_groups() {
     }
     fsck_clean(&small);
     fsck_clean(&big);
+}
+
+/// A filesystem with 102,399 groups brought to 99% full in a
+/// copy-on-write overlay over `img` (the image file is not written):
+/// every block is taken, then the last 1% of the groups are given back,
+/// so that a request whose goal lies anywhere else must travel past
+/// 100,000 full groups to find space. Returns the overlay.
+fn nearly_full(img: &Path) -> Arc<dyn BlockDevice> {
+    let base: Arc<dyn BlockDevice> = Arc::new(uext4::FileDevice::open(img, false).unwrap());
+    let dev: Arc<dyn BlockDevice> = Arc::new(OverlayDevice::new(base));
+    let vol = Arc::new(Volume::open(dev.clone(), 1024).unwrap());
+    let ngroups = vol.groups.len() as u64;
+    let free_from = vol.group_first_block(ngroups - ngroups / 100);
+    // No budget while filling: every group changes before the flush.
+    let a = Allocator::new(vol, AllocConfig { loaded_budget_bytes: 0, ..AllocConfig::default() }).unwrap();
+    let mut taken = Vec::new();
+    loop {
+        let req =
+            AllocRequest { len: 256, min_len: 1, flags: flags::METADATA | flags::NO_PREALLOC, ..Default::default() };
+        match a.allocate(&req) {
+            Ok(got) => taken.push(got),
+            Err(uext4::Error::NoSpace(_)) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    for got in taken.iter().filter(|got| got.start.get() >= free_from) {
+        a.free(got.start, u64::from(got.len), None).unwrap();
+    }
+    a.flush().unwrap();
+    dev
+}
+
+#[test]
+fn nearly_full_image_loads_few_groups_per_allocation() {
+    if !have("mkfs.ext4") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir_in(scratch_base()).unwrap();
+    let img = image(dir.path(), "full", 25 << 30);
+    let dev = nearly_full(&img);
+    let vol = Arc::new(Volume::open(dev, 1024).unwrap());
+    let ngroups = vol.groups.len() as u32;
+    assert!(ngroups > 100_000, "{ngroups} groups");
+    let cfg = AllocConfig::default();
+    let per_request_bound = u64::from(cfg.cr2_load_budget + cfg.prefetch_batch) + 4;
+    let a = Allocator::new(vol.clone(), cfg).unwrap();
+    let used = 100 - a.free_blocks() * 100 / vol.sb.blocks_count;
+    assert!(used >= 98, "{used}% used");
+    // Goals spread over the full 99% of the disk; the space is past all
+    // of them. The first request must find it (CR2), the others find it
+    // on the lists.
+    let n = 20u64;
+    let s0 = a.stats();
+    for k in 0..n {
+        let g = k * u64::from(ngroups) * 99 / 100 / n;
+        let req = AllocRequest {
+            goal: PhysicalBlock(vol.group_first_block(g) + 7),
+            len: 8,
+            min_len: 1,
+            flags: flags::METADATA | flags::NO_PREALLOC,
+            ..Default::default()
+        };
+        let got = a.allocate(&req).unwrap();
+        assert!(got.len >= 1);
+        let s1 = a.stats();
+        let loads = s1.buddy_generations - s0.buddy_generations;
+        let steps = s1.group_steps - s0.group_steps;
+        eprintln!("after {} request(s): {loads} groups loaded, {steps} group steps ({ngroups} groups)", k + 1);
+        // A constant per request (the CR2 load budget, one prefetch
+        // batch, the goal's group), never the groups passed over.
+        assert!(
+            loads <= (k + 1) * per_request_bound,
+            "{loads} groups loaded by {} request(s) on a 99% full filesystem of {ngroups} groups",
+            k + 1
+        );
+    }
+    a.check_consistency().unwrap();
+    // The image itself was not written (the overlay took the writes).
+    fsck_clean(&img);
+}
+
+/// Scattered writes and deletes over many groups with a small budget for
+/// loaded groups: the count of loaded groups stays bounded, the evicted
+/// groups load again correctly (frees and allocations in them), and the
+/// image is consistent.
+#[test]
+fn loaded_groups_stay_within_budget() {
+    if !have("mkfs.ext4") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir_in(scratch_base()).unwrap();
+    let img = image(dir.path(), "budget", 25 << 30);
+    let dev = uext4::FileDevice::open(&img, true).unwrap();
+    // 1 byte: the smallest budget the allocator accepts (64 groups).
+    let opts = uext4::MountOptions { write: true, alloc_cache_bytes: 1, ..Default::default() };
+    let mut fs = uext4::Filesystem::open_device(Arc::new(dev), opts).unwrap();
+    let max = fs.allocator().unwrap().max_loaded_groups();
+    assert_eq!(max, 64);
+    let root = fs.root();
+    let loaded = |fs: &uext4::Filesystem| fs.alloc_stats().unwrap().loaded_groups;
+    let mut peak = 0;
+    let mut files = Vec::new();
+    for round in 0..2u8 {
+        // Top-level directories spread over flex groups (Orlov); each
+        // file's blocks go near its directory.
+        for d in 0..160 {
+            let name = format!("d{d}");
+            let top = match round {
+                0 => fs.mkdir(root, name.as_bytes(), 0o755, 0, 0).unwrap().ino,
+                _ => fs.lookup(root, name.as_bytes()).unwrap(),
+            };
+            for f in 0..2 {
+                let ino = fs.create(top, format!("r{round}f{f}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+                let core: &uext4::fs::FsCore = &fs;
+                core.write(ino, 0, &[round ^ d as u8; 6000]).unwrap();
+                files.push((top, format!("r{round}f{f}")));
+            }
+            if d % 16 == 15 {
+                // Writeback allocates; the commit makes the groups clean.
+                fs.sync().unwrap();
+                peak = peak.max(loaded(&fs));
+            }
+        }
+        // Deletes free blocks in groups that were unloaded meanwhile.
+        for (top, name) in files.drain(..).step_by(3) {
+            fs.unlink(top, name.as_bytes()).unwrap();
+        }
+        fs.sync().unwrap();
+        peak = peak.max(loaded(&fs));
+    }
+    let st = fs.alloc_stats().unwrap();
+    eprintln!("budget {max} groups: peak {peak} loaded, {} loads, {} evictions", st.buddy_generations, st.evictions);
+    assert!(st.buddy_generations > 2 * max, "the workload must load more groups than the budget holds: {st:?}");
+    assert!(st.evictions > 0);
+    // Groups dirty in the running transaction cannot go: a little over
+    // the budget between commits, never the groups touched.
+    assert!(peak <= max + 16, "{peak} groups loaded with a budget of {max}");
+    fs.allocator().unwrap().check_consistency().unwrap();
+    fs.unmount().unwrap();
+    fsck_clean(&img);
 }
