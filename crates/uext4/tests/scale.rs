@@ -356,3 +356,81 @@ fn loaded_groups_stay_within_budget() {
     fs.unmount().unwrap();
     fsck_clean(&img);
 }
+
+/// Counts the heap allocations of the calling thread (the measure of
+/// `open_allocates_per_array_not_per_group`; other threads' are theirs).
+struct CountingAlloc;
+
+thread_local! {
+    static THREAD_ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// count is a const-initialised thread-local Cell without a destructor (no
+// allocation, usable at any time, `try_with` for thread teardown).
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from `alloc` above, i.e. from System.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: as for `dealloc`; the new size is the caller's.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: CountingAlloc = CountingAlloc;
+
+fn thread_allocs() -> u64 {
+    THREAD_ALLOCS.with(|c| c.get())
+}
+
+/// A read-write open builds its per-group state as one array each (and
+/// reads the descriptors), not one heap object per group: the
+/// allocations of opening 102,399 groups are those of 256 plus those of
+/// reading the descriptor blocks and a constant.
+#[test]
+fn open_allocates_per_array_not_per_group() {
+    if !have("mkfs.ext4") || !have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir_in(scratch_base()).unwrap();
+    let small = image(dir.path(), "small", 64 << 20);
+    let big = image(dir.path(), "big", 25 << 30);
+    let open_cost = |img: &Path| {
+        let dev = uext4::FileDevice::open(img, true).unwrap();
+        let opts = uext4::MountOptions { write: true, ..Default::default() };
+        let a0 = thread_allocs();
+        let mut fs = uext4::Filesystem::open_device(Arc::new(dev), opts).unwrap();
+        // The allocator's state is built on open: count it too.
+        fs.allocator().unwrap();
+        let n = thread_allocs() - a0;
+        fs.unmount().unwrap();
+        n
+    };
+    // Descriptor blocks: 1 KiB blocks of 64-byte descriptors.
+    let desc_blocks = |img: &Path| {
+        let dev = uext4::FileDevice::open(img, false).unwrap();
+        let vol = Volume::open(Arc::new(dev), 64).unwrap();
+        (vol.groups.len() as u64).div_ceil(vol.block_size as u64 / u64::from(vol.sb.desc_size))
+    };
+    let (s, b) = (open_cost(&small), open_cost(&big));
+    let extra_blocks = desc_blocks(&big) - desc_blocks(&small);
+    eprintln!("read-write open: {s} allocations with 256 groups, {b} with 102,399 ({extra_blocks} more descriptor blocks)");
+    // Reading a descriptor block costs a few allocations (its buffer in
+    // the cache); beyond that, a constant: a heap object per group would
+    // be 100,000 more.
+    assert!(b <= s + 5 * extra_blocks + 1024, "{b} allocations to open 102,399 groups, {s} for 256");
+    fsck_clean(&small);
+    fsck_clean(&big);
+}
