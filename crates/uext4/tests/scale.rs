@@ -426,7 +426,9 @@ fn open_allocates_per_array_not_per_group() {
     };
     let (s, b) = (open_cost(&small), open_cost(&big));
     let extra_blocks = desc_blocks(&big) - desc_blocks(&small);
-    eprintln!("read-write open: {s} allocations with 256 groups, {b} with 102,399 ({extra_blocks} more descriptor blocks)");
+    eprintln!(
+        "read-write open: {s} allocations with 256 groups, {b} with 102,399 ({extra_blocks} more descriptor blocks)"
+    );
     // Reading a descriptor block costs a few allocations (its buffer in
     // the cache); beyond that, a constant: a heap object per group would
     // be 100,000 more.

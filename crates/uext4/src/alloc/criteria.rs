@@ -294,7 +294,10 @@ fn linear(
 /// path, after every group was tried, are the groups counted again.
 fn no_space(a: &Allocator, min_len: u32) -> Error {
     let (mut groups, mut free, mut first) = (0u64, 0u64, None);
-    for g in 0..a.group_count() {
+    // Corrupt groups stay loaded (never evicted) and never heal: without
+    // one ever loaded, a full filesystem's ENOSPC costs no walk.
+    let any_corrupt = a.counters.corrupt_groups.load(Relaxed) > 0;
+    for g in (0..a.group_count()).filter(|_| any_corrupt) {
         let slot = a.groups[g as usize].lock();
         if let Some(st) = slot.as_ref().filter(|st| st.corrupt && st.buddy.free() >= min_len) {
             groups += 1;
