@@ -436,3 +436,79 @@ fn open_allocates_per_array_not_per_group() {
     fsck_clean(&small);
     fsck_clean(&big);
 }
+
+/// CPU time of the calling thread in nanoseconds (/proc/thread-self/schedstat).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// A measurement, not a check (ignored; no assertions on its figures):
+/// the library's work and CPU time for an open, 2,000 creates with 4 KiB
+/// each, a sync, 2,000 unlinks and a sync on the image named by
+/// `UEXT4_SCALE_IMAGE` (the image is changed). For the 1 GiB against
+/// 15 TiB comparison:
+/// `UEXT4_SCALE_IMAGE=/dev/shm/x.img cargo test -p uext4 --test scale measure_image -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn measure_image() {
+    let Some(img) = std::env::var_os("UEXT4_SCALE_IMAGE") else {
+        eprintln!("SKIP: UEXT4_SCALE_IMAGE not set");
+        return;
+    };
+    let img = PathBuf::from(img);
+    let dev = uext4::FileDevice::open(&img, true).unwrap();
+    let opts = uext4::MountOptions { write: true, ..Default::default() };
+    let (c0, a0) = (thread_cpu_ns(), thread_allocs());
+    let mut fs = uext4::Filesystem::open_device(Arc::new(dev), opts).unwrap();
+    fs.allocator().unwrap();
+    let (c1, a1) = (thread_cpu_ns(), thread_allocs());
+    let groups = fs.volume().groups.len();
+    eprintln!("{groups} groups: open {:.1} ms CPU, {} allocations", (c1 - c0) as f64 / 1e6, a1 - a0);
+    let c = thread_cpu_ns();
+    for _ in 0..1000 {
+        std::hint::black_box(fs.statfs());
+    }
+    eprintln!("statfs: {:.2} us CPU each", (thread_cpu_ns() - c) as f64 / 1e3 / 1000.0);
+    let root = fs.root();
+    let d = fs.mkdir(root, b"measure", 0o755, 0, 0).unwrap().ino;
+    let snap = |fs: &uext4::Filesystem| (fs.inode_alloc_stats().unwrap(), fs.alloc_stats().unwrap());
+    let (i0, b0) = snap(&fs);
+    let c = thread_cpu_ns();
+    let n = 2000;
+    for f in 0..n {
+        let ino = fs.create(d, format!("f{f}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+        let core: &uext4::fs::FsCore = &fs;
+        core.write(ino, 0, &[7u8; 4096]).unwrap();
+    }
+    fs.sync().unwrap();
+    let create_ns = thread_cpu_ns() - c;
+    let (i1, b1) = snap(&fs);
+    let c = thread_cpu_ns();
+    for f in 0..n {
+        fs.unlink(d, format!("f{f}").as_bytes()).unwrap();
+    }
+    fs.sync().unwrap();
+    let unlink_ns = thread_cpu_ns() - c;
+    let (_, b2) = snap(&fs);
+    let w = Work::between(i0, i1, &b0, &b1);
+    eprintln!(
+        "{n} creates+4 KiB+sync: {:.1} us CPU each (this thread), {:.1} groups examined per inode, {:.1} steps and {:.2} loads per block request",
+        create_ns as f64 / 1e3 / f64::from(n),
+        w.per_inode(),
+        w.per_request(),
+        w.loads_per_request()
+    );
+    eprintln!(
+        "{n} unlinks+sync: {:.1} us CPU each; loaded groups {} (budget {}), evictions {}, steps {}",
+        unlink_ns as f64 / 1e3 / f64::from(n),
+        b2.loaded_groups,
+        fs.allocator().unwrap().max_loaded_groups(),
+        b2.evictions,
+        b2.group_steps - b1.group_steps
+    );
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+}

@@ -468,7 +468,9 @@ impl Allocator {
         // No lock held here: eviction takes other groups' locks.
         self.loaded_queue.lock().push_back(g);
         if self.loaded_groups.load(Relaxed) > self.max_loaded {
-            self.evict();
+            // Not `g`: its caller is about to use it (and would load it
+            // again, and again, when every other loaded group is pinned).
+            self.evict(g);
         }
         Ok(true)
     }
@@ -506,10 +508,11 @@ impl Allocator {
     /// no free waiting for its commit, no reservation between the buddy
     /// and the bitmap update of an allocation in progress: buddy free ==
     /// disk free), and it is not corrupt (kept, so that it stays skipped).
-    /// A group used since the clock last passed gets a second chance.
+    /// A group used since the clock last passed gets a second chance;
+    /// `keep_group` (the one just loaded) is not unloaded.
     /// Each call looks at a bounded number of groups, so when most loaded
     /// groups are pinned the budget is exceeded rather than scanned for.
-    pub(crate) fn evict(&self) {
+    pub(crate) fn evict(&self, keep_group: u32) {
         // A flush copies dirty bitmaps and writes them after releasing the
         // group locks: nothing is unloaded meanwhile (no wait: the flush
         // lock is outermost).
@@ -519,7 +522,7 @@ impl Allocator {
             looked += 1;
             let Some(g) = self.loaded_queue.lock().pop_front() else { return };
             let grp = &self.groups[g as usize];
-            if grp.referenced.swap(false, Relaxed) {
+            if g == keep_group || grp.referenced.swap(false, Relaxed) {
                 self.loaded_queue.lock().push_back(g);
                 continue;
             }
