@@ -220,13 +220,15 @@ fn allocation_work_does_not_grow_with_groups() {
 /// every block is taken, then the last 1% of the groups are given back,
 /// so that a request whose goal lies anywhere else must travel past
 /// 100,000 full groups to find space. Returns the overlay.
-fn nearly_full(img: &Path) -> Arc<dyn BlockDevice> {
+/// `budget`: the allocator's loaded-group budget while filling (0 for
+/// none: faster, but every bitmap in memory).
+fn nearly_full(img: &Path, budget: u64) -> Arc<dyn BlockDevice> {
     let base: Arc<dyn BlockDevice> = Arc::new(uext4::FileDevice::open(img, false).unwrap());
     let dev: Arc<dyn BlockDevice> = Arc::new(OverlayDevice::new(base));
     let vol = Arc::new(Volume::open(dev.clone(), 1024).unwrap());
     let ngroups = vol.groups.len() as u64;
     let free_from = vol.group_first_block(ngroups - ngroups / 100);
-    let a = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+    let a = Allocator::new(vol.clone(), AllocConfig { loaded_budget_bytes: budget, ..AllocConfig::default() }).unwrap();
     let mut taken = Vec::new();
     loop {
         let req = AllocRequest {
@@ -264,11 +266,11 @@ fn nearly_full_image_loads_few_groups_per_allocation() {
     let dir = tempfile::tempdir_in(scratch_base()).unwrap();
     // `UEXT4_SCALE_IMAGE` measures another image (e.g. 15 TiB; only
     // read: the overlay takes the writes).
-    let img = match std::env::var_os("UEXT4_SCALE_IMAGE") {
-        Some(p) => PathBuf::from(p),
-        None => image(dir.path(), "full", 25 << 30),
+    let (img, budget) = match std::env::var_os("UEXT4_SCALE_IMAGE") {
+        Some(p) => (PathBuf::from(p), uext4::alloc::DEFAULT_LOADED_BUDGET),
+        None => (image(dir.path(), "full", 25 << 30), 0),
     };
-    let dev = nearly_full(&img);
+    let dev = nearly_full(&img, budget);
     let vol = Arc::new(Volume::open(dev, 1024).unwrap());
     let ngroups = vol.groups.len() as u32;
     assert!(ngroups > 100_000, "{ngroups} groups");
