@@ -14,7 +14,15 @@
 //!   ([`prealloc`]);
 //! - bitmap prefetch that also initialises BLOCK_UNINIT groups;
 //! - frees that can be deferred until the freeing transaction commits;
-//! - per-criterion statistics and a free-extent histogram ([`stats`]).
+//! - per-criterion statistics and a free-extent histogram ([`stats`]);
+//! - a memory budget for loaded groups ([`AllocConfig::loaded_budget_bytes`],
+//!   64 MiB by default, set by `MountOptions::alloc_cache_bytes`): beyond
+//!   it clean groups are unloaded (a second-chance clock over the loaded
+//!   groups) and loaded again from their cached bitmap when needed, as the
+//!   kernel's page cache reclaims bitmap pages;
+//! - scans that skip groups and flex groups by their free counters
+//!   ([`group::FreeTotals`]), so that a nearly full filesystem's groups
+//!   are not loaded to find out they cannot fit.
 //!
 //! # Bigalloc
 //!
@@ -48,7 +56,8 @@
 //!    lock is held (to move the group between lists); taken shared for a
 //!    lookup with *no* group lock held, and released before any group lock
 //!    is taken.
-//! 6. the pending-free list (Mutex), innermost.
+//! 6. the pending-free list and the loaded-group queue (Mutexes),
+//!    innermost; never both at once.
 //!
 //! No allocator-wide lock is taken on the allocation path: threads working
 //! in different groups never contend. A bitmap load reads the device
@@ -462,11 +471,13 @@ impl Allocator {
             if let Some(st) = slot.as_mut() {
                 self.relist(g, st);
             }
+            // Queued before anyone can change it: a flush finds every
+            // dirty group in the queue (the queue lock is innermost).
+            self.loaded_queue.lock().push_back(g);
             grp.loaded.store(true, std::sync::atomic::Ordering::Release);
             self.loaded_groups.fetch_add(1, Relaxed);
         }
         // No lock held here: eviction takes other groups' locks.
-        self.loaded_queue.lock().push_back(g);
         if self.loaded_groups.load(Relaxed) > self.max_loaded {
             // Not `g`: its caller is about to use it (and would load it
             // again, and again, when every other loaded group is pinned).
