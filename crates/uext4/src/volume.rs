@@ -26,6 +26,9 @@ pub struct Volume {
     /// Block size in bytes.
     pub block_size: usize,
     csum_seed: u32,
+    /// Free clusters and free inodes summed over the descriptors as read
+    /// at open (see [`Volume::descriptor_free_totals`]).
+    desc_totals: (u64, u64),
 }
 
 /// True if group `g` holds a superblock backup (and so a GDT copy).
@@ -75,9 +78,23 @@ impl Volume {
         }
         let csum_seed = sb.csum_seed();
         let cache = Arc::new(BufferCache::new(dev, block_size, cache_blocks));
-        let mut vol = Volume { sb, groups: Vec::new(), cache, block_size, csum_seed };
+        let mut vol = Volume { sb, groups: Vec::new(), cache, block_size, csum_seed, desc_totals: (0, 0) };
         vol.groups = vol.read_group_descs()?;
+        // Summed once here, where every descriptor is read anyway: a
+        // read-only statfs must not walk 122,880 descriptors per call.
+        vol.desc_totals = vol
+            .groups
+            .iter()
+            .fold((0, 0), |(b, i), gd| (b + u64::from(gd.free_blocks_count), i + u64::from(gd.free_inodes_count)));
         Ok(vol)
+    }
+
+    /// Free clusters and free inodes summed over the group descriptors as
+    /// read at open (what a read-only statfs reports; O(1): summed once
+    /// at open). A writable filesystem's allocators keep their own
+    /// running totals.
+    pub fn descriptor_free_totals(&self) -> (u64, u64) {
+        self.desc_totals
     }
 
     /// Where the primary superblock lives: its block, and its byte

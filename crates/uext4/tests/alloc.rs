@@ -139,18 +139,50 @@ fn model_random_ops() {
 #[test]
 fn concurrent_alloc_free() {
     let Some((_dir, img)) = mkfs(64, &["-b", "1024"]) else { return };
-    let vol = mem_volume(&img);
-    let a = Allocator::new(vol, AllocConfig::default()).unwrap();
+    concurrent_alloc_free_on(&img, AllocConfig::default(), false);
+}
+
+/// The same with 256 groups and a budget of 64 loaded groups, while a
+/// thread keeps flushing and the workers flush now and then (which makes
+/// groups clean, so evictable): groups
+/// are unloaded and loaded again under the allocating and freeing threads,
+/// and no block is handed out twice or lost.
+#[test]
+fn concurrent_alloc_free_with_eviction() {
+    let Some((_dir, img)) = mkfs(64, &["-b", "1024", "-g", "256"]) else { return };
+    let cfg = AllocConfig { loaded_budget_bytes: 1, prefetch_batch: 8, ..AllocConfig::default() };
+    let st = concurrent_alloc_free_on(&img, cfg, true);
+    assert!(st.evictions > 0, "{st:?}");
+}
+
+fn concurrent_alloc_free_on(img: &Path, cfg: AllocConfig, flusher: bool) -> uext4::alloc::AllocStats {
+    let vol = mem_volume(img);
+    let a = Allocator::new(vol, cfg).unwrap();
     let before = a.free_blocks();
     let model = Mutex::new(BTreeSet::<u64>::new());
+    let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
+        if flusher {
+            let (a, done) = (&a, &done);
+            s.spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    a.flush().unwrap();
+                    std::thread::yield_now();
+                }
+            });
+        }
+        let mut workers = Vec::new();
         for t in 0..8u64 {
             let a = &a;
             let model = &model;
-            s.spawn(move || {
+            workers.push(s.spawn(move || {
                 let mut rng = Rng(0xABCD_EF01 + t * 7919);
                 let mut mine: Vec<(u64, u32)> = Vec::new();
                 for i in 0..800 {
+                    if flusher && i % 50 == 49 {
+                        // Clean groups can be unloaded: make some.
+                        a.flush().unwrap();
+                    }
                     if rng.below(3) > 0 || mine.is_empty() {
                         let req = AllocRequest {
                             inode: (t * 100 + rng.below(5)) as u32 + 12,
@@ -186,12 +218,17 @@ fn concurrent_alloc_free() {
                     drop(m);
                     a.free(PhysicalBlock(s), u64::from(l), None).unwrap();
                 }
-            });
+            }));
         }
+        for w in workers {
+            w.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
     });
     a.discard_all_prealloc();
     a.check_consistency().unwrap();
     assert_eq!(a.free_blocks(), before);
+    a.stats()
 }
 
 /// Allocations written back to a real image: e2fsck sees exactly our

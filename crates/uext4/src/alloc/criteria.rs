@@ -216,27 +216,73 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
         a.counters.failures[Criterion::Cr1_5.index()].fetch_add(1, Relaxed);
     }
 
-    // CR2: every group in turn, loading as we go.
-    for i in 0..ngroups {
-        let g = (gg + i) % ngroups;
-        if a.ensure_loaded(g)? && i % a.cfg.prefetch_batch.max(1) == 0 {
-            a.prefetch()?;
+    // CR2: every group in turn whose counters say it may hold the goal
+    // length, loading at most `cr2_load_budget` of them.
+    let mut budget = a.cfg.cr2_load_budget;
+    let found = linear(a, gg, goal_len, |g| {
+        if !a.groups[g as usize].loaded.load(Relaxed) {
+            if budget == 0 {
+                return Ok(None);
+            }
+            if a.ensure_loaded(g)? {
+                budget -= 1;
+            }
         }
-        if let Some(f) = try_group(a, g, goal_len, goal_len, Criterion::Cr2, false) {
-            return note(f);
-        }
+        Ok(try_group(a, g, goal_len, goal_len, Criterion::Cr2, false))
+    })?;
+    if let Some(f) = found {
+        return note(f);
     }
     a.counters.failures[Criterion::Cr2.index()].fetch_add(1, Relaxed);
 
-    // CR3: anything of at least the minimum.
-    for i in 0..ngroups {
-        let g = (gg + i) % ngroups;
-        if let Some(f) = try_group(a, g, goal_len, min_len, Criterion::Cr3, false) {
-            return note(f);
-        }
+    // CR3: the first group with a run of at least the minimum, loading
+    // what its counters say may have one (with a minimum of one block
+    // that is the first group whose counter is not zero).
+    let found = linear(a, gg, min_len, |g| {
+        a.ensure_loaded(g)?;
+        Ok(try_group(a, g, goal_len, min_len, Criterion::Cr3, false))
+    })?;
+    if let Some(f) = found {
+        return note(f);
     }
     a.counters.failures[Criterion::Cr3.index()].fetch_add(1, Relaxed);
     Err(no_space(a, min_len))
+}
+
+/// The linear scans of CR2 and CR3: from `gg` through every group and
+/// around, calling `visit` on each group whose on-disk free counter is at
+/// least `need`, until it finds something. Flex groups whose free total is
+/// below `need` are passed over whole, groups whose own counter is below
+/// it without a look at their bitmap: a nearly full filesystem costs a
+/// walk over counters, never a load of groups that cannot fit (the
+/// kernel's ext4_mb_good_group_nolock reads the same counters).
+fn linear(
+    a: &Allocator,
+    gg: u32,
+    need: u32,
+    mut visit: impl FnMut(u32) -> Result<Option<Found>>,
+) -> Result<Option<Found>> {
+    let n = a.group_count();
+    let fb = a.totals.flex_bits();
+    let mut i = 0;
+    while i < n {
+        let g = (gg + i) % n;
+        a.counters.group_steps.fetch_add(1, Relaxed);
+        if a.totals.flex(g >> fb) < u64::from(need) {
+            // To the next flex group (or the wrap to group 0).
+            let next = (((g >> fb) + 1) << fb).min(n);
+            i += next - g;
+            continue;
+        }
+        i += 1;
+        if a.totals.group(g) < need {
+            continue;
+        }
+        if let Some(f) = visit(g)? {
+            return Ok(Some(f));
+        }
+    }
+    Ok(None)
 }
 
 /// The error of a search that found no run of `min_len` blocks. When
@@ -248,7 +294,10 @@ pub(crate) fn regular(a: &Allocator, goal: PhysicalBlock, goal_len: u32, min_len
 /// path, after every group was tried, are the groups counted again.
 fn no_space(a: &Allocator, min_len: u32) -> Error {
     let (mut groups, mut free, mut first) = (0u64, 0u64, None);
-    for g in 0..a.group_count() {
+    // Corrupt groups stay loaded (never evicted) and never heal: without
+    // one ever loaded, a full filesystem's ENOSPC costs no walk.
+    let any_corrupt = a.counters.corrupt_groups.load(Relaxed) > 0;
+    for g in (0..a.group_count()).filter(|_| any_corrupt) {
         let slot = a.groups[g as usize].lock();
         if let Some(st) = slot.as_ref().filter(|st| st.corrupt && st.buddy.free() >= min_len) {
             groups += 1;

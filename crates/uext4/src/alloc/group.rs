@@ -12,19 +12,24 @@
 use super::buddy::Buddy;
 use super::layout::{group_units, uninit_used_ranges};
 use crate::error::Result;
-use crate::format::group_desc::{verify_block_bitmap, BG_BLOCK_UNINIT};
+use crate::format::group_desc::{verify_block_bitmap, GroupDesc, BG_BLOCK_UNINIT};
 use crate::volume::Volume;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Free allocation units on disk, in total and per flex group (the
-/// kernel's s_freeclusters_counter and flex_group free_clusters): what
-/// statfs, space reservations and Orlov read, kept current by every change
-/// of a group's count so that no reader sums over the groups.
+/// Free allocation units on disk, per group, in total and per flex group
+/// (the kernel's bg_free_blocks_count in memory, s_freeclusters_counter
+/// and flex_group free_clusters): what statfs, space reservations, Orlov
+/// and the allocator's scans read, kept current by every change of a
+/// group's count so that no reader sums over the groups and no scan loads
+/// a group its counter says cannot fit. A group's counter is its
+/// descriptor's figure until it is loaded, then its bitmap's, and stays
+/// that after the group is evicted.
 #[derive(Debug)]
 pub struct FreeTotals {
     total: AtomicU64,
     flex: Vec<AtomicU64>,
+    group: Vec<AtomicU32>,
     flex_bits: u32,
 }
 
@@ -32,22 +37,35 @@ impl FreeTotals {
     /// Totals of `counts` (one per group), flex groups of 2^`flex_bits`.
     pub fn new(counts: impl Iterator<Item = u32>, ngroups: usize, flex_bits: u32) -> FreeTotals {
         let flex: Vec<AtomicU64> = (0..ngroups.div_ceil(1 << flex_bits)).map(|_| AtomicU64::new(0)).collect();
+        let mut group = Vec::with_capacity(ngroups);
         let mut total = 0;
         for (g, c) in counts.enumerate() {
             total += u64::from(c);
             flex[g >> flex_bits].fetch_add(u64::from(c), Ordering::Relaxed);
+            group.push(AtomicU32::new(c));
         }
-        FreeTotals { total: AtomicU64::new(total), flex, flex_bits }
+        group.resize_with(ngroups, || AtomicU32::new(0));
+        FreeTotals { total: AtomicU64::new(total), flex, group, flex_bits }
     }
 
-    /// Adds `add` and takes `sub` from group `g`'s flex group and the total.
+    /// Adds `add` and takes `sub` from group `g`, its flex group and the
+    /// total (callers serialise changes of one group: its lock).
     pub fn adjust(&self, g: u32, add: u32, sub: u32) {
         let f = &self.flex[(g >> self.flex_bits) as usize];
+        let c = &self.group[g as usize];
         // Adds first: a reader never sees the counters wrap below zero.
+        c.fetch_add(add, Ordering::Relaxed);
         f.fetch_add(u64::from(add), Ordering::Relaxed);
         self.total.fetch_add(u64::from(add), Ordering::Relaxed);
+        c.fetch_sub(sub, Ordering::Relaxed);
         f.fetch_sub(u64::from(sub), Ordering::Relaxed);
         self.total.fetch_sub(u64::from(sub), Ordering::Relaxed);
+    }
+
+    /// Sets group `g`'s count to `free` (its bitmap's, at load).
+    pub fn set(&self, g: u32, free: u32) {
+        let old = self.group(g);
+        self.adjust(g, free, old);
     }
 
     /// Free units in the filesystem.
@@ -58,6 +76,16 @@ impl FreeTotals {
     /// Free units in flex group `f` (0 past the last).
     pub fn flex(&self, f: u32) -> u64 {
         self.flex.get(f as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Free units of group `g` on disk (0 past the last).
+    pub fn group(&self, g: u32) -> u32 {
+        self.group.get(g as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// log2 of the groups per flex group.
+    pub fn flex_bits(&self) -> u32 {
+        self.flex_bits
     }
 }
 
@@ -71,11 +99,9 @@ pub struct GroupState {
     /// Free blocks according to `disk` (changed only by the `disk_mark_*`
     /// methods, which publish it).
     pub disk_free: u32,
-    /// Where `disk_free` is published for readers that take no lock (the
-    /// allocator's total, read by every buffered write's reservation).
-    pub published: Arc<AtomicU32>,
     /// The allocator's totals this group's changes are counted in (None
-    /// until the allocator installs the state), and the group's number.
+    /// until the allocator installs the state), and the group's number:
+    /// where `disk_free` is published for readers that take no lock.
     pub totals: Option<(Arc<FreeTotals>, u32)>,
     /// `disk` changed since the last flush.
     pub dirty: bool,
@@ -111,13 +137,16 @@ pub fn is_uninit(vol: &Volume, g: u64) -> bool {
 /// allocator's index of them): an uninitialised group's used blocks are
 /// found by a search in it, not by a walk over all descriptors.
 /// Also returns the metadata ranges looked at (the allocator counts them).
-pub fn load(vol: &Volume, g: u64, meta: &[(u64, u64)]) -> Result<(GroupState, LoadKind, u64)> {
+///
+/// `gd` is the group's descriptor as it is now: the one read at open for
+/// a first load, the cached (journaled) one when an evicted group is
+/// loaded again.
+pub fn load(vol: &Volume, g: u64, gd: &GroupDesc, meta: &[(u64, u64)]) -> Result<(GroupState, LoadKind, u64)> {
     // Bits of the bitmap: clusters with bigalloc.
     let nblocks = group_units(vol, g);
     let bs = vol.block_size;
-    let gd = &vol.groups[g as usize];
     let mut steps = 0;
-    let (disk, kind) = if is_uninit(vol, g) {
+    let (disk, kind) = if gd.has_flag(&vol.sb, BG_BLOCK_UNINIT) {
         let mut bm = vec![0u8; bs];
         // Bits past the group's end are set, as the kernel pads them.
         for i in nblocks..(bs as u32 * 8) {
@@ -146,7 +175,6 @@ pub fn load(vol: &Volume, g: u64, meta: &[(u64, u64)]) -> Result<(GroupState, Lo
             buddy,
             disk,
             disk_free,
-            published: Arc::new(AtomicU32::new(disk_free)),
             totals: None,
             dirty: false,
             uninit: kind == LoadKind::Uninit,
@@ -167,7 +195,6 @@ impl GroupState {
             self.disk[(i / 8) as usize] |= 1 << (i % 8);
         }
         self.disk_free -= len;
-        self.published.store(self.disk_free, Ordering::Relaxed);
         if let Some((t, g)) = &self.totals {
             t.adjust(*g, 0, len);
         }
@@ -185,7 +212,6 @@ impl GroupState {
             self.disk[(i / 8) as usize] &= !(1 << (i % 8));
         }
         self.disk_free += len;
-        self.published.store(self.disk_free, Ordering::Relaxed);
         if let Some((t, g)) = &self.totals {
             t.adjust(*g, len, 0);
         }

@@ -14,7 +14,15 @@
 //!   ([`prealloc`]);
 //! - bitmap prefetch that also initialises BLOCK_UNINIT groups;
 //! - frees that can be deferred until the freeing transaction commits;
-//! - per-criterion statistics and a free-extent histogram ([`stats`]).
+//! - per-criterion statistics and a free-extent histogram ([`stats`]);
+//! - a memory budget for loaded groups ([`AllocConfig::loaded_budget_bytes`],
+//!   64 MiB by default, set by `MountOptions::alloc_cache_bytes`): beyond
+//!   it clean groups are unloaded (a second-chance clock over the loaded
+//!   groups) and loaded again from their cached bitmap when needed, as the
+//!   kernel's page cache reclaims bitmap pages;
+//! - scans that skip groups and flex groups by their free counters
+//!   ([`group::FreeTotals`]), so that a nearly full filesystem's groups
+//!   are not loaded to find out they cannot fit.
 //!
 //! # Bigalloc
 //!
@@ -48,7 +56,8 @@
 //!    lock is held (to move the group between lists); taken shared for a
 //!    lookup with *no* group lock held, and released before any group lock
 //!    is taken.
-//! 6. the pending-free list (Mutex), innermost.
+//! 6. the pending-free list and the loaded-group queue (Mutexes),
+//!    innermost; never both at once.
 //!
 //! No allocator-wide lock is taken on the allocation path: threads working
 //! in different groups never contend. A bitmap load reads the device
@@ -161,7 +170,22 @@ pub struct AllocConfig {
     pub best_avail_max_trim_order: u32,
     /// Preallocation tunables.
     pub prealloc: PreallocConfig,
+    /// Memory the loaded groups (bitmap and buddy) may take, in bytes
+    /// (0: no limit). Beyond it, clean groups are unloaded (see
+    /// [`Allocator::evict`]), as the kernel's page cache reclaims bitmap
+    /// pages; a group is loaded again from its bitmap when needed.
+    pub loaded_budget_bytes: u64,
+    /// Groups CR2 may load per request (those whose counters say they may
+    /// hold the goal length); past it, CR2 looks at loaded groups only and
+    /// CR3 finishes the search. On a nearly full, fragmented filesystem
+    /// every group's counter may pass while none holds the goal: without
+    /// this, one request would load every bitmap.
+    pub cr2_load_budget: u32,
 }
+
+/// Default [`AllocConfig::loaded_budget_bytes`]: 64 MiB, about 5,000
+/// groups of 4 KiB blocks (the block groups of 680 GiB).
+pub const DEFAULT_LOADED_BUDGET: u64 = 64 << 20;
 
 impl Default for AllocConfig {
     fn default() -> Self {
@@ -174,6 +198,8 @@ impl Default for AllocConfig {
             order2_req: 2,
             best_avail_max_trim_order: 3,
             prealloc: PreallocConfig::default(),
+            loaded_budget_bytes: DEFAULT_LOADED_BUDGET,
+            cr2_load_budget: 64,
         }
     }
 }
@@ -209,9 +235,11 @@ pub(crate) struct Group {
     /// Free blocks in the buddy view, updated under the lock; read
     /// without it as a hint when choosing groups.
     pub free_hint: AtomicU32,
-    /// The loaded state's `disk_free`, published by it (see
-    /// [`Allocator::free_blocks`]); meaningful once `loaded` is set.
-    pub disk_free: Arc<AtomicU32>,
+    /// The group was unloaded once: the descriptor read at open is stale,
+    /// the next load reads the current one from the cache.
+    evicted: AtomicBool,
+    /// Used since the eviction clock last passed (second chance).
+    referenced: AtomicBool,
     /// The group's number (names it in lock-order reports).
     no: u64,
 }
@@ -229,6 +257,13 @@ impl Group {
         crate::locks::ordered(crate::lock_order::Class::GroupLoad, self.no, || self.load.lock())
     }
 }
+
+/// Queued groups one eviction call looks at, at most.
+const EVICT_SCAN: u32 = 256;
+
+/// Fewest groups kept loaded whatever the budget: an allocation works in a
+/// few groups at once (the goal's, a prefetch batch, its candidates).
+const MIN_LOADED: u64 = 64;
 
 /// A block freed in a transaction that has not committed: free on disk,
 /// still reserved in the buddy until `commit_frees` releases it.
@@ -253,6 +288,11 @@ pub struct Allocator {
     counters: stats::Counters,
     prefetch_cursor: AtomicU64,
     loaded_groups: AtomicU64,
+    /// Loaded groups in load order: the eviction clock's queue.
+    loaded_queue: Mutex<std::collections::VecDeque<u32>>,
+    /// Most groups loaded at once ([`AllocConfig::loaded_budget_bytes`]
+    /// over the memory of one group; u64::MAX without a budget).
+    max_loaded: u64,
     system_zone: Vec<(u64, u64)>,
     /// Every group's bitmaps and inode table, sorted and merged (what an
     /// uninitialised group's bitmap is built from).
@@ -281,7 +321,8 @@ impl Allocator {
                 load: Mutex::new(()),
                 loaded: AtomicBool::new(false),
                 free_hint: AtomicU32::new(0),
-                disk_free: Arc::new(AtomicU32::new(0)),
+                evicted: AtomicBool::new(false),
+                referenced: AtomicBool::new(false),
             })
             .collect();
         let meta_zone = layout::group_metadata(&vol);
@@ -291,7 +332,16 @@ impl Allocator {
             ngroups,
             flex_bits(&vol.sb),
         ));
+        // A loaded group holds its bitmap block, the buddy's bitmaps (about
+        // two bits per unit) and a few small vectors.
+        let group_bytes = vol.block_size as u64 + u64::from(upg) / 4 + 256;
+        let max_loaded = match cfg.loaded_budget_bytes {
+            0 => u64::MAX,
+            b => (b / group_bytes).max(MIN_LOADED),
+        };
         Ok(Allocator {
+            loaded_queue: Mutex::new(std::collections::VecDeque::new()),
+            max_loaded,
             prealloc: prealloc::Preallocs::new(cfg.prealloc.clone()),
             vol,
             cfg,
@@ -383,41 +433,141 @@ impl Allocator {
     /// read it after the first has installed the group.
     pub(crate) fn ensure_loaded(&self, g: u32) -> Result<bool> {
         let grp = &self.groups[g as usize];
+        grp.referenced.store(true, Relaxed);
         if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(false);
         }
-        let _loader = grp.lock_load();
-        if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
-            return Ok(false);
+        {
+            let _loader = grp.lock_load();
+            if grp.loaded.load(std::sync::atomic::Ordering::Acquire) {
+                return Ok(false);
+            }
+            // A group unloaded before has changed since open: its
+            // descriptor is the cached (journaled) one, which agrees with
+            // the cached bitmap (both are installed under the group's
+            // lock, see `with_group_bitmap`, and a group is unloaded only
+            // when its state is in them).
+            let gd = if grp.evicted.load(Relaxed) { self.current_desc(g)? } else { self.vol.groups[g as usize] };
+            let (mut state, kind, steps) = group::load(&self.vol, u64::from(g), &gd, &self.meta_zone)?;
+            self.counters.group_steps.fetch_add(steps, Relaxed);
+            if !state.corrupt && self.metadata_marked_free(g, &state) {
+                // Like the kernel's "overlap fs metadata" check: a bitmap that
+                // calls fixed metadata free is not trusted for allocation.
+                state.corrupt = true;
+            }
+            let mut slot = grp.lock();
+            if state.corrupt {
+                self.counters.corrupt_groups.fetch_add(1, Relaxed);
+            }
+            self.counters.buddy_generations.fetch_add(1, Relaxed);
+            if kind == LoadKind::Uninit {
+                self.counters.uninit_inits.fetch_add(1, Relaxed);
+            }
+            // The group's counter was its descriptor's figure (or, after
+            // an eviction, the count it had then): the bitmap's from now on.
+            self.totals.set(g, state.disk_free);
+            state.totals = Some((self.totals.clone(), g));
+            *slot = Some(state);
+            if let Some(st) = slot.as_mut() {
+                self.relist(g, st);
+            }
+            // Queued before anyone can change it: a flush finds every
+            // dirty group in the queue (the queue lock is innermost).
+            self.loaded_queue.lock().push_back(g);
+            grp.loaded.store(true, std::sync::atomic::Ordering::Release);
+            self.loaded_groups.fetch_add(1, Relaxed);
         }
-        let (mut state, kind, steps) = group::load(&self.vol, u64::from(g), &self.meta_zone)?;
-        self.counters.group_steps.fetch_add(steps, Relaxed);
-        if !state.corrupt && self.metadata_marked_free(g, &state) {
-            // Like the kernel's "overlap fs metadata" check: a bitmap that
-            // calls fixed metadata free is not trusted for allocation.
-            state.corrupt = true;
+        // No lock held here: eviction takes other groups' locks.
+        if self.loaded_groups.load(Relaxed) > self.max_loaded {
+            // Not `g`: its caller is about to use it (and would load it
+            // again, and again, when every other loaded group is pinned).
+            self.evict(g);
         }
-        let mut slot = grp.lock();
-        if state.corrupt {
-            self.counters.corrupt_groups.fetch_add(1, Relaxed);
-        }
-        self.counters.buddy_generations.fetch_add(1, Relaxed);
-        if kind == LoadKind::Uninit {
-            self.counters.uninit_inits.fetch_add(1, Relaxed);
-        }
-        // The group's own counter from now on, published before `loaded`.
-        state.published = grp.disk_free.clone();
-        state.published.store(state.disk_free, Relaxed);
-        // The totals counted the descriptor's figure until now.
-        self.totals.adjust(g, state.disk_free, self.vol.groups[g as usize].free_blocks_count);
-        state.totals = Some((self.totals.clone(), g));
-        *slot = Some(state);
-        if let Some(st) = slot.as_mut() {
-            self.relist(g, st);
-        }
-        grp.loaded.store(true, std::sync::atomic::Ordering::Release);
-        self.loaded_groups.fetch_add(1, Relaxed);
         Ok(true)
+    }
+
+    /// Group `g`'s descriptor as it is now (the cached descriptor block,
+    /// with every change installed by the running transaction).
+    fn current_desc(&self, g: u32) -> Result<GroupDesc> {
+        let sb = &self.vol.sb;
+        let ds = usize::from(sb.desc_size);
+        let per_block = self.vol.block_size / ds;
+        let blk = self.vol.desc_block_location(u64::from(g) / per_block as u64);
+        let off = (g as usize % per_block) * ds;
+        let buf = self.vol.block(blk)?;
+        GroupDesc::parse(sb, g, &buf.data()[off..off + ds], blk)
+    }
+
+    /// Locks group `g` loaded: loads it if needed, and again if it was
+    /// unloaded between the load and the lock.
+    fn lock_loaded(&self, g: u32) -> Result<crate::locks::Ordered<parking_lot::MutexGuard<'_, Option<GroupState>>>> {
+        loop {
+            self.ensure_loaded(g)?;
+            let slot = self.groups[g as usize].lock();
+            if slot.is_some() {
+                return Ok(slot);
+            }
+        }
+    }
+
+    /// Unloads clean groups, oldest loaded first, until the loaded groups
+    /// are within the budget again (the kernel's reclaim of bitmap pages).
+    ///
+    /// A group is unloaded only when nothing in memory is ahead of the
+    /// cache: its bitmap is not dirty (the journal or a flush has it), and
+    /// its buddy reserves nothing the bitmap does not (no preallocation,
+    /// no free waiting for its commit, no reservation between the buddy
+    /// and the bitmap update of an allocation in progress: buddy free ==
+    /// disk free), and it is not corrupt (kept, so that it stays skipped).
+    /// A group used since the clock last passed gets a second chance;
+    /// `keep_group` (the one just loaded) is not unloaded.
+    /// Each call looks at a bounded number of groups, so when most loaded
+    /// groups are pinned the budget is exceeded rather than scanned for.
+    pub(crate) fn evict(&self, keep_group: u32) {
+        // A flush copies dirty bitmaps and writes them after releasing the
+        // group locks: nothing is unloaded meanwhile (no wait: the flush
+        // lock is outermost).
+        let Some(_no_flush) = self.flush_lock.try_lock() else { return };
+        let mut looked = 0;
+        while self.loaded_groups.load(Relaxed) > self.max_loaded && looked < EVICT_SCAN {
+            looked += 1;
+            let Some(g) = self.loaded_queue.lock().pop_front() else { return };
+            let grp = &self.groups[g as usize];
+            if g == keep_group || grp.referenced.swap(false, Relaxed) {
+                self.loaded_queue.lock().push_back(g);
+                continue;
+            }
+            let _loader = grp.lock_load();
+            let mut slot = grp.lock();
+            let keep = match slot.as_ref() {
+                None => continue, // already unloaded: not queued any more
+                Some(st) => st.dirty || st.corrupt || st.buddy.free() != st.disk_free,
+            };
+            if keep {
+                drop(slot);
+                self.loaded_queue.lock().push_back(g);
+                continue;
+            }
+            if let Some(st) = slot.take() {
+                self.lfo.update(g, st.lfo, None);
+                self.afo.update(g, st.afo, None);
+            }
+            grp.free_hint.store(0, Relaxed);
+            grp.evicted.store(true, Relaxed);
+            grp.loaded.store(false, std::sync::atomic::Ordering::Release);
+            self.loaded_groups.fetch_sub(1, Relaxed);
+            self.counters.evictions.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Groups loaded now.
+    pub fn loaded_group_count(&self) -> u64 {
+        self.loaded_groups.load(Relaxed)
+    }
+
+    /// Most groups kept loaded (see [`AllocConfig::loaded_budget_bytes`]).
+    pub fn max_loaded_groups(&self) -> u64 {
+        self.max_loaded
     }
 
     /// True if the group's bitmap shows any fixed-metadata block as free.
@@ -454,14 +604,19 @@ impl Allocator {
     /// too unless the `prefetch_uninit` switch is off.
     pub(crate) fn prefetch(&self) -> Result<()> {
         let n = self.group_count() as u64;
-        if self.loaded_groups.load(Relaxed) >= n {
+        // Prefetch fills memory ahead of need: never past the budget (it
+        // would only push out groups in use), and not once all is loaded.
+        let loaded = self.loaded_groups.load(Relaxed);
+        if loaded >= n || loaded + u64::from(self.cfg.prefetch_batch) > self.max_loaded {
             return Ok(());
         }
         let start = self.prefetch_cursor.fetch_add(u64::from(self.cfg.prefetch_batch), Relaxed);
         for i in 0..u64::from(self.cfg.prefetch_batch).min(n) {
             let g = ((start + i) % n) as u32;
             self.counters.group_steps.fetch_add(1, Relaxed);
-            if self.groups[g as usize].loaded.load(Relaxed) {
+            // A full group has nothing to offer (the kernel's prefetch
+            // skips groups without free clusters too).
+            if self.groups[g as usize].loaded.load(Relaxed) || self.totals.group(g) == 0 {
                 continue;
             }
             let uninit = group::is_uninit(&self.vol, u64::from(g));
@@ -614,8 +769,7 @@ impl Allocator {
         while b < end {
             let (g, rel) = ((b / upg) as u32, (b % upg) as u32);
             let n = ((upg - u64::from(rel)).min(end - b)) as u32;
-            self.ensure_loaded(g)?;
-            let slot = self.groups[g as usize].lock();
+            let slot = self.lock_loaded(g)?;
             let st = slot.as_ref().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 let fb = first + (b << self.cbits);
@@ -629,8 +783,7 @@ impl Allocator {
         while b < end {
             let (g, rel) = ((b / upg) as u32, (b % upg) as u32);
             let n = ((upg - u64::from(rel)).min(end - b)) as u32;
-            self.ensure_loaded(g)?;
-            let mut slot = self.groups[g as usize].lock();
+            let mut slot = self.lock_loaded(g)?;
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             if !st.disk_all_used(rel, n) || !st.buddy.is_used_range(rel, n) {
                 // Only a racing double free (a corrupt image) gets here.
@@ -673,8 +826,7 @@ impl Allocator {
         while b < end {
             let (g, rel) = self.group_of(b);
             let n = ((u64::from(self.vol.sb.blocks_per_group) - u64::from(rel)).min(end - b)) as u32;
-            self.ensure_loaded(g)?;
-            let mut slot = self.groups[g as usize].lock();
+            let mut slot = self.lock_loaded(g)?;
             let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
             for i in rel..rel + n {
                 if st.disk_all_used(i, 1) {
@@ -726,8 +878,7 @@ impl Allocator {
     /// Runs `f(bitmap, free)` on group `g`'s on-disk view under the
     /// group's lock (the journal copies it into the transaction).
     pub fn with_group_bitmap<R>(&self, g: u32, f: impl FnOnce(&[u8], u32) -> R) -> Result<R> {
-        self.ensure_loaded(g)?;
-        let mut slot = self.groups[g as usize].lock();
+        let mut slot = self.lock_loaded(g)?;
         let st = slot.as_mut().ok_or_else(|| Error::Invalid("group not loaded".into()))?;
         // The journal now owns writing it; flush() need not.
         st.dirty = false;
@@ -739,11 +890,7 @@ impl Allocator {
     /// clusters times the blocks per cluster).
     pub fn group_free_hint(&self, g: u32) -> u32 {
         let Some(grp) = self.groups.get(g as usize) else { return 0 };
-        let units = if grp.loaded.load(Relaxed) {
-            grp.free_hint.load(Relaxed)
-        } else {
-            self.vol.groups[g as usize].free_blocks_count
-        };
+        let units = if grp.loaded.load(Relaxed) { grp.free_hint.load(Relaxed) } else { self.totals.group(g) };
         units.saturating_mul(1 << self.cbits)
     }
 
@@ -797,7 +944,11 @@ impl Allocator {
         let per_block = self.vol.block_size / ds;
         // (group, bitmap bytes, free) of dirty groups.
         let mut dirty = Vec::new();
-        for g in 0..self.group_count() {
+        // Dirty groups are loaded groups (one is unloaded only when clean,
+        // and not while this runs: see `evict`): the queue, not every group.
+        let mut loaded: Vec<u32> = self.loaded_queue.lock().iter().copied().collect();
+        loaded.sort_unstable();
+        for g in loaded {
             let mut slot = self.groups[g as usize].lock();
             if let Some(st) = slot.as_mut().filter(|st| st.dirty) {
                 st.dirty = false;

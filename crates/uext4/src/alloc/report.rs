@@ -13,10 +13,7 @@ impl Allocator {
             return false;
         }
         let (g, rel) = self.group_of(block);
-        if self.ensure_loaded(g).is_err() {
-            return false;
-        }
-        let slot = self.groups[g as usize].lock();
+        let Ok(slot) = self.lock_loaded(g) else { return false };
         slot.as_ref().is_some_and(|st| st.disk[(rel / 8) as usize] >> (rel % 8) & 1 == 0)
     }
 
@@ -44,8 +41,7 @@ impl Allocator {
         let (g1, _) = self.group_of(PhysicalBlock(end - 1));
         let mut total = 0;
         for g in g0..=g1 {
-            self.ensure_loaded(g)?;
-            let slot = self.groups[g as usize].lock();
+            let slot = self.lock_loaded(g)?;
             let Some(st) = slot.as_ref().filter(|st| !st.corrupt) else { continue };
             let n = layout::group_units(&self.vol, u64::from(g));
             let disk_free = |i: u32| st.disk.get((i / 8) as usize).is_some_and(|b| b >> (i % 8) & 1 == 0);
@@ -92,9 +88,14 @@ impl Allocator {
     /// must agree with when nothing is changing; tests; O(groups)).
     pub fn free_blocks_summed(&self) -> u64 {
         let units: u64 = (0..self.group_count())
-            .map(|g| match self.groups[g as usize].lock().as_ref() {
-                Some(st) => u64::from(st.disk_free),
-                None => u64::from(self.vol.groups[g as usize].free_blocks_count),
+            .map(|g| {
+                let grp = &self.groups[g as usize];
+                match grp.lock().as_ref() {
+                    Some(st) => u64::from(st.disk_free),
+                    // The count it had when it was unloaded.
+                    None if grp.evicted.load(Relaxed) => u64::from(self.totals.group(g)),
+                    None => u64::from(self.vol.groups[g as usize].free_blocks_count),
+                }
             })
             .sum();
         units << self.cbits
@@ -118,14 +119,13 @@ impl Allocator {
 
     /// A snapshot of the statistics.
     pub fn stats(&self) -> AllocStats {
-        self.counters.snapshot()
+        AllocStats { loaded_groups: self.loaded_group_count(), ..self.counters.snapshot() }
     }
 
     /// The free-extent histogram over the on-disk bitmaps (loads every
     /// group). Free runs that continue across a group boundary count as
     /// one extent, as e2freefrag counts them.
     pub fn free_extent_histogram(&self) -> Result<FreeExtentHistogram> {
-        self.load_all()?;
         let mut h = FreeExtentHistogram {
             block_size: self.vol.block_size as u32,
             total_blocks: self.vol.sb.blocks_count,
@@ -133,7 +133,9 @@ impl Allocator {
         };
         let mut run = 0u64;
         for g in 0..self.group_count() {
-            let slot = self.groups[g as usize].lock();
+            // One group at a time (it may be unloaded again afterwards:
+            // the loaded groups stay within their budget).
+            let slot = self.lock_loaded(g)?;
             let Some(st) = slot.as_ref() else { continue };
             let n = layout::group_units(&self.vol, u64::from(g));
             for i in 0..n {

@@ -85,6 +85,7 @@ pub(crate) struct Counters {
     pub prealloc_created: AtomicU64,
     pub prealloc_discarded_blocks: AtomicU64,
     pub corrupt_groups: AtomicU64,
+    pub evictions: AtomicU64,
 }
 
 /// A snapshot of the allocator's counters.
@@ -128,6 +129,11 @@ pub struct AllocStats {
     pub prealloc_discarded_blocks: u64,
     /// Groups skipped because bitmap and descriptor disagree.
     pub corrupt_groups: u64,
+    /// Clean groups unloaded to keep the loaded groups within the budget
+    /// ([`super::AllocConfig::loaded_budget_bytes`]).
+    pub evictions: u64,
+    /// Groups loaded now (bitmap and buddy in memory).
+    pub loaded_groups: u64,
 }
 
 impl Counters {
@@ -151,6 +157,8 @@ impl Counters {
             prealloc_created: self.prealloc_created.load(Relaxed),
             prealloc_discarded_blocks: self.prealloc_discarded_blocks.load(Relaxed),
             corrupt_groups: self.corrupt_groups.load(Relaxed),
+            evictions: self.evictions.load(Relaxed),
+            loaded_groups: 0,
         }
     }
 }

@@ -203,7 +203,11 @@ impl Filesystem {
         let dev: Arc<dyn BlockDevice> = Arc::new(errors::TrackedDevice::new(dev, errs.clone()));
         let vol = Arc::new(Volume::open(dev, opts.cache_blocks)?);
         mount::check_root(&vol)?;
-        let alloc = Arc::new(Allocator::new(vol.clone(), AllocConfig::default())?);
+        let mut acfg = AllocConfig::default();
+        if opts.alloc_cache_bytes != 0 {
+            acfg.loaded_budget_bytes = opts.alloc_cache_bytes;
+        }
+        let alloc = Arc::new(Allocator::new(vol.clone(), acfg)?);
         let mut rw = mount::Subsystems::start(
             &vol,
             &alloc,

@@ -239,17 +239,20 @@ impl FsCore {
         Ok(v)
     }
 
-    /// statfs(2): sizes and free counts, summed from the group descriptors.
+    /// statfs(2): sizes and free counts (O(1): running totals, or on a
+    /// read-only open the descriptors' sums taken at open).
     pub fn statfs(&self) -> StatFs {
         let sb = &self.vol.sb;
         let ratio = 1u64 << (sb.log_cluster_size.saturating_sub(sb.log_block_size));
         // The allocator counts blocks; descriptors count clusters.
         let (free_blocks, free_inodes) = match (self.live(), self.alloc.get()) {
             (Some(rw), Some(a)) => (a.free_blocks(), u64::from(rw.ialloc.free_inodes())),
-            _ => (
-                self.vol.groups.iter().map(|g| u64::from(g.free_blocks_count)).sum::<u64>() * ratio,
-                self.vol.groups.iter().map(|g| u64::from(g.free_inodes_count)).sum(),
-            ),
+            _ => {
+                // Nothing changes the counts on a read-only open: the sums
+                // taken at open, not a walk over every descriptor per call.
+                let (blocks, inodes) = self.vol.descriptor_free_totals();
+                (blocks * ratio, inodes)
+            }
         };
         // Blocks reserved for buffered data are as good as used (ext4's
         // s_dirtyclusters_counter).

@@ -50,6 +50,11 @@ pub struct MountOptions {
     /// (the journal commits before the call returns, as ext4's
     /// `ext4_handle_sync` of a directory with `IS_DIRSYNC`).
     pub dirsync: bool,
+    /// Memory the block allocator's loaded groups (bitmap and buddy) may
+    /// take, in bytes; clean groups beyond it are unloaded (0: the
+    /// default, [`crate::alloc::DEFAULT_LOADED_BUDGET`]; see
+    /// [`crate::alloc::AllocConfig::loaded_budget_bytes`]).
+    pub alloc_cache_bytes: u64,
 }
 
 /// When reads of file data and directory listings update the access
@@ -155,6 +160,7 @@ impl Default for MountOptions {
             norecovery: false,
             sync: false,
             dirsync: false,
+            alloc_cache_bytes: 0,
         }
     }
 }
