@@ -8,7 +8,6 @@ use crate::dir::htree;
 use crate::dir::{block, is_htree, NameKey};
 use crate::error::{Error, Result, Structure};
 use crate::format::block_number::FileBlock;
-use crate::format::dx::DxEntry;
 use crate::format::inode::Inode;
 
 /// Where a live entry is: its block (and a copy of it) and offset.
@@ -64,9 +63,9 @@ fn linear_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>
 fn dx_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>> {
     let p = probe(ctx, dir, name.name())?;
     let nblocks = dir.size / ctx.bs as u64;
-    let mut path: Vec<(Vec<DxEntry>, usize)> = p.frames.into_iter().map(|f| (f.entries, f.pos)).collect();
-    let (entries, pos) = &path[path.len() - 1];
-    let mut leaf = entries[*pos].block;
+    let mut path: htree::Path = p.frames.into_iter().map(|f| (f.node, f.pos)).collect();
+    let (node, pos) = &path[path.len() - 1];
+    let mut leaf = node.entries[*pos].block;
     loop {
         if let Some((pblk, data)) = ctx.read_leaf(dir, FileBlock::from(leaf))? {
             if let Some(loc) = find_in(ctx, pblk, data, name)? {
