@@ -572,8 +572,18 @@ impl JournalWriter {
             let mut tags = Vec::with_capacity(chunk.len());
             let mut copies = Vec::with_capacity(chunk.len());
             for (i, (b, buf)) in chunk.iter().enumerate() {
-                let mut data = buf.data().to_vec();
-                let mut flags = if escape_block(&mut data) { tag_flag::ESCAPE } else { 0 };
+                // Logged as they are (the buffer is an immutable version),
+                // copied only when the block must be escaped (it starts
+                // with the journal's magic number).
+                let mut data = std::borrow::Cow::Borrowed(buf.data());
+                let mut head = [0u8; 4];
+                head.copy_from_slice(&data[..4]);
+                let mut flags = if escape_block(&mut head) {
+                    data.to_mut()[..4].copy_from_slice(&head);
+                    tag_flag::ESCAPE
+                } else {
+                    0
+                };
                 if i > 0 {
                     flags |= tag_flag::SAME_UUID;
                 }

@@ -104,6 +104,30 @@ impl<'t, 'a> Ctx<'t, 'a> {
         Ok(v)
     }
 
+    /// The live entry of leaf `b` (block `pblk`, checked as [`Ctx::slots`]
+    /// checks it) that matches `name`, with the entry before it, in one
+    /// walk of the block and without collecting its entries.
+    pub(super) fn find_entry(
+        &self,
+        b: &[u8],
+        pblk: u64,
+        name: &crate::dir::NameKey<'_>,
+    ) -> Result<Option<(Option<Slot>, Slot)>> {
+        self.check_leaf(b, pblk)?;
+        let (mut prev, mut found) = (None, None);
+        dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| {
+            if found.is_some() {
+                return;
+            }
+            let s = Slot::from(&e);
+            if s.ino != 0 && name.matches(e.name) {
+                found = Some((prev, s));
+            }
+            prev = Some(s);
+        })?;
+        Ok(found)
+    }
+
     /// Adds `item` to leaf block `pblk` if it has room for it: the block
     /// is changed in the journal's copy itself, in one walk of its
     /// entries (what `slots` and `find_slot` find, without the copies).
