@@ -134,7 +134,7 @@ impl<'t, 'a> Ctx<'t, 'a> {
     /// False, and nothing changed, when it has no room.
     pub(super) fn insert_in_place(&self, pblk: u64, item: &Item) -> Result<bool> {
         let need = item.size();
-        let done = self.tx.modify_if(pblk, |b| {
+        let done = self.modify_leaf(pblk, |b| {
             self.check_leaf(b, pblk)?;
             // find_slot's answer: the first slot with room; a live entry
             // of the same name before it is EEXIST.
@@ -151,6 +151,19 @@ impl<'t, 'a> Ctx<'t, 'a> {
             Ok(Some(()))
         })?;
         Ok(done.is_some())
+    }
+
+    /// Read-modify-write of leaf block `pblk` through the transaction,
+    /// installed when `f` returns `Some`. `f` ends with
+    /// [`Ctx::finish_leaf`], so with metadata_csum the new version is
+    /// marked verified: the checksum just computed is not computed again
+    /// by the next reader of the block.
+    pub(super) fn modify_leaf<R>(&self, pblk: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
+        if self.csum {
+            self.tx.modify_if_checked(pblk, (crate::cache::Check::DirLeaf, self.seed), f)
+        } else {
+            self.tx.modify_if(pblk, f)
+        }
     }
 
     /// What `slots` requires of a leaf before walking it.

@@ -109,7 +109,7 @@ pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
     let loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
     // One copy of the block (the transaction's), edited where the walk
     // that found the entry left it.
-    tx.modify(loc.pblk, |b| {
+    ctx.modify_leaf(loc.pblk, |b| {
         let s = loc.slot;
         check_unmoved(b, &loc)?;
         match loc.prev {
@@ -125,7 +125,7 @@ pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
             }
         }
         ctx.finish_leaf(b);
-        Ok(())
+        Ok(Some(()))
     })?;
     Ok(loc.ino())
 }
@@ -163,7 +163,7 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
     let loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
-    tx.modify(loc.pblk, |b| {
+    ctx.modify_leaf(loc.pblk, |b| {
         check_unmoved(b, &loc)?;
         let off = loc.slot.off;
         put_le32(b, off, ino);
@@ -171,7 +171,7 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
             b[off + 7] = ctx.file_type(file_type);
         }
         ctx.finish_leaf(b);
-        Ok(())
+        Ok(Some(()))
     })?;
     Ok(loc.ino())
 }
