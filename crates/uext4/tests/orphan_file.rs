@@ -374,7 +374,7 @@ fn chain_head_follows_adds_and_removes() {
         chain
     };
     let mut open = Vec::new();
-    let mut orphan = |k: usize, open: &mut Vec<u32>| {
+    let orphan = |k: usize, open: &mut Vec<u32>| {
         let name = format!("c{k}");
         let ino = fs.create(root, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
         fs.open_inode(ino).unwrap();

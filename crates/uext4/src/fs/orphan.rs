@@ -6,11 +6,11 @@
 //! their `i_size` (the kernel's ext4_orphan_cleanup, chain first, then
 //! the file).
 
+use super::orphan_file::OrphanSlots;
 use super::{FsCore, Stat};
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, FL_EXTENTS};
-use super::orphan_file::OrphanSlots;
 use crate::format::superblock::{Superblock, SUPERBLOCK_SIZE};
 use crate::inode::extent_write as ew;
 use crate::txn::Tx;

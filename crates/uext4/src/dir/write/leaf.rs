@@ -158,7 +158,11 @@ impl<'t, 'a> Ctx<'t, 'a> {
     /// [`Ctx::finish_leaf`], so with metadata_csum the new version is
     /// marked verified: the checksum just computed is not computed again
     /// by the next reader of the block.
-    pub(super) fn modify_leaf<R>(&self, pblk: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
+    pub(super) fn modify_leaf<R>(
+        &self,
+        pblk: u64,
+        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
         if self.csum {
             self.tx.modify_if_checked(pblk, (crate::cache::Check::DirLeaf, self.seed), f)
         } else {
