@@ -138,6 +138,18 @@ impl<'a> Tx<'a> {
         self.handle.modify_if(block, f)
     }
 
+    /// [`Tx::modify_if`] whose change leaves the block passing `check`
+    /// (see [`Handle::modify_if_checked`]).
+    pub fn modify_if_checked<R>(
+        &self,
+        block: u64,
+        check: (crate::cache::Check, u32),
+        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        self.check_block(block)?;
+        self.handle.modify_if_checked(block, check, f)
+    }
+
     /// Initialises a newly allocated metadata block (see [`Handle::init`]).
     pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
         self.check_block(block)?;

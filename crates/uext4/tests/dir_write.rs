@@ -427,6 +427,61 @@ fn htree_4k_nocsum() {
     htree_case(4096, "^metadata_csum", 20_000, 0);
 }
 
+/// The parsed index nodes cached beside their buffers (one parse per
+/// version of an index block) are never stale: every leaf split rewrites
+/// an index node, node splits and a new level rewrite the root, and a
+/// lookup right after each change (of the name just added, of names that
+/// splits moved, of absent names) must walk the new index. Lookups that
+/// change nothing parse nothing again. Checked with and without
+/// metadata_csum (the cached node is keyed by it), then by `e2fsck -fn`.
+#[test]
+fn cached_index_nodes_follow_every_split() {
+    for features in ["", "^metadata_csum"] {
+        let Some((_t, img)) = image(1024, features, 64, 3000, true) else { return };
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let root = fs.root();
+        let d = fs.lookup(root, b"d").unwrap();
+        let f = fs.lookup(root, b"f").unwrap();
+        assert!(fs.inode(d).unwrap().flags & FL_INDEX != 0, "e2fsck -D did not index /d");
+        let mut model = listing(&fs, d);
+        let name = |i: usize| format!("split-{i:06}").into_bytes();
+        // Enough 1 KiB leaves that the root (123 entries) fills, gains a
+        // level, and the new level's node splits.
+        for i in 0..12_000 {
+            add(&fs, d, &name(i), f);
+            model.insert(name(i), f);
+            for probe in [i, i / 2, i / 3, i * 7 / 8] {
+                let got = fs.lookup(d, &name(probe));
+                assert_eq!(got.ok(), Some(f), "{features:?}: entry {probe} after adding {i}");
+            }
+            assert!(matches!(fs.lookup(d, &name(i + 1)), Err(Error::NotFound(_))), "{features:?}: {i}");
+        }
+        // Removals go through the same cached nodes; lookups in between.
+        for i in (0..12_000).step_by(3) {
+            remove(&fs, d, &name(i));
+            model.remove(&name(i));
+            assert!(matches!(fs.lookup(d, &name(i)), Err(Error::NotFound(_))), "{features:?}: {i} removed");
+        }
+        check(&fs, d, &model, &[]);
+        // Lookups alone parse each index block once at most (the cache
+        // holds the few index blocks of this directory and nothing else).
+        let before = fs.cache_stats().derived_builds;
+        for _ in 0..2 {
+            for name in model.keys() {
+                fs.lookup(d, name).unwrap();
+            }
+        }
+        let parses = fs.cache_stats().derived_builds - before;
+        assert!(parses <= 16, "{features:?}: {parses} index parses for {} lookups", 2 * model.len());
+        set_links(&fs, f, 1 + model.values().filter(|&&i| i == f).count());
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck_clean(&img);
+        let dump = debugfs(&img, "htree_dump /d");
+        assert!(dump.contains("Indirect levels: 1"), "{features:?}: the index did not gain a level");
+    }
+}
+
 /// is_empty, set_dotdot and init_dir_block on the empty directory `e`
 /// and on the indexed root of `d`.
 #[test]

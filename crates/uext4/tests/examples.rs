@@ -16,6 +16,10 @@ mod threads;
 #[path = "../examples/append_log.rs"]
 mod append_log;
 
+#[allow(dead_code)]
+#[path = "../examples/bigdir_cost.rs"]
+mod bigdir_cost;
+
 use std::path::Path;
 
 fn fsck(img: &Path) {
@@ -69,4 +73,17 @@ fn append_log_example() {
     let records = append_log::run(&img).unwrap();
     assert_eq!(records.len(), 100);
     fsck(&img);
+}
+
+/// The big-directory cost harness, on a small directory (3,000 entries:
+/// the paths it measures, not their speed), e2fsck-clean at the end.
+#[test]
+fn bigdir_cost_example() {
+    if !rw_support::have("mkfs.ext4") || !rw_support::have("e2fsck") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    assert!(bigdir_cost::run(&img, 3000, None), "e2fsck -fn found the image unclean");
 }

@@ -344,3 +344,73 @@ fn truncate_of_an_unlinked_open_file_keeps_it_an_orphan() {
         fsck_clean(&img);
     }
 }
+
+/// The `s_last_orphan` chain alone (no orphan file): its head is kept in
+/// memory by the orphan state and patched into the superblock in place.
+/// Orphans added and taken off at the head, in the middle and at the tail
+/// leave, at every commit, exactly the open-unlinked inodes on the chain
+/// on disk; a crash then finds them, the next open deletes them, and the
+/// image is clean.
+#[test]
+fn chain_head_follows_adds_and_removes() {
+    if !have("e2fsck") {
+        eprintln!("SKIP: e2fsck not installed");
+        return;
+    }
+    let Some((_d, img0)) = rw_support::mkfs(16, &["-b", "1024", "-O", "^orphan_file"]) else { return };
+    let base = std::fs::read(&img0).unwrap();
+    let (dev, fs) = open_recording(&base);
+    let before = inodes_and_names(&fs);
+    let root = fs.root();
+    let on_disk_chain = |dev: &RecordingDevice| {
+        let ro = read_only(&dev.crash_image(dev.events(), |_| true));
+        let mut chain = Vec::new();
+        let mut cur = ro.superblock().last_orphan;
+        while cur != 0 && chain.len() < 100 {
+            chain.push(cur);
+            cur = ro.inodes().inode(cur).unwrap().dtime;
+        }
+        chain.sort_unstable();
+        chain
+    };
+    let mut open = Vec::new();
+    let orphan = |k: usize, open: &mut Vec<u32>| {
+        let name = format!("c{k}");
+        let ino = fs.create(root, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        fs.open_inode(ino).unwrap();
+        fs.unlink(root, name.as_bytes()).unwrap();
+        open.push(ino);
+    };
+    for k in 0..6 {
+        orphan(k, &mut open);
+    }
+    // Chain (head first): o5 o4 o3 o2 o1 o0. Off: a middle one, the head,
+    // the tail, then a new head in front of what is left.
+    for (step, idx) in [2usize, 5, 0].into_iter().enumerate() {
+        let ino = open[idx.min(open.len() - 1)];
+        fs.close_inode(ino).unwrap();
+        open.retain(|&i| i != ino);
+        fs.commit().unwrap();
+        let mut want = open.clone();
+        want.sort_unstable();
+        assert_eq!(on_disk_chain(&dev), want, "after close {step}");
+    }
+    orphan(6, &mut open);
+    fs.commit().unwrap();
+    let mut want = open.clone();
+    want.sort_unstable();
+    assert_eq!(on_disk_chain(&dev), want, "after a new orphan");
+    std::mem::forget(fs);
+    let crashed = dev.crash_image(dev.events(), |_| true);
+    let dev2 = Arc::new(RecordingDevice::new(crashed));
+    let opts = MountOptions { write: true, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let mut fs = Filesystem::open_device(dev2.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    assert_eq!(inodes_and_names(&fs), before, "orphans left after the cleanup");
+    fs.unmount().unwrap();
+    drop(fs);
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    std::fs::write(&img, dev2.crash_image(dev2.events(), |_| true)).unwrap();
+    fsck_clean(&img);
+    assert_eq!(Filesystem::open(&img).unwrap().superblock().last_orphan, 0);
+}

@@ -150,7 +150,12 @@ pub struct CacheStats {
 
 /// Slots of the table of values derived from buffers
 /// ([`BufferCache::derived`]).
-pub const DERIVED_SLOTS: usize = 256;
+pub const DERIVED_SLOTS: usize = 1024;
+
+/// Slots a value may take in [`BufferCache::derived`]'s table (the table
+/// is set-associative: a few hot values whose blocks hash alike, the
+/// index blocks of one directory, must not keep displacing each other).
+const DERIVED_WAYS: usize = 4;
 
 /// One value of [`BufferCache::derived`]'s table and the buffer version
 /// it was computed from.
@@ -161,15 +166,34 @@ struct DerivedValue {
 }
 
 /// [`BufferCache::derived`]'s table (one mutex per slot: held for a
-/// pointer comparison and an `Arc` clone, never while building).
+/// pointer comparison and an `Arc` clone, never while building), and per
+/// set the way the next new value displaces when none is free.
 struct Derived {
     slots: Box<[Mutex<Option<DerivedValue>>]>,
+    next_victim: Box<[std::sync::atomic::AtomicU8]>,
 }
 
 impl Default for Derived {
     fn default() -> Derived {
-        Derived { slots: (0..DERIVED_SLOTS).map(|_| Mutex::new(None)).collect() }
+        Derived {
+            slots: (0..DERIVED_SLOTS).map(|_| Mutex::new(None)).collect(),
+            next_victim: (0..DERIVED_SLOTS / DERIVED_WAYS).map(|_| std::sync::atomic::AtomicU8::new(0)).collect(),
+        }
     }
+}
+
+/// One shard of the cache: its buffers, and the size at which the next
+/// eviction sweep runs.
+#[derive(Default)]
+struct Shard {
+    map: IntMap<u64, Arc<Buffer>>,
+    /// The shard's length that makes an insertion sweep it: its capacity,
+    /// or more after a sweep that could not get below it (buffers in use
+    /// are never dropped: a transaction or the checkpoint list may pin
+    /// more blocks than the cache holds), so that the next sweep waits
+    /// for a quarter as many insertions as buffers stayed and a sweep's
+    /// cost is amortized over them, not paid at every miss.
+    evict_at: usize,
 }
 
 /// A sharded, concurrent cache of metadata blocks.
@@ -177,7 +201,7 @@ pub struct BufferCache {
     dev: Arc<dyn BlockDevice>,
     block_size: usize,
     per_shard: usize,
-    shards: Vec<RwLock<IntMap<u64, Arc<Buffer>>>>,
+    shards: Vec<RwLock<Shard>>,
     stripes: Vec<Mutex<()>>,
     hits: StripedCounter,
     misses: StripedCounter,
@@ -200,7 +224,7 @@ impl BufferCache {
             dev,
             block_size,
             per_shard: (capacity / SHARDS).max(4),
-            shards: (0..SHARDS).map(|_| RwLock::new(IntMap::default())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
@@ -219,27 +243,42 @@ impl BufferCache {
     /// new one) never finds a value computed from an older one. `kind`
     /// tells apart the values of different builders over one block.
     ///
-    /// Bounded: a small direct-mapped table ([`DERIVED_SLOTS`] values),
-    /// a value displacing whatever its slot held; it pins no buffer.
+    /// Bounded: a small set-associative table ([`DERIVED_SLOTS`] values,
+    /// a few ways per set), a new value taking the way of a value whose
+    /// buffer version is gone, else displacing the set's ways in turn; it
+    /// pins no buffer.
     pub fn derived<T: std::any::Any + Send + Sync>(
         &self,
         buf: &Arc<Buffer>,
         kind: u64,
         build: impl FnOnce(&Buffer) -> Result<T>,
     ) -> Result<Arc<T>> {
-        let h = (buf.block ^ kind.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
-        let slot = &self.derived.slots[h as usize % DERIVED_SLOTS];
-        if let Some(d) = &*slot.lock() {
-            if d.kind == kind && std::ptr::eq(d.buf.as_ptr(), Arc::as_ptr(buf)) {
-                if let Ok(v) = d.value.clone().downcast::<T>() {
-                    return Ok(v);
+        let sets = DERIVED_SLOTS / DERIVED_WAYS;
+        let h = (buf.block ^ kind.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48;
+        let set = h as usize % sets;
+        let ways = &self.derived.slots[set * DERIVED_WAYS..(set + 1) * DERIVED_WAYS];
+        // A way to take if the value is not there: an empty one, or one
+        // whose buffer version is gone (it can never be asked for again).
+        let mut free = None;
+        for (w, slot) in ways.iter().enumerate() {
+            match &*slot.lock() {
+                Some(d) if d.kind == kind && std::ptr::eq(d.buf.as_ptr(), Arc::as_ptr(buf)) => {
+                    if let Ok(v) = d.value.clone().downcast::<T>() {
+                        return Ok(v);
+                    }
+                    free = free.or(Some(w));
                 }
+                Some(d) if d.buf.strong_count() > 0 => {}
+                _ => free = free.or(Some(w)),
             }
         }
         self.derived_builds.add(1);
         let v = Arc::new(build(buf)?);
         let value: Arc<dyn std::any::Any + Send + Sync> = v.clone();
-        *slot.lock() = Some(DerivedValue { buf: Arc::downgrade(buf), kind, value });
+        let w = free.unwrap_or_else(|| {
+            usize::from(self.derived.next_victim[set].fetch_add(1, Ordering::Relaxed)) % DERIVED_WAYS
+        });
+        *ways[w].lock() = Some(DerivedValue { buf: Arc::downgrade(buf), kind, value });
         Ok(v)
     }
 
@@ -253,7 +292,7 @@ impl BufferCache {
         self.block_size
     }
 
-    fn shard(&self, block: u64) -> &RwLock<IntMap<u64, Arc<Buffer>>> {
+    fn shard(&self, block: u64) -> &RwLock<Shard> {
         // Multiplicative hash so that runs of consecutive blocks (an inode
         // table) spread over all shards.
         let h = block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
@@ -263,7 +302,7 @@ impl BufferCache {
     /// Returns block `block`, reading it from the device on a miss.
     pub fn get(&self, block: u64) -> Result<Arc<Buffer>> {
         let shard = self.shard(block);
-        if let Some(b) = shard.read().get(&block) {
+        if let Some(b) = shard.read().map.get(&block) {
             // Only a store when the bit changes: hot buffers are read by
             // every core and must not bounce on a needless write.
             if !b.referenced.load(Ordering::Relaxed) {
@@ -279,14 +318,12 @@ impl BufferCache {
         let mut data = vec![0u8; self.block_size].into_boxed_slice();
         self.dev.read_at(&mut data, offset)?;
         let buf = Arc::new(Buffer::new(block, data, false));
-        let mut map = shard.write();
-        if let Some(existing) = map.get(&block) {
+        let mut shard = shard.write();
+        if let Some(existing) = shard.map.get(&block) {
             return Ok(existing.clone());
         }
-        if map.len() >= self.per_shard {
-            self.evict(&mut map);
-        }
-        map.insert(block, buf.clone());
+        self.make_room(&mut shard, block);
+        shard.map.insert(block, buf.clone());
         Ok(buf)
     }
 
@@ -302,11 +339,9 @@ impl BufferCache {
         })?;
         self.dev.write_at(data, offset)?;
         let buf = Arc::new(Buffer::new(block, data.into(), true));
-        let mut map = self.shard(block).write();
-        if !map.contains_key(&block) && map.len() >= self.per_shard {
-            self.evict(&mut map);
-        }
-        map.insert(block, buf);
+        let mut shard = self.shard(block).write();
+        self.make_room(&mut shard, block);
+        shard.map.insert(block, buf);
         Ok(())
     }
 
@@ -325,19 +360,25 @@ impl BufferCache {
     /// (freeing a block's memory can wait on the allocator).
     fn install(&self, block: u64, data: Box<[u8]>) -> (Arc<Buffer>, Option<Arc<Buffer>>) {
         let buf = Arc::new(Buffer::new(block, data, true));
-        let mut map = self.shard(block).write();
-        if !map.contains_key(&block) && map.len() >= self.per_shard {
-            self.evict(&mut map);
-        }
-        let old = map.insert(block, buf.clone());
-        drop(map);
+        let mut shard = self.shard(block).write();
+        self.make_room(&mut shard, block);
+        let old = shard.map.insert(block, buf.clone());
+        drop(shard);
         (buf, old)
     }
 
     /// Drops `block` from the cache (a freed metadata block that may be
     /// reused for file data, which bypasses the cache).
     pub fn forget(&self, block: u64) {
-        self.shard(block).write().remove(&block);
+        self.shard(block).write().map.remove(&block);
+    }
+
+    /// Sweeps `shard` if adding `block` would take it to its sweep size.
+    fn make_room(&self, shard: &mut Shard, block: u64) {
+        if shard.map.len() >= shard.evict_at.max(self.per_shard) && !shard.map.contains_key(&block) {
+            self.evict(&mut shard.map);
+            shard.evict_at = shard.map.len() + shard.map.len() / 4;
+        }
     }
 
     /// CLOCK sweep: drop unreferenced buffers, clearing the bit of the
@@ -420,8 +461,66 @@ mod tests {
         for b in 0..1024 {
             c.get(b).unwrap();
         }
-        let total: usize = c.shards.iter().map(|s| s.read().len()).sum();
+        let total: usize = c.shards.iter().map(|s| s.read().map.len()).sum();
         assert!(total <= 256 + SHARDS * 4, "cache grew to {total}");
         assert!(c.get(5000).is_err());
+    }
+
+    /// A derived value is the one computed from the version asked about:
+    /// a change (a new version) rebuilds it, and values of other blocks
+    /// that share its set stay (up to the set's ways).
+    #[test]
+    fn derived_values_follow_versions() {
+        let dev = Arc::new(MemoryDevice::new(1 << 20));
+        let c = BufferCache::new(dev, 1024, 256);
+        let first = |b: &Buffer| -> Result<u8> { Ok(b.data()[0]) };
+        let v1 = c.get(3).unwrap();
+        assert_eq!(*c.derived(&v1, 1, first).unwrap(), 0);
+        assert_eq!(*c.derived(&v1, 1, first).unwrap(), 0);
+        assert_eq!(c.stats().derived_builds, 1);
+        let g = c.lock_block(3);
+        let v2 = g.install(vec![9u8; 1024].into_boxed_slice()).unwrap();
+        drop(g);
+        assert_eq!(*c.derived(&v2, 1, first).unwrap(), 9, "a stale value for a new version");
+        // The old version, still held, still gets its own value.
+        assert_eq!(*c.derived(&v1, 1, first).unwrap(), 0);
+        // Values of many blocks, looked up in turn: each built once while
+        // no set holds more than its ways.
+        let bufs: Vec<_> = (10..14).map(|b| c.get(b).unwrap()).collect();
+        let before = c.stats().derived_builds;
+        for _ in 0..3 {
+            for b in &bufs {
+                c.derived(b, 7, first).unwrap();
+            }
+        }
+        assert_eq!(c.stats().derived_builds - before, 4);
+    }
+
+    /// Buffers in use (held by a transaction or the checkpoint list) are
+    /// never evicted; when they outnumber the cache's capacity, a sweep
+    /// cannot make room, and must not run again at every miss (a sweep
+    /// walks the whole shard: that made each miss cost the pinned count).
+    #[test]
+    fn pinned_buffers_do_not_make_every_miss_sweep() {
+        let dev = Arc::new(MemoryDevice::new(8 << 20));
+        let c = BufferCache::new(dev, 1024, 256);
+        // 16 times the capacity, held.
+        let pinned: Vec<_> = (0..4096).map(|b| c.get(b).unwrap()).collect();
+        let before = c.stats();
+        for b in 4096..6144 {
+            c.get(b).unwrap();
+        }
+        let s = c.stats();
+        let (misses, sweeps) = (s.misses - before.misses, s.evictions - before.evictions);
+        assert_eq!(misses, 2048);
+        assert!(sweeps * 8 <= misses, "{sweeps} sweeps for {misses} misses");
+        // Unpinned buffers still go: once the pins are dropped, the shards
+        // come back under their capacity at the next sweeps.
+        drop(pinned);
+        for b in 6144..8192 {
+            c.get(b).unwrap();
+        }
+        let total: usize = c.shards.iter().map(|s| s.read().map.len()).sum();
+        assert!(total <= 2 * 256 + SHARDS * 8, "cache holds {total} unpinned buffers");
     }
 }

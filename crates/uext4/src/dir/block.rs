@@ -5,7 +5,7 @@ use crate::cache::{Buffer, Check};
 use crate::error::Result;
 use crate::format::block_number::FileBlock;
 use crate::format::dirent::{self, RawDirent};
-use crate::format::dx;
+use crate::format::dx::{self, DxNode};
 use crate::format::inode::{FileType, Inode};
 use crate::inode::{map_block, MapKind};
 use crate::volume::Volume;
@@ -45,12 +45,13 @@ pub fn read(vol: &Volume, dir: &Inode, lblk: FileBlock, htree: bool) -> Result<R
         };
         if !buf.is_verified(check, seed) {
             if is_dx {
-                let node = if lblk == FileBlock(0) {
+                let is_root = lblk == FileBlock(0);
+                if is_root {
                     dx::parse_root_info(data, pblk)?;
-                    dx::parse_node(data, true, true, pblk)
-                } else {
-                    dx::parse_node(data, false, true, pblk)
-                };
+                }
+                // Parsed once per version: the walk that follows finds
+                // the same node in the cache.
+                let node = dx_node(vol, &buf, pblk, is_root, true);
                 // A block whose index cannot even be parsed is reported by
                 // the htree walk; here we only check what we can (and
                 // remember nothing).
@@ -67,7 +68,29 @@ pub fn read(vol: &Volume, dir: &Inode, lblk: FileBlock, htree: bool) -> Result<R
     Ok(Ok(DirBlock { block: pblk, buf, is_dx }))
 }
 
+/// Tag of [`dx_node`]'s values among [`crate::cache::BufferCache::derived`]'s.
+const DX_NODE_KIND: u64 = 0x6478_6e6f_6465_0000;
+
+/// The index entries of `buf` (physical block `pblk`, an htree root when
+/// `is_root`, else an interior node; `csum`: room kept for the dx tail),
+/// parsed once per version of the block and kept beside it in the buffer
+/// cache ([`crate::cache::BufferCache::derived`]): every lookup, insert
+/// and remove walks the same few index blocks, which change only when a
+/// leaf or node splits. A change installs a new version (buffers are
+/// immutable), and the cache knows a version by identity, so a node
+/// parsed from an older version is never returned for a newer one. A
+/// block that fails to parse is not remembered (each walk reports it).
+pub(crate) fn dx_node(vol: &Volume, buf: &Arc<Buffer>, pblk: u64, is_root: bool, csum: bool) -> Result<Arc<DxNode>> {
+    let kind = DX_NODE_KIND | u64::from(is_root) | u64::from(csum) << 1;
+    vol.cache.derived(buf, kind, |b| dx::parse_node(b.data(), is_root, csum, pblk))
+}
+
 impl DirBlock {
+    /// This block's index entries ([`dx_node`]).
+    pub(crate) fn dx_node(&self, vol: &Volume, is_root: bool, csum: bool) -> Result<Arc<DxNode>> {
+        dx_node(vol, &self.buf, self.block, is_root, csum)
+    }
+
     /// The entries of the block. For the htree root only "." and ".." are
     /// entries (the rest of the block is the index, hidden inside ".."'s
     /// record); interior nodes hold none.

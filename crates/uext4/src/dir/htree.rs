@@ -14,17 +14,21 @@ use super::{DirEntryRef, NameKey};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::FileBlock;
 use crate::format::dir_hash::HashVersion;
-use crate::format::dx::{self, DxEntry, DxRootInfo};
+use crate::format::dx::{self, DxNode, DxRootInfo};
 use crate::format::features::incompat;
 use crate::format::inode::{FileType, Inode};
 use crate::format::superblock::FLAG_UNSIGNED_HASH;
 use crate::volume::Volume;
 use std::sync::Arc;
 
+/// The path through an index: each level's node (parsed, cached beside
+/// its block) and the position taken, root first.
+pub(super) type Path = Vec<(Arc<DxNode>, usize)>;
+
 /// The index of one directory, walked down to a leaf.
 struct Walk {
     /// Each level's entries and the position taken, root first.
-    path: Vec<(Vec<DxEntry>, usize)>,
+    path: Path,
     /// The leaf block reached.
     leaf: u32,
     version: HashVersion,
@@ -43,8 +47,8 @@ impl Walk {
 
         // Descend, remembering each level's entries and position so that
         // a walk can continue to the next leaf in hash order.
-        let mut path: Vec<(Vec<DxEntry>, usize)> = Vec::new();
-        let mut node = dx::parse_node(root.buf.data(), true, csum, root.block)?;
+        let mut path: Path = Vec::new();
+        let mut node = root.dx_node(vol, true, csum)?;
         let mut node_block = root.block;
         let leaf = loop {
             let pos = node.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
@@ -52,7 +56,7 @@ impl Walk {
             if u64::from(child) >= nblocks || child == 0 {
                 return Err(bad_child(dir, node_block, child, nblocks));
             }
-            path.push((node.entries, pos));
+            path.push((node, pos));
             if path.len() > usize::from(info.indirect_levels) {
                 break child;
             }
@@ -61,7 +65,7 @@ impl Walk {
                 let kind = CorruptKind::WrongType { expected: "htree index node", found: 0 };
                 return Err(bad_dx(Location::inode_block(dir.ino, b.block), kind));
             }
-            node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
+            node = b.dx_node(vol, false, csum)?;
             node_block = b.block;
         };
         Ok(Walk { path, leaf, version, csum, nblocks })
@@ -368,7 +372,7 @@ pub(super) fn read_root(vol: &Volume, dir: &Inode) -> Result<Root> {
 pub(super) fn next_leaf(
     vol: &Volume,
     dir: &Inode,
-    path: &mut Vec<(Vec<DxEntry>, usize)>,
+    path: &mut Path,
     csum: bool,
     nblocks: u64,
 ) -> Result<Option<(u32, u32)>> {
@@ -379,29 +383,28 @@ pub(super) fn next_leaf(
             return Ok(None);
         }
         level -= 1;
-        let (entries, pos) = &mut path[level];
-        if *pos + 1 < entries.len() {
+        let (node, pos) = &mut path[level];
+        if *pos + 1 < node.entries.len() {
             *pos += 1;
             break;
         }
     }
-    let start_hash = path[level].0[path[level].1].hash;
+    let start_hash = path[level].0.entries[path[level].1].hash;
     // Walk down the first entries back to leaf depth.
     let depth = path.len();
     path.truncate(level + 1);
     while path.len() < depth {
-        let (entries, pos) = &path[path.len() - 1];
-        let child = entries[*pos].block;
+        let (node, pos) = &path[path.len() - 1];
+        let child = node.entries[*pos].block;
         // Block 0 is the root: an index pointing back at it is corrupt.
         if child == 0 || u64::from(child) >= nblocks {
             return Err(bad_child(dir, 0, child, nblocks));
         }
         let b = block::read(vol, dir, FileBlock::from(child), true)?.map_err(|_| hole(dir, u64::from(child)))?;
-        let node = dx::parse_node(b.buf.data(), false, csum, b.block)?;
-        path.push((node.entries, 0));
+        path.push((b.dx_node(vol, false, csum)?, 0));
     }
-    let (entries, pos) = &path[path.len() - 1];
-    Ok(Some((start_hash, entries[*pos].block)))
+    let (node, pos) = &path[path.len() - 1];
+    Ok(Some((start_hash, node.entries[*pos].block)))
 }
 
 #[cfg(test)]

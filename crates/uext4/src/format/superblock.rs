@@ -497,6 +497,22 @@ impl Superblock {
         super::bytes::put_le32(&mut self.raw[..], 0xE8, ino);
     }
 
+    /// Sets `s_last_orphan` in `raw`, the bytes of a superblock already
+    /// checked (the copy in its block, as a transaction changes it), and
+    /// recomputes `s_checksum` if `metadata_csum`: one field changed
+    /// without parsing the whole superblock (the orphan list's head
+    /// changes with every file unlinked while open).
+    pub fn patch_last_orphan(raw: &mut [u8], metadata_csum: bool, ino: u32) {
+        if raw.len() < SUPERBLOCK_SIZE {
+            return;
+        }
+        super::bytes::put_le32(raw, 0xE8, ino);
+        if metadata_csum {
+            let c = crc32c(!0, &raw[..CHECKSUM_OFFSET]);
+            super::bytes::put_le32(raw, CHECKSUM_OFFSET, c);
+        }
+    }
+
     /// Records an error as ext4's `__save_error_info` does: the "errors"
     /// state bit, one more `s_error_count`, and the time (`now`, seconds),
     /// inode, block, function name (cut to 32 bytes), line and error code

@@ -6,6 +6,7 @@
 //! their `i_size` (the kernel's ext4_orphan_cleanup, chain first, then
 //! the file).
 
+use super::orphan_file::OrphanSlots;
 use super::{FsCore, Stat};
 use crate::error::{Error, Result};
 use crate::format::block_number::FileBlock;
@@ -14,13 +15,34 @@ use crate::format::superblock::{Superblock, SUPERBLOCK_SIZE};
 use crate::inode::extent_write as ew;
 use crate::txn::Tx;
 
-/// Sets `s_last_orphan` through the transaction.
-pub(crate) fn set_last_orphan(tx: &Tx, ino: u32) -> Result<()> {
-    tx.modify(tx.vol.sb_location().0, |b| super::mount::modify_sb_in_block(tx.vol, b, |sb| sb.set_last_orphan(ino)))
+/// Sets `s_last_orphan` through the transaction (the field and the
+/// checksum patched in place), and remembers it in the orphan state `o`,
+/// whose lock the caller holds.
+fn set_last_orphan(tx: &Tx, o: &mut OrphanSlots, ino: u32) -> Result<()> {
+    let (blk, off) = tx.vol.sb_location();
+    let csum = tx.vol.sb.has_metadata_csum();
+    tx.modify(blk, |b| {
+        let raw = b.get_mut(off..off + SUPERBLOCK_SIZE).ok_or_else(|| Error::Invalid("superblock offset".into()))?;
+        Superblock::patch_last_orphan(raw, csum, ino);
+        Ok(())
+    })?;
+    o.head = Some(ino);
+    Ok(())
 }
 
-/// `s_last_orphan` as the transaction sees it.
-fn last_orphan(tx: &Tx) -> Result<u32> {
+/// `s_last_orphan` as the transactions see it: from the orphan state `o`
+/// (its lock held) once known, else parsed from the superblock once.
+fn last_orphan(tx: &Tx, o: &mut OrphanSlots) -> Result<u32> {
+    if let Some(h) = o.head {
+        return Ok(h);
+    }
+    let h = sb_last_orphan(tx)?;
+    o.head = Some(h);
+    Ok(h)
+}
+
+/// `s_last_orphan` parsed from the current superblock.
+fn sb_last_orphan(tx: &Tx) -> Result<u32> {
     let b = tx.vol.block(tx.vol.sb_location().0)?;
     let (_, off) = tx.vol.sb_location();
     Ok(Superblock::parse(&b.data()[off..off + SUPERBLOCK_SIZE])?.last_orphan)
@@ -117,9 +139,9 @@ impl FsCore {
             // on it); its `i_dtime` stays as it is (no chain link).
             return tx.write_inode(i);
         }
-        i.dtime = last_orphan(tx)?;
+        i.dtime = last_orphan(tx, &mut o)?;
         tx.write_inode_dtime(i)?;
-        set_last_orphan(tx, i.ino)?;
+        set_last_orphan(tx, &mut o, i.ino)?;
         o.chained(i.ino, i.dtime);
         Ok(())
     }
@@ -198,13 +220,13 @@ impl FsCore {
         // however long the chain: thousands of open O_TMPFILE or unlinked
         // files would otherwise make every last close walk them all).
         match o.unchained(ino, next) {
-            Some(0) => return set_last_orphan(tx, next),
+            Some(0) => return set_last_orphan(tx, &mut o, next),
             Some(prev) => return tx.set_inode_dtime(prev, next),
             None => {}
         }
-        let mut cur = last_orphan(tx)?;
+        let mut cur = last_orphan(tx, &mut o)?;
         if cur == ino {
-            return set_last_orphan(tx, next);
+            return set_last_orphan(tx, &mut o, next);
         }
         for _ in 0..self.vol.sb.inodes_count {
             if cur == 0 {
@@ -340,7 +362,7 @@ impl FsCore {
         loop {
             let next = {
                 let tx = self.begin(1)?;
-                last_orphan(&tx)?
+                sb_last_orphan(&tx)?
             };
             if next == 0 {
                 break;

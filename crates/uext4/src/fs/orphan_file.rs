@@ -44,6 +44,11 @@ pub(crate) struct OrphanSlots {
     /// reason). Orphans chained before the mount are not in it: their
     /// removal walks the chain.
     chain_prev: HashMap<u32, u32>,
+    /// `s_last_orphan` as this mount's transactions left it, once read
+    /// (None before): every change of it goes through this state, under
+    /// its lock (see `fs/orphan.rs`), so the head is known without
+    /// parsing the superblock at every orphan.
+    pub(crate) head: Option<u32>,
 }
 
 fn bad(ino: u32, kind: CorruptKind) -> Error {
@@ -97,6 +102,7 @@ impl OrphanSlots {
             file: Some(OrphanFile { blocks, free, seed, per_block }),
             slot_of: HashMap::new(),
             chain_prev: HashMap::new(),
+            head: None,
         })
     }
 

@@ -572,8 +572,18 @@ impl JournalWriter {
             let mut tags = Vec::with_capacity(chunk.len());
             let mut copies = Vec::with_capacity(chunk.len());
             for (i, (b, buf)) in chunk.iter().enumerate() {
-                let mut data = buf.data().to_vec();
-                let mut flags = if escape_block(&mut data) { tag_flag::ESCAPE } else { 0 };
+                // Logged as they are (the buffer is an immutable version),
+                // copied only when the block must be escaped (it starts
+                // with the journal's magic number).
+                let mut data = std::borrow::Cow::Borrowed(buf.data());
+                let mut head = [0u8; 4];
+                head.copy_from_slice(&data[..4]);
+                let mut flags = if escape_block(&mut head) {
+                    data.to_mut()[..4].copy_from_slice(&head);
+                    tag_flag::ESCAPE
+                } else {
+                    0
+                };
                 if i > 0 {
                     flags |= tag_flag::SAME_UUID;
                 }
@@ -765,16 +775,47 @@ impl Handle {
         })
     }
 
+    /// [`Handle::modify_if`] for a change that leaves the block passing
+    /// `check` with `seed` (its checksum recomputed by `f`): the new
+    /// version is marked verified ([`Buffer::set_verified`]), so that the
+    /// next reader does not compute the checksum just written again.
+    pub fn modify_if_checked<R>(
+        &self,
+        block: u64,
+        check: (crate::cache::Check, u32),
+        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        self.modify_marking(block, Some(check), |d| {
+            f(d).map(|r| {
+                let changed = r.is_some();
+                (r, changed)
+            })
+        })
+    }
+
     /// Both of the above: `f` edits a copy of the current version and says
     /// whether to install it.
     fn modify_then<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<(R, bool)>) -> Result<R> {
+        self.modify_marking(block, None, f)
+    }
+
+    /// [`Handle::modify_then`], the new version marked as passing `check`.
+    fn modify_marking<R>(
+        &self,
+        block: u64,
+        check: Option<(crate::cache::Check, u32)>,
+        f: impl FnOnce(&mut [u8]) -> Result<(R, bool)>,
+    ) -> Result<R> {
         let guard = self.cache.lock_block(block);
         let cur = guard.current()?;
         let mut data: Box<[u8]> = cur.data().into();
         drop(cur);
         let (r, install) = f(&mut data)?;
         if install {
-            let replaced = self.install(&guard, block, data)?;
+            let (buf, replaced) = self.install(&guard, block, data)?;
+            if let Some((check, seed)) = check {
+                buf.set_verified(check, seed);
+            }
             drop(guard);
             drop(replaced);
         }
@@ -787,7 +828,7 @@ impl Handle {
         let guard = self.cache.lock_block(block);
         let mut data = vec![0u8; self.cache.block_size()].into_boxed_slice();
         f(&mut data)?;
-        let replaced = self.install(&guard, block, data)?;
+        let (_, replaced) = self.install(&guard, block, data)?;
         drop(guard);
         drop(replaced);
         Ok(())
@@ -811,12 +852,17 @@ impl Handle {
     /// it replaced (in the cache and in the transaction), for the caller
     /// to drop once it has released the stripe lock: freeing memory under
     /// a lock makes its waiters wait on the allocator too.
-    fn install(&self, guard: &crate::cache::BlockGuard<'_>, block: u64, data: Box<[u8]>) -> Result<Replaced> {
+    fn install(
+        &self,
+        guard: &crate::cache::BlockGuard<'_>,
+        block: u64,
+        data: Box<[u8]>,
+    ) -> Result<(Arc<Buffer>, Replaced)> {
         self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         match self.backend() {
             Backend::Journal(j) => {
                 let (buf, cached) = guard.install_replacing(data)?;
-                let (new, logged) = j.record(self.tid, block, buf, self.counted)?;
+                let (new, logged) = j.record(self.tid, block, buf.clone(), self.counted)?;
                 if new && self.counted {
                     let used = self.used.fetch_add(1, Ordering::Relaxed) + 1;
                     // A handle is an upper bound of what its operation
@@ -828,13 +874,13 @@ impl Handle {
                         self.credits
                     );
                 }
-                Ok([cached, logged])
+                Ok((buf, [cached, logged]))
             }
             Backend::Direct(cache) => {
                 let bs = cache.block_size() as u64;
                 cache.device().write_at(&data, block * bs)?;
-                let (_, cached) = guard.install_replacing(data)?;
-                Ok([cached, None])
+                let (buf, cached) = guard.install_replacing(data)?;
+                Ok((buf, [cached, None]))
             }
         }
     }

@@ -2,21 +2,29 @@
 //! is a usable one, else (or when it is structurally bad) by scanning the
 //! leaves.
 
-use super::leaf::Ctx;
+use super::leaf::{Ctx, Slot};
 use super::probe::probe;
 use crate::dir::htree;
 use crate::dir::{block, is_htree, NameKey};
 use crate::error::{Error, Result, Structure};
 use crate::format::block_number::FileBlock;
-use crate::format::dx::DxEntry;
 use crate::format::inode::Inode;
 
-/// Where a live entry is: its block (and a copy of it) and offset.
+/// Where a live entry is: its block, the entry and the one before it in
+/// the block (the record that absorbs it when it is removed), found in
+/// one walk of the block (the version the directory's lock keeps
+/// current: the caller changes that version through the transaction).
 pub(super) struct Loc {
     pub(super) pblk: u64,
-    pub(super) data: Vec<u8>,
-    pub(super) off: usize,
-    pub(super) ino: u32,
+    pub(super) slot: Slot,
+    pub(super) prev: Option<Slot>,
+}
+
+impl Loc {
+    /// The inode the entry names.
+    pub(super) fn ino(&self) -> u32 {
+        self.slot.ino
+    }
 }
 
 pub(super) fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
@@ -31,14 +39,8 @@ pub(super) fn find(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Option<Loc>> {
     linear_find(ctx, dir, name)
 }
 
-fn find_in(ctx: &Ctx, pblk: u64, data: Vec<u8>, name: &NameKey<'_>) -> Result<Option<Loc>> {
-    let v = ctx.slots(&data, pblk)?;
-    Ok(v.iter().find(|s| s.ino != 0 && name.matches(s.name(&data))).map(|s| (s.off, s.ino)).map(|(off, ino)| Loc {
-        pblk,
-        data,
-        off,
-        ino,
-    }))
+fn find_in(ctx: &Ctx, pblk: u64, data: &[u8], name: &NameKey<'_>) -> Result<Option<Loc>> {
+    Ok(ctx.find_entry(data, pblk, name)?.map(|(prev, slot)| Loc { pblk, slot, prev }))
 }
 
 fn linear_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>> {
@@ -48,8 +50,7 @@ fn linear_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>
     while lblk < nblocks {
         match block::read(ctx.vol(), dir, lblk, htree)? {
             Ok(b) if !b.is_dx => {
-                let data = b.buf.data().to_vec();
-                if let Some(loc) = find_in(ctx, b.block, data, name)? {
+                if let Some(loc) = find_in(ctx, b.block, b.buf.data(), name)? {
                     return Ok(Some(loc));
                 }
                 lblk += 1;
@@ -64,12 +65,12 @@ fn linear_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>
 fn dx_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>> {
     let p = probe(ctx, dir, name.name())?;
     let nblocks = dir.size / ctx.bs as u64;
-    let mut path: Vec<(Vec<DxEntry>, usize)> = p.frames.into_iter().map(|f| (f.entries, f.pos)).collect();
-    let (entries, pos) = &path[path.len() - 1];
-    let mut leaf = entries[*pos].block;
+    let mut path: htree::Path = p.frames.into_iter().map(|f| (f.node, f.pos)).collect();
+    let (node, pos) = &path[path.len() - 1];
+    let mut leaf = node.entries[*pos].block;
     loop {
-        if let Some((pblk, data)) = ctx.read_leaf(dir, FileBlock::from(leaf))? {
-            if let Some(loc) = find_in(ctx, pblk, data, name)? {
+        if let Ok(b) = block::read(ctx.vol(), dir, FileBlock::from(leaf), false)? {
+            if let Some(loc) = find_in(ctx, b.block, b.buf.data(), name)? {
                 return Ok(Some(loc));
             }
         }

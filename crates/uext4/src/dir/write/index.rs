@@ -13,13 +13,21 @@ use crate::format::block_number::FileBlock;
 use crate::format::dx::{self, DxEntry};
 use crate::format::inode::Inode;
 
-/// Rewrites an index block from its frame.
-fn write_frame(ctx: &Ctx, f: &mut Frame) -> Result<()> {
-    dx::write_entries(&mut f.data, f.entries_offset, f.limit, &f.entries)?;
-    if ctx.csum {
-        dx::set_checksum(&mut f.data, f.entries_offset, ctx.seed);
-    }
-    ctx.put(f.pblk, &f.data)
+/// Rewrites the index block of frame `f` to hold `entries` (and, for the
+/// root, `root_info`: hash version and levels), in the transaction's copy
+/// of the block (the directory's lock is held: it is the block probed).
+fn write_frame(ctx: &Ctx, f: &Frame, entries: &[DxEntry], root_info: Option<(u8, u8)>) -> Result<()> {
+    let (off, limit) = (f.node.entries_offset, f.node.limit);
+    ctx.tx.modify(f.pblk, |b| {
+        if let Some((hash_version, levels)) = root_info {
+            dx::write_root_info(b, hash_version, levels);
+        }
+        dx::write_entries(b, off, limit, entries)?;
+        if ctx.csum {
+            dx::set_checksum(b, off, ctx.seed);
+        }
+        Ok(())
+    })
 }
 
 /// A new interior node holding `entries`, written to `pblk`.
@@ -39,10 +47,10 @@ const MAX_RESTARTS: usize = 8;
 pub(super) fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
     let need = item.size();
     for _ in 0..MAX_RESTARTS {
-        let mut p = probe(ctx, dir, &item.name)?;
+        let p = probe(ctx, dir, &item.name)?;
         item.hash = p.hash;
         let bottom = p.frames.len() - 1;
-        let leaf = p.frames[bottom].entries[p.frames[bottom].pos].block;
+        let leaf = p.frames[bottom].entries()[p.frames[bottom].pos].block;
         let hole = || {
             let lblk = u64::from(leaf);
             bad_dx(Location::FileBlock { ino: dir.ino, lblk }, CorruptKind::Hole { lblk })
@@ -61,7 +69,7 @@ pub(super) fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
             return ctx.put(pblk, &b);
         }
         if !p.frames[bottom].full() {
-            return split_leaf(ctx, dir, &mut p, pblk, &b, &v, item);
+            return split_leaf(ctx, dir, &p, pblk, &b, &v, item);
         }
         // The leaf's index block is full: find the highest full level.
         let mut k = bottom;
@@ -72,45 +80,44 @@ pub(super) fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
             if p.frames.len() >= p.max_levels {
                 return Err(Error::NoSpace(format!("directory {} index is full", dir.ino)));
             }
-            add_level(ctx, dir, &mut p)?;
+            add_level(ctx, dir, &p)?;
         } else {
-            split_node(ctx, dir, &mut p.frames, k)?;
+            split_node(ctx, dir, &p.frames, k)?;
         }
     }
     Err(bad_dx(Location::Inode(dir.ino), CorruptKind::Changed { what: "htree index (it did not settle)" }))
 }
 
 /// Moves the root's entries into a new node under a one-entry root.
-fn add_level(ctx: &Ctx, dir: &mut Inode, p: &mut Probe) -> Result<()> {
+fn add_level(ctx: &Ctx, dir: &mut Inode, p: &Probe) -> Result<()> {
     let (l, pblk) = append_block(ctx, dir)?;
     let levels = p.frames.len() as u8;
-    let root = &mut p.frames[0];
-    write_new_node(ctx, pblk, &root.entries)?;
-    root.entries = vec![DxEntry { hash: 0, block: l }];
-    dx::write_root_info(&mut root.data, p.hash_version_raw, levels);
-    write_frame(ctx, root)
+    let root = &p.frames[0];
+    write_new_node(ctx, pblk, root.entries())?;
+    write_frame(ctx, root, &[DxEntry { hash: 0, block: l }], Some((p.hash_version_raw, levels)))
 }
 
 /// Splits the full node `frames[k]` in two; its parent (which has room)
 /// gains an entry for the upper half.
-fn split_node(ctx: &Ctx, dir: &mut Inode, frames: &mut [Frame], k: usize) -> Result<()> {
-    let n = frames[k].entries.len();
+fn split_node(ctx: &Ctx, dir: &mut Inode, frames: &[Frame], k: usize) -> Result<()> {
+    let n = frames[k].entries().len();
     if n < 2 {
         let kind = CorruptKind::OutOfRange { field: "count (full node)", value: n as u64 };
         return Err(bad_dx(Location::inode_block(dir.ino, frames[k].pblk), kind));
     }
     let (l, pblk) = append_block(ctx, dir)?;
-    let upper = frames[k].entries.split_off(n / 2);
-    write_new_node(ctx, pblk, &upper)?;
-    write_frame(ctx, &mut frames[k])?;
-    let parent = &mut frames[k - 1];
-    parent.entries.insert(parent.pos + 1, DxEntry { hash: upper[0].hash, block: l });
-    write_frame(ctx, parent)
+    let (lower, upper) = frames[k].entries().split_at(n / 2);
+    write_new_node(ctx, pblk, upper)?;
+    write_frame(ctx, &frames[k], lower, None)?;
+    let parent = &frames[k - 1];
+    let mut entries = parent.entries().to_vec();
+    entries.insert(parent.pos + 1, DxEntry { hash: upper[0].hash, block: l });
+    write_frame(ctx, parent, &entries, None)
 }
 
 /// Splits a full leaf by hash into itself and a new block, adds the new
 /// entry to the right half and indexes the new block.
-fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &mut Probe, pblk: u64, b: &[u8], v: &[Slot], item: Item) -> Result<()> {
+fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &Probe, pblk: u64, b: &[u8], v: &[Slot], item: Item) -> Result<()> {
     let mut items: Vec<Item> = v
         .iter()
         .filter(|s| s.ino != 0)
@@ -124,7 +131,7 @@ fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &mut Probe, pblk: u64, b: &[u8], v:
     items.sort_by_key(|i| i.hash);
     let frame = p
         .frames
-        .last_mut()
+        .last()
         .ok_or_else(|| bad_dx(Location::Inode(dir.ino), CorruptKind::Empty { what: "htree index path" }))?;
     if items.len() < 2 {
         let kind = CorruptKind::OutOfRange { field: "entries (full leaf)", value: items.len() as u64 };
@@ -137,8 +144,8 @@ fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &mut Probe, pblk: u64, b: &[u8], v:
     // The split hash must fall inside the leaf's hash range, or the index
     // would go out of order (a misplaced entry in a corrupt leaf).
     let hash2 = items[s].hash | u32::from(continued);
-    let lo = frame.entries[frame.pos].hash;
-    let hi = frame.entries.get(frame.pos + 1).map_or(u32::MAX, |e| e.hash);
+    let lo = frame.entries()[frame.pos].hash;
+    let hi = frame.entries().get(frame.pos + 1).map_or(u32::MAX, |e| e.hash);
     if hash2 < lo || hash2 > hi {
         let kind = CorruptKind::OutsideRange {
             what: "leaf hash",
@@ -154,6 +161,7 @@ fn split_leaf(ctx: &Ctx, dir: &mut Inode, p: &mut Probe, pblk: u64, b: &[u8], v:
     let (l2, p2) = append_block(ctx, dir)?;
     ctx.put_new(p2, &right)?;
     ctx.put(pblk, &left)?;
-    frame.entries.insert(frame.pos + 1, DxEntry { hash: hash2, block: l2 });
-    write_frame(ctx, frame)
+    let mut entries = frame.entries().to_vec();
+    entries.insert(frame.pos + 1, DxEntry { hash: hash2, block: l2 });
+    write_frame(ctx, frame, &entries, None)
 }

@@ -104,13 +104,37 @@ impl<'t, 'a> Ctx<'t, 'a> {
         Ok(v)
     }
 
+    /// The live entry of leaf `b` (block `pblk`, checked as [`Ctx::slots`]
+    /// checks it) that matches `name`, with the entry before it, in one
+    /// walk of the block and without collecting its entries.
+    pub(super) fn find_entry(
+        &self,
+        b: &[u8],
+        pblk: u64,
+        name: &crate::dir::NameKey<'_>,
+    ) -> Result<Option<(Option<Slot>, Slot)>> {
+        self.check_leaf(b, pblk)?;
+        let (mut prev, mut found) = (None, None);
+        dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| {
+            if found.is_some() {
+                return;
+            }
+            let s = Slot::from(&e);
+            if s.ino != 0 && name.matches(e.name) {
+                found = Some((prev, s));
+            }
+            prev = Some(s);
+        })?;
+        Ok(found)
+    }
+
     /// Adds `item` to leaf block `pblk` if it has room for it: the block
     /// is changed in the journal's copy itself, in one walk of its
     /// entries (what `slots` and `find_slot` find, without the copies).
     /// False, and nothing changed, when it has no room.
     pub(super) fn insert_in_place(&self, pblk: u64, item: &Item) -> Result<bool> {
         let need = item.size();
-        let done = self.tx.modify_if(pblk, |b| {
+        let done = self.modify_leaf(pblk, |b| {
             self.check_leaf(b, pblk)?;
             // find_slot's answer: the first slot with room; a live entry
             // of the same name before it is EEXIST.
@@ -127,6 +151,23 @@ impl<'t, 'a> Ctx<'t, 'a> {
             Ok(Some(()))
         })?;
         Ok(done.is_some())
+    }
+
+    /// Read-modify-write of leaf block `pblk` through the transaction,
+    /// installed when `f` returns `Some`. `f` ends with
+    /// [`Ctx::finish_leaf`], so with metadata_csum the new version is
+    /// marked verified: the checksum just computed is not computed again
+    /// by the next reader of the block.
+    pub(super) fn modify_leaf<R>(
+        &self,
+        pblk: u64,
+        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
+    ) -> Result<Option<R>> {
+        if self.csum {
+            self.tx.modify_if_checked(pblk, (crate::cache::Check::DirLeaf, self.seed), f)
+        } else {
+            self.tx.modify_if(pblk, f)
+        }
     }
 
     /// What `slots` requires of a leaf before walking it.

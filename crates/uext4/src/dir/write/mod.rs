@@ -106,24 +106,45 @@ pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
     }
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
-    let mut loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
-    let slots = ctx.slots(&loc.data, loc.pblk)?;
-    let i = slots.iter().position(|s| s.off == loc.off).ok_or_else(|| moved(loc.pblk))?;
-    let s = slots[i];
-    let b = &mut loc.data;
-    if i > 0 {
-        let prev = slots[i - 1];
-        put_le16(b, prev.off + 4, rec_len_to_disk(prev.rec_len + s.rec_len, ctx.bs));
-        b[s.off..s.off + s.rec_len].fill(0);
+    let loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
+    // One copy of the block (the transaction's), edited where the walk
+    // that found the entry left it.
+    ctx.modify_leaf(loc.pblk, |b| {
+        let s = loc.slot;
+        check_unmoved(b, &loc)?;
+        match loc.prev {
+            Some(prev) => {
+                put_le16(b, prev.off + 4, rec_len_to_disk(prev.rec_len + s.rec_len, ctx.bs));
+                b[s.off..s.off + s.rec_len].fill(0);
+            }
+            None => {
+                // The block's first entry: keep the record (its rec_len)
+                // but wipe inode, name length, type and name.
+                put_le32(b, s.off, 0);
+                b[s.off + 6..s.off + s.rec_len].fill(0);
+            }
+        }
+        ctx.finish_leaf(b);
+        Ok(Some(()))
+    })?;
+    Ok(loc.ino())
+}
+
+/// The entry `loc` found is still where it was in `b`, the version being
+/// changed (the directory's lock keeps it so; a mismatch is corruption
+/// rather than a silent edit of the wrong record).
+fn check_unmoved(b: &[u8], loc: &find::Loc) -> Result<()> {
+    let s = loc.slot;
+    let same = |s: leaf::Slot| {
+        b.len() >= s.off + 8
+            && crate::format::bytes::le32(b, s.off) == s.ino
+            && crate::format::dirent::rec_len_from_disk(crate::format::bytes::le16(b, s.off + 4), b.len()) == s.rec_len
+    };
+    if same(s) && loc.prev.is_none_or(same) {
+        Ok(())
     } else {
-        // Keep the record (its rec_len) but wipe inode, name length,
-        // type and name.
-        put_le32(b, s.off, 0);
-        b[s.off + 6..s.off + s.rec_len].fill(0);
+        Err(moved(loc.pblk))
     }
-    ctx.finish_leaf(b);
-    ctx.put(loc.pblk, b)?;
-    Ok(loc.ino)
 }
 
 /// Points existing entry `name` at `ino` with `file_type` (rename over an
@@ -141,14 +162,18 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
     }
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
-    let mut loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
-    put_le32(&mut loc.data, loc.off, ino);
-    if ctx.ft {
-        loc.data[loc.off + 7] = ctx.file_type(file_type);
-    }
-    ctx.finish_leaf(&mut loc.data);
-    ctx.put(loc.pblk, &loc.data)?;
-    Ok(loc.ino)
+    let loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
+    ctx.modify_leaf(loc.pblk, |b| {
+        check_unmoved(b, &loc)?;
+        let off = loc.slot.off;
+        put_le32(b, off, ino);
+        if ctx.ft {
+            b[off + 7] = ctx.file_type(file_type);
+        }
+        ctx.finish_leaf(b);
+        Ok(Some(()))
+    })?;
+    Ok(loc.ino())
 }
 
 /// A new name in a strict-mode casefolded directory must be UTF-8 (the

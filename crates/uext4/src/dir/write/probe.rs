@@ -1,6 +1,7 @@
 //! The walk through an htree index from the root to the leaf a name hashes
-//! to, keeping a copy of every index block on the way (the frames an
-//! insertion edits), with loops and out-of-range blocks reported.
+//! to, keeping every index block on the way (the frames an insertion
+//! edits: each block's parsed entries, cached beside its buffer, not a
+//! copy of its bytes), with loops and out-of-range blocks reported.
 
 use super::leaf::Ctx;
 use crate::dir::block;
@@ -9,24 +10,29 @@ use crate::dir::name_hash;
 use crate::error::{CorruptKind, Location, Result};
 use crate::format::block_number::FileBlock;
 use crate::format::dir_hash::HashVersion;
-use crate::format::dx::{self, DxEntry};
+use crate::format::dx::{DxEntry, DxNode};
 use crate::format::inode::Inode;
+use std::sync::Arc;
 
 /// One index block on the path from the root to a leaf.
 #[derive(Debug)]
 pub(super) struct Frame {
     pub(super) pblk: u64,
-    pub(super) data: Vec<u8>,
-    pub(super) entries_offset: usize,
-    pub(super) limit: u16,
-    pub(super) entries: Vec<DxEntry>,
+    /// The block's entries as probed (shared with the cache: a change
+    /// edits a copy and installs a new version of the block).
+    pub(super) node: Arc<DxNode>,
     /// The entry followed.
     pub(super) pos: usize,
 }
 
 impl Frame {
     pub(super) fn full(&self) -> bool {
-        self.entries.len() >= usize::from(self.limit)
+        self.node.entries.len() >= usize::from(self.node.limit)
+    }
+
+    /// The block's entries.
+    pub(super) fn entries(&self) -> &[DxEntry] {
+        &self.node.entries
     }
 }
 
@@ -45,26 +51,19 @@ pub(super) fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
     let vol = ctx.vol();
     let nblocks = dir.size / ctx.bs as u64;
     let htree::Root { block: root, info, version } = htree::read_root(vol, dir)?;
-    let data = root.buf.data().to_vec();
     let hash = name_hash(vol, dir, name, version).major;
-    let node = dx::parse_node(&data, true, ctx.csum, root.block)?;
-    let mut seen = vec![0u32];
-    let mut cur = Frame {
-        pblk: root.block,
-        data,
-        entries_offset: node.entries_offset,
-        limit: node.limit,
-        entries: node.entries,
-        pos: 0,
-    };
+    let mut seen = [0u32; 4];
+    let mut nseen = 1;
+    let mut cur = Frame { pblk: root.block, node: root.dx_node(vol, true, ctx.csum)?, pos: 0 };
     drop(root);
-    let mut frames = Vec::new();
+    let mut frames = Vec::with_capacity(usize::from(info.indirect_levels) + 1);
     loop {
-        cur.pos = cur.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
-        let child = cur.entries[cur.pos].block;
-        if u64::from(child) >= nblocks || seen.contains(&child) {
+        cur.pos = cur.node.entries.partition_point(|e| e.hash <= hash).max(1) - 1;
+        let child = cur.node.entries[cur.pos].block;
+        let looped = seen[..nseen].contains(&child);
+        if u64::from(child) >= nblocks || looped {
             let at = Location::inode_block(dir.ino, cur.pblk);
-            if seen.contains(&child) {
+            if looped {
                 return Err(bad_dx(at, CorruptKind::Loop { what: "htree index", at: u64::from(child) }));
             }
             let what = "dx entry block";
@@ -73,10 +72,15 @@ pub(super) fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
                 CorruptKind::OutsideRange { what, value: u64::from(child), start: 0, end: nblocks },
             ));
         }
-        seen.push(child);
         frames.push(cur);
         if frames.len() > usize::from(info.indirect_levels) {
             break;
+        }
+        // read_root bounds the levels (at most 3 with large_dir), so at
+        // most 3 blocks are seen besides the root.
+        if let Some(slot) = seen.get_mut(nseen) {
+            *slot = child;
+            nseen += 1;
         }
         let b = block::read(vol, dir, FileBlock::from(child), true)?.map_err(|_| {
             bad_dx(
@@ -88,16 +92,7 @@ pub(super) fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
             let kind = CorruptKind::WrongType { expected: "htree index node", found: 0 };
             return Err(bad_dx(Location::inode_block(dir.ino, b.block), kind));
         }
-        let data = b.buf.data().to_vec();
-        let node = dx::parse_node(&data, false, ctx.csum, b.block)?;
-        cur = Frame {
-            pblk: b.block,
-            data,
-            entries_offset: node.entries_offset,
-            limit: node.limit,
-            entries: node.entries,
-            pos: 0,
-        };
+        cur = Frame { pblk: b.block, node: b.dx_node(vol, false, ctx.csum)?, pos: 0 };
     }
     Ok(Probe { frames, hash, version, hash_version_raw: info.hash_version, max_levels: htree::max_levels(vol) })
 }
