@@ -14,6 +14,12 @@
 #   dir   one directory grown to DIR_ENTRIES (default 1000000) empty files on a DIR_SIZE
 #         (default 64G) image: creates/s per tenth of the way, random lookups/s (stat of
 #         existing names) at the end, a full `ls -f`, then removing all
+#   tree  a tree of TREE_DIRS (default 2000) directories x TREE_FILES (default 1000) empty
+#         files in a TREE_SIZE (default 64G) image made by `uext4 mkfs -d` from a generated
+#         host tree (in IMGDIR, deleted once copied; TREE_IMG=PATH reuses an image made
+#         that way and keeps it): `find` cold (just mounted), warm, after
+#         `echo 2 > /proc/sys/vm/drop_caches`; `du -s` warm; an lstat of every path, twice;
+#         unmount; after each phase the daemon's RSS, peak RSS and CPU seconds
 # Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
@@ -32,6 +38,10 @@ creates=${CREATES:-10000}
 write_mb=${WRITE_MB:-512}
 dir_entries=${DIR_ENTRIES:-1000000}
 dir_size=${DIR_SIZE:-64G}
+tree_dirs=${TREE_DIRS:-2000}
+tree_files=${TREE_FILES:-1000}
+tree_size=${TREE_SIZE:-64G}
+tree_img=${TREE_IMG:-}
 fuse2fs_max=${FUSE2FS_MAX:-1T}
 imgdir=${IMGDIR:-/tmp}
 out=${OUT:-$root/target/bench-scale}
@@ -57,7 +67,8 @@ cleanup() {
   if mountpoint -q "$mnt"; then umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true; fi
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   if [ -n "$uring_was" ]; then echo "$uring_was" >"$uring_param" 2>/dev/null || true; fi
-  rm -f "$img"
+  rm -f "$imgdir/uext4-scale.img" # not $img: the tree section points it at TREE_IMG
+  rm -rf "$imgdir/uext4-scale-tree"
 }
 trap cleanup EXIT
 
@@ -98,6 +109,19 @@ do_unmount() {
   pid=""
 }
 
+# RSS MB, peak RSS MB and CPU seconds (user + system) of the daemon so far.
+daemon_use() {
+  if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
+    local rss hwm cpu
+    rss=$(awk '/^VmRSS:/ { printf "%d", $2 / 1024 }' "/proc/$pid/status")
+    hwm=$(awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$pid/status")
+    cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$pid/stat")
+    echo "$rss $hwm $cpu"
+  else
+    echo "- - -"
+  fi
+}
+
 hwm_mb() {
   if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
     awk '/^VmHWM:/ { printf "%d", $2 / 1024 }' "/proc/$pid/status"
@@ -135,6 +159,21 @@ elif op == "lookup":      # stat of random existing names
     for _ in range(k):
         os.stat(f"{d}/e{random.randrange(n)}")
     print(f"lookups/s: {k / (time.monotonic() - t0):.0f}")
+elif op == "lstat":      # an lstat of every path under d (a listing per directory)
+    k = 0
+    for top, dirs, files in os.walk(d):
+        for name in dirs + files:
+            os.lstat(f"{top}/{name}")
+            k += 1
+    print(f"lstat {k} paths")
+elif op == "tree":        # a host tree of n directories x (argv 4) empty files
+    m = int(sys.argv[4])
+    os.makedirs(d)
+    for i in range(n):
+        p = f"{d}/d{i:05d}"
+        os.mkdir(p)
+        for j in range(m):
+            os.close(os.open(f"{p}/f{j:05d}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
 elif op == "remove":
     for i in range(n):
         os.unlink(f"{d}/e{i}")
@@ -200,6 +239,56 @@ section_dir() {
     [ "$t" = kernel ] || check_image "$t dir"
     record dir "$dir_entries" "$t" "$ls_s" "$rm_s" "$rss"
   done
+}
+
+section_tree() {
+  local t t0 s phase use n timg=$img
+  printf '\n### Scale: a tree of %s directories x %s files (%s image)\n\n' "$tree_dirs" "$tree_files" "$tree_size"
+  if [ -n "$tree_img" ]; then
+    timg=$tree_img
+  else
+    # The host tree costs ~0.5-1 KiB of tmpfs inode per file: gone once copied.
+    python3 "$loop_py" tree "$imgdir/uext4-scale-tree" "$tree_dirs" "$tree_files" >/dev/null
+    rm -f "$img"
+    t0=$(now)
+    "$bin" mkfs "$img" -s "$tree_size" -d "$imgdir/uext4-scale-tree" >/dev/null
+    echo "- built by \`uext4 mkfs -d\` in $(since "$t0") s"
+    rm -rf "$imgdir/uext4-scale-tree"
+  fi
+  echo "| target | phase | s | entries | daemon RSS MB | peak RSS MB | daemon CPU s |"
+  echo "|---|---|---:|---:|---:|---:|---:|"
+  for t in $targets; do
+    [ "$t" = fuse2fs ] && continue # far beyond its time at this size
+    local saved=$img
+    img=$timg
+    t0=$(now); do_mount "$t"; s=$(since "$t0")
+    phase() { # NAME SECONDS ENTRIES
+      use=$(daemon_use)
+      record tree "$tree_dirs" "$tree_files" "$t" "$1" "$2" "$3" $use
+      # shellcheck disable=SC2086
+      printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$t" "$1" "$2" "$3" $use
+    }
+    phase mount "$s" -
+    for phase_name in "find cold" "find warm" "find after drop_caches"; do
+      [ "$phase_name" = "find after drop_caches" ] && { sync; echo 2 >/proc/sys/vm/drop_caches; }
+      t0=$(now); n=$(find "$mnt" | wc -l); s=$(since "$t0")
+      phase "$phase_name" "$s" "$n"
+    done
+    t0=$(now); du -s "$mnt" >/dev/null; s=$(since "$t0")
+    phase "du -s warm" "$s" -
+    for phase_name in "lstat walk 1" "lstat walk 2"; do
+      t0=$(now); n=$(python3 "$loop_py" lstat "$mnt" 0 | awk '/ paths$/ { print $2 }'); s=$(since "$t0")
+      phase "$phase_name" "$s" "$n"
+    done
+    use=$(daemon_use)
+    t0=$(now); do_unmount; s=$(since "$t0")
+    record tree "$tree_dirs" "$tree_files" "$t" unmount "$s" - $use
+    # shellcheck disable=SC2086
+    printf '| %s | unmount | %s | - | %s | %s | %s |\n' "$t" "$s" $use
+    [ "$t" = kernel ] || check_image "$t tree"
+    img=$saved
+  done
+  [ -n "$tree_img" ] || rm -f "$img"
 }
 
 for s in $sections; do "section_$s"; done
