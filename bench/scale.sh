@@ -19,7 +19,8 @@
 #         host tree (in IMGDIR, deleted once copied; TREE_IMG=PATH reuses an image made
 #         that way and keeps it): `find` cold (just mounted), warm, after
 #         `echo 2 > /proc/sys/vm/drop_caches`; `du -s` warm; an lstat of every path, twice;
-#         unmount; after each phase the daemon's RSS, peak RSS and CPU seconds
+#         `drop_caches` again; unmount; after each phase the daemon's RSS, peak RSS and
+#         CPU seconds
 # Images live in IMGDIR (default /tmp: sparse files; /dev/shm holds 1G-class images in RAM).
 # Every uext4 image gets `e2fsck -fn` after its runs (the script fails if one is not clean).
 #
@@ -280,6 +281,10 @@ section_tree() {
       t0=$(now); n=$(python3 "$loop_py" lstat "$mnt" 0 | awk '/ paths$/ { print $2 }'); s=$(since "$t0")
       phase "$phase_name" "$s" "$n"
     done
+    # The kernel forgets what it evicts: the daemon's per-node state must
+    # follow (FORGETs arrive asynchronously: a few seconds' grace).
+    sync; echo 2 >/proc/sys/vm/drop_caches; sleep 3
+    phase "idle after drop_caches" - -
     use=$(daemon_use)
     t0=$(now); do_unmount; s=$(since "$t0")
     record tree "$tree_dirs" "$tree_files" "$t" unmount "$s" - $use
