@@ -56,6 +56,15 @@ pub(crate) struct Closed {
 /// Shards of [`OpenFiles::refs`].
 const REF_SHARDS: usize = 64;
 
+/// One shard of [`OpenFiles::refs`]: the kernel's references per inode.
+type RefMap = IntMap<u32, u32>;
+
+/// A reference count that reached it is no longer counted: the kernel's
+/// count is a u64, and more than this many lookups of one node without a
+/// FORGET (4 billion revalidations) keeps the node held, conservatively,
+/// until the session ends.
+const STUCK: u32 = u32::MAX;
+
 /// A reference shard whose map holds fewer than a quarter of the entries
 /// it has room for (and room for more than this many) is shrunk to twice
 /// its entries: the kernel's FORGETs after it evicts (memory pressure,
@@ -67,7 +76,7 @@ const SHRINK_MIN: usize = 1024;
 /// Bytes released by shrinking reference maps after which
 /// [`OpenFiles::take_released`] reports them (for the allocator to give
 /// back to the system: a trim walks the heap, so not after every shrink).
-pub(crate) const RELEASE_REPORT: usize = 32 << 20;
+pub(crate) const RELEASE_REPORT: usize = 4 << 20;
 
 /// The open-file table and the orphan-list mutex.
 pub(crate) struct OpenFiles {
@@ -83,7 +92,10 @@ pub(crate) struct OpenFiles {
     /// revalidation, most of them) takes only its shard's lock; the
     /// table's lock is taken when a count leaves or reaches zero, inside
     /// the shard's lock (shard, then table: never the other way round).
-    refs: Box<[Mutex<IntMap<u32, u64>>]>,
+    /// A count is a `u32` (8 bytes an entry, not 16: one per node of a
+    /// walked tree); one that would pass `u32::MAX` sticks there, held
+    /// until the session ends (see [`OpenFiles::kernel_ref`]).
+    refs: Box<[Mutex<RefMap>]>,
     /// Bytes of reference maps released by shrinks since
     /// [`OpenFiles::take_released`] last reported them.
     released: AtomicUsize,
@@ -131,7 +143,7 @@ impl OpenFiles {
         g.doomed.contains(&ino) && g.held(&s, ino)
     }
 
-    fn shard(&self, ino: u32) -> &Mutex<IntMap<u32, u64>> {
+    fn shard(&self, ino: u32) -> &Mutex<RefMap> {
         &self.refs[ino as usize % REF_SHARDS]
     }
 
@@ -142,7 +154,7 @@ impl OpenFiles {
     pub(crate) fn kernel_ref(&self, ino: u32) -> bool {
         let mut s = self.shard(ino).lock();
         let c = s.entry(ino).or_insert(0);
-        *c += 1;
+        *c = c.saturating_add(1);
         *c > 1
     }
 
@@ -160,18 +172,21 @@ impl OpenFiles {
             log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel does not hold");
             return false;
         };
-        if *c > n {
-            *c -= n;
+        if *c == STUCK {
             return false;
         }
-        if *c < n {
+        if u64::from(*c) > n {
+            *c -= n as u32; // less than *c: fits
+            return false;
+        }
+        if u64::from(*c) < n {
             log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel holds {c} of");
         }
         s.remove(&ino);
         if s.capacity() > SHRINK_MIN && s.len() * 4 < s.capacity() {
             let (before, keep) = (s.capacity(), s.len() * 2);
             s.shrink_to(keep);
-            let entry = std::mem::size_of::<(u32, u64)>() + 1;
+            let entry = std::mem::size_of::<(u32, u32)>() + 1;
             self.released.fetch_add(before.saturating_sub(s.capacity()) * entry, Ordering::Relaxed);
         }
         let g = self.table.lock();
@@ -208,7 +223,7 @@ impl OpenFiles {
     /// The kernel's references to `ino` (tests).
     #[cfg(test)]
     fn kernel_refs(&self, ino: u32) -> u64 {
-        self.shard(ino).lock().get(&ino).copied().unwrap_or(0)
+        self.shard(ino).lock().get(&ino).copied().map_or(0, u64::from)
     }
 
     /// Counts one more handle of `ino`.
@@ -365,7 +380,7 @@ impl OpenFiles {
 impl Table {
     /// Open, or referenced by the kernel (`refs`: the locked shard of
     /// `ino` in [`OpenFiles::refs`]).
-    fn held(&self, refs: &IntMap<u32, u64>, ino: u32) -> bool {
+    fn held(&self, refs: &RefMap, ino: u32) -> bool {
         self.counts.contains_key(&ino) || refs.contains_key(&ino)
     }
 }
@@ -474,13 +489,33 @@ mod tests {
         // Two rounds of the room for 300k entries (17 bytes each), down
         // to the floor, released and counted; reported once past the
         // report size, then not again until as much more is released.
-        let entry = std::mem::size_of::<(u32, u64)>() + 1;
+        let entry = std::mem::size_of::<(u32, u32)>() + 1;
         let released = t.released.load(Ordering::Relaxed);
         assert!(released >= 2 * (n as usize - REF_SHARDS * 2 * SHRINK_MIN) * entry, "{released} bytes");
         assert_eq!(t.take_released(), released >= RELEASE_REPORT);
         t.released.fetch_add(RELEASE_REPORT, Ordering::Relaxed);
         assert!(t.take_released());
         assert!(!t.take_released());
+    }
+
+    /// A count that would pass u32::MAX sticks: the node stays held
+    /// (an unlink keeps it) whatever is forgotten, until the session ends.
+    #[test]
+    fn a_count_past_u32_sticks_held() {
+        let t = OpenFiles::default();
+        t.shard(5).lock().insert(5, STUCK - 1);
+        assert!(t.kernel_ref(5));
+        assert!(t.kernel_ref(5), "past the top: still held");
+        assert_eq!(t.kernel_refs(5), u64::from(STUCK));
+        assert!(!t.kernel_unref(5, u64::from(STUCK) + 7));
+        assert!(!t.kernel_unref(5, 1));
+        assert!(t.doom_if_open(5), "still held: the unlink keeps it");
+        assert_eq!(t.kernel_unref_all(), vec![5], "the end of the session lets it go");
+        // Counts below the top are exact, forgets of more than a u32 too.
+        assert!(!t.kernel_ref(6) && t.kernel_ref(6));
+        assert!(!t.kernel_unref(6, 1));
+        assert!(!t.kernel_unref(6, u64::MAX), "all of them");
+        assert_eq!(t.kernel_refs(6), 0);
     }
 
     /// An allocation that found the disk full waits for the deletion of

@@ -290,7 +290,7 @@ impl FsCore {
         Ok(())
     }
 
-    /// True (once per 32 MiB) when the kernel's FORGETs have shrunk the
+    /// True (once per 4 MiB) when the kernel's FORGETs have shrunk the
     /// per-node reference counts enough that the front end should ask the
     /// allocator to return free memory to the system (glibc keeps what is
     /// freed inside its heap otherwise; a trim walks the heap, so it is
