@@ -28,7 +28,7 @@ struct Table {
     /// entry per node of a walked tree, under the one lock every LOOKUP
     /// of a new node took).
     counts: IntMap<u32, u32>,
-    /// Inodes unlinked while held (open or pinned): deleted when the
+    /// Inodes unlinked while held (open or referenced by the kernel): deleted when the
     /// last handle and the last kernel reference are gone.
     doomed: IntSet<u32>,
     /// Inodes truncated to zero while open: written back at their next
