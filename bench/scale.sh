@@ -243,7 +243,7 @@ section_dir() {
 }
 
 section_tree() {
-  local t t0 s phase use n timg=$img
+  local t t0 s phase_name use n timg=$img
   printf '\n### Scale: a tree of %s directories x %s files (%s image)\n\n' "$tree_dirs" "$tree_files" "$tree_size"
   if [ -n "$tree_img" ]; then
     timg=$tree_img
