@@ -265,6 +265,7 @@ section_tree() {
     t0=$(now); do_mount "$t"; s=$(since "$t0")
     phase() { # NAME SECONDS ENTRIES
       use=$(daemon_use)
+      # shellcheck disable=SC2086 # $use is three words on purpose
       record tree "$tree_dirs" "$tree_files" "$t" "$1" "$2" "$3" $use
       # shellcheck disable=SC2086
       printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$t" "$1" "$2" "$3" $use
@@ -287,6 +288,7 @@ section_tree() {
     phase "idle after drop_caches" - -
     use=$(daemon_use)
     t0=$(now); do_unmount; s=$(since "$t0")
+    # shellcheck disable=SC2086 # $use is three words on purpose
     record tree "$tree_dirs" "$tree_files" "$t" unmount "$s" - $use
     # shellcheck disable=SC2086
     printf '| %s | unmount | %s | - | %s | %s | %s |\n' "$t" "$s" $use
