@@ -6,10 +6,10 @@
 //! write served without the kernel's page cache and with parallel writes,
 //! the ranges they write put back into that cache for its readers,
 //! cached pages kept across opens, parallel directory operations,
-//! readdirplus when the kernel thinks it helps, sixty-second entry and
-//! attribute timeouts (see [`KernelFeatures::attr_ttl`] for why that is
-//! safe), a one-second negative-entry timeout, and no kernel writeback
-//! cache.
+//! readdirplus when the kernel thinks it helps, entry and attribute
+//! timeouts of a day (see [`KernelFeatures::attr_ttl`] for why that is
+//! safe, [`DEFAULT_TTL`] for why that long), a one-second negative-entry
+//! timeout, and no kernel writeback cache.
 //! Asynchronous reads are always on (the session asks for them at INIT);
 //! splice is not offered (the transports copy into their own buffers).
 
@@ -18,6 +18,19 @@ use std::time::Duration;
 /// Largest `max_write` the kernel accepts (FUSE_MAX_MAX_PAGES of 4 KiB
 /// pages is 1 MiB on the kernels that matter here).
 pub const MAX_WRITE_LIMIT: u32 = 1 << 20;
+
+/// The default entry and attribute timeouts: the longest the options
+/// accept. The daemon is the image's only writer, so a cached name or
+/// attribute goes stale only through a change the kernel sees or is told
+/// of (see [`KernelFeatures::attr_ttl`]); an expiry buys nothing, as ext4's
+/// never-expiring dentries in the kernel show, and costs a LOOKUP per
+/// cached name once it passes: with 60 s, a walk of a 2M-inode tree
+/// lasting longer than a minute found every name it had passed expired
+/// and looked each up again (docs/BENCHMARKS.md, "Scale").
+pub const DEFAULT_TTL: Duration = Duration::from_secs(MAX_TTL_SECS);
+
+/// Longest `entry_timeout`, `attr_timeout` and `negative_timeout`.
+const MAX_TTL_SECS: u64 = 86400;
 
 /// When the kernel asks for READDIRPLUS (names with attributes) instead of
 /// READDIR.
@@ -122,7 +135,7 @@ pub struct KernelFeatures {
     pub entry_ttl: Duration,
     /// `attr_timeout=SECONDS`: how long the kernel may cache attributes.
     ///
-    /// Long by default (as the entry timeout): the daemon is the image's
+    /// Long by default ([`DEFAULT_TTL`], as the entry timeout): the daemon is the image's
     /// only writer and every change reaches it through this mount, so the
     /// kernel already drops what its own requests change (the attributes
     /// of a file it writes, truncates, fallocates, links, renames or sets
@@ -152,8 +165,8 @@ impl Default for KernelFeatures {
             kernel_cache: true,
             parallel_dirops: true,
             readdirplus: Readdirplus::Auto,
-            entry_ttl: Duration::from_secs(60),
-            attr_ttl: Duration::from_secs(60),
+            entry_ttl: DEFAULT_TTL,
+            attr_ttl: DEFAULT_TTL,
             negative_ttl: Duration::from_secs(1),
         }
     }
@@ -258,8 +271,8 @@ impl KernelFeatures {
             "entry_timeout" | "attr_timeout" | "negative_timeout" => {
                 let v = val.ok_or_else(|| format!("{key} needs a number of seconds"))?;
                 let s: f64 = v.parse().map_err(|_| format!("{key}={v}: expected a number of seconds"))?;
-                if !(0.0..=86400.0).contains(&s) {
-                    return Err(format!("{key}={v}: expected 0 to 86400 seconds"));
+                if !(0.0..=MAX_TTL_SECS as f64).contains(&s) {
+                    return Err(format!("{key}={v}: expected 0 to {MAX_TTL_SECS} seconds"));
                 }
                 let d = Duration::from_secs_f64(s);
                 match key {
@@ -327,6 +340,20 @@ mod tests {
         assert_eq!((f.entry_ttl, f.attr_ttl), (Duration::ZERO, Duration::from_millis(2500)));
         assert_eq!(f.negative_ttl, Duration::ZERO);
         assert_eq!(f.set("ro", None), Ok(false));
+    }
+
+    /// Cached names and attributes outlive any walk (issue 24: 60 s ran
+    /// out during a walk of a 2M-inode tree, and the next walk looked
+    /// every name up again).
+    #[test]
+    fn default_timeouts_outlive_a_walk() {
+        let f = KernelFeatures::default();
+        assert_eq!((f.entry_ttl, f.attr_ttl), (DEFAULT_TTL, DEFAULT_TTL));
+        assert_eq!(f.entry_and_attr_ttl(), Duration::from_secs(86400));
+        let mut g = KernelFeatures::default();
+        assert_eq!(g.set("entry_timeout", Some("86400")), Ok(true), "the default is accepted as an option");
+        assert!(g.set("attr_timeout", Some("86401")).is_err());
+        assert_eq!(f.negative_ttl, Duration::from_secs(1), "absent names still expire soon");
     }
 
     #[test]

@@ -261,10 +261,26 @@ impl Uext4Fuse {
             // No reply to carry it: logged, and handled as `errors=` says.
             let _ = self.fail("forget", ino, e);
         }
+        if self.fs.memory_released() {
+            trim_heap();
+        }
     }
 
     fn generation(st: &Stat) -> Generation {
         Generation(u64::from(st.generation))
+    }
+}
+
+/// Returns the allocator's free memory to the system once the kernel's
+/// FORGETs have released a lot of per-node state (after `drop_caches` or
+/// memory pressure evicted a walked tree): glibc keeps freed memory in its
+/// heap, so the daemon's RSS would otherwise stay at its peak.
+fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim has no preconditions; it only returns free
+    // pages of the heap to the system.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -16,18 +16,19 @@ use crate::int_hash::{IntMap, IntSet};
 use crate::lock_order::Class;
 use crate::locks::{ordered, Ordered};
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Open handles per inode and what their closes must do.
 #[derive(Default)]
 struct Table {
-    /// Open handles per inode.
+    /// Open handles per inode. Whether the kernel holds an inode is its
+    /// count in [`OpenFiles::refs`], read under that shard's lock, which
+    /// is taken before this table's (no second per-node set here: one
+    /// entry per node of a walked tree, under the one lock every LOOKUP
+    /// of a new node took).
     counts: IntMap<u32, u32>,
-    /// Inodes the kernel holds references on (their count is in
-    /// [`OpenFiles::refs`]; an inode is here exactly while that count is
-    /// nonzero, both changed under the count's shard lock).
-    pinned: IntSet<u32>,
-    /// Inodes unlinked while held (open or pinned): deleted when the
+    /// Inodes unlinked while held (open or referenced by the kernel): deleted when the
     /// last handle and the last kernel reference are gone.
     doomed: IntSet<u32>,
     /// Inodes truncated to zero while open: written back at their next
@@ -55,6 +56,28 @@ pub(crate) struct Closed {
 /// Shards of [`OpenFiles::refs`].
 const REF_SHARDS: usize = 64;
 
+/// One shard of [`OpenFiles::refs`]: the kernel's references per inode.
+type RefMap = IntMap<u32, u32>;
+
+/// A reference count that reached it is no longer counted: the kernel's
+/// count is a u64, and more than this many lookups of one node without a
+/// FORGET (4 billion revalidations) keeps the node held, conservatively,
+/// until the session ends.
+const STUCK: u32 = u32::MAX;
+
+/// A reference shard whose map holds fewer than a quarter of the entries
+/// it has room for (and room for more than this many) is shrunk to twice
+/// its entries: the kernel's FORGETs after it evicts (memory pressure,
+/// `drop_caches`) give the daemon's per-node memory back, as they do the
+/// kernel's, at O(1) amortized per FORGET (a shrink of n entries follows
+/// at least n removals).
+const SHRINK_MIN: usize = 1024;
+
+/// Bytes released by shrinking reference maps after which
+/// [`OpenFiles::take_released`] reports them (for the allocator to give
+/// back to the system: a trim walks the heap, so not after every shrink).
+pub(crate) const RELEASE_REPORT: usize = 4 << 20;
+
 /// The open-file table and the orphan-list mutex.
 pub(crate) struct OpenFiles {
     table: Mutex<Table>,
@@ -69,7 +92,13 @@ pub(crate) struct OpenFiles {
     /// revalidation, most of them) takes only its shard's lock; the
     /// table's lock is taken when a count leaves or reaches zero, inside
     /// the shard's lock (shard, then table: never the other way round).
-    refs: Box<[Mutex<IntMap<u32, u64>>]>,
+    /// A count is a `u32` (8 bytes an entry, not 16: one per node of a
+    /// walked tree); one that would pass `u32::MAX` sticks there, held
+    /// until the session ends (see [`OpenFiles::kernel_ref`]).
+    refs: Box<[Mutex<RefMap>]>,
+    /// Bytes of reference maps released by shrinks since
+    /// [`OpenFiles::take_released`] last reported them.
+    released: AtomicUsize,
     /// Signalled (with the table's lock) when the deletion of a doomed
     /// inode finishes: an allocation that failed with ENOSPC waits for
     /// the deletions the kernel's pending FORGETs are about to start.
@@ -95,6 +124,7 @@ impl OpenFiles {
             table: Mutex::default(),
             orphan_lock: Mutex::new(slots),
             refs: (0..REF_SHARDS).map(|_| Mutex::default()).collect(),
+            released: AtomicUsize::new(0),
             deleted_cv: Condvar::new(),
         }
     }
@@ -108,24 +138,23 @@ impl OpenFiles {
     /// by the kernel): an inode with no links that is not kept this way
     /// was deleted (or is being deleted), and its number may be reused.
     pub(crate) fn is_kept(&self, ino: u32) -> bool {
+        let s = self.shard(ino).lock();
         let g = self.table.lock();
-        g.doomed.contains(&ino) && g.held(ino)
+        g.doomed.contains(&ino) && g.held(&s, ino)
     }
 
-    fn shard(&self, ino: u32) -> &Mutex<IntMap<u32, u64>> {
+    fn shard(&self, ino: u32) -> &Mutex<RefMap> {
         &self.refs[ino as usize % REF_SHARDS]
     }
 
     /// Counts one more kernel reference of `ino` (a reply that hands its
     /// node to the kernel: LOOKUP, CREATE, READDIRPLUS, ...); true if the
-    /// kernel held it already.
+    /// kernel held it already. Only the shard's lock: the decisions that
+    /// depend on the count (unlink, close, deletion) take it too.
     pub(crate) fn kernel_ref(&self, ino: u32) -> bool {
         let mut s = self.shard(ino).lock();
         let c = s.entry(ino).or_insert(0);
-        *c += 1;
-        if *c == 1 {
-            self.table.lock().pinned.insert(ino);
-        }
+        *c = c.saturating_add(1);
         *c > 1
     }
 
@@ -143,17 +172,40 @@ impl OpenFiles {
             log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel does not hold");
             return false;
         };
-        if *c > n {
-            *c -= n;
+        if *c == STUCK {
             return false;
         }
-        if *c < n {
+        if u64::from(*c) > n {
+            *c -= n as u32; // less than *c: fits
+            return false;
+        }
+        if u64::from(*c) < n {
             log::debug!("FORGET of {n} reference(s) to inode {ino}, which the kernel holds {c} of");
         }
         s.remove(&ino);
-        let mut g = self.table.lock();
-        g.pinned.remove(&ino);
+        if s.capacity() > SHRINK_MIN && s.len() * 4 < s.capacity() {
+            let (before, keep) = (s.capacity(), s.len() * 2);
+            s.shrink_to(keep);
+            let entry = std::mem::size_of::<(u32, u32)>() + 1;
+            self.released.fetch_add(before.saturating_sub(s.capacity()) * entry, Ordering::Relaxed);
+        }
+        let g = self.table.lock();
         g.doomed.contains(&ino) && !g.counts.contains_key(&ino)
+    }
+
+    /// True (once) when shrinking the reference maps has released at
+    /// least [`RELEASE_REPORT`] bytes since the last true: the caller may
+    /// ask the allocator to return free memory to the system.
+    pub(crate) fn take_released(&self) -> bool {
+        let r = self.released.load(Ordering::Relaxed);
+        r >= RELEASE_REPORT && self.released.compare_exchange(r, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    /// Room in the reference maps, in entries (tests: it must follow the
+    /// entries down as the kernel forgets).
+    #[cfg(test)]
+    fn refs_capacity(&self) -> usize {
+        self.refs.iter().map(|s| s.lock().capacity()).sum()
     }
 
     /// Drops every kernel reference (the FUSE session ended: the kernel
@@ -161,18 +213,17 @@ impl OpenFiles {
     /// held, to delete (each confirmed by [`OpenFiles::take_doomed`]).
     pub(crate) fn kernel_unref_all(&self) -> Vec<u32> {
         let mut shards: Vec<_> = self.refs.iter().map(|s| s.lock()).collect();
-        let mut g = self.table.lock();
+        let g = self.table.lock();
         for s in &mut shards {
             s.clear();
         }
-        g.pinned.clear();
         g.doomed.iter().copied().filter(|i| !g.counts.contains_key(i)).collect()
     }
 
     /// The kernel's references to `ino` (tests).
     #[cfg(test)]
     fn kernel_refs(&self, ino: u32) -> u64 {
-        self.shard(ino).lock().get(&ino).copied().unwrap_or(0)
+        self.shard(ino).lock().get(&ino).copied().map_or(0, u64::from)
     }
 
     /// Counts one more handle of `ino`.
@@ -186,6 +237,7 @@ impl OpenFiles {
     /// zero while open since the last close (to write back now:
     /// auto_da_alloc).
     pub(crate) fn close_ref(&self, ino: u32) -> Closed {
+        let s = self.shard(ino).lock();
         let mut g = self.table.lock();
         let alloc = g.alloc_on_close.remove(&ino);
         let delete = match g.counts.get_mut(&ino) {
@@ -195,7 +247,7 @@ impl OpenFiles {
             }
             Some(_) => {
                 g.counts.remove(&ino);
-                g.doomed.contains(&ino) && !g.pinned.contains(&ino)
+                g.doomed.contains(&ino) && !s.contains_key(&ino)
             }
             None => false,
         };
@@ -208,8 +260,9 @@ impl OpenFiles {
     /// slip between them: true if it is held (the last close or FORGET
     /// deletes it), false if it is to be deleted now.
     pub(crate) fn doom_if_open(&self, ino: u32) -> bool {
+        let s = self.shard(ino).lock();
         let mut g = self.table.lock();
-        if g.held(ino) {
+        if g.held(&s, ino) {
             g.doomed.insert(ino);
             true
         } else {
@@ -225,8 +278,9 @@ impl OpenFiles {
     /// The caller must call [`OpenFiles::deleted`] when the deletion it
     /// starts ends, whether it succeeded or not.
     pub(crate) fn take_doomed(&self, ino: u32) -> bool {
+        let s = self.shard(ino).lock();
         let mut g = self.table.lock();
-        if g.held(ino) || !g.doomed.remove(&ino) {
+        if g.held(&s, ino) || !g.doomed.remove(&ino) {
             return false;
         }
         g.linkable.remove(&ino);
@@ -324,9 +378,10 @@ impl OpenFiles {
 }
 
 impl Table {
-    /// Open, or referenced by the kernel.
-    fn held(&self, ino: u32) -> bool {
-        self.counts.contains_key(&ino) || self.pinned.contains(&ino)
+    /// Open, or referenced by the kernel (`refs`: the locked shard of
+    /// `ino` in [`OpenFiles::refs`]).
+    fn held(&self, refs: &RefMap, ino: u32) -> bool {
+        self.counts.contains_key(&ino) || refs.contains_key(&ino)
     }
 }
 
@@ -404,6 +459,65 @@ mod tests {
         assert!(t.take_doomed(10));
         assert!(t.close_ref(11).delete);
     }
+    /// The kernel's references of a walked tree cost the daemon memory
+    /// while the kernel holds them, not after: once the kernel forgets
+    /// the nodes (memory pressure, `drop_caches`), the maps shrink with
+    /// them and report what they released, and a walk that comes back
+    /// grows them again.
+    #[test]
+    fn reference_maps_shrink_when_the_kernel_forgets() {
+        let t = OpenFiles::default();
+        let n = 300_000u32;
+        for round in 0..2 {
+            for ino in 12..12 + n {
+                assert!(!t.kernel_ref(ino));
+            }
+            let full = t.refs_capacity();
+            assert!(full >= n as usize, "round {round}: {full}");
+            for ino in 12..12 + n - 100 {
+                assert!(!t.kernel_unref(ino, 1));
+            }
+            let left = t.refs_capacity();
+            // 100 entries left: each shard back to its floor or twice
+            // what it holds.
+            assert!(left <= REF_SHARDS * 2 * SHRINK_MIN, "round {round}: {full} -> {left} entries of room");
+            for ino in 12 + n - 100..12 + n {
+                assert_eq!(t.kernel_refs(ino), 1, "the others kept");
+                assert!(!t.kernel_unref(ino, 1));
+            }
+        }
+        // Two rounds of the room for 300k entries (17 bytes each), down
+        // to the floor, released and counted; reported once past the
+        // report size, then not again until as much more is released.
+        let entry = std::mem::size_of::<(u32, u32)>() + 1;
+        let released = t.released.load(Ordering::Relaxed);
+        assert!(released >= 2 * (n as usize - REF_SHARDS * 2 * SHRINK_MIN) * entry, "{released} bytes");
+        assert_eq!(t.take_released(), released >= RELEASE_REPORT);
+        t.released.fetch_add(RELEASE_REPORT, Ordering::Relaxed);
+        assert!(t.take_released());
+        assert!(!t.take_released());
+    }
+
+    /// A count that would pass u32::MAX sticks: the node stays held
+    /// (an unlink keeps it) whatever is forgotten, until the session ends.
+    #[test]
+    fn a_count_past_u32_sticks_held() {
+        let t = OpenFiles::default();
+        t.shard(5).lock().insert(5, STUCK - 1);
+        assert!(t.kernel_ref(5));
+        assert!(t.kernel_ref(5), "past the top: still held");
+        assert_eq!(t.kernel_refs(5), u64::from(STUCK));
+        assert!(!t.kernel_unref(5, u64::from(STUCK) + 7));
+        assert!(!t.kernel_unref(5, 1));
+        assert!(t.doom_if_open(5), "still held: the unlink keeps it");
+        assert_eq!(t.kernel_unref_all(), vec![5], "the end of the session lets it go");
+        // Counts below the top are exact, forgets of more than a u32 too.
+        assert!(!t.kernel_ref(6) && t.kernel_ref(6));
+        assert!(!t.kernel_unref(6, 1));
+        assert!(!t.kernel_unref(6, u64::MAX), "all of them");
+        assert_eq!(t.kernel_refs(6), 0);
+    }
+
     /// An allocation that found the disk full waits for the deletion of
     /// an unlinked inode only the kernel holds (its FORGET on its way):
     /// true once a deletion ends after the allocation's mark; false at

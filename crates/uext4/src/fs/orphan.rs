@@ -312,6 +312,15 @@ impl FsCore {
         Ok(())
     }
 
+    /// True (once per 4 MiB) when the kernel's FORGETs have shrunk the
+    /// per-node reference counts enough that the front end should ask the
+    /// allocator to return free memory to the system (glibc keeps what is
+    /// freed inside its heap otherwise; a trim walks the heap, so it is
+    /// asked for only this rarely).
+    pub fn memory_released(&self) -> bool {
+        self.live().is_some_and(|rw| rw.open.take_released())
+    }
+
     /// Drops every reference of the kernel (its FUSE session ended) and
     /// deletes the unlinked inodes that only they kept.
     pub fn kernel_forget_all(&self) -> Result<()> {
