@@ -172,7 +172,7 @@ pub struct AllocConfig {
     pub prealloc: PreallocConfig,
     /// Memory the loaded groups (bitmap and buddy) may take, in bytes
     /// (0: no limit). Beyond it, clean groups are unloaded (see
-    /// [`Allocator::evict`]), as the kernel's page cache reclaims bitmap
+    /// `Allocator::evict`), as the kernel's page cache reclaims bitmap
     /// pages; a group is loaded again from its bitmap when needed.
     pub loaded_budget_bytes: u64,
     /// Groups CR2 may load per request (those whose counters say they may
