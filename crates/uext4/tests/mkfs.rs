@@ -40,7 +40,7 @@ fn fresh_images_are_clean() {
             "nojournal",
             MkfsOptions { size: 64 << 20, journal_blocks: Some(0), label: "data".into(), ..Default::default() },
         ),
-        ("odd", MkfsOptions { size: (300 << 20) + 12345, inode_size: 128, ..Default::default() }),
+        ("odd", MkfsOptions { size: (300 << 20) + 12345, inode_size: Some(128), ..Default::default() }),
         ("big", MkfsOptions { size: 20 << 30, ..Default::default() }),
         // 65528 blocks per group at most, an inode per block, as mke2fs.
         ("64k", MkfsOptions { size: 5 << 30, block_size: Some(65536), ..Default::default() }),
@@ -365,7 +365,7 @@ fn flag_features_match_mke2fs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let e = MkfsOptions { size: 64 << 20, features: with("inline_data"), inode_size: 128, ..Default::default() };
+    let e = MkfsOptions { size: 64 << 20, features: with("inline_data"), inode_size: Some(128), ..Default::default() };
     assert!(Layout::compute(&e).unwrap_err().to_string().contains("inline_data"));
     let mut e = MkfsOptions::default();
     assert!(e.apply_extended("encoding=utf9").is_err());
@@ -459,7 +459,7 @@ fn quota_images_match_mke2fs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let small = MkfsOptions { size: 64 << 20, features: with("project"), inode_size: 128, ..Default::default() };
+    let small = MkfsOptions { size: 64 << 20, features: with("project"), inode_size: Some(128), ..Default::default() };
     assert!(Layout::compute(&small).unwrap_err().to_string().contains("project"));
     let mut e = MkfsOptions::default();
     assert!(e.apply_extended("quotatype=usrquota:bogus").is_err());
@@ -762,5 +762,58 @@ fn big_image_groups_match_mke2fs() {
     let (fa, fb) = (dumpe2fs_fields(&ours), dumpe2fs_fields(&theirs));
     for k in ["Free blocks", "Free inodes", "Inodes per group", "Inode count", "Block count"] {
         assert_eq!(fa.get(k), fb.get(k), "{k}");
+    }
+}
+
+/// Block size, block count and inodes as `mke2fs -n -t ext4` (which reads
+/// the host's mke2fs.conf) would make them for `size` bytes (given on the
+/// command line: the host's filesystem may not hold a 17 TiB file).
+fn mke2fs_plan(dir: &Path, size: u64) -> (u32, u64, u64) {
+    let img = dir.join("plan.img");
+    std::fs::File::create(&img).unwrap();
+    let out = Command::new("mke2fs")
+        .args(["-n", "-F", "-t", "ext4"])
+        .arg(&img)
+        .arg(format!("{}k", size / 1024))
+        .output()
+        .unwrap();
+    std::fs::remove_file(&img).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find_map(|l| l.strip_prefix("Creating filesystem with ")).expect("mke2fs -n summary");
+    // "N Xk blocks and M inodes"
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let bs = w[1].trim_end_matches('k').parse::<u32>().unwrap() * 1024;
+    (bs, w[0].parse().unwrap(), w[4].parse().unwrap())
+}
+
+/// mke2fs's size classes (floppy, small, default, big from 4 TiB, huge
+/// from 16 TiB) from the host's mke2fs.conf: uext4 picks the block size,
+/// inode size and inodes mke2fs picks at each (sparse files, nothing
+/// written for the two largest: their layout only, against `mke2fs -n`).
+#[test]
+fn size_classes_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = uext4::mkfs::Mke2fsProfile::load().unwrap();
+    let (mib, tib) = (1u64 << 20, 1u64 << 40);
+    for size in [2 * mib, 3 * mib, 100 * mib, 1 << 30, 5 * tib, 17 * tib] {
+        let opts = MkfsOptions { size, profile: profile.clone(), ..Default::default() };
+        let l = Layout::compute(&opts).unwrap();
+        let inodes = u64::from(l.inodes_per_group) * u64::from(l.groups);
+        assert_eq!((l.block_size, l.blocks_count, inodes), mke2fs_plan(dir.path(), size), "{size}");
+        if size > 1 << 30 {
+            continue;
+        }
+        let ours = dir.path().join("ours.img");
+        mkfs_file(&ours, &opts).unwrap();
+        fsck_clean(&ours);
+        let (_, theirs) = mkfs_support::mke2fs_image(dir.path(), &["-t", "ext4"], size / mib);
+        let fields = dumpe2fs_fields(&ours);
+        for k in ["Block size", "Inode size", "Inodes per group", "Inode count", "Block count"] {
+            assert_eq!(fields.get(k), theirs.get(k), "{size}: {k}");
+        }
     }
 }

@@ -383,7 +383,7 @@ impl Layout {
 
     /// Computes the layout for `opts`.
     pub fn compute(opts: &MkfsOptions) -> Result<Layout> {
-        let small = opts.size < 512 << 20;
+        let defaults = opts.size_defaults();
         let bs = opts.effective_block_size();
         if opts.reserved_percent > 50 {
             return Err(Error::Invalid(format!("reserved blocks percentage {} (at most 50)", opts.reserved_percent)));
@@ -391,7 +391,7 @@ impl Layout {
         if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
             return Err(Error::Invalid(format!("block size {bs}")));
         }
-        let isz = opts.inode_size;
+        let isz = opts.inode_size.unwrap_or(defaults.inode_size);
         if isz < 128 || !isz.is_power_of_two() || u32::from(isz) > bs {
             return Err(Error::Invalid(format!("inode size {isz}")));
         }
@@ -411,13 +411,7 @@ impl Layout {
             )));
         }
         let cratio = cluster / bs;
-        let mut ratio = opts.inode_ratio.unwrap_or(if opts.size < 3 << 20 {
-            8192
-        } else if small {
-            4096
-        } else {
-            16384
-        });
+        let mut ratio = opts.inode_ratio.unwrap_or(defaults.inode_ratio);
         if ratio < u64::from(bs).min(1024) {
             return Err(Error::Invalid(format!("inode ratio {ratio}")));
         }
@@ -472,7 +466,10 @@ impl Layout {
             }
             let mut ipg = per_group.min(u64::from(max_ipg)) as u32;
             ipg = ipg.div_ceil(inodes_per_block) * inodes_per_block;
-            ipg = ipg.div_ceil(8) * 8;
+            // Then a multiple of 8, rounding down as e2fsprogs'
+            // ext2fs_initialize does (the last table block may then be
+            // partly unused).
+            ipg = ipg / 8 * 8;
             ipg = ipg.min(max_ipg).max(16);
             let gdt_blocks = (u64::from(groups) * u64::from(desc_size)).div_ceil(u64::from(bs)) as u32;
             let reserved =
