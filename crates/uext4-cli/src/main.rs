@@ -310,13 +310,16 @@ enum Cmd {
         /// Size, in bytes or with a K, M, G or T suffix (powers of 1024)
         #[arg(long, short = 's', value_parser = util::parse_size)]
         size: u64,
-        /// Block size in bytes (1024, 2048, 4096, ... 65536)
+        /// Block size in bytes (1024, 2048, 4096, ... 65536); default as mke2fs, from
+        /// mke2fs.conf ($MKE2FS_CONFIG or /etc/mke2fs.conf, else mke2fs's built-in one) for
+        /// the type and size class (floppy < 3M, small < 512M, default, big >= 4T, huge >= 16T)
         #[arg(short = 'b', long)]
         block_size: Option<u32>,
-        /// Inode size in bytes
-        #[arg(short = 'I', long, default_value_t = 256)]
-        inode_size: u16,
-        /// Bytes per inode
+        /// Inode size in bytes; default as mke2fs (mke2fs.conf, 256)
+        #[arg(short = 'I', long)]
+        inode_size: Option<u16>,
+        /// Bytes per inode; default as mke2fs, from mke2fs.conf's size classes (16384; big
+        /// 32768, huge 65536, small 4096, floppy 8192 in mke2fs's built-in one)
         #[arg(short = 'i', long)]
         inode_ratio: Option<u64>,
         /// Volume label
@@ -738,6 +741,8 @@ fn run(cli: Cli) -> CliResult {
                 uuid,
                 time,
                 cluster_size,
+                profile: uext4::mkfs::Mke2fsProfile::load().map_err(|e| util::fs_err("mke2fs.conf", e))?,
+                fs_type: fs_type.clone(),
                 ..Default::default()
             };
             if let Some(j) = &journal {

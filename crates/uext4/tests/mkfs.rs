@@ -40,7 +40,7 @@ fn fresh_images_are_clean() {
             "nojournal",
             MkfsOptions { size: 64 << 20, journal_blocks: Some(0), label: "data".into(), ..Default::default() },
         ),
-        ("odd", MkfsOptions { size: (300 << 20) + 12345, inode_size: 128, ..Default::default() }),
+        ("odd", MkfsOptions { size: (300 << 20) + 12345, inode_size: Some(128), ..Default::default() }),
         ("big", MkfsOptions { size: 20 << 30, ..Default::default() }),
         // 65528 blocks per group at most, an inode per block, as mke2fs.
         ("64k", MkfsOptions { size: 5 << 30, block_size: Some(65536), ..Default::default() }),
@@ -365,7 +365,7 @@ fn flag_features_match_mke2fs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let e = MkfsOptions { size: 64 << 20, features: with("inline_data"), inode_size: 128, ..Default::default() };
+    let e = MkfsOptions { size: 64 << 20, features: with("inline_data"), inode_size: Some(128), ..Default::default() };
     assert!(Layout::compute(&e).unwrap_err().to_string().contains("inline_data"));
     let mut e = MkfsOptions::default();
     assert!(e.apply_extended("encoding=utf9").is_err());
@@ -459,7 +459,7 @@ fn quota_images_match_mke2fs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let small = MkfsOptions { size: 64 << 20, features: with("project"), inode_size: 128, ..Default::default() };
+    let small = MkfsOptions { size: 64 << 20, features: with("project"), inode_size: Some(128), ..Default::default() };
     assert!(Layout::compute(&small).unwrap_err().to_string().contains("project"));
     let mut e = MkfsOptions::default();
     assert!(e.apply_extended("quotatype=usrquota:bogus").is_err());
@@ -635,5 +635,185 @@ fn fast_commit_images_match_mke2fs() {
         assert_eq!(fs.read_all(fs.resolve("/k").unwrap()).unwrap(), b"from the kernel");
         drop(fs);
         std::fs::remove_file(&img).unwrap();
+    }
+}
+
+/// The layout of a huge device costs per group, not per block: the used
+/// blocks are kept as runs (about one per flex group), and computing the
+/// layout and every group's used count (what writing the descriptors and
+/// bitmaps asks) takes a bounded number of lookups per group, the same at
+/// 1 TiB, 15 TiB and 64 TiB. Each group's used count matches the formula
+/// of its metadata (superblock backup and descriptors, and in a flex
+/// group's first group the 16 groups' bitmaps and inode tables).
+#[test]
+fn layout_work_is_per_group() {
+    let tib = 1u64 << 40;
+    let mut per_group = Vec::new();
+    for size in [tib, 15 * tib, 64 * tib] {
+        let l = Layout::compute(&MkfsOptions { size, block_size: Some(4096), ..Default::default() }).unwrap();
+        let groups = u64::from(l.groups);
+        // The metadata's runs: a flex group's bitmaps and tables are one,
+        // a superblock backup outside them another.
+        let backups = (1..l.groups).filter(|&g| l.has_super(g)).count() as u64;
+        assert!(l.used_runs() as u64 <= groups / 16 + backups + 16, "{size}: {} runs", l.used_runs());
+        let mut used_total = 0u64;
+        let journal_groups: BTreeSet<u32> = l
+            .journal
+            .iter()
+            .flat_map(|&(s, n)| [s, s + u64::from(n) - 1])
+            .chain(l.journal_leaf)
+            .map(|b| (b / u64::from(l.blocks_per_group)) as u32)
+            .collect();
+        for g in 0..l.groups {
+            let used = l.used_in_group(g);
+            used_total += u64::from(used);
+            if g < 16 || journal_groups.contains(&g) || g + 1 == l.groups {
+                continue;
+            }
+            let members = (l.groups - g).min(16);
+            let flex = if g % 16 == 0 { members * (2 + l.itable_blocks) } else { 0 };
+            assert_eq!(used, l.super_blocks(g) + flex, "{size}: group {g}");
+        }
+        // The journal's blocks are in the groups it crosses.
+        let jblocks: u64 = l.journal.iter().map(|r| u64::from(r.1)).sum();
+        assert!(used_total > jblocks, "{size}");
+        per_group.push(l.probes() as f64 / groups as f64);
+    }
+    // A bounded number of lookups per group (about 19: placing three
+    // metadata runs per group, its used count), the same at every size;
+    // counting per block instead would make it tens of thousands.
+    for p in &per_group {
+        assert!(*p < 24.0, "{per_group:?} lookups per group");
+    }
+}
+
+/// Per group, `(free blocks, free inodes, flags)` from `dumpe2fs`'s group
+/// summaries of `img`.
+fn group_summaries(img: &Path) -> Vec<(u64, u64, String)> {
+    let text = mkfs_support::dumpe2fs_groups(img);
+    let mut out = Vec::new();
+    let mut flags = String::new();
+    for line in text.lines() {
+        if line.starts_with("Group ") {
+            flags = line.split_once('[').map(|(_, f)| f.trim_end_matches(']').to_string()).unwrap_or_default();
+        } else if let Some((blocks, rest)) = line.trim().split_once(" free blocks, ") {
+            let inodes = rest.split_once(" free inodes").unwrap().0;
+            out.push((blocks.parse().unwrap(), inodes.parse().unwrap(), flags.clone()));
+        }
+    }
+    out
+}
+
+/// The blocks of the journal (inode 8) of `img` as `debugfs` maps them,
+/// its extent block included.
+fn journal_blocks(img: &Path) -> Vec<u64> {
+    let out = Command::new("debugfs").args(["-R", "stat <8>"]).arg(img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ext = text.lines().skip_while(|l| !l.starts_with("EXTENTS:")).nth(1).expect("journal extents");
+    let mut blocks = Vec::new();
+    for item in ext.split(", ") {
+        let phys = item.rsplit_once(':').unwrap().1;
+        let (a, b) = phys.split_once('-').unwrap_or((phys, phys));
+        blocks.extend([a.parse::<u64>().unwrap(), b.parse().unwrap()]);
+    }
+    blocks
+}
+
+/// A 1 TiB sparse image (8192 groups, 512 flex groups, superblock
+/// backups up to group 7^4) has, group by group, the free blocks, free
+/// inodes and uninit flags of mke2fs's with the same features, but where
+/// the journal lies (uext4 starts it one group earlier, with its extent
+/// block just before: the totals still agree).
+#[test]
+fn big_image_groups_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") || !have("debugfs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let size = 1u64 << 40;
+    let ours = dir.path().join("ours.img");
+    let l = mkfs_file(&ours, &MkfsOptions { size, ..Default::default() }).unwrap();
+    fsck_clean(&ours);
+    let theirs = dir.path().join("theirs.img");
+    std::fs::File::create(&theirs).unwrap().set_len(size).unwrap();
+    let st = Command::new("mke2fs")
+        .args(["-q", "-F", "-t", "ext4", "-O", "^resize_inode,orphan_file,metadata_csum_seed"])
+        .args(["-E", "lazy_itable_init=1,lazy_journal_init=1"])
+        .arg(&theirs)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (a, b) = (group_summaries(&ours), group_summaries(&theirs));
+    assert_eq!((a.len(), b.len()), (l.groups as usize, l.groups as usize));
+    let bpg = u64::from(l.blocks_per_group);
+    let journal: BTreeSet<usize> =
+        journal_blocks(&ours).into_iter().chain(journal_blocks(&theirs)).map(|b| (b / bpg) as usize).collect();
+    let mut compared = 0;
+    for (g, (x, y)) in a.iter().zip(&b).enumerate() {
+        if !journal.contains(&g) {
+            assert_eq!(x, y, "group {g}");
+            compared += 1;
+        }
+    }
+    assert!(compared > a.len() - 16, "{compared} groups compared");
+    let total = |v: &[(u64, u64, String)]| v.iter().map(|t| (t.0, t.1)).fold((0, 0), |s, t| (s.0 + t.0, s.1 + t.1));
+    assert_eq!(total(&a), total(&b));
+    let (fa, fb) = (dumpe2fs_fields(&ours), dumpe2fs_fields(&theirs));
+    for k in ["Free blocks", "Free inodes", "Inodes per group", "Inode count", "Block count"] {
+        assert_eq!(fa.get(k), fb.get(k), "{k}");
+    }
+}
+
+/// Block size, block count and inodes as `mke2fs -n -t ext4` (which reads
+/// the host's mke2fs.conf) would make them for `size` bytes (given on the
+/// command line: the host's filesystem may not hold a 17 TiB file).
+fn mke2fs_plan(dir: &Path, size: u64) -> (u32, u64, u64) {
+    let img = dir.join("plan.img");
+    std::fs::File::create(&img).unwrap();
+    let out = Command::new("mke2fs")
+        .args(["-n", "-F", "-t", "ext4"])
+        .arg(&img)
+        .arg(format!("{}k", size / 1024))
+        .output()
+        .unwrap();
+    std::fs::remove_file(&img).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find_map(|l| l.strip_prefix("Creating filesystem with ")).expect("mke2fs -n summary");
+    // "N Xk blocks and M inodes"
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let bs = w[1].trim_end_matches('k').parse::<u32>().unwrap() * 1024;
+    (bs, w[0].parse().unwrap(), w[4].parse().unwrap())
+}
+
+/// mke2fs's size classes (floppy, small, default, big from 4 TiB, huge
+/// from 16 TiB) from the host's mke2fs.conf: uext4 picks the block size,
+/// inode size and inodes mke2fs picks at each (sparse files, nothing
+/// written for the two largest: their layout only, against `mke2fs -n`).
+#[test]
+fn size_classes_match_mke2fs() {
+    if !have("e2fsck") || !have("dumpe2fs") || !have("mke2fs") {
+        eprintln!("SKIP: e2fsprogs not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = uext4::mkfs::Mke2fsProfile::load().unwrap();
+    let (mib, tib) = (1u64 << 20, 1u64 << 40);
+    for size in [2 * mib, 3 * mib, 100 * mib, 1 << 30, 5 * tib, 17 * tib] {
+        let opts = MkfsOptions { size, profile: profile.clone(), ..Default::default() };
+        let l = Layout::compute(&opts).unwrap();
+        let inodes = u64::from(l.inodes_per_group) * u64::from(l.groups);
+        assert_eq!((l.block_size, l.blocks_count, inodes), mke2fs_plan(dir.path(), size), "{size}");
+        if size > 1 << 30 {
+            continue;
+        }
+        let ours = dir.path().join("ours.img");
+        mkfs_file(&ours, &opts).unwrap();
+        fsck_clean(&ours);
+        let (_, theirs) = mkfs_support::mke2fs_image(dir.path(), &["-t", "ext4"], size / mib);
+        let fields = dumpe2fs_fields(&ours);
+        for k in ["Block size", "Inode size", "Inodes per group", "Inode count", "Block count"] {
+            assert_eq!(fields.get(k), theirs.get(k), "{size}: {k}");
+        }
     }
 }

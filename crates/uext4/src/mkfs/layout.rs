@@ -4,6 +4,8 @@
 use super::options::MkfsOptions;
 use crate::error::{Error, Result};
 use crate::format::quota::{self as fq, Dqblk, QuotaType};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most clusters (blocks) a group may have: the descriptors' 16-bit free
 /// counts (e2fsprogs' EXT2_MAX_CLUSTERS_PER_GROUP).
@@ -103,7 +105,29 @@ pub struct Layout {
     pub used_inodes: u32,
     /// Files are block-mapped (no extent feature).
     pub block_mapped: bool,
-    used: Vec<u64>,
+    /// Used blocks as disjoint, non-adjacent runs: start -> end
+    /// (exclusive). Metadata is a few runs per flex group, so everything
+    /// computed from it costs per group, not per block of the device.
+    used: BTreeMap<u64, u64>,
+    probes: Probes,
+}
+
+/// Lookups into [`Layout`]'s map of used runs, and runs visited: the
+/// layout's work, which tests check grows with the groups, not with the
+/// blocks of the device.
+#[derive(Debug, Default)]
+struct Probes(AtomicU64);
+
+impl Probes {
+    fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl Clone for Probes {
+    fn clone(&self) -> Self {
+        Probes(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
 }
 
 fn has_super(g: u32) -> bool {
@@ -190,33 +214,83 @@ impl Layout {
         }
     }
 
+    /// Lookups into the map of used blocks and runs visited so far
+    /// (computing the layout included): a measure of the layout's work,
+    /// proportional to the groups and the runs of metadata, never to the
+    /// blocks of the device.
+    pub fn probes(&self) -> u64 {
+        self.probes.0.load(Ordering::Relaxed)
+    }
+
+    /// Runs of used blocks (metadata, special files, journal), kept
+    /// merged: about one per flex group plus the superblock backups.
+    pub fn used_runs(&self) -> usize {
+        self.used.len()
+    }
+
     /// True if `b` is in use.
     pub fn is_used(&self, b: u64) -> bool {
-        self.used.get((b / 64) as usize).is_some_and(|w| w >> (b % 64) & 1 != 0)
+        self.probes.add(1);
+        self.used.range(..=b).next_back().is_some_and(|(_, &end)| end > b)
     }
 
+    /// Marks `start..start + len` used, merging it with the runs it
+    /// overlaps or touches so that the map stays a set of disjoint,
+    /// non-adjacent runs (one per metadata cluster of a flex group,
+    /// whatever the device size).
     fn mark(&mut self, start: u64, len: u64) {
-        for b in start..start + len {
-            self.used[(b / 64) as usize] |= 1 << (b % 64);
+        if len == 0 {
+            return;
         }
+        let (mut s, mut e) = (start, start + len);
+        self.probes.add(1);
+        if let Some((&ps, &pe)) = self.used.range(..=s).next_back() {
+            if pe >= s {
+                s = ps;
+                e = e.max(pe);
+            }
+        }
+        while let Some((&ns, &ne)) = self.used.range(s..).next() {
+            if ns > e {
+                break;
+            }
+            e = e.max(ne);
+            self.used.remove(&ns);
+            self.probes.add(1);
+        }
+        self.used.insert(s, e);
     }
 
-    /// First run of `len` free blocks at or after `from`.
+    /// First used block at or after `b` (`blocks_count` if none): the end
+    /// of the free run starting at a free `b`.
+    fn next_used(&self, b: u64) -> u64 {
+        if self.is_used(b) {
+            return b;
+        }
+        self.probes.add(1);
+        self.used.range(b..).next().map_or(self.blocks_count, |(&s, _)| s.min(self.blocks_count))
+    }
+
+    /// True if any block of `start..end` is in use.
+    fn any_used(&self, start: u64, end: u64) -> bool {
+        start < end && self.next_used(start) < end
+    }
+
+    /// First run of `len` free blocks at or after `from`: jumps from run
+    /// to run of used blocks, never block by block.
     fn find_free(&self, from: u64, len: u64) -> Option<u64> {
         let mut b = from.max(u64::from(self.first_data_block));
-        let mut run = 0;
-        let mut start = b;
         while b < self.blocks_count {
-            if self.is_used(b) {
-                run = 0;
-                start = b + 1;
-            } else {
-                run += 1;
-                if run == len {
-                    return Some(start);
-                }
+            self.probes.add(1);
+            if let Some((_, &end)) = self.used.range(..=b).next_back().filter(|(_, &end)| end > b) {
+                b = end;
+                continue;
             }
-            b += 1;
+            let gap_end = self.next_used(b);
+            if gap_end - b >= len {
+                return Some(b);
+            }
+            b = gap_end;
         }
         None
     }
@@ -237,7 +311,7 @@ impl Layout {
         loop {
             let s = self.find_free(at, len).ok_or_else(|| Error::NoSpace(format!("no room for {what}")))?;
             let s = s.next_multiple_of(r);
-            if (s..s + len).all(|b| b < self.blocks_count && !self.is_used(b)) {
+            if s + len <= self.blocks_count && !self.any_used(s, s + len) {
                 self.mark(s, len);
                 return Ok(s);
             }
@@ -248,7 +322,7 @@ impl Layout {
     /// True if cluster `c` holds a used block.
     pub fn cluster_used(&self, c: u64) -> bool {
         let r = u64::from(self.cluster_ratio);
-        (c * r..(c * r + r).min(self.blocks_count)).any(|b| self.is_used(b))
+        self.any_used(c * r, (c * r + r).min(self.blocks_count))
     }
 
     /// Clusters in group `g`.
@@ -256,22 +330,60 @@ impl Layout {
         self.group_len(g).div_ceil(self.cluster_ratio)
     }
 
-    fn used_clusters(&self) -> u64 {
+    /// The used clusters of blocks `start..end`, as disjoint runs of
+    /// cluster numbers (first, count) in order: computed from the runs of
+    /// used blocks, so the cost is the number of runs, not of clusters.
+    fn used_cluster_runs(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
         let r = u64::from(self.cluster_ratio);
-        (0..self.blocks_count.div_ceil(r)).filter(|&c| self.cluster_used(c)).count() as u64
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        if start >= end {
+            return runs;
+        }
+        // The run holding `start`, if any, then those starting inside.
+        let first = self.used.range(..=start).next_back().filter(|(_, &e)| e > start).map(|(&s, &e)| (s, e));
+        let rest = self.used.range(start + 1..end).map(|(&s, &e)| (s, e));
+        self.probes.add(1);
+        for (s, e) in first.into_iter().chain(rest) {
+            self.probes.add(1);
+            let (s, e) = (s.max(start), e.min(end));
+            if s >= e {
+                continue;
+            }
+            let (c0, c1) = (s / r, (e - 1) / r + 1);
+            match runs.last_mut() {
+                // Two block runs may share a cluster (bigalloc).
+                Some((rs, rn)) if *rs + *rn >= c0 => *rn = (*rn).max(c1 - *rs),
+                _ => runs.push((c0, c1 - c0)),
+            }
+        }
+        runs
+    }
+
+    fn used_clusters(&self) -> u64 {
+        self.used_cluster_runs(0, self.blocks_count).iter().map(|r| r.1).sum()
+    }
+
+    /// The used clusters (blocks without bigalloc) of group `g`, as runs
+    /// (first, count) of cluster indexes within the group: its bitmap's
+    /// set bits.
+    pub fn used_runs_in_group(&self, g: u32) -> Vec<(u32, u32)> {
+        let start = self.group_start(g);
+        let first_cluster = start / u64::from(self.cluster_ratio);
+        self.used_cluster_runs(start, start + u64::from(self.group_len(g)))
+            .into_iter()
+            .map(|(c, n)| ((c - first_cluster) as u32, n as u32))
+            .collect()
     }
 
     /// Used clusters (blocks without bigalloc) of group `g` (for its
     /// bitmap and free count).
     pub fn used_in_group(&self, g: u32) -> u32 {
-        let r = u64::from(self.cluster_ratio);
-        let c = self.group_start(g) / r;
-        (c..c + u64::from(self.group_clusters(g))).filter(|&c| self.cluster_used(c)).count() as u32
+        self.used_runs_in_group(g).iter().map(|r| r.1).sum()
     }
 
     /// Computes the layout for `opts`.
     pub fn compute(opts: &MkfsOptions) -> Result<Layout> {
-        let small = opts.size < 512 << 20;
+        let defaults = opts.size_defaults();
         let bs = opts.effective_block_size();
         if opts.reserved_percent > 50 {
             return Err(Error::Invalid(format!("reserved blocks percentage {} (at most 50)", opts.reserved_percent)));
@@ -279,7 +391,7 @@ impl Layout {
         if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
             return Err(Error::Invalid(format!("block size {bs}")));
         }
-        let isz = opts.inode_size;
+        let isz = opts.inode_size.unwrap_or(defaults.inode_size);
         if isz < 128 || !isz.is_power_of_two() || u32::from(isz) > bs {
             return Err(Error::Invalid(format!("inode size {isz}")));
         }
@@ -299,13 +411,7 @@ impl Layout {
             )));
         }
         let cratio = cluster / bs;
-        let mut ratio = opts.inode_ratio.unwrap_or(if opts.size < 3 << 20 {
-            8192
-        } else if small {
-            4096
-        } else {
-            16384
-        });
+        let mut ratio = opts.inode_ratio.unwrap_or(defaults.inode_ratio);
         if ratio < u64::from(bs).min(1024) {
             return Err(Error::Invalid(format!("inode ratio {ratio}")));
         }
@@ -360,7 +466,10 @@ impl Layout {
             }
             let mut ipg = per_group.min(u64::from(max_ipg)) as u32;
             ipg = ipg.div_ceil(inodes_per_block) * inodes_per_block;
-            ipg = ipg.div_ceil(8) * 8;
+            // Then a multiple of 8, rounding down as e2fsprogs'
+            // ext2fs_initialize does (the last table block may then be
+            // partly unused).
+            ipg = ipg / 8 * 8;
             ipg = ipg.min(max_ipg).max(16);
             let gdt_blocks = (u64::from(groups) * u64::from(desc_size)).div_ceil(u64::from(bs)) as u32;
             let reserved =
@@ -411,7 +520,8 @@ impl Layout {
             quota_data: Default::default(),
             used_inodes: FIRST_INO,
             mmp_block: 0,
-            used: vec![0; blocks.div_ceil(64) as usize],
+            used: BTreeMap::new(),
+            probes: Probes::default(),
         };
         // Block 0 holds the boot sector (and, with 4 KiB blocks, the
         // superblock): never free.
@@ -569,10 +679,7 @@ impl Layout {
                 continue;
             };
             let s = s.next_multiple_of(r);
-            let mut e = s;
-            while e < self.blocks_count && !self.is_used(e) && e - s < left.min(32768) {
-                e += 1;
-            }
+            let e = if s < self.blocks_count { self.next_used(s).min(s + left.min(32768)) } else { s };
             // Whole clusters only (left is a multiple of the ratio).
             let e = s + (e - s) / r * r;
             if e == s {

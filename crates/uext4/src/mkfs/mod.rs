@@ -25,11 +25,13 @@ mod blockmap;
 mod finish;
 mod layout;
 mod options;
+mod profile;
 mod write;
 
 pub use finish::reset_mount_traces;
 pub use layout::{default_orphan_blocks, Layout};
 pub use options::{parse_uuid, MkfsFeatures, MkfsOptions};
+pub use profile::{Mke2fsProfile, SizeDefaults};
 pub use write::{format_device, time_uuid};
 
 use crate::device::FileDevice;

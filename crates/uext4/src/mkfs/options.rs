@@ -1,6 +1,7 @@
 //! What to create: the options and feature set of `uext4 mkfs`, parsed
 //! from mke2fs-style `-O` and `-E` lists.
 
+use super::profile::{Mke2fsProfile, SizeDefaults};
 use crate::error::{Error, Result};
 
 /// What to create.
@@ -8,13 +9,23 @@ use crate::error::{Error, Result};
 pub struct MkfsOptions {
     /// Device or image size in bytes.
     pub size: u64,
-    /// Block size; default 1 KiB below 512 MiB, else 4 KiB (as mke2fs).
+    /// Block size; default [`Self::profile`]'s for the size (mke2fs's
+    /// built-in: 1 KiB below 512 MiB, else 4 KiB).
     pub block_size: Option<u32>,
-    /// Inode record size (default 256).
-    pub inode_size: u16,
-    /// Bytes per inode; default 8192 below 3 MiB, else 4096 below 512 MiB,
-    /// else 16384 (mke2fs's floppy, small and default types).
+    /// Inode record size; default [`Self::profile`]'s (256).
+    pub inode_size: Option<u16>,
+    /// Bytes per inode; default [`Self::profile`]'s for the size class
+    /// (mke2fs's built-in: floppy below 3 MiB 8192, small below 512 MiB
+    /// 4096, 16384, big from 4 TiB 32768, huge from 16 TiB 65536), at
+    /// least the block (cluster) size.
     pub inode_ratio: Option<u64>,
+    /// The mke2fs.conf whose size classes give the defaults above
+    /// (default: mke2fs's built-in one; the `uext4 mkfs` command reads the
+    /// host's, as mke2fs does).
+    pub profile: Mke2fsProfile,
+    /// The mke2fs type whose stanza the profile applies before the size
+    /// class's (ext4, ext3 or ext2; the features are [`Self::features`]).
+    pub fs_type: String,
     /// Volume label (up to 16 bytes).
     pub label: String,
     /// Journal size in blocks: `None` = mke2fs's default for the size,
@@ -27,8 +38,9 @@ pub struct MkfsOptions {
     pub features: MkfsFeatures,
     /// Percentage of blocks reserved for root (`-m`, at most 50).
     pub reserved_percent: u32,
-    /// Number of inodes (`-N`): overrides the inode ratio; rounded up to
-    /// fill whole inode table blocks in every group, as mke2fs does.
+    /// Number of inodes (`-N`): overrides the inode ratio; per group
+    /// rounded up to fill whole inode table blocks, then down to a
+    /// multiple of 8, as mke2fs does.
     pub inodes: Option<u64>,
     /// The directory hash seed (`-E hash_seed=UUID`; random if `None`,
     /// derived from [`Self::time`] when that is set).
@@ -63,8 +75,10 @@ impl Default for MkfsOptions {
         MkfsOptions {
             size: 0,
             block_size: None,
-            inode_size: 256,
+            inode_size: None,
             inode_ratio: None,
+            profile: Mke2fsProfile::builtin(),
+            fs_type: "ext4".into(),
             label: String::new(),
             journal_blocks: None,
             uuid: None,
@@ -103,10 +117,16 @@ impl MkfsOptions {
         t
     }
 
-    /// The block size mkfs will use: [`Self::block_size`], or mke2fs's
-    /// default for the size (1 KiB below 512 MiB, else 4 KiB).
+    /// The profile's defaults for [`Self::fs_type`] at [`Self::size`].
+    pub fn size_defaults(&self) -> SizeDefaults {
+        self.profile.defaults(&self.fs_type, self.size)
+    }
+
+    /// The block size mkfs will use: [`Self::block_size`], or the
+    /// profile's for the size (mke2fs's built-in: 1 KiB below 512 MiB,
+    /// else 4 KiB).
     pub fn effective_block_size(&self) -> u32 {
-        self.block_size.unwrap_or(if self.size < 512 << 20 { 1024 } else { 4096 })
+        self.block_size.unwrap_or_else(|| self.size_defaults().block_size)
     }
 
     /// Applies a mke2fs `-E` list (comma-separated): `hash_seed=UUID`,

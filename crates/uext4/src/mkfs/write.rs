@@ -636,9 +636,9 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
     for g in 0..l.groups {
         let m = l.meta[g as usize];
         // Bitmaps and free counts are in clusters (blocks without bigalloc).
-        let first_cluster = l.group_start(g) / u64::from(ratio);
         let n = l.group_clusters(g);
-        let used = l.used_in_group(g);
+        let runs = l.used_runs_in_group(g);
+        let used: u32 = runs.iter().map(|r| r.1).sum();
         let free = n - used;
         total_free += u64::from(free) * u64::from(ratio);
         let used_inodes = if g == 0 { l.used_inodes } else { 0 };
@@ -665,10 +665,16 @@ pub fn format_device(dev: &dyn BlockDevice, opts: &MkfsOptions, zeroed: bool) ->
         if block_uninit {
             gd.flags |= BG_BLOCK_UNINIT;
         } else {
+            // Bits past the group's clusters stay set; the used runs are
+            // set from the layout's runs (no per-cluster lookups).
             let mut bm = vec![0xFFu8; bs];
-            for i in 0..n {
-                if !l.cluster_used(first_cluster + u64::from(i)) {
-                    bm[(i / 8) as usize] &= !(1 << (i % 8));
+            bm[..(n / 8) as usize].fill(0);
+            for i in n / 8 * 8..n {
+                bm[(i / 8) as usize] &= !(1 << (i % 8));
+            }
+            for &(s, len) in &runs {
+                for i in s..s + len {
+                    bm[(i / 8) as usize] |= 1 << (i % 8);
                 }
             }
             if csum {
