@@ -135,7 +135,7 @@ pub struct KernelFeatures {
     pub entry_ttl: Duration,
     /// `attr_timeout=SECONDS`: how long the kernel may cache attributes.
     ///
-    /// Long by default ([`DEFAULT_TTL`], as the entry timeout): the daemon is the image's
+    /// Long by default (`DEFAULT_TTL`, as the entry timeout): the daemon is the image's
     /// only writer and every change reaches it through this mount, so the
     /// kernel already drops what its own requests change (the attributes
     /// of a file it writes, truncates, fallocates, links, renames or sets

@@ -79,7 +79,7 @@ impl Default for Mke2fsProfile {
 }
 
 impl Mke2fsProfile {
-    /// mke2fs's built-in profile ([`BUILTIN`]).
+    /// mke2fs's built-in profile (`BUILTIN`).
     pub fn builtin() -> Self {
         Self::parse(BUILTIN)
     }
