@@ -146,6 +146,9 @@ pub struct CacheStats {
     /// Values computed from a buffer version ([`BufferCache::derived`]):
     /// each a walk of one block (a directory block put in listing order).
     pub derived_builds: u64,
+    /// Buffers held now (those a transaction or the journal's checkpoint
+    /// list pins included, which may take it past its capacity).
+    pub resident: u64,
 }
 
 /// Slots of the table of values derived from buffers
@@ -410,7 +413,13 @@ impl BufferCache {
             misses: self.misses.get(),
             evictions: self.evictions.get(),
             derived_builds: self.derived_builds.get(),
+            resident: self.shards.iter().map(|s| s.read().map.len() as u64).sum(),
         }
+    }
+
+    /// About how many blocks the cache holds when nothing pins them.
+    pub fn capacity(&self) -> usize {
+        self.per_shard * SHARDS
     }
 }
 

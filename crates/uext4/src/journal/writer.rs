@@ -109,6 +109,13 @@ pub struct JournalWriter {
     first: u32,
     last: u32,
     max_txn: usize,
+    /// Committed blocks the checkpoint list may hold before a commit
+    /// writes them home first. Each pins its buffer in the cache, so the
+    /// log's size alone (1 GiB on a large image) would let the daemon's
+    /// memory grow to it; this keeps the list within half the metadata
+    /// cache, as the kernel's writeback of checkpointed buffers keeps
+    /// them reclaimable.
+    checkpoint_cap: usize,
     jsb: Mutex<JournalSuperblock>,
     state: Mutex<State>,
     cv: Condvar,
@@ -198,6 +205,7 @@ impl JournalWriter {
             last,
             // jbd2 limits a transaction to a quarter of the log.
             max_txn: (len / 4).max(64),
+            checkpoint_cap: (cache.capacity() / 2).max(64),
             bs,
             map: journal.map,
             dev,
@@ -495,7 +503,8 @@ impl JournalWriter {
                 self.last - self.first
             )));
         }
-        if needed + 1 > self.free_log_blocks() {
+        let pinned = self.lock_state().checkpoint.len();
+        if needed + 1 > self.free_log_blocks() || pinned + txn.blocks.len() > self.checkpoint_cap {
             self.checkpoint_locked()?;
         }
         self.write_transaction(&txn)?;
