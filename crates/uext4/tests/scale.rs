@@ -539,14 +539,16 @@ fn measure_image() {
     fsck_clean(&img);
 }
 
-/// The daemon's memory must not grow with the journal's size: every
-/// committed block waiting for its checkpoint pins a buffer, and a large
-/// image's log (1 GiB) would otherwise let them pile up to it. Creates
-/// spread over many directories (distinct inode-table, bitmap and
-/// directory blocks) are committed in small transactions on a 64 MiB
-/// journal with a 512-block cache: the buffers held stay near the cache's
-/// capacity (the checkpoint list is written home at half of it), and the
-/// image is clean.
+/// The daemon's memory must not grow with the journal's size: every block
+/// of the running transaction and every committed block waiting for its
+/// checkpoint pins a buffer, and a large image's log (1 GiB) would
+/// otherwise let them pile up to a quarter of it (the running one) and
+/// to all of it (the checkpoint list). Creates spread over many
+/// directories (distinct inode-table, bitmap and directory blocks) go to
+/// a 64 MiB journal with a 512-block cache, first in small transactions
+/// committed by hand, then with no commit but the ones the journal makes
+/// itself: the buffers held stay near the cache's capacity (each list is
+/// written out at half of it), and the image is clean.
 #[test]
 fn committed_blocks_wait_in_memory_only_up_to_the_cache() {
     if !have("mkfs.ext4") || !have("e2fsck") {
@@ -578,14 +580,18 @@ fn committed_blocks_wait_in_memory_only_up_to_the_cache() {
             for f in 0..100 {
                 fs.write(format!("/d{d}/f{f}"), b"x").unwrap();
                 if f % 20 == 19 {
-                    fs.commit().unwrap();
+                    if d < 20 {
+                        fs.commit().unwrap();
+                    }
                     most = most.max(fs.cache_stats().resident);
                 }
             }
         }
         // 4,000 inodes on 1 KiB blocks: 1,000 inode-table blocks alone,
         // all committed long before the 64 MiB log fills.
-        assert!(most <= 2 * cache_blocks, "{most} buffers held with a {cache_blocks}-block cache");
+        // 513 held here; without the running transaction's cap 737, and
+        // without the checkpoint list's too 1,167.
+        assert!(most <= cache_blocks * 5 / 4, "{most} buffers held with a {cache_blocks}-block cache");
         fs.unmount().unwrap();
     }
     fsck_clean(&img);

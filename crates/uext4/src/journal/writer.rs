@@ -116,6 +116,11 @@ pub struct JournalWriter {
     /// cache, as the kernel's writeback of checkpointed buffers keeps
     /// them reclaimable.
     checkpoint_cap: usize,
+    /// Blocks the running transaction may hold before it is committed:
+    /// each is a copy pinned until then, and a quarter of a 1 GiB log
+    /// (the jbd2 bound, `max_txn`) would be 256 MiB of them. Half the
+    /// metadata cache, like the checkpoint list.
+    running_cap: usize,
     jsb: Mutex<JournalSuperblock>,
     state: Mutex<State>,
     cv: Condvar,
@@ -206,6 +211,7 @@ impl JournalWriter {
             // jbd2 limits a transaction to a quarter of the log.
             max_txn: (len / 4).max(64),
             checkpoint_cap: (cache.capacity() / 2).max(64),
+            running_cap: (cache.capacity() / 2).max(64),
             bs,
             map: journal.map,
             dev,
@@ -331,7 +337,9 @@ impl JournalWriter {
             let Some(t) = st.running.as_mut() else { continue };
             // Like jbd2: the blocks already dirtied plus the credits of the
             // handles still running must fit.
-            if !t.blocks.is_empty() && t.blocks.len() + t.credits + credits > self.max_txn {
+            if !t.blocks.is_empty()
+                && (t.blocks.len() + t.credits + credits > self.max_txn || t.blocks.len() >= self.running_cap)
+            {
                 // Full: have it committed and join the next one.
                 let tid = t.tid;
                 drop(st);
