@@ -22,10 +22,17 @@ use uext4::PhysicalBlock;
 /// many groups from a small sparse file (25 GiB gives 102,399 groups, made
 /// in about 3 s: sparse_super2 and lazy init keep mkfs from writing much).
 fn image(dir: &Path, name: &str, size: u64) -> PathBuf {
+    sparse_mkfs(dir, name, size, &["-b", "1024", "-g", "256", "-i", "16384", "-O", "sparse_super2"])
+}
+
+/// A sparse `size`-byte file in `dir` formatted by mkfs.ext4 with `args`
+/// and lazy table and journal init.
+fn sparse_mkfs(dir: &Path, name: &str, size: u64, args: &[&str]) -> PathBuf {
     let img = dir.join(name);
     std::fs::File::create(&img).unwrap().set_len(size).unwrap();
     let out = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-b", "1024", "-g", "256", "-i", "16384", "-O", "sparse_super2"])
+        .args(["-q", "-F"])
+        .args(args)
         .args(["-E", "lazy_itable_init=1,lazy_journal_init=1"])
         .arg(&img)
         .output()
@@ -556,14 +563,7 @@ fn committed_blocks_wait_in_memory_only_up_to_the_cache() {
         return;
     }
     let dir = tempfile::tempdir_in(scratch_base()).unwrap();
-    let img = dir.path().join("j.img");
-    std::fs::File::create(&img).unwrap().set_len(1 << 30).unwrap();
-    let out = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-b", "1024", "-J", "size=64", "-E", "lazy_itable_init=1,lazy_journal_init=1"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "mkfs.ext4: {}", String::from_utf8_lossy(&out.stderr));
+    let img = sparse_mkfs(dir.path(), "j.img", 1 << 30, &["-b", "1024", "-J", "size=64"]);
     let cache_blocks = 512u64;
     {
         let dev: Arc<dyn BlockDevice> = Arc::new(uext4::FileDevice::open(&img, true).unwrap());
