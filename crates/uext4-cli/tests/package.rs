@@ -182,12 +182,12 @@ fn fstab_field(p: &Path) -> String {
         .replace('\n', "\\012")
 }
 
-/// The mount at `mnt`'s type in /proc/self/mounts.
-fn mount_type(mnt: &Path) -> Option<String> {
+/// The type and options of the mount at `mnt` in /proc/self/mounts.
+fn mount_entry(mnt: &Path) -> Option<(String, String)> {
     let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
     mounts.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
-        (f.get(1) == Some(&fstab_field(mnt).as_str())).then(|| f[2].to_string())
+        (f.len() > 3 && f[1] == fstab_field(mnt)).then(|| (f[2].to_string(), f[3].to_string()))
     })
 }
 
@@ -244,10 +244,13 @@ fn deb_installs_mounts_from_fstab_and_removes() {
         backup: tempfile::tempdir().expect("tempdir"),
     };
     machine.save_paths_of(&deb);
-    // What mount(8) passes from fstab: nofail, _netdev (x-* it keeps to
-    // itself) are accepted and mean nothing to a file image.
+    // What mount(8) passes from fstab: nofail, _netdev and user (with the
+    // noexec,nosuid,nodev it implies; defaults and x-* it keeps to
+    // itself) are accepted, the first three meaning nothing to a file
+    // image.
     machine.add_fstab(&format!(
-        "{} {} uext4 defaults,nofail 0 0\n{} {} fuse.uext4 defaults,nofail,_netdev,noatime,x-systemd.device-timeout=5s 0 0\n",
+        "{} {} uext4 defaults,nofail 0 0\n\
+         {} {} fuse.uext4 defaults,nofail,_netdev,user,noatime,x-systemd.device-timeout=5s 0 0\n",
         fstab_field(&a.img),
         fstab_field(&a.mnt),
         fstab_field(&b.img),
@@ -275,24 +278,31 @@ fn deb_installs_mounts_from_fstab_and_removes() {
     for f in [
         "/usr/share/man/man1/uext4.1.gz",
         "/usr/share/man/man1/uext4-mount.1.gz",
+        "/usr/share/man/man8/mount.uext4.8.gz",
+        "/usr/share/man/man8/mount.fuse.uext4.8.gz",
         "/usr/share/bash-completion/completions/uext4",
         "/usr/share/zsh/vendor-completions/_uext4",
         "/usr/share/fish/vendor_completions.d/uext4.fish",
         "/usr/share/doc/uext4/copyright",
         "/usr/share/doc/uext4/README.md.gz",
+        "/usr/share/doc/uext4/changelog.gz",
     ] {
         assert!(fs::metadata(f).is_ok_and(|m| m.is_file() && m.len() > 0), "{f} missing or empty");
     }
     if have("man") {
         run(tool("man").args(["-w", "uext4-mount"]));
+        run(tool("man").args(["-w", "8", "mount.uext4"]));
     }
     // The completion script loads and completes `uext4`.
     run(tool("bash").arg("-c").arg("source /usr/share/bash-completion/completions/uext4 && complete -p uext4"));
 
     // Through /etc/fstab, as mount(8) and the boot's mounts do.
-    for (fx, name) in [(&a, "by-fstab-uext4"), (&b, "by-fstab-fuse.uext4")] {
+    for (fx, name, flag) in [(&a, "by-fstab-uext4", "relatime"), (&b, "by-fstab-fuse.uext4", "noexec")] {
         run(tool("mount").arg(&fx.mnt));
-        assert_eq!(mount_type(&fx.mnt).as_deref(), Some("fuse.uext4"));
+        let (ty, opts) = mount_entry(&fx.mnt).expect("mounted");
+        assert_eq!(ty, "fuse.uext4");
+        // The kernel got the flags: the default relatime; `user`'s noexec.
+        assert!(opts.split(',').any(|o| o == flag), "{flag} not among {opts}");
         fs::write(fx.path(name), name).expect("write through the mount");
         assert_eq!(fs::read(fx.path(name)).expect("read back"), name.as_bytes());
         unmount_retrying(tool("umount").arg(&fx.mnt));
@@ -307,7 +317,7 @@ fn deb_installs_mounts_from_fstab_and_removes() {
     let c = Fixture::with_mkfs_args("64M", &[]);
     machine.mounts.push(c.mnt.clone());
     run(tool("mount").arg("-t").arg("uext4").arg(&c.img).arg(&c.mnt));
-    assert_eq!(mount_type(&c.mnt).as_deref(), Some("fuse.uext4"));
+    assert_eq!(mount_entry(&c.mnt).map(|e| e.0).as_deref(), Some("fuse.uext4"));
     fs::write(c.path("by-mount-t"), b"t").expect("write");
     unmount_retrying(tool("umount").arg(&c.mnt));
     wait_image_free(&c.img);
