@@ -301,7 +301,8 @@ fn deb_installs_mounts_from_fstab_and_removes() {
         run(tool("mount").arg(&fx.mnt));
         let (ty, opts) = mount_entry(&fx.mnt).expect("mounted");
         assert_eq!(ty, "fuse.uext4");
-        // The kernel got the flags: the default relatime; `user`'s noexec.
+        // The line's flags reached the kernel: on b the noexec that `user`
+        // implies (a's options leave the kernel's default relatime).
         assert!(opts.split(',').any(|o| o == flag), "{flag} not among {opts}");
         fs::write(fx.path(name), name).expect("write through the mount");
         assert_eq!(fs::read(fx.path(name)).expect("read back"), name.as_bytes());
