@@ -267,7 +267,7 @@ impl FsCore {
         rw.txns.check_mmp()?;
         let alloc = self.allocator()?;
         IoStats::bump(&rw.data.stats().handles);
-        let quota = rw.quota.as_ref();
+        let quota = rw.quota.as_ref().map(|q| q as &dyn crate::txn::QuotaAccount);
         let extra = if quota.is_some() { crate::quota::QUOTA_CREDITS } else { 0 };
         let (order, mut handle) = rw.txns.start_handle(&self.vol, credits + extra)?;
         handle.set_reserve(extra);
