@@ -50,6 +50,7 @@ mod read;
 mod seek;
 mod shutdown;
 mod std_support;
+mod superblock;
 mod sync;
 mod transactions;
 mod trim;
