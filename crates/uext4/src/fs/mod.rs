@@ -62,6 +62,7 @@ pub mod xattr_ops;
 pub use caller::{sys_resource, SysResourceScope};
 pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use shutdown::ShutdownMode;
+pub use std_support::NewFileDefaults;
 pub use types::{AtimeMode, MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
 
@@ -76,7 +77,7 @@ pub use xattr_ops::XattrSetMode;
 pub struct Filesystem {
     core: Arc<FsCore>,
     /// Owner and umask of files the std-like API creates.
-    new_files: crate::std_api::NewFileDefaults,
+    new_files: NewFileDefaults,
 }
 
 /// The state and operations of an open filesystem, shared by its handle
