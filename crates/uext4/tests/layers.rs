@@ -124,7 +124,8 @@ fn blank_comments_and_literals(src: &str) -> String {
         } else if c == '\'' {
             // A char literal ('x', '\n', '\u{1F}') or a lifetime ('a).
             let end = if next == Some('\\') {
-                (i + 2..b.len()).find(|&j| b[j] == '\'')
+                // Past the escaped character: '\'' and '\\' end at i + 3.
+                (i + 3..b.len()).find(|&j| b[j] == '\'')
             } else if b.get(i + 2) == Some(&'\'') {
                 Some(i + 2)
             } else {
@@ -878,7 +879,7 @@ use kid::Thing;
 // use crate::comment::Path;
 /* crate::block /* nested */ crate::still_comment */
 fn f() -> usize { let s = "crate::in_string"; let r = r#"crate::raw"#; let c = '"'; crate::code::call() }
-fn g<'a>(x: &'a str) { super::sibling::h(x); $crate::macro_path; }
+fn g<'a>(x: &'a str) { super::sibling::h(x); $crate::macro_path; let q = ['\'', '\\', 'x']; }
 #[cfg(test)]
 mod tests { use crate::test_only::X; fn t() { crate::test_only::y(); } }
 #[cfg(all(test, debug_assertions))]
