@@ -1,5 +1,6 @@
 //! Error ownership: per-file writeback errors (Linux's errseq), device
-//! flush windows, and the superblock's error record (ext4_error).
+//! flush windows, and the superblock's error record (ext4_error; the
+//! superblock write itself is `superblock.rs`'s).
 //!
 //! # Writeback errors
 //! A failed writeback of a file, or a failed device flush while data of

@@ -14,7 +14,9 @@
 //! rename, setattr, path walks), `read.rs`, `buffered.rs`, `direct.rs`,
 //! `write.rs` (the allocating path), `fallocate.rs`, `seek.rs`,
 //! `writeback.rs`, `sync.rs`, `orphan.rs`, `xattr_ops.rs`; opening is
-//! here, mounting read-write and unmounting in `mount.rs`.
+//! here, mounting read-write and unmounting in `mount.rs`, the
+//! superblock's own writes (mount and clean marks, error record) in
+//! `superblock.rs`.
 
 use crate::alloc::{AllocConfig, AllocStats, Allocator, FreeExtentHistogram};
 use crate::device::{BlockDevice, FileDevice};
