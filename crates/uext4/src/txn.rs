@@ -6,7 +6,10 @@
 //! journal) plus the block and inode allocators, whose bitmap and
 //! group-descriptor updates it journals in the same handle. With the
 //! `quota` feature, every inode write also moves the usage it changes in
-//! the quota files, in the same handle ([`crate::quota`]).
+//! the quota files, in the same handle, through the [`QuotaAccount`] the
+//! `Tx` holds (the quota module's `Quotas`: the quota files are written
+//! through the extent writer, which takes a `Tx`, so `Tx` knows the
+//! account by this trait alone and the arrow points down).
 //!
 //! Lock order here: an allocator group lock, then a cache stripe lock
 //! (inside [`Handle::modify`]), then the journal's state lock. Closures
@@ -21,6 +24,47 @@ use crate::format::group_desc::{block_bitmap_checksum, GroupDesc, BG_BLOCK_UNINI
 use crate::format::inode::Inode;
 use crate::journal::Handle;
 use crate::volume::Volume;
+
+/// What an inode charges to disk quotas: its uid, gid and project id,
+/// its space in bytes, and inodes: itself and one for each xattr value
+/// it keeps in an EA inode (see [`QuotaAccount::ea_inode_refs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charge {
+    /// Ids, indexed by `format::quota::QuotaType::index`.
+    pub ids: [u32; 3],
+    /// `i_blocks` in bytes.
+    pub space: u64,
+    /// Inodes: 1, plus the EA inode references when the caller counted
+    /// them ([`QuotaAccount::charge_of`] does not: it sees the record alone).
+    pub inodes: u64,
+}
+
+/// The disk-quota account a [`Tx`] keeps exact at every inode write
+/// (implemented by the quota module's `Quotas`, which sits above `txn`:
+/// it writes its files through a `Tx`). Usage moves in the transaction
+/// that changes the inode, entries written through that `Tx`.
+pub trait QuotaAccount: std::fmt::Debug + Send + Sync {
+    /// Whether inode `ino` can charge anything (the quota files never do).
+    fn tracks(&self, ino: u32) -> bool;
+    /// What the inode record `raw` of `ino` charges, if it is in use.
+    fn charge_of(&self, ino: u32, raw: &[u8]) -> Option<Charge>;
+    /// How many of `inode`'s xattr values live in EA inodes (one inode
+    /// of its owner each).
+    fn ea_inode_refs(&self, vol: &Volume, inode: &Inode) -> Result<u64>;
+    /// Moves the usage of an inode whose record charged `old` and now
+    /// charges `new`, writing the changed entries through `tx`.
+    fn transfer(&self, tx: &Tx<'_>, old: Option<Charge>, new: Option<Charge>) -> Result<()>;
+    /// Charges (`delta` > 0) or gives back `delta` inodes of owner `ids`.
+    fn charge_inodes(&self, tx: &Tx<'_>, ids: [u32; 3], delta: i64) -> Result<()>;
+    /// Refuses (EDQUOT) `space` more bytes and `inodes` more inodes for
+    /// the owner `ids` past a limit.
+    fn check(&self, ids: [u32; 3], space: u64, inodes: u64) -> Result<()>;
+    /// [`QuotaAccount::check`] for an inode moving from owner `old` to
+    /// `new`: only the types whose id changes.
+    fn check_moved(&self, old: [u32; 3], new: [u32; 3], space: u64, inodes: u64) -> Result<()>;
+    /// Bytes the owner `ids` may still take before a hard space limit.
+    fn space_room(&self, ids: [u32; 3]) -> u64;
+}
 
 /// One operation's access to metadata: journal handle and allocators.
 pub struct Tx<'a> {
@@ -45,7 +89,7 @@ pub struct Tx<'a> {
     /// The handle's record in the lock-order checker.
     pub order: crate::lock_order::Held,
     /// Disk quotas to keep (None without the `quota` feature).
-    pub quota: Option<&'a crate::quota::Quotas>,
+    pub quota: Option<&'a dyn QuotaAccount>,
     /// Inodes this handle allocated and has not written yet: their slot's
     /// old contents charged nothing, whatever they hold.
     pub new_inodes: parking_lot::Mutex<Vec<u32>>,
@@ -393,7 +437,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Frees inode `ino` in its bitmap and descriptor, and gives back
-    /// what its record still charges to quota (see [`crate::quota`]: an
+    /// what its record still charges to quota (see [`QuotaAccount`]: an
     /// inode charges from its allocation to here, links or not).
     pub fn free_inode(&self, ino: u32, is_dir: bool) -> Result<()> {
         // Its preallocated blocks would otherwise stay reserved for a
@@ -577,7 +621,7 @@ impl<'a> Tx<'a> {
         let (block, off) = self.inode_slot(inode.ino)?;
         let isz = usize::from(sb.inode_size);
         let quota = self.quota.filter(|q| q.tracks(inode.ino));
-        // What the record charged before this write (see crate::quota).
+        // What the record charged before this write (see QuotaAccount).
         let mut old = None;
         if own_dtime {
             let raw = inode.encode(sb)?.to_vec();
@@ -615,7 +659,7 @@ impl<'a> Tx<'a> {
                 if o.ids != n.ids {
                     // A new owner takes the inodes of its EA inode
                     // references too (dquot_transfer of ext4_get_inode_usage).
-                    let refs = crate::quota::ea_inode_refs(self.vol, inode)?;
+                    let refs = q.ea_inode_refs(self.vol, inode)?;
                     o.inodes += refs;
                     n.inodes += refs;
                 }
@@ -627,7 +671,7 @@ impl<'a> Tx<'a> {
 
     /// Refuses (EDQUOT) `space` more bytes and `inodes` more inodes for
     /// owner `ids` (uid, gid, project) past a quota limit (see
-    /// [`crate::quota::Quotas::check`]); nothing without quotas, for
+    /// [`QuotaAccount::check`]); nothing without quotas, for
     /// writeback (its blocks were accepted when the data was written) or
     /// when the root reserve may be used (the stand-in for
     /// CAP_SYS_RESOURCE, which ignores limits).
@@ -647,7 +691,7 @@ impl<'a> Tx<'a> {
             return Ok(());
         }
         let old = [inode.uid, inode.gid, inode.projid];
-        let inodes = 1 + crate::quota::ea_inode_refs(self.vol, inode)?;
+        let inodes = 1 + q.ea_inode_refs(self.vol, inode)?;
         q.check_moved(old, ids, inode.blocks_512.saturating_mul(512), inodes)
     }
 
@@ -665,7 +709,7 @@ impl<'a> Tx<'a> {
     /// Charges the owner of `inode` `delta` inodes for EA inode
     /// references its xattr entries gained (or, negative, lost): each
     /// value kept in an EA inode counts as one inode of its owner (see
-    /// [`crate::quota::ea_inode_refs`]).
+    /// [`QuotaAccount::ea_inode_refs`]).
     pub fn charge_ea_refs(&self, inode: &Inode, delta: i64) -> Result<()> {
         match self.quota {
             Some(q) if q.tracks(inode.ino) && delta != 0 => {

@@ -131,6 +131,13 @@ pub(super) fn pos_of(major: u32, minor: u32) -> u64 {
     (u64::from(major >> 1) << MINOR_BITS) | u64::from(minor >> 2)
 }
 
+/// The index of the first entry of `leaf` at hash position `pos` or
+/// later (hash order). Here rather than on [`Leaf`]: positions are the
+/// index's notion, and leaf.rs stays below htree.rs.
+fn first_at_pos(leaf: &Leaf, pos: u64) -> usize {
+    leaf.slots.partition_point(|s| pos_of(s.major, s.minor) < pos)
+}
+
 /// The cookie that resumes a listing at position `pos`.
 fn cookie_at(pos: u64) -> u64 {
     COOKIE_TAG | pos
@@ -174,7 +181,7 @@ impl Gathered {
     /// previous leaf's).
     fn add(&mut self, block: DirBlock, leaf: Arc<Leaf>, keep: usize) {
         let i = self.leaves.len();
-        let first = leaf.first_at_pos(self.start);
+        let first = first_at_pos(&leaf, self.start);
         let end = leaf.slots.len().min(first.saturating_add(keep));
         let new = &leaf.slots[first..end];
         let in_order = match (self.found.last(), new.first()) {

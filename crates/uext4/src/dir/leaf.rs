@@ -81,12 +81,6 @@ pub(super) struct Leaf {
 }
 
 impl Leaf {
-    /// The index of the first entry at hash position `pos` or later
-    /// (hash order).
-    pub fn first_at_pos(&self, pos: u64) -> usize {
-        self.slots.partition_point(|s| super::htree::pos_of(s.major, s.minor) < pos)
-    }
-
     /// The index of the first entry at byte offset `off` of its block or
     /// later (block order).
     pub fn first_at_offset(&self, off: u64) -> usize {

@@ -1,5 +1,6 @@
 //! Error ownership: per-file writeback errors (Linux's errseq), device
-//! flush windows, and the superblock's error record (ext4_error).
+//! flush windows, and the superblock's error record (ext4_error; the
+//! superblock write itself is `superblock.rs`'s).
 //!
 //! # Writeback errors
 //! A failed writeback of a file, or a failed device flush while data of
@@ -22,10 +23,10 @@
 //! every file of its set. Flushes are serialized so that a later
 //! successful flush never reports a file whose data an earlier one lost.
 
+use super::superblock::save_error_info;
 use super::FsCore;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
-use crate::format::superblock::Superblock;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -201,20 +202,6 @@ impl BlockDevice for TrackedDevice {
     }
 }
 
-/// ext4's s_*_error_errcode value (EXT4_ERR_*) for `e`: the code of
-/// the errno `e` maps to, as the kernel's ext4_errno_to_code (a
-/// checksum error is EFSBADCRC, corruption EFSCORRUPTED).
-fn errcode(e: &Error) -> u8 {
-    crate::format::superblock::errno_to_errcode(e.errno())
-}
-
-/// Records `e` in the superblock's error fields as ext4's
-/// `__save_error_info` does.
-pub(crate) fn save_error_info(sb: &mut Superblock, e: &Error, ino: u32, block: u64, func: &str, line: u32) {
-    let now = crate::format::inode::Timestamp::now().sec.max(0) as u64;
-    sb.record_error(now, errcode(e), ino, block, func, line);
-}
-
 impl FsCore {
     /// Records a filesystem error in the superblock's error fields
     /// (`s_error_count`, `s_first_error_*`, `s_last_error_*`, and the
@@ -243,13 +230,13 @@ impl FsCore {
         let vol = &self.vol;
         let journaled = rw.txns.change_and_commit(|h| {
             h.modify(vol.sb_location().0, |b| {
-                super::mount::modify_sb_in_block(vol, b, |sb| save_error_info(sb, e, ino, block, func, 0))
+                super::superblock::modify_sb_in_block(vol, b, |sb| save_error_info(sb, e, ino, block, func, 0))
             })
         });
         if let Some(r) = journaled {
             return r;
         }
-        super::mount::save_error_direct(&self.vol, e, ino, block, func)
+        super::superblock::save_error_direct(&self.vol, e, ino, block, func)
     }
 
     /// Filesystem errors found and worked around without failing the

@@ -14,7 +14,9 @@
 //! rename, setattr, path walks), `read.rs`, `buffered.rs`, `direct.rs`,
 //! `write.rs` (the allocating path), `fallocate.rs`, `seek.rs`,
 //! `writeback.rs`, `sync.rs`, `orphan.rs`, `xattr_ops.rs`; opening is
-//! here, mounting read-write and unmounting in `mount.rs`.
+//! here, mounting read-write and unmounting in `mount.rs`, the
+//! superblock's own writes (mount and clean marks, error record) in
+//! `superblock.rs`.
 
 use crate::alloc::{AllocConfig, AllocStats, Allocator, FreeExtentHistogram};
 use crate::device::{BlockDevice, FileDevice};
@@ -50,6 +52,7 @@ mod read;
 mod seek;
 mod shutdown;
 mod std_support;
+mod superblock;
 mod sync;
 mod transactions;
 mod trim;
@@ -61,6 +64,7 @@ pub mod xattr_ops;
 pub use caller::{sys_resource, SysResourceScope};
 pub use ops::{Cred, FallocMode, RenameFlags, SetAttr, LINK_MAX};
 pub use shutdown::ShutdownMode;
+pub use std_support::NewFileDefaults;
 pub use types::{AtimeMode, MountOptions, Stat, StatFs};
 pub use xattr_ops::XattrSetMode;
 
@@ -75,7 +79,7 @@ pub use xattr_ops::XattrSetMode;
 pub struct Filesystem {
     core: Arc<FsCore>,
     /// Owner and umask of files the std-like API creates.
-    new_files: crate::std_api::NewFileDefaults,
+    new_files: NewFileDefaults,
 }
 
 /// The state and operations of an open filesystem, shared by its handle

@@ -9,7 +9,9 @@
 //! [`Transactions::sync`]) and says whether the journal aborted. Without
 //! a journal, handles write through and a commit is a device flush.
 
-use super::mount::{mark_journal_clean, mark_mounted, mark_unjournaled_clean, save_error_direct, write_super_counts};
+use super::superblock::{
+    mark_journal_clean, mark_mounted, mark_unjournaled_clean, save_error_direct, write_super_counts,
+};
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
 use crate::error::{Error, Result};

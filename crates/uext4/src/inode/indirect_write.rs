@@ -19,7 +19,7 @@
 //! Locking: as [`super::extent_write`] (the caller excludes other
 //! changers of this inode's map).
 
-use super::extent_write::{Run, FINISH_RESERVE};
+use super::map_write::{Run, FINISH_RESERVE};
 use crate::alloc::AllocRequest;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, PhysicalBlock};

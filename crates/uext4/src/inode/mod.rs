@@ -13,6 +13,7 @@ pub mod extent_write;
 mod indirect;
 pub mod indirect_write;
 pub mod inline;
+pub mod map_write;
 
 pub(crate) use extent_tree::verify_cached as verify_extent_block;
 

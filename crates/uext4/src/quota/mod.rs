@@ -11,7 +11,8 @@
 //! id, plus one inode for each xattr value it keeps in an EA inode
 //! ([`ea_inode_refs`]; the xattr writer charges those as entries come
 //! and go, [`Quotas::charge_inodes`], and a change of owner moves them). The account is therefore kept where an inode's record changes:
-//! [`crate::txn::Tx`] calls [`Quotas::transfer`] with what the record
+//! [`crate::txn::Tx`] calls [`Quotas::transfer`] (through the
+//! [`QuotaAccount`] it holds) with what the record
 //! charged before and after each write, so allocation, free, truncate,
 //! chown, chgrp and project changes all move usage the same way, and the
 //! changed entries go through the journal in that handle. Ids seen for
@@ -36,7 +37,7 @@ use crate::format::features::ro_compat;
 use crate::format::inode::{FL_EA_INODE, FL_HUGE_FILE, GOOD_OLD_INODE_SIZE, ROOT_INO};
 use crate::format::quota::{self as fq, DataHeader, Dqblk, Info, QuotaType, QT_BLOCK_SIZE, TREE_DEPTH, TREE_ROOT};
 use crate::lock_order::Class;
-use crate::txn::Tx;
+use crate::txn::{QuotaAccount, Tx};
 use crate::volume::Volume;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -48,19 +49,9 @@ use std::collections::{HashMap, HashSet};
 /// inode, bitmap, descriptor and an extent block).
 pub const QUOTA_CREDITS: usize = 3 * 16;
 
-/// What an inode charges: its uid, gid and project id, its space in
-/// bytes, and inodes: itself and one for each xattr value it keeps in an
-/// EA inode (see [`ea_inode_refs`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Charge {
-    /// Ids, indexed by [`QuotaType::index`].
-    pub ids: [u32; 3],
-    /// `i_blocks` in bytes.
-    pub space: u64,
-    /// Inodes: 1, plus the EA inode references when the caller counted
-    /// them ([`Quotas::charge_of`] does not: it sees the record alone).
-    pub inodes: u64,
-}
+/// What an inode charges (defined with [`QuotaAccount`], the view of
+/// the quota account a `Tx` keeps at every inode write).
+pub use crate::txn::Charge;
 
 /// How many of `inode`'s xattr entries, in its in-inode area and in its
 /// xattr block, keep their value in an EA inode: each charges the owner
@@ -715,5 +706,41 @@ impl Quotas {
         d.itime = 0;
         set_grace(&mut d, &qf.info, now());
         qf.store(tx, d)
+    }
+}
+
+/// The account a `Tx` keeps at every inode write (see the module docs):
+/// the methods above, reached by `txn` through the trait it defines.
+impl QuotaAccount for Quotas {
+    fn tracks(&self, ino: u32) -> bool {
+        Quotas::tracks(self, ino)
+    }
+
+    fn charge_of(&self, ino: u32, raw: &[u8]) -> Option<Charge> {
+        Quotas::charge_of(self, ino, raw)
+    }
+
+    fn ea_inode_refs(&self, vol: &Volume, inode: &crate::format::inode::Inode) -> Result<u64> {
+        ea_inode_refs(vol, inode)
+    }
+
+    fn transfer(&self, tx: &Tx<'_>, old: Option<Charge>, new: Option<Charge>) -> Result<()> {
+        Quotas::transfer(self, tx, old, new)
+    }
+
+    fn charge_inodes(&self, tx: &Tx<'_>, ids: [u32; 3], delta: i64) -> Result<()> {
+        Quotas::charge_inodes(self, tx, ids, delta)
+    }
+
+    fn check(&self, ids: [u32; 3], space: u64, inodes: u64) -> Result<()> {
+        Quotas::check(self, ids, space, inodes)
+    }
+
+    fn check_moved(&self, old: [u32; 3], new: [u32; 3], space: u64, inodes: u64) -> Result<()> {
+        Quotas::check_moved(self, old, new, space, inodes)
+    }
+
+    fn space_room(&self, ids: [u32; 3]) -> u64 {
+        Quotas::space_room(self, ids)
     }
 }

@@ -43,57 +43,29 @@ use crate::Filesystem;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Owner and umask of the files and directories the std-like API creates
-/// (one per [`crate::Filesystem`]; see [`Filesystem::set_umask`]).
-#[derive(Debug)]
-pub struct NewFileDefaults {
-    umask: AtomicU32,
-    uid: AtomicU32,
-    gid: AtomicU32,
-}
-
-impl Default for NewFileDefaults {
-    fn default() -> Self {
-        // SAFETY: geteuid and getegid have no preconditions and cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        NewFileDefaults { umask: AtomicU32::new(0o022), uid: AtomicU32::new(uid), gid: AtomicU32::new(gid) }
-    }
-}
-
-impl NewFileDefaults {
-    /// The permission bits a new node asked for with `mode` gets.
-    pub(crate) fn masked(&self, mode: u32) -> u16 {
-        (mode & !self.umask.load(Ordering::Relaxed) & 0o7777) as u16
-    }
-
-    /// The owner of new nodes.
-    pub(crate) fn owner(&self) -> (u32, u32) {
-        (self.uid.load(Ordering::Relaxed), self.gid.load(Ordering::Relaxed))
-    }
-}
+/// Owner and umask of new files (kept by the owning handle, in `fs`,
+/// which std_api is a front end of).
+pub use crate::fs::NewFileDefaults;
 
 impl Filesystem {
     /// Sets the umask applied to the modes of files and directories
     /// created through the std-like API (default `0o022`). Only the
     /// permission bits (`0o7777`) count.
     pub fn set_umask(&self, umask: u32) {
-        self.new_file_defaults().umask.store(umask & 0o7777, Ordering::Relaxed);
+        self.new_file_defaults().set_umask(umask);
     }
 
     /// The umask of the std-like API (see [`Filesystem::set_umask`]).
     pub fn umask(&self) -> u32 {
-        self.new_file_defaults().umask.load(Ordering::Relaxed)
+        self.new_file_defaults().umask()
     }
 
     /// Sets the owner (uid, gid) of files, directories and symlinks
     /// created through the std-like API (default: the process's
     /// effective uid and gid, as on Linux).
     pub fn set_owner(&self, uid: u32, gid: u32) {
-        let d = self.new_file_defaults();
-        d.uid.store(uid, Ordering::Relaxed);
-        d.gid.store(gid, Ordering::Relaxed);
+        self.new_file_defaults().set_owner(uid, gid);
     }
 
     /// The owner of new nodes (see [`Filesystem::set_owner`]).

@@ -1,14 +1,9 @@
 //! The count/limit header and the (hash, block) entries of a dx root or
 //! interior node.
 
-use super::node::NODE_ENTRIES_OFFSET;
-use super::root::ROOT_ENTRIES_OFFSET;
-use super::tail::DX_TAIL_SIZE;
+use super::layout::{DX_ENTRY_SIZE, DX_TAIL_SIZE, NODE_ENTRIES_OFFSET, ROOT_ENTRIES_OFFSET};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le16, le32, put_le16, put_le32};
-
-/// Size of one (hash, block) entry.
-pub const DX_ENTRY_SIZE: usize = 8;
 
 /// One index entry: names hashing at or above `hash` live under `block`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,13 +58,6 @@ pub fn parse_node(b: &[u8], is_root: bool, csum: bool, block: u64) -> Result<DxN
         entries.push(entry);
     }
     Ok(DxNode { entries_offset: off, limit, entries })
-}
-
-/// Entry capacity of a dx block of `block_size` bytes whose entries start
-/// at `entries_offset` (room for the dx tail kept when `csum`).
-pub(super) fn limit_for(block_size: usize, entries_offset: usize, csum: bool) -> u16 {
-    let room = block_size.saturating_sub(entries_offset + if csum { DX_TAIL_SIZE } else { 0 }) / DX_ENTRY_SIZE;
-    room.min(usize::from(u16::MAX)) as u16
 }
 
 /// Writes a count/limit header at `entries_offset` followed by `entries`

@@ -4,14 +4,17 @@
 //! One structure per file: the root's `dx_root_info` ([`root`]), the
 //! interior node's fake entry ([`node`]), the count/limit header and
 //! entries both share ([`entries`]), and the metadata_csum tail
-//! ([`tail`]). Everything is re-exported here.
+//! ([`tail`]); the offsets and sizes all of them use are in one place
+//! ([`layout`]). Everything is re-exported here.
 
 pub mod entries;
+pub mod layout;
 pub mod node;
 pub mod root;
 pub mod tail;
 
 pub use entries::*;
+pub use layout::*;
 pub use node::*;
 pub use root::*;
 pub use tail::*;

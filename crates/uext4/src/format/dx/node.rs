@@ -1,11 +1,8 @@
 //! An interior htree node: a fake empty directory entry spanning the
 //! block, then the entries.
 
-use super::entries::limit_for;
+use super::layout::{limit_for, NODE_ENTRIES_OFFSET};
 use crate::format::bytes::{le16, le32, put_le16, u8_at};
-
-/// Offset of the count/limit header in an interior node (after a fake entry).
-pub const NODE_ENTRIES_OFFSET: usize = 0x8;
 
 /// True if a directory block looks like an interior dx node: one fake
 /// empty entry spanning the whole block.

@@ -1,15 +1,9 @@
 //! The htree root in directory block 0: the fake "." and ".." entries,
 //! then `dx_root_info` (hash version, info length, levels) and the entries.
 
-use super::entries::limit_for;
-use super::DX_ENTRY_SIZE;
+use super::layout::{limit_for, DX_ENTRY_SIZE, ROOT_ENTRIES_OFFSET, ROOT_INFO_OFFSET};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::u8_at;
-
-/// Offset of the dx_root_info in block 0 (after the fake "." and "..").
-pub const ROOT_INFO_OFFSET: usize = 0x18;
-/// Offset of the count/limit header in the root.
-pub const ROOT_ENTRIES_OFFSET: usize = 0x20;
 
 /// Root information.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

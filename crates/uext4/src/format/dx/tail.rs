@@ -1,13 +1,11 @@
 //! The metadata_csum tail of a dx block (`struct dx_tail`): a reserved
 //! word and the crc32c of the header, the entries in use and the tail.
 
-use super::{DxNode, DX_ENTRY_SIZE};
+use super::entries::DxNode;
+use super::layout::{DX_ENTRY_SIZE, DX_TAIL_SIZE};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::bytes::{le16, le32, put_le32};
 use crate::format::checksum::crc32c;
-
-/// Size of the metadata_csum tail of a dx block.
-pub const DX_TAIL_SIZE: usize = 8;
 
 /// Verifies a dx block's checksum tail (metadata_csum only).
 pub fn verify_checksum(b: &[u8], node: &DxNode, inode_seed: u32, block: u64) -> Result<()> {

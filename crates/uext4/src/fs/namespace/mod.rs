@@ -178,8 +178,8 @@ impl FsCore {
             };
             let vol = &self.vol;
             tx.modify(vol.sb_location().0, |b| {
-                crate::fs::mount::modify_sb_in_block(vol, b, |sb| {
-                    crate::fs::errors::save_error_info(sb, &e, ino, e.block().unwrap_or(0), "ext4_new_inode", 0)
+                crate::fs::superblock::modify_sb_in_block(vol, b, |sb| {
+                    crate::fs::superblock::save_error_info(sb, &e, ino, e.block().unwrap_or(0), "ext4_new_inode", 0)
                 })
             })?;
         }

@@ -32,6 +32,7 @@ use super::MAX_LBLK;
 
 mod alloc;
 mod shift;
+pub use super::map_write::{Run, FINISH_RESERVE};
 pub use alloc::{alloc_step_credits, allocate_range, map_run};
 pub use shift::{shift_bounded, Shift};
 
@@ -39,9 +40,6 @@ pub use shift::{shift_bounded, Shift};
 const MAX_UNWRITTEN_LEN: u64 = MAX_INIT_LEN as u64 - 1;
 /// Entries in the root node inside `i_block`.
 const ROOT_CAPACITY: usize = (I_BLOCK_SIZE - ENTRY_SIZE) / ENTRY_SIZE;
-
-/// A newly mapped run: (logical block, physical block, length).
-pub type Run = (FileBlock, PhysicalBlock, u64);
 
 /// Makes `inode`'s `i_block` an empty extent root and sets the extents flag.
 pub fn init_root(inode: &mut Inode) {
@@ -609,12 +607,6 @@ fn edit_leaf(
 pub fn tree_change_credits(depth: u16) -> usize {
     6 * (usize::from(depth) + 2) + 4
 }
-
-/// Credits a bounded removal leaves for its caller to finish in the same
-/// handle: the inode, the orphan list (superblock, previous orphan or
-/// orphan-file block: one either way), the inode's bitmap and
-/// descriptor, its xattr block with that block's bitmap and descriptor.
-pub const FINISH_RESERVE: usize = 16;
 
 /// The end of the part of `[a, b)` whose removal from leaf `v` fits in
 /// `budget` credits: a bitmap and a descriptor block per group its data
