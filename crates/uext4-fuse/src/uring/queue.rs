@@ -353,6 +353,20 @@ impl Pool {
     }
 }
 
+/// What one queue thread did, logged when the queue ends (the hand-offs
+/// `bench/handoffs.sh` counts per operation).
+#[derive(Debug, Default)]
+struct QueueCounts {
+    /// Requests received on the queue's entries.
+    requests: u64,
+    /// Of them, lent to the pool.
+    lent: u64,
+    /// Completions of the eventfd read: the pool handing entries back.
+    wakeups: u64,
+    /// Calls of io_uring_enter that submitted and waited.
+    enters: u64,
+}
+
 /// One queue, ready to serve.
 pub(super) struct Queue<F> {
     ring: IoUring<squeue::Entry128>,
@@ -415,12 +429,15 @@ impl<F: Backend> Queue<F> {
         };
         let mut live = entries;
         let mut registered = false;
+        let mut counts = QueueCounts::default();
         loop {
             submit_and_wait(&ring, 1)?;
+            counts.enters += 1;
             done.clear();
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
             for &(tag, res) in &done {
                 if tag == EVENT_TAG {
+                    counts.wakeups += 1;
                     for i in back.take_back() {
                         commit(&mut ring, ents, i)?;
                     }
@@ -443,6 +460,11 @@ impl<F: Backend> Queue<F> {
                     }
                     live -= 1;
                     if live == 0 {
+                        // bench/handoffs.sh reads this line.
+                        info!(
+                            "io_uring queue {qid} ended: {} requests, {} to the pool, {} eventfd wake-ups, {} io_uring_enter calls",
+                            counts.requests, counts.lent, counts.wakeups, counts.enters
+                        );
                         return Ok(());
                     }
                     continue;
@@ -452,6 +474,7 @@ impl<F: Backend> Queue<F> {
                     info!("io_uring queue {qid}: requests arrive through the ring");
                 }
                 let Some(e) = ents.get_mut(i) else { continue };
+                counts.requests += 1;
                 let opcode = u32_at(&e.header[..], 4);
                 let payload_sz = u32_at(&e.header[..], ENT_PAYLOAD_SZ) as usize;
                 let slow = is_slow(opcode, payload_sz, &e.header[..])
@@ -464,6 +487,7 @@ impl<F: Backend> Queue<F> {
                     let ent =
                         Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
                     back.lend();
+                    counts.lent += 1;
                     let job = Job { ent, idx: i, back: back.clone(), answered: false, cancelled: false };
                     match pool.tx.send(job) {
                         Ok(()) => continue,
