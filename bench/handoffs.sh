@@ -161,12 +161,12 @@ do_mount() {
     "$bin" mount-null "$mnt" -o "$opts,transport=$tr,log=info" --foreground 2>>"$dir/daemon.log" &
   fi
   pid=$!
-  local i
-  for i in $(seq 1 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+  local _
+  for _ in $(seq 1 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
   mountpoint -q "$mnt" || { echo "$t/$tr: mount failed" >&2; cat "$dir/daemon.log" >&2; exit 1; }
   if [ "$tr" = uring ]; then
     stat "$mnt" >/dev/null
-    for i in $(seq 1 50); do
+    for _ in $(seq 1 50); do
       grep -q "requests arrive through the ring" "$dir/daemon.log" && return 0
       sleep 0.1
     done
@@ -176,8 +176,8 @@ do_mount() {
 }
 
 do_unmount() {
-  local i
-  for i in $(seq 1 50); do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
+  local _
+  for _ in $(seq 1 50); do umount "$mnt" 2>/dev/null && break; sleep 0.2; done
   mountpoint -q "$mnt" && umount -l "$mnt"
   wait "$pid" || true
   pid=""
@@ -218,7 +218,7 @@ for t in $targets; do
       if [ "$perf_record" = "$t/$tr/$w" ]; then
         perf record -g -o "$dir/perf.data" -p "$pid" 2>/dev/null &
         rec=$!
-        perfpids+=($rec)
+        perfpids+=("$rec")
       fi
       sleep 0.5
       case $w in
@@ -259,8 +259,7 @@ print(sum(j['read']['total_ios'] + j['write']['total_ios'] for j in d['jobs']))"
       sys=$(awk -F, '/raw_syscalls:sys_enter/ { print $1 }' "$dir/sys.csv")
       futex=$(awk -F, '/sys_enter_futex/ { print $1 }' "$dir/sys.csv")
       mallocs=$(awk -F, '/probe_libc:malloc/ { print $1 }' "$dir/sys.csv")
-      clear_mnt_rc=0
-      find "$mnt" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null || clear_mnt_rc=$?
+      find "$mnt" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null || true
       do_unmount
       if [ "$t" = uext4 ]; then
         e2fsck -fn "$img" >/dev/null 2>&1 || echo "$t/$tr/$w: image NOT e2fsck-clean" >&2
@@ -279,9 +278,11 @@ for line in open(sys.argv[1], errors="replace"):
 print(lent, wake, park, unpark)
 PY
 )
-      printf '%s\n' "$t $tr $w $ops ${req:-0} ${sys:-0} ${futex:-0} ${mallocs:--} $counts $caller" >>"$dir/results"
-      printf '%s\n' "$before" | sed 's/^/B /' >>"$dir/results"
-      printf '%s\n' "$after" | sed 's/^/A /' >>"$dir/results"
+      {
+        printf '%s\n' "$t $tr $w $ops ${req:-0} ${sys:-0} ${futex:-0} ${mallocs:--} $counts $caller"
+        printf '%s\n' "$before" | sed 's/^/B /'
+        printf '%s\n' "$after" | sed 's/^/A /'
+      } >>"$dir/results"
       echo "  $t $tr $w: $ops ops" >&2
     done
   done
