@@ -3,8 +3,8 @@
 //! (files written and read back, a directory tree, rename, unlink, a
 //! 3 MiB file larger than one request), the daemon's log names the
 //! transport it uses, the image is clean after the unmount, READs that
-//! miss the daemon's cache (served by the slow-request pool) return the
-//! file's bytes, `transport=auto` (io_uring when the kernel offers
+//! miss the daemon's cache (small ones served on the queue, larger ones
+//! by the slow-request pool) return the file's bytes, `transport=auto` (io_uring when the kernel offers
 //! it) is the default, and `threads=N` sizes the slow-request pool.
 //!
 //! Needs root and /dev/fuse, and a kernel with FUSE io_uring: the test
@@ -154,6 +154,49 @@ fn uring_reads_that_miss_the_cache_and_large_reads() {
     fx.assert_clean();
     let text = daemon_log(&fx);
     assert!(text.contains("requests arrive through the ring"), "no request came through the ring:\n{text}");
+    assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
+}
+
+/// Small READs that miss the daemon's cache (4 KiB each: readahead off
+/// with POSIX_FADV_RANDOM, a file put into the image before the mount)
+/// are served on the queue that received them, none lent to the pool
+/// (the queues' counts in the daemon's log at the end), and return the
+/// file's bytes. Before, each was lent to the pool and handed back.
+#[test]
+fn uring_small_read_misses_are_served_on_the_queue() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    require_fuse!();
+    if let Some(r) = uring_skip_reason() {
+        println!("SKIP: {r}");
+        return;
+    }
+    let fx = Fixture::new_plain("64M");
+    let data: Vec<u8> = (0..2u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let src = fx.dir.path().join("cold.src");
+    fs::write(&src, &data).expect("write source");
+    run(Command::new(BIN).arg("put").arg(&fx.img).arg(&src).arg("/cold"));
+    let log = fx.dir.path().join("daemon.log");
+    mount_exactly(&fx, &format!("transport=uring,log=info,logfile={}", log.display()));
+    assert!(daemon_log(&fx).contains("transport: io_uring"), "{}", daemon_log(&fx));
+    let f = fs::File::open(fx.path("cold")).expect("open");
+    // SAFETY: advice on an open descriptor; no memory is passed.
+    assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) }, 0);
+    let mut buf = vec![0u8; 4096];
+    for k in [300u64, 7, 511, 64, 129, 0, 250] {
+        let off = k * 4096;
+        f.read_exact_at(&mut buf, off).expect("pread");
+        assert_eq!(buf[..], data[off as usize..off as usize + 4096], "4 KiB at {off}");
+    }
+    drop(f);
+    fx.unmount();
+    fx.assert_clean();
+    let text = daemon_log(&fx);
+    let ended: Vec<&str> = text.lines().filter(|l| l.contains("io_uring queue") && l.contains(" ended: ")).collect();
+    assert!(!ended.is_empty(), "no queue's counts in the log:\n{text}");
+    for l in &ended {
+        assert!(l.contains(" 0 to the pool"), "a queue lent requests to the pool: {l}\n{text}");
+    }
     assert!(!text.contains("ERROR"), "errors in the daemon's log:\n{text}");
 }
 

@@ -202,6 +202,20 @@ struct ReaderState {
     reading: usize,
     parked: Vec<std::thread::Thread>,
     closed: bool,
+    /// What the workers did, logged when the session ends (the hand-offs
+    /// `bench/handoffs.sh` counts per operation).
+    counts: HandoffCounts,
+}
+
+/// The `/dev/fuse` session's hand-offs between its workers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HandoffCounts {
+    /// Requests read from the device.
+    pub requests: u64,
+    /// Times a worker parked because [`READERS`] were in read(2).
+    pub parks: u64,
+    /// Parked workers woken to read in place of a busy one.
+    pub unparks: u64,
 }
 
 impl Readers {
@@ -223,6 +237,7 @@ impl Readers {
             let me = std::thread::current();
             if !g.parked.iter().any(|t| t.id() == me.id()) {
                 g.parked.push(me);
+                g.counts.parks += 1;
             }
             drop(g);
             std::thread::park();
@@ -235,11 +250,18 @@ impl Readers {
     fn leave(&self, may_wait: bool) {
         let mut g = self.lock();
         g.reading -= 1;
+        g.counts.requests += 1;
         if g.reading == 0 && may_wait {
             if let Some(t) = g.parked.pop() {
+                g.counts.unparks += 1;
                 t.unpark();
             }
         }
+    }
+
+    /// What the workers did so far.
+    pub(crate) fn counts(&self) -> HandoffCounts {
+        self.lock().counts
     }
 
     /// The connection is gone: every parked worker ends.
@@ -368,6 +390,12 @@ pub(crate) fn run<F: Filesystem + Send + Sync + 'static>(
             Err(_) => r = Err(io::Error::other("a FUSE worker panicked")),
         }
     }
+    let c = readers.counts();
+    // bench/handoffs.sh reads this line.
+    info!(
+        "/dev/fuse session ended: {} requests read, workers parked {} times, unparked {} times",
+        c.requests, c.parks, c.unparks
+    );
     r
 }
 

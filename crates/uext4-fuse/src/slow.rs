@@ -10,9 +10,9 @@ use crate::proto::abi::op;
 /// A WRITE with more data than this may wait long.
 pub(crate) const LARGE_WRITE: usize = 128 << 10;
 /// A READ of more than this may wait long (a direct one always reads the
-/// device; a buffered one may fill many folios); smaller buffered READs
-/// only when they miss the page cache, which the io_uring transport finds
-/// out by trying the cache first.
+/// device; a buffered one may fill many folios); the io_uring transport
+/// also lends buffered READs over 16 KiB that miss the page cache (it
+/// tries the cache first), and serves smaller misses itself.
 pub(crate) const LARGE_READ: usize = 128 << 10;
 
 /// True for requests that may wait long: FSYNC, FSYNCDIR, SYNCFS,

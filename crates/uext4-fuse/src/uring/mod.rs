@@ -18,9 +18,11 @@
 //! same dispatcher as `/dev/fuse` ([`crate::dispatch::dispatch`]), the
 //! reply written into the entry's payload buffer. Requests that may take
 //! long (FSYNC, FSYNCDIR, SYNCFS, large WRITEs and READs, FALLOCATE,
-//! COPY_FILE_RANGE, and buffered READs that miss the page cache: tried
-//! first from the cache alone, see `uext4::fs::FsCore::read_cached`) go
-//! to a small pool of threads shared by the queues,
+//! COPY_FILE_RANGE, and buffered READs over 16 KiB that miss the page
+//! cache: tried first from the cache alone, see
+//! `uext4::fs::FsCore::read_cached`; smaller misses are one small device
+//! read, served on the queue thread) go to a small pool of threads shared
+//! by the queues,
 //! so that they do not hold up the other entries of their queue; the
 //! kernel only accepts a commit on the ring that registered the entry, and
 //! the ring is single-issuer, so a pool thread hands the finished entry

@@ -14,9 +14,9 @@ use crate::session::Negotiated;
 use crate::Backend;
 use io_uring::{opcode, squeue, types, IoUring};
 use log::{debug, info, warn};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -46,6 +46,26 @@ fn is_slow(opcode: u32, payload_sz: usize, header: &[u8]) -> bool {
     // `fuse_write_in.flags`: an O_SYNC/O_DSYNC write commits before its reply.
     let sync = opcode == op::WRITE && crate::slow::sync_write(u32_at(header, OP_IN + 32) as i32);
     sync || crate::slow::may_wait(opcode, payload_sz, read)
+}
+
+/// Buffered READs up to this size that miss the page cache are served
+/// on the queue thread: one small device read, as the small direct READs
+/// the queue serves already (see `Uext4Fuse::read_fast`). Lent to the pool,
+/// each cost the queue thread a wake-up of a pool thread and a wake-up by
+/// the eventfd, and the pool thread two context switches: 4 KiB random
+/// reads of an uncached file (bench/handoffs.sh cold-rand) went from 3.3
+/// daemon context switches and 7 system calls per READ to 1 and 3.2, and
+/// from 45-72k to 645-695k reads in 3 s (an image in /dev/shm). Larger
+/// misses (readahead, 128 KiB) may fill many folios and still go to the
+/// pool. A small miss may fill a larger folio when the engine sees a
+/// sequential reader (its readahead order), which the kernel's own
+/// readahead makes rare for small READs: it sends large ones then.
+const INLINE_MISS: usize = 16 << 10;
+
+/// Whether a buffered READ of `size` bytes that missed the page cache is
+/// lent to the pool rather than served on the queue thread.
+fn miss_goes_to_pool(size: usize) -> bool {
+    size > INLINE_MISS
 }
 
 /// `fuse_read_in.size` of a READ in an entry's header buffer.
@@ -153,7 +173,7 @@ fn serve<F: Backend>(fs: &F, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mu
 /// count of the queue's entries out on loan.
 struct Back {
     loans: Mutex<Loans>,
-    /// Signalled at every hand-back, for [`Back::wait_all_back`].
+    /// Signalled at a hand-back while [`Back::wait_all_back`] waits.
     returned: Condvar,
     /// Wakes the queue's ring (it keeps a read of it submitted).
     efd: OwnedFd,
@@ -165,6 +185,10 @@ struct Loans {
     done: Vec<usize>,
     /// Entries lent and not yet taken back ([`Loans::done`] included).
     out: usize,
+    /// [`Back::wait_all_back`] waits on `returned`: only then is it
+    /// signalled (a notification costs a futex call even with nobody
+    /// waiting).
+    waiting: bool,
 }
 
 impl Back {
@@ -188,16 +212,25 @@ impl Back {
         self.loans().out += 1;
     }
 
-    /// The queue thread takes back a loan the pool never received.
-    fn unlend(&self) {
-        self.loans().out -= 1;
-    }
-
     /// The pool is done with entry `idx`: from here on it touches the
-    /// entry's buffers no more.
+    /// entry's buffers no more. Only the first entry handed back since the
+    /// queue thread last took them writes the eventfd: the queue thread
+    /// takes every entry handed back when that write wakes it (under the
+    /// same lock), so a later one finds the wake-up still pending and
+    /// rides on it.
     fn hand_back(&self, idx: usize) {
-        self.loans().done.push(idx);
-        self.returned.notify_all();
+        let wake = {
+            let mut l = self.loans();
+            let first = l.done.is_empty();
+            l.done.push(idx);
+            if l.waiting {
+                self.returned.notify_all();
+            }
+            first
+        };
+        if !wake {
+            return;
+        }
         let one = 1u64.to_ne_bytes();
         loop {
             // SAFETY: writes 8 bytes from a live local to an open eventfd.
@@ -225,8 +258,10 @@ impl Back {
     fn wait_all_back(&self) {
         let mut l = self.loans();
         while l.out > l.done.len() {
+            l.waiting = true;
             l = self.returned.wait(l).unwrap_or_else(|p| p.into_inner());
         }
+        l.waiting = false;
     }
 }
 
@@ -271,23 +306,10 @@ struct Job {
     back: Arc<Back>,
     /// The reply is in the entry's buffers.
     answered: bool,
-    /// The queue thread took the loan back (the pool is gone).
-    cancelled: bool,
-}
-
-impl Job {
-    /// The queue thread serves the entry itself: the loan ends unused.
-    fn cancel(mut self) {
-        self.back.unlend();
-        self.cancelled = true;
-    }
 }
 
 impl Drop for Job {
     fn drop(&mut self) {
-        if self.cancelled {
-            return;
-        }
         if !self.answered {
             // Discarded unserved (the pool went away) or its server
             // panicked outside the dispatcher: the entry is committed
@@ -302,10 +324,101 @@ impl Drop for Job {
     }
 }
 
-/// The threads that serve slow requests of every queue.
-#[derive(Clone)]
+/// The jobs waiting for a pool thread, shared by the pool's threads and
+/// every queue. A job is taken by one idle thread, which is woken only if
+/// it sleeps: a thread that is busy (or about to look) takes the job when
+/// it next looks, so a job costs one wake-up at most. (A channel whose
+/// receiver the threads shared behind a mutex cost two: the thread that
+/// got the job released the mutex the other one slept on, which woke to
+/// sleep again in the channel.)
+struct Jobs<T> {
+    state: Mutex<JobState<T>>,
+    /// Signalled when a job arrives while a thread is idle, and at close.
+    ready: Condvar,
+}
+
+struct JobState<T> {
+    jobs: VecDeque<T>,
+    /// Threads waiting on `ready`.
+    idle: usize,
+    /// Handles that may still send (see [`Pool`]'s clone and drop).
+    senders: usize,
+}
+
+impl<T> Jobs<T> {
+    fn new() -> Jobs<T> {
+        Jobs { state: Mutex::new(JobState { jobs: VecDeque::new(), idle: 0, senders: 1 }), ready: Condvar::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, JobState<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `job`, waking one idle thread if there is one. The wake-up
+    /// comes after the lock is released: the woken thread would otherwise
+    /// find it held and sleep again on it. No wake-up is lost: a thread
+    /// counted idle is already waiting (it counts itself and waits under
+    /// the lock, which the wait releases).
+    fn push(&self, job: T) {
+        let wake = {
+            let mut g = self.lock();
+            g.jobs.push_back(job);
+            g.idle > 0
+        };
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next job, waiting for one; `None` once every sender is gone and
+    /// no job is left.
+    fn pop(&self) -> Option<T> {
+        let mut g = self.lock();
+        loop {
+            if let Some(j) = g.jobs.pop_front() {
+                return Some(j);
+            }
+            if g.senders == 0 {
+                return None;
+            }
+            g.idle += 1;
+            g = self.ready.wait(g).unwrap_or_else(|p| p.into_inner());
+            g.idle -= 1;
+        }
+    }
+
+    fn add_sender(&self) {
+        self.lock().senders += 1;
+    }
+
+    /// A sender is gone; the last one wakes every thread to end.
+    fn drop_sender(&self) {
+        let mut g = self.lock();
+        g.senders -= 1;
+        if g.senders == 0 {
+            self.ready.notify_all();
+        }
+    }
+}
+
+/// The threads that serve slow requests of every queue: a handle to send
+/// them jobs. They end when the last handle is dropped, after serving the
+/// jobs already sent.
 pub(super) struct Pool {
-    tx: mpsc::Sender<Job>,
+    jobs: Arc<Jobs<Job>>,
+}
+
+impl Clone for Pool {
+    fn clone(&self) -> Pool {
+        self.jobs.add_sender();
+        Pool { jobs: self.jobs.clone() }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.jobs.drop_sender();
+    }
 }
 
 impl Pool {
@@ -315,19 +428,14 @@ impl Pool {
         threads: usize,
         handles: &mut Vec<JoinHandle<()>>,
     ) -> io::Result<Pool> {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        for i in 0..threads {
-            let (fs, rx) = (fs.clone(), rx.clone());
+        let pool = Pool { jobs: Arc::new(Jobs::new()) };
+        // At least one: a queue waits for every entry it lent to come back.
+        for i in 0..threads.max(1) {
+            let (fs, jobs) = (fs.clone(), pool.jobs.clone());
             handles.push(std::thread::Builder::new().name(format!("uring-slow{i}")).spawn(move || {
                 let mut s = Scratch::new();
-                loop {
-                    let job = match rx.lock() {
-                        Ok(r) => r.recv(),
-                        Err(_) => return,
-                    };
-                    // Every queue (and so every sender) is gone.
-                    let Ok(mut job) = job else { return };
+                // None: every queue (and so every sender) is gone.
+                while let Some(mut job) = jobs.pop() {
                     // SAFETY: see `Lent`: the buffers are ours alone now
                     // and live until the job is dropped below.
                     let (header, payload) = unsafe {
@@ -349,8 +457,27 @@ impl Pool {
                 }
             })?);
         }
-        Ok(Pool { tx })
+        Ok(pool)
     }
+
+    /// Hands `job` to a pool thread.
+    fn send(&self, job: Job) {
+        self.jobs.push(job);
+    }
+}
+
+/// What one queue thread did, logged when the queue ends (the hand-offs
+/// `bench/handoffs.sh` counts per operation).
+#[derive(Debug, Default)]
+struct QueueCounts {
+    /// Requests received on the queue's entries.
+    requests: u64,
+    /// Of them, lent to the pool.
+    lent: u64,
+    /// Completions of the eventfd read: the pool handing entries back.
+    wakeups: u64,
+    /// Calls of io_uring_enter that submitted and waited.
+    enters: u64,
 }
 
 /// One queue, ready to serve.
@@ -415,12 +542,15 @@ impl<F: Backend> Queue<F> {
         };
         let mut live = entries;
         let mut registered = false;
+        let mut counts = QueueCounts::default();
         loop {
             submit_and_wait(&ring, 1)?;
+            counts.enters += 1;
             done.clear();
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
             for &(tag, res) in &done {
                 if tag == EVENT_TAG {
+                    counts.wakeups += 1;
                     for i in back.take_back() {
                         commit(&mut ring, ents, i)?;
                     }
@@ -443,6 +573,11 @@ impl<F: Backend> Queue<F> {
                     }
                     live -= 1;
                     if live == 0 {
+                        // bench/handoffs.sh reads this line.
+                        info!(
+                            "io_uring queue {qid} ended: {} requests, {} to the pool, {} eventfd wake-ups, {} io_uring_enter calls",
+                            counts.requests, counts.lent, counts.wakeups, counts.enters
+                        );
                         return Ok(());
                     }
                     continue;
@@ -452,24 +587,24 @@ impl<F: Backend> Queue<F> {
                     info!("io_uring queue {qid}: requests arrive through the ring");
                 }
                 let Some(e) = ents.get_mut(i) else { continue };
+                counts.requests += 1;
                 let opcode = u32_at(&e.header[..], 4);
                 let payload_sz = u32_at(&e.header[..], ENT_PAYLOAD_SZ) as usize;
-                let slow = is_slow(opcode, payload_sz, &e.header[..])
-                    || (opcode == op::READ && !read_fast(&*fs, n, &mut e.header, &mut e.payload));
+                let mut slow = is_slow(opcode, payload_sz, &e.header[..]);
                 if !slow && opcode == op::READ {
-                    commit(&mut ring, ents, i)?;
-                    continue;
+                    if read_fast(&*fs, n, &mut e.header, &mut e.payload) {
+                        commit(&mut ring, ents, i)?;
+                        continue;
+                    }
+                    slow = miss_goes_to_pool(read_size(&e.header[..]));
                 }
                 if slow {
                     let ent =
                         Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
                     back.lend();
-                    let job = Job { ent, idx: i, back: back.clone(), answered: false, cancelled: false };
-                    match pool.tx.send(job) {
-                        Ok(()) => continue,
-                        // No pool thread left: served here instead.
-                        Err(mpsc::SendError(job)) => job.cancel(),
-                    }
+                    counts.lent += 1;
+                    pool.send(Job { ent, idx: i, back: back.clone(), answered: false });
+                    continue;
                 }
                 serve_entry(&*fs, n, &mut e.header, &mut e.payload, &mut scratch);
                 commit(&mut ring, ents, i)?;
@@ -497,7 +632,91 @@ fn pin_to_cpu(qid: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
     use std::time::Duration;
+
+    /// The eventfd's counter: how many times it was written since the
+    /// last read (blocks while 0, so only called when it is not).
+    fn efd_count(back: &Back) -> u64 {
+        let mut b = [0u8; 8];
+        // SAFETY: reads 8 bytes into a live local from an open eventfd.
+        assert_eq!(unsafe { libc::read(back.efd.as_raw_fd(), b.as_mut_ptr().cast(), 8) }, 8);
+        u64::from_ne_bytes(b)
+    }
+
+    /// Entries handed back while the queue thread has not yet taken the
+    /// earlier ones ride on the earlier wake-up: one eventfd write for
+    /// them all, every entry taken back; after the take, the next hand-back
+    /// writes again (no wake-up is lost).
+    #[test]
+    fn hand_backs_before_the_take_share_one_wakeup() {
+        let back = Back::new().expect("eventfd");
+        for i in 0..3 {
+            back.lend();
+            back.hand_back(i);
+        }
+        assert_eq!(efd_count(&back), 1, "one wake-up for the entries the queue had not taken yet");
+        assert_eq!(back.take_back(), vec![0, 1, 2]);
+        back.lend();
+        back.hand_back(7);
+        assert_eq!(efd_count(&back), 1, "a hand-back after the take wakes the queue again");
+        assert_eq!(back.take_back(), vec![7]);
+        assert_eq!(back.loans().out, 0);
+    }
+
+    /// A small READ that misses the cache is served by the queue thread;
+    /// a readahead-sized one still goes to the pool.
+    #[test]
+    fn small_read_misses_stay_on_the_queue() {
+        assert!(!miss_goes_to_pool(4096) && !miss_goes_to_pool(INLINE_MISS));
+        assert!(miss_goes_to_pool(INLINE_MISS + 1) && miss_goes_to_pool(128 << 10));
+    }
+
+    /// Two pool threads: a job that blocks keeps one of them, and the
+    /// jobs sent after it are served by the other meanwhile (a slow
+    /// request never holds up the pool's other requests while a thread is
+    /// free). When the last sender goes, the threads serve what is left
+    /// and end.
+    #[test]
+    fn a_blocked_job_leaves_the_next_ones_to_the_other_thread() {
+        let jobs = Arc::new(Jobs::<Box<dyn FnOnce() + Send>>::new());
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let jobs = jobs.clone();
+                std::thread::spawn(move || {
+                    while let Some(j) = jobs.pop() {
+                        j();
+                    }
+                })
+            })
+            .collect();
+        let (release, blocked) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel::<u32>();
+        let d = done.clone();
+        jobs.push(Box::new(move || {
+            blocked.recv().expect("release");
+            d.send(0).expect("done");
+        }));
+        for k in 1..=20 {
+            let d = done.clone();
+            jobs.push(Box::new(move || d.send(k).expect("done")));
+        }
+        // All 20 are served while job 0 still blocks (a deadlock here,
+        // not a timing: job 0 is released only after them).
+        let mut got: Vec<u32> = (0..20).map(|_| finished.recv().expect("served")).collect();
+        got.sort_unstable();
+        assert_eq!(got, (1..=20).collect::<Vec<_>>());
+        release.send(()).expect("release");
+        assert_eq!(finished.recv().expect("served"), 0);
+        // Sent before the last sender goes: still served.
+        let d = done.clone();
+        jobs.push(Box::new(move || d.send(99).expect("done")));
+        jobs.drop_sender();
+        for t in threads {
+            t.join().expect("pool thread");
+        }
+        assert_eq!(finished.recv().expect("served"), 99);
+    }
 
     /// Dropping a queue's entries, as every way out of `Queue::serve`
     /// does (an error's `?` included), waits until the pool has handed
@@ -511,7 +730,7 @@ mod tests {
         back.lend();
         // Answered: its drop writes nothing through the loan, which would
         // be a use after free if the wait were missing.
-        let job = Job { ent, idx: 0, back: back.clone(), answered: true, cancelled: false };
+        let job = Job { ent, idx: 0, back: back.clone(), answered: true };
         let (go, wait_go) = mpsc::channel::<()>();
         let pool = std::thread::spawn(move || {
             wait_go.recv().expect("go");
