@@ -213,8 +213,7 @@ fn report(
     sums: &[Sums],
     secs: f64,
     files: u64,
-    c0: Counters,
-    c1: Counters,
+    (c0, c1): (Counters, Counters),
 ) -> CliResult {
     let f = files.max(1) as f64;
     let per = |v: u64| v as f64 / f;
@@ -280,12 +279,12 @@ pub fn run_tree(p: &TreeBench, out: &mut impl Write) -> CliResult {
         let c0 = counters(&fs);
         let (sums, secs) = run_phase(threads, |t| extract(&fs, &trees[t].1, p.files, &data))?;
         let c1 = counters(&fs);
-        report(out, "extract", &EXTRACT, &sums, secs, total, c0, c1)?;
+        report(out, "extract", &EXTRACT, &sums, secs, total, (c0, c1))?;
         fs.commit().map_err(|e| err("commit", e))?;
         let c0 = counters(&fs);
         let (sums, secs) = run_phase(threads, |t| remove(&fs, trees[t].0, &trees[t].1, p.files))?;
         let c1 = counters(&fs);
-        report(out, "rm -rf", &REMOVE, &sums, secs, total, c0, c1)?;
+        report(out, "rm -rf", &REMOVE, &sums, secs, total, (c0, c1))?;
         fs.unmount().map_err(|e| err("unmount", e))?;
         Ok(())
     })();
