@@ -273,7 +273,16 @@ impl InodeAllocator {
                 },
             ));
         }
-        let high = (0..ipg as u32).rev().find(|&i| bitmap[(i / 8) as usize] >> (i % 8) & 1 != 0).map_or(0, |i| i + 1);
+        // One past the highest set bit below inodes_per_group: the last
+        // non-zero byte, then its highest bit (padding bits excluded).
+        let mut used_bytes = bitmap.clone();
+        if ipg % 8 != 0 {
+            used_bytes[ipg / 8] &= (1u8 << (ipg % 8)) - 1;
+        }
+        let high = used_bytes[..ipg.div_ceil(8)]
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |k| (k * 8) as u32 + 8 - used_bytes[k].leading_zeros());
         let mut slot = self.lock_group(g);
         *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count, high, seq: 0, logged: None });
         if free != gd.free_inodes_count {
