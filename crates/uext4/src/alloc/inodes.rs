@@ -276,7 +276,7 @@ impl InodeAllocator {
         // One past the highest set bit below inodes_per_group: the last
         // non-zero byte, then its highest bit (padding bits excluded).
         let mut used_bytes = bitmap.clone();
-        if ipg % 8 != 0 {
+        if !ipg.is_multiple_of(8) {
             used_bytes[ipg / 8] &= (1u8 << (ipg % 8)) - 1;
         }
         let high = used_bytes[..ipg.div_ceil(8)]
