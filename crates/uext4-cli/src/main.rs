@@ -5,6 +5,7 @@ mod bench;
 mod bench_io;
 mod bench_req;
 mod bench_scale;
+mod bench_tree;
 mod cat;
 mod docs;
 mod edit;
@@ -602,6 +603,32 @@ enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Issue 25: the engine's share of tar extract and rm -rf (the FUSE adapter's calls per file, no FUSE)
+    #[command(long_about = "Threads each replay, in a tree of their own, the calls the FUSE adapter makes for\n\
+                            one file of a tar extract (lookup miss, create, write, getxattr miss, three\n\
+                            setattrs, getattr of the directory, release) and of rm -rf (lookup, getattr,\n\
+                            unlink, forget; rmdir), on a sparse image in --dir that is checked with e2fsck -fn\n\
+                            and deleted. Prints us per file per call, CPU per file and engine counters.")]
+    Tree {
+        /// Files per thread
+        #[arg(long, default_value_t = 20000)]
+        files: u64,
+        /// Threads, each in its own directories
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Directories per thread
+        #[arg(long, default_value_t = 16)]
+        dirs: u64,
+        /// Bytes written to each file
+        #[arg(long, default_value_t = 4096)]
+        size: usize,
+        /// Image size in MiB
+        #[arg(long, default_value_t = 4096)]
+        image_mib: u64,
+        /// Directory for the image
+        #[arg(long, default_value = "/dev/shm")]
+        dir: PathBuf,
+    },
     /// Seed 004: threads allocating files on a fragmented in-memory image, with and without CR1.5
     Alloc {
         /// Image size in MiB
@@ -890,6 +917,10 @@ fn run(cli: Cli) -> CliResult {
             };
             let mut out = io::stdout().lock();
             bench_scale::run_scale(&p, &mut out)?;
+        }
+        Cmd::Bench { which: BenchCmd::Tree { files, threads, dirs, size, image_mib, dir } } => {
+            let p = bench_tree::TreeBench { files, threads, dirs, size, image_mib, dir };
+            bench_tree::run_tree(&p, &mut io::stdout().lock())?;
         }
         Cmd::Bench {
             which:

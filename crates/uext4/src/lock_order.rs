@@ -36,6 +36,10 @@ pub enum Class {
     /// An allocator group's load lock (block or inode group; key: the
     /// group): one at a time, held across the read of the group's bitmap.
     GroupLoad,
+    /// An inode group's journaling lock (key: the group): one at a time,
+    /// held while its bitmap and descriptor are journaled, outside the
+    /// group lock.
+    GroupJournal,
     /// An allocator group lock (block or inode group; key: the group):
     /// one at a time.
     Group,
@@ -93,6 +97,7 @@ mod imp {
             Class::Orphan => Some("the orphan-list mutex is taken twice"),
             Class::Quota => Some("the quota mutex is taken twice"),
             Class::GroupLoad => Some("a second allocator group load lock is taken (one at a time)"),
+            Class::GroupJournal => Some("a second inode group journaling lock is taken (one at a time)"),
             Class::Group => Some("a second allocator group lock is taken (one at a time)"),
             Class::Stripe => Some("a second buffer-cache stripe lock is taken (one at a time)"),
             Class::Journal => Some("the journal state lock is taken twice"),

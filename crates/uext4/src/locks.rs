@@ -66,6 +66,10 @@
 //!    installed the group and allocated from it, the bitmap block in the
 //!    cache is newer than the descriptor read at open, and verifying one
 //!    against the other would report corruption that is not there.
+//!    Between the two, an inode group's journaling lock, held while its
+//!    bitmap and descriptor are journaled from a copy taken under the
+//!    group lock (so that the group lock itself is held only for the
+//!    copy: `InodeAllocator::journal_group`).
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
 //!    one at a time.
 //! 9. The journal's state lock, then cache shard locks (innermost, short).

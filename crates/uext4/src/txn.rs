@@ -323,7 +323,7 @@ impl<'a> Tx<'a> {
     pub fn claim_inode(&self, ino: u32, is_dir: bool) -> Result<bool> {
         let newly = self.ialloc.claim(ino, is_dir)?;
         if newly {
-            self.journal_inode_group(ino, true)?;
+            self.journal_inode_group(ino, u64::MAX)?;
         }
         Ok(newly)
     }
@@ -372,13 +372,13 @@ impl<'a> Tx<'a> {
     /// ([`InodeAllocator::mark_corrupt`]) and another slot is taken, so
     /// that no new file is written over an existing one.
     pub fn alloc_inode(&self, parent: u32, is_dir: bool) -> Result<u32> {
-        let ino = loop {
-            let ino = self.ialloc.allocate(self.alloc, parent, is_dir)?;
+        let (ino, seq) = loop {
+            let (ino, seq) = self.ialloc.allocate_seq(self.alloc, parent, is_dir)?;
             // The bit is ours now (set under the group's lock), so no other
             // thread hands this slot out while its record is read, without
             // any lock held across the read.
             match self.slot_is_live(ino) {
-                Ok(false) => break ino,
+                Ok(false) => break (ino, seq),
                 Ok(true) => {
                     let g = (ino - 1) / self.vol.sb.inodes_per_group;
                     let why = Error::corruption(
@@ -397,7 +397,7 @@ impl<'a> Tx<'a> {
                 }
             }
         };
-        if let Err(e) = self.journal_inode_group(ino, true) {
+        if let Err(e) = self.journal_inode_group(ino, seq) {
             let _ = self.ialloc.release(ino, is_dir);
             return Err(e);
         }
@@ -452,24 +452,28 @@ impl<'a> Tx<'a> {
             drop(buf);
             q.transfer(self, charge, None)?;
         }
-        self.ialloc.release(ino, is_dir)?;
-        self.journal_inode_group(ino, false)
+        let seq = self.ialloc.release(ino, is_dir)?;
+        self.journal_inode_group(ino, seq)
     }
 
     /// Journals group `ino`'s inode bitmap, its descriptor (free count,
     /// used directories, bitmap checksum, itable_unused) and any inode
-    /// slots newly brought below the itable_unused mark, all under the
-    /// group's lock: another thread allocating in the same group must see
-    /// the mark and the zeroing as one step, or it could zero a slot that
-    /// was allocated and written meanwhile (and the bitmap and descriptor
-    /// could be journaled from two different states).
-    fn journal_inode_group(&self, ino: u32, allocated: bool) -> Result<()> {
+    /// slots newly brought below the itable_unused mark, from one copy of
+    /// the group's state, under the group's journaling lock
+    /// ([`InodeAllocator::journal_group`]): the bitmap and the descriptor
+    /// always come from the same state, the mark covers every slot in use
+    /// in it, and no slot allocated after the copy can be zeroed (its
+    /// allocator journals, under the same lock, before writing it). When
+    /// a copy journaled in this transaction by another thread already
+    /// holds this change (number `seq` of the group), nothing is
+    /// journaled again.
+    fn journal_inode_group(&self, ino: u32, seq: u64) -> Result<()> {
         let sb = &self.vol.sb;
         let ipg = sb.inodes_per_group;
         let g = (ino - 1) / ipg;
-        let idx = (ino - 1) % ipg;
         let gd0 = self.vol.groups[g as usize];
-        self.ialloc.with_group(g, |bitmap, free, dirs| {
+        self.ialloc.journal_group(g, self.handle.tid(), seq, |st| {
+            let bitmap = &st.bitmap[..];
             self.handle.init(gd0.inode_bitmap, |b| {
                 // Bits past inodes_per_group are set, as the kernel pads them.
                 b.fill(0xFF);
@@ -477,13 +481,14 @@ impl<'a> Tx<'a> {
                 Ok(())
             })?;
             let csum = crate::alloc::inodes::bitmap_checksum(sb, bitmap);
-            let mut zero_from = None;
+            let mut zero = None;
             self.modify_desc(g, |gd| {
-                gd.free_inodes_count = free;
-                gd.used_dirs_count = dirs;
+                gd.free_inodes_count = st.free;
+                gd.used_dirs_count = st.dirs;
                 // A zeroed table (mkfs or lazy init did it) holds no stale
                 // records; the kernel never zeroes slots when allocating.
                 let zeroed = gd.flags & BG_INODE_ZEROED != 0;
+                let mut zero_from = None;
                 if gd.flags & BG_INODE_UNINIT != 0 {
                     gd.flags &= !BG_INODE_UNINIT;
                     if !zeroed {
@@ -492,15 +497,19 @@ impl<'a> Tx<'a> {
                     gd.itable_unused = ipg;
                 }
                 gd.inode_bitmap_csum = csum;
-                if allocated && (sb.has_metadata_csum() || sb.has_gdt_csum()) {
+                if sb.has_metadata_csum() || sb.has_gdt_csum() {
+                    // The mark covers every slot in use in this state
+                    // (those of other threads' allocations it holds too);
+                    // it is never lowered.
                     let used_below = ipg - gd.itable_unused.min(ipg);
-                    if idx >= used_below {
+                    if st.high > used_below {
                         if !zeroed {
                             zero_from.get_or_insert(used_below);
                         }
-                        gd.itable_unused = ipg - idx - 1;
+                        gd.itable_unused = ipg - st.high;
                     }
                 }
+                zero = zero_from.map(|from| (from, st.high));
             })?;
             // Free inode slots newly brought below the high-water mark must
             // be zero (the table may never have been initialised). Slots
@@ -508,11 +517,11 @@ impl<'a> Tx<'a> {
             // allocated them and has not journaled its group yet (it writes
             // its whole record after this), or the mark was wrong and they
             // are live inodes that zeroing would destroy.
-            if let Some(from) = zero_from {
-                self.zero_free_inode_slots(g, bitmap, from, idx)?;
+            if let Some((from, to)) = zero {
+                self.zero_free_inode_slots(g, bitmap, from, to)?;
             }
             Ok(())
-        })?
+        })
     }
 
     /// Zeroes the slots of `[from, to_excl)` that `bitmap` says are free.

@@ -516,3 +516,72 @@ fn failed_multi_group_free_changes_nothing() {
     assert!(!a.is_free_on_disk(last), "the first group's part was not freed");
     a.free(last, 1, None).expect("freeing it alone works: it was still in use");
 }
+
+/// Issue 25: the inode bitmap and descriptor of a group are journaled
+/// from a copy taken under the group lock, and a change that a copy
+/// journaled in the same transaction already holds is not journaled
+/// again (threads creating in one group share one journaling). A copy
+/// holds every change numbered up to it and none after; a later
+/// transaction, or a change after the copy, journals again.
+#[test]
+fn inode_group_journaling_is_shared_within_a_transaction() {
+    use uext4::alloc::inodes::InodeAllocator;
+    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+    let vol = mem_volume(&img);
+    let balloc = Allocator::new(vol.clone(), AllocConfig::default()).unwrap();
+    let ia = InodeAllocator::new(vol.clone());
+    let ipg = vol.sb.inodes_per_group;
+    let (a, sa) = ia.allocate_seq(&balloc, 2, false).unwrap();
+    let (b, sb) = ia.allocate_seq(&balloc, 2, false).unwrap();
+    assert!(sb > sa, "changes are numbered in order");
+    let g = (a - 1) / ipg;
+    assert_eq!((b - 1) / ipg, g, "both near the root");
+    let bit = |bm: &[u8], ino: u32| {
+        let i = (ino - 1) % ipg;
+        bm[(i / 8) as usize] >> (i % 8) & 1 == 1
+    };
+    let mut copies = Vec::new();
+    // The first journals a copy holding both allocations.
+    ia.journal_group(g, 7, sa, |s| {
+        copies.push((bit(&s.bitmap, a), bit(&s.bitmap, b), s.high, s.free));
+        Ok(())
+    })
+    .unwrap();
+    let (in_a, in_b, high, free) = copies[0];
+    assert!(in_a && in_b);
+    assert!(high > (b - 1) % ipg && high > (a - 1) % ipg, "the itable_unused mark covers both");
+    // The second change is in it: nothing is journaled for it in
+    // transaction 7, but in transaction 8 it is.
+    ia.journal_group(g, 7, sb, |_| panic!("journaled again in the same transaction")).unwrap();
+    let st = ia.stats();
+    assert_eq!((st.group_journals, st.group_journals_shared), (1, 1));
+    let mut again = 0;
+    ia.journal_group(g, 8, sb, |_| {
+        again += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(again, 1, "another transaction journals its own copy");
+    // A change after the copy is journaled, from a copy that holds it.
+    let sc = ia.release(a, false).unwrap();
+    assert!(sc > sb);
+    ia.journal_group(g, 8, sc, |s| {
+        assert!(!bit(&s.bitmap, a) && bit(&s.bitmap, b));
+        assert_eq!(s.free, free + 1);
+        assert_eq!(s.high, high, "a free never lowers the mark");
+        again += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(again, 2);
+    // A failed journaling records nothing: the next caller journals.
+    let (_c, sd) = ia.allocate_seq(&balloc, 2, false).unwrap();
+    let e = ia.journal_group(g, 8, sd, |_| Err(uext4::Error::Invalid("injected".into())));
+    assert!(e.is_err());
+    ia.journal_group(g, 8, sd, |_| {
+        again += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(again, 3);
+}

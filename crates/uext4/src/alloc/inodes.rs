@@ -24,7 +24,7 @@ use crate::format::group_desc::{verify_inode_bitmap, BG_INODE_UNINIT};
 use crate::format::superblock::{Superblock, STATE_VALID};
 use crate::volume::Volume;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 
 /// Flex groups Orlov compares for one top-level directory (the kernel
@@ -43,6 +43,12 @@ pub struct InodeAllocStats {
     pub groups_examined: u64,
     /// Allocations that fell through to the linear scan (nearly full).
     pub linear_scans: u64,
+    /// Group states journaled (bitmap and descriptor).
+    pub group_journals: u64,
+    /// Allocations and frees whose group state another thread had
+    /// journaled already in the same transaction (no journaling of
+    /// their own).
+    pub group_journals_shared: u64,
 }
 
 /// The checksum an inode bitmap carries in its descriptor (metadata_csum).
@@ -59,6 +65,28 @@ struct IGroup {
     bitmap: Vec<u8>,
     free: u32,
     dirs: u32,
+    /// One past the highest slot in use (0: none): the lowest
+    /// `itable_unused` mark the bitmap allows.
+    high: u32,
+    /// Changes of the bitmap so far (in memory only).
+    seq: u64,
+    /// The transaction and `seq` of the last state journaled
+    /// ([`InodeAllocator::journal_group`]).
+    logged: Option<(u64, u64)>,
+}
+
+/// A copy of an inode group's state, taken under its lock, for the
+/// caller of [`InodeAllocator::journal_group`] to journal.
+#[derive(Debug)]
+pub struct GroupSnapshot {
+    /// The inode bitmap (`inodes_per_group` bits).
+    pub bitmap: Vec<u8>,
+    /// Free inodes.
+    pub free: u32,
+    /// Directories.
+    pub dirs: u32,
+    /// One past the highest slot in use (0: none).
+    pub high: u32,
 }
 
 /// Inode allocation state of a filesystem opened read-write.
@@ -68,6 +96,11 @@ pub struct InodeAllocator {
     groups: Vec<Mutex<Option<IGroup>>>,
     /// One load lock per group: serialises its loaders (see `load`).
     loading: Vec<Mutex<()>>,
+    /// One journaling lock per group: serialises the journaling of its
+    /// state (see `journal_group`), outside the group lock.
+    journaling: Vec<Mutex<()>>,
+    /// Groups whose state is in `groups` (read without the group lock).
+    loaded: Vec<AtomicBool>,
     /// Free inodes per group (a hint readable without the lock).
     free_hint: Vec<AtomicU32>,
     dirs_hint: Vec<AtomicU32>,
@@ -91,6 +124,8 @@ pub struct InodeAllocator {
     allocations: AtomicU64,
     examined: AtomicU64,
     linear_scans: AtomicU64,
+    group_journals: AtomicU64,
+    group_journals_shared: AtomicU64,
 }
 
 impl InodeAllocator {
@@ -111,6 +146,8 @@ impl InodeAllocator {
             dirs_hint: vol.groups.iter().map(|g| AtomicU32::new(g.used_dirs_count)).collect(),
             groups: (0..n).map(|_| Mutex::new(None)).collect(),
             loading: (0..n).map(|_| Mutex::new(())).collect(),
+            journaling: (0..n).map(|_| Mutex::new(())).collect(),
+            loaded: (0..n).map(|_| AtomicBool::new(false)).collect(),
             free_hint,
             total_free: AtomicU64::new(total),
             flex_free,
@@ -123,6 +160,8 @@ impl InodeAllocator {
             allocations: AtomicU64::new(0),
             examined: AtomicU64::new(0),
             linear_scans: AtomicU64::new(0),
+            group_journals: AtomicU64::new(0),
+            group_journals_shared: AtomicU64::new(0),
             vol,
         }
     }
@@ -133,6 +172,8 @@ impl InodeAllocator {
             allocations: self.allocations.load(Relaxed),
             groups_examined: self.examined.load(Relaxed),
             linear_scans: self.linear_scans.load(Relaxed),
+            group_journals: self.group_journals.load(Relaxed),
+            group_journals_shared: self.group_journals_shared.load(Relaxed),
         }
     }
 
@@ -189,7 +230,9 @@ impl InodeAllocator {
     /// cached bitmap, so no loader may read it after another installed
     /// the group.
     fn load(&self, g: u32) -> Result<()> {
-        if self.lock_group(g).is_some() {
+        // Set once, after the state is installed, and never cleared: a
+        // loaded group needs no lock to be known loaded.
+        if self.loaded[g as usize].load(Acquire) {
             return Ok(());
         }
         let _loader =
@@ -230,24 +273,82 @@ impl InodeAllocator {
                 },
             ));
         }
+        // One past the highest set bit below inodes_per_group: the last
+        // non-zero byte, then its highest bit (padding bits excluded).
+        let mut used_bytes = bitmap.clone();
+        if !ipg.is_multiple_of(8) {
+            used_bytes[ipg / 8] &= (1u8 << (ipg % 8)) - 1;
+        }
+        let high = used_bytes[..ipg.div_ceil(8)]
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |k| (k * 8) as u32 + 8 - used_bytes[k].leading_zeros());
         let mut slot = self.lock_group(g);
-        *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count });
+        *slot = Some(IGroup { bitmap, free, dirs: gd.used_dirs_count, high, seq: 0, logged: None });
         if free != gd.free_inodes_count {
             self.account(g, gd.free_inodes_count, free, 0);
+        }
+        self.loaded[g as usize].store(true, Release);
+        Ok(())
+    }
+
+    /// Journals group `g`'s state through `journal` in transaction `tid`,
+    /// unless a state journaled in `tid` already includes the caller's
+    /// change, the one numbered `seq` (as [`InodeAllocator::allocate_seq`]
+    /// and [`InodeAllocator::release`] return; `u64::MAX`: always
+    /// journal): then nothing is done.
+    ///
+    /// The group lock is held only to copy the state; `journal` runs under
+    /// the group's journaling lock, which orders the journalings of the
+    /// group, so that a copy is never journaled after a newer one, and so
+    /// that the bitmap and the descriptor a copy writes come from one
+    /// state. Threads allocating in the group meanwhile take the group
+    /// lock alone and are not held up by this journaling; each journals
+    /// its own change before it writes its inode (a `journal` that zeroes
+    /// inode slots free in its copy can therefore not zero an inode
+    /// allocated after the copy: that inode's record is written only after
+    /// its allocator got this lock in turn). Many threads creating in one
+    /// group then share one journaling: those that waited for the lock
+    /// find their change journaled by the thread before them.
+    pub fn journal_group(
+        &self,
+        g: u32,
+        tid: u64,
+        seq: u64,
+        journal: impl FnOnce(&GroupSnapshot) -> Result<()>,
+    ) -> Result<()> {
+        self.load(g)?;
+        let _j = crate::locks::ordered(crate::lock_order::Class::GroupJournal, g.into(), || {
+            self.journaling[g as usize].lock()
+        });
+        let (snap, seq) = {
+            let slot = self.lock_group(g);
+            let st = slot.as_ref().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
+            // Changes are numbered in the order they were made, so a
+            // state numbered `seq` or later holds this one.
+            if st.logged.is_some_and(|(t, s)| t == tid && s >= seq) {
+                self.group_journals_shared.fetch_add(1, Relaxed);
+                return Ok(());
+            }
+            let snap = GroupSnapshot { bitmap: st.bitmap.clone(), free: st.free, dirs: st.dirs, high: st.high };
+            (snap, st.seq)
+        };
+        self.group_journals.fetch_add(1, Relaxed);
+        journal(&snap)?;
+        if let Some(st) = self.lock_group(g).as_mut() {
+            st.logged = Some((tid, seq));
         }
         Ok(())
     }
 
-    /// Runs `f(bitmap, free, used_dirs)` on group `g`'s state under its lock.
-    pub fn with_group<R>(&self, g: u32, f: impl FnOnce(&[u8], u32, u32) -> R) -> Result<R> {
-        self.load(g)?;
-        let slot = self.lock_group(g);
-        let st = slot.as_ref().ok_or_else(|| Error::Invalid("inode group not loaded".into()))?;
-        Ok(f(&st.bitmap, st.free, st.dirs))
-    }
-
     /// Allocates an inode for a child of `parent`.
     pub fn allocate(&self, balloc: &Allocator, parent: u32, is_dir: bool) -> Result<u32> {
+        Ok(self.allocate_seq(balloc, parent, is_dir)?.0)
+    }
+
+    /// [`InodeAllocator::allocate`], also returning the group's change
+    /// number of this allocation (for [`InodeAllocator::journal_group`]).
+    pub fn allocate_seq(&self, balloc: &Allocator, parent: u32, is_dir: bool) -> Result<(u32, u64)> {
         let ngroups = self.groups.len() as u32;
         let ipg = self.vol.sb.inodes_per_group;
         let parent_group = parent.saturating_sub(1) / ipg % ngroups.max(1);
@@ -258,8 +359,8 @@ impl InodeAllocator {
             self.find_group_near(balloc, parent, parent_group, is_dir)
         };
         if let Some(g) = first {
-            if let Some(ino) = self.take(g, is_dir)? {
-                return Ok(ino);
+            if let Some(got) = self.take(g, is_dir)? {
+                return Ok(got);
             }
         }
         // Nothing chosen, or another thread took the chosen group's last
@@ -268,7 +369,7 @@ impl InodeAllocator {
     }
 
     /// Takes the first free inode of group `g`, if it has one.
-    fn take(&self, g: u32, is_dir: bool) -> Result<Option<u32>> {
+    fn take(&self, g: u32, is_dir: bool) -> Result<Option<(u32, u64)>> {
         if self.free_hint[g as usize].load(Relaxed) == 0 || self.corrupt[g as usize].load(Relaxed) {
             return Ok(None);
         }
@@ -293,13 +394,15 @@ impl InodeAllocator {
             return Ok(None);
         };
         self.mark_used(g, st, i, is_dir);
-        Ok(Some(g * ipg + i + 1))
+        Ok(Some((g * ipg + i + 1, st.seq)))
     }
 
     /// Sets slot `i` of group `g` (its lock held: `st`) in use and counts
     /// it in the group's, the flex group's and the total counters.
     fn mark_used(&self, g: u32, st: &mut IGroup, i: u32, is_dir: bool) {
         st.bitmap[(i / 8) as usize] |= 1 << (i % 8);
+        st.high = st.high.max(i + 1);
+        st.seq += 1;
         let old = st.free;
         st.free -= 1;
         if is_dir {
@@ -311,7 +414,7 @@ impl InodeAllocator {
 
     /// Every group from `start` on, wrapping, skipping flex groups without
     /// free inodes: the nearly-full path (the kernel's last resort too).
-    fn linear_scan_from(&self, start: u32, is_dir: bool) -> Result<u32> {
+    fn linear_scan_from(&self, start: u32, is_dir: bool) -> Result<(u32, u64)> {
         self.linear_scans.fetch_add(1, Relaxed);
         let n = self.groups.len() as u32;
         let mut k = 0;
@@ -325,8 +428,8 @@ impl InodeAllocator {
                 k += if next > g { next - g } else { 1 };
                 continue;
             }
-            if let Some(ino) = self.take(g, is_dir)? {
-                return Ok(ino);
+            if let Some(got) = self.take(g, is_dir)? {
+                return Ok(got);
             }
             k += 1;
         }
@@ -452,8 +555,9 @@ impl InodeAllocator {
         Ok(true)
     }
 
-    /// Frees inode `ino` (a directory if `is_dir`).
-    pub fn release(&self, ino: u32, is_dir: bool) -> Result<()> {
+    /// Frees inode `ino` (a directory if `is_dir`); returns the group's
+    /// change number of this free (for [`InodeAllocator::journal_group`]).
+    pub fn release(&self, ino: u32, is_dir: bool) -> Result<u64> {
         let sb = &self.vol.sb;
         if ino < sb.first_ino || ino > sb.inodes_count {
             return Err(Error::corruption(
@@ -487,6 +591,8 @@ impl InodeAllocator {
             st.dirs
         };
         st.bitmap[(i / 8) as usize] &= !(1 << (i % 8));
+        // `high` stays: slots below it stay below the itable_unused mark.
+        st.seq += 1;
         let old = st.free;
         st.free += 1;
         if is_dir {
@@ -494,7 +600,7 @@ impl InodeAllocator {
             self.dirs_hint[g as usize].store(st.dirs, Relaxed);
         }
         self.account(g, old, st.free, -i32::from(is_dir));
-        Ok(())
+        Ok(st.seq)
     }
 }
 

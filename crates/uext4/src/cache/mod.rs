@@ -41,6 +41,8 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub mod pool;
+
 const SHARDS: usize = 64;
 /// Stripe locks for copy-on-write modification.
 const STRIPES: usize = 256;
@@ -56,6 +58,13 @@ pub struct Buffer {
     /// Inode records of this version whose checksum was verified, one bit
     /// per record slot (the first 64).
     verified_slots: AtomicU64,
+}
+
+impl Drop for Buffer {
+    /// The version's memory goes back to the block pool ([`pool`]).
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.data));
+    }
 }
 
 impl Buffer {
@@ -318,7 +327,7 @@ impl BufferCache {
         let offset = block.checked_mul(self.block_size as u64).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
         })?;
-        let mut data = vec![0u8; self.block_size].into_boxed_slice();
+        let mut data = pool::zeroed(self.block_size);
         self.dev.read_at(&mut data, offset)?;
         let buf = Arc::new(Buffer::new(block, data, false));
         let mut shard = shard.write();

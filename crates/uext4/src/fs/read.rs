@@ -29,7 +29,14 @@ impl FsCore {
 
     /// stat(2) of an inode.
     pub fn stat(&self, ino: u32) -> Result<Stat> {
-        let mut i = self.inode(ino)?;
+        self.stat_of(self.inode(ino)?)
+    }
+
+    /// stat(2) of inode `i` as an operation just wrote it (under the
+    /// locks that made the change): what [`FsCore::stat`] would read back,
+    /// without reading, parsing and verifying the record again.
+    pub(crate) fn stat_of(&self, mut i: Inode) -> Result<Stat> {
+        let ino = i.ino;
         let file_type = i.file_type()?;
         let pending_atime = match (self.live(), file_type) {
             // Buffered data not yet written back: the in-memory size, and

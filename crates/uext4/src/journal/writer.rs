@@ -825,7 +825,7 @@ impl Handle {
     ) -> Result<R> {
         let guard = self.cache.lock_block(block);
         let cur = guard.current()?;
-        let mut data: Box<[u8]> = cur.data().into();
+        let mut data = crate::cache::pool::copy_of(cur.data());
         drop(cur);
         let (r, install) = f(&mut data)?;
         if install {
@@ -843,7 +843,7 @@ impl Handle {
     /// (a newly allocated metadata block): nothing is read.
     pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
         let guard = self.cache.lock_block(block);
-        let mut data = vec![0u8; self.cache.block_size()].into_boxed_slice();
+        let mut data = crate::cache::pool::zeroed(self.cache.block_size());
         f(&mut data)?;
         let (_, replaced) = self.install(&guard, block, data)?;
         drop(guard);

@@ -265,7 +265,8 @@ impl FsCore {
         tx.write_inode(dir)?;
         self.note_tid(&tx, &[dir.ino, i.ino]);
         drop(tx);
-        self.stat(i.ino)
+        // The new inode as written: no read-back of the record.
+        self.stat_of(i.clone())
     }
 }
 

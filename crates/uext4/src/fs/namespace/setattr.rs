@@ -175,6 +175,11 @@ impl FsCore {
             // later (ext4 truncates-to-zero-then-rewrites the same way).
             rw.open.alloc_on_close(ino);
         }
-        self.stat(ino)
+        if truncate_left {
+            // Later handles changed the record (its blocks): read it back.
+            return self.stat(ino);
+        }
+        // The inode as written, the I/O lock still held: no read-back.
+        self.stat_of(i)
     }
 }
