@@ -401,7 +401,7 @@ enum Cmd {
                             direct_odirect|nodirect_odirect (O_DIRECT reaches uext4's direct path),\n\
                             parallel_direct_writes|noparallel_direct_writes, direct_io (every open bypasses the\n\
                             kernel page cache), parallel_dirops|noparallel_dirops,\n\
-                            readdirplus=auto|on|off, entry_timeout=86400, attr_timeout=86400, negative_timeout=1 (seconds),\n\
+                            readdirplus=on|auto|off, entry_timeout=86400, attr_timeout=86400, negative_timeout=1 (seconds),\n\
                             kernel_cache|nokernel_cache (the kernel keeps file pages across opens),\n\
                             nostore_writes|store_writes (experimental, off: writes through opens that bypass the kernel\n\
                             page cache are put back into it while another open of the file reads through it; a page\n\

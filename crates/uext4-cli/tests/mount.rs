@@ -751,9 +751,11 @@ fn fuse_feature_options() {
 
     let (flags, max_write, log, default_lookups) = run_with("rw");
     assert_eq!(max_write, 1 << 20);
-    for f in [DO_READDIRPLUS, READDIRPLUS_AUTO, PARALLEL_DIROPS, DIRECT_IO_ALLOW_MMAP] {
+    for f in [DO_READDIRPLUS, PARALLEL_DIROPS, DIRECT_IO_ALLOW_MMAP] {
         assert_ne!(flags & f, 0, "INIT flag {f:#x} missing by default: {flags:#x}");
     }
+    // readdirplus=on: every listing with attributes (mount_round_trips).
+    assert_eq!(flags & READDIRPLUS_AUTO, 0, "{flags:#x}");
     assert_eq!(flags & WRITEBACK_CACHE, 0);
     assert!(log.lines().any(|l| l.contains(" READDIRPLUS ")), "{log}");
     // Write opens bypass the kernel's page cache, read-only ones keep it.
@@ -772,8 +774,13 @@ fn fuse_feature_options() {
     // cache, other opens, for writing or not, keep it; FLUSH (which the
     // kernel then sends whatever FOPEN_NOFLUSH says) is answered ENOSYS
     // once, after which the kernel sends no more.
-    let (flags, _, log, _) = run_with("writeback_cache");
+    let (flags, _, log, _) = run_with("writeback_cache,readdirplus=auto");
     assert_ne!(flags & WRITEBACK_CACHE, 0, "{flags:#x}");
+    assert_eq!(
+        flags & (DO_READDIRPLUS | READDIRPLUS_AUTO),
+        DO_READDIRPLUS | READDIRPLUS_AUTO,
+        "readdirplus=auto: {flags:#x}"
+    );
     assert!(
         log.contains("FopenFlags(FOPEN_DIRECT_IO | FOPEN_KEEP_CACHE | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES)"),
         "{log}"

@@ -6,7 +6,7 @@
 //! write served without the kernel's page cache and with parallel writes,
 //! the ranges they write put back into that cache for its readers,
 //! cached pages kept across opens, parallel directory operations,
-//! readdirplus when the kernel thinks it helps, entry and attribute
+//! readdirplus for every listing, entry and attribute
 //! timeouts of a day (see [`KernelFeatures::attr_ttl`] for why that is
 //! safe, [`DEFAULT_TTL`] for why that long), a one-second negative-entry
 //! timeout, and no kernel writeback cache.
@@ -38,11 +38,19 @@ const MAX_TTL_SECS: u64 = 86400;
 pub enum Readdirplus {
     /// Never: READDIR only.
     Off,
-    /// For every listing.
+    /// For every listing (the default): every entry comes with its
+    /// attributes, so that a walk that stats, unlinks or opens the names
+    /// it lists (`rm -rf`, `du`, `git status`) costs no LOOKUP per entry.
+    #[default]
     On,
     /// When the kernel sees the caller stat the entries it lists
-    /// (FUSE_READDIRPLUS_AUTO).
-    #[default]
+    /// (FUSE_READDIRPLUS_AUTO): the first batch of a listing (offset 0),
+    /// and a later one only if a lookup or revalidation of a listed name
+    /// came in between (fs/fuse/readdir.c, fuse_use_readdirplus). fts
+    /// (`rm -rf`, `du`, `find`) reads a whole directory before it touches
+    /// an entry, so every batch after the first is a plain READDIR and
+    /// every name in it costs a LOOKUP (0.61 per file for `rm -rf` and
+    /// `du` of 500-entry directories, docs/BENCHMARKS.md).
     Auto,
 }
 
@@ -164,7 +172,7 @@ impl Default for KernelFeatures {
             store_writes: false,
             kernel_cache: true,
             parallel_dirops: true,
-            readdirplus: Readdirplus::Auto,
+            readdirplus: Readdirplus::On,
             entry_ttl: DEFAULT_TTL,
             attr_ttl: DEFAULT_TTL,
             negative_ttl: Duration::from_secs(1),
