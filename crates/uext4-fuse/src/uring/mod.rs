@@ -19,7 +19,7 @@
 //! reply written into the entry's payload buffer. Requests that may take
 //! long (FSYNC, FSYNCDIR, SYNCFS, large WRITEs and READs, FALLOCATE,
 //! COPY_FILE_RANGE, and buffered READs that miss the page cache: tried
-//! first from the cache alone, see `uext4::fs::FsCore::read_cached`) go
+//! first from the cache alone, see `uext4::inode_api::FsCore::read_cached`) go
 //! to a small pool of threads shared by the queues,
 //! so that they do not hold up the other entries of their queue; the
 //! kernel only accepts a commit on the ring that registered the entry, and
