@@ -12,9 +12,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use uext4::alloc::{fixture, AllocConfig, AllocRequest, AllocStats, Allocator, Criterion};
 use uext4::device::{BlockDevice, MemoryDevice};
-use uext4::volume::Volume;
+use uext4::diagnostics::AllocatorBench;
+use uext4::inode_api::stats::{AllocStats, Criterion};
 use uext4::{FileBlock, PhysicalBlock};
 
 /// Parameters of `bench alloc`.
@@ -80,19 +80,16 @@ fn base_image(p: &AllocBench) -> CliResult<Vec<u8>> {
     let bytes = std::fs::read(&img)?;
     let _ = std::fs::remove_dir_all(&dir);
     let dev = Arc::new(MemoryDevice::from_bytes(&bytes));
-    let vol = Arc::new(Volume::open(dev.clone() as Arc<dyn BlockDevice>, 1 << 16).map_err(|e| fs_err("image", e))?);
-    let a = Allocator::new(vol, AllocConfig::default()).map_err(|e| fs_err("allocator", e))?;
+    let a = AllocatorBench::open(dev.clone() as Arc<dyn BlockDevice>, true).map_err(|e| fs_err("allocator", e))?;
     let kib_blocks = |k: u64| ((k * 1024) / u64::from(p.block_size)).max(1) as u32;
-    fixture::fragment(&a, kib_blocks(p.free_kib), kib_blocks(p.used_kib)).map_err(|e| fs_err("fragment", e))?;
+    a.fragment(kib_blocks(p.free_kib), kib_blocks(p.used_kib)).map_err(|e| fs_err("fragment", e))?;
     a.flush().map_err(|e| fs_err("flush", e))?;
     Ok(dev.to_vec())
 }
 
 fn one_run(p: &AllocBench, base: &[u8], threads: usize, cr1_5: bool) -> CliResult<RunResult> {
     let dev: Arc<dyn BlockDevice> = Arc::new(MemoryDevice::from_bytes(base));
-    let vol = Arc::new(Volume::open(dev, 1 << 16).map_err(|e| fs_err("image", e))?);
-    let cfg = AllocConfig { cr1_5, ..AllocConfig::default() };
-    let a = Allocator::new(vol, cfg).map_err(|e| fs_err("allocator", e))?;
+    let a = AllocatorBench::open(dev, cr1_5).map_err(|e| fs_err("allocator", e))?;
     let bs = u64::from(p.block_size);
     let file_blocks = ((p.file_kib * 1024).div_ceil(bs)) as u32;
     let per_thread = p.files / threads as u64;
@@ -111,19 +108,10 @@ fn one_run(p: &AllocBench, base: &[u8], threads: usize, cr1_5: bool) -> CliResul
                     // many extents as the allocator returns.
                     while logical < FileBlock(u64::from(file_blocks)) {
                         let left = file_blocks - logical.get() as u32;
-                        let req = AllocRequest {
-                            inode: ino,
-                            logical,
-                            goal,
-                            len: left,
-                            min_len: 1,
-                            file_size: p.file_kib * 1024,
-                            flags: 0,
-                        };
-                        match a.allocate(&req) {
-                            Ok(al) => {
-                                logical += u64::from(al.len);
-                                goal = al.start + u64::from(al.len);
+                        match a.allocate(ino, logical, goal, left, p.file_kib * 1024) {
+                            Ok((start, len)) => {
+                                logical += u64::from(len);
+                                goal = start + u64::from(len);
                                 extents.fetch_add(1, Ordering::Relaxed);
                             }
                             Err(_) => return,

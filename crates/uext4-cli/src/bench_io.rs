@@ -24,12 +24,12 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use uext4::data::{DataPathConfig, IoStatsSnapshot, LockPolicy};
 use uext4::device::{BlockDevice, FileDevice, MemoryDevice};
-use uext4::fs::ops::FallocMode;
-use uext4::fs::MountOptions;
+use uext4::inode_api::FallocMode;
 use uext4::mkfs::{format_device, MkfsOptions};
 use uext4::Filesystem;
+use uext4::MountOptions;
+use uext4::{inode_api::stats::IoStatsSnapshot, DataPathConfig, LockPolicy};
 
 /// Parameters of `bench io`.
 #[derive(Debug, Clone)]

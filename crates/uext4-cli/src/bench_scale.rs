@@ -38,8 +38,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use uext4::fs::MountOptions;
 use uext4::mkfs::{mkfs_file, MkfsOptions};
+use uext4::MountOptions;
 use uext4::{File, Filesystem, OpenOptions};
 
 /// Parameters of `bench scale`.

@@ -23,8 +23,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 use uext4::device::{BlockDevice, FileDevice};
-use uext4::fs::{Cred, MountOptions, SetAttr};
+use uext4::inode_api::{Cred, SetAttr};
 use uext4::mkfs::{format_device, MkfsOptions};
+use uext4::MountOptions;
 use uext4::{Filesystem, Timestamp};
 
 /// Parameters of `bench tree`.

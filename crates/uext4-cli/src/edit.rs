@@ -5,7 +5,7 @@
 use crate::util::{describe, fs_err, report, shown, CliError, CliResult};
 use crate::write::{basename, existing_dir, is_fatal, join_shown, locate, lookup_opt, owner, split, Loc};
 use std::collections::HashSet;
-use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr};
 use uext4::{FileType, Filesystem};
 
 /// Mode of the directories `mkdir` makes.

@@ -3,7 +3,7 @@
 use crate::util::{fs_err, print_json, CliResult};
 use std::io::Write;
 use std::path::Path;
-use uext4::alloc::FreeExtentHistogram;
+use uext4::inode_api::stats::FreeExtentHistogram;
 use uext4::Filesystem;
 
 /// e2freefrag's histogram length (MAX_HIST in misc/e2freefrag.h): row i

@@ -998,7 +998,7 @@ fn populate(
     let opts = uext4::MountOptions {
         commit_interval: never,
         cache_bytes: 256 << 20,
-        data: uext4::data::DataPathConfig { writeback_interval: never, dirty_expire: never, ..Default::default() },
+        data: uext4::DataPathConfig { writeback_interval: never, dirty_expire: never, ..Default::default() },
         ..Default::default()
     };
     uext4::Timestamp::set_fixed_clock(time.map(|t| t.sec));

@@ -3,7 +3,8 @@
 
 use crate::util::{fs_err, print_json, CliResult};
 use std::io::Write;
-use uext4::alloc::{AllocStats, Allocator, Criterion};
+use uext4::diagnostics::group_summaries;
+use uext4::inode_api::stats::{AllocStats, Criterion};
 use uext4::Filesystem;
 
 /// Prints the counters of one allocator.
@@ -36,16 +37,15 @@ pub fn print_stats(s: &AllocStats, out: &mut impl Write) -> CliResult {
 
 /// Prints every group's buddy summary, then the counters.
 pub fn run(fs: &Filesystem, out: &mut impl Write) -> CliResult {
-    let a: &Allocator = fs.allocator().map_err(|e| fs_err("allocator", e))?;
-    a.load_all().map_err(|e| fs_err("block bitmaps", e))?;
-    let max = a.group_summary(0).map_or(0, |g| g.counters.len());
+    let groups = group_summaries(fs).map_err(|e| fs_err("block bitmaps", e))?;
+    let max = groups.first().map_or(0, |g| g.counters.len());
     write!(out, "#group: free  frags [")?;
     for k in 0..max {
         write!(out, " 2^{k:<2}")?;
     }
     writeln!(out, " ]  lfo afo")?;
-    for g in 0..a.group_count() {
-        let Some(s) = a.group_summary(g) else { continue };
+    for s in &groups {
+        let g = s.group;
         write!(out, "#{g:<5}: {:<5} {:<5} [", s.free, s.fragments)?;
         for c in &s.counters {
             write!(out, " {c:<4}")?;
@@ -60,7 +60,7 @@ pub fn run(fs: &Filesystem, out: &mut impl Write) -> CliResult {
         )?;
     }
     writeln!(out)?;
-    print_stats(&a.stats(), out)
+    print_stats(&fs.alloc_stats().map_err(|e| fs_err("allocator", e))?, out)
 }
 
 /// `mbstats --json`: every group's buddy summary and the counters.
@@ -149,10 +149,9 @@ fn stats_json(s: &AllocStats) -> StatsJson {
 
 /// Prints every group's buddy summary and the counters as one JSON document.
 pub fn run_json(fs: &Filesystem, out: &mut impl Write) -> CliResult {
-    let a: &Allocator = fs.allocator().map_err(|e| fs_err("allocator", e))?;
-    a.load_all().map_err(|e| fs_err("block bitmaps", e))?;
-    let groups = (0..a.group_count())
-        .filter_map(|g| a.group_summary(g))
+    let groups = group_summaries(fs)
+        .map_err(|e| fs_err("block bitmaps", e))?
+        .into_iter()
         .map(|s| GroupJson {
             group: s.group,
             free: s.free,
@@ -163,5 +162,6 @@ pub fn run_json(fs: &Filesystem, out: &mut impl Write) -> CliResult {
             corrupt: s.corrupt,
         })
         .collect();
-    print_json(&MbstatsJson { groups, stats: stats_json(&a.stats()) }, out)
+    let stats = fs.alloc_stats().map_err(|e| fs_err("allocator", e))?;
+    print_json(&MbstatsJson { groups, stats: stats_json(&stats) }, out)
 }

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use uext4::data::{DataPathConfig, LockPolicy};
+use uext4::{DataPathConfig, LockPolicy};
 use uext4::{Filesystem, MountOptions};
 use uext4_fuse::{MountConfig, Unmounted};
 

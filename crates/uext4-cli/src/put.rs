@@ -19,8 +19,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
-use uext4::fs::ops::SetAttr;
-use uext4::fs::xattr_ops::XattrSetMode;
+use uext4::inode_api::SetAttr;
+use uext4::inode_api::XattrSetMode;
 use uext4::{FileType, Filesystem, Timestamp};
 
 /// Bytes read from the host and written to the image per step.

@@ -5,7 +5,7 @@ use crate::util::{
     JsonInode, JsonName, JsonTarget,
 };
 use std::io::Write;
-use uext4::inode::{MapKind, Mapping};
+use uext4::inode_api::{MapKind, Mapping};
 use uext4::{FileType, Filesystem, Stat};
 
 /// True if the inode's i_block holds data block pointers (an extent tree
@@ -199,7 +199,7 @@ pub fn run_json(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write
 /// `filefrag -v` (block units, the same flag names, `eof` on an extent
 /// reaching the end of the file), since FIEMAP cannot pass a FUSE mount.
 pub fn run_extents(fs: &Filesystem, path: &[u8], follow: bool, out: &mut impl Write) -> CliResult {
-    use uext4::fs::fiemap::{FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_MERGED, FIEMAP_EXTENT_UNWRITTEN};
+    use uext4::inode_api::{FIEMAP_EXTENT_LAST, FIEMAP_EXTENT_MERGED, FIEMAP_EXTENT_UNWRITTEN};
     let name = shown(path);
     let ino = if follow { fs.resolve_follow(path) } else { fs.resolve(path) }.map_err(|e| fs_err(&name, e))?;
     let st = fs.stat(ino).map_err(|e| fs_err(&name, e))?;

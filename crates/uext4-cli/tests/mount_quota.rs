@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use uext4::format::quota::QuotaType;
-use uext4::quota::QuotaLimits;
+use uext4::inode_api::QuotaLimits;
 
 mod mount_support;
 

@@ -156,7 +156,7 @@ pub fn run(img: &Path, total: u64, cache_blocks: Option<usize>) -> bool {
         }
     }
     println!("remove all: {:.2} s ({} us/op (wall/cpu))", t_rm.wall.elapsed().as_secs_f64(), per_op(t_rm, total));
-    println!("total {:.1} s; buffer cache {:?}", start.wall.elapsed().as_secs_f64(), fs.volume().cache.stats());
+    println!("total {:.1} s; buffer cache {:?}", start.wall.elapsed().as_secs_f64(), fs.cache_stats());
     fs.unmount().unwrap();
     drop(fs);
     let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().expect("e2fsck");

@@ -165,6 +165,7 @@ impl Drop for Held {
 
 /// The locks this thread holds, outer first (debug builds; empty in
 /// release builds). For tests and diagnostics.
+#[cfg(test)]
 pub fn held() -> Vec<(Class, u64)> {
     #[cfg(debug_assertions)]
     {

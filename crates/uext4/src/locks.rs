@@ -269,11 +269,6 @@ impl<X: Default> InodeIo<X> {
             self.dio_done.1.wait(&mut g);
         }
     }
-
-    /// Direct I/Os in flight.
-    pub fn dio_in_flight(&self) -> usize {
-        self.dio.load(Ordering::Acquire)
-    }
 }
 
 /// One in-flight direct I/O (see [`InodeIo::dio_begin`]).
@@ -355,19 +350,16 @@ impl<X: InodeState> InodeLocks<X> {
 
     /// Entries the table's sweeps looked at so far (for tests: the work of
     /// dropping unheld state must stay proportional to what is added).
+    #[cfg(test)]
     pub fn swept(&self) -> usize {
         self.swept.load(Ordering::Relaxed)
     }
 
     /// How many inodes the table holds state for (a look at every shard:
     /// for tests and diagnostics, not for a per-operation path).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.read().len()).sum()
-    }
-
-    /// True if the table holds no inode's state.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The I/O state of inode `ino` if the table holds it (nothing is

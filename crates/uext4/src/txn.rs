@@ -86,7 +86,9 @@ pub struct Tx<'a> {
     pub writeback: bool,
     /// The operation reached a consistent end (see [`Tx::settle`]).
     pub settled: std::sync::atomic::AtomicBool,
-    /// The handle's record in the lock-order checker.
+    /// The handle's record in the lock-order checker (kept for its Drop,
+    /// which removes the record: never read).
+    #[allow(dead_code)]
     pub order: crate::lock_order::Held,
     /// Disk quotas to keep (None without the `quota` feature).
     pub quota: Option<&'a dyn QuotaAccount>,

@@ -14,7 +14,7 @@ mod rw_support;
 use rw_support::{fsck_clean, have, kernel_unavailable, mkfs, KernelMount};
 use std::path::Path;
 use std::process::Command;
-use uext4::fs::{Cred, SetAttr, XattrSetMode};
+use uext4::inode_api::{Cred, SetAttr, XattrSetMode};
 use uext4::Filesystem;
 
 const S_IFMT: u16 = 0o170000;

@@ -14,8 +14,8 @@ mod rw_support;
 
 use rw_support::{fsck_clean, mkfs};
 use std::sync::Mutex;
-use uext4::fs::ops::flags::FL_NOATIME;
-use uext4::fs::SetAttr;
+use uext4::inode_api::flags::FL_NOATIME;
+use uext4::inode_api::SetAttr;
 use uext4::{AtimeMode, Filesystem, MountOptions, Timestamp};
 
 static CLOCK: Mutex<()> = Mutex::new(());

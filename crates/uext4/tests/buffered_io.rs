@@ -9,10 +9,10 @@ use rw_support::{fsck_clean, mkfs};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use uext4::data::{DataPathConfig, LockPolicy};
-use uext4::fs::ops::{FallocMode, SetAttr};
-use uext4::fs::MountOptions;
+use uext4::inode_api::{FallocMode, SetAttr};
 use uext4::Filesystem;
+use uext4::MountOptions;
+use uext4::{DataPathConfig, LockPolicy};
 
 fn open(img: &Path, data: DataPathConfig, cache_bytes: usize) -> Filesystem {
     Filesystem::open_with(img, MountOptions { write: true, data, cache_bytes, ..Default::default() }).unwrap()

@@ -12,7 +12,7 @@ use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, pattern, KernelM
 use std::path::Path;
 use std::process::Command;
 use uext4::format::inode::FL_EA_INODE;
-use uext4::fs::{RenameFlags, XattrSetMode};
+use uext4::inode_api::{RenameFlags, XattrSetMode};
 use uext4::{CorruptKind, Error, Filesystem, Location, OpenOptions, Structure};
 
 /// `debugfs -w -R cmd img`, asserting it ran.

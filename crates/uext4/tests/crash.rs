@@ -13,9 +13,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
-use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
-use uext4::fs::MountOptions;
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr};
 use uext4::Filesystem;
+use uext4::MountOptions;
 
 /// A file that was fsync'd: its contents must survive a crash at any
 /// event index >= `durable_at`.
@@ -308,7 +308,7 @@ fn auto_da_alloc_survives_crash() {
     let Some(base) = base_image(&["-b", "4096"]) else { return };
     for auto in [true, false] {
         let dev = Arc::new(RecordingDevice::new(base.clone()));
-        let data = uext4::data::DataPathConfig { auto_da_alloc: auto, ..Default::default() };
+        let data = uext4::DataPathConfig { auto_da_alloc: auto, ..Default::default() };
         let opts = MountOptions { write: true, commit_interval: Duration::from_millis(20), data, ..Default::default() };
         let fs = Filesystem::open_device(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
         let root = fs.root();

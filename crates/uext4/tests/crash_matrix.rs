@@ -36,10 +36,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
-use uext4::fs::ops::{RenameFlags, SetAttr};
-use uext4::fs::quota_ops::ProjectAttr;
-use uext4::fs::{MountOptions, XattrSetMode};
+use uext4::inode_api::ProjectAttr;
+use uext4::inode_api::{RenameFlags, SetAttr};
 use uext4::Filesystem;
+use uext4::{inode_api::XattrSetMode, MountOptions};
 
 /// What a row's workload exercises, from its mkfs arguments.
 #[derive(Clone, Copy, Debug, Default)]

@@ -33,7 +33,7 @@ fn writes_after_the_uuid_changed_use_the_stored_seed() {
             let ino = fs.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
             let data = pattern(i, 1000 + i as usize * 700);
             fs.inodes().write(ino, 0, &data).unwrap();
-            fs.set_xattr(ino, b"user.k", b"v", uext4::fs::XattrSetMode::Any).unwrap();
+            fs.set_xattr(ino, b"user.k", b"v", uext4::inode_api::XattrSetMode::Any).unwrap();
             files.push((format!("d/{name}"), data));
         }
         fs.unmount().unwrap();

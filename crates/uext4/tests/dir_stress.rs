@@ -4,7 +4,7 @@
 mod rw_support;
 
 use rw_support::{fsck_clean, mkfs};
-use uext4::fs::ops::RenameFlags;
+use uext4::inode_api::RenameFlags;
 use uext4::Filesystem;
 
 #[test]

@@ -12,10 +12,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use uext4::data::{DataPathConfig, IoStatsSnapshot, LockPolicy};
-use uext4::fs::ops::{FallocMode, SetAttr};
-use uext4::fs::MountOptions;
+use uext4::inode_api::{FallocMode, SetAttr};
 use uext4::Filesystem;
+use uext4::MountOptions;
+use uext4::{inode_api::stats::IoStatsSnapshot, DataPathConfig, LockPolicy};
 
 fn open(img: &Path, data: DataPathConfig) -> Filesystem {
     Filesystem::open_with(img, MountOptions { write: true, data, ..Default::default() }).unwrap()

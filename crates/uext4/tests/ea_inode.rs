@@ -14,7 +14,7 @@ use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, open_recording, 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use uext4::fs::XattrSetMode;
+use uext4::inode_api::XattrSetMode;
 use uext4::Filesystem;
 
 /// mkfs variants: 4 KiB blocks with metadata_csum, 1 KiB blocks without

@@ -117,7 +117,7 @@ fn a_tmpfile_left_by_a_crash_is_deleted_by_the_next_open() {
     let t = fs.tmpfile(ROOT, 0o600, 0, 0).unwrap();
     fs.inodes().write(t.ino, 0, &pattern(1, 20_000)).unwrap();
     // Down with the tmpfile open and committed: as a crash would leave it.
-    fs.shutdown_now(uext4::fs::ShutdownMode::LogFlush).unwrap();
+    fs.shutdown_now(uext4::inode_api::ShutdownMode::LogFlush).unwrap();
     drop(fs);
     let fs = Filesystem::open_rw(&img).unwrap();
     assert_eq!(fs.statfs().free_inodes, free0, "the orphan was deleted");
@@ -137,7 +137,7 @@ fn tmpfile_in_the_orphan_file() {
 
 #[test]
 fn rename_whiteout_leaves_a_whiteout_at_the_source() {
-    use uext4::fs::RenameFlags;
+    use uext4::inode_api::RenameFlags;
     let Some((_d, img)) = mkfs(16, &[]) else { return };
     let mut fs = Filesystem::open_rw(&img).unwrap();
     let a = fs.mkdir(ROOT, b"a", 0o755, 0, 0).unwrap();
@@ -217,7 +217,7 @@ fn trim_punches_the_free_space_out_of_the_image() {
 
 #[test]
 fn shutdown_refuses_changes_and_leaves_the_journal() {
-    use uext4::fs::ShutdownMode;
+    use uext4::inode_api::ShutdownMode;
     for mode in [ShutdownMode::Full, ShutdownMode::LogFlush, ShutdownMode::NoLogFlush] {
         let Some((_d, img)) = mkfs(16, &[]) else { return };
         let fs = Filesystem::open_rw(&img).unwrap();
@@ -283,7 +283,7 @@ fn many_chained_orphans_leave_in_any_order() {
         free0 - named - (keep.len() as u64 - open_named),
         "closed tmpfiles deleted, named ones and open ones kept"
     );
-    fs.shutdown_now(uext4::fs::ShutdownMode::LogFlush).unwrap();
+    fs.shutdown_now(uext4::inode_api::ShutdownMode::LogFlush).unwrap();
     drop(fs);
     let fs = Filesystem::open_rw(&img).unwrap();
     assert_eq!(fs.statfs().free_inodes, free0 - named, "the open unnamed ones were deleted at the open");

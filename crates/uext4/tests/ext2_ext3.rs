@@ -10,7 +10,7 @@ mod rw_support;
 use rw_support::{debugfs, fsck_clean, have, kernel_unavailable, pattern, KernelMount};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use uext4::fs::ops::{FallocMode, SetAttr};
+use uext4::inode_api::{FallocMode, SetAttr};
 use uext4::Filesystem;
 
 /// A fresh `kind` ("ext2"/"ext3") image of `size_mb` MiB with `bs`-byte

@@ -22,7 +22,7 @@ mod rw_support;
 use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, open_rw_reserved, KernelMount};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use uext4::fs::ops::{FallocMode, SetAttr};
+use uext4::inode_api::{FallocMode, SetAttr};
 use uext4::Filesystem;
 
 /// Deterministic xorshift64*.
@@ -278,7 +278,7 @@ fn punched_file_grows_deep_and_shrinks_back() {
         f.punch_block(b);
     }
     let extents = f.fs().extents(f.ino).unwrap();
-    let mapped = extents.iter().filter(|m| m.kind != uext4::inode::MapKind::Hole).count();
+    let mapped = extents.iter().filter(|m| m.kind != uext4::inode_api::MapKind::Hole).count();
     assert_eq!(mapped as u64, N / 2, "every even block is its own extent");
     let depth = f.check_all("every other block punched", None);
     assert!(depth >= 2, "3000 extents need depth >= 2 (got {depth})");
@@ -393,7 +393,7 @@ fn unwritten_extents_converted_piecewise() {
     const N: u64 = 4000;
     f.falloc(FallocMode::Allocate, 0, N * 1024);
     let ex = f.fs().extents(f.ino).unwrap();
-    assert!(ex.iter().all(|m| matches!(m.kind, uext4::inode::MapKind::Unwritten(_))), "{ex:?}");
+    assert!(ex.iter().all(|m| matches!(m.kind, uext4::inode_api::MapKind::Unwritten(_))), "{ex:?}");
     // Every other block, in random order; a third of them partially.
     let mut blocks: Vec<u64> = (0..N).step_by(2).collect();
     rng.shuffle(&mut blocks);
@@ -432,7 +432,7 @@ fn unwritten_extents_converted_piecewise() {
 impl TestFile {
     fn assert_no_unwritten(&self) {
         let ex = self.fs().extents(self.ino).unwrap();
-        let unwritten = ex.iter().filter(|m| matches!(m.kind, uext4::inode::MapKind::Unwritten(_))).count();
+        let unwritten = ex.iter().filter(|m| matches!(m.kind, uext4::inode_api::MapKind::Unwritten(_))).count();
         assert_eq!(unwritten, 0, "{ex:?}");
     }
 }

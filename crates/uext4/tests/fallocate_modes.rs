@@ -9,7 +9,7 @@ mod rw_support;
 use rw_support::{fsck_clean, have, kernel_read_back, mkfs, open_recording, open_rw_reserved, pattern, Rng};
 use std::path::Path;
 use std::sync::Arc;
-use uext4::fs::ops::FallocMode;
+use uext4::inode_api::FallocMode;
 use uext4::{Error, Filesystem};
 
 /// Reads all of `ino` and compares it with `want`.
@@ -45,7 +45,7 @@ fn patchy_file(fs: &Filesystem, name: &[u8], len: u64, bs: u64, seed: u64) -> (u
         pos += n + bs;
     }
     if fs.stat(ino).unwrap().size < len {
-        fs.setattr(ino, uext4::fs::SetAttr { size: Some(len), ..Default::default() }).unwrap();
+        fs.setattr(ino, uext4::inode_api::SetAttr { size: Some(len), ..Default::default() }).unwrap();
     }
     (ino, model)
 }

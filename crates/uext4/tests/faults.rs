@@ -14,8 +14,8 @@ use rw_support::{fsck_clean, have, Rng};
 use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, FaultOps, FaultyDevice, MemoryDevice};
-use uext4::fs::ops::FallocMode;
-use uext4::fs::MountOptions;
+use uext4::inode_api::FallocMode;
+use uext4::MountOptions;
 use uext4::{Error, Filesystem};
 
 /// A fresh image (MiB, mkfs args) in memory.
@@ -181,7 +181,7 @@ fn writeback_error_is_the_files() {
     let first = m
         .iter()
         .filter_map(|m| match m.kind {
-            uext4::inode::MapKind::Mapped(p) => Some(p),
+            uext4::inode_api::MapKind::Mapped(p) => Some(p),
             _ => None,
         })
         .min()
@@ -226,7 +226,7 @@ fn workload(fs: &Filesystem, rng: &mut Rng, durable: &mut Durable) -> uext4::Res
                 };
                 fs.setattr(
                     ino,
-                    uext4::fs::ops::SetAttr {
+                    uext4::inode_api::SetAttr {
                         size: Some(0),
                         mode: None,
                         uid: None,

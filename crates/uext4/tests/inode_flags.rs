@@ -8,8 +8,8 @@
 mod rw_support;
 
 use rw_support::{debugfs, fsck_clean, kernel_unavailable, mkfs, KernelMount};
-use uext4::fs::ops::flags::{FL_APPEND, FL_IMMUTABLE, FL_NOATIME, FL_NODUMP, FL_SYNC, FL_TOPDIR};
-use uext4::fs::{FallocMode, RenameFlags, SetAttr, XattrSetMode};
+use uext4::inode_api::flags::{FL_APPEND, FL_IMMUTABLE, FL_NOATIME, FL_NODUMP, FL_SYNC, FL_TOPDIR};
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr, XattrSetMode};
 use uext4::{Filesystem, FsCore};
 
 const FL_EXTENTS: u32 = 0x8_0000;

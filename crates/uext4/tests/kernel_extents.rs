@@ -28,7 +28,7 @@ use std::os::unix::fs::{DirEntryExt, FileExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use uext4::inode::MapKind;
+use uext4::inode_api::MapKind;
 use uext4::{Filesystem, Timestamp};
 
 /// Makes an empty image and mounts it, or explains why not.

@@ -272,6 +272,8 @@ fn matching(toks: &[(usize, Tok)], open: usize) -> usize {
 fn read_modules(src: &Path) -> Vec<Module> {
     let mut files = Vec::new();
     walk(src, &mut files);
+    let test_only = test_only_top_modules(src);
+    files.retain(|f| !test_only.iter().any(|m| f.starts_with(src.join(m)) || f == &src.join(format!("{m}.rs"))));
     files.sort();
     let paths: Vec<String> = files.iter().map(|f| module_path(src, f)).collect();
     let known: BTreeSet<String> = paths.iter().cloned().collect();
@@ -285,6 +287,27 @@ fn read_modules(src: &Path) -> Vec<Module> {
             parse_module(path, file, &toks, &known)
         })
         .collect()
+}
+
+/// The modules lib.rs declares under `#[cfg(test)]` (`mod tests;`): test
+/// code that may reach any layer, as the unit tests it gathers.
+fn test_only_top_modules(src: &Path) -> Vec<String> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let mut out = Vec::new();
+    let mut after_cfg_test = false;
+    for line in lib.lines().map(str::trim) {
+        if line == "#[cfg(test)]" {
+            after_cfg_test = true;
+            continue;
+        }
+        if after_cfg_test {
+            if let Some(name) = line.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) {
+                out.push(name.trim().to_string());
+            }
+        }
+        after_cfg_test = line.starts_with("#[");
+    }
+    out
 }
 
 fn walk(dir: &Path, files: &mut Vec<PathBuf>) {

@@ -7,7 +7,7 @@ mod rw_support;
 
 use rw_support::{fsck_clean, have, mkfs, KernelMount};
 use std::process::Command;
-use uext4::fs::{FallocMode, SetAttr};
+use uext4::inode_api::{FallocMode, SetAttr};
 use uext4::{Error, Filesystem};
 
 /// The kernel's limits, computed independently of the library: extent

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-use uext4::fs::ops::RenameFlags;
+use uext4::inode_api::RenameFlags;
 use uext4::{Error, FileType, Filesystem};
 
 /// A run that takes longer is taken for a deadlock.
@@ -200,11 +200,11 @@ fn operations_on_a_deleted_inode_fail_with_enoent() {
     enoent(fs.remove_xattr(gone, b"user.a"), "removexattr");
     enoent(fs.inodes().write(gone, 0, &[7u8; 10_000]).map(drop), "write");
     enoent(fs.write_direct(gone, 0, &[7u8; 4096]).map(drop), "direct write");
-    let size = uext4::fs::ops::SetAttr { size: Some(1 << 20), ..Default::default() };
+    let size = uext4::inode_api::SetAttr { size: Some(1 << 20), ..Default::default() };
     enoent(fs.setattr(gone, size).map(drop), "setattr");
-    let mode = uext4::fs::ops::SetAttr { mode: Some(0o600), ..Default::default() };
+    let mode = uext4::inode_api::SetAttr { mode: Some(0o600), ..Default::default() };
     enoent(fs.setattr(gone, mode).map(drop), "chmod");
-    enoent(fs.fallocate(gone, uext4::fs::ops::FallocMode::Allocate, 0, 1 << 20), "fallocate");
+    enoent(fs.fallocate(gone, uext4::inode_api::FallocMode::Allocate, 0, 1 << 20), "fallocate");
     // Open: still a file until the last close.
     fs.inodes().write(kept, 0, &[1u8; 10_000]).unwrap();
     fs.set_xattr(kept, b"user.a", b"v", Default::default()).unwrap();
@@ -726,7 +726,7 @@ fn refused(op: &str) -> &'static str {
 /// delayed blocks come from the data path).
 #[test]
 fn create_and_setattr_answer_what_stat_reads_back() {
-    use uext4::fs::{Cred, SetAttr};
+    use uext4::inode_api::{Cred, SetAttr};
     use uext4::Timestamp;
     let Some((_d, img, fs)) = fresh(32, &["-b", "4096"]) else { return };
     let root = fs.root();

@@ -11,7 +11,7 @@ use rw_support::{fsck_clean, mkfs};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr};
 use uext4::{Error, Filesystem};
 
 const VARIANTS: &[&[&str]] =
@@ -178,7 +178,7 @@ fn errors_have_the_right_errno_and_change_nothing() {
     let root = fs.root();
     let f = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
     let d = fs.mkdir(root, b"d", 0o755, 0, 0).unwrap().ino;
-    let errno = |r: Result<uext4::fs::Stat, Error>| r.map(|_| ()).unwrap_err().errno();
+    let errno = |r: Result<uext4::Stat, Error>| r.map(|_| ()).unwrap_err().errno();
     assert_eq!(errno(fs.create(root, b"f", 0o644, 0, 0)), libc::EEXIST);
     assert_eq!(errno(fs.create(root, b"a/b", 0o644, 0, 0)), libc::EINVAL);
     assert_eq!(errno(fs.create(root, b"", 0o644, 0, 0)), libc::EINVAL);

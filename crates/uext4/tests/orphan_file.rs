@@ -14,9 +14,9 @@ use std::time::Duration;
 use uext4::device::{BlockDevice, Event, RecordingDevice};
 use uext4::format::features::ro_compat;
 use uext4::format::orphan_file as of;
-use uext4::fs::ops::SetAttr;
-use uext4::fs::MountOptions;
+use uext4::inode_api::SetAttr;
 use uext4::Filesystem;
+use uext4::MountOptions;
 
 /// A fresh `-O orphan_file` image (`args` added), or None with a SKIP.
 fn orphan_image(size_mb: u64, args: &[&str]) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
@@ -317,9 +317,9 @@ fn truncate_of_an_unlinked_open_file_keeps_it_an_orphan() {
         let root = fs.root();
         let ino = fs.create(root, b"big", 0o644, 0, 0).unwrap().ino;
         let len: u64 = 24 << 20;
-        fs.fallocate(ino, uext4::fs::FallocMode::Allocate, 0, len).unwrap();
+        fs.fallocate(ino, uext4::inode_api::FallocMode::Allocate, 0, len).unwrap();
         for k in 0..len / 65536 {
-            fs.fallocate(ino, uext4::fs::FallocMode::PunchHole, k * 65536 + 1024, 1024).unwrap();
+            fs.fallocate(ino, uext4::inode_api::FallocMode::PunchHole, k * 65536 + 1024, 1024).unwrap();
         }
         fs.open_inode(ino).unwrap();
         fs.unlink(root, b"big").unwrap();

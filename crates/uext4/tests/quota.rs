@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
 use uext4::format::quota::QuotaType;
-use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
-use uext4::fs::quota_ops::ProjectAttr;
-use uext4::fs::MountOptions;
-use uext4::fs::XattrSetMode;
-use uext4::quota::QuotaLimits;
+use uext4::inode_api::ProjectAttr;
+use uext4::inode_api::QuotaLimits;
+use uext4::inode_api::XattrSetMode;
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr};
+use uext4::MountOptions;
 use uext4::{Error, Filesystem, FsCore};
 
 const QUOTA_ARGS: [&str; 4] = ["-O", "quota,project", "-E", "quotatype=usrquota:grpquota:prjquota"];
@@ -369,7 +369,7 @@ fn hard_limits_give_edquot_at_the_limit_and_not_before() {
         {
             // A caller with CAP_SYS_RESOURCE (the FUSE daemon's root
             // requests) passes the limits; the scope ends with the block.
-            let _cap = uext4::fs::sys_resource(true);
+            let _cap = uext4::inode_api::sys_resource(true);
             FsCore::write(&fs, b, 10 * 4096, &[7u8; 4096]).unwrap();
             fs.write_direct(f, 64 << 10, &[2u8; 4096]).unwrap();
         }

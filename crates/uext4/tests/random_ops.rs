@@ -45,7 +45,7 @@ mod rw_support;
 
 use random_support::{run_cfg, Cfg};
 use rw_support::{fsck_clean, mkfs, open_rw_reserved};
-use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr};
 use uext4::{Error, Filesystem};
 
 const CFG_1K: Cfg = Cfg { name: "1k-csum-32M", size_mb: 32, args: &["-b", "1024"], seeds: 0..8, small: false };
@@ -286,7 +286,7 @@ fn punch_needing_a_split_on_a_full_filesystem() {
         want[(b << 10) as usize..((b + n) << 10) as usize].copy_from_slice(&d);
     }
     fs.fsync(f).unwrap(); // delayed allocation: the extents exist after writeback
-    assert_eq!(fs.extents(f).unwrap().iter().filter(|m| m.kind != uext4::inode::MapKind::Hole).count(), 4);
+    assert_eq!(fs.extents(f).unwrap().iter().filter(|m| m.kind != uext4::inode_api::MapKind::Hole).count(), 4);
     let hog = fs.create(root, b"hog", 0o644, 0, 0).unwrap().ino;
     fill_up(&fs, hog);
     fs.commit().unwrap();
@@ -328,7 +328,7 @@ fn root_reserve_is_honoured_by_large_requests() {
     let data = vec![3u8; 64 << 10];
     assert_eq!(uext4::FsCore::write(&fs, h, 0, &data).unwrap_err().errno(), libc::ENOSPC);
     {
-        let _cap = uext4::fs::sys_resource(true);
+        let _cap = uext4::inode_api::sys_resource(true);
         assert_eq!(uext4::FsCore::write(&fs, h, 0, &data).unwrap(), data.len());
         fs.fallocate(g, FallocMode::KeepSize, 0, 32 << 10).unwrap();
     }

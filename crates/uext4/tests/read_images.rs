@@ -118,7 +118,7 @@ fn mapping_depths() {
         // Every island is its own run of 4096 bytes at i * 8192.
         let mut islands = Vec::new();
         for m in &runs {
-            assert!(matches!(m.kind, uext4::inode::MapKind::Mapped(_)), "{name}: {m:?}");
+            assert!(matches!(m.kind, uext4::inode_api::MapKind::Mapped(_)), "{name}: {m:?}");
             let (s, e) = (m.lblk.byte_offset(bs), m.end().byte_offset(bs));
             islands.push((s, e));
         }

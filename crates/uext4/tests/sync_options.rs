@@ -13,9 +13,9 @@ use rw_support::{fsck_clean, have, pattern};
 use std::sync::Arc;
 use std::time::Duration;
 use uext4::device::{BlockDevice, RecordingDevice};
-use uext4::fs::ops::RenameFlags;
-use uext4::fs::MountOptions;
+use uext4::inode_api::RenameFlags;
 use uext4::Filesystem;
+use uext4::MountOptions;
 
 /// A fresh image on a recording device opened with `sync`/`dirsync`.
 fn open(sync: bool, dirsync: bool) -> Option<(tempfile::TempDir, Arc<RecordingDevice>, Filesystem)> {
@@ -72,26 +72,26 @@ fn sync_option_makes_writes_and_changes_durable() {
         (
             "chmod",
             |fs, f| {
-                fs.setattr(f, uext4::fs::ops::SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
+                fs.setattr(f, uext4::inode_api::SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
             },
             |r, f| r.stat(f).unwrap().mode & 0o7777 == 0o600,
         ),
         (
             "xattr",
-            |fs, f| fs.set_xattr(f, b"user.k", b"v", uext4::fs::XattrSetMode::Any).unwrap(),
+            |fs, f| fs.set_xattr(f, b"user.k", b"v", uext4::inode_api::XattrSetMode::Any).unwrap(),
             |r, f| r.get_xattr(f, "user.k").is_ok_and(|v| v == b"v"),
         ),
         (
             "fallocate",
-            |fs, f| fs.fallocate(f, uext4::fs::FallocMode::Allocate, 0, 1 << 20).unwrap(),
+            |fs, f| fs.fallocate(f, uext4::inode_api::FallocMode::Allocate, 0, 1 << 20).unwrap(),
             |r, f| r.stat(f).unwrap().size == 1 << 20,
         ),
         (
             "chattr",
             |fs, f| {
-                fs.set_flags(f, fs.flags(f).unwrap() | uext4::fs::ops::flags::FL_NOATIME).unwrap();
+                fs.set_flags(f, fs.flags(f).unwrap() | uext4::inode_api::flags::FL_NOATIME).unwrap();
             },
-            |r, f| r.stat(f).unwrap().flags & uext4::fs::ops::flags::FL_NOATIME != 0,
+            |r, f| r.stat(f).unwrap().flags & uext4::inode_api::flags::FL_NOATIME != 0,
         ),
     ];
     for (what, change, check) in cases {

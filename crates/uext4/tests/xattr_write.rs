@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use uext4::fs::XattrSetMode;
+use uext4::inode_api::XattrSetMode;
 use uext4::Filesystem;
 
 /// mkfs variants: block size 1k/4k, with and without metadata_csum, and

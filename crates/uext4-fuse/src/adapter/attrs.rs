@@ -8,7 +8,7 @@ use crate::proto::types::{AccessFlags, Errno, INodeNo, Request, TimeOrNow};
 use crate::reply::{ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyStatx, ReplyXattr};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use uext4::fs::{SetAttr, XattrSetMode};
+use uext4::inode_api::{SetAttr, XattrSetMode};
 use uext4::{FileType, Timestamp};
 
 impl Uext4Fuse {
@@ -76,7 +76,7 @@ impl Uext4Fuse {
             // refused on an append-only file too; the library refuses
             // the rest.
             let st = tri!(reply, self.stat("setattr", ino));
-            if st.flags & uext4::fs::ops::flags::FL_APPEND != 0 {
+            if st.flags & uext4::inode_api::flags::FL_APPEND != 0 {
                 reply.error(Errno::EPERM);
                 return;
             }

@@ -10,7 +10,7 @@ use log::{debug, warn};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
-use uext4::dir::{DirBatch, DirEntryRef};
+use uext4::inode_api::{DirBatch, DirEntryRef};
 use uext4::{FileType, Stat, Timestamp};
 
 impl Uext4Fuse {

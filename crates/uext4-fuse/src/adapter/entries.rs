@@ -13,8 +13,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
-use uext4::fs::Cred;
-use uext4::fs::RenameFlags as LibRename;
+use uext4::inode_api::Cred;
+use uext4::inode_api::RenameFlags as LibRename;
 use uext4::{Error, Stat};
 
 /// Longest name ext4 stores.

@@ -11,7 +11,7 @@ use log::debug;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use uext4::fs::FallocMode;
+use uext4::inode_api::FallocMode;
 use uext4::FileType;
 
 /// File handle bit: the file was opened with O_DIRECT; its I/O goes to

@@ -30,8 +30,8 @@ use super::Uext4Fuse;
 use crate::conv::from_fuse;
 use crate::proto::types::{Errno, INodeNo, Request};
 use crate::reply::ReplyIoctl;
-use uext4::fs::ops::flags::{self, FL_APPEND, FL_IMMUTABLE};
-use uext4::fs::ShutdownMode;
+use uext4::inode_api::flags::{self, FL_APPEND, FL_IMMUTABLE};
+use uext4::inode_api::ShutdownMode;
 
 /// An ioctl number (asm-generic `_IOC`: direction, size, type, number).
 const fn ioc(dir: u32, ty: u8, nr: u8, size: u32) -> u32 {
@@ -133,7 +133,7 @@ impl Uext4Fuse {
                     tri!(reply, self.owner_or_root(req, st.uid));
                     // The inherit flag goes with the other flags below.
                     let inherit = st.flags & uext4::format::inode::FL_PROJINHERIT != 0;
-                    let attr = uext4::fs::quota_ops::ProjectAttr { projid, inherit };
+                    let attr = uext4::inode_api::ProjectAttr { projid, inherit };
                     tri!(reply, self.fs.set_project(ino, attr).map_err(|e| self.fail("fssetxattr", ino, e)));
                 }
                 tri!(reply, self.set_flags_as(req, ino, new));

@@ -2,7 +2,7 @@
 //! thin call into the library.
 //!
 //! No state of our own besides the configuration (the kernel's lookup
-//! counts are the library's: [`uext4::fs::FsCore::kernel_ref`]): file handles encode
+//! counts are the library's: [`uext4::inode_api::FsCore::kernel_ref`]): file handles encode
 //! what the adapter must remember about an open file in their bits (see
 //! [`files::FH_DIRECT`], [`files::FH_COUNTED`]), names and attributes
 //! come straight from the library, so nothing here needs a lock.
@@ -10,7 +10,7 @@
 //! FUSE_POSIX_ACL the ACLs too), as for ext4 in the kernel; what the
 //! kernel leaves to the filesystem is done here or in the library: the
 //! owner, mode and inherited ACLs of new inodes (the library's `*_as`
-//! methods with the caller's [`uext4::fs::Cred`]), the set-id bits a write
+//! methods with the caller's [`uext4::inode_api::Cred`]), the set-id bits a write
 //! or truncate removes (FUSE_HANDLE_KILLPRIV_V2), hiding `trusted.`
 //! attributes from non-root callers, and `access(2)` for kernels that ask.
 //!
@@ -49,8 +49,8 @@ use uext4::{Error, Filesystem, Stat};
 /// quota limits, as CAP_SYS_RESOURCE lets a process do on ext4 (FUSE
 /// passes no capabilities: uid 0 stands for it). Held by the requests
 /// that allocate blocks or inodes, for as long as they run.
-fn sys_resource(req: &Request) -> uext4::fs::SysResourceScope {
-    uext4::fs::sys_resource(req.uid() == 0)
+fn sys_resource(req: &Request) -> uext4::inode_api::SysResourceScope {
+    uext4::inode_api::sys_resource(req.uid() == 0)
 }
 
 /// Replies with the error and returns from the method on `Err`.
@@ -215,7 +215,7 @@ impl Uext4Fuse {
     /// the next open to recover) and this mount refuses every change with
     /// EIO from now on, as ext4 after a shutdown. A read-only mount only
     /// stops accepting changes, which it never did.
-    fn shut_down(&self, mode: uext4::fs::ShutdownMode) -> Result<(), Errno> {
+    fn shut_down(&self, mode: uext4::inode_api::ShutdownMode) -> Result<(), Errno> {
         if self.down.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -243,10 +243,10 @@ impl Uext4Fuse {
 
     /// Counts the reference the kernel takes on the node of `ino` with
     /// the reply being built (the protocol's lookup count, kept by the
-    /// library: [`uext4::fs::FsCore::kernel_ref`]). Not the root's: the
+    /// library: [`uext4::inode_api::FsCore::kernel_ref`]). Not the root's: the
     /// kernel holds the root for the whole mount and never forgets it.
     /// True if the kernel held the node already (see
-    /// [`uext4::fs::FsCore::kernel_ref`]; the root always).
+    /// [`uext4::inode_api::FsCore::kernel_ref`]; the root always).
     fn hand_out(&self, ino: u32) -> bool {
         ino == crate::conv::EXT4_ROOT || self.fs.kernel_ref(ino)
     }
@@ -420,7 +420,8 @@ impl FuseFilesystem for Uext4Fuse {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         // The kernel's writeback of its page cache (writeback_cache)
         // comes as uid 0 whoever wrote: no privilege for it.
-        let _cap = uext4::fs::sys_resource(req.uid() == 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
+        let _cap =
+            uext4::inode_api::sys_resource(req.uid() == 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
         self.do_write(req, ino, fh, offset, data, flags, kill, reply);
     }
 
@@ -546,7 +547,7 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_lseek(ino, offset, whence, reply);
     }
 
-    /// Copies inside the engine ([`uext4::fs::FsCore::copy_file_range`]);
+    /// Copies inside the engine ([`uext4::inode_api::FsCore::copy_file_range`]);
     /// the kernel checked the ranges and flushes and drops its cached
     /// pages of the destination around the request.
     fn copy_file_range(

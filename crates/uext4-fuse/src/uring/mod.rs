@@ -20,7 +20,7 @@
 //! long (FSYNC, FSYNCDIR, SYNCFS, large WRITEs and READs, FALLOCATE,
 //! COPY_FILE_RANGE, and buffered READs over 16 KiB that miss the page
 //! cache: tried first from the cache alone, see
-//! `uext4::fs::FsCore::read_cached`; smaller misses are one small device
+//! `uext4::inode_api::FsCore::read_cached`; smaller misses are one small device
 //! read, served on the queue thread) go to a small pool of threads shared
 //! by the queues,
 //! so that they do not hold up the other entries of their queue; the

@@ -137,11 +137,6 @@ impl Buddy {
         self.nbits
     }
 
-    /// True for a group without blocks.
-    pub fn is_empty(&self) -> bool {
-        self.nbits == 0
-    }
-
     /// Free blocks.
     pub fn free(&self) -> u32 {
         self.free
@@ -166,11 +161,6 @@ impl Buddy {
     /// Free chunks per order (the kernel's bb_counters).
     pub fn counters(&self) -> &[u32] {
         &self.counters
-    }
-
-    /// Highest order a chunk can have in this group.
-    pub fn max_order(&self) -> u32 {
-        self.max_order
     }
 
     /// True if block `i` is in use.
@@ -302,6 +292,7 @@ impl Buddy {
 
     /// The bitmap in on-disk form (`bytes` long; bits past the group are
     /// set, as the kernel pads them).
+    #[cfg(test)]
     pub fn to_bitmap(&self, bytes: usize) -> Vec<u8> {
         let mut out = vec![0xFFu8; bytes];
         for i in 0..self.nbits.min(bytes as u32 * 8) {
@@ -314,6 +305,7 @@ impl Buddy {
 
     /// Checks every derived field against a recomputation from the bitmap
     /// (tests and debug assertions).
+    #[cfg(test)]
     pub fn check(&self) -> Result<(), String> {
         let fresh = Buddy::from_bitmap(&self.to_bitmap(self.nbits.div_ceil(8) as usize), self.nbits);
         if fresh != *self {

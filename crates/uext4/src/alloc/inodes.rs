@@ -341,13 +341,9 @@ impl InodeAllocator {
         Ok(())
     }
 
-    /// Allocates an inode for a child of `parent`.
-    pub fn allocate(&self, balloc: &Allocator, parent: u32, is_dir: bool) -> Result<u32> {
-        Ok(self.allocate_seq(balloc, parent, is_dir)?.0)
-    }
-
-    /// [`InodeAllocator::allocate`], also returning the group's change
-    /// number of this allocation (for [`InodeAllocator::journal_group`]).
+    /// Allocates an inode for a child of `parent`, returning it with the
+    /// group's change number of this allocation (for
+    /// [`InodeAllocator::journal_group`]).
     pub fn allocate_seq(&self, balloc: &Allocator, parent: u32, is_dir: bool) -> Result<(u32, u64)> {
         let ngroups = self.groups.len() as u32;
         let ipg = self.vol.sb.inodes_per_group;

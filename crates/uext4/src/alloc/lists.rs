@@ -54,6 +54,7 @@ impl OrderLists {
     }
 
     /// Groups on each list (for statistics and consistency checks).
+    #[cfg(test)]
     pub fn snapshot(&self) -> Vec<Vec<u32>> {
         self.lists.iter().map(|l| l.read().iter().copied().collect()).collect()
     }

@@ -392,12 +392,8 @@ impl Allocator {
         }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &AllocConfig {
-        &self.cfg
-    }
-
     /// The volume.
+    #[cfg(test)]
     pub fn volume(&self) -> &Arc<Volume> {
         &self.vol
     }
@@ -566,6 +562,7 @@ impl Allocator {
     }
 
     /// Most groups kept loaded (see [`AllocConfig::loaded_budget_bytes`]).
+    #[cfg(test)]
     pub fn max_loaded_groups(&self) -> u64 {
         self.max_loaded
     }
@@ -894,11 +891,6 @@ impl Allocator {
         units.saturating_mul(1 << self.cbits)
     }
 
-    /// log2 of the groups per flex group (0 without flex_bg).
-    pub fn flex_bits(&self) -> u32 {
-        flex_bits(&self.vol.sb)
-    }
-
     /// Free blocks of flex group `f` (a lock-free counter, O(1)).
     pub fn flex_free_blocks(&self, f: u32) -> u64 {
         self.totals.flex(f) << self.cbits
@@ -911,6 +903,7 @@ impl Allocator {
 
     /// How many preallocations inode `ino` holds (at most
     /// [`prealloc::INODE_MAX_PAS`]).
+    #[cfg(test)]
     pub fn inode_preallocs(&self, ino: u32) -> usize {
         self.prealloc.inode_count(ino)
     }

@@ -282,6 +282,7 @@ impl Preallocs {
     }
 
     /// How many preallocations inode `ino` holds.
+    #[cfg(test)]
     pub fn inode_count(&self, ino: u32) -> usize {
         self.shard(ino).lock().get(&ino).map_or(0, BTreeMap::len)
     }

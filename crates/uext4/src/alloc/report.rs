@@ -86,6 +86,7 @@ impl Allocator {
 
     /// The free blocks summed over the groups (what [`Allocator::free_blocks`]
     /// must agree with when nothing is changing; tests; O(groups)).
+    #[cfg(test)]
     pub fn free_blocks_summed(&self) -> u64 {
         let units: u64 = (0..self.group_count())
             .map(|g| {
@@ -155,6 +156,7 @@ impl Allocator {
     /// Checks every loaded group's buddy against its bitmap, the disk
     /// view against the buddy view and the lists against the groups
     /// (tests; O(filesystem)).
+    #[cfg(test)]
     pub fn check_consistency(&self) -> std::result::Result<(), String> {
         let (kept, summed) = (self.free_blocks(), self.free_blocks_summed());
         if kept != summed {

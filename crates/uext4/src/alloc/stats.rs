@@ -130,7 +130,7 @@ pub struct AllocStats {
     /// Groups skipped because bitmap and descriptor disagree.
     pub corrupt_groups: u64,
     /// Clean groups unloaded to keep the loaded groups within the budget
-    /// ([`super::AllocConfig::loaded_budget_bytes`]).
+    /// (`MountOptions::alloc_cache_bytes`).
     pub evictions: u64,
     /// Groups loaded now (bitmap and buddy in memory).
     pub loaded_groups: u64,

@@ -78,10 +78,6 @@ impl Buffer {
         }
     }
 
-    /// The block number.
-    pub fn block(&self) -> u64 {
-        self.block
-    }
     /// The block's bytes.
     pub fn data(&self) -> &[u8] {
         &self.data
@@ -152,7 +148,7 @@ pub struct CacheStats {
     pub misses: u64,
     /// Buffers dropped to stay within capacity.
     pub evictions: u64,
-    /// Values computed from a buffer version ([`BufferCache::derived`]):
+    /// Values computed from a buffer version (`BufferCache::derived`):
     /// each a walk of one block (a directory block put in listing order).
     pub derived_builds: u64,
     /// Buffers held now (those a transaction or the journal's checkpoint

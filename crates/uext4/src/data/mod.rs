@@ -295,7 +295,7 @@ pub struct IoStats {
     pub writeback_bytes: StripedCounter,
 }
 
-/// A copy of [`IoStats`] at one instant.
+/// The data path's counters at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub struct IoStatsSnapshot {

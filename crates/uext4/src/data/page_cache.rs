@@ -223,11 +223,6 @@ impl Folio {
         self.pages * PAGE_SIZE
     }
 
-    /// Never true: a folio has at least one page.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// Locks the folio and marks it recently used.
     pub fn lock(&self) -> FolioGuard<'_> {
         self.referenced.store(true, Ordering::Relaxed);
@@ -479,6 +474,7 @@ impl FileCache {
     }
 
     /// Number of cached folios.
+    #[cfg(test)]
     pub fn folio_count(&self) -> usize {
         self.folios.read().len()
     }

@@ -4,7 +4,7 @@ use super::NameKey;
 use crate::cache::{Buffer, Check};
 use crate::error::Result;
 use crate::format::block_number::FileBlock;
-use crate::format::dirent::{self, RawDirent};
+use crate::format::dirent;
 use crate::format::dx::{self, DxNode};
 use crate::format::inode::{FileType, Inode};
 use crate::inode::{map_block, MapKind};
@@ -89,17 +89,6 @@ impl DirBlock {
     /// This block's index entries ([`dx_node`]).
     pub(crate) fn dx_node(&self, vol: &Volume, is_root: bool, csum: bool) -> Result<Arc<DxNode>> {
         dx_node(vol, &self.buf, self.block, is_root, csum)
-    }
-
-    /// The entries of the block. For the htree root only "." and ".." are
-    /// entries (the rest of the block is the index, hidden inside ".."'s
-    /// record); interior nodes hold none.
-    pub fn entries(&self, filetype: bool) -> Result<Vec<RawDirent<'_>>> {
-        let mut v = dirent::parse_leaf(self.buf.data(), filetype, self.block)?;
-        if self.is_dx {
-            v.truncate(2);
-        }
-        Ok(v)
     }
 
     /// Finds the live entry that matches `name`.

@@ -31,8 +31,6 @@ use crate::volume::Volume;
 /// Dirent file type of a directory ("." and "..").
 const FT_DIR: u8 = 2;
 
-pub use block::DirBlock;
-
 /// One directory entry as returned by readdir.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -53,7 +51,7 @@ impl DirEntry {
     }
 }
 
-/// One directory entry as a listing hands it out ([`readdir_with`]): its
+/// One directory entry as a listing hands it out (`FsCore::readdir_into`): its
 /// name borrowed from the directory block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirEntryRef<'a> {

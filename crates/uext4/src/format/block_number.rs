@@ -18,7 +18,7 @@
 //!   arithmetic instead of wrapping or special values; the narrowing to
 //!   [`LogicalBlock`] happens once, checked ([`FileBlock::to_logical`]),
 //!   where the extent editor builds an extent (after refusing anything at
-//!   or past [`crate::inode::MAX_LBLK`]).
+//!   or past 2^32, the format's limit).
 //!
 //! Arithmetic that keeps the meaning is provided (`block + n` is a block;
 //! `a - b` between two blocks of one kind is a count of blocks); adding

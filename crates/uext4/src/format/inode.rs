@@ -124,7 +124,7 @@ pub fn inode_checksum(sb: &Superblock, ino: u32, raw: &[u8]) -> u32 {
 impl Inode {
     /// `i_blocks` (512-byte units) less `sectors`, or a corruption error
     /// when the inode counts fewer than that (never clamped: see
-    /// [`crate::error::sub_counter`]).
+    /// `sub_counter`).
     pub fn blocks_less(&self, sectors: u64) -> Result<u64> {
         crate::error::sub_counter(self.blocks_512, sectors, "i_blocks", Structure::Inode, Location::Inode(self.ino))
     }

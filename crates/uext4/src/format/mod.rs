@@ -5,6 +5,12 @@
 //! read and returns a typed value or a typed error. Parsers check lengths and
 //! ranges before they index, so no byte pattern can make them panic; the
 //! fuzz target and the corruption tests rely on that.
+//!
+//! Public for inspection tools and tests that read or build images byte by
+//! byte (`uext4 info` decodes the superblock and descriptors with it). To
+//! read and write files, use [`Filesystem`](crate::Filesystem) instead:
+//! these codecs follow the ext4 format, but their Rust signatures may change
+//! more often than the crate root's.
 
 pub mod block_number;
 pub mod bytes;

@@ -277,7 +277,7 @@ impl FsCore {
 
     /// The block allocator (created on first use with the default
     /// configuration).
-    pub fn allocator(&self) -> Result<&Allocator> {
+    pub(crate) fn allocator(&self) -> Result<&Allocator> {
         if let Some(a) = self.alloc.get() {
             return Ok(a);
         }
@@ -302,7 +302,8 @@ impl FsCore {
     }
 
     /// The shared volume (superblock, descriptors, metadata cache).
-    pub fn volume(&self) -> &Arc<Volume> {
+    #[cfg(test)]
+    pub(crate) fn volume(&self) -> &Arc<Volume> {
         &self.vol
     }
 

@@ -10,6 +10,7 @@ use super::transactions::Transactions;
 use super::{Filesystem, FsCore};
 use crate::alloc::inodes::InodeAllocator;
 use crate::alloc::Allocator;
+#[cfg(test)]
 use crate::data::FileLocks;
 use crate::data::{DataPathConfig, IoStats, IoStatsSnapshot};
 use crate::error::{Error, Result};
@@ -165,7 +166,7 @@ impl FsCore {
     /// end (done, or failed after undoing its changes): a `Tx` that
     /// changed metadata and drops unsettled aborts the journal, so a half
     /// operation never commits.
-    pub fn begin(&self, credits: usize) -> Result<Tx<'_>> {
+    pub(crate) fn begin(&self, credits: usize) -> Result<Tx<'_>> {
         self.begin_tx(credits, false)
     }
 
@@ -196,7 +197,8 @@ impl FsCore {
     }
 
     /// The inode locks (for the data path and the front ends).
-    pub fn inode_locks(&self) -> Result<&FileLocks> {
+    #[cfg(test)]
+    pub(crate) fn inode_locks(&self) -> Result<&FileLocks> {
         Ok(self.rw()?.data.locks())
     }
 

@@ -3,4 +3,4 @@
 //! in `fs/namespace`, `fs/write.rs` and `fs/fallocate.rs`).
 
 pub use super::fallocate::FallocMode;
-pub use super::namespace::{flags, setid, Cred, RenameFlags, SetAttr, LINK_MAX};
+pub use super::namespace::{flags, Cred, RenameFlags, SetAttr, LINK_MAX};

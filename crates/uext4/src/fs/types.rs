@@ -52,8 +52,7 @@ pub struct MountOptions {
     pub dirsync: bool,
     /// Memory the block allocator's loaded groups (bitmap and buddy) may
     /// take, in bytes; clean groups beyond it are unloaded (0: the
-    /// default, [`crate::alloc::DEFAULT_LOADED_BUDGET`]; see
-    /// [`crate::alloc::AllocConfig::loaded_budget_bytes`]).
+    /// default, 64 MiB).
     pub alloc_cache_bytes: u64,
 }
 

@@ -106,6 +106,7 @@ pub fn scan_area(
 /// Builds fast-commit blocks from tags, as the kernel lays them out: a tag
 /// that does not fit in the rest of a block goes to the next one, the rest
 /// padded with a PAD tag; every TAIL gets its crc. For tests and tools.
+#[cfg(test)]
 pub fn build_area(tags: &[FcTag], block_size: usize) -> Vec<Vec<u8>> {
     use crate::format::journal::encode_fc_tag;
     let mut blocks = Vec::new();

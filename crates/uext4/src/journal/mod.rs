@@ -12,9 +12,9 @@ pub mod fast_commit;
 pub mod recovery;
 pub mod writer;
 
-pub use recovery::{
-    recover, recover_replaying, replay_in_memory, replay_in_memory_replaying, FcReplay, RecoveryReport,
-};
+#[cfg(test)]
+pub use recovery::{recover, replay_in_memory, RecoveryReport};
+pub use recovery::{recover_replaying, replay_in_memory_replaying};
 pub use writer::{Handle, JournalWriter};
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
@@ -73,16 +73,6 @@ impl JournalMap {
         Ok(JournalMap { runs, len })
     }
 
-    /// Number of journal blocks mapped.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// True if nothing is mapped.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Physical block of journal block `jblk`.
     pub fn physical(&self, jblk: u64) -> Result<u64> {
         if jblk >= self.len {
@@ -96,12 +86,6 @@ impl JournalMap {
             Some(&(l, n, p)) if jblk >= l && jblk < l + n => Ok(p + (jblk - l)),
             _ => Err(corrupt(Location::JournalBlock(jblk), CorruptKind::Hole { lblk: jblk })),
         }
-    }
-
-    /// The physical runs, as (first journal block, length, first physical
-    /// block).
-    pub fn runs(&self) -> &[(u64, u64, u64)] {
-        &self.runs
     }
 }
 

@@ -510,6 +510,7 @@ impl Log<'_> {
 /// documentation); valid fast commits after the last full commit
 /// ([`Error::Unsupported`] naming `fast_commit`, found before anything is
 /// written).
+#[cfg(test)]
 pub fn recover(dev: Arc<dyn BlockDevice>) -> Result<RecoveryReport> {
     recover_with(dev, FastCommits::Refuse)
 }
@@ -529,8 +530,10 @@ pub fn recover_replaying(dev: Arc<dyn BlockDevice>, replay: FcReplay<'_>) -> Res
 /// What recovery does with fast commits.
 enum FastCommits<'a> {
     /// Refuse before writing anything (the device is the real one).
+    #[cfg_attr(not(test), allow(dead_code))]
     Refuse,
     /// Go on without them and say so (an in-memory replay for reading).
+    #[cfg_attr(not(test), allow(dead_code))]
     Skip,
     /// Replay them through the callback.
     Replay(FcReplay<'a>),
@@ -682,6 +685,7 @@ fn recover_with(dev: Arc<dyn BlockDevice>, mut fc: FastCommits<'_>) -> Result<Re
 /// Replays the journal of the (possibly read-only) device `base` into an
 /// in-memory [`OverlayDevice`]: `base` is never written. Returns the
 /// overlay (the replayed filesystem) and what was done.
+#[cfg(test)]
 pub fn replay_in_memory(base: Arc<dyn BlockDevice>) -> Result<(Arc<OverlayDevice>, RecoveryReport)> {
     let overlay = Arc::new(OverlayDevice::new(base));
     let report = recover_with(overlay.clone(), FastCommits::Skip)?;

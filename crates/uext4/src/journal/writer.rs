@@ -283,11 +283,6 @@ impl JournalWriter {
         }
     }
 
-    /// Most blocks one transaction may log.
-    pub fn max_transaction_blocks(&self) -> usize {
-        self.max_txn
-    }
-
     /// Id of the newest committed transaction.
     pub fn committed_tid(&self) -> u64 {
         self.lock_state().committed

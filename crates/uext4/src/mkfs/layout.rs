@@ -74,7 +74,7 @@ pub struct Layout {
     /// Groups per flex group (1 without flex_bg).
     pub flex_size: u32,
     /// Per-group metadata.
-    pub meta: Vec<GroupMeta>,
+    pub(crate) meta: Vec<GroupMeta>,
     /// Journal runs (start, len) in logical order; empty without a journal.
     /// With fast_commit they include the fast-commit area (its last
     /// [`Self::fc_blocks`] blocks).

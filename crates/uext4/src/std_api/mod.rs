@@ -44,10 +44,6 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// Owner and umask of new files (kept by the owning handle, in `fs`,
-/// which std_api is a front end of).
-pub use crate::fs::NewFileDefaults;
-
 impl Filesystem {
     /// Sets the umask applied to the modes of files and directories
     /// created through the std-like API (default `0o022`). Only the

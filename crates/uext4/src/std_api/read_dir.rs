@@ -18,7 +18,7 @@ const BATCH: usize = 128;
 /// own order (hash order for indexed directories), as
 /// `std::fs::ReadDir`. Entries added or removed while the listing runs
 /// may or may not appear; none appears twice unless the directory is
-/// converted from linear to indexed under it (see [`crate::dir::readdir`]).
+/// converted from linear to indexed under it (as ext4's readdir).
 pub struct ReadDir {
     core: Arc<FsCore>,
     dir: u32,

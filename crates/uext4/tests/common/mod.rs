@@ -26,7 +26,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Instant;
-use uext4::dir::DirEntry;
+use uext4::inode_api::DirEntry;
 use uext4::{Error, FileType, Filesystem, Stat, Timestamp};
 
 // ---------------------------------------------------------------------------

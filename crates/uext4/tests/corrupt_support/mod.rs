@@ -17,7 +17,7 @@ use uext4::format::group_desc::desc_checksum;
 use uext4::format::inode::inode_checksum;
 use uext4::format::superblock::Superblock;
 use uext4::format::xattr::block_checksum;
-use uext4::inode::MapKind;
+use uext4::inode_api::MapKind;
 use uext4::{Filesystem, MemoryDevice, MountOptions};
 
 /// A deterministic pseudo-random generator (splitmix64), so that sampled

@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
-use uext4::fs::ops::{FallocMode, RenameFlags, SetAttr};
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr};
 use uext4::{Error, FileType, Filesystem};
 pub const ROOT: u32 = 2;
 pub const LOST_FOUND: &[u8] = b"lost+found";

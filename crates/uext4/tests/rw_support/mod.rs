@@ -320,7 +320,7 @@ pub fn inodes_and_names(fs: &uext4::Filesystem) -> (u64, usize) {
 /// truncate or delete takes several bounded handles), its first 4 KiB
 /// written; returns its inode number.
 pub fn fragmented_file(fs: &uext4::Filesystem, name: &[u8], len: u64) -> u32 {
-    use uext4::fs::FallocMode;
+    use uext4::inode_api::FallocMode;
     let ino = fs.create(fs.root(), name, 0o644, 0, 0).unwrap().ino;
     fs.fallocate(ino, FallocMode::Allocate, 0, len).unwrap();
     for k in 0..len / 65536 {

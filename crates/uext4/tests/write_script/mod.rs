@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use uext4::format::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
-use uext4::fs::{FallocMode, RenameFlags, SetAttr, XattrSetMode};
+use uext4::inode_api::{FallocMode, RenameFlags, SetAttr, XattrSetMode};
 use uext4::{BlockDevice, FileType, Filesystem, MemoryDevice, MountOptions};
 
 /// A memory device that refuses (and counts) writes outside

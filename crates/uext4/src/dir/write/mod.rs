@@ -54,7 +54,9 @@ use crate::format::inode::{Inode, FL_CASEFOLD, FL_ENCRYPT, S_IFDIR, S_IFMT};
 use crate::txn::Tx;
 use crate::volume::Volume;
 
-pub use dots::{init_dir_block, is_empty, set_dotdot, set_parent};
+#[cfg(test)]
+pub use dots::set_dotdot;
+pub use dots::{init_dir_block, is_empty, set_parent};
 use find::find;
 use index::dx_add;
 use leaf::{Ctx, Item};

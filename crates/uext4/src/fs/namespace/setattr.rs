@@ -31,7 +31,7 @@ impl FsCore {
     /// Changes attributes; a size change truncates or extends the file.
     /// As on ext4, a chmod updates the access ACL's owner, group-or-mask
     /// and other entries, and a chown without a mode clears the set-id
-    /// bits of a regular file (see [`setid`]; the bits a
+    /// bits of a regular file (as ext4's setattr does; the bits a
     /// truncate by an unprivileged caller removes are
     /// [`FsCore::remove_privs`]'s).
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
@@ -40,7 +40,7 @@ impl FsCore {
 
     /// [`FsCore::setattr`] for `cred`, with the rules of the kernel's
     /// `notify_change` and `setattr_prepare` that depend on the caller
-    /// (see [`setid::chown_kill`] and [`setid::kill_for`]):
+    /// (as the kernel's `chown` and `should_remove_suid`):
     /// - a change of owner or group of a non-directory clears
     ///   set-user-ID, and set-group-ID when group-execute is set or the
     ///   caller is neither in the file's group nor has CAP_FSETID

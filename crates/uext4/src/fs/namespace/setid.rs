@@ -142,7 +142,7 @@ impl Init {
     }
 
     /// Stores the inherited ACLs in `i` (before it is first written).
-    pub fn store_acls(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+    pub(crate) fn store_acls(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
         for (index, v) in [(INDEX_POSIX_ACL_ACCESS, &self.access), (INDEX_POSIX_ACL_DEFAULT, &self.default)] {
             if let Some(v) = v {
                 xw::set(tx, i, index, b"", Some(v), Presence::Any)?;

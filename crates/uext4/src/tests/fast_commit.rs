@@ -30,7 +30,7 @@
 //!
 //! Without root and loop devices the tests print "SKIP: <reason>" and pass.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, kernel_unavailable, mkfs, KernelMount};
 use std::collections::BTreeMap;

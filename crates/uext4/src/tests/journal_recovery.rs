@@ -18,8 +18,8 @@
 //! Without root, e2fsprogs or working loop mounts the affected tests print
 //! "SKIP: <reason>" and pass.
 
-mod common;
-mod rw_support;
+use super::common;
+use super::rw_support;
 
 use common::{have_e2fsprogs, run, tool};
 use rw_support::KernelMount;

@@ -6,7 +6,7 @@
 //! the listing may or may not be listed; every other one is listed once).
 //! Also: stat and lookups of a walked tree make no per-inode state.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, mkfs};
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@
 //! per block request) must stay within a constant of the small image's.
 //! No timing: the counters are the measure.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, have};
 use std::path::{Path, PathBuf};

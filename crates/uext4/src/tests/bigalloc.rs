@@ -12,8 +12,8 @@
 //! 16 and 64 KiB on 1 KiB blocks, the upstream default features, no
 //! journal, and a small image where ENOSPC is frequent.
 
-mod random_support;
-mod rw_support;
+use super::random_support;
+use super::rw_support;
 
 use random_support::{run_cfg, Cfg};
 use rw_support::{fsck_clean, kernel_unavailable, mkfs, pattern, KernelMount};

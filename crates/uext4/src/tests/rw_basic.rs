@@ -1,7 +1,7 @@
 //! Read-write basics: open/unmount cycles, journaled allocation and
 //! freeing, inode allocation; every image ends e2fsck-clean.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, mkfs};
 use uext4::alloc::{flags, AllocRequest};

@@ -5,7 +5,7 @@
 //! Entries are hard links to existing files (`/f`, `/g`) whose link
 //! counts are set to match at the end, so e2fsck sees a consistent tree.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{debugfs, fsck_clean, have, Rng};
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 //! and at unmount. Every image ends `e2fsck -fn` clean; the kernel reads
 //! the same contents back.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, kernel_read_back, mkfs, pattern, Rng};
 use std::path::Path;

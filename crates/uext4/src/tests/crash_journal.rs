@@ -6,7 +6,7 @@
 //! leave is recovered by uext4's own open, walked, unmounted and must be
 //! `e2fsck -fn` clean.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, have, inodes_and_names, open_recording};
 use std::collections::HashSet;

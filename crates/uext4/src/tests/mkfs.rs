@@ -1,8 +1,8 @@
 //! `mkfs`: images we create pass e2fsck, read back through uext4, and
 //! (as root) mount in the kernel.
 
-mod mkfs_support;
-mod rw_support;
+use super::mkfs_support;
+use super::rw_support;
 
 use mkfs_support::{dumpe2fs_features, dumpe2fs_fields, set, with};
 use rw_support::{fsck_clean, have, KernelMount};

@@ -2,7 +2,7 @@
 //! concurrency, on-disk results checked by e2fsck, and the free-extent
 //! histogram checked against e2freefrag.
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{have, mkfs, Rng};
 use std::collections::BTreeSet;

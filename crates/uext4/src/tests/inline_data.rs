@@ -5,7 +5,7 @@
 //! every written image is checked by `e2fsck -fn` and read back by the
 //! kernel (root and loop devices; skipped otherwise).
 
-mod rw_support;
+use super::rw_support;
 
 use rw_support::{fsck_clean, have, kernel_unavailable, pattern, KernelMount};
 use std::collections::BTreeMap;
