@@ -130,6 +130,15 @@ impl Uext4Fuse {
         self
     }
 
+    /// Sends a reply once the kernel dropped `inval`'s pages (at once
+    /// without a notifier: no session yet).
+    pub(crate) fn inval_then(&self, inval: crate::notify::PageInval, done: crate::notify::Done) {
+        match self.inval.get() {
+            Some(n) => n.inval_then(inval, done),
+            None => done(),
+        }
+    }
+
     /// Drops the kernel's cached attributes of `ino` (not its pages).
     fn inval_attrs(&self, ino: u32) {
         if let Some(n) = self.inval.get() {
@@ -421,7 +430,8 @@ impl FuseFilesystem for Uext4Fuse {
         // The kernel's writeback of its page cache (writeback_cache)
         // comes as uid 0 whoever wrote: no privilege for it.
         let _cap = uext4::fs::sys_resource(req.uid() == 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
-        self.do_write(req, ino, fh, offset, data, flags, kill, reply);
+        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        self.do_write(req, ino, fh, offset, data, flags, kill, from_cache, reply);
     }
 
     /// Nothing to do at close: every write the kernel sent is in the
