@@ -46,6 +46,7 @@ pub(crate) const HELD_REPLIES: usize = 4;
 struct Task {
     inval: PageInval,
     done: Option<Done>,
+    after: Option<Done>,
 }
 
 /// The invalidating thread's queue and the count of replies it holds.
@@ -109,12 +110,17 @@ impl Notifier {
     /// held at once, fewer than any queue's entries (at least 8) and than
     /// max_background; beyond that the reply goes at once and the
     /// invalidation follows it.
-    pub(crate) fn inval_then(&self, inval: PageInval, done: Done) {
+    /// `after` runs on the invalidating thread once the invalidation is
+    /// done, whether or not the reply was held.
+    pub(crate) fn inval_then(&self, inval: PageInval, done: Done, after: Option<Done>) {
         let inv = &self.invalidator;
         let hold =
             inv.held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < HELD_REPLIES).then_some(n + 1)).is_ok();
-        let (task, now) =
-            if hold { (Task { inval, done: Some(done) }, None) } else { (Task { inval, done: None }, Some(done)) };
+        let (task, now) = if hold {
+            (Task { inval, done: Some(done), after }, None)
+        } else {
+            (Task { inval, done: None, after }, Some(done))
+        };
         if let Err(mpsc::SendError(task)) = self.sender().send(task) {
             // No invalidating thread (it could not be started): sending
             // the invalidation from here could wait for a READ that only
@@ -143,6 +149,9 @@ impl Notifier {
                     let i = t.inval;
                     if let Err(e) = me.inval_inode(INodeNo(i.ino), i.offset, i.len) {
                         log::debug!("invalidating inode {} at {}+{}: {e}", i.ino, i.offset, i.len);
+                    }
+                    if let Some(a) = t.after {
+                        a();
                     }
                     if let Some(d) = t.done {
                         d();

@@ -32,7 +32,7 @@ const FH_PAGED: u64 = 8;
 /// writeback error of its file once from fsync, as on Linux).
 const FH_ID_SHIFT: u32 = 4;
 
-/// Stripes of [`CachedOpens::paged`].
+/// Stripes of `CachedOpens::paged`.
 const PAGED_STRIPES: usize = 16;
 
 /// Stripes of [`CachedOpens::stripes`]: inodes share a stripe's write
@@ -68,7 +68,18 @@ pub(super) struct CachedOpens {
     /// Opens without O_DIRECT by inode (`FH_PAGED`), striped by inode: an
     /// O_DIRECT WRITE of an inode with one drops the range it wrote from
     /// the kernel's pages before its reply (see `do_write`).
-    paged: Vec<Mutex<HashMap<u32, u32>>>,
+    paged: Vec<Mutex<HashMap<u32, Paged>>>,
+}
+
+/// An inode's opens without O_DIRECT (see [`CachedOpens::paged`]).
+#[derive(Debug, Default)]
+struct Paged {
+    /// Open now.
+    opens: u32,
+    /// Opened so far.
+    gen: u64,
+    /// `gen` when an invalidation of the whole file was asked for.
+    clearing: Option<u64>,
 }
 
 /// One stripe of [`CachedOpens`].
@@ -103,27 +114,57 @@ impl CachedOpens {
         }
     }
 
-    fn paged_map(&self, ino: u32) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
+    fn paged_map(&self, ino: u32) -> std::sync::MutexGuard<'_, HashMap<u32, Paged>> {
         self.paged[ino as usize % PAGED_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn paged_opened(&self, ino: u32) {
-        *self.paged_map(ino).entry(ino).or_insert(0) += 1;
+        let mut m = self.paged_map(ino);
+        let p = m.entry(ino).or_default();
+        p.opens += 1;
+        p.gen += 1;
     }
 
+    /// The entry stays after the last release: the kernel keeps the pages
+    /// that open read (FOPEN_KEEP_CACHE) until an invalidation of the
+    /// whole file (`direct_write_inval`) drops them.
     fn paged_released(&self, ino: u32) {
-        let mut m = self.paged_map(ino);
-        if let Some(n) = m.get_mut(&ino) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&ino);
-            }
+        if let Some(p) = self.paged_map(ino).get_mut(&ino) {
+            p.opens = p.opens.saturating_sub(1);
         }
     }
 
-    /// True while `ino` has an open through which the kernel may hold its pages.
-    fn any_paged(&self, ino: u32) -> bool {
-        self.paged_map(ino).contains_key(&ino)
+    /// What an O_DIRECT write of `ino` at `offset` of `len` bytes must
+    /// drop from the kernel's pages before its reply: nothing if no open
+    /// without O_DIRECT was seen since the kernel last held none of the
+    /// file's pages; the range while such an open exists; the whole file
+    /// (`len` 0) when the last one is closed, after which (see
+    /// [`CachedOpens::dropped_all`]) the kernel holds no pages of it.
+    fn direct_write_inval(&self, ino: u32, offset: u64, len: usize) -> Option<crate::notify::PageInval> {
+        let mut m = self.paged_map(ino);
+        let p = m.get_mut(&ino)?;
+        let whole = p.opens == 0;
+        if whole {
+            p.clearing = Some(p.gen);
+        }
+        Some(crate::notify::PageInval {
+            ino: u64::from(ino),
+            offset: if whole { 0 } else { i64::try_from(offset).unwrap_or(i64::MAX) },
+            len: if whole { 0 } else { len as i64 },
+        })
+    }
+
+    /// The kernel dropped every page of `ino` (after [`Self::direct_write_inval`]
+    /// asked for it): unless an open without O_DIRECT came since, nothing
+    /// of the file is in its cache, and O_DIRECT writes need no
+    /// invalidation until the next such open.
+    pub(super) fn dropped_all(&self, ino: u32) {
+        let mut m = self.paged_map(ino);
+        if let Some(p) = m.get(&ino) {
+            if p.opens == 0 && p.clearing == Some(p.gen) {
+                m.remove(&ino);
+            }
+        }
     }
 
     fn stripe(&self, ino: u32) -> &Stripe {
@@ -375,12 +416,10 @@ impl Uext4Fuse {
         // them would wait for this very write) nor for writes through
         // other FOPEN_DIRECT_IO opens: those are synchronous, and the
         // kernel drops the range itself once they are answered.
-        if n > 0 && !from_cache && Self::is_direct(fh, flags) && self.cached_opens.any_paged(ino) {
-            let inval = crate::notify::PageInval {
-                ino: u64::from(ino),
-                offset: i64::try_from(offset).unwrap_or(i64::MAX),
-                len: n as i64,
-            };
+        let inval = (n > 0 && !from_cache && Self::is_direct(fh, flags))
+            .then(|| self.cached_opens.direct_write_inval(ino, offset, n))
+            .flatten();
+        if let Some(inval) = inval {
             reply.written_after_inval(written, inval);
             return;
         }

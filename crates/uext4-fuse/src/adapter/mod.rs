@@ -133,10 +133,14 @@ impl Uext4Fuse {
     /// Sends a reply once the kernel dropped `inval`'s pages (at once
     /// without a notifier: no session yet).
     pub(crate) fn inval_then(&self, inval: crate::notify::PageInval, done: crate::notify::Done) {
-        match self.inval.get() {
-            Some(n) => n.inval_then(inval, done),
-            None => done(),
-        }
+        let Some(n) = self.inval.get() else { return done() };
+        // A whole-file invalidation (the file's last open without
+        // O_DIRECT is closed): once done, the kernel holds none of its pages.
+        let after: Option<crate::notify::Done> = (inval.len == 0).then(|| {
+            let (opens, ino) = (self.cached_opens.clone(), inval.ino as u32);
+            Box::new(move || opens.dropped_all(ino)) as crate::notify::Done
+        });
+        n.inval_then(inval, done, after);
     }
 
     /// Drops the kernel's cached attributes of `ino` (not its pages).
