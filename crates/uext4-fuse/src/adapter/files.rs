@@ -154,6 +154,17 @@ impl CachedOpens {
         })
     }
 
+    /// The kernel evicted its inode `ino` (its last FORGET), and its
+    /// pages with it: the entry goes (unless an open remains, which the
+    /// kernel would not allow). Bounds the map by the inodes the kernel
+    /// holds.
+    pub(super) fn forgotten(&self, ino: u32) {
+        let mut m = self.paged_map(ino);
+        if m.get(&ino).is_some_and(|p| p.opens == 0) {
+            m.remove(&ino);
+        }
+    }
+
     /// The kernel dropped every page of `ino` (after [`Self::direct_write_inval`]
     /// asked for it): unless an open without O_DIRECT came since, nothing
     /// of the file is in its cache, and O_DIRECT writes need no

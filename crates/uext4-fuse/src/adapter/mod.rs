@@ -274,6 +274,10 @@ impl Uext4Fuse {
             // No reply to carry it: logged, and handled as `errors=` says.
             let _ = self.fail("forget", ino, e);
         }
+        if !self.fs.kernel_holds(ino) {
+            // The kernel evicted its inode, and its pages with it.
+            self.cached_opens.forgotten(ino);
+        }
         if self.fs.memory_released() {
             trim_heap();
         }
