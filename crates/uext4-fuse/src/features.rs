@@ -103,10 +103,10 @@ pub struct KernelFeatures {
     /// a cached regular file's mtime, ctime and size itself and never
     /// takes the daemon's (fuse_get_cache_mask), so writes through
     /// FOPEN_DIRECT_IO opens (O_DIRECT, new files) and `chattr` leave the
-    /// times it shows behind until it drops the inode; and a buffered
-    /// reader racing an O_DIRECT writer can cache the old data for good
-    /// (FUSE invalidates the range before sending a direct write, not
-    /// after it: fstests generic/451).
+    /// times it shows behind until it drops the inode (fstests
+    /// generic/277). (A buffered reader racing an AIO O_DIRECT writer no
+    /// longer keeps old data: the daemon drops the range before the
+    /// write's reply, `notify::Notifier::inval_then`.)
     pub writeback_cache: bool,
     /// `[no]strict_dirty_limit`: keep the kernel's strict limit on the
     /// mount's dirty pages (1 % of the dirty threshold, even when nothing

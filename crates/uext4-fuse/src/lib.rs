@@ -167,6 +167,14 @@ pub(crate) trait Backend: dispatch::Filesystem + Send + Sync + 'static {
         let _ = (ino, fh, offset, flags, buf);
         None
     }
+    /// Sends a reply that must wait until the kernel dropped `inval`'s
+    /// pages (`done` sends it): on a thread that serves no request, never
+    /// on the caller's (see [`notify::Notifier::inval_then`]). The default
+    /// sends it at once.
+    fn after_inval(&self, inval: notify::PageInval, done: notify::Done) {
+        let _ = inval;
+        done();
+    }
 }
 
 impl Backend for Uext4Fuse {
@@ -183,6 +191,9 @@ impl Backend for Uext4Fuse {
     ) -> Option<Result<usize, proto::types::Errno>> {
         // The adapter's own (inherent) method: the page cache alone.
         Uext4Fuse::read_fast(self, ino, fh, offset, flags, buf)
+    }
+    fn after_inval(&self, inval: notify::PageInval, done: notify::Done) {
+        self.inval_then(inval, done);
     }
 }
 

@@ -19,12 +19,25 @@ pub struct Out<'b> {
     len: usize,
     error: i32,
     done: bool,
+    inval: Option<crate::notify::PageInval>,
 }
 
 impl<'b> Out<'b> {
     /// A reply into `buf`.
     pub fn new(buf: &'b mut [u8]) -> Out<'b> {
-        Out { buf, len: 0, error: 0, done: false }
+        Out { buf, len: 0, error: 0, done: false, inval: None }
+    }
+
+    /// The pages the kernel must drop before this reply is sent (a direct
+    /// WRITE's range; see [`ReplyWrite::written_after_inval`]): the
+    /// transport then hands the sending of the reply to
+    /// [`crate::Backend::after_inval`].
+    pub fn inval_first(&self) -> Option<crate::notify::PageInval> {
+        if self.error == 0 {
+            self.inval
+        } else {
+            None
+        }
     }
 
     /// `Some((error, payload length))` once answered (error 0 or a
@@ -46,6 +59,9 @@ pub trait Sink {
     fn area(&mut self) -> &mut [u8];
     /// The reply is complete.
     fn commit(&mut self, error: i32, len: usize);
+    /// The reply is to be sent only once the kernel dropped `inval`'s
+    /// pages.
+    fn inval_first(&mut self, inval: crate::notify::PageInval);
 }
 
 impl Sink for Out<'_> {
@@ -56,6 +72,9 @@ impl Sink for Out<'_> {
         self.error = error;
         self.len = if error == 0 { len.min(self.buf.len()) } else { 0 };
         self.done = true;
+    }
+    fn inval_first(&mut self, inval: crate::notify::PageInval) {
+        self.inval = Some(inval);
     }
 }
 
@@ -258,6 +277,12 @@ impl<'r> ReplyWrite<'r> {
     /// Bytes written.
     pub fn written(self, size: u32) {
         self.written_u64(u64::from(size));
+    }
+    /// Bytes written, the reply to be sent only after the kernel dropped
+    /// its cached pages of `inval` (see [`crate::notify::Notifier::inval_then`]).
+    pub fn written_after_inval(self, size: u32, inval: crate::notify::PageInval) {
+        self.r.out.inval_first(inval);
+        self.written(size);
     }
     /// Bytes written, up to 64 bits where the request allows (else
     /// clamped to 32).

@@ -11,6 +11,7 @@ use crate::proto::decode::{decode, DecodeConfig, InHeader, Operation};
 use crate::proto::encode;
 use crate::proto::types::InitFlags;
 use crate::reply::{Out, FIXED_REPLY_MAX};
+use crate::Backend;
 use log::{debug, error, info, warn};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -288,13 +289,21 @@ fn may_wait(d: &crate::proto::decode::Decoded<'_>, writes_notify: bool) -> bool 
 /// Serves requests on `fd` until the connection goes away or DESTROY
 /// (a lone worker).
 #[cfg(test)]
-pub(crate) fn worker<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated) -> io::Result<()> {
+pub(crate) fn worker<F: Backend>(fs: &F, fd: Arc<OwnedFd>, n: Negotiated) -> io::Result<()> {
     worker_in(fs, fd, n, &Readers::default())
 }
 
-/// Serves requests on `fd` until the connection goes away or DESTROY, as
+/// Serves requests on `dev` until the connection goes away or DESTROY, as
 /// one of the workers sharing `readers`.
-fn worker_in<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated, readers: &Readers) -> io::Result<()> {
+///
+/// A reply that must wait for an invalidation (an O_DIRECT WRITE's, see
+/// [`crate::notify::Notifier::inval_then`]) is handed over, with the
+/// descriptor it must be written to (the one the request came from: the
+/// kernel looks the request up among that descriptor's), and this worker
+/// goes on reading: no worker ever waits for an invalidation, so the
+/// READs it may wait for are always read and served.
+fn worker_in<F: Backend>(fs: &F, dev: Arc<OwnedFd>, n: Negotiated, readers: &Readers) -> io::Result<()> {
+    let fd = dev.as_raw_fd();
     let mut inbuf = vec![0u8; request_buffer_len(n.max_payload)];
     let mut outbuf = vec![0u8; abi::OUT_HEADER_LEN + n.max_payload + FIXED_REPLY_MAX];
     loop {
@@ -333,6 +342,23 @@ fn worker_in<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated, readers: 
             continue;
         }
         let (h, plen) = header_for(&out, d.header.unique);
+        if let Some(inval) = out.inval_first() {
+            let mut reply = Vec::with_capacity(abi::OUT_HEADER_LEN + plen);
+            reply.extend_from_slice(&h);
+            reply.extend_from_slice(&out.payload()[..plen]);
+            let (dev, unique) = (dev.clone(), d.header.unique);
+            fs.after_inval(
+                inval,
+                Box::new(move || {
+                    if let Err(e) = send(dev.as_raw_fd(), &[&reply]) {
+                        if e.raw_os_error() != Some(libc::ENODEV) {
+                            error!("writing the reply to request {unique}: {e}");
+                        }
+                    }
+                }),
+            );
+            continue;
+        }
         head.copy_from_slice(&h);
         if let Err(e) = send(fd, &[&outbuf[..abi::OUT_HEADER_LEN + plen]]) {
             if e.raw_os_error() == Some(libc::ENODEV) {
@@ -350,7 +376,7 @@ fn worker_in<F: Filesystem + ?Sized>(fs: &F, fd: RawFd, n: Negotiated, readers: 
 
 /// Runs `threads` workers on `dev` (each on a clone of it when `clone`),
 /// until the connection goes away.
-pub(crate) fn run<F: Filesystem + Send + Sync + 'static>(
+pub(crate) fn run<F: Backend>(
     fs: Arc<F>,
     dev: Arc<OwnedFd>,
     clone: bool,
@@ -371,11 +397,11 @@ pub(crate) fn run<F: Filesystem + Send + Sync + 'static>(
         } else {
             None
         };
-        let (fs, dev, readers) = (fs.clone(), dev.clone(), readers.clone());
-        handles.push(std::thread::Builder::new().name(format!("fuse-{i}")).spawn(move || {
-            let raw = fd.as_ref().map_or(dev.as_raw_fd(), |f| f.as_raw_fd());
-            worker_in(&*fs, raw, n, &readers)
-        })?);
+        let (fs, readers) = (fs.clone(), readers.clone());
+        let fd = fd.map_or_else(|| dev.clone(), Arc::new);
+        handles.push(
+            std::thread::Builder::new().name(format!("fuse-{i}")).spawn(move || worker_in(&*fs, fd, n, &readers))?,
+        );
     }
     info!("serving /dev/fuse with {} workers", threads.max(1));
     let mut r = Ok(());
@@ -410,6 +436,10 @@ mod tests {
     /// Answers LOOKUP of "x" with node 9; everything else by the trait's
     /// defaults (ENOSYS).
     struct Fake;
+
+    impl Backend for Fake {
+        fn set_want_uring(&mut self, _: bool) {}
+    }
 
     impl Filesystem for Fake {
         fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -466,7 +496,7 @@ mod tests {
             owner: Some(0),
             writes_notify: false,
         };
-        let t = std::thread::spawn(move || worker(&Fake, theirs.as_raw_fd(), n).map(|()| drop(theirs)));
+        let t = std::thread::spawn(move || worker(&Fake, Arc::new(theirs), n));
         for m in [
             request(op::LOOKUP, 1, b"x\0"),
             request(op::FORGET, 2, &5u64.to_ne_bytes()),

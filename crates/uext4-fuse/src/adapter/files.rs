@@ -23,10 +23,17 @@ pub(super) const FH_COUNTED: u64 = 2;
 /// File handle bit: the kernel caches this open's pages (no
 /// FOPEN_DIRECT_IO); counted in [`CachedOpens`] until release.
 const FH_CACHED: u64 = 4;
-/// File handle bits above these three: a counted open's id, the key of its
+/// File handle bit: an open without O_DIRECT, through which the kernel
+/// may hold the file's pages (cached reads, or a mapping even of a
+/// FOPEN_DIRECT_IO open); counted in [`CachedOpens`] until release.
+const FH_PAGED: u64 = 8;
+/// File handle bits above these four: a counted open's id, the key of its
 /// writeback-error cursor (each open file description sees each
 /// writeback error of its file once from fsync, as on Linux).
-const FH_ID_SHIFT: u32 = 3;
+const FH_ID_SHIFT: u32 = 4;
+
+/// Stripes of `CachedOpens::paged`.
+const PAGED_STRIPES: usize = 16;
 
 /// Stripes of [`CachedOpens::stripes`]: inodes share a stripe's write
 /// counters and pending store, which only costs a store now and then.
@@ -58,6 +65,21 @@ const STORE_STRIPES: usize = 64;
 pub(super) struct CachedOpens {
     opens: Mutex<HashMap<u32, u32>>,
     stripes: Vec<Stripe>,
+    /// Opens without O_DIRECT by inode (`FH_PAGED`), striped by inode: an
+    /// O_DIRECT WRITE of an inode with one drops the range it wrote from
+    /// the kernel's pages before its reply (see `do_write`).
+    paged: Vec<Mutex<HashMap<u32, Paged>>>,
+}
+
+/// An inode's opens without O_DIRECT (see [`CachedOpens::paged`]).
+#[derive(Debug, Default)]
+struct Paged {
+    /// Open now.
+    opens: u32,
+    /// Opened so far.
+    gen: u64,
+    /// `gen` when an invalidation of the whole file was asked for.
+    clearing: Option<u64>,
 }
 
 /// One stripe of [`CachedOpens`].
@@ -88,6 +110,71 @@ impl CachedOpens {
         CachedOpens {
             opens: Mutex::new(HashMap::new()),
             stripes: (0..STORE_STRIPES).map(|_| Stripe::default()).collect(),
+            paged: (0..PAGED_STRIPES).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    fn paged_map(&self, ino: u32) -> std::sync::MutexGuard<'_, HashMap<u32, Paged>> {
+        self.paged[ino as usize % PAGED_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn paged_opened(&self, ino: u32) {
+        let mut m = self.paged_map(ino);
+        let p = m.entry(ino).or_default();
+        p.opens += 1;
+        p.gen += 1;
+    }
+
+    /// The entry stays after the last release: the kernel keeps the pages
+    /// that open read (FOPEN_KEEP_CACHE) until an invalidation of the
+    /// whole file (`direct_write_inval`) drops them.
+    fn paged_released(&self, ino: u32) {
+        if let Some(p) = self.paged_map(ino).get_mut(&ino) {
+            p.opens = p.opens.saturating_sub(1);
+        }
+    }
+
+    /// What an O_DIRECT write of `ino` at `offset` of `len` bytes must
+    /// drop from the kernel's pages before its reply: nothing if no open
+    /// without O_DIRECT was seen since the kernel last held none of the
+    /// file's pages; the range while such an open exists; the whole file
+    /// (`len` 0) when the last one is closed, after which (see
+    /// [`CachedOpens::dropped_all`]) the kernel holds no pages of it.
+    fn direct_write_inval(&self, ino: u32, offset: u64, len: usize) -> Option<crate::notify::PageInval> {
+        let mut m = self.paged_map(ino);
+        let p = m.get_mut(&ino)?;
+        let whole = p.opens == 0;
+        if whole {
+            p.clearing = Some(p.gen);
+        }
+        Some(crate::notify::PageInval {
+            ino: u64::from(ino),
+            offset: if whole { 0 } else { i64::try_from(offset).unwrap_or(i64::MAX) },
+            len: if whole { 0 } else { len as i64 },
+        })
+    }
+
+    /// The kernel evicted its inode `ino` (its last FORGET), and its
+    /// pages with it: the entry goes (unless an open remains, which the
+    /// kernel would not allow). Bounds the map by the inodes the kernel
+    /// holds.
+    pub(super) fn forgotten(&self, ino: u32) {
+        let mut m = self.paged_map(ino);
+        if m.get(&ino).is_some_and(|p| p.opens == 0) {
+            m.remove(&ino);
+        }
+    }
+
+    /// The kernel dropped every page of `ino` (after [`Self::direct_write_inval`]
+    /// asked for it): unless an open without O_DIRECT came since, nothing
+    /// of the file is in its cache, and O_DIRECT writes need no
+    /// invalidation until the next such open.
+    pub(super) fn dropped_all(&self, ino: u32) {
+        let mut m = self.paged_map(ino);
+        if let Some(p) = m.get(&ino) {
+            if p.opens == 0 && p.clearing == Some(p.gen) {
+                m.remove(&ino);
+            }
         }
     }
 
@@ -155,6 +242,10 @@ impl Uext4Fuse {
         if !fopen.contains(FopenFlags::FOPEN_DIRECT_IO) && fh & FH_COUNTED != 0 {
             fh |= FH_CACHED;
             self.cached_opens.opened(ino);
+        }
+        if !direct && fh & FH_COUNTED != 0 {
+            fh |= FH_PAGED;
+            self.cached_opens.paged_opened(ino);
         }
         let access = if writes { "" } else { " (read-only)" };
         debug!("open {ino}{access}: {fopen:?}");
@@ -281,6 +372,7 @@ impl Uext4Fuse {
         data: &[u8],
         flags: OpenFlags,
         kill_suidgid: bool,
+        from_cache: bool,
         reply: ReplyWrite,
     ) {
         tri!(reply, self.writable());
@@ -322,7 +414,27 @@ impl Uext4Fuse {
             *stripe.pending.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(Pending { ino, offset, len: n, started, reads });
         }
-        reply.written(u32::try_from(n).unwrap_or(u32::MAX));
+        let written = u32::try_from(n).unwrap_or(u32::MAX);
+        // An O_DIRECT write may be asynchronous (AIO, io_uring), and then
+        // the kernel drops its pages of the range only before sending it
+        // and when it is sent, never once it is answered (Linux 6.18
+        // fuse_direct_io, fuse_aio_complete): a page a buffered reader or
+        // a mapping filled meanwhile keeps the old bytes after the write
+        // completed (fstests generic/451). So the range is dropped before
+        // the reply, when the kernel may hold pages of the file: an open
+        // without O_DIRECT exists. Not for the kernel's own write-back
+        // (FUSE_WRITE_CACHE: those pages are the new bytes, and dropping
+        // them would wait for this very write) nor for writes through
+        // other FOPEN_DIRECT_IO opens: those are synchronous, and the
+        // kernel drops the range itself once they are answered.
+        let inval = (n > 0 && !from_cache && Self::is_direct(fh, flags))
+            .then(|| self.cached_opens.direct_write_inval(ino, offset, n))
+            .flatten();
+        if let Some(inval) = inval {
+            reply.written_after_inval(written, inval);
+            return;
+        }
+        reply.written(written);
     }
 
     /// Puts the range of the stripe's last write, if it was to `ino`, as
@@ -371,6 +483,9 @@ impl Uext4Fuse {
         let ino = tri!(reply, from_fuse(ino));
         if fh.0 & FH_CACHED != 0 {
             self.cached_opens.released(ino);
+        }
+        if fh.0 & FH_PAGED != 0 {
+            self.cached_opens.paged_released(ino);
         }
         if fh.0 & FH_COUNTED != 0 {
             self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);

@@ -130,6 +130,19 @@ impl Uext4Fuse {
         self
     }
 
+    /// Sends a reply once the kernel dropped `inval`'s pages (at once
+    /// without a notifier: no session yet).
+    pub(crate) fn inval_then(&self, inval: crate::notify::PageInval, done: crate::notify::Done) {
+        let Some(n) = self.inval.get() else { return done() };
+        // A whole-file invalidation (the file's last open without
+        // O_DIRECT is closed): once done, the kernel holds none of its pages.
+        let after: Option<crate::notify::Done> = (inval.len == 0).then(|| {
+            let (opens, ino) = (self.cached_opens.clone(), inval.ino as u32);
+            Box::new(move || opens.dropped_all(ino)) as crate::notify::Done
+        });
+        n.inval_then(inval, done, after);
+    }
+
     /// Drops the kernel's cached attributes of `ino` (not its pages).
     fn inval_attrs(&self, ino: u32) {
         if let Some(n) = self.inval.get() {
@@ -260,6 +273,10 @@ impl Uext4Fuse {
         if let Err(e) = self.fs.kernel_forget(ino, n) {
             // No reply to carry it: logged, and handled as `errors=` says.
             let _ = self.fail("forget", ino, e);
+        }
+        if !self.fs.kernel_holds(ino) {
+            // The kernel evicted its inode, and its pages with it.
+            self.cached_opens.forgotten(ino);
         }
         if self.fs.memory_released() {
             trim_heap();
@@ -422,7 +439,8 @@ impl FuseFilesystem for Uext4Fuse {
         // comes as uid 0 whoever wrote: no privilege for it.
         let _cap =
             uext4::inode_api::sys_resource(req.uid() == 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
-        self.do_write(req, ino, fh, offset, data, flags, kill, reply);
+        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        self.do_write(req, ino, fh, offset, data, flags, kill, from_cache, reply);
     }
 
     /// Nothing to do at close: every write the kernel sent is in the

@@ -5,6 +5,7 @@
 
 use super::{fuse_cmd, submit_and_wait, Ent, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_PAYLOAD_SZ, HEADER_LEN, OP_IN};
 use crate::dispatch::{check, dispatch, guarded, header_for};
+use crate::notify::PageInval;
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
@@ -79,11 +80,20 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 /// Serves the request in an entry's buffers and leaves the reply there:
 /// the out header in the header buffer, the reply payload and its size.
-fn serve_entry<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8], s: &mut Scratch) {
+/// `Some`: the reply may be committed only once the kernel dropped these
+/// pages (see [`crate::notify::Notifier::inval_then`]).
+fn serve_entry<F: Backend>(
+    fs: &F,
+    n: Negotiated,
+    header: &mut [u8; HEADER_LEN],
+    payload: &mut [u8],
+    s: &mut Scratch,
+) -> Option<PageInval> {
     let h = match InHeader::parse(&header[..abi::IN_HEADER_LEN]) {
         Ok(h) => h,
-        Err(_) => return,
+        Err(_) => return None,
     };
+    let mut inval = None;
     let payload_sz = u32_at(&header[..], ENT_PAYLOAD_SZ) as usize;
     let op_len = (h.len as usize)
         .checked_sub(abi::IN_HEADER_LEN + payload_sz)
@@ -101,12 +111,14 @@ fn serve_entry<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN],
                 let r = Reader::split(op_in, &s.input[..payload_sz]);
                 let mut out = Out::new(payload);
                 serve(fs, h, r, n, &mut out);
+                inval = out.inval_first();
                 header_parts(&out)
             } else {
                 // A large request (a write): its small reply is built aside.
                 let r = Reader::split(op_in, &payload[..payload_sz]);
                 let mut out = Out::new(&mut s.output);
                 serve(fs, h, r, n, &mut out);
+                inval = out.inval_first();
                 let (e, l) = header_parts(&out);
                 let l = l.min(payload.len());
                 payload[..l].copy_from_slice(&out.payload()[..l]);
@@ -116,6 +128,7 @@ fn serve_entry<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN],
     };
     header[..abi::OUT_HEADER_LEN].copy_from_slice(&encode::out_header(abi::OUT_HEADER_LEN + len, error, h.unique));
     header[ENT_PAYLOAD_SZ..ENT_PAYLOAD_SZ + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+    inval
 }
 
 /// Serves a small READ from the page cache into the entry's payload
@@ -452,6 +465,12 @@ impl Pool {
                     if served.is_err() {
                         s = Scratch::new();
                     }
+                    if let Ok(Some(inval)) = served {
+                        // The entry goes back once the pages are dropped,
+                        // and this thread serves on meanwhile.
+                        fs.after_inval(inval, Box::new(move || drop(job)));
+                        continue;
+                    }
                     // Hands the entry back.
                     drop(job);
                 }
@@ -606,7 +625,17 @@ impl<F: Backend> Queue<F> {
                     pool.send(Job { ent, idx: i, back: back.clone(), answered: false });
                     continue;
                 }
-                serve_entry(&*fs, n, &mut e.header, &mut e.payload, &mut scratch);
+                if let Some(inval) = serve_entry(&*fs, n, &mut e.header, &mut e.payload, &mut scratch) {
+                    // Answered, not to be committed before the pages are
+                    // dropped: lent (as to the pool) to the invalidating
+                    // thread, which hands it back; this thread serves on.
+                    let ent =
+                        Lent { header: &mut *e.header, payload: e.payload.as_mut_ptr(), payload_len: e.payload.len() };
+                    back.lend();
+                    let job = Job { ent, idx: i, back: back.clone(), answered: true };
+                    fs.after_inval(inval, Box::new(move || drop(job)));
+                    continue;
+                }
                 commit(&mut ring, ents, i)?;
             }
         }

@@ -220,9 +220,8 @@ impl OpenFiles {
         g.doomed.iter().copied().filter(|i| !g.counts.contains_key(i)).collect()
     }
 
-    /// The kernel's references to `ino` (tests).
-    #[cfg(test)]
-    fn kernel_refs(&self, ino: u32) -> u64 {
+    /// The kernel's references to `ino`.
+    pub(crate) fn kernel_refs(&self, ino: u32) -> u64 {
         self.shard(ino).lock().get(&ino).copied().map_or(0, u64::from)
     }
 

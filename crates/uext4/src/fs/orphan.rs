@@ -312,6 +312,14 @@ impl FsCore {
         Ok(())
     }
 
+    /// True while the kernel holds a reference to `ino` (its lookup
+    /// count is not zero): after a FORGET, false means the kernel evicted
+    /// its inode, and its cached pages with it. Always true on a
+    /// read-only filesystem (nothing is counted there).
+    pub fn kernel_holds(&self, ino: u32) -> bool {
+        self.live().is_none_or(|rw| rw.open.kernel_refs(ino) > 0)
+    }
+
     /// True (once per 4 MiB) when the kernel's FORGETs have shrunk the
     /// per-node reference counts enough that the front end should ask the
     /// allocator to return free memory to the system (glibc keeps what is

@@ -158,6 +158,11 @@ impl FsCore {
         }
         i.ctime = attr.ctime.unwrap_or(now);
         tx.write_inode(&mut i)?;
+        // The data path skips its mtime/ctime update when it stamped them
+        // in this second already (`lazy_times`): times set here (utimes
+        // to the past) must not make the next write of this second keep
+        // them, as ext4's file_update_time compares with the inode's.
+        st.data.time_sec.store(i.mtime.sec.min(i.ctime.sec), std::sync::atomic::Ordering::Relaxed);
         if truncate_left && i.links_count > 0 {
             // The rest of the blocks are freed in more handles; the orphan
             // list has a crash finish them (ext4_setattr's orphan_add). An
