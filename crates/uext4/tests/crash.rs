@@ -406,7 +406,7 @@ fn crash_points_unlink_forget_and_last_close() {
         std::fs::write(&img, &img_bytes).unwrap();
         let mut fs = Filesystem::open_rw(&img).unwrap_or_else(|e| panic!("{what}: open: {e}"));
         for k in 0..n {
-            match fs.resolve(&format!("/d/f{k}")) {
+            match fs.resolve(format!("/d/f{k}")) {
                 Ok(ino) => assert_eq!(fs.read_all(ino).unwrap(), data(k), "{what}: f{k}"),
                 Err(uext4::Error::NotFound(_)) => {}
                 Err(e) => panic!("{what}: f{k}: {e}"),
