@@ -262,6 +262,65 @@ fn rename_redoes_its_lookups_when_the_destination_changes() {
     finish(fs, &img);
 }
 
+/// Unlink and rmdir check under the locks that the name still names the
+/// inode they locked, and remove the entry that check found (issue 25:
+/// one search of the directory, not two). Here the name is renamed over
+/// (a different inode each time) as they run: each must remove the inode
+/// it locked or look again, never the entry of another inode with the
+/// link count of the one it locked (e2fsck would find the counts wrong).
+#[test]
+fn unlink_and_rmdir_of_a_name_renamed_over_meanwhile() {
+    let Some((_d, img, fs)) = fresh(64, &["-b", "4096"]) else { return };
+    let root = fs.root();
+    let d = fs.mkdir(root, b"files", 0o755, 0, 0).unwrap().ino;
+    let r = fs.mkdir(root, b"dirs", 0o755, 0, 0).unwrap().ino;
+    let rounds = env_usize("UEXT4_NS_ROUNDS", 3000);
+    let stop = Arc::new(AtomicUsize::new(0));
+    let (f1, f2, f3, f4) = (fs.clone(), fs.clone(), fs.clone(), fs.clone());
+    let (s1, s2, s3, s4) = (stop.clone(), stop.clone(), stop.clone(), stop.clone());
+    run_watched(
+        "unlink and rmdir vs rename over their names",
+        vec![
+            Box::new(move || {
+                for _ in 0..rounds {
+                    f1.create(d, b"n", 0o644, 0, 0).unwrap();
+                    f1.inodes().rename(d, b"n", d, b"x", RenameFlags::default()).unwrap();
+                }
+                s1.fetch_add(1, Ordering::Release);
+            }),
+            Box::new(move || {
+                while s2.load(Ordering::Acquire) < 2 {
+                    match f2.unlink(d, b"x") {
+                        Ok(()) | Err(Error::NotFound(_)) => {}
+                        Err(e) => panic!("unlink {e}"),
+                    }
+                }
+            }),
+            Box::new(move || {
+                for _ in 0..rounds {
+                    f3.mkdir(r, b"n", 0o755, 0, 0).unwrap();
+                    f3.inodes().rename(r, b"n", r, b"x", RenameFlags::default()).unwrap();
+                }
+                s3.fetch_add(1, Ordering::Release);
+            }),
+            Box::new(move || {
+                while s4.load(Ordering::Acquire) < 2 {
+                    match f4.rmdir(r, b"x") {
+                        Ok(()) | Err(Error::NotFound(_)) => {}
+                        Err(e) => panic!("rmdir {e}"),
+                    }
+                }
+            }),
+        ],
+    );
+    // What is left: at most the last "x" of each directory.
+    for dir in [d, r] {
+        let names: Vec<Vec<u8>> = fs.read_dir_all(dir).unwrap().into_iter().map(|e| e.name).collect();
+        assert!(names.iter().all(|n| n == b"." || n == b".." || n == b"x"), "{names:?}");
+    }
+    finish(fs, &img);
+}
+
 /// Issue 12 defect 10: unlink checked "is it open" and marked the inode
 /// doomed in two critical sections, and close decided without the inode
 /// lock; a close between them deleted nothing and the inode stayed

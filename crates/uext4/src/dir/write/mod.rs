@@ -99,16 +99,56 @@ pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8)
 /// joins the previous entry of its block (the first entry of a block is
 /// marked unused instead). Never removes "." or "..".
 pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
+    let found = find_entry(tx, dir, name)?.ok_or_else(|| not_found(name))?;
+    remove_found(tx, dir, name, found)
+}
+
+/// Where [`find_entry`] found a live entry: what [`remove_found`]
+/// removes without searching the directory again.
+pub struct Found(FoundAt);
+
+enum FoundAt {
+    /// In a block of the directory (the version its lock keeps current).
+    Block(find::Loc),
+    /// In an inline-data directory (removed by name: the search is a scan
+    /// of the inode's own bytes).
+    Inline(u32),
+}
+
+impl Found {
+    /// The inode the entry names.
+    pub fn ino(&self) -> u32 {
+        match &self.0 {
+            FoundAt::Block(loc) => loc.ino(),
+            FoundAt::Inline(ino) => *ino,
+        }
+    }
+}
+
+/// Finds entry `name` to remove ("." and ".." never are): `None` if there
+/// is none. The caller holds the directory's lock until it removes the
+/// entry with [`remove_found`] (an unlink checks the name still names its
+/// victim and removes it with one search of the directory, not two).
+pub fn find_entry(tx: &Tx, dir: &Inode, name: &[u8]) -> Result<Option<Found>> {
     check_name(name)?;
     if name == b"." || name == b".." {
         return Err(Error::Invalid(format!("cannot remove {:?}", String::from_utf8_lossy(name))));
     }
     if is_inline(dir)? {
-        return inline::remove(tx, dir, name);
+        return Ok(crate::dir::lookup(tx.vol, dir, name)?.map(|(ino, _)| Found(FoundAt::Inline(ino))));
     }
     check_dir(tx.vol, dir)?;
+    Ok(find(&Ctx::new(tx, dir), dir, name)?.map(|loc| Found(FoundAt::Block(loc))))
+}
+
+/// Removes entry `name` that [`find_entry`] found as `found` in `dir`
+/// (the directory's lock held since) and returns the inode it pointed at.
+pub fn remove_found(tx: &Tx, dir: &mut Inode, name: &[u8], found: Found) -> Result<u32> {
+    let loc = match found.0 {
+        FoundAt::Inline(_) => return inline::remove(tx, dir, name),
+        FoundAt::Block(loc) => loc,
+    };
     let ctx = Ctx::new(tx, dir);
-    let loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
     // One copy of the block (the transaction's), edited where the walk
     // that found the entry left it.
     ctx.modify_leaf(loc.pblk, |b| {

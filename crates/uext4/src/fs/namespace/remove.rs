@@ -23,12 +23,19 @@ impl FsCore {
         let rw = self.rw()?;
         // The victim is found before locking and locked with its parent
         // in inode-number order; if the name changed meanwhile, again.
-        let (_l, mut dir, victim) = loop {
+        //
+        // The handle starts before the check under the locks, and the
+        // entry that check finds is the one removed: one search of the
+        // directory under the locks, not two (a handle that changed
+        // nothing ends without effect on the paths that return early).
+        let (_l, tx, mut dir, victim, found) = loop {
             let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
             let l = rw.data.locks().lock_exclusive(&[parent], &[victim]);
             let dir = self.load_dir(parent)?;
-            if self.lookup_opt(&dir, name)? == Some(victim) {
-                break (l, dir, victim);
+            let tx = self.begin(64)?;
+            match dw::find_entry(&tx, &dir, name)? {
+                Some(found) if found.ino() == victim => break (l, tx, dir, victim, found),
+                _ => {}
             }
         };
         let mut i = self.load(victim)?;
@@ -48,8 +55,7 @@ impl FsCore {
             crate::error::Structure::Inode,
             crate::error::Location::Inode(victim),
         )?;
-        let tx = self.begin(64)?;
-        dw::remove_entry(&tx, &mut dir, name)?;
+        dw::remove_found(&tx, &mut dir, name, found)?;
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
         i.links_count = links;
@@ -82,16 +88,19 @@ impl FsCore {
         }
         check_name(name)?;
         let rw = self.rw()?;
-        // As unlink: found, locked in inode-number order, checked again.
-        let (_l, mut dir, victim) = loop {
+        // As unlink: found, locked in inode-number order, checked again
+        // (the entry found is the one removed).
+        let (_l, tx, mut dir, victim, found) = loop {
             let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
             if victim == ROOT_INO {
                 return Err(Error::Busy("the root directory".into()));
             }
             let l = rw.data.locks().lock_exclusive(&[parent, victim], &[]);
             let dir = self.load_dir(parent)?;
-            if self.lookup_opt(&dir, name)? == Some(victim) {
-                break (l, dir, victim);
+            let tx = self.begin(64)?;
+            match dw::find_entry(&tx, &dir, name)? {
+                Some(found) if found.ino() == victim => break (l, tx, dir, victim, found),
+                _ => {}
             }
         };
         let mut d = self.load(victim)?;
@@ -103,8 +112,7 @@ impl FsCore {
         if !dw::is_empty(&self.vol, &d)? {
             return Err(Error::NotEmpty(lossy(name)));
         }
-        let tx = self.begin(64)?;
-        dw::remove_entry(&tx, &mut dir, name)?;
+        dw::remove_found(&tx, &mut dir, name, found)?;
         Self::bump_dir_links(&mut dir, false);
         touch_dir(&mut dir);
         tx.write_inode(&mut dir)?;
