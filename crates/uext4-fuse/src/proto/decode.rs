@@ -9,9 +9,14 @@
 //! [`Operation::Unknown`], answered ENOSYS.
 
 use super::abi::{self, op};
-use super::types::{Errno, Request};
+use super::request::{
+    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
+    Write,
+};
+use super::types::{Errno, FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow, WriteFlags};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A bounds-checked cursor over the argument bytes of a request, in one
 /// or two segments: a ring entry carries the first argument (the
@@ -125,25 +130,6 @@ impl InHeader {
     }
 }
 
-/// `struct fuse_setattr_in`, decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[allow(missing_docs)]
-pub struct SetattrIn {
-    pub valid: u32,
-    pub fh: u64,
-    pub size: u64,
-    pub lock_owner: u64,
-    pub atime: i64,
-    pub mtime: i64,
-    pub ctime: i64,
-    pub atimensec: u32,
-    pub mtimensec: u32,
-    pub ctimensec: u32,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-}
-
 /// `struct fuse_init_in`, decoded (flags and flags2 joined).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -171,23 +157,14 @@ pub enum Operation<'a> {
     Getattr {
         fh: Option<u64>,
     },
-    Setattr(SetattrIn),
+    Setattr(SetAttr),
     Readlink,
     Symlink {
         name: &'a OsStr,
         target: &'a OsStr,
     },
-    Mknod {
-        mode: u32,
-        rdev: u32,
-        umask: u32,
-        name: &'a OsStr,
-    },
-    Mkdir {
-        mode: u32,
-        umask: u32,
-        name: &'a OsStr,
-    },
+    Mknod(Mknod<'a>),
+    Mkdir(Mkdir<'a>),
     Unlink {
         name: &'a OsStr,
     },
@@ -195,12 +172,7 @@ pub enum Operation<'a> {
         name: &'a OsStr,
     },
     /// RENAME (flags 0) and RENAME2.
-    Rename {
-        newdir: u64,
-        flags: u32,
-        name: &'a OsStr,
-        newname: &'a OsStr,
-    },
+    Rename(Rename<'a>),
     Link {
         oldnodeid: u64,
         newname: &'a OsStr,
@@ -209,39 +181,15 @@ pub enum Operation<'a> {
         flags: u32,
         open_flags: u32,
     },
-    Read {
-        fh: u64,
-        offset: u64,
-        size: u32,
-        read_flags: u32,
-        lock_owner: u64,
-        flags: u32,
-    },
-    Write {
-        fh: u64,
-        offset: u64,
-        write_flags: u32,
-        lock_owner: u64,
-        flags: u32,
-        data: &'a [u8],
-    },
+    Read(Read),
+    Write(Write<'a>),
     Statfs,
-    Release {
-        fh: u64,
-        flags: u32,
-        release_flags: u32,
-        lock_owner: u64,
-    },
+    Release(Release),
     Fsync {
         fh: u64,
         fsync_flags: u32,
     },
-    Setxattr {
-        flags: u32,
-        setxattr_flags: u32,
-        name: &'a OsStr,
-        value: &'a [u8],
-    },
+    Setxattr(SetXattr<'a>),
     Getxattr {
         size: u32,
         name: &'a OsStr,
@@ -283,19 +231,8 @@ pub enum Operation<'a> {
     Access {
         mask: u32,
     },
-    Create {
-        flags: u32,
-        mode: u32,
-        umask: u32,
-        open_flags: u32,
-        name: &'a OsStr,
-    },
-    Tmpfile {
-        flags: u32,
-        mode: u32,
-        umask: u32,
-        open_flags: u32,
-    },
+    Create(Create<'a>),
+    Tmpfile(Tmpfile),
     Interrupt {
         unique: u64,
     },
@@ -304,37 +241,12 @@ pub enum Operation<'a> {
         blocksize: u32,
     },
     Destroy,
-    Ioctl {
-        fh: u64,
-        flags: u32,
-        cmd: u32,
-        arg: u64,
-        out_size: u32,
-        data: &'a [u8],
-    },
+    Ioctl(Ioctl<'a>),
     Poll,
-    Fallocate {
-        fh: u64,
-        offset: u64,
-        length: u64,
-        mode: u32,
-    },
-    Lseek {
-        fh: u64,
-        offset: u64,
-        whence: u32,
-    },
+    Fallocate(Fallocate),
+    Lseek(Lseek),
     /// COPY_FILE_RANGE (a 32-bit reply) and COPY_FILE_RANGE_64 (`wide`).
-    CopyFileRange {
-        fh_in: u64,
-        off_in: u64,
-        nodeid_out: u64,
-        fh_out: u64,
-        off_out: u64,
-        len: u64,
-        flags: u64,
-        wide: bool,
-    },
+    CopyFileRange(CopyFileRange),
     Statx {
         getattr_flags: u32,
         fh: u64,
@@ -364,24 +276,27 @@ impl std::fmt::Display for Operation<'_> {
             O::Forget { nlookup } => write!(f, "FORGET nlookup {nlookup}"),
             O::BatchForget { nodes } => write!(f, "BATCH_FORGET {}", nodes.len() / 16),
             O::Getattr { .. } => write!(f, "GETATTR"),
-            O::Setattr(s) => write!(f, "SETATTR valid {:#x}", s.valid),
+            O::Setattr(s) => write!(f, "SETATTR {s:?}"),
             O::Readlink => write!(f, "READLINK"),
             O::Symlink { name, target } => write!(f, "SYMLINK target {target:?}, link_name {name:?}"),
-            O::Mknod { name, mode, .. } => write!(f, "MKNOD name {name:?}, mode {mode:#05o}"),
-            O::Mkdir { name, mode, .. } => write!(f, "MKDIR name {name:?}, mode {mode:#05o}"),
+            O::Mknod(Mknod { name, mode, .. }) => write!(f, "MKNOD name {name:?}, mode {mode:#05o}"),
+            O::Mkdir(Mkdir { name, mode, .. }) => write!(f, "MKDIR name {name:?}, mode {mode:#05o}"),
             O::Unlink { name } => write!(f, "UNLINK name {name:?}"),
             O::Rmdir { name } => write!(f, "RMDIR name {name:?}"),
-            O::Rename { newdir, flags, name, newname } => {
+            O::Rename(Rename { name, newparent, newname, flags }) => {
+                let (newdir, flags) = (newparent.0, flags.bits());
                 write!(f, "RENAME name {name:?}, newdir {newdir:#x}, newname {newname:?}, flags {flags:#x}")
             }
             O::Link { oldnodeid, newname } => write!(f, "LINK ino {oldnodeid:#x}, newname {newname:?}"),
             O::Open { flags, .. } => write!(f, "OPEN flags {flags:#x}"),
-            O::Read { fh, offset, size, .. } => write!(f, "READ fh {fh}, offset {offset}, size {size}"),
-            O::Write { fh, offset, data, .. } => write!(f, "WRITE fh {fh}, offset {offset}, size {}", data.len()),
+            O::Read(Read { fh, offset, size, .. }) => write!(f, "READ fh {}, offset {offset}, size {size}", fh.0),
+            O::Write(Write { fh, offset, data, .. }) => {
+                write!(f, "WRITE fh {}, offset {offset}, size {}", fh.0, data.len())
+            }
             O::Statfs => write!(f, "STATFS"),
-            O::Release { fh, .. } => write!(f, "RELEASE fh {fh}"),
+            O::Release(r) => write!(f, "RELEASE fh {}", r.fh.0),
             O::Fsync { fh, .. } => write!(f, "FSYNC fh {fh}"),
-            O::Setxattr { name, value, .. } => write!(f, "SETXATTR name {name:?}, size {}", value.len()),
+            O::Setxattr(SetXattr { name, value, .. }) => write!(f, "SETXATTR name {name:?}, size {}", value.len()),
             O::Getxattr { name, size } => write!(f, "GETXATTR name {name:?}, size {size}"),
             O::Listxattr { size } => write!(f, "LISTXATTR size {size}"),
             O::Removexattr { name } => write!(f, "REMOVEXATTR name {name:?}"),
@@ -394,20 +309,20 @@ impl std::fmt::Display for Operation<'_> {
             O::Fsyncdir { .. } => write!(f, "FSYNCDIR"),
             O::Lock => write!(f, "GETLK/SETLK"),
             O::Access { mask } => write!(f, "ACCESS mask {mask:#o}"),
-            O::Create { name, mode, flags, .. } => {
+            O::Create(Create { name, mode, flags, .. }) => {
                 write!(f, "CREATE name {name:?}, mode {mode:#05o}, flags {flags:#x}")
             }
-            O::Tmpfile { mode, flags, .. } => write!(f, "TMPFILE mode {mode:#05o}, flags {flags:#x}"),
+            O::Tmpfile(Tmpfile { mode, flags, .. }) => write!(f, "TMPFILE mode {mode:#05o}, flags {flags:#x}"),
             O::Interrupt { unique } => write!(f, "INTERRUPT unique {unique}"),
             O::Bmap { block, .. } => write!(f, "BMAP block {block}"),
             O::Destroy => write!(f, "DESTROY"),
-            O::Ioctl { cmd, .. } => write!(f, "IOCTL cmd {cmd:#x}"),
+            O::Ioctl(Ioctl { cmd, .. }) => write!(f, "IOCTL cmd {cmd:#x}"),
             O::Poll => write!(f, "POLL"),
-            O::Fallocate { offset, length, mode, .. } => {
+            O::Fallocate(Fallocate { offset, length, mode, .. }) => {
                 write!(f, "FALLOCATE offset {offset}, length {length}, mode {mode:#x}")
             }
-            O::Lseek { offset, whence, .. } => write!(f, "LSEEK offset {offset}, whence {whence}"),
-            O::CopyFileRange { len, wide, .. } => {
+            O::Lseek(Lseek { offset, whence, .. }) => write!(f, "LSEEK offset {offset}, whence {whence}"),
+            O::CopyFileRange(CopyFileRange { len, wide, .. }) => {
                 write!(f, "COPY_FILE_RANGE{} len {len}", if *wide { "_64" } else { "" })
             }
             O::Statx { sx_mask, .. } => write!(f, "STATX mask {sx_mask:#x}"),
@@ -472,23 +387,26 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             Operation::Getattr { fh: (flags & abi::GETATTR_FH != 0).then_some(fh) }
         }
         op::SETATTR => {
+            use abi::fattr;
             let valid = r.u32()?;
             r.u32()?;
-            let mut s = SetattrIn { valid, ..Default::default() };
-            s.fh = r.u64()?;
-            s.size = r.u64()?;
-            s.lock_owner = r.u64()?;
-            s.atime = r.u64()? as i64;
-            s.mtime = r.u64()? as i64;
-            s.ctime = r.u64()? as i64;
-            s.atimensec = r.u32()?;
-            s.mtimensec = r.u32()?;
-            s.ctimensec = r.u32()?;
-            s.mode = r.u32()?;
+            let (fh, size, _lock_owner) = (r.u64()?, r.u64()?, r.u64()?);
+            let (atime, mtime, ctime) = (r.u64()? as i64, r.u64()? as i64, r.u64()? as i64);
+            let (atimensec, mtimensec, ctimensec, mode) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
             r.u32()?;
-            s.uid = r.u32()?;
-            s.gid = r.u32()?;
-            Operation::Setattr(s)
+            let (uid, gid) = (r.u32()?, r.u32()?);
+            let has = |bit: u32| valid & bit != 0;
+            Operation::Setattr(SetAttr {
+                mode: has(fattr::MODE).then_some(mode),
+                uid: has(fattr::UID).then_some(uid),
+                gid: has(fattr::GID).then_some(gid),
+                size: has(fattr::SIZE).then_some(size),
+                atime: set_time(valid, fattr::ATIME, fattr::ATIME_NOW, atime, atimensec),
+                mtime: set_time(valid, fattr::MTIME, fattr::MTIME_NOW, mtime, mtimensec),
+                ctime: has(fattr::CTIME).then(|| time(ctime, ctimensec)),
+                fh: has(fattr::FH).then_some(FileHandle(fh)),
+                kill_suidgid: has(fattr::KILL_SUIDGID),
+            })
         }
         op::READLINK => Operation::Readlink,
         op::SYMLINK => {
@@ -498,11 +416,11 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::MKNOD => {
             let (mode, rdev, umask) = (r.u32()?, r.u32()?, r.u32()?);
             r.u32()?;
-            Operation::Mknod { mode, rdev, umask, name: r.cstr()? }
+            Operation::Mknod(Mknod { mode, rdev, umask, name: r.cstr()? })
         }
         op::MKDIR => {
             let (mode, umask) = (r.u32()?, r.u32()?);
-            Operation::Mkdir { mode, umask, name: r.cstr()? }
+            Operation::Mkdir(Mkdir { mode, umask, name: r.cstr()? })
         }
         op::UNLINK => Operation::Unlink { name: r.cstr()? },
         op::RMDIR => Operation::Rmdir { name: r.cstr()? },
@@ -516,7 +434,8 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 0
             };
             let name = r.cstr()?;
-            Operation::Rename { newdir, flags, name, newname: r.cstr()? }
+            let flags = RenameFlags::from_bits_retain(flags);
+            Operation::Rename(Rename { name, newparent: INodeNo(newdir), newname: r.cstr()?, flags })
         }
         op::LINK => {
             let oldnodeid = r.u64()?;
@@ -528,7 +447,13 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             let (fh, offset, size, read_flags, lock_owner, flags) =
                 (r.u64()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?);
             match opcode {
-                op::READ => Operation::Read { fh, offset, size, read_flags, lock_owner, flags },
+                op::READ => Operation::Read(Read {
+                    fh: FileHandle(fh),
+                    offset,
+                    size,
+                    flags: OpenFlags(flags as i32),
+                    lock_owner: (read_flags & abi::READ_LOCKOWNER != 0).then_some(LockOwner(lock_owner)),
+                }),
                 op::READDIR => Operation::Readdir { fh, offset, size },
                 _ => Operation::Readdirplus { fh, offset, size },
             }
@@ -538,13 +463,25 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 (r.u64()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?);
             r.u32()?;
             let data = r.bytes(size as usize)?;
-            Operation::Write { fh, offset, write_flags, lock_owner, flags, data }
+            Operation::Write(Write {
+                fh: FileHandle(fh),
+                offset,
+                data,
+                write_flags: WriteFlags::from_bits_retain(write_flags),
+                flags: OpenFlags(flags as i32),
+                lock_owner: (write_flags & abi::WRITE_LOCKOWNER != 0).then_some(LockOwner(lock_owner)),
+            })
         }
         op::STATFS => Operation::Statfs,
         op::RELEASE | op::RELEASEDIR => {
             let (fh, flags, release_flags, lock_owner) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
             if opcode == op::RELEASE {
-                Operation::Release { fh, flags, release_flags, lock_owner }
+                Operation::Release(Release {
+                    fh: FileHandle(fh),
+                    flags: OpenFlags(flags as i32),
+                    lock_owner: Some(LockOwner(lock_owner)),
+                    flush: release_flags & abi::RELEASE_FLUSH != 0,
+                })
             } else {
                 Operation::Releasedir { fh, flags }
             }
@@ -567,7 +504,7 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 0
             };
             let name = r.cstr()?;
-            Operation::Setxattr { flags, setxattr_flags, name, value: r.bytes(size as usize)? }
+            Operation::Setxattr(SetXattr { name, value: r.bytes(size as usize)?, flags: flags as i32, setxattr_flags })
         }
         op::GETXATTR => {
             let size = r.u32()?;
@@ -592,9 +529,9 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::CREATE | op::TMPFILE => {
             let (flags, mode, umask, open_flags) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
             if opcode == op::CREATE {
-                Operation::Create { flags, mode, umask, open_flags, name: r.cstr()? }
+                Operation::Create(Create { name: r.cstr()?, mode, umask, flags: flags as i32, open_flags })
             } else {
-                Operation::Tmpfile { flags, mode, umask, open_flags }
+                Operation::Tmpfile(Tmpfile { mode, umask, flags: flags as i32, open_flags })
             }
         }
         op::INTERRUPT => Operation::Interrupt { unique: r.u64()? },
@@ -602,28 +539,28 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::DESTROY => Operation::Destroy,
         op::IOCTL => {
             let (fh, flags, cmd, arg, in_size, out_size) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?, r.u32()?);
-            let data = r.bytes(in_size as usize)?;
-            Operation::Ioctl { fh, flags, cmd, arg, out_size, data }
+            let in_data = r.bytes(in_size as usize)?;
+            Operation::Ioctl(Ioctl { fh: FileHandle(fh), flags, cmd, arg, in_data, out_size })
         }
         op::POLL => Operation::Poll,
         op::FALLOCATE => {
             let (fh, offset, length, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
-            Operation::Fallocate { fh, offset, length, mode }
+            Operation::Fallocate(Fallocate { fh: FileHandle(fh), offset, length, mode: mode as i32 })
         }
         op::LSEEK => {
             let (fh, offset, whence) = (r.u64()?, r.u64()?, r.u32()?);
-            Operation::Lseek { fh, offset, whence }
+            Operation::Lseek(Lseek { fh: FileHandle(fh), offset: offset as i64, whence: whence as i32 })
         }
-        op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => Operation::CopyFileRange {
-            fh_in: r.u64()?,
-            off_in: r.u64()?,
-            nodeid_out: r.u64()?,
-            fh_out: r.u64()?,
-            off_out: r.u64()?,
+        op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => Operation::CopyFileRange(CopyFileRange {
+            fh_in: FileHandle(r.u64()?),
+            offset_in: r.u64()?,
+            ino_out: INodeNo(r.u64()?),
+            fh_out: FileHandle(r.u64()?),
+            offset_out: r.u64()?,
             len: r.u64()?,
             flags: r.u64()?,
             wide: opcode == op::COPY_FILE_RANGE_64,
-        },
+        }),
         op::STATX => {
             let getattr_flags = r.u32()?;
             r.u32()?;
@@ -633,6 +570,32 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         opcode => Operation::Unknown { opcode },
     };
     Ok(o)
+}
+
+/// The time `sec`.`nsec` after the epoch (before it for a negative
+/// `sec`); beyond what `SystemTime` holds, the epoch.
+fn time(sec: i64, nsec: u32) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(nsec.min(999_999_999)));
+    if sec >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(sec.unsigned_abs()) + nanos).unwrap_or(UNIX_EPOCH)
+    } else {
+        UNIX_EPOCH
+            .checked_sub(Duration::from_secs(sec.unsigned_abs()))
+            .and_then(|t| t.checked_add(nanos))
+            .unwrap_or(UNIX_EPOCH)
+    }
+}
+
+/// A setattr time: absent unless `set` is in `valid`, the present if
+/// `now` is too, else `sec`.`nsec`.
+fn set_time(valid: u32, set: u32, now: u32, sec: i64, nsec: u32) -> Option<TimeOrNow> {
+    if valid & set == 0 {
+        None
+    } else if valid & now != 0 {
+        Some(TimeOrNow::Now)
+    } else {
+        Some(TimeOrNow::SpecificTime(time(sec, nsec)))
+    }
 }
 
 #[cfg(test)]
