@@ -1,7 +1,7 @@
 //! From a decoded request to the adapter: the [`Filesystem`] trait (one
-//! method per request, shaped like the `fuser` crate's, each answering
-//! through its reply object) and [`dispatch`], which both transports
-//! call with the request and the reply buffer.
+//! method per request, taking the request's typed value as decoded and
+//! answering through its reply object) and [`dispatch`], which both
+//! transports call with the request and the reply buffer.
 
 use crate::kernel_config::KernelConfig;
 use crate::proto::decode::{Decoded, Operation};

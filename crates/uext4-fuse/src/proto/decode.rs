@@ -132,129 +132,215 @@ impl InHeader {
 
 /// `struct fuse_init_in`, decoded (flags and flags2 joined).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub struct InitIn {
+    /// The kernel's ABI major version.
     pub major: u32,
+    /// The kernel's ABI minor version.
     pub minor: u32,
+    /// The kernel's readahead, in bytes.
     pub max_readahead: u32,
+    /// What the kernel offers (`FUSE_*` capability bits).
     pub flags: u64,
 }
 
-/// One decoded request's operation and its arguments.
+/// One decoded request's operation and its arguments: the short ones in
+/// place, those with more than a name or two as one typed value of
+/// [`super::request`], which the `Filesystem` method serving it takes.
+/// The node a request is about is the header's (`nodeid`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub enum Operation<'a> {
+    /// LOOKUP: an entry of the directory.
     Lookup {
+        /// The entry's name.
         name: &'a OsStr,
     },
+    /// FORGET: the kernel drops lookup counts of the node (no reply).
     Forget {
+        /// How many.
         nlookup: u64,
     },
-    /// `count` pairs of (nodeid, nlookup), 16 bytes each, in `nodes`.
+    /// BATCH_FORGET: FORGET for many nodes (no reply).
     BatchForget {
+        /// `count` pairs of (nodeid, nlookup), 16 bytes each.
         nodes: &'a [u8],
     },
+    /// GETATTR: the node's attributes.
     Getattr {
+        /// The open file asked through (`FUSE_GETATTR_FH`).
         fh: Option<u64>,
     },
+    /// SETATTR: change attributes.
     Setattr(SetAttr),
+    /// READLINK: a symlink's target.
     Readlink,
+    /// SYMLINK: a new symlink in the directory.
     Symlink {
+        /// The new entry's name.
         name: &'a OsStr,
+        /// What it points at.
         target: &'a OsStr,
     },
+    /// MKNOD: a new file, device, FIFO or socket in the directory.
     Mknod(Mknod<'a>),
+    /// MKDIR: a new directory in the directory.
     Mkdir(Mkdir<'a>),
+    /// UNLINK: remove a non-directory entry.
     Unlink {
+        /// The entry's name.
         name: &'a OsStr,
     },
+    /// RMDIR: remove an empty directory's entry.
     Rmdir {
+        /// The entry's name.
         name: &'a OsStr,
     },
-    /// RENAME (flags 0) and RENAME2.
+    /// RENAME (no flags) and RENAME2.
     Rename(Rename<'a>),
+    /// LINK: a new entry in the directory for another node.
     Link {
+        /// The node linked.
         oldnodeid: u64,
+        /// The new entry's name.
         newname: &'a OsStr,
     },
+    /// OPEN: open the file.
     Open {
+        /// `open(2)` flags.
         flags: u32,
+        /// `fuse_open_in.open_flags` (`FUSE_OPEN_KILL_SUIDGID`).
         open_flags: u32,
     },
+    /// READ: bytes of an open file.
     Read(Read),
+    /// WRITE: bytes into an open file.
     Write(Write<'a>),
+    /// STATFS: the filesystem's sizes and counts.
     Statfs,
+    /// RELEASE: the last close of an open file.
     Release(Release),
+    /// FSYNC: make the file durable.
     Fsync {
+        /// The handle OPEN gave.
         fh: u64,
+        /// `FUSE_FSYNC_FDATASYNC`.
         fsync_flags: u32,
     },
+    /// SETXATTR: set an extended attribute.
     Setxattr(SetXattr<'a>),
+    /// GETXATTR: an extended attribute's value.
     Getxattr {
+        /// The caller's buffer size (0: the length only).
         size: u32,
+        /// The attribute's name.
         name: &'a OsStr,
     },
+    /// LISTXATTR: the extended attributes' names.
     Listxattr {
+        /// The caller's buffer size (0: the length only).
         size: u32,
     },
+    /// REMOVEXATTR: remove an extended attribute.
     Removexattr {
+        /// The attribute's name.
         name: &'a OsStr,
     },
+    /// FLUSH: a close(2) of a descriptor.
     Flush {
+        /// The handle OPEN gave.
         fh: u64,
+        /// The closing caller's lock owner.
         lock_owner: u64,
     },
+    /// INIT: the handshake (answered by the transport).
     Init(InitIn),
+    /// OPENDIR: open the directory.
     Opendir {
+        /// `open(2)` flags.
         flags: u32,
     },
+    /// READDIR: entries of an open directory.
     Readdir {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// Where to go on (a cookie a previous reply gave, 0 at first).
         offset: u64,
+        /// The reply's size limit.
         size: u32,
     },
+    /// READDIRPLUS: entries with their attributes.
     Readdirplus {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// Where to go on (a cookie a previous reply gave, 0 at first).
         offset: u64,
+        /// The reply's size limit.
         size: u32,
     },
+    /// RELEASEDIR: the last close of an open directory.
     Releasedir {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// `open(2)` flags.
         flags: u32,
     },
+    /// FSYNCDIR: make the directory durable.
     Fsyncdir {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// `FUSE_FSYNC_FDATASYNC`.
         fsync_flags: u32,
     },
     /// GETLK, SETLK, SETLKW: POSIX locks stay the kernel's (ENOSYS).
     Lock,
+    /// ACCESS: may the caller access the node.
     Access {
+        /// `access(2)` mask.
         mask: u32,
     },
+    /// CREATE: create and open a file.
     Create(Create<'a>),
+    /// TMPFILE: create and open an unnamed file.
     Tmpfile(Tmpfile),
+    /// INTERRUPT: the caller of another request gave up (no reply).
     Interrupt {
+        /// The interrupted request's unique id.
         unique: u64,
     },
+    /// BMAP: a block's device block (fuseblk only).
     Bmap {
+        /// The file's block.
         block: u64,
+        /// Its size.
         blocksize: u32,
     },
+    /// DESTROY: the end of the session (answered by the transport).
     Destroy,
+    /// IOCTL: an ioctl(2) on an open file.
     Ioctl(Ioctl<'a>),
+    /// POLL (not supported: ENOSYS).
     Poll,
+    /// FALLOCATE: allocate, punch or zero a range.
     Fallocate(Fallocate),
+    /// LSEEK: the next data or hole.
     Lseek(Lseek),
     /// COPY_FILE_RANGE (a 32-bit reply) and COPY_FILE_RANGE_64 (`wide`).
     CopyFileRange(CopyFileRange),
+    /// STATX: the node's attributes as statx(2) has them.
     Statx {
+        /// `FUSE_GETATTR_FH`: `fh` is valid.
         getattr_flags: u32,
+        /// The open file asked through.
         fh: u64,
+        /// statx(2) flags (`AT_STATX_*`).
         sx_flags: u32,
+        /// The fields asked for (`STATX_*`).
         sx_mask: u32,
     },
+    /// SYNCFS: make the whole filesystem durable.
     Syncfs,
+    /// An opcode the codecs do not know (ENOSYS).
     Unknown {
+        /// The opcode.
         opcode: u32,
     },
 }
