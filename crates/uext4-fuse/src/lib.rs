@@ -159,12 +159,10 @@ pub(crate) trait Backend: dispatch::Filesystem + Send + Sync + 'static {
     fn read_fast(
         &self,
         ino: proto::types::INodeNo,
-        fh: proto::types::FileHandle,
-        offset: u64,
-        flags: proto::types::OpenFlags,
+        read: &proto::request::Read,
         buf: &mut [u8],
     ) -> Option<Result<usize, proto::types::Errno>> {
-        let _ = (ino, fh, offset, flags, buf);
+        let _ = (ino, read, buf);
         None
     }
 }
@@ -176,13 +174,11 @@ impl Backend for Uext4Fuse {
     fn read_fast(
         &self,
         ino: proto::types::INodeNo,
-        fh: proto::types::FileHandle,
-        offset: u64,
-        flags: proto::types::OpenFlags,
+        read: &proto::request::Read,
         buf: &mut [u8],
     ) -> Option<Result<usize, proto::types::Errno>> {
         // The adapter's own (inherent) method: the page cache alone.
-        Uext4Fuse::read_fast(self, ino, fh, offset, flags, buf)
+        Uext4Fuse::read_fast(self, ino, read, buf)
     }
 }
 

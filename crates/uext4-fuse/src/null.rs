@@ -656,15 +656,8 @@ impl crate::Backend for NullFs {
     }
 
     /// Every READ: the data is in memory.
-    fn read_fast(
-        &self,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        _flags: OpenFlags,
-        buf: &mut [u8],
-    ) -> Option<Result<usize, Errno>> {
-        Some(self.read_into(ino, offset, buf))
+    fn read_fast(&self, ino: INodeNo, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        Some(self.read_into(ino, read.offset, buf))
     }
 }
 

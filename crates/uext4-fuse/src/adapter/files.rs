@@ -240,14 +240,8 @@ impl Uext4Fuse {
     /// hands it to a thread that may wait and calls [`Self::read_into`].
     /// Direct reads are served: they always go to the device, and a queue
     /// takes only small ones (see `uring::queue`).
-    pub(crate) fn read_fast(
-        &self,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        flags: OpenFlags,
-        buf: &mut [u8],
-    ) -> Option<Result<usize, Errno>> {
+    pub(crate) fn read_fast(&self, ino: INodeNo, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        let Read { fh, offset, size: _, flags, lock_owner: _ } = *read;
         if Self::is_direct(fh, flags) {
             return Some(self.read_into(ino, fh, offset, flags, buf));
         }

@@ -8,7 +8,6 @@ use crate::dispatch::{check, dispatch, guarded, header_for};
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
-use crate::proto::request::Read;
 use crate::proto::types::INodeNo;
 use crate::reply::{Out, FIXED_REPLY_MAX};
 use crate::session::Negotiated;
@@ -129,13 +128,13 @@ fn read_fast<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], p
         return false;
     };
     let d = Decoded { header: h, op };
-    let Operation::Read(Read { fh, offset, size, flags, .. }) = d.op else { return false };
+    let Operation::Read(ref r) = d.op else { return false };
     if check(&d, n.owner).is_err() {
         // Refusals are the dispatcher's to answer.
         return false;
     }
-    let want = (size as usize).min(payload.len());
-    let read = || fs.read_fast(INodeNo(h.nodeid), fh, offset, flags, &mut payload[..want]);
+    let want = (r.size as usize).min(payload.len());
+    let read = || fs.read_fast(INodeNo(h.nodeid), r, &mut payload[..want]);
     // This calls the adapter without the dispatcher: the same boundary
     // catches a panic.
     let (error, len) = match guarded(fs, &d, read) {
