@@ -1,13 +1,15 @@
 //! From a decoded request to the adapter: the [`Filesystem`] trait (one
-//! method per request, shaped like the `fuser` crate's, each answering
-//! through its reply object) and [`dispatch`], which both transports
-//! call with the request and the reply buffer.
+//! method per request, taking the request's typed value as decoded and
+//! answering through its reply object) and [`dispatch`], which both
+//! transports call with the request and the reply buffer.
 
 use crate::kernel_config::KernelConfig;
 use crate::proto::decode::{Decoded, Operation};
-use crate::proto::types::{
-    AccessFlags, Errno, FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow, WriteFlags,
+use crate::proto::request::{
+    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
+    Write,
 };
+use crate::proto::types::{AccessFlags, Errno, FileHandle, INodeNo, LockOwner, OpenFlags, Request};
 use crate::proto::{abi, encode};
 use crate::reply::{
     Out, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
@@ -15,227 +17,174 @@ use crate::reply::{
 };
 use std::ffi::OsStr;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A filesystem served over FUSE: every method answers through its reply
-/// (the defaults: ENOSYS, which the kernel remembers for most requests).
-#[allow(missing_docs, clippy::too_many_arguments, unused_variables)]
+/// A filesystem served over FUSE: one method per request, each answering
+/// through its reply (the defaults: ENOSYS, which the kernel remembers
+/// for most requests). `req` is the caller, `ino` (or `parent`) the node
+/// the request is about; a request with more arguments than a name or
+/// two takes them as one typed value of [`crate::proto::request`], as
+/// decoded.
+#[allow(unused_variables)]
 pub trait Filesystem {
     /// FUSE_INIT: what to ask of the kernel.
     fn init(&mut self, req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         Ok(())
     }
+    /// LOOKUP: the entry `name` of directory `parent`, one more lookup
+    /// count on it.
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
+    /// FORGET (and each node of BATCH_FORGET): the kernel drops `nlookup`
+    /// lookup counts of `ino`. No reply.
     fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {}
+    /// GETATTR: `ino`'s attributes (`fh`: the open file asked through).
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         reply.error(Errno::ENOSYS);
     }
+    /// STATX: `ino`'s attributes as statx(2) has them (`mask`: the fields
+    /// asked for).
     fn statx(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, mask: u32, reply: ReplyStatx) {
         reply.error(Errno::ENOSYS);
     }
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
-        kill_suidgid: bool,
-        reply: ReplyAttr,
-    ) {
+    /// SETATTR: change the attributes `attr` names; reply the new ones.
+    fn setattr(&self, req: &Request, ino: INodeNo, attr: &SetAttr, reply: ReplyAttr) {
         reply.error(Errno::ENOSYS);
     }
+    /// READLINK: the target of symlink `ino`.
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         reply.error(Errno::ENOSYS);
     }
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    /// MKNOD: a new file, device, FIFO or socket in `parent`.
+    fn mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    /// MKDIR: a new directory in `parent`.
+    fn mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
+    /// UNLINK: remove the non-directory entry `name` of `parent`.
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// RMDIR: remove the empty directory `name` of `parent`.
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// SYMLINK: a new symlink `link_name` in `parent` pointing at `target`.
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
-    fn rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
+    /// RENAME, RENAME2: move the entry `rename.name` of `parent`.
+    fn rename(&self, req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// LINK: a new entry `newname` in `newparent` for the file `ino`.
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
+    /// OPEN: open file `ino` with `flags`; reply a handle.
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         reply.error(Errno::ENOSYS);
     }
-    fn read(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        size: u32,
-        flags: OpenFlags,
-        lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
+    /// READ: bytes of the open file `ino`.
+    fn read(&self, req: &Request, ino: INodeNo, read: &Read, reply: ReplyData) {
         reply.error(Errno::ENOSYS);
     }
-    fn write(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        write_flags: WriteFlags,
-        flags: OpenFlags,
-        lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
+    /// WRITE: bytes into the open file `ino`; reply how many were written.
+    fn write(&self, req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
         reply.error(Errno::ENOSYS);
     }
+    /// FLUSH: a close(2) of a descriptor of the open file `fh`.
     fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    fn release(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        flags: OpenFlags,
-        lock_owner: Option<LockOwner>,
-        flush: bool,
-        reply: ReplyEmpty,
-    ) {
+    /// RELEASE: the last close of an open file (the default: done).
+    fn release(&self, req: &Request, ino: INodeNo, release: &Release, reply: ReplyEmpty) {
         reply.ok();
     }
+    /// FSYNC: make file `ino` durable (`datasync`: its data and what
+    /// reading it back needs).
     fn fsync(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// OPENDIR: open directory `ino`; reply a handle.
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         reply.error(Errno::ENOSYS);
     }
+    /// READDIR: entries of directory `ino` from `offset` (a cookie a
+    /// previous reply gave, 0 at first).
     fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectory) {
         reply.error(Errno::ENOSYS);
     }
+    /// READDIRPLUS: as READDIR, each entry with its attributes (and a
+    /// lookup count).
     fn readdirplus(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectoryPlus) {
         reply.error(Errno::ENOSYS);
     }
+    /// RELEASEDIR: the last close of an open directory (the default: done).
     fn releasedir(&self, req: &Request, ino: INodeNo, fh: FileHandle, flags: OpenFlags, reply: ReplyEmpty) {
         reply.ok();
     }
+    /// FSYNCDIR: make directory `ino` durable.
     fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// STATFS: the filesystem's sizes and counts (the default: all zero).
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         reply.statfs(0, 0, 0, 0, 0, 512, 255, 0);
     }
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-        reply: ReplyEmpty,
-    ) {
+    /// SETXATTR: set an extended attribute of `ino`.
+    fn setxattr(&self, req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// GETXATTR: the value of attribute `name` of `ino` (`size` 0: its
+    /// length only).
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         reply.error(Errno::ENOSYS);
     }
+    /// LISTXATTR: the attribute names of `ino` (`size` 0: their length only).
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         reply.error(Errno::ENOSYS);
     }
+    /// REMOVEXATTR: remove attribute `name` of `ino`.
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
+    /// ACCESS: may the caller access `ino` as `mask` says.
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
+    /// CREATE: create and open a file in `parent`.
+    fn create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
         reply.error(Errno::ENOSYS);
     }
-    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    /// TMPFILE: create and open an unnamed file on `parent`'s filesystem.
+    fn tmpfile(&self, req: &Request, parent: INodeNo, tmpfile: &Tmpfile, reply: ReplyCreate) {
         reply.error(Errno::ENOSYS);
     }
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
+    /// FALLOCATE: allocate, punch or zero a range of the open file `ino`.
+    fn fallocate(&self, req: &Request, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    fn lseek(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+    /// LSEEK: the next data or hole of the open file `ino`.
+    fn lseek(&self, req: &Request, ino: INodeNo, lseek: &Lseek, reply: ReplyLseek) {
         reply.error(Errno::ENOSYS);
     }
-    fn copy_file_range(
-        &self,
-        req: &Request,
-        ino_in: INodeNo,
-        fh_in: FileHandle,
-        offset_in: u64,
-        ino_out: INodeNo,
-        fh_out: FileHandle,
-        offset_out: u64,
-        len: u64,
-        flags: u64,
-        reply: ReplyWrite,
-    ) {
+    /// COPY_FILE_RANGE: copy bytes from the open file `ino` to another;
+    /// reply how many were copied.
+    fn copy_file_range(&self, req: &Request, ino: INodeNo, copy: &CopyFileRange, reply: ReplyWrite) {
         reply.error(Errno::ENOSYS);
     }
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        flags: u32,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-        reply: ReplyIoctl,
-    ) {
+    /// IOCTL: an ioctl(2) on the open file or directory `ino`.
+    fn ioctl(&self, req: &Request, ino: INodeNo, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
         reply.error(Errno::ENOSYS);
     }
+    /// BMAP: the device block of block `idx` (of `blocksize` bytes) of `ino`.
     fn bmap(&self, req: &Request, ino: INodeNo, blocksize: u32, idx: u64, reply: ReplyBmap) {
         reply.error(Errno::ENOSYS);
     }
+    /// SYNCFS: make the whole filesystem durable.
     fn syncfs(&self, req: &Request, ino: INodeNo, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
@@ -244,28 +193,6 @@ pub trait Filesystem {
     /// (`write`, `lookup`, ...), `message` is the panic's. The adapter
     /// treats it as a filesystem error (recorded, then `errors=`).
     fn panicked(&self, req: &Request, op: &str, message: &str) {}
-}
-
-fn time(sec: i64, nsec: u32) -> SystemTime {
-    let nanos = Duration::from_nanos(u64::from(nsec.min(999_999_999)));
-    if sec >= 0 {
-        UNIX_EPOCH.checked_add(Duration::from_secs(sec.unsigned_abs()) + nanos).unwrap_or(UNIX_EPOCH)
-    } else {
-        UNIX_EPOCH
-            .checked_sub(Duration::from_secs(sec.unsigned_abs()))
-            .and_then(|t| t.checked_add(nanos))
-            .unwrap_or(UNIX_EPOCH)
-    }
-}
-
-fn set_time(valid: u32, set: u32, now: u32, sec: i64, nsec: u32) -> Option<TimeOrNow> {
-    if valid & set == 0 {
-        None
-    } else if valid & now != 0 {
-        Some(TimeOrNow::Now)
-    } else {
-        Some(TimeOrNow::SpecificTime(time(sec, nsec)))
-    }
 }
 
 /// Refusals made before the filesystem sees a request: without
@@ -298,9 +225,9 @@ pub fn check(d: &Decoded<'_>, owner: Option<u32>) -> Result<(), Errno> {
     }
     let too_big = |v: u64| v > i64::MAX as u64;
     let bad = match d.op {
-        O::Read { offset, .. } | O::Write { offset, .. } => too_big(offset),
-        O::Fallocate { offset, length, .. } => too_big(offset) || too_big(length),
-        O::CopyFileRange { off_in, off_out, .. } => too_big(off_in) || too_big(off_out),
+        O::Read(Read { offset, .. }) | O::Write(Write { offset, .. }) => too_big(offset),
+        O::Fallocate(Fallocate { offset, length, .. }) => too_big(offset) || too_big(length),
+        O::CopyFileRange(CopyFileRange { offset_in, offset_out, .. }) => too_big(offset_in) || too_big(offset_out),
         _ => false,
     };
     if bad {
@@ -398,67 +325,25 @@ fn call<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, out: &mut Out<'_>) {
             let fh = (getattr_flags & abi::GETATTR_FH != 0).then_some(FileHandle(fh));
             fs.statx(req, ino, fh, sx_mask, ReplyStatx::new(out));
         }
-        Operation::Setattr(s) => {
-            let v = s.valid;
-            let opt = |bit: u32| v & bit != 0;
-            fs.setattr(
-                req,
-                ino,
-                opt(abi::fattr::MODE).then_some(s.mode),
-                opt(abi::fattr::UID).then_some(s.uid),
-                opt(abi::fattr::GID).then_some(s.gid),
-                opt(abi::fattr::SIZE).then_some(s.size),
-                set_time(v, abi::fattr::ATIME, abi::fattr::ATIME_NOW, s.atime, s.atimensec),
-                set_time(v, abi::fattr::MTIME, abi::fattr::MTIME_NOW, s.mtime, s.mtimensec),
-                opt(abi::fattr::CTIME).then(|| time(s.ctime, s.ctimensec)),
-                opt(abi::fattr::FH).then_some(FileHandle(s.fh)),
-                opt(abi::fattr::KILL_SUIDGID),
-                ReplyAttr::new(out),
-            );
-        }
+        Operation::Setattr(ref attr) => fs.setattr(req, ino, attr, ReplyAttr::new(out)),
         Operation::Readlink => fs.readlink(req, ino, ReplyData::new(out, usize::MAX)),
         Operation::Symlink { name, target } => fs.symlink(req, ino, name, Path::new(target), ReplyEntry::new(out)),
-        Operation::Mknod { mode, rdev, umask, name } => {
-            fs.mknod(req, ino, name, mode, umask, rdev, ReplyEntry::new(out))
-        }
-        Operation::Mkdir { mode, umask, name } => fs.mkdir(req, ino, name, mode, umask, ReplyEntry::new(out)),
+        Operation::Mknod(ref m) => fs.mknod(req, ino, m, ReplyEntry::new(out)),
+        Operation::Mkdir(ref m) => fs.mkdir(req, ino, m, ReplyEntry::new(out)),
         Operation::Unlink { name } => fs.unlink(req, ino, name, ReplyEmpty::new(out)),
         Operation::Rmdir { name } => fs.rmdir(req, ino, name, ReplyEmpty::new(out)),
-        Operation::Rename { newdir, flags, name, newname } => fs.rename(
-            req,
-            ino,
-            name,
-            INodeNo(newdir),
-            newname,
-            RenameFlags::from_bits_retain(flags),
-            ReplyEmpty::new(out),
-        ),
+        Operation::Rename(ref r) => fs.rename(req, ino, r, ReplyEmpty::new(out)),
         Operation::Link { oldnodeid, newname } => fs.link(req, INodeNo(oldnodeid), ino, newname, ReplyEntry::new(out)),
         Operation::Open { flags, .. } => fs.open(req, ino, OpenFlags(flags as i32), ReplyOpen::new(out)),
-        Operation::Read { fh, offset, size, read_flags, lock_owner, flags } => {
-            let owner = (read_flags & abi::READ_LOCKOWNER != 0).then_some(LockOwner(lock_owner));
-            let reply = ReplyData::new(out, size as usize);
-            fs.read(req, ino, FileHandle(fh), offset, size, OpenFlags(flags as i32), owner, reply);
-        }
-        Operation::Write { fh, offset, write_flags, lock_owner, flags, data } => {
-            let owner = (write_flags & abi::WRITE_LOCKOWNER != 0).then_some(LockOwner(lock_owner));
-            let wf = WriteFlags::from_bits_retain(write_flags);
-            let reply = ReplyWrite::new(out, false);
-            fs.write(req, ino, FileHandle(fh), offset, data, wf, OpenFlags(flags as i32), owner, reply);
-        }
+        Operation::Read(ref r) => fs.read(req, ino, r, ReplyData::new(out, r.size as usize)),
+        Operation::Write(ref w) => fs.write(req, ino, w, ReplyWrite::new(out, false)),
         Operation::Statfs => fs.statfs(req, ino, ReplyStatfs::new(out)),
-        Operation::Release { fh, flags, release_flags, lock_owner } => {
-            let flush = release_flags & abi::RELEASE_FLUSH != 0;
-            let owner = Some(LockOwner(lock_owner));
-            fs.release(req, ino, FileHandle(fh), OpenFlags(flags as i32), owner, flush, ReplyEmpty::new(out));
-        }
+        Operation::Release(ref r) => fs.release(req, ino, r, ReplyEmpty::new(out)),
         Operation::Fsync { fh, fsync_flags } => {
             let datasync = fsync_flags & abi::FSYNC_FDATASYNC != 0;
             fs.fsync(req, ino, FileHandle(fh), datasync, ReplyEmpty::new(out));
         }
-        Operation::Setxattr { flags, name, value, .. } => {
-            fs.setxattr(req, ino, name, value, flags as i32, 0, ReplyEmpty::new(out));
-        }
+        Operation::Setxattr(ref x) => fs.setxattr(req, ino, x, ReplyEmpty::new(out)),
         Operation::Getxattr { size, name } => fs.getxattr(req, ino, name, size, ReplyXattr::new(out)),
         Operation::Listxattr { size } => fs.listxattr(req, ino, size, ReplyXattr::new(out)),
         Operation::Removexattr { name } => fs.removexattr(req, ino, name, ReplyEmpty::new(out)),
@@ -482,35 +367,13 @@ fn call<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, out: &mut Out<'_>) {
         Operation::Access { mask } => {
             fs.access(req, ino, AccessFlags::from_bits_retain(mask as i32), ReplyEmpty::new(out));
         }
-        Operation::Create { flags, mode, umask, name, .. } => {
-            fs.create(req, ino, name, mode, umask, flags as i32, ReplyCreate::new(out));
-        }
-        Operation::Tmpfile { flags, mode, umask, .. } => {
-            fs.tmpfile(req, ino, mode, umask, flags as i32, ReplyCreate::new(out));
-        }
+        Operation::Create(ref c) => fs.create(req, ino, c, ReplyCreate::new(out)),
+        Operation::Tmpfile(ref t) => fs.tmpfile(req, ino, t, ReplyCreate::new(out)),
         Operation::Bmap { block, blocksize } => fs.bmap(req, ino, blocksize, block, ReplyBmap::new(out)),
-        Operation::Ioctl { fh, flags, cmd, out_size, data, .. } => {
-            fs.ioctl(req, ino, FileHandle(fh), flags, cmd, data, out_size, ReplyIoctl::new(out));
-        }
-        Operation::Fallocate { fh, offset, length, mode } => {
-            fs.fallocate(req, ino, FileHandle(fh), offset, length, mode as i32, ReplyEmpty::new(out));
-        }
-        Operation::Lseek { fh, offset, whence } => {
-            fs.lseek(req, ino, FileHandle(fh), offset as i64, whence as i32, ReplyLseek::new(out));
-        }
-        Operation::CopyFileRange { fh_in, off_in, nodeid_out, fh_out, off_out, len, flags, wide } => fs
-            .copy_file_range(
-                req,
-                ino,
-                FileHandle(fh_in),
-                off_in,
-                INodeNo(nodeid_out),
-                FileHandle(fh_out),
-                off_out,
-                len,
-                flags,
-                ReplyWrite::new(out, wide),
-            ),
+        Operation::Ioctl(ref i) => fs.ioctl(req, ino, i, ReplyIoctl::new(out)),
+        Operation::Fallocate(ref f) => fs.fallocate(req, ino, f, ReplyEmpty::new(out)),
+        Operation::Lseek(ref l) => fs.lseek(req, ino, l, ReplyLseek::new(out)),
+        Operation::CopyFileRange(ref c) => fs.copy_file_range(req, ino, c, ReplyWrite::new(out, c.wide)),
         Operation::Syncfs => fs.syncfs(req, ino, ReplyEmpty::new(out)),
         Operation::Interrupt { .. } => {}
         // Served by the transport (INIT, DESTROY) or not at all: POSIX
@@ -575,10 +438,12 @@ mod tests {
         assert_eq!(check(&decoded(0, lookup), Some(0)), Ok(()));
         assert_eq!(check(&decoded(1000, lookup), None), Ok(()));
         // Writeback and readahead run with whatever uid the kernel has.
-        let read = |offset| Operation::Read { fh: 0, offset, size: 1, read_flags: 0, lock_owner: 0, flags: 0 };
+        let read = |offset| {
+            Operation::Read(Read { fh: FileHandle(0), offset, size: 1, flags: OpenFlags(0), lock_owner: None })
+        };
         assert_eq!(check(&decoded(1000, read(0)), Some(0)), Ok(()));
         assert_eq!(check(&decoded(0, read(1 << 63)), None), Err(Errno::EINVAL));
-        let fall = Operation::Fallocate { fh: 0, offset: 0, length: u64::MAX, mode: 0 };
+        let fall = Operation::Fallocate(Fallocate { fh: FileHandle(0), offset: 0, length: u64::MAX, mode: 0 });
         assert_eq!(check(&decoded(0, fall), None), Err(Errno::EINVAL));
     }
 }

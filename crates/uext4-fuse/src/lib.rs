@@ -159,12 +159,10 @@ pub(crate) trait Backend: dispatch::Filesystem + Send + Sync + 'static {
     fn read_fast(
         &self,
         ino: proto::types::INodeNo,
-        fh: proto::types::FileHandle,
-        offset: u64,
-        flags: proto::types::OpenFlags,
+        read: &proto::request::Read,
         buf: &mut [u8],
     ) -> Option<Result<usize, proto::types::Errno>> {
-        let _ = (ino, fh, offset, flags, buf);
+        let _ = (ino, read, buf);
         None
     }
     /// Sends a reply that must wait until the kernel dropped `inval`'s
@@ -184,13 +182,11 @@ impl Backend for Uext4Fuse {
     fn read_fast(
         &self,
         ino: proto::types::INodeNo,
-        fh: proto::types::FileHandle,
-        offset: u64,
-        flags: proto::types::OpenFlags,
+        read: &proto::request::Read,
         buf: &mut [u8],
     ) -> Option<Result<usize, proto::types::Errno>> {
         // The adapter's own (inherent) method: the page cache alone.
-        Uext4Fuse::read_fast(self, ino, fh, offset, flags, buf)
+        Uext4Fuse::read_fast(self, ino, read, buf)
     }
     fn after_inval(&self, inval: notify::PageInval, done: notify::Done) {
         self.inval_then(inval, done);

@@ -28,6 +28,7 @@
 
 use crate::dispatch::Filesystem;
 use crate::kernel_config::KernelConfig;
+use crate::proto::request::{Create, Fallocate, Mkdir, Mknod, Read, Rename, SetAttr, SetXattr, Write};
 use crate::proto::types::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
     RenameFlags, Request, TimeOrNow, WriteFlags,
@@ -655,15 +656,8 @@ impl crate::Backend for NullFs {
     }
 
     /// Every READ: the data is in memory.
-    fn read_fast(
-        &self,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        _flags: OpenFlags,
-        buf: &mut [u8],
-    ) -> Option<Result<usize, Errno>> {
-        Some(self.read_into(ino, offset, buf))
+    fn read_fast(&self, ino: INodeNo, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        Some(self.read_into(ino, read.offset, buf))
     }
 }
 
@@ -746,21 +740,8 @@ impl Filesystem for NullFs {
         reply.statx(&self.features.attr_ttl, &a, true, 0);
     }
 
-    fn setattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
-        kill_suidgid: bool,
-        reply: ReplyAttr,
-    ) {
+    fn setattr(&self, _req: &Request, ino: INodeNo, attr: &SetAttr, reply: ReplyAttr) {
+        let SetAttr { mode, uid, gid, size, atime, mtime, ctime, fh: _, kill_suidgid } = *attr;
         let c = tri!(reply, self.get(ino));
         let mut n = wr(&c.node);
         if let Some(size) = size {
@@ -816,7 +797,8 @@ impl Filesystem for NullFs {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
+        let Mknod { name, mode, umask, rdev } = *mknod;
         let (kind, body) = match mode & libc::S_IFMT {
             libc::S_IFREG | 0 => (FileType::RegularFile, Body::File(HashMap::new())),
             libc::S_IFIFO => (FileType::NamedPipe, Body::Special),
@@ -838,7 +820,8 @@ impl Filesystem for NullFs {
         self.entry(reply, &a);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
+        let Mkdir { name, mode, umask } = *mkdir;
         let body = Body::Dir(Dir::new(parent.0));
         let a = tri!(reply, self.make(req, parent, name, FileType::Directory, mode, umask, body, 0));
         self.entry(reply, &a);
@@ -861,16 +844,8 @@ impl Filesystem for NullFs {
         self.entry(reply, &a);
     }
 
-    fn rename(
-        &self,
-        _req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
+    fn rename(&self, _req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
+        let Rename { name, newparent, newname, flags } = *rename;
         tri!(reply, self.do_rename(parent, name, newparent, newname, flags));
         reply.ok();
     }
@@ -889,32 +864,13 @@ impl Filesystem for NullFs {
         reply.opened(FileHandle(0), self.features.fopen(flags.0));
     }
 
-    fn read(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        _size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
+    fn read(&self, _req: &Request, ino: INodeNo, read: &Read, reply: ReplyData) {
+        let offset = read.offset;
         reply.fill(|buf| self.read_into(ino, offset, buf));
     }
 
-    fn write(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
+    fn write(&self, _req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
+        let Write { offset, data, write_flags, .. } = *write;
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let n = tri!(reply, self.do_write(ino, offset, data, kill));
         reply.written(n);
@@ -1010,16 +966,8 @@ impl Filesystem for NullFs {
         );
     }
 
-    fn setxattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        _position: u32,
-        reply: ReplyEmpty,
-    ) {
+    fn setxattr(&self, _req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
+        let SetXattr { name, value, flags, .. } = *xattr;
         let c = tri!(reply, self.get(ino));
         let mut n = wr(&c.node);
         let name = name.as_bytes();
@@ -1088,16 +1036,8 @@ impl Filesystem for NullFs {
         reply.ok();
     }
 
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
+    fn create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
+        let Create { name, mode, umask, flags, .. } = *create;
         let body = Body::File(HashMap::new());
         let a = tri!(reply, self.make(req, parent, name, FileType::RegularFile, mode, umask, body, 0));
         reply.created(&self.ttl(), &a, Generation(0), FileHandle(0), self.features.fopen(flags));
@@ -1105,16 +1045,8 @@ impl Filesystem for NullFs {
 
     /// Allocation (mode 0, KEEP_SIZE: the size only, no pages) and
     /// PUNCH_HOLE; other modes are refused.
-    fn fallocate(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
+    fn fallocate(&self, _req: &Request, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
+        let Fallocate { offset, length, mode, .. } = *fallocate;
         const KEEP_SIZE: i32 = 0x01;
         const PUNCH_HOLE: i32 = 0x02;
         let c = tri!(reply, self.get(ino));

@@ -278,10 +278,10 @@ impl Readers {
 /// Whether serving `d` may take long (see [`Readers`]).
 fn may_wait(d: &crate::proto::decode::Decoded<'_>, writes_notify: bool) -> bool {
     match &d.op {
-        Operation::Write { data, flags, .. } => {
-            writes_notify || crate::slow::sync_write(*flags as i32) || crate::slow::may_wait(op::WRITE, data.len(), 0)
+        Operation::Write(w) => {
+            writes_notify || crate::slow::sync_write(w.flags.0) || crate::slow::may_wait(op::WRITE, w.data.len(), 0)
         }
-        Operation::Read { size, .. } => crate::slow::may_wait(op::READ, 0, *size as usize),
+        Operation::Read(r) => crate::slow::may_wait(op::READ, 0, r.size as usize),
         _ => crate::slow::may_wait(d.header.opcode, 0, 0),
     }
 }

@@ -58,9 +58,9 @@ pub(crate) fn panic_if_asked(d: &crate::proto::decode::Decoded<'_>) {
     let at = *AT.get_or_init(|| std::env::var("UEXT4_TEST_PANIC_OFFSET").ok().and_then(|v| v.parse().ok()));
     let Some(at) = at else { return };
     let offset = match d.op {
-        Operation::Read { offset, .. } | Operation::Write { offset, .. } | Operation::Fallocate { offset, .. } => {
-            offset
-        }
+        Operation::Read(r) => r.offset,
+        Operation::Write(w) => w.offset,
+        Operation::Fallocate(f) => f.offset,
         _ => return,
     };
     if offset == at {

@@ -4,6 +4,7 @@
 
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse};
+use crate::proto::request::{self, SetXattr};
 use crate::proto::types::{AccessFlags, Errno, INodeNo, Request, TimeOrNow};
 use crate::reply::{ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyStatx, ReplyXattr};
 use std::ffi::OsStr;
@@ -45,20 +46,10 @@ impl Uext4Fuse {
         Ok((self.stat("getattr", ino)?, self.features.attr_ttl))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_setattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        ctime: Option<std::time::SystemTime>,
-        reply: ReplyAttr,
-    ) {
+    pub(super) fn do_setattr(&self, req: &Request, ino: INodeNo, set: &request::SetAttr, reply: ReplyAttr) {
+        // The open file and KILL_SUIDGID are not needed: the kernel sends
+        // the mode change killing set-id bits asks for.
+        let request::SetAttr { mode, uid, gid, size, atime, mtime, ctime, fh: _, kill_suidgid: _ } = *set;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         // With the writeback cache the kernel keeps the times itself and
@@ -132,23 +123,11 @@ impl Uext4Fuse {
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_setxattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-        reply: ReplyEmpty,
-    ) {
+    pub(super) fn do_setxattr(&self, req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
+        // setxattr_flags: see acl_kill_sgid.
+        let SetXattr { name, value, flags, setxattr_flags: _ } = *xattr;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
-        if position != 0 {
-            reply.error(Errno::EINVAL);
-            return;
-        }
         let mode = match flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) {
             0 => XattrSetMode::Any,
             libc::XATTR_CREATE => XattrSetMode::Create,

@@ -6,6 +6,7 @@
 use super::dirs::placeholder;
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse, is_servable};
+use crate::proto::request::{Create, Mkdir, Mknod, Rename, Tmpfile};
 use crate::proto::types::{Errno, Generation, INodeNo, RenameFlags, Request};
 use crate::reply::{ReplyCreate, ReplyEmpty, ReplyEntry};
 use log::warn;
@@ -118,17 +119,8 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
+    pub(super) fn do_mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
+        let Mknod { name, mode, umask, rdev } = *mknod;
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0xffff) as u16, umask));
         let dev = conv::decode_dev(rdev);
         let st = tri!(
@@ -140,15 +132,8 @@ impl Uext4Fuse {
         self.new_entry(reply, &st);
     }
 
-    pub(super) fn do_mkdir(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        reply: ReplyEntry,
-    ) {
+    pub(super) fn do_mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
+        let Mkdir { name, mode, umask } = *mkdir;
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
         let st = tri!(
             reply,
@@ -189,17 +174,8 @@ impl Uext4Fuse {
         self.new_entry(reply, &st);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
+    pub(super) fn do_rename(&self, req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
+        let Rename { name, newparent, newname, flags } = *rename;
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT;
@@ -229,17 +205,8 @@ impl Uext4Fuse {
         self.new_entry(reply, &st);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
+    pub(super) fn do_create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
+        let Create { name, mode, umask, flags, open_flags: _ } = *create;
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
         let st = tri!(
             reply,
@@ -259,16 +226,8 @@ impl Uext4Fuse {
     /// unless `linkat` gave it a name meanwhile. Owner, group, mode and
     /// ACLs as for a create ([`uext4::FsCore::tmpfile_as`]: set-group-ID
     /// directories, default ACLs, the umask unless a default ACL applies).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_tmpfile(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
+    pub(super) fn do_tmpfile(&self, req: &Request, parent: INodeNo, tmpfile: &Tmpfile, reply: ReplyCreate) {
+        let Tmpfile { mode, umask, flags, open_flags: _ } = *tmpfile;
         tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let mode = (mode & 0o7777) as u16;

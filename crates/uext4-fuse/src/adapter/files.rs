@@ -5,7 +5,8 @@
 
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
-use crate::proto::types::{Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, Request};
+use crate::proto::request::{CopyFileRange, Fallocate, Lseek, Read, Write};
+use crate::proto::types::{Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, Request, WriteFlags};
 use crate::reply::{ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite};
 use log::debug;
 use std::collections::HashMap;
@@ -292,18 +293,10 @@ impl Uext4Fuse {
         reply.opened(fh, fopen);
     }
 
-    pub(super) fn do_read(
-        &self,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        size: u32,
-        flags: OpenFlags,
-        reply: ReplyData,
-    ) {
+    pub(super) fn do_read(&self, ino: INodeNo, read: &Read, reply: ReplyData) {
         // Read straight into the reply buffer (at most `size` bytes of
         // it, which the reply knows).
-        let _ = size;
+        let Read { fh, offset, size: _, flags, lock_owner: _ } = *read;
         reply.fill(|buf| self.read_into(ino, fh, offset, flags, buf));
     }
 
@@ -338,14 +331,8 @@ impl Uext4Fuse {
     /// hands it to a thread that may wait and calls [`Self::read_into`].
     /// Direct reads are served: they always go to the device, and a queue
     /// takes only small ones (see `uring::queue`).
-    pub(crate) fn read_fast(
-        &self,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        flags: OpenFlags,
-        buf: &mut [u8],
-    ) -> Option<Result<usize, Errno>> {
+    pub(crate) fn read_fast(&self, ino: INodeNo, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        let Read { fh, offset, size: _, flags, lock_owner: _ } = *read;
         if Self::is_direct(fh, flags) {
             return Some(self.read_into(ino, fh, offset, flags, buf));
         }
@@ -362,19 +349,11 @@ impl Uext4Fuse {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn do_write(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        flags: OpenFlags,
-        kill_suidgid: bool,
-        from_cache: bool,
-        reply: ReplyWrite,
-    ) {
+    pub(super) fn do_write(&self, req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
+        let Write { fh, offset, data, write_flags, flags, lock_owner: _ } = *write;
+        let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        // The kernel's own write-back of its page cache (writeback_cache).
+        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         if kill_suidgid {
@@ -527,7 +506,8 @@ impl Uext4Fuse {
         Ok(())
     }
 
-    pub(super) fn do_fallocate(&self, ino: INodeNo, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    pub(super) fn do_fallocate(&self, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
+        let Fallocate { fh: _, offset, length, mode } = *fallocate;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let fs = &self.fs;
@@ -574,15 +554,9 @@ impl Uext4Fuse {
         reply.ok();
     }
 
-    pub(super) fn do_copy_file_range(
-        &self,
-        ino_in: INodeNo,
-        offset_in: u64,
-        ino_out: INodeNo,
-        offset_out: u64,
-        len: u64,
-        reply: ReplyWrite,
-    ) {
+    pub(super) fn do_copy_file_range(&self, ino_in: INodeNo, copy: &CopyFileRange, reply: ReplyWrite) {
+        // The flags are 0: copy_file_range(2) refuses others before FUSE.
+        let CopyFileRange { fh_in: _, offset_in, ino_out, fh_out: _, offset_out, len, flags: _, wide: _ } = *copy;
         tri!(reply, self.writable());
         let ino_in = tri!(reply, from_fuse(ino_in));
         let ino_out = tri!(reply, from_fuse(ino_out));
@@ -595,7 +569,8 @@ impl Uext4Fuse {
         reply.written_u64(n);
     }
 
-    pub(super) fn do_lseek(&self, ino: INodeNo, offset: i64, whence: i32, reply: ReplyLseek) {
+    pub(super) fn do_lseek(&self, ino: INodeNo, lseek: &Lseek, reply: ReplyLseek) {
+        let Lseek { fh: _, offset, whence } = *lseek;
         let ino = tri!(reply, from_fuse(ino));
         let Ok(offset) = u64::try_from(offset) else {
             reply.error(Errno::ENXIO);

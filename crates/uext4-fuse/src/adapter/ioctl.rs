@@ -28,6 +28,7 @@
 
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
+use crate::proto::request::Ioctl;
 use crate::proto::types::{Errno, INodeNo, Request};
 use crate::reply::ReplyIoctl;
 use uext4::inode_api::flags::{self, FL_APPEND, FL_IMMUTABLE};
@@ -81,15 +82,8 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 }
 
 impl Uext4Fuse {
-    pub(super) fn do_ioctl(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-        reply: ReplyIoctl,
-    ) {
+    pub(super) fn do_ioctl(&self, req: &Request, ino: INodeNo, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
+        let Ioctl { fh: _, flags: _, cmd, arg: _, in_data, out_size } = *ioctl;
         let ino = tri!(reply, from_fuse(ino));
         let out = out_size as usize;
         match cmd {
@@ -280,7 +274,14 @@ mod tests {
     #[test]
     fn syncfs_and_the_sync_ioctl_make_everything_durable() {
         use crate::proto::decode::Operation;
-        let ioctl = Operation::Ioctl { fh: 0, flags: 0, cmd: UEXT4_IOC_SYNC, arg: 0, out_size: 0, data: &[] };
+        let ioctl = Operation::Ioctl(Ioctl {
+            fh: crate::proto::types::FileHandle(0),
+            flags: 0,
+            cmd: UEXT4_IOC_SYNC,
+            arg: 0,
+            in_data: &[],
+            out_size: 0,
+        });
         for op in [Operation::Syncfs, ioctl] {
             let what = format!("{op:?}");
             assert_eq!(survives_a_crash_after(op).as_deref(), Some(&b"made durable"[..]), "{what}");

@@ -27,9 +27,12 @@ use crate::conv::errno;
 use crate::dispatch::Filesystem as FuseFilesystem;
 use crate::kernel_config::KernelConfig;
 use crate::notify::Notifier;
+use crate::proto::request::{
+    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
+    Write,
+};
 use crate::proto::types::{
-    AccessFlags, Errno, FileHandle, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, Errno, FileHandle, Generation, INodeNo, LockOwner, OpenFlags, Request, WriteFlags,
 };
 use crate::reply::{
     ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
@@ -42,7 +45,6 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 use uext4::{Error, Filesystem, Stat};
 
 /// Root's requests may allocate the blocks reserved for root and pass
@@ -339,37 +341,23 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_statx(ino, reply);
     }
 
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
-        _kill_suidgid: bool,
-        reply: ReplyAttr,
-    ) {
+    fn setattr(&self, req: &Request, ino: INodeNo, attr: &SetAttr, reply: ReplyAttr) {
         let _cap = sys_resource(req);
-        self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, ctime, reply);
+        self.do_setattr(req, ino, attr, reply);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         self.do_readlink(ino, reply);
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
         let _cap = sys_resource(req);
-        self.do_mknod(req, parent, name, mode, umask, rdev, reply);
+        self.do_mknod(req, parent, mknod, reply);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
         let _cap = sys_resource(req);
-        self.do_mkdir(req, parent, name, mode, umask, reply);
+        self.do_mkdir(req, parent, mkdir, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -385,18 +373,9 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_symlink(req, parent, link_name, target, reply);
     }
 
-    fn rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
+    fn rename(&self, req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
         let _cap = sys_resource(req);
-        self.do_rename(req, parent, name, newparent, newname, flags, reply);
+        self.do_rename(req, parent, rename, reply);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
@@ -408,39 +387,16 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_open(ino, flags, reply);
     }
 
-    fn read(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        size: u32,
-        flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        self.do_read(ino, fh, offset, size, flags, reply);
+    fn read(&self, _req: &Request, ino: INodeNo, read: &Read, reply: ReplyData) {
+        self.do_read(ino, read, reply);
     }
 
-    fn write(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        write_flags: WriteFlags,
-        flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+    fn write(&self, req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
         // The kernel's writeback of its page cache (writeback_cache)
         // comes as uid 0 whoever wrote: no privilege for it.
         let _cap =
-            uext4::inode_api::sys_resource(req.uid() == 0 && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
-        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        self.do_write(req, ino, fh, offset, data, flags, kill, from_cache, reply);
+            uext4::inode_api::sys_resource(req.uid() == 0 && !write.write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
+        self.do_write(req, ino, write, reply);
     }
 
     /// Nothing to do at close: every write the kernel sent is in the
@@ -456,17 +412,8 @@ impl FuseFilesystem for Uext4Fuse {
         reply.error(Errno::ENOSYS);
     }
 
-    fn release(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        self.do_release(ino, fh, reply);
+    fn release(&self, _req: &Request, ino: INodeNo, release: &Release, reply: ReplyEmpty) {
+        self.do_release(ino, release.fh, reply);
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
@@ -497,18 +444,9 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_statfs(reply);
     }
 
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-        reply: ReplyEmpty,
-    ) {
+    fn setxattr(&self, req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
         let _cap = sys_resource(req);
-        self.do_setxattr(req, ino, name, value, flags, position, reply);
+        self.do_setxattr(req, ino, xattr, reply);
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -527,80 +465,40 @@ impl FuseFilesystem for Uext4Fuse {
         self.do_access(req, ino, mask, reply);
     }
 
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
+    fn create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
         let _cap = sys_resource(req);
-        self.do_create(req, parent, name, mode, umask, flags, reply);
+        self.do_create(req, parent, create, reply);
     }
 
     /// `open(dir, O_TMPFILE)`: an unnamed file (see [`Uext4Fuse::do_tmpfile`]).
-    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
-        self.do_tmpfile(req, parent, mode, umask, flags, reply);
+    fn tmpfile(&self, req: &Request, parent: INodeNo, tmpfile: &Tmpfile, reply: ReplyCreate) {
+        self.do_tmpfile(req, parent, tmpfile, reply);
     }
 
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
+    fn fallocate(&self, req: &Request, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
         let _cap = sys_resource(req);
         tri!(reply, self.kill_privs(req, ino, "fallocate"));
-        self.do_fallocate(ino, offset, length, mode, reply);
+        self.do_fallocate(ino, fallocate, reply);
     }
 
-    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
-        self.do_lseek(ino, offset, whence, reply);
+    fn lseek(&self, _req: &Request, ino: INodeNo, lseek: &Lseek, reply: ReplyLseek) {
+        self.do_lseek(ino, lseek, reply);
     }
 
     /// Copies inside the engine ([`uext4::inode_api::FsCore::copy_file_range`]);
     /// the kernel checked the ranges and flushes and drops its cached
     /// pages of the destination around the request.
-    fn copy_file_range(
-        &self,
-        req: &Request,
-        ino_in: INodeNo,
-        _fh_in: FileHandle,
-        offset_in: u64,
-        ino_out: INodeNo,
-        _fh_out: FileHandle,
-        offset_out: u64,
-        len: u64,
-        _flags: u64,
-        reply: ReplyWrite,
-    ) {
+    fn copy_file_range(&self, req: &Request, ino: INodeNo, copy: &CopyFileRange, reply: ReplyWrite) {
         let _cap = sys_resource(req);
-        self.do_copy_file_range(ino_in, offset_in, ino_out, offset_out, len, reply);
+        self.do_copy_file_range(ino, copy, reply);
     }
 
     /// The inode flag ioctls, the project ioctls (FS_IOC_FSGETXATTR,
     /// FS_IOC_FSSETXATTR), FS_IOC_GETVERSION, FITRIM and FS_IOC_SHUTDOWN
     /// (see [`ioctl`]); ENOTTY for the others, as for an unknown request.
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        _flags: u32,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-        reply: ReplyIoctl,
-    ) {
+    fn ioctl(&self, req: &Request, ino: INodeNo, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
         let _cap = sys_resource(req);
-        self.do_ioctl(req, ino, cmd, in_data, out_size, reply);
+        self.do_ioctl(req, ino, ioctl, reply);
     }
 
     /// FUSE_SYNCFS: this kernel sends it only for virtiofs (fs/fuse/inode.c,

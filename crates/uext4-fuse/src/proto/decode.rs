@@ -9,9 +9,14 @@
 //! [`Operation::Unknown`], answered ENOSYS.
 
 use super::abi::{self, op};
-use super::types::{Errno, Request};
+use super::request::{
+    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
+    Write,
+};
+use super::types::{Errno, FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow, WriteFlags};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A bounds-checked cursor over the argument bytes of a request, in one
 /// or two segments: a ring entry carries the first argument (the
@@ -125,224 +130,217 @@ impl InHeader {
     }
 }
 
-/// `struct fuse_setattr_in`, decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[allow(missing_docs)]
-pub struct SetattrIn {
-    pub valid: u32,
-    pub fh: u64,
-    pub size: u64,
-    pub lock_owner: u64,
-    pub atime: i64,
-    pub mtime: i64,
-    pub ctime: i64,
-    pub atimensec: u32,
-    pub mtimensec: u32,
-    pub ctimensec: u32,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-}
-
 /// `struct fuse_init_in`, decoded (flags and flags2 joined).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub struct InitIn {
+    /// The kernel's ABI major version.
     pub major: u32,
+    /// The kernel's ABI minor version.
     pub minor: u32,
+    /// The kernel's readahead, in bytes.
     pub max_readahead: u32,
+    /// What the kernel offers (`FUSE_*` capability bits).
     pub flags: u64,
 }
 
-/// One decoded request's operation and its arguments.
+/// One decoded request's operation and its arguments: the short ones in
+/// place, those with more than a name or two as one typed value of
+/// [`super::request`], which the `Filesystem` method serving it takes.
+/// The node a request is about is the header's (`nodeid`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
 pub enum Operation<'a> {
+    /// LOOKUP: an entry of the directory.
     Lookup {
+        /// The entry's name.
         name: &'a OsStr,
     },
+    /// FORGET: the kernel drops lookup counts of the node (no reply).
     Forget {
+        /// How many.
         nlookup: u64,
     },
-    /// `count` pairs of (nodeid, nlookup), 16 bytes each, in `nodes`.
+    /// BATCH_FORGET: FORGET for many nodes (no reply).
     BatchForget {
+        /// `count` pairs of (nodeid, nlookup), 16 bytes each.
         nodes: &'a [u8],
     },
+    /// GETATTR: the node's attributes.
     Getattr {
+        /// The open file asked through (`FUSE_GETATTR_FH`).
         fh: Option<u64>,
     },
-    Setattr(SetattrIn),
+    /// SETATTR: change attributes.
+    Setattr(SetAttr),
+    /// READLINK: a symlink's target.
     Readlink,
+    /// SYMLINK: a new symlink in the directory.
     Symlink {
+        /// The new entry's name.
         name: &'a OsStr,
+        /// What it points at.
         target: &'a OsStr,
     },
-    Mknod {
-        mode: u32,
-        rdev: u32,
-        umask: u32,
-        name: &'a OsStr,
-    },
-    Mkdir {
-        mode: u32,
-        umask: u32,
-        name: &'a OsStr,
-    },
+    /// MKNOD: a new file, device, FIFO or socket in the directory.
+    Mknod(Mknod<'a>),
+    /// MKDIR: a new directory in the directory.
+    Mkdir(Mkdir<'a>),
+    /// UNLINK: remove a non-directory entry.
     Unlink {
+        /// The entry's name.
         name: &'a OsStr,
     },
+    /// RMDIR: remove an empty directory's entry.
     Rmdir {
+        /// The entry's name.
         name: &'a OsStr,
     },
-    /// RENAME (flags 0) and RENAME2.
-    Rename {
-        newdir: u64,
-        flags: u32,
-        name: &'a OsStr,
-        newname: &'a OsStr,
-    },
+    /// RENAME (no flags) and RENAME2.
+    Rename(Rename<'a>),
+    /// LINK: a new entry in the directory for another node.
     Link {
+        /// The node linked.
         oldnodeid: u64,
+        /// The new entry's name.
         newname: &'a OsStr,
     },
+    /// OPEN: open the file.
     Open {
+        /// `open(2)` flags.
         flags: u32,
+        /// `fuse_open_in.open_flags` (`FUSE_OPEN_KILL_SUIDGID`).
         open_flags: u32,
     },
-    Read {
-        fh: u64,
-        offset: u64,
-        size: u32,
-        read_flags: u32,
-        lock_owner: u64,
-        flags: u32,
-    },
-    Write {
-        fh: u64,
-        offset: u64,
-        write_flags: u32,
-        lock_owner: u64,
-        flags: u32,
-        data: &'a [u8],
-    },
+    /// READ: bytes of an open file.
+    Read(Read),
+    /// WRITE: bytes into an open file.
+    Write(Write<'a>),
+    /// STATFS: the filesystem's sizes and counts.
     Statfs,
-    Release {
-        fh: u64,
-        flags: u32,
-        release_flags: u32,
-        lock_owner: u64,
-    },
+    /// RELEASE: the last close of an open file.
+    Release(Release),
+    /// FSYNC: make the file durable.
     Fsync {
+        /// The handle OPEN gave.
         fh: u64,
+        /// `FUSE_FSYNC_FDATASYNC`.
         fsync_flags: u32,
     },
-    Setxattr {
-        flags: u32,
-        setxattr_flags: u32,
-        name: &'a OsStr,
-        value: &'a [u8],
-    },
+    /// SETXATTR: set an extended attribute.
+    Setxattr(SetXattr<'a>),
+    /// GETXATTR: an extended attribute's value.
     Getxattr {
+        /// The caller's buffer size (0: the length only).
         size: u32,
+        /// The attribute's name.
         name: &'a OsStr,
     },
+    /// LISTXATTR: the extended attributes' names.
     Listxattr {
+        /// The caller's buffer size (0: the length only).
         size: u32,
     },
+    /// REMOVEXATTR: remove an extended attribute.
     Removexattr {
+        /// The attribute's name.
         name: &'a OsStr,
     },
+    /// FLUSH: a close(2) of a descriptor.
     Flush {
+        /// The handle OPEN gave.
         fh: u64,
+        /// The closing caller's lock owner.
         lock_owner: u64,
     },
+    /// INIT: the handshake (answered by the transport).
     Init(InitIn),
+    /// OPENDIR: open the directory.
     Opendir {
+        /// `open(2)` flags.
         flags: u32,
     },
+    /// READDIR: entries of an open directory.
     Readdir {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// Where to go on (a cookie a previous reply gave, 0 at first).
         offset: u64,
+        /// The reply's size limit.
         size: u32,
     },
+    /// READDIRPLUS: entries with their attributes.
     Readdirplus {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// Where to go on (a cookie a previous reply gave, 0 at first).
         offset: u64,
+        /// The reply's size limit.
         size: u32,
     },
+    /// RELEASEDIR: the last close of an open directory.
     Releasedir {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// `open(2)` flags.
         flags: u32,
     },
+    /// FSYNCDIR: make the directory durable.
     Fsyncdir {
+        /// The handle OPENDIR gave.
         fh: u64,
+        /// `FUSE_FSYNC_FDATASYNC`.
         fsync_flags: u32,
     },
     /// GETLK, SETLK, SETLKW: POSIX locks stay the kernel's (ENOSYS).
     Lock,
+    /// ACCESS: may the caller access the node.
     Access {
+        /// `access(2)` mask.
         mask: u32,
     },
-    Create {
-        flags: u32,
-        mode: u32,
-        umask: u32,
-        open_flags: u32,
-        name: &'a OsStr,
-    },
-    Tmpfile {
-        flags: u32,
-        mode: u32,
-        umask: u32,
-        open_flags: u32,
-    },
+    /// CREATE: create and open a file.
+    Create(Create<'a>),
+    /// TMPFILE: create and open an unnamed file.
+    Tmpfile(Tmpfile),
+    /// INTERRUPT: the caller of another request gave up (no reply).
     Interrupt {
+        /// The interrupted request's unique id.
         unique: u64,
     },
+    /// BMAP: a block's device block (fuseblk only).
     Bmap {
+        /// The file's block.
         block: u64,
+        /// Its size.
         blocksize: u32,
     },
+    /// DESTROY: the end of the session (answered by the transport).
     Destroy,
-    Ioctl {
-        fh: u64,
-        flags: u32,
-        cmd: u32,
-        arg: u64,
-        out_size: u32,
-        data: &'a [u8],
-    },
+    /// IOCTL: an ioctl(2) on an open file.
+    Ioctl(Ioctl<'a>),
+    /// POLL (not supported: ENOSYS).
     Poll,
-    Fallocate {
-        fh: u64,
-        offset: u64,
-        length: u64,
-        mode: u32,
-    },
-    Lseek {
-        fh: u64,
-        offset: u64,
-        whence: u32,
-    },
+    /// FALLOCATE: allocate, punch or zero a range.
+    Fallocate(Fallocate),
+    /// LSEEK: the next data or hole.
+    Lseek(Lseek),
     /// COPY_FILE_RANGE (a 32-bit reply) and COPY_FILE_RANGE_64 (`wide`).
-    CopyFileRange {
-        fh_in: u64,
-        off_in: u64,
-        nodeid_out: u64,
-        fh_out: u64,
-        off_out: u64,
-        len: u64,
-        flags: u64,
-        wide: bool,
-    },
+    CopyFileRange(CopyFileRange),
+    /// STATX: the node's attributes as statx(2) has them.
     Statx {
+        /// `FUSE_GETATTR_FH`: `fh` is valid.
         getattr_flags: u32,
+        /// The open file asked through.
         fh: u64,
+        /// statx(2) flags (`AT_STATX_*`).
         sx_flags: u32,
+        /// The fields asked for (`STATX_*`).
         sx_mask: u32,
     },
+    /// SYNCFS: make the whole filesystem durable.
     Syncfs,
+    /// An opcode the codecs do not know (ENOSYS).
     Unknown {
+        /// The opcode.
         opcode: u32,
     },
 }
@@ -364,24 +362,27 @@ impl std::fmt::Display for Operation<'_> {
             O::Forget { nlookup } => write!(f, "FORGET nlookup {nlookup}"),
             O::BatchForget { nodes } => write!(f, "BATCH_FORGET {}", nodes.len() / 16),
             O::Getattr { .. } => write!(f, "GETATTR"),
-            O::Setattr(s) => write!(f, "SETATTR valid {:#x}", s.valid),
+            O::Setattr(s) => write!(f, "SETATTR {s:?}"),
             O::Readlink => write!(f, "READLINK"),
             O::Symlink { name, target } => write!(f, "SYMLINK target {target:?}, link_name {name:?}"),
-            O::Mknod { name, mode, .. } => write!(f, "MKNOD name {name:?}, mode {mode:#05o}"),
-            O::Mkdir { name, mode, .. } => write!(f, "MKDIR name {name:?}, mode {mode:#05o}"),
+            O::Mknod(Mknod { name, mode, .. }) => write!(f, "MKNOD name {name:?}, mode {mode:#05o}"),
+            O::Mkdir(Mkdir { name, mode, .. }) => write!(f, "MKDIR name {name:?}, mode {mode:#05o}"),
             O::Unlink { name } => write!(f, "UNLINK name {name:?}"),
             O::Rmdir { name } => write!(f, "RMDIR name {name:?}"),
-            O::Rename { newdir, flags, name, newname } => {
+            O::Rename(Rename { name, newparent, newname, flags }) => {
+                let (newdir, flags) = (newparent.0, flags.bits());
                 write!(f, "RENAME name {name:?}, newdir {newdir:#x}, newname {newname:?}, flags {flags:#x}")
             }
             O::Link { oldnodeid, newname } => write!(f, "LINK ino {oldnodeid:#x}, newname {newname:?}"),
             O::Open { flags, .. } => write!(f, "OPEN flags {flags:#x}"),
-            O::Read { fh, offset, size, .. } => write!(f, "READ fh {fh}, offset {offset}, size {size}"),
-            O::Write { fh, offset, data, .. } => write!(f, "WRITE fh {fh}, offset {offset}, size {}", data.len()),
+            O::Read(Read { fh, offset, size, .. }) => write!(f, "READ fh {}, offset {offset}, size {size}", fh.0),
+            O::Write(Write { fh, offset, data, .. }) => {
+                write!(f, "WRITE fh {}, offset {offset}, size {}", fh.0, data.len())
+            }
             O::Statfs => write!(f, "STATFS"),
-            O::Release { fh, .. } => write!(f, "RELEASE fh {fh}"),
+            O::Release(r) => write!(f, "RELEASE fh {}", r.fh.0),
             O::Fsync { fh, .. } => write!(f, "FSYNC fh {fh}"),
-            O::Setxattr { name, value, .. } => write!(f, "SETXATTR name {name:?}, size {}", value.len()),
+            O::Setxattr(SetXattr { name, value, .. }) => write!(f, "SETXATTR name {name:?}, size {}", value.len()),
             O::Getxattr { name, size } => write!(f, "GETXATTR name {name:?}, size {size}"),
             O::Listxattr { size } => write!(f, "LISTXATTR size {size}"),
             O::Removexattr { name } => write!(f, "REMOVEXATTR name {name:?}"),
@@ -394,20 +395,20 @@ impl std::fmt::Display for Operation<'_> {
             O::Fsyncdir { .. } => write!(f, "FSYNCDIR"),
             O::Lock => write!(f, "GETLK/SETLK"),
             O::Access { mask } => write!(f, "ACCESS mask {mask:#o}"),
-            O::Create { name, mode, flags, .. } => {
+            O::Create(Create { name, mode, flags, .. }) => {
                 write!(f, "CREATE name {name:?}, mode {mode:#05o}, flags {flags:#x}")
             }
-            O::Tmpfile { mode, flags, .. } => write!(f, "TMPFILE mode {mode:#05o}, flags {flags:#x}"),
+            O::Tmpfile(Tmpfile { mode, flags, .. }) => write!(f, "TMPFILE mode {mode:#05o}, flags {flags:#x}"),
             O::Interrupt { unique } => write!(f, "INTERRUPT unique {unique}"),
             O::Bmap { block, .. } => write!(f, "BMAP block {block}"),
             O::Destroy => write!(f, "DESTROY"),
-            O::Ioctl { cmd, .. } => write!(f, "IOCTL cmd {cmd:#x}"),
+            O::Ioctl(Ioctl { cmd, .. }) => write!(f, "IOCTL cmd {cmd:#x}"),
             O::Poll => write!(f, "POLL"),
-            O::Fallocate { offset, length, mode, .. } => {
+            O::Fallocate(Fallocate { offset, length, mode, .. }) => {
                 write!(f, "FALLOCATE offset {offset}, length {length}, mode {mode:#x}")
             }
-            O::Lseek { offset, whence, .. } => write!(f, "LSEEK offset {offset}, whence {whence}"),
-            O::CopyFileRange { len, wide, .. } => {
+            O::Lseek(Lseek { offset, whence, .. }) => write!(f, "LSEEK offset {offset}, whence {whence}"),
+            O::CopyFileRange(CopyFileRange { len, wide, .. }) => {
                 write!(f, "COPY_FILE_RANGE{} len {len}", if *wide { "_64" } else { "" })
             }
             O::Statx { sx_mask, .. } => write!(f, "STATX mask {sx_mask:#x}"),
@@ -472,23 +473,26 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             Operation::Getattr { fh: (flags & abi::GETATTR_FH != 0).then_some(fh) }
         }
         op::SETATTR => {
+            use abi::fattr;
             let valid = r.u32()?;
             r.u32()?;
-            let mut s = SetattrIn { valid, ..Default::default() };
-            s.fh = r.u64()?;
-            s.size = r.u64()?;
-            s.lock_owner = r.u64()?;
-            s.atime = r.u64()? as i64;
-            s.mtime = r.u64()? as i64;
-            s.ctime = r.u64()? as i64;
-            s.atimensec = r.u32()?;
-            s.mtimensec = r.u32()?;
-            s.ctimensec = r.u32()?;
-            s.mode = r.u32()?;
+            let (fh, size, _lock_owner) = (r.u64()?, r.u64()?, r.u64()?);
+            let (atime, mtime, ctime) = (r.u64()? as i64, r.u64()? as i64, r.u64()? as i64);
+            let (atimensec, mtimensec, ctimensec, mode) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
             r.u32()?;
-            s.uid = r.u32()?;
-            s.gid = r.u32()?;
-            Operation::Setattr(s)
+            let (uid, gid) = (r.u32()?, r.u32()?);
+            let has = |bit: u32| valid & bit != 0;
+            Operation::Setattr(SetAttr {
+                mode: has(fattr::MODE).then_some(mode),
+                uid: has(fattr::UID).then_some(uid),
+                gid: has(fattr::GID).then_some(gid),
+                size: has(fattr::SIZE).then_some(size),
+                atime: set_time(valid, fattr::ATIME, fattr::ATIME_NOW, atime, atimensec),
+                mtime: set_time(valid, fattr::MTIME, fattr::MTIME_NOW, mtime, mtimensec),
+                ctime: has(fattr::CTIME).then(|| time(ctime, ctimensec)),
+                fh: has(fattr::FH).then_some(FileHandle(fh)),
+                kill_suidgid: has(fattr::KILL_SUIDGID),
+            })
         }
         op::READLINK => Operation::Readlink,
         op::SYMLINK => {
@@ -498,11 +502,11 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::MKNOD => {
             let (mode, rdev, umask) = (r.u32()?, r.u32()?, r.u32()?);
             r.u32()?;
-            Operation::Mknod { mode, rdev, umask, name: r.cstr()? }
+            Operation::Mknod(Mknod { mode, rdev, umask, name: r.cstr()? })
         }
         op::MKDIR => {
             let (mode, umask) = (r.u32()?, r.u32()?);
-            Operation::Mkdir { mode, umask, name: r.cstr()? }
+            Operation::Mkdir(Mkdir { mode, umask, name: r.cstr()? })
         }
         op::UNLINK => Operation::Unlink { name: r.cstr()? },
         op::RMDIR => Operation::Rmdir { name: r.cstr()? },
@@ -516,7 +520,8 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 0
             };
             let name = r.cstr()?;
-            Operation::Rename { newdir, flags, name, newname: r.cstr()? }
+            let flags = RenameFlags::from_bits_retain(flags);
+            Operation::Rename(Rename { name, newparent: INodeNo(newdir), newname: r.cstr()?, flags })
         }
         op::LINK => {
             let oldnodeid = r.u64()?;
@@ -528,7 +533,13 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             let (fh, offset, size, read_flags, lock_owner, flags) =
                 (r.u64()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?);
             match opcode {
-                op::READ => Operation::Read { fh, offset, size, read_flags, lock_owner, flags },
+                op::READ => Operation::Read(Read {
+                    fh: FileHandle(fh),
+                    offset,
+                    size,
+                    flags: OpenFlags(flags as i32),
+                    lock_owner: (read_flags & abi::READ_LOCKOWNER != 0).then_some(LockOwner(lock_owner)),
+                }),
                 op::READDIR => Operation::Readdir { fh, offset, size },
                 _ => Operation::Readdirplus { fh, offset, size },
             }
@@ -538,13 +549,25 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 (r.u64()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?);
             r.u32()?;
             let data = r.bytes(size as usize)?;
-            Operation::Write { fh, offset, write_flags, lock_owner, flags, data }
+            Operation::Write(Write {
+                fh: FileHandle(fh),
+                offset,
+                data,
+                write_flags: WriteFlags::from_bits_retain(write_flags),
+                flags: OpenFlags(flags as i32),
+                lock_owner: (write_flags & abi::WRITE_LOCKOWNER != 0).then_some(LockOwner(lock_owner)),
+            })
         }
         op::STATFS => Operation::Statfs,
         op::RELEASE | op::RELEASEDIR => {
             let (fh, flags, release_flags, lock_owner) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
             if opcode == op::RELEASE {
-                Operation::Release { fh, flags, release_flags, lock_owner }
+                Operation::Release(Release {
+                    fh: FileHandle(fh),
+                    flags: OpenFlags(flags as i32),
+                    lock_owner: Some(LockOwner(lock_owner)),
+                    flush: release_flags & abi::RELEASE_FLUSH != 0,
+                })
             } else {
                 Operation::Releasedir { fh, flags }
             }
@@ -567,7 +590,7 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 0
             };
             let name = r.cstr()?;
-            Operation::Setxattr { flags, setxattr_flags, name, value: r.bytes(size as usize)? }
+            Operation::Setxattr(SetXattr { name, value: r.bytes(size as usize)?, flags: flags as i32, setxattr_flags })
         }
         op::GETXATTR => {
             let size = r.u32()?;
@@ -592,9 +615,9 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::CREATE | op::TMPFILE => {
             let (flags, mode, umask, open_flags) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
             if opcode == op::CREATE {
-                Operation::Create { flags, mode, umask, open_flags, name: r.cstr()? }
+                Operation::Create(Create { name: r.cstr()?, mode, umask, flags: flags as i32, open_flags })
             } else {
-                Operation::Tmpfile { flags, mode, umask, open_flags }
+                Operation::Tmpfile(Tmpfile { mode, umask, flags: flags as i32, open_flags })
             }
         }
         op::INTERRUPT => Operation::Interrupt { unique: r.u64()? },
@@ -602,28 +625,28 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::DESTROY => Operation::Destroy,
         op::IOCTL => {
             let (fh, flags, cmd, arg, in_size, out_size) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?, r.u32()?);
-            let data = r.bytes(in_size as usize)?;
-            Operation::Ioctl { fh, flags, cmd, arg, out_size, data }
+            let in_data = r.bytes(in_size as usize)?;
+            Operation::Ioctl(Ioctl { fh: FileHandle(fh), flags, cmd, arg, in_data, out_size })
         }
         op::POLL => Operation::Poll,
         op::FALLOCATE => {
             let (fh, offset, length, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
-            Operation::Fallocate { fh, offset, length, mode }
+            Operation::Fallocate(Fallocate { fh: FileHandle(fh), offset, length, mode: mode as i32 })
         }
         op::LSEEK => {
             let (fh, offset, whence) = (r.u64()?, r.u64()?, r.u32()?);
-            Operation::Lseek { fh, offset, whence }
+            Operation::Lseek(Lseek { fh: FileHandle(fh), offset: offset as i64, whence: whence as i32 })
         }
-        op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => Operation::CopyFileRange {
-            fh_in: r.u64()?,
-            off_in: r.u64()?,
-            nodeid_out: r.u64()?,
-            fh_out: r.u64()?,
-            off_out: r.u64()?,
+        op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => Operation::CopyFileRange(CopyFileRange {
+            fh_in: FileHandle(r.u64()?),
+            offset_in: r.u64()?,
+            ino_out: INodeNo(r.u64()?),
+            fh_out: FileHandle(r.u64()?),
+            offset_out: r.u64()?,
             len: r.u64()?,
             flags: r.u64()?,
             wide: opcode == op::COPY_FILE_RANGE_64,
-        },
+        }),
         op::STATX => {
             let getattr_flags = r.u32()?;
             r.u32()?;
@@ -633,6 +656,32 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         opcode => Operation::Unknown { opcode },
     };
     Ok(o)
+}
+
+/// The time `sec`.`nsec` after the epoch (before it for a negative
+/// `sec`); beyond what `SystemTime` holds, the epoch.
+fn time(sec: i64, nsec: u32) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(nsec.min(999_999_999)));
+    if sec >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(sec.unsigned_abs()) + nanos).unwrap_or(UNIX_EPOCH)
+    } else {
+        UNIX_EPOCH
+            .checked_sub(Duration::from_secs(sec.unsigned_abs()))
+            .and_then(|t| t.checked_add(nanos))
+            .unwrap_or(UNIX_EPOCH)
+    }
+}
+
+/// A setattr time: absent unless `set` is in `valid`, the present if
+/// `now` is too, else `sec`.`nsec`.
+fn set_time(valid: u32, set: u32, now: u32, sec: i64, nsec: u32) -> Option<TimeOrNow> {
+    if valid & set == 0 {
+        None
+    } else if valid & now != 0 {
+        Some(TimeOrNow::Now)
+    } else {
+        Some(TimeOrNow::SpecificTime(time(sec, nsec)))
+    }
 }
 
 #[cfg(test)]

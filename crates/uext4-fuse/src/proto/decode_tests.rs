@@ -3,6 +3,7 @@
 //! lying lengths) answered with an errno, never a panic.
 
 use super::*;
+use crate::proto::types::{FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, TimeOrNow, WriteFlags};
 
 /// A request: in header (unique 7, node 5, uid 1000, gid 100, pid 42)
 /// and `args`.
@@ -66,78 +67,114 @@ fn names_and_entries() {
     );
     assert_eq!(
         op(op::MKNOD, Args::default().u32(0o10644).u32(0x801).u32(0o22).u32(0).s("n")),
-        Operation::Mknod { mode: 0o10644, rdev: 0x801, umask: 0o22, name: name("n") }
+        Operation::Mknod(Mknod { name: name("n"), mode: 0o10644, umask: 0o22, rdev: 0x801 })
     );
     assert_eq!(
         op(op::MKDIR, Args::default().u32(0o755).u32(0o22).s("d")),
-        Operation::Mkdir { mode: 0o755, umask: 0o22, name: name("d") }
+        Operation::Mkdir(Mkdir { name: name("d"), mode: 0o755, umask: 0o22 })
     );
     assert_eq!(
         op(op::RENAME, Args::default().u64(9).s("x").s("y")),
-        Operation::Rename { newdir: 9, flags: 0, name: name("x"), newname: name("y") }
+        Operation::Rename(Rename {
+            name: name("x"),
+            newparent: INodeNo(9),
+            newname: name("y"),
+            flags: RenameFlags::empty()
+        })
     );
     assert_eq!(
         op(op::RENAME2, Args::default().u64(9).u32(2).u32(0).s("x").s("y")),
-        Operation::Rename { newdir: 9, flags: 2, name: name("x"), newname: name("y") }
+        Operation::Rename(Rename {
+            name: name("x"),
+            newparent: INodeNo(9),
+            newname: name("y"),
+            flags: RenameFlags::RENAME_EXCHANGE
+        })
     );
     assert_eq!(op(op::LINK, Args::default().u64(12).s("h")), Operation::Link { oldnodeid: 12, newname: name("h") });
     assert_eq!(
         op(op::CREATE, Args::default().u32(0o102).u32(0o644).u32(0o22).u32(0).s("f")),
-        Operation::Create { flags: 0o102, mode: 0o644, umask: 0o22, open_flags: 0, name: name("f") }
+        Operation::Create(Create { name: name("f"), mode: 0o644, umask: 0o22, flags: 0o102, open_flags: 0 })
     );
     assert_eq!(
         op(op::TMPFILE, Args::default().u32(0o20000002).u32(0o600).u32(0o22).u32(0).s("/")),
-        Operation::Tmpfile { flags: 0o20000002, mode: 0o600, umask: 0o22, open_flags: 0 }
+        Operation::Tmpfile(Tmpfile { mode: 0o600, umask: 0o22, flags: 0o20000002, open_flags: 0 })
     );
 }
 
 #[test]
 fn files_and_data() {
     assert_eq!(op(op::OPEN, Args::default().u32(2).u32(1)), Operation::Open { flags: 2, open_flags: 1 });
-    let read = Args::default().u64(3).u64(4096).u32(8192).u32(2).u64(77).u32(0o2).u32(0);
-    assert_eq!(
-        op(op::READ, read),
-        Operation::Read { fh: 3, offset: 4096, size: 8192, read_flags: 2, lock_owner: 77, flags: 0o2 }
-    );
-    let write = Args::default().u64(3).u64(10).u32(5).u32(4).u64(0).u32(1).u32(0).raw(b"hello");
-    assert_eq!(
-        op(op::WRITE, write),
-        Operation::Write { fh: 3, offset: 10, write_flags: 4, lock_owner: 0, flags: 1, data: b"hello" }
-    );
-    assert_eq!(
-        op(op::RELEASE, Args::default().u64(3).u32(2).u32(1).u64(5)),
-        Operation::Release { fh: 3, flags: 2, release_flags: 1, lock_owner: 5 }
-    );
+    // The lock owner is there only when read_flags / write_flags say so.
+    for (read_flags, lock_owner) in [(2, Some(LockOwner(77))), (0, None)] {
+        let read = Args::default().u64(3).u64(4096).u32(8192).u32(read_flags).u64(77).u32(0o2).u32(0);
+        assert_eq!(
+            op(op::READ, read),
+            Operation::Read(Read { fh: FileHandle(3), offset: 4096, size: 8192, flags: OpenFlags(0o2), lock_owner })
+        );
+    }
+    for (write_flags, lock_owner) in [(4, None), (2, Some(LockOwner(9)))] {
+        let write = Args::default().u64(3).u64(10).u32(5).u32(write_flags).u64(9).u32(1).u32(0).raw(b"hello");
+        assert_eq!(
+            op(op::WRITE, write),
+            Operation::Write(Write {
+                fh: FileHandle(3),
+                offset: 10,
+                data: b"hello",
+                write_flags: WriteFlags::from_bits_retain(write_flags),
+                flags: OpenFlags(1),
+                lock_owner
+            })
+        );
+    }
+    for (release_flags, flush) in [(1, true), (0, false)] {
+        assert_eq!(
+            op(op::RELEASE, Args::default().u64(3).u32(2).u32(release_flags).u64(5)),
+            Operation::Release(Release {
+                fh: FileHandle(3),
+                flags: OpenFlags(2),
+                lock_owner: Some(LockOwner(5)),
+                flush
+            })
+        );
+    }
     assert_eq!(op(op::FSYNC, Args::default().u64(3).u32(1).u32(0)), Operation::Fsync { fh: 3, fsync_flags: 1 });
     assert_eq!(op(op::FLUSH, Args::default().u64(3).u32(0).u32(0).u64(9)), Operation::Flush { fh: 3, lock_owner: 9 });
     assert_eq!(
         op(op::FALLOCATE, Args::default().u64(3).u64(1).u64(2).u32(3).u32(0)),
-        Operation::Fallocate { fh: 3, offset: 1, length: 2, mode: 3 }
+        Operation::Fallocate(Fallocate { fh: FileHandle(3), offset: 1, length: 2, mode: 3 })
     );
     assert_eq!(
         op(op::LSEEK, Args::default().u64(3).u64(100).u32(3).u32(0)),
-        Operation::Lseek { fh: 3, offset: 100, whence: 3 }
+        Operation::Lseek(Lseek { fh: FileHandle(3), offset: 100, whence: 3 })
     );
     let cfr = || Args::default().u64(1).u64(2).u64(3).u64(4).u64(5).u64(6).u64(0);
     for (code, wide) in [(op::COPY_FILE_RANGE, false), (op::COPY_FILE_RANGE_64, true)] {
         assert_eq!(
             op(code, cfr()),
-            Operation::CopyFileRange {
-                fh_in: 1,
-                off_in: 2,
-                nodeid_out: 3,
-                fh_out: 4,
-                off_out: 5,
+            Operation::CopyFileRange(CopyFileRange {
+                fh_in: FileHandle(1),
+                offset_in: 2,
+                ino_out: INodeNo(3),
+                fh_out: FileHandle(4),
+                offset_out: 5,
                 len: 6,
                 flags: 0,
                 wide
-            }
+            })
         );
     }
     let ioctl = Args::default().u64(3).u32(0).u32(0x8008_6601).u64(0).u32(4).u32(8).raw(&[1, 2, 3, 4]);
     assert_eq!(
         op(op::IOCTL, ioctl),
-        Operation::Ioctl { fh: 3, flags: 0, cmd: 0x8008_6601, arg: 0, out_size: 8, data: &[1, 2, 3, 4] }
+        Operation::Ioctl(Ioctl {
+            fh: FileHandle(3),
+            flags: 0,
+            cmd: 0x8008_6601,
+            arg: 0,
+            in_data: &[1, 2, 3, 4],
+            out_size: 8
+        })
     );
     assert_eq!(op(op::BMAP, Args::default().u64(9).u32(4096).u32(0)), Operation::Bmap { block: 9, blocksize: 4096 });
 }
@@ -155,18 +192,55 @@ fn attributes_xattrs_and_dirs() {
     for v in [1u32, 2, 3, 0o644, 0, 7, 8, 0] {
         sa = sa.u32(v);
     }
-    let Operation::Setattr(s) = op(op::SETATTR, sa) else { panic!("not a setattr") };
-    assert_eq!((s.valid, s.fh, s.size, s.atime, s.mtime, s.ctime), (9, 1, 4096, 10, 20, 30));
-    assert_eq!((s.atimensec, s.mtimensec, s.ctimensec, s.mode, s.uid, s.gid), (1, 2, 3, 0o644, 7, 8));
+    // Only what `valid` names is set.
+    assert_eq!(
+        op(op::SETATTR, sa),
+        Operation::Setattr(SetAttr { mode: Some(0o644), size: Some(4096), ..SetAttr::default() })
+    );
+    let every = abi::fattr::MODE
+        | abi::fattr::UID
+        | abi::fattr::GID
+        | abi::fattr::SIZE
+        | abi::fattr::ATIME
+        | abi::fattr::MTIME
+        | abi::fattr::MTIME_NOW
+        | abi::fattr::FH
+        | abi::fattr::CTIME
+        | abi::fattr::KILL_SUIDGID;
+    let mut sa = Args::default().u32(every).u32(0);
+    for v in [1u64, 4096, 0, 10, 20, 30] {
+        sa = sa.u64(v);
+    }
+    for v in [1u32, 2, 3, 0o644, 0, 7, 8, 0] {
+        sa = sa.u32(v);
+    }
+    let at = |sec: u64, nsec: u64| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(sec * 1_000_000_000 + nsec);
+    let want = SetAttr {
+        mode: Some(0o644),
+        uid: Some(7),
+        gid: Some(8),
+        size: Some(4096),
+        atime: Some(TimeOrNow::SpecificTime(at(10, 1))),
+        mtime: Some(TimeOrNow::Now),
+        ctime: Some(at(30, 3)),
+        fh: Some(FileHandle(1)),
+        kill_suidgid: true,
+    };
+    assert_eq!(op(op::SETATTR, sa), Operation::Setattr(want));
     assert_eq!(
         op(op::SETXATTR, Args::default().u32(3).u32(1).s("user.a").raw(b"xyz")),
-        Operation::Setxattr { flags: 1, setxattr_flags: 0, name: name("user.a"), value: b"xyz" }
+        Operation::Setxattr(SetXattr { name: name("user.a"), value: b"xyz", flags: 1, setxattr_flags: 0 })
     );
     let ext = req(op::SETXATTR, &Args::default().u32(2).u32(0).u32(1).u32(0).s("system.posix_acl_access").raw(b"ab").0);
     let d = decode(&ext, DecodeConfig { setxattr_ext: true }).unwrap();
     assert_eq!(
         d.op,
-        Operation::Setxattr { flags: 0, setxattr_flags: 1, name: name("system.posix_acl_access"), value: b"ab" }
+        Operation::Setxattr(SetXattr {
+            name: name("system.posix_acl_access"),
+            value: b"ab",
+            flags: 0,
+            setxattr_flags: 1
+        })
     );
     assert_eq!(
         op(op::GETXATTR, Args::default().u32(64).u32(0).s("user.a")),
@@ -211,7 +285,7 @@ fn init_forget_interrupt() {
 fn split_reader_reads_header_then_payload() {
     let head = Args::default().u64(3).u64(10).u32(2).u32(0).u64(0).u32(0).u32(0).0;
     let d = decode_split(op::WRITE, Reader::split(&head, b"hi"), DecodeConfig::default()).unwrap();
-    assert!(matches!(d, Operation::Write { data: b"hi", offset: 10, .. }));
+    assert!(matches!(d, Operation::Write(Write { data: b"hi", offset: 10, .. })));
     let d = decode_split(op::LOOKUP, Reader::split(&[], b"name\0"), DecodeConfig::default()).unwrap();
     assert_eq!(d, Operation::Lookup { name: name("name") });
     // A field may not straddle the two segments.

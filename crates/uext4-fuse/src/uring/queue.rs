@@ -9,7 +9,7 @@ use crate::notify::PageInval;
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
-use crate::proto::types::{FileHandle, INodeNo, OpenFlags};
+use crate::proto::types::INodeNo;
 use crate::reply::{Out, FIXED_REPLY_MAX};
 use crate::session::Negotiated;
 use crate::Backend;
@@ -141,14 +141,13 @@ fn read_fast<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], p
         return false;
     };
     let d = Decoded { header: h, op };
-    let Operation::Read { fh, offset, size, flags, .. } = d.op else { return false };
+    let Operation::Read(ref r) = d.op else { return false };
     if check(&d, n.owner).is_err() {
         // Refusals are the dispatcher's to answer.
         return false;
     }
-    let want = (size as usize).min(payload.len());
-    let read =
-        || fs.read_fast(INodeNo(h.nodeid), FileHandle(fh), offset, OpenFlags(flags as i32), &mut payload[..want]);
+    let want = (r.size as usize).min(payload.len());
+    let read = || fs.read_fast(INodeNo(h.nodeid), r, &mut payload[..want]);
     // This calls the adapter without the dispatcher: the same boundary
     // catches a panic.
     let (error, len) = match guarded(fs, &d, read) {
