@@ -8,8 +8,8 @@
 //! an `mprotect` under the process's mmap lock) and then faulted the page
 //! in on first touch: 16 % of the daemon's samples through the mount
 //! (issue 25, BENCHMARKS). Here a chunk of [`CHUNK`] bytes is mapped at a
-//! time (naturally aligned and advised for a transparent huge page: one
-//! fault per 512 folios where the system allows it) and cut into
+//! time (naturally aligned, so a slot finds its chunk by its address; its
+//! pages populated by one call instead of a fault per folio) and cut into
 //! [`SLOT`]-byte slots; a dropped folio's slot goes back to its chunk and
 //! is reused by the next folio.
 //!
@@ -17,7 +17,8 @@
 //!
 //! A chunk is mapped only when every slot of every chunk is in use, so the
 //! chunks never hold more than the most one-page folios ever alive at once
-//! (which the page cache's budget bounds) plus one chunk. A chunk whose
+//! (which the page cache's budget bounds) plus one chunk per thread that
+//! found none free at the same moment. A chunk whose
 //! slots are all free again is unmapped, except [`KEEP_EMPTY`] of them
 //! (so that a cache hovering at a chunk boundary does not map and unmap
 //! one per folio). Slots are taken from the lowest-addressed chunk with
@@ -254,9 +255,12 @@ fn map_chunk_and_take() -> Option<NonNull<u8>> {
         if start + len > end {
             libc::munmap(end as *mut libc::c_void, start + len - end);
         }
-        // One fault per chunk where transparent huge pages are allowed on
-        // request; only advice (an error leaves 4 KiB pages).
-        libc::madvise(base as *mut libc::c_void, CHUNK, libc::MADV_HUGEPAGE);
+        // The chunk's pages faulted in by one call rather than one fault
+        // per folio. Not a transparent huge page: zeroing 2 MiB pages on
+        // fault cost far more than it saved in W5 (16 % of the daemon's
+        // samples in `clear_page_erms`, BENCHMARKS). Kernels before 5.14
+        // refuse the advice: the pages then fault in on first touch.
+        libc::madvise(base as *mut libc::c_void, CHUNK, libc::MADV_POPULATE_WRITE);
     }
     SLAB.lock().add(base)
 }
