@@ -8,6 +8,7 @@
 //! `fs/writeback.rs`, over the state `fs/data_path.rs` owns; this module
 //! has no I/O, so the decision rules can be tested on their own.
 
+pub mod folio_mem;
 pub mod page_cache;
 
 use crate::counter::StripedCounter;

@@ -33,6 +33,7 @@
 //! given back when it is cleaned or dropped.
 //! Eviction never takes a dirty folio.
 
+use super::folio_mem::FolioBuf;
 use crate::alloc::delalloc::DelallocSpace;
 use crate::format::block_number::{FileBlock, PhysicalBlock};
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -93,6 +94,8 @@ pub struct CacheAccount {
 
 /// Bytes in a page, the unit of folio sizes and indexes.
 pub const PAGE_SIZE: u64 = 4096;
+// One-page folios take one slot of the folio memory pool each.
+const _: () = assert!(PAGE_SIZE as usize == super::folio_mem::SLOT);
 /// Largest folio order (2^9 pages = 2 MiB).
 pub const MAX_ORDER: u32 = 9;
 const EVICT_SHARDS: usize = 16;
@@ -134,8 +137,9 @@ pub type FolioGuard<'a> = crate::locks::Ordered<MutexGuard<'a, FolioState>>;
 /// What the folio lock guards.
 #[derive(Debug, Default)]
 pub struct FolioState {
-    /// The bytes (empty until filled).
-    pub data: Vec<u8>,
+    /// The bytes (empty until filled): a recycled slot for one-page
+    /// folios (see `folio_mem`).
+    pub data: FolioBuf,
     /// `data` holds the file's current contents.
     pub uptodate: bool,
     /// The allocated blocks under the folio when it was filled or last
@@ -656,7 +660,7 @@ impl PageCache {
                 }
             }
             st.uptodate = false;
-            st.data = Vec::new();
+            st.data = FolioBuf::default();
             drop(st);
         }
     }
@@ -707,7 +711,7 @@ mod tests {
         let (keep, _) = pc.get_or_create(&file, 0, 0, 0, u64::MAX);
         {
             let mut st = keep.lock();
-            st.data = vec![7; PAGE_SIZE as usize];
+            st.data = vec![7; PAGE_SIZE as usize].into();
             st.uptodate = true;
             assert!(pc.delalloc().reserve_space(1, 0, || 1) && !pc.delalloc().reserve_space(1, 0, || 1));
             file.set_dirty(&keep, &mut st, 0, 1, PAGE_SIZE, 1);
@@ -717,7 +721,7 @@ mod tests {
         for p in 1..5_000u64 {
             let (f, _) = pc.get_or_create(&file, p, 0, 0, u64::MAX);
             let mut st = f.lock();
-            st.data = vec![0; PAGE_SIZE as usize];
+            st.data = vec![0; PAGE_SIZE as usize].into();
             st.uptodate = true;
         }
         let f = file.find(keep_index).expect("the dirty folio is still cached");
@@ -740,7 +744,7 @@ mod tests {
         let (f, _) = pc.get_or_create(&file, 0, 0, 0, u64::MAX);
         {
             let mut st = f.lock();
-            st.data = vec![1; PAGE_SIZE as usize];
+            st.data = vec![1; PAGE_SIZE as usize].into();
             st.uptodate = true;
         }
         f.referenced.store(false, Ordering::Relaxed);
@@ -775,7 +779,7 @@ mod tests {
         for p in 0..10_000u64 {
             let (f, _) = pc.get_or_create(&file, p, 0, 0, u64::MAX);
             let mut st = f.lock();
-            st.data = vec![0; PAGE_SIZE as usize];
+            st.data = vec![0; PAGE_SIZE as usize].into();
             st.uptodate = true;
         }
         assert!(pc.used() <= pc.budget() + PAGE_SIZE as usize, "{} > {}", pc.used(), pc.budget());

@@ -89,8 +89,7 @@ impl FsCore {
         let gen = st.data.pages.generation.load(Ordering::Acquire);
         let bs = self.vol.block_size as u64;
         let (end, runs) = self.folio_runs(st, ino, f)?;
-        s.data.clear();
-        s.data.resize(f.len() as usize, 0);
+        s.data.zero_to(f.len() as usize);
         for r in runs.iter().filter(|r| r.written) {
             let a = r.lblk.byte_offset(bs).max(f.start());
             let b = r.end().byte_offset(bs).min(end);
@@ -414,8 +413,7 @@ impl FsCore {
         end: u64,
     ) -> Result<()> {
         if offset <= f.start() && f.start() + f.len() <= end {
-            g.data.clear();
-            g.data.resize(f.len() as usize, 0);
+            g.data.zero_to(f.len() as usize);
             g.runs = self.folio_runs(st, ino, f)?.1;
             g.uptodate = true;
         } else {
