@@ -6,24 +6,25 @@
 use crate::kernel_config::KernelConfig;
 use crate::proto::decode::{Decoded, Operation};
 use crate::proto::request::{
-    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
-    Write,
+    Access, Bmap, CopyFileRange, Create, Fallocate, Flush, Forget, Fsync, GetAttr, GetXattr, Ioctl, Link, ListXattr,
+    Lookup, Lseek, Mkdir, Mknod, Open, Opendir, Read, Readdir, Readlink, Release, Releasedir, RemoveXattr, Rename,
+    Rmdir, SetAttr, SetXattr, Statfs, Statx, Symlink, Syncfs, Tmpfile, Unlink, Write,
 };
-use crate::proto::types::{AccessFlags, Errno, FileHandle, INodeNo, LockOwner, OpenFlags, Request};
+use crate::proto::types::{Errno, Request};
 use crate::proto::{abi, encode};
 use crate::reply::{
     Out, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
     ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
 };
-use std::ffi::OsStr;
-use std::path::Path;
 
-/// A filesystem served over FUSE: one method per request, each answering
-/// through its reply (the defaults: ENOSYS, which the kernel remembers
-/// for most requests). `req` is the caller, `ino` (or `parent`) the node
-/// the request is about; a request with more arguments than a name or
-/// two takes them as one typed value of [`crate::proto::request`], as
-/// decoded.
+/// A filesystem served over FUSE: one method per request, each taking the
+/// caller (`req`) and the request's typed value of
+/// [`crate::proto::request`] as decoded (the node it is about among its
+/// fields), and answering through its reply (the defaults: ENOSYS, which
+/// the kernel remembers for most requests). Implement it to serve
+/// another backend through this crate's transports (as
+/// [`crate::null::NullFs`] does); a field the kernel adds to a request
+/// reaches every implementation through the request's struct.
 #[allow(unused_variables)]
 pub trait Filesystem {
     /// FUSE_INIT: what to ask of the kernel.
@@ -32,160 +33,160 @@ pub trait Filesystem {
     }
     /// LOOKUP: the entry `name` of directory `parent`, one more lookup
     /// count on it.
-    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, lookup: &Lookup<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
     /// FORGET (and each node of BATCH_FORGET): the kernel drops `nlookup`
     /// lookup counts of `ino`. No reply.
-    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {}
-    /// GETATTR: `ino`'s attributes (`fh`: the open file asked through).
-    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn forget(&self, req: &Request, forget: &Forget) {}
+    /// GETATTR: a node's attributes (`fh`: the open file asked through).
+    fn getattr(&self, req: &Request, getattr: &GetAttr, reply: ReplyAttr) {
         reply.error(Errno::ENOSYS);
     }
-    /// STATX: `ino`'s attributes as statx(2) has them (`mask`: the fields
-    /// asked for).
-    fn statx(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, mask: u32, reply: ReplyStatx) {
+    /// STATX: a node's attributes as statx(2) has them (`mask`: the
+    /// fields asked for).
+    fn statx(&self, req: &Request, statx: &Statx, reply: ReplyStatx) {
         reply.error(Errno::ENOSYS);
     }
     /// SETATTR: change the attributes `attr` names; reply the new ones.
-    fn setattr(&self, req: &Request, ino: INodeNo, attr: &SetAttr, reply: ReplyAttr) {
+    fn setattr(&self, req: &Request, attr: &SetAttr, reply: ReplyAttr) {
         reply.error(Errno::ENOSYS);
     }
-    /// READLINK: the target of symlink `ino`.
-    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+    /// READLINK: the target of a symlink.
+    fn readlink(&self, req: &Request, readlink: &Readlink, reply: ReplyData) {
         reply.error(Errno::ENOSYS);
     }
     /// MKNOD: a new file, device, FIFO or socket in `parent`.
-    fn mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
+    fn mknod(&self, req: &Request, mknod: &Mknod<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
     /// MKDIR: a new directory in `parent`.
-    fn mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
     /// UNLINK: remove the non-directory entry `name` of `parent`.
-    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, unlink: &Unlink<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
     /// RMDIR: remove the empty directory `name` of `parent`.
-    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, rmdir: &Rmdir<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    /// SYMLINK: a new symlink `link_name` in `parent` pointing at `target`.
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    /// SYMLINK: a new symlink `name` in `parent` pointing at `target`.
+    fn symlink(&self, req: &Request, symlink: &Symlink<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
-    /// RENAME, RENAME2: move the entry `rename.name` of `parent`.
-    fn rename(&self, req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
+    /// RENAME, RENAME2: move the entry `name` of `parent`.
+    fn rename(&self, req: &Request, rename: &Rename<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
     /// LINK: a new entry `newname` in `newparent` for the file `ino`.
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(&self, req: &Request, link: &Link<'_>, reply: ReplyEntry) {
         reply.error(Errno::ENOSYS);
     }
-    /// OPEN: open file `ino` with `flags`; reply a handle.
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    /// OPEN: open a file with `flags`; reply a handle.
+    fn open(&self, req: &Request, open: &Open, reply: ReplyOpen) {
         reply.error(Errno::ENOSYS);
     }
-    /// READ: bytes of the open file `ino`.
-    fn read(&self, req: &Request, ino: INodeNo, read: &Read, reply: ReplyData) {
+    /// READ: bytes of an open file.
+    fn read(&self, req: &Request, read: &Read, reply: ReplyData) {
         reply.error(Errno::ENOSYS);
     }
-    /// WRITE: bytes into the open file `ino`; reply how many were written.
-    fn write(&self, req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
+    /// WRITE: bytes into an open file; reply how many were written.
+    fn write(&self, req: &Request, write: &Write<'_>, reply: ReplyWrite) {
         reply.error(Errno::ENOSYS);
     }
     /// FLUSH: a close(2) of a descriptor of the open file `fh`.
-    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, req: &Request, flush: &Flush, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
     /// RELEASE: the last close of an open file (the default: done).
-    fn release(&self, req: &Request, ino: INodeNo, release: &Release, reply: ReplyEmpty) {
+    fn release(&self, req: &Request, release: &Release, reply: ReplyEmpty) {
         reply.ok();
     }
-    /// FSYNC: make file `ino` durable (`datasync`: its data and what
-    /// reading it back needs).
-    fn fsync(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    /// FSYNC: make a file durable (`datasync`: its data and what reading
+    /// it back needs).
+    fn fsync(&self, req: &Request, fsync: &Fsync, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    /// OPENDIR: open directory `ino`; reply a handle.
-    fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    /// OPENDIR: open a directory; reply a handle.
+    fn opendir(&self, req: &Request, opendir: &Opendir, reply: ReplyOpen) {
         reply.error(Errno::ENOSYS);
     }
-    /// READDIR: entries of directory `ino` from `offset` (a cookie a
-    /// previous reply gave, 0 at first).
-    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectory) {
+    /// READDIR: entries of a directory from `offset` (a cookie a previous
+    /// reply gave, 0 at first).
+    fn readdir(&self, req: &Request, readdir: &Readdir, reply: ReplyDirectory) {
         reply.error(Errno::ENOSYS);
     }
     /// READDIRPLUS: as READDIR, each entry with its attributes (and a
     /// lookup count).
-    fn readdirplus(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectoryPlus) {
+    fn readdirplus(&self, req: &Request, readdir: &Readdir, reply: ReplyDirectoryPlus) {
         reply.error(Errno::ENOSYS);
     }
     /// RELEASEDIR: the last close of an open directory (the default: done).
-    fn releasedir(&self, req: &Request, ino: INodeNo, fh: FileHandle, flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(&self, req: &Request, releasedir: &Releasedir, reply: ReplyEmpty) {
         reply.ok();
     }
-    /// FSYNCDIR: make directory `ino` durable.
-    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    /// FSYNCDIR: make a directory durable.
+    fn fsyncdir(&self, req: &Request, fsync: &Fsync, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
     /// STATFS: the filesystem's sizes and counts (the default: all zero).
-    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, statfs: &Statfs, reply: ReplyStatfs) {
         reply.statfs(0, 0, 0, 0, 0, 512, 255, 0);
     }
-    /// SETXATTR: set an extended attribute of `ino`.
-    fn setxattr(&self, req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
+    /// SETXATTR: set an extended attribute.
+    fn setxattr(&self, req: &Request, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    /// GETXATTR: the value of attribute `name` of `ino` (`size` 0: its
+    /// GETXATTR: the value of attribute `name` (`size` 0: its length only).
+    fn getxattr(&self, req: &Request, xattr: &GetXattr<'_>, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+    /// LISTXATTR: the names of a node's attributes (`size` 0: their
     /// length only).
-    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, req: &Request, xattr: &ListXattr, reply: ReplyXattr) {
         reply.error(Errno::ENOSYS);
     }
-    /// LISTXATTR: the attribute names of `ino` (`size` 0: their length only).
-    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    /// REMOVEXATTR: remove attribute `name`.
+    fn removexattr(&self, req: &Request, xattr: &RemoveXattr<'_>, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    /// REMOVEXATTR: remove attribute `name` of `ino`.
-    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
-    }
-    /// ACCESS: may the caller access `ino` as `mask` says.
-    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+    /// ACCESS: may the caller access the node as `mask` says.
+    fn access(&self, req: &Request, access: &Access, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
     /// CREATE: create and open a file in `parent`.
-    fn create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
+    fn create(&self, req: &Request, create: &Create<'_>, reply: ReplyCreate) {
         reply.error(Errno::ENOSYS);
     }
     /// TMPFILE: create and open an unnamed file on `parent`'s filesystem.
-    fn tmpfile(&self, req: &Request, parent: INodeNo, tmpfile: &Tmpfile, reply: ReplyCreate) {
+    fn tmpfile(&self, req: &Request, tmpfile: &Tmpfile, reply: ReplyCreate) {
         reply.error(Errno::ENOSYS);
     }
-    /// FALLOCATE: allocate, punch or zero a range of the open file `ino`.
-    fn fallocate(&self, req: &Request, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
+    /// FALLOCATE: allocate, punch or zero a range of an open file.
+    fn fallocate(&self, req: &Request, fallocate: &Fallocate, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
-    /// LSEEK: the next data or hole of the open file `ino`.
-    fn lseek(&self, req: &Request, ino: INodeNo, lseek: &Lseek, reply: ReplyLseek) {
+    /// LSEEK: the next data or hole of an open file.
+    fn lseek(&self, req: &Request, lseek: &Lseek, reply: ReplyLseek) {
         reply.error(Errno::ENOSYS);
     }
     /// COPY_FILE_RANGE: copy bytes from the open file `ino` to another;
     /// reply how many were copied.
-    fn copy_file_range(&self, req: &Request, ino: INodeNo, copy: &CopyFileRange, reply: ReplyWrite) {
+    fn copy_file_range(&self, req: &Request, copy: &CopyFileRange, reply: ReplyWrite) {
         reply.error(Errno::ENOSYS);
     }
-    /// IOCTL: an ioctl(2) on the open file or directory `ino`.
-    fn ioctl(&self, req: &Request, ino: INodeNo, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
+    /// IOCTL: an ioctl(2) on an open file or directory.
+    fn ioctl(&self, req: &Request, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
         reply.error(Errno::ENOSYS);
     }
-    /// BMAP: the device block of block `idx` (of `blocksize` bytes) of `ino`.
-    fn bmap(&self, req: &Request, ino: INodeNo, blocksize: u32, idx: u64, reply: ReplyBmap) {
+    /// BMAP: the device block of block `block` (of `blocksize` bytes) of a file.
+    fn bmap(&self, req: &Request, bmap: &Bmap, reply: ReplyBmap) {
         reply.error(Errno::ENOSYS);
     }
     /// SYNCFS: make the whole filesystem durable.
-    fn syncfs(&self, req: &Request, ino: INodeNo, reply: ReplyEmpty) {
+    fn syncfs(&self, req: &Request, syncfs: &Syncfs, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
     /// Serving `req` panicked: the panic was caught at the dispatch
@@ -207,17 +208,17 @@ pub fn check(d: &Decoded<'_>, owner: Option<u32>) -> Result<(), Errno> {
             d.op,
             O::Init(_)
                 | O::Destroy
-                | O::Read { .. }
-                | O::Readdir { .. }
-                | O::Readdirplus { .. }
-                | O::Forget { .. }
-                | O::BatchForget { .. }
-                | O::Write { .. }
-                | O::Fsync { .. }
-                | O::Fsyncdir { .. }
-                | O::Release { .. }
-                | O::Releasedir { .. }
-                | O::Interrupt { .. }
+                | O::Read(_)
+                | O::Readdir(_)
+                | O::Readdirplus(_)
+                | O::Forget(_)
+                | O::BatchForget(_)
+                | O::Write(_)
+                | O::Fsync(_)
+                | O::Fsyncdir(_)
+                | O::Release(_)
+                | O::Releasedir(_)
+                | O::Interrupt(_)
         );
         if d.header.uid != owner && !kernels_own {
             return Err(Errno::EACCES);
@@ -308,74 +309,47 @@ pub(crate) fn guarded<F: Filesystem + ?Sized, R>(fs: &F, d: &Decoded<'_>, serve:
 fn call<F: Filesystem + ?Sized>(fs: &F, d: &Decoded<'_>, out: &mut Out<'_>) {
     let req = d.header.request();
     let req = &req;
-    let ino = INodeNo(d.header.nodeid);
     match d.op {
-        Operation::Lookup { name } => fs.lookup(req, ino, name, ReplyEntry::new(out)),
-        Operation::Forget { nlookup } => fs.forget(req, ino, nlookup),
-        Operation::BatchForget { nodes } => {
-            for n in nodes.chunks_exact(16) {
-                let mut r = crate::proto::decode::Reader::new(n);
-                if let (Ok(id), Ok(nl)) = (r.u64(), r.u64()) {
-                    fs.forget(req, INodeNo(id), nl);
-                }
-            }
-        }
-        Operation::Getattr { fh } => fs.getattr(req, ino, fh.map(FileHandle), ReplyAttr::new(out)),
-        Operation::Statx { getattr_flags, fh, sx_mask, .. } => {
-            let fh = (getattr_flags & abi::GETATTR_FH != 0).then_some(FileHandle(fh));
-            fs.statx(req, ino, fh, sx_mask, ReplyStatx::new(out));
-        }
-        Operation::Setattr(ref attr) => fs.setattr(req, ino, attr, ReplyAttr::new(out)),
-        Operation::Readlink => fs.readlink(req, ino, ReplyData::new(out, usize::MAX)),
-        Operation::Symlink { name, target } => fs.symlink(req, ino, name, Path::new(target), ReplyEntry::new(out)),
-        Operation::Mknod(ref m) => fs.mknod(req, ino, m, ReplyEntry::new(out)),
-        Operation::Mkdir(ref m) => fs.mkdir(req, ino, m, ReplyEntry::new(out)),
-        Operation::Unlink { name } => fs.unlink(req, ino, name, ReplyEmpty::new(out)),
-        Operation::Rmdir { name } => fs.rmdir(req, ino, name, ReplyEmpty::new(out)),
-        Operation::Rename(ref r) => fs.rename(req, ino, r, ReplyEmpty::new(out)),
-        Operation::Link { oldnodeid, newname } => fs.link(req, INodeNo(oldnodeid), ino, newname, ReplyEntry::new(out)),
-        Operation::Open { flags, .. } => fs.open(req, ino, OpenFlags(flags as i32), ReplyOpen::new(out)),
-        Operation::Read(ref r) => fs.read(req, ino, r, ReplyData::new(out, r.size as usize)),
-        Operation::Write(ref w) => fs.write(req, ino, w, ReplyWrite::new(out, false)),
-        Operation::Statfs => fs.statfs(req, ino, ReplyStatfs::new(out)),
-        Operation::Release(ref r) => fs.release(req, ino, r, ReplyEmpty::new(out)),
-        Operation::Fsync { fh, fsync_flags } => {
-            let datasync = fsync_flags & abi::FSYNC_FDATASYNC != 0;
-            fs.fsync(req, ino, FileHandle(fh), datasync, ReplyEmpty::new(out));
-        }
-        Operation::Setxattr(ref x) => fs.setxattr(req, ino, x, ReplyEmpty::new(out)),
-        Operation::Getxattr { size, name } => fs.getxattr(req, ino, name, size, ReplyXattr::new(out)),
-        Operation::Listxattr { size } => fs.listxattr(req, ino, size, ReplyXattr::new(out)),
-        Operation::Removexattr { name } => fs.removexattr(req, ino, name, ReplyEmpty::new(out)),
-        Operation::Flush { fh, lock_owner } => {
-            fs.flush(req, ino, FileHandle(fh), LockOwner(lock_owner), ReplyEmpty::new(out));
-        }
-        Operation::Opendir { flags } => fs.opendir(req, ino, OpenFlags(flags as i32), ReplyOpen::new(out)),
-        Operation::Readdir { fh, offset, size } => {
-            fs.readdir(req, ino, FileHandle(fh), offset, ReplyDirectory::new(out, size as usize));
-        }
-        Operation::Readdirplus { fh, offset, size } => {
-            fs.readdirplus(req, ino, FileHandle(fh), offset, ReplyDirectoryPlus::new(out, size as usize));
-        }
-        Operation::Releasedir { fh, flags } => {
-            fs.releasedir(req, ino, FileHandle(fh), OpenFlags(flags as i32), ReplyEmpty::new(out));
-        }
-        Operation::Fsyncdir { fh, fsync_flags } => {
-            let datasync = fsync_flags & abi::FSYNC_FDATASYNC != 0;
-            fs.fsyncdir(req, ino, FileHandle(fh), datasync, ReplyEmpty::new(out));
-        }
-        Operation::Access { mask } => {
-            fs.access(req, ino, AccessFlags::from_bits_retain(mask as i32), ReplyEmpty::new(out));
-        }
-        Operation::Create(ref c) => fs.create(req, ino, c, ReplyCreate::new(out)),
-        Operation::Tmpfile(ref t) => fs.tmpfile(req, ino, t, ReplyCreate::new(out)),
-        Operation::Bmap { block, blocksize } => fs.bmap(req, ino, blocksize, block, ReplyBmap::new(out)),
-        Operation::Ioctl(ref i) => fs.ioctl(req, ino, i, ReplyIoctl::new(out)),
-        Operation::Fallocate(ref f) => fs.fallocate(req, ino, f, ReplyEmpty::new(out)),
-        Operation::Lseek(ref l) => fs.lseek(req, ino, l, ReplyLseek::new(out)),
-        Operation::CopyFileRange(ref c) => fs.copy_file_range(req, ino, c, ReplyWrite::new(out, c.wide)),
-        Operation::Syncfs => fs.syncfs(req, ino, ReplyEmpty::new(out)),
-        Operation::Interrupt { .. } => {}
+        Operation::Lookup(ref l) => fs.lookup(req, l, ReplyEntry::new(out)),
+        Operation::Forget(ref f) => fs.forget(req, f),
+        Operation::BatchForget(ref b) => b.forgets().for_each(|f| fs.forget(req, &f)),
+        Operation::Getattr(ref g) => fs.getattr(req, g, ReplyAttr::new(out)),
+        Operation::Statx(ref s) => fs.statx(req, s, ReplyStatx::new(out)),
+        Operation::Setattr(ref attr) => fs.setattr(req, attr, ReplyAttr::new(out)),
+        Operation::Readlink(ref r) => fs.readlink(req, r, ReplyData::new(out, usize::MAX)),
+        Operation::Symlink(ref s) => fs.symlink(req, s, ReplyEntry::new(out)),
+        Operation::Mknod(ref m) => fs.mknod(req, m, ReplyEntry::new(out)),
+        Operation::Mkdir(ref m) => fs.mkdir(req, m, ReplyEntry::new(out)),
+        Operation::Unlink(ref u) => fs.unlink(req, u, ReplyEmpty::new(out)),
+        Operation::Rmdir(ref r) => fs.rmdir(req, r, ReplyEmpty::new(out)),
+        Operation::Rename(ref r) => fs.rename(req, r, ReplyEmpty::new(out)),
+        Operation::Link(ref l) => fs.link(req, l, ReplyEntry::new(out)),
+        Operation::Open(ref o) => fs.open(req, o, ReplyOpen::new(out)),
+        Operation::Read(ref r) => fs.read(req, r, ReplyData::new(out, r.size as usize)),
+        Operation::Write(ref w) => fs.write(req, w, ReplyWrite::new(out, false)),
+        Operation::Statfs(ref s) => fs.statfs(req, s, ReplyStatfs::new(out)),
+        Operation::Release(ref r) => fs.release(req, r, ReplyEmpty::new(out)),
+        Operation::Fsync(ref f) => fs.fsync(req, f, ReplyEmpty::new(out)),
+        Operation::Setxattr(ref x) => fs.setxattr(req, x, ReplyEmpty::new(out)),
+        Operation::Getxattr(ref x) => fs.getxattr(req, x, ReplyXattr::new(out)),
+        Operation::Listxattr(ref x) => fs.listxattr(req, x, ReplyXattr::new(out)),
+        Operation::Removexattr(ref x) => fs.removexattr(req, x, ReplyEmpty::new(out)),
+        Operation::Flush(ref f) => fs.flush(req, f, ReplyEmpty::new(out)),
+        Operation::Opendir(ref o) => fs.opendir(req, o, ReplyOpen::new(out)),
+        Operation::Readdir(ref r) => fs.readdir(req, r, ReplyDirectory::new(out, r.size as usize)),
+        Operation::Readdirplus(ref r) => fs.readdirplus(req, r, ReplyDirectoryPlus::new(out, r.size as usize)),
+        Operation::Releasedir(ref r) => fs.releasedir(req, r, ReplyEmpty::new(out)),
+        Operation::Fsyncdir(ref f) => fs.fsyncdir(req, f, ReplyEmpty::new(out)),
+        Operation::Access(ref a) => fs.access(req, a, ReplyEmpty::new(out)),
+        Operation::Create(ref c) => fs.create(req, c, ReplyCreate::new(out)),
+        Operation::Tmpfile(ref t) => fs.tmpfile(req, t, ReplyCreate::new(out)),
+        Operation::Bmap(ref b) => fs.bmap(req, b, ReplyBmap::new(out)),
+        Operation::Ioctl(ref i) => fs.ioctl(req, i, ReplyIoctl::new(out)),
+        Operation::Fallocate(ref f) => fs.fallocate(req, f, ReplyEmpty::new(out)),
+        Operation::Lseek(ref l) => fs.lseek(req, l, ReplyLseek::new(out)),
+        Operation::CopyFileRange(ref c) => fs.copy_file_range(req, c, ReplyWrite::new(out, c.wide)),
+        Operation::Syncfs(ref s) => fs.syncfs(req, s, ReplyEmpty::new(out)),
+        Operation::Interrupt(_) => {}
         // Served by the transport (INIT, DESTROY) or not at all: POSIX
         // locks stay the kernel's, no poll support, unknown opcodes.
         Operation::Init(_) => ReplyEmpty::new(out).error(Errno::EIO),
@@ -395,6 +369,8 @@ pub fn header_for(out: &Out<'_>, unique: u64) -> ([u8; abi::OUT_HEADER_LEN], usi
 mod tests {
     use super::*;
     use crate::proto::decode::InHeader;
+    use crate::proto::types::{FileHandle, INodeNo, OpenFlags};
+    use std::ffi::OsStr;
 
     fn decoded(uid: u32, op: Operation<'static>) -> Decoded<'static> {
         let header = InHeader { len: 0, opcode: 0, unique: 1, nodeid: 1, uid, gid: 0, pid: 0, total_extlen: 0 };
@@ -408,7 +384,7 @@ mod tests {
     }
 
     impl Filesystem for Panicky {
-        fn lookup(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEntry) {
+        fn lookup(&self, _req: &Request, _lookup: &Lookup<'_>, reply: ReplyEntry) {
             // Even after answering: the panic's answer replaces it.
             reply.error(Errno::ENOENT);
             panic!("boom");
@@ -426,24 +402,36 @@ mod tests {
         let fs = Panicky::default();
         let mut buf = [0u8; 256];
         let mut out = Out::new(&mut buf);
-        dispatch(&fs, &decoded(0, Operation::Lookup { name: OsStr::new("a") }), None, &mut out);
+        dispatch(
+            &fs,
+            &decoded(0, Operation::Lookup(Lookup { parent: INodeNo(1), name: OsStr::new("a") })),
+            None,
+            &mut out,
+        );
         assert_eq!(out.result(), Some((-libc::EIO, 0)));
         assert_eq!(*fs.told.lock().unwrap(), vec![("lookup".to_string(), "boom".to_string())]);
     }
 
     #[test]
     fn other_users_and_huge_offsets_are_refused() {
-        let lookup = Operation::Lookup { name: OsStr::new("a") };
+        let lookup = Operation::Lookup(Lookup { parent: INodeNo(1), name: OsStr::new("a") });
         assert_eq!(check(&decoded(1000, lookup), Some(0)), Err(Errno::EACCES));
         assert_eq!(check(&decoded(0, lookup), Some(0)), Ok(()));
         assert_eq!(check(&decoded(1000, lookup), None), Ok(()));
         // Writeback and readahead run with whatever uid the kernel has.
         let read = |offset| {
-            Operation::Read(Read { fh: FileHandle(0), offset, size: 1, flags: OpenFlags(0), lock_owner: None })
+            let (ino, fh) = (INodeNo(2), FileHandle(0));
+            Operation::Read(Read { ino, fh, offset, size: 1, flags: OpenFlags(0), lock_owner: None })
         };
         assert_eq!(check(&decoded(1000, read(0)), Some(0)), Ok(()));
         assert_eq!(check(&decoded(0, read(1 << 63)), None), Err(Errno::EINVAL));
-        let fall = Operation::Fallocate(Fallocate { fh: FileHandle(0), offset: 0, length: u64::MAX, mode: 0 });
+        let fall = Operation::Fallocate(Fallocate {
+            ino: INodeNo(2),
+            fh: FileHandle(0),
+            offset: 0,
+            length: u64::MAX,
+            mode: 0,
+        });
         assert_eq!(check(&decoded(0, fall), None), Err(Errno::EINVAL));
     }
 }

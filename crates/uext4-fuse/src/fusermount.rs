@@ -7,7 +7,7 @@
 //! `fusermount3 -o OPTIONS -- MOUNTPOINT` with one end of a socket pair
 //! named in `_FUSE_COMMFD`; it opens /dev/fuse, mounts, and passes the open
 //! descriptor back over the socket (SCM_RIGHTS), which the session then
-//! serves (`fuser::Session::from_fd`).
+//! serves as it would one it opened itself.
 
 use std::ffi::OsStr;
 use std::io;

@@ -156,13 +156,8 @@ pub(crate) trait Backend: dispatch::Filesystem + Send + Sync + 'static {
     /// when it needs no waiting (`None`: hand it to the pool, which
     /// serves it through [`dispatch::Filesystem::read`]). The default
     /// never does.
-    fn read_fast(
-        &self,
-        ino: proto::types::INodeNo,
-        read: &proto::request::Read,
-        buf: &mut [u8],
-    ) -> Option<Result<usize, proto::types::Errno>> {
-        let _ = (ino, read, buf);
+    fn read_fast(&self, read: &proto::request::Read, buf: &mut [u8]) -> Option<Result<usize, proto::types::Errno>> {
+        let _ = (read, buf);
         None
     }
     /// Sends a reply that must wait until the kernel dropped `inval`'s
@@ -179,14 +174,9 @@ impl Backend for Uext4Fuse {
     fn set_want_uring(&mut self, on: bool) {
         self.want_uring = on;
     }
-    fn read_fast(
-        &self,
-        ino: proto::types::INodeNo,
-        read: &proto::request::Read,
-        buf: &mut [u8],
-    ) -> Option<Result<usize, proto::types::Errno>> {
+    fn read_fast(&self, read: &proto::request::Read, buf: &mut [u8]) -> Option<Result<usize, proto::types::Errno>> {
         // The adapter's own (inherent) method: the page cache alone.
-        Uext4Fuse::read_fast(self, ino, read, buf)
+        Uext4Fuse::read_fast(self, read, buf)
     }
     fn after_inval(&self, inval: notify::PageInval, done: notify::Done) {
         self.inval_then(inval, done);

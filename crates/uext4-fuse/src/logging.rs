@@ -1,7 +1,7 @@
-//! Where the daemon's messages go, through the `log` facade fuser reports
-//! with: the adapter's warnings (corruption found while serving a request,
-//! `errors=` actions), fuser's errors (a reply that could not be sent)
-//! and, at the `debug` level, every request fuser decodes, every error
+//! Where the daemon's messages go, through the `log` facade: the
+//! adapter's warnings (corruption found while serving a request,
+//! `errors=` actions), the transports' errors (a reply that could not be
+//! sent) and, at the `debug` level, every request decoded, every error
 //! reply and the negotiated capabilities.
 //!
 //! A daemon in the foreground writes to stderr; one in the background
@@ -60,11 +60,9 @@ impl Log for Facade {
 }
 
 impl Logger {
-    /// Below `debug`, fuser's own warnings (an unmount of a path that is
-    /// already gone at the end of every session, unimplemented requests)
-    /// are noise: only its errors are shown, and the adapter's and the
-    /// engine's messages (a quota usage clamped at zero) up to the chosen
-    /// level.
+    /// Below `debug`, other crates' warnings are noise: only their errors
+    /// are shown, and this crate's and the engine's messages (a quota
+    /// usage clamped at zero) up to the chosen level.
     fn enabled(&self, m: &Metadata<'_>) -> bool {
         let t = m.target();
         let ours = t.starts_with("uext4_fuse") || t == "uext4" || t.starts_with("uext4::");
@@ -107,7 +105,7 @@ fn syslog(level: Level, line: &str) {
 }
 
 /// Sends the daemon's messages up to `level` to `target` from now on (at
-/// `Debug`, fuser's request tracing too). Only the first call installs
+/// `Debug`, every request and other crates' messages too). Only the first call installs
 /// the logger.
 pub fn init_log(level: LevelFilter, target: LogTarget) {
     if !matches!(target, LogTarget::Stderr) {
@@ -124,7 +122,7 @@ pub fn init_log(level: LevelFilter, target: LogTarget) {
         }
     };
     if LOGGER.set(Logger { level, sink }).is_ok() && log::set_logger(&FACADE).is_ok() {
-        // fuser's errors pass at any level.
+        // Other crates' errors pass at any level.
         log::set_max_level(level.max(LevelFilter::Error));
     }
 }
@@ -153,8 +151,8 @@ mod tests {
     use super::*;
 
     /// At the default level the engine's warnings (a quota usage clamped
-    /// at zero) reach the log as the adapter's do; fuser's only from
-    /// `debug` on.
+    /// at zero) reach the log as the adapter's do; other crates' only
+    /// from `debug` on.
     #[test]
     fn engine_warnings_are_logged() {
         let l = Logger { level: LevelFilter::Warn, sink: Sink::Stderr };

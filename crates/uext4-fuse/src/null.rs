@@ -28,10 +28,13 @@
 
 use crate::dispatch::Filesystem;
 use crate::kernel_config::KernelConfig;
-use crate::proto::request::{Create, Fallocate, Mkdir, Mknod, Read, Rename, SetAttr, SetXattr, Write};
+use crate::proto::request::{
+    Access, Create, Fallocate, Flush, Forget, Fsync, GetAttr, GetXattr, Link, ListXattr, Lookup, Mkdir, Mknod, Open,
+    Opendir, Read, Readdir, Readlink, RemoveXattr, Rename, Rmdir, SetAttr, SetXattr, Statfs, Statx, Symlink, Unlink,
+    Write,
+};
 use crate::proto::types::{
-    AccessFlags, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
-    RenameFlags, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, RenameFlags, Request, TimeOrNow, WriteFlags,
 };
 use crate::reply::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
@@ -41,7 +44,6 @@ use crate::{KernelFeatures, MountConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
@@ -656,8 +658,8 @@ impl crate::Backend for NullFs {
     }
 
     /// Every READ: the data is in memory.
-    fn read_fast(&self, ino: INodeNo, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
-        Some(self.read_into(ino, read.offset, buf))
+    fn read_fast(&self, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        Some(self.read_into(read.ino, read.offset, buf))
     }
 }
 
@@ -687,7 +689,8 @@ impl Filesystem for NullFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, _req: &Request, lookup: &Lookup<'_>, reply: ReplyEntry) {
+        let Lookup { parent, name } = *lookup;
         let pc = tri!(reply, self.get(parent));
         let found = {
             let p = rd(&pc.node);
@@ -715,7 +718,8 @@ impl Filesystem for NullFs {
         self.entry(reply, &a);
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+    fn forget(&self, _req: &Request, forget: &Forget) {
+        let Forget { ino, nlookup } = *forget;
         if ino.0 == ROOT {
             return;
         }
@@ -728,20 +732,22 @@ impl Filesystem for NullFs {
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, _req: &Request, getattr: &GetAttr, reply: ReplyAttr) {
+        let ino = getattr.ino;
         let c = tri!(reply, self.get(ino));
         let a = rd(&c.node).attr(ino.0);
         reply.attr(&self.features.attr_ttl, &a);
     }
 
-    fn statx(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, _mask: u32, reply: ReplyStatx) {
+    fn statx(&self, _req: &Request, statx: &Statx, reply: ReplyStatx) {
+        let ino = statx.ino;
         let c = tri!(reply, self.get(ino));
         let a = rd(&c.node).attr(ino.0);
         reply.statx(&self.features.attr_ttl, &a, true, 0);
     }
 
-    fn setattr(&self, _req: &Request, ino: INodeNo, attr: &SetAttr, reply: ReplyAttr) {
-        let SetAttr { mode, uid, gid, size, atime, mtime, ctime, fh: _, kill_suidgid } = *attr;
+    fn setattr(&self, _req: &Request, attr: &SetAttr, reply: ReplyAttr) {
+        let SetAttr { ino, mode, uid, gid, size, atime, mtime, ctime, fh: _, kill_suidgid } = *attr;
         let c = tri!(reply, self.get(ino));
         let mut n = wr(&c.node);
         if let Some(size) = size {
@@ -788,8 +794,8 @@ impl Filesystem for NullFs {
         reply.attr(&self.features.attr_ttl, &a);
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let c = tri!(reply, self.get(ino));
+    fn readlink(&self, _req: &Request, readlink: &Readlink, reply: ReplyData) {
+        let c = tri!(reply, self.get(readlink.ino));
         let n = rd(&c.node);
         match &n.body {
             Body::Symlink(t) => reply.data(t),
@@ -797,8 +803,8 @@ impl Filesystem for NullFs {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
-        let Mknod { name, mode, umask, rdev } = *mknod;
+    fn mknod(&self, req: &Request, mknod: &Mknod<'_>, reply: ReplyEntry) {
+        let Mknod { parent, name, mode, umask, rdev } = *mknod;
         let (kind, body) = match mode & libc::S_IFMT {
             libc::S_IFREG | 0 => (FileType::RegularFile, Body::File(HashMap::new())),
             libc::S_IFIFO => (FileType::NamedPipe, Body::Special),
@@ -820,42 +826,45 @@ impl Filesystem for NullFs {
         self.entry(reply, &a);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
-        let Mkdir { name, mode, umask } = *mkdir;
+    fn mkdir(&self, req: &Request, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
+        let Mkdir { parent, name, mode, umask } = *mkdir;
         let body = Body::Dir(Dir::new(parent.0));
         let a = tri!(reply, self.make(req, parent, name, FileType::Directory, mode, umask, body, 0));
         self.entry(reply, &a);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        tri!(reply, self.do_unlink(parent, name));
+    fn unlink(&self, _req: &Request, unlink: &Unlink<'_>, reply: ReplyEmpty) {
+        tri!(reply, self.do_unlink(unlink.parent, unlink.name));
         reply.ok();
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        tri!(reply, self.do_rmdir(parent, name));
+    fn rmdir(&self, _req: &Request, rmdir: &Rmdir<'_>, reply: ReplyEmpty) {
+        tri!(reply, self.do_rmdir(rmdir.parent, rmdir.name));
         reply.ok();
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(&self, req: &Request, symlink: &Symlink<'_>, reply: ReplyEntry) {
+        let Symlink { parent, name: link_name, target } = *symlink;
         let t = target.as_os_str().as_bytes().to_vec();
         let len = t.len() as u64;
         let a = tri!(reply, self.make(req, parent, link_name, FileType::Symlink, 0o777, 0, Body::Symlink(t), len));
         self.entry(reply, &a);
     }
 
-    fn rename(&self, _req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
-        let Rename { name, newparent, newname, flags } = *rename;
+    fn rename(&self, _req: &Request, rename: &Rename<'_>, reply: ReplyEmpty) {
+        let Rename { parent, name, newparent, newname, flags } = *rename;
         tri!(reply, self.do_rename(parent, name, newparent, newname, flags));
         reply.ok();
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(&self, _req: &Request, link: &Link<'_>, reply: ReplyEntry) {
+        let Link { ino, newparent, newname } = *link;
         let a = tri!(reply, self.do_link(ino, newparent, newname));
         self.entry(reply, &a);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, open: &Open, reply: ReplyOpen) {
+        let Open { ino, flags, open_flags: _ } = *open;
         let c = tri!(reply, self.get(ino));
         if rd(&c.node).kind == FileType::Directory {
             reply.error(Errno::EISDIR);
@@ -864,13 +873,13 @@ impl Filesystem for NullFs {
         reply.opened(FileHandle(0), self.features.fopen(flags.0));
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, read: &Read, reply: ReplyData) {
-        let offset = read.offset;
+    fn read(&self, _req: &Request, read: &Read, reply: ReplyData) {
+        let (ino, offset) = (read.ino, read.offset);
         reply.fill(|buf| self.read_into(ino, offset, buf));
     }
 
-    fn write(&self, _req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
-        let Write { offset, data, write_flags, .. } = *write;
+    fn write(&self, _req: &Request, write: &Write<'_>, reply: ReplyWrite) {
+        let Write { ino, offset, data, write_flags, .. } = *write;
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let n = tri!(reply, self.do_write(ino, offset, data, kill));
         reply.written(n);
@@ -878,17 +887,17 @@ impl Filesystem for NullFs {
 
     /// As uext4: nothing to do at close, and ENOSYS tells the kernel so
     /// once for the connection.
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, _flush: &Flush, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        tri!(reply, self.get(ino));
+    fn fsync(&self, _req: &Request, fsync: &Fsync, reply: ReplyEmpty) {
+        tri!(reply, self.get(fsync.ino));
         reply.ok();
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let c = tri!(reply, self.get(ino));
+    fn opendir(&self, _req: &Request, opendir: &Opendir, reply: ReplyOpen) {
+        let c = tri!(reply, self.get(opendir.ino));
         if rd(&c.node).kind != FileType::Directory {
             reply.error(Errno::ENOTDIR);
             return;
@@ -896,7 +905,8 @@ impl Filesystem for NullFs {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(&self, _req: &Request, readdir: &Readdir, mut reply: ReplyDirectory) {
+        let Readdir { ino, offset, .. } = *readdir;
         let c = tri!(reply, self.get(ino));
         let n = rd(&c.node);
         let d = tri!(reply, n.dir());
@@ -916,7 +926,8 @@ impl Filesystem for NullFs {
         reply.ok();
     }
 
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(&self, _req: &Request, readdir: &Readdir, mut reply: ReplyDirectoryPlus) {
+        let Readdir { ino, offset, .. } = *readdir;
         let c = tri!(reply, self.get(ino));
         // The entries are gathered first, then each node is read under
         // its own lock alone (no node's lock is taken under another's).
@@ -945,12 +956,12 @@ impl Filesystem for NullFs {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        tri!(reply, self.get(ino));
+    fn fsyncdir(&self, _req: &Request, fsync: &Fsync, reply: ReplyEmpty) {
+        tri!(reply, self.get(fsync.ino));
         reply.ok();
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, _statfs: &Statfs, reply: ReplyStatfs) {
         let used = self.pages.load(Ordering::Relaxed).min(self.cap_pages);
         let free = self.cap_pages - used;
         let files = self.shards.iter().map(|s| rd(s).len() as u64).sum::<u64>();
@@ -966,8 +977,8 @@ impl Filesystem for NullFs {
         );
     }
 
-    fn setxattr(&self, _req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
-        let SetXattr { name, value, flags, .. } = *xattr;
+    fn setxattr(&self, _req: &Request, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
+        let SetXattr { ino, name, value, flags, .. } = *xattr;
         let c = tri!(reply, self.get(ino));
         let mut n = wr(&c.node);
         let name = name.as_bytes();
@@ -985,7 +996,8 @@ impl Filesystem for NullFs {
         reply.ok();
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, _req: &Request, xattr: &GetXattr<'_>, reply: ReplyXattr) {
+        let GetXattr { ino, name, size } = *xattr;
         let c = tri!(reply, self.get(ino));
         let n = rd(&c.node);
         let Some(v) = n.xattrs.get(name.as_bytes()) else {
@@ -1001,7 +1013,8 @@ impl Filesystem for NullFs {
         }
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, _req: &Request, xattr: &ListXattr, reply: ReplyXattr) {
+        let ListXattr { ino, size } = *xattr;
         let c = tri!(reply, self.get(ino));
         let n = rd(&c.node);
         let mut list = Vec::new();
@@ -1018,7 +1031,8 @@ impl Filesystem for NullFs {
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, _req: &Request, xattr: &RemoveXattr<'_>, reply: ReplyEmpty) {
+        let RemoveXattr { ino, name } = *xattr;
         let c = tri!(reply, self.get(ino));
         let mut n = wr(&c.node);
         if n.xattrs.remove(name.as_bytes()).is_none() {
@@ -1031,13 +1045,13 @@ impl Filesystem for NullFs {
 
     /// The kernel checks permissions itself (`default_permissions`): only
     /// whether the node exists is answered here.
-    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        tri!(reply, self.get(ino));
+    fn access(&self, _req: &Request, access: &Access, reply: ReplyEmpty) {
+        tri!(reply, self.get(access.ino));
         reply.ok();
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
-        let Create { name, mode, umask, flags, .. } = *create;
+    fn create(&self, req: &Request, create: &Create<'_>, reply: ReplyCreate) {
+        let Create { parent, name, mode, umask, flags, .. } = *create;
         let body = Body::File(HashMap::new());
         let a = tri!(reply, self.make(req, parent, name, FileType::RegularFile, mode, umask, body, 0));
         reply.created(&self.ttl(), &a, Generation(0), FileHandle(0), self.features.fopen(flags));
@@ -1045,8 +1059,8 @@ impl Filesystem for NullFs {
 
     /// Allocation (mode 0, KEEP_SIZE: the size only, no pages) and
     /// PUNCH_HOLE; other modes are refused.
-    fn fallocate(&self, _req: &Request, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
-        let Fallocate { offset, length, mode, .. } = *fallocate;
+    fn fallocate(&self, _req: &Request, fallocate: &Fallocate, reply: ReplyEmpty) {
+        let Fallocate { ino, offset, length, mode, .. } = *fallocate;
         const KEEP_SIZE: i32 = 0x01;
         const PUNCH_HOLE: i32 = 0x02;
         let c = tri!(reply, self.get(ino));

@@ -1,5 +1,5 @@
 //! The reply objects the adapter answers through, one per kind of reply
-//! (shaped like the `fuser` crate's): each writes its reply into the
+//! (entry, attributes, data, ...): each writes its reply into the
 //! transport's reply buffer ([`Out`]) and is consumed by doing so. A
 //! reply dropped unanswered is answered EIO by the transport.
 

@@ -428,9 +428,9 @@ pub(crate) fn run<F: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::request::Lookup;
     use crate::proto::types::{Errno, FileAttr, FileType, Generation, INodeNo, Request};
     use crate::reply::ReplyEntry;
-    use std::ffi::OsStr;
     use std::time::{Duration, UNIX_EPOCH};
 
     /// Answers LOOKUP of "x" with node 9; everything else by the trait's
@@ -442,8 +442,8 @@ mod tests {
     }
 
     impl Filesystem for Fake {
-        fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-            if parent != INodeNo(1) || name != "x" {
+        fn lookup(&self, _req: &Request, lookup: &Lookup<'_>, reply: ReplyEntry) {
+            if lookup.parent != INodeNo(1) || lookup.name != "x" {
                 return reply.error(Errno::ENOENT);
             }
             let t = UNIX_EPOCH;

@@ -4,10 +4,9 @@
 
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse};
-use crate::proto::request::{self, SetXattr};
+use crate::proto::request::{self, Access, GetAttr, GetXattr, ListXattr, RemoveXattr, SetXattr, Statx};
 use crate::proto::types::{AccessFlags, Errno, INodeNo, Request, TimeOrNow};
 use crate::reply::{ReplyAttr, ReplyEmpty, ReplyStatfs, ReplyStatx, ReplyXattr};
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use uext4::inode_api::{SetAttr, XattrSetMode};
 use uext4::{FileType, Timestamp};
@@ -27,7 +26,9 @@ impl Uext4Fuse {
         }
     }
 
-    pub(super) fn do_getattr(&self, ino: INodeNo, reply: ReplyAttr) {
+    pub(super) fn do_getattr(&self, getattr: &GetAttr, reply: ReplyAttr) {
+        // The open file asked through says nothing the inode does not.
+        let GetAttr { ino, fh: _ } = *getattr;
         let (st, ttl) = tri!(reply, self.getattr_stat(ino));
         reply.attr(&ttl, &attr(&st));
     }
@@ -35,7 +36,9 @@ impl Uext4Fuse {
     /// The attributes with the creation time where the inode records one
     /// (ext4's `i_crtime`, in inodes with room for it), and the statx
     /// attributes of its flags (`+i`, `+a`, `+d`, ...), as ext4_getattr.
-    pub(super) fn do_statx(&self, ino: INodeNo, reply: ReplyStatx) {
+    pub(super) fn do_statx(&self, statx: &Statx, reply: ReplyStatx) {
+        // Every field is cheap: all are answered whatever `mask` asks.
+        let Statx { ino, fh: _, flags: _, mask: _ } = *statx;
         let (st, ttl) = tri!(reply, self.getattr_stat(ino));
         reply.statx(&ttl, &attr(&st), st.crtime.is_some(), u64::from(st.flags));
     }
@@ -46,10 +49,10 @@ impl Uext4Fuse {
         Ok((self.stat("getattr", ino)?, self.features.attr_ttl))
     }
 
-    pub(super) fn do_setattr(&self, req: &Request, ino: INodeNo, set: &request::SetAttr, reply: ReplyAttr) {
+    pub(super) fn do_setattr(&self, req: &Request, set: &request::SetAttr, reply: ReplyAttr) {
         // The open file and KILL_SUIDGID are not needed: the kernel sends
         // the mode change killing set-id bits asks for.
-        let request::SetAttr { mode, uid, gid, size, atime, mtime, ctime, fh: _, kill_suidgid: _ } = *set;
+        let request::SetAttr { ino, mode, uid, gid, size, atime, mtime, ctime, fh: _, kill_suidgid: _ } = *set;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         // With the writeback cache the kernel keeps the times itself and
@@ -85,7 +88,7 @@ impl Uext4Fuse {
         };
         // FUSE_HANDLE_KILLPRIV_V2 leaves the set-id bits a chown or a
         // truncate removes to us, and which ones depends on the caller
-        // (setattr_as; fuser does not pass FATTR_KILL_SUIDGID: the
+        // (setattr_as; the request's `kill_suidgid` is not needed: the
         // caller's credentials say what the kernel looked at). A SETATTR
         // with nothing to set is what the kernel sends for
         // chown(f, -1, -1), which on ext4 clears them as any chown does.
@@ -123,9 +126,9 @@ impl Uext4Fuse {
         );
     }
 
-    pub(super) fn do_setxattr(&self, req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
+    pub(super) fn do_setxattr(&self, req: &Request, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
         // setxattr_flags: see acl_kill_sgid.
-        let SetXattr { name, value, flags, setxattr_flags: _ } = *xattr;
+        let SetXattr { ino, name, value, flags, setxattr_flags: _ } = *xattr;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let mode = match flags & (libc::XATTR_CREATE | libc::XATTR_REPLACE) {
@@ -147,7 +150,7 @@ impl Uext4Fuse {
     /// posix_acl_update_mode: setting an access ACL clears set-group-ID
     /// when the caller is neither in the file's group nor has CAP_FSETID
     /// (the kernel would say so with FUSE_SETXATTR_ACL_KILL_SGID, which
-    /// needs FUSE_SETXATTR_EXT, unknown to fuser).
+    /// needs FUSE_SETXATTR_EXT, which INIT does not ask for).
     fn acl_kill_sgid(&self, req: &Request, ino: u32) -> Result<(), Errno> {
         let st = self.stat("setxattr", ino)?;
         if st.mode & S_ISGID == 0 {
@@ -163,7 +166,8 @@ impl Uext4Fuse {
         Ok(())
     }
 
-    pub(super) fn do_getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    pub(super) fn do_getxattr(&self, req: &Request, xattr: &GetXattr<'_>, reply: ReplyXattr) {
+        let GetXattr { ino, name, size } = *xattr;
         let ino = tri!(reply, from_fuse(ino));
         let name = name.as_bytes();
         if !visible_xattr(req, name) {
@@ -174,7 +178,8 @@ impl Uext4Fuse {
         Self::xattr_reply(reply, size, &value);
     }
 
-    pub(super) fn do_listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    pub(super) fn do_listxattr(&self, req: &Request, xattr: &ListXattr, reply: ReplyXattr) {
+        let ListXattr { ino, size } = *xattr;
         let ino = tri!(reply, from_fuse(ino));
         let names = tri!(reply, self.fs.list_xattrs(ino).map_err(|e| self.fail("listxattr", ino, e)));
         let mut buf = Vec::new();
@@ -185,7 +190,8 @@ impl Uext4Fuse {
         Self::xattr_reply(reply, size, &buf);
     }
 
-    pub(super) fn do_removexattr(&self, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(super) fn do_removexattr(&self, xattr: &RemoveXattr<'_>, reply: ReplyEmpty) {
+        let RemoveXattr { ino, name } = *xattr;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         tri!(reply, self.fs.remove_xattr(ino, name.as_bytes()).map_err(|e| self.fail("removexattr", ino, e)));
@@ -195,7 +201,8 @@ impl Uext4Fuse {
     /// Only asked by kernels that do not check permissions themselves
     /// (the mount always has `default_permissions`): the mode bits, with
     /// root passing read and write checks.
-    pub(super) fn do_access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+    pub(super) fn do_access(&self, req: &Request, access: &Access, reply: ReplyEmpty) {
+        let Access { ino, mask } = *access;
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.stat("access", ino));
         if mask.contains(AccessFlags::W_OK) && self.writable().is_err() {

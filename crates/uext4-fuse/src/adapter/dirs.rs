@@ -4,7 +4,8 @@
 
 use super::Uext4Fuse;
 use crate::conv::{attr, from_fuse, is_servable, kind, to_fuse};
-use crate::proto::types::{Errno, FileHandle, FopenFlags, Generation, INodeNo};
+use crate::proto::request::{Fsync, Opendir, Readdir};
+use crate::proto::types::{Errno, FileHandle, FopenFlags, Generation};
 use crate::reply::{ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen};
 use log::{debug, warn};
 use std::ffi::OsStr;
@@ -68,7 +69,10 @@ impl Uext4Fuse {
         }
     }
 
-    pub(super) fn do_opendir(&self, ino: INodeNo, reply: ReplyOpen) {
+    pub(super) fn do_opendir(&self, opendir: &Opendir, reply: ReplyOpen) {
+        // A directory's handle carries nothing: every READDIR names its
+        // position by cookie, whatever the open's flags.
+        let Opendir { ino, flags: _ } = *opendir;
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.stat("opendir", ino));
         if st.file_type != FileType::Directory {
@@ -78,7 +82,9 @@ impl Uext4Fuse {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    pub(super) fn do_readdir(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectory) {
+    pub(super) fn do_readdir(&self, readdir: &Readdir, mut reply: ReplyDirectory) {
+        // `size` is the reply's room, which the reply itself knows.
+        let Readdir { ino, fh: _, offset, size: _ } = *readdir;
         let ino = tri!(reply, from_fuse(ino));
         let room = reply.room();
         let r = self.fill_dir(ino, offset, room, |e| {
@@ -89,7 +95,8 @@ impl Uext4Fuse {
         reply.ok();
     }
 
-    pub(super) fn do_readdirplus(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectoryPlus) {
+    pub(super) fn do_readdirplus(&self, readdir: &Readdir, mut reply: ReplyDirectoryPlus) {
+        let Readdir { ino, fh: _, offset, size: _ } = *readdir;
         let ino = tri!(reply, from_fuse(ino));
         let zero = Duration::ZERO;
         let ttl = self.features.entry_and_attr_ttl();
@@ -129,8 +136,9 @@ impl Uext4Fuse {
         reply.ok();
     }
 
-    pub(super) fn do_fsyncdir(&self, ino: INodeNo, reply: ReplyEmpty) {
-        tri!(reply, self.fsync_ino("fsyncdir", ino));
+    pub(super) fn do_fsyncdir(&self, fsync: &Fsync, reply: ReplyEmpty) {
+        // A directory's data is metadata: datasync changes nothing.
+        tri!(reply, self.fsync_ino("fsyncdir", fsync.ino));
         reply.ok();
     }
 }

@@ -6,13 +6,12 @@
 use super::dirs::placeholder;
 use super::Uext4Fuse;
 use crate::conv::{self, attr, from_fuse, is_servable};
-use crate::proto::request::{Create, Mkdir, Mknod, Rename, Tmpfile};
+use crate::proto::request::{Create, Link, Lookup, Mkdir, Mknod, Rename, Rmdir, Symlink, Tmpfile, Unlink};
 use crate::proto::types::{Errno, Generation, INodeNo, RenameFlags, Request};
 use crate::reply::{ReplyCreate, ReplyEmpty, ReplyEntry};
 use log::warn;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::time::Duration;
 use uext4::inode_api::Cred;
 use uext4::inode_api::RenameFlags as LibRename;
@@ -80,7 +79,8 @@ impl Uext4Fuse {
         Ok(NewEntry { parent, name, mode, umask: (umask & 0o777) as u16, cred })
     }
 
-    pub(super) fn do_lookup(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    pub(super) fn do_lookup(&self, lookup: &Lookup<'_>, reply: ReplyEntry) {
+        let Lookup { parent, name } = *lookup;
         let parent = tri!(reply, from_fuse(parent));
         let name = tri!(reply, name_ok(name));
         if name == b"." {
@@ -119,8 +119,8 @@ impl Uext4Fuse {
         self.entry(reply, &st);
     }
 
-    pub(super) fn do_mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
-        let Mknod { name, mode, umask, rdev } = *mknod;
+    pub(super) fn do_mknod(&self, req: &Request, mknod: &Mknod<'_>, reply: ReplyEntry) {
+        let Mknod { parent, name, mode, umask, rdev } = *mknod;
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0xffff) as u16, umask));
         let dev = conv::decode_dev(rdev);
         let st = tri!(
@@ -132,8 +132,8 @@ impl Uext4Fuse {
         self.new_entry(reply, &st);
     }
 
-    pub(super) fn do_mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
-        let Mkdir { name, mode, umask } = *mkdir;
+    pub(super) fn do_mkdir(&self, req: &Request, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
+        let Mkdir { parent, name, mode, umask } = *mkdir;
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
         let st = tri!(
             reply,
@@ -142,27 +142,23 @@ impl Uext4Fuse {
         self.new_entry(reply, &st);
     }
 
-    pub(super) fn do_unlink(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(super) fn do_unlink(&self, unlink: &Unlink<'_>, reply: ReplyEmpty) {
+        let Unlink { parent, name } = *unlink;
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
         tri!(reply, self.fs.unlink(parent, name).map_err(|e| self.fail("unlink", parent, e)));
         reply.ok();
     }
 
-    pub(super) fn do_rmdir(&self, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(super) fn do_rmdir(&self, rmdir: &Rmdir<'_>, reply: ReplyEmpty) {
+        let Rmdir { parent, name } = *rmdir;
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
         tri!(reply, self.fs.rmdir(parent, name).map_err(|e| self.fail("rmdir", parent, e)));
         reply.ok();
     }
 
-    pub(super) fn do_symlink(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        link_name: &OsStr,
-        target: &Path,
-        reply: ReplyEntry,
-    ) {
-        let n = tri!(reply, self.entry_create(req, parent, link_name, S_IFLNK | 0o777, 0));
+    pub(super) fn do_symlink(&self, req: &Request, symlink: &Symlink<'_>, reply: ReplyEntry) {
+        let Symlink { parent, name, target } = *symlink;
+        let n = tri!(reply, self.entry_create(req, parent, name, S_IFLNK | 0o777, 0));
         let target = target.as_os_str().as_bytes();
         let st = tri!(
             reply,
@@ -174,8 +170,8 @@ impl Uext4Fuse {
         self.new_entry(reply, &st);
     }
 
-    pub(super) fn do_rename(&self, req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
-        let Rename { name, newparent, newname, flags } = *rename;
+    pub(super) fn do_rename(&self, req: &Request, rename: &Rename<'_>, reply: ReplyEmpty) {
+        let Rename { parent, name, newparent, newname, flags } = *rename;
         let (parent, name) = tri!(reply, self.entry_change(parent, name));
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT;
@@ -198,15 +194,16 @@ impl Uext4Fuse {
         reply.ok();
     }
 
-    pub(super) fn do_link(&self, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    pub(super) fn do_link(&self, link: &Link<'_>, reply: ReplyEntry) {
+        let Link { ino, newparent, newname } = *link;
         let (newparent, newname) = tri!(reply, self.entry_change(newparent, newname));
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.fs.link(ino, newparent, newname).map_err(|e| self.fail("link", ino, e)));
         self.new_entry(reply, &st);
     }
 
-    pub(super) fn do_create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
-        let Create { name, mode, umask, flags, open_flags: _ } = *create;
+    pub(super) fn do_create(&self, req: &Request, create: &Create<'_>, reply: ReplyCreate) {
+        let Create { parent, name, mode, umask, flags, open_flags: _ } = *create;
         let n = tri!(reply, self.entry_create(req, parent, name, (mode & 0o7777) as u16, umask));
         let st = tri!(
             reply,
@@ -226,8 +223,8 @@ impl Uext4Fuse {
     /// unless `linkat` gave it a name meanwhile. Owner, group, mode and
     /// ACLs as for a create ([`uext4::FsCore::tmpfile_as`]: set-group-ID
     /// directories, default ACLs, the umask unless a default ACL applies).
-    pub(super) fn do_tmpfile(&self, req: &Request, parent: INodeNo, tmpfile: &Tmpfile, reply: ReplyCreate) {
-        let Tmpfile { mode, umask, flags, open_flags: _ } = *tmpfile;
+    pub(super) fn do_tmpfile(&self, req: &Request, tmpfile: &Tmpfile, reply: ReplyCreate) {
+        let Tmpfile { parent, mode, umask, flags, open_flags: _ } = *tmpfile;
         tri!(reply, self.writable());
         let parent = tri!(reply, from_fuse(parent));
         let mode = (mode & 0o7777) as u16;

@@ -5,7 +5,7 @@
 
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
-use crate::proto::request::{CopyFileRange, Fallocate, Lseek, Read, Write};
+use crate::proto::request::{CopyFileRange, Fallocate, Fsync, Lseek, Open, Read, Readlink, Release, Write};
 use crate::proto::types::{Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, Request, WriteFlags};
 use crate::reply::{ReplyData, ReplyEmpty, ReplyLseek, ReplyOpen, ReplyWrite};
 use log::debug;
@@ -275,13 +275,17 @@ impl Uext4Fuse {
         self.fs.commit().map_err(|e| self.fail(op, 0, e))
     }
 
-    pub(super) fn do_readlink(&self, ino: INodeNo, reply: ReplyData) {
-        let ino = tri!(reply, from_fuse(ino));
+    pub(super) fn do_readlink(&self, readlink: &Readlink, reply: ReplyData) {
+        let ino = tri!(reply, from_fuse(readlink.ino));
         let target = tri!(reply, self.fs.readlink(ino).map_err(|e| self.fail("readlink", ino, e)));
         reply.data(&target);
     }
 
-    pub(super) fn do_open(&self, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    pub(super) fn do_open(&self, open: &Open, reply: ReplyOpen) {
+        // FUSE_OPEN_KILL_SUIDGID (O_TRUNC by a caller without CAP_FSETID)
+        // needs nothing here: without FUSE_ATOMIC_O_TRUNC the kernel
+        // truncates with a SETATTR of its own (see do_setattr).
+        let Open { ino, flags, open_flags: _ } = *open;
         let ino = tri!(reply, from_fuse(ino));
         let st = tri!(reply, self.stat("open", ino));
         if st.file_type == FileType::Directory {
@@ -293,14 +297,14 @@ impl Uext4Fuse {
         reply.opened(fh, fopen);
     }
 
-    pub(super) fn do_read(&self, ino: INodeNo, read: &Read, reply: ReplyData) {
+    pub(super) fn do_read(&self, read: &Read, reply: ReplyData) {
         // Read straight into the reply buffer (at most `size` bytes of
         // it, which the reply knows).
-        let Read { fh, offset, size: _, flags, lock_owner: _ } = *read;
+        let Read { ino, fh, offset, size: _, flags, lock_owner: _ } = *read;
         reply.fill(|buf| self.read_into(ino, fh, offset, flags, buf));
     }
 
-    /// READ into `buf` (as much as it holds): for fuser's reply and for
+    /// READ into `buf` (as much as it holds): for the reply buffer and for
     /// the io_uring transport, which reads straight into its ring buffer.
     pub(crate) fn read_into(
         &self,
@@ -331,8 +335,8 @@ impl Uext4Fuse {
     /// hands it to a thread that may wait and calls [`Self::read_into`].
     /// Direct reads are served: they always go to the device, and a queue
     /// takes only small ones (see `uring::queue`).
-    pub(crate) fn read_fast(&self, ino: INodeNo, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
-        let Read { fh, offset, size: _, flags, lock_owner: _ } = *read;
+    pub(crate) fn read_fast(&self, read: &Read, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        let Read { ino, fh, offset, size: _, flags, lock_owner: _ } = *read;
         if Self::is_direct(fh, flags) {
             return Some(self.read_into(ino, fh, offset, flags, buf));
         }
@@ -349,8 +353,8 @@ impl Uext4Fuse {
         }
     }
 
-    pub(super) fn do_write(&self, req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
-        let Write { fh, offset, data, write_flags, flags, lock_owner: _ } = *write;
+    pub(super) fn do_write(&self, req: &Request, write: &Write<'_>, reply: ReplyWrite) {
+        let Write { ino, fh, offset, data, write_flags, flags, lock_owner: _ } = *write;
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         // The kernel's own write-back of its page cache (writeback_cache).
         let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
@@ -458,7 +462,10 @@ impl Uext4Fuse {
         }
     }
 
-    pub(super) fn do_release(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+    pub(super) fn do_release(&self, release: &Release, reply: ReplyEmpty) {
+        // Nothing to flush (see `flush` in the adapter) and no POSIX locks
+        // of ours to drop: the handle's bits say all there is to undo.
+        let Release { ino, fh, flags: _, lock_owner: _, flush: _ } = *release;
         let ino = tri!(reply, from_fuse(ino));
         if fh.0 & FH_CACHED != 0 {
             self.cached_opens.released(ino);
@@ -474,7 +481,9 @@ impl Uext4Fuse {
         reply.ok();
     }
 
-    pub(super) fn do_fsync(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+    pub(super) fn do_fsync(&self, fsync: &Fsync, reply: ReplyEmpty) {
+        // fdatasync is served as fsync (`datasync` is not told apart).
+        let Fsync { ino, fh, datasync: _ } = *fsync;
         let cursor = self.wb_cursors.lock().unwrap_or_else(|p| p.into_inner()).get(&fh.0).copied();
         if let (Some(mut c), false) = (cursor, self.read_only) {
             let ino = tri!(reply, from_fuse(ino));
@@ -506,8 +515,8 @@ impl Uext4Fuse {
         Ok(())
     }
 
-    pub(super) fn do_fallocate(&self, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
-        let Fallocate { fh: _, offset, length, mode } = *fallocate;
+    pub(super) fn do_fallocate(&self, fallocate: &Fallocate, reply: ReplyEmpty) {
+        let Fallocate { ino, fh: _, offset, length, mode } = *fallocate;
         tri!(reply, self.writable());
         let ino = tri!(reply, from_fuse(ino));
         let fs = &self.fs;
@@ -554,9 +563,10 @@ impl Uext4Fuse {
         reply.ok();
     }
 
-    pub(super) fn do_copy_file_range(&self, ino_in: INodeNo, copy: &CopyFileRange, reply: ReplyWrite) {
+    pub(super) fn do_copy_file_range(&self, copy: &CopyFileRange, reply: ReplyWrite) {
         // The flags are 0: copy_file_range(2) refuses others before FUSE.
-        let CopyFileRange { fh_in: _, offset_in, ino_out, fh_out: _, offset_out, len, flags: _, wide: _ } = *copy;
+        let CopyFileRange { ino: ino_in, fh_in: _, offset_in, ino_out, fh_out: _, offset_out, len, flags: _, wide: _ } =
+            *copy;
         tri!(reply, self.writable());
         let ino_in = tri!(reply, from_fuse(ino_in));
         let ino_out = tri!(reply, from_fuse(ino_out));
@@ -569,8 +579,8 @@ impl Uext4Fuse {
         reply.written_u64(n);
     }
 
-    pub(super) fn do_lseek(&self, ino: INodeNo, lseek: &Lseek, reply: ReplyLseek) {
-        let Lseek { fh: _, offset, whence } = *lseek;
+    pub(super) fn do_lseek(&self, lseek: &Lseek, reply: ReplyLseek) {
+        let Lseek { ino, fh: _, offset, whence } = *lseek;
         let ino = tri!(reply, from_fuse(ino));
         let Ok(offset) = u64::try_from(offset) else {
             reply.error(Errno::ENXIO);

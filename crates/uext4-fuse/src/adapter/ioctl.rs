@@ -29,7 +29,7 @@
 use super::Uext4Fuse;
 use crate::conv::from_fuse;
 use crate::proto::request::Ioctl;
-use crate::proto::types::{Errno, INodeNo, Request};
+use crate::proto::types::{Errno, Request};
 use crate::reply::ReplyIoctl;
 use uext4::inode_api::flags::{self, FL_APPEND, FL_IMMUTABLE};
 use uext4::inode_api::ShutdownMode;
@@ -82,8 +82,8 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 }
 
 impl Uext4Fuse {
-    pub(super) fn do_ioctl(&self, req: &Request, ino: INodeNo, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
-        let Ioctl { fh: _, flags: _, cmd, arg: _, in_data, out_size } = *ioctl;
+    pub(super) fn do_ioctl(&self, req: &Request, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
+        let Ioctl { ino, fh: _, flags: _, cmd, arg: _, in_data, out_size } = *ioctl;
         let ino = tri!(reply, from_fuse(ino));
         let out = out_size as usize;
         match cmd {
@@ -274,7 +274,10 @@ mod tests {
     #[test]
     fn syncfs_and_the_sync_ioctl_make_everything_durable() {
         use crate::proto::decode::Operation;
+        use crate::proto::request::{Statfs, Syncfs};
+        use crate::proto::types::INodeNo;
         let ioctl = Operation::Ioctl(Ioctl {
+            ino: INodeNo(1),
             fh: crate::proto::types::FileHandle(0),
             flags: 0,
             cmd: UEXT4_IOC_SYNC,
@@ -282,12 +285,12 @@ mod tests {
             in_data: &[],
             out_size: 0,
         });
-        for op in [Operation::Syncfs, ioctl] {
+        for op in [Operation::Syncfs(Syncfs { ino: INodeNo(1) }), ioctl] {
             let what = format!("{op:?}");
             assert_eq!(survives_a_crash_after(op).as_deref(), Some(&b"made durable"[..]), "{what}");
         }
         // Without either, the write is not durable (the test sees a crash).
-        assert_eq!(survives_a_crash_after(Operation::Statfs), None);
+        assert_eq!(survives_a_crash_after(Operation::Statfs(Statfs { ino: INodeNo(1) })), None);
     }
 
     #[test]

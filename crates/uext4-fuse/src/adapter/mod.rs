@@ -28,12 +28,11 @@ use crate::dispatch::Filesystem as FuseFilesystem;
 use crate::kernel_config::KernelConfig;
 use crate::notify::Notifier;
 use crate::proto::request::{
-    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
-    Write,
+    Access, Bmap, CopyFileRange, Create, Fallocate, Flush, Forget, Fsync, GetAttr, GetXattr, Ioctl, Link, ListXattr,
+    Lookup, Lseek, Mkdir, Mknod, Open, Opendir, Read, Readdir, Readlink, Release, Releasedir, RemoveXattr, Rename,
+    Rmdir, SetAttr, SetXattr, Statfs, Statx, Symlink, Syncfs, Tmpfile, Unlink, Write,
 };
-use crate::proto::types::{
-    AccessFlags, Errno, FileHandle, Generation, INodeNo, LockOwner, OpenFlags, Request, WriteFlags,
-};
+use crate::proto::types::{Errno, Generation, INodeNo, Request, WriteFlags};
 use crate::reply::{
     ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
     ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
@@ -41,8 +40,6 @@ use crate::reply::{
 use crate::{KernelFeatures, MountConfig, OnError};
 use log::{debug, error, warn};
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use uext4::{Error, Filesystem, Stat};
@@ -318,85 +315,85 @@ impl FuseFilesystem for Uext4Fuse {
         let _ = self.fail(op, 0, e);
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.do_lookup(parent, name, reply);
+    fn lookup(&self, _req: &Request, lookup: &Lookup<'_>, reply: ReplyEntry) {
+        self.do_lookup(lookup, reply);
     }
 
     /// The kernel dropped `nlookup` references to the node (FORGET, and
     /// each node of a BATCH_FORGET): counted down in the library, whose
     /// last one deletes an unlinked inode nobody has open.
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        if let Ok(ino) = crate::conv::from_fuse(ino) {
-            self.forget_ino(ino, nlookup);
+    fn forget(&self, _req: &Request, forget: &Forget) {
+        if let Ok(ino) = crate::conv::from_fuse(forget.ino) {
+            self.forget_ino(ino, forget.nlookup);
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.do_getattr(ino, reply);
+    fn getattr(&self, _req: &Request, getattr: &GetAttr, reply: ReplyAttr) {
+        self.do_getattr(getattr, reply);
     }
 
     /// FUSE_STATX: the attributes with the creation time (the kernel asks
     /// when a caller wants btime, `statx(2)` with STATX_BTIME).
-    fn statx(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, _mask: u32, reply: ReplyStatx) {
-        self.do_statx(ino, reply);
+    fn statx(&self, _req: &Request, statx: &Statx, reply: ReplyStatx) {
+        self.do_statx(statx, reply);
     }
 
-    fn setattr(&self, req: &Request, ino: INodeNo, attr: &SetAttr, reply: ReplyAttr) {
+    fn setattr(&self, req: &Request, attr: &SetAttr, reply: ReplyAttr) {
         let _cap = sys_resource(req);
-        self.do_setattr(req, ino, attr, reply);
+        self.do_setattr(req, attr, reply);
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.do_readlink(ino, reply);
+    fn readlink(&self, _req: &Request, readlink: &Readlink, reply: ReplyData) {
+        self.do_readlink(readlink, reply);
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, mknod: &Mknod<'_>, reply: ReplyEntry) {
+    fn mknod(&self, req: &Request, mknod: &Mknod<'_>, reply: ReplyEntry) {
         let _cap = sys_resource(req);
-        self.do_mknod(req, parent, mknod, reply);
+        self.do_mknod(req, mknod, reply);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, mkdir: &Mkdir<'_>, reply: ReplyEntry) {
         let _cap = sys_resource(req);
-        self.do_mkdir(req, parent, mkdir, reply);
+        self.do_mkdir(req, mkdir, reply);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.do_unlink(parent, name, reply);
+    fn unlink(&self, _req: &Request, unlink: &Unlink<'_>, reply: ReplyEmpty) {
+        self.do_unlink(unlink, reply);
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.do_rmdir(parent, name, reply);
+    fn rmdir(&self, _req: &Request, rmdir: &Rmdir<'_>, reply: ReplyEmpty) {
+        self.do_rmdir(rmdir, reply);
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(&self, req: &Request, symlink: &Symlink<'_>, reply: ReplyEntry) {
         let _cap = sys_resource(req);
-        self.do_symlink(req, parent, link_name, target, reply);
+        self.do_symlink(req, symlink, reply);
     }
 
-    fn rename(&self, req: &Request, parent: INodeNo, rename: &Rename<'_>, reply: ReplyEmpty) {
+    fn rename(&self, req: &Request, rename: &Rename<'_>, reply: ReplyEmpty) {
         let _cap = sys_resource(req);
-        self.do_rename(req, parent, rename, reply);
+        self.do_rename(req, rename, reply);
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(&self, req: &Request, link: &Link<'_>, reply: ReplyEntry) {
         let _cap = sys_resource(req);
-        self.do_link(ino, newparent, newname, reply);
+        self.do_link(link, reply);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.do_open(ino, flags, reply);
+    fn open(&self, _req: &Request, open: &Open, reply: ReplyOpen) {
+        self.do_open(open, reply);
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, read: &Read, reply: ReplyData) {
-        self.do_read(ino, read, reply);
+    fn read(&self, _req: &Request, read: &Read, reply: ReplyData) {
+        self.do_read(read, reply);
     }
 
-    fn write(&self, req: &Request, ino: INodeNo, write: &Write<'_>, reply: ReplyWrite) {
+    fn write(&self, req: &Request, write: &Write<'_>, reply: ReplyWrite) {
         // The kernel's writeback of its page cache (writeback_cache)
         // comes as uid 0 whoever wrote: no privilege for it.
         let _cap =
             uext4::inode_api::sys_resource(req.uid() == 0 && !write.write_flags.contains(WriteFlags::FUSE_WRITE_CACHE));
-        self.do_write(req, ino, write, reply);
+        self.do_write(req, write, reply);
     }
 
     /// Nothing to do at close: every write the kernel sent is in the
@@ -408,108 +405,108 @@ impl FuseFilesystem for Uext4Fuse {
     /// FOPEN_NOFLUSH says, after writing the file's dirty pages back
     /// (which it still does). Write-back errors reach the closing caller
     /// through those WRITE replies.
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, _flush: &Flush, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
     }
 
-    fn release(&self, _req: &Request, ino: INodeNo, release: &Release, reply: ReplyEmpty) {
-        self.do_release(ino, release.fh, reply);
+    fn release(&self, _req: &Request, release: &Release, reply: ReplyEmpty) {
+        self.do_release(release, reply);
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.do_fsync(ino, fh, reply);
+    fn fsync(&self, _req: &Request, fsync: &Fsync, reply: ReplyEmpty) {
+        self.do_fsync(fsync, reply);
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.do_opendir(ino, reply);
+    fn opendir(&self, _req: &Request, opendir: &Opendir, reply: ReplyOpen) {
+        self.do_opendir(opendir, reply);
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, reply: ReplyDirectory) {
-        self.do_readdir(ino, offset, reply);
+    fn readdir(&self, _req: &Request, readdir: &Readdir, reply: ReplyDirectory) {
+        self.do_readdir(readdir, reply);
     }
 
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, reply: ReplyDirectoryPlus) {
-        self.do_readdirplus(ino, offset, reply);
+    fn readdirplus(&self, _req: &Request, readdir: &Readdir, reply: ReplyDirectoryPlus) {
+        self.do_readdirplus(readdir, reply);
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(&self, _req: &Request, _releasedir: &Releasedir, reply: ReplyEmpty) {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.do_fsyncdir(ino, reply);
+    fn fsyncdir(&self, _req: &Request, fsync: &Fsync, reply: ReplyEmpty) {
+        self.do_fsyncdir(fsync, reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, _statfs: &Statfs, reply: ReplyStatfs) {
         self.do_statfs(reply);
     }
 
-    fn setxattr(&self, req: &Request, ino: INodeNo, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
+    fn setxattr(&self, req: &Request, xattr: &SetXattr<'_>, reply: ReplyEmpty) {
         let _cap = sys_resource(req);
-        self.do_setxattr(req, ino, xattr, reply);
+        self.do_setxattr(req, xattr, reply);
     }
 
-    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.do_getxattr(req, ino, name, size, reply);
+    fn getxattr(&self, req: &Request, xattr: &GetXattr<'_>, reply: ReplyXattr) {
+        self.do_getxattr(req, xattr, reply);
     }
 
-    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.do_listxattr(req, ino, size, reply);
+    fn listxattr(&self, req: &Request, xattr: &ListXattr, reply: ReplyXattr) {
+        self.do_listxattr(req, xattr, reply);
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.do_removexattr(ino, name, reply);
+    fn removexattr(&self, _req: &Request, xattr: &RemoveXattr<'_>, reply: ReplyEmpty) {
+        self.do_removexattr(xattr, reply);
     }
 
-    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.do_access(req, ino, mask, reply);
+    fn access(&self, req: &Request, access: &Access, reply: ReplyEmpty) {
+        self.do_access(req, access, reply);
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, create: &Create<'_>, reply: ReplyCreate) {
+    fn create(&self, req: &Request, create: &Create<'_>, reply: ReplyCreate) {
         let _cap = sys_resource(req);
-        self.do_create(req, parent, create, reply);
+        self.do_create(req, create, reply);
     }
 
     /// `open(dir, O_TMPFILE)`: an unnamed file (see [`Uext4Fuse::do_tmpfile`]).
-    fn tmpfile(&self, req: &Request, parent: INodeNo, tmpfile: &Tmpfile, reply: ReplyCreate) {
-        self.do_tmpfile(req, parent, tmpfile, reply);
+    fn tmpfile(&self, req: &Request, tmpfile: &Tmpfile, reply: ReplyCreate) {
+        self.do_tmpfile(req, tmpfile, reply);
     }
 
-    fn fallocate(&self, req: &Request, ino: INodeNo, fallocate: &Fallocate, reply: ReplyEmpty) {
+    fn fallocate(&self, req: &Request, fallocate: &Fallocate, reply: ReplyEmpty) {
         let _cap = sys_resource(req);
-        tri!(reply, self.kill_privs(req, ino, "fallocate"));
-        self.do_fallocate(ino, fallocate, reply);
+        tri!(reply, self.kill_privs(req, fallocate.ino, "fallocate"));
+        self.do_fallocate(fallocate, reply);
     }
 
-    fn lseek(&self, _req: &Request, ino: INodeNo, lseek: &Lseek, reply: ReplyLseek) {
-        self.do_lseek(ino, lseek, reply);
+    fn lseek(&self, _req: &Request, lseek: &Lseek, reply: ReplyLseek) {
+        self.do_lseek(lseek, reply);
     }
 
     /// Copies inside the engine ([`uext4::inode_api::FsCore::copy_file_range`]);
     /// the kernel checked the ranges and flushes and drops its cached
     /// pages of the destination around the request.
-    fn copy_file_range(&self, req: &Request, ino: INodeNo, copy: &CopyFileRange, reply: ReplyWrite) {
+    fn copy_file_range(&self, req: &Request, copy: &CopyFileRange, reply: ReplyWrite) {
         let _cap = sys_resource(req);
-        self.do_copy_file_range(ino, copy, reply);
+        self.do_copy_file_range(copy, reply);
     }
 
     /// The inode flag ioctls, the project ioctls (FS_IOC_FSGETXATTR,
     /// FS_IOC_FSSETXATTR), FS_IOC_GETVERSION, FITRIM and FS_IOC_SHUTDOWN
     /// (see [`ioctl`]); ENOTTY for the others, as for an unknown request.
-    fn ioctl(&self, req: &Request, ino: INodeNo, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
+    fn ioctl(&self, req: &Request, ioctl: &Ioctl<'_>, reply: ReplyIoctl) {
         let _cap = sys_resource(req);
-        self.do_ioctl(req, ino, ioctl, reply);
+        self.do_ioctl(req, ioctl, reply);
     }
 
     /// FUSE_SYNCFS: this kernel sends it only for virtiofs (fs/fuse/inode.c,
     /// fuse_sync_fs), but a kernel that does gets what syncfs(2) promises.
-    fn syncfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyEmpty) {
+    fn syncfs(&self, _req: &Request, _syncfs: &Syncfs, reply: ReplyEmpty) {
         tri!(reply, self.sync_all("syncfs"));
         reply.ok();
     }
 
     /// Only used by fuseblk mounts.
-    fn bmap(&self, _req: &Request, _ino: INodeNo, _blocksize: u32, _idx: u64, reply: ReplyBmap) {
+    fn bmap(&self, _req: &Request, _bmap: &Bmap, reply: ReplyBmap) {
         reply.error(Errno::ENOSYS);
     }
 }

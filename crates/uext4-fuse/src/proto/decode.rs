@@ -10,12 +10,16 @@
 
 use super::abi::{self, op};
 use super::request::{
-    CopyFileRange, Create, Fallocate, Ioctl, Lseek, Mkdir, Mknod, Read, Release, Rename, SetAttr, SetXattr, Tmpfile,
-    Write,
+    Access, BatchForget, Bmap, CopyFileRange, Create, Fallocate, Flush, Forget, Fsync, GetAttr, GetXattr, Interrupt,
+    Ioctl, Link, ListXattr, Lookup, Lseek, Mkdir, Mknod, Open, Opendir, Read, Readdir, Readlink, Release, Releasedir,
+    RemoveXattr, Rename, Rmdir, SetAttr, SetXattr, Statfs, Statx, Symlink, Syncfs, Tmpfile, Unlink, Write,
 };
-use super::types::{Errno, FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow, WriteFlags};
+use super::types::{
+    AccessFlags, Errno, FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, Request, TimeOrNow, WriteFlags,
+};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A bounds-checked cursor over the argument bytes of a request, in one
@@ -143,176 +147,85 @@ pub struct InitIn {
     pub flags: u64,
 }
 
-/// One decoded request's operation and its arguments: the short ones in
-/// place, those with more than a name or two as one typed value of
-/// [`super::request`], which the `Filesystem` method serving it takes.
-/// The node a request is about is the header's (`nodeid`).
+/// One decoded request's operation and its arguments, one typed value of
+/// [`super::request`] each (the node it is about among them), which the
+/// `Filesystem` method serving it takes as it is. The requests the
+/// transport answers itself (INIT, DESTROY) or nobody serves (locks,
+/// POLL, unknown opcodes) are the exceptions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation<'a> {
-    /// LOOKUP: an entry of the directory.
-    Lookup {
-        /// The entry's name.
-        name: &'a OsStr,
-    },
-    /// FORGET: the kernel drops lookup counts of the node (no reply).
-    Forget {
-        /// How many.
-        nlookup: u64,
-    },
+    /// LOOKUP: an entry of a directory.
+    Lookup(Lookup<'a>),
+    /// FORGET: the kernel drops references to a node (no reply).
+    Forget(Forget),
     /// BATCH_FORGET: FORGET for many nodes (no reply).
-    BatchForget {
-        /// `count` pairs of (nodeid, nlookup), 16 bytes each.
-        nodes: &'a [u8],
-    },
-    /// GETATTR: the node's attributes.
-    Getattr {
-        /// The open file asked through (`FUSE_GETATTR_FH`).
-        fh: Option<u64>,
-    },
+    BatchForget(BatchForget<'a>),
+    /// GETATTR: a node's attributes.
+    Getattr(GetAttr),
     /// SETATTR: change attributes.
     Setattr(SetAttr),
     /// READLINK: a symlink's target.
-    Readlink,
-    /// SYMLINK: a new symlink in the directory.
-    Symlink {
-        /// The new entry's name.
-        name: &'a OsStr,
-        /// What it points at.
-        target: &'a OsStr,
-    },
-    /// MKNOD: a new file, device, FIFO or socket in the directory.
+    Readlink(Readlink),
+    /// SYMLINK: a new symlink in a directory.
+    Symlink(Symlink<'a>),
+    /// MKNOD: a new file, device, FIFO or socket in a directory.
     Mknod(Mknod<'a>),
-    /// MKDIR: a new directory in the directory.
+    /// MKDIR: a new directory in a directory.
     Mkdir(Mkdir<'a>),
     /// UNLINK: remove a non-directory entry.
-    Unlink {
-        /// The entry's name.
-        name: &'a OsStr,
-    },
+    Unlink(Unlink<'a>),
     /// RMDIR: remove an empty directory's entry.
-    Rmdir {
-        /// The entry's name.
-        name: &'a OsStr,
-    },
+    Rmdir(Rmdir<'a>),
     /// RENAME (no flags) and RENAME2.
     Rename(Rename<'a>),
-    /// LINK: a new entry in the directory for another node.
-    Link {
-        /// The node linked.
-        oldnodeid: u64,
-        /// The new entry's name.
-        newname: &'a OsStr,
-    },
-    /// OPEN: open the file.
-    Open {
-        /// `open(2)` flags.
-        flags: u32,
-        /// `fuse_open_in.open_flags` (`FUSE_OPEN_KILL_SUIDGID`).
-        open_flags: u32,
-    },
+    /// LINK: a new entry in a directory for another node.
+    Link(Link<'a>),
+    /// OPEN: open a file.
+    Open(Open),
     /// READ: bytes of an open file.
     Read(Read),
     /// WRITE: bytes into an open file.
     Write(Write<'a>),
     /// STATFS: the filesystem's sizes and counts.
-    Statfs,
+    Statfs(Statfs),
     /// RELEASE: the last close of an open file.
     Release(Release),
-    /// FSYNC: make the file durable.
-    Fsync {
-        /// The handle OPEN gave.
-        fh: u64,
-        /// `FUSE_FSYNC_FDATASYNC`.
-        fsync_flags: u32,
-    },
+    /// FSYNC: make a file durable.
+    Fsync(Fsync),
     /// SETXATTR: set an extended attribute.
     Setxattr(SetXattr<'a>),
     /// GETXATTR: an extended attribute's value.
-    Getxattr {
-        /// The caller's buffer size (0: the length only).
-        size: u32,
-        /// The attribute's name.
-        name: &'a OsStr,
-    },
+    Getxattr(GetXattr<'a>),
     /// LISTXATTR: the extended attributes' names.
-    Listxattr {
-        /// The caller's buffer size (0: the length only).
-        size: u32,
-    },
+    Listxattr(ListXattr),
     /// REMOVEXATTR: remove an extended attribute.
-    Removexattr {
-        /// The attribute's name.
-        name: &'a OsStr,
-    },
+    Removexattr(RemoveXattr<'a>),
     /// FLUSH: a close(2) of a descriptor.
-    Flush {
-        /// The handle OPEN gave.
-        fh: u64,
-        /// The closing caller's lock owner.
-        lock_owner: u64,
-    },
+    Flush(Flush),
     /// INIT: the handshake (answered by the transport).
     Init(InitIn),
-    /// OPENDIR: open the directory.
-    Opendir {
-        /// `open(2)` flags.
-        flags: u32,
-    },
+    /// OPENDIR: open a directory.
+    Opendir(Opendir),
     /// READDIR: entries of an open directory.
-    Readdir {
-        /// The handle OPENDIR gave.
-        fh: u64,
-        /// Where to go on (a cookie a previous reply gave, 0 at first).
-        offset: u64,
-        /// The reply's size limit.
-        size: u32,
-    },
+    Readdir(Readdir),
     /// READDIRPLUS: entries with their attributes.
-    Readdirplus {
-        /// The handle OPENDIR gave.
-        fh: u64,
-        /// Where to go on (a cookie a previous reply gave, 0 at first).
-        offset: u64,
-        /// The reply's size limit.
-        size: u32,
-    },
+    Readdirplus(Readdir),
     /// RELEASEDIR: the last close of an open directory.
-    Releasedir {
-        /// The handle OPENDIR gave.
-        fh: u64,
-        /// `open(2)` flags.
-        flags: u32,
-    },
-    /// FSYNCDIR: make the directory durable.
-    Fsyncdir {
-        /// The handle OPENDIR gave.
-        fh: u64,
-        /// `FUSE_FSYNC_FDATASYNC`.
-        fsync_flags: u32,
-    },
+    Releasedir(Releasedir),
+    /// FSYNCDIR: make a directory durable.
+    Fsyncdir(Fsync),
     /// GETLK, SETLK, SETLKW: POSIX locks stay the kernel's (ENOSYS).
     Lock,
-    /// ACCESS: may the caller access the node.
-    Access {
-        /// `access(2)` mask.
-        mask: u32,
-    },
+    /// ACCESS: may the caller access a node.
+    Access(Access),
     /// CREATE: create and open a file.
     Create(Create<'a>),
     /// TMPFILE: create and open an unnamed file.
     Tmpfile(Tmpfile),
     /// INTERRUPT: the caller of another request gave up (no reply).
-    Interrupt {
-        /// The interrupted request's unique id.
-        unique: u64,
-    },
+    Interrupt(Interrupt),
     /// BMAP: a block's device block (fuseblk only).
-    Bmap {
-        /// The file's block.
-        block: u64,
-        /// Its size.
-        blocksize: u32,
-    },
+    Bmap(Bmap),
     /// DESTROY: the end of the session (answered by the transport).
     Destroy,
     /// IOCTL: an ioctl(2) on an open file.
@@ -325,19 +238,10 @@ pub enum Operation<'a> {
     Lseek(Lseek),
     /// COPY_FILE_RANGE (a 32-bit reply) and COPY_FILE_RANGE_64 (`wide`).
     CopyFileRange(CopyFileRange),
-    /// STATX: the node's attributes as statx(2) has them.
-    Statx {
-        /// `FUSE_GETATTR_FH`: `fh` is valid.
-        getattr_flags: u32,
-        /// The open file asked through.
-        fh: u64,
-        /// statx(2) flags (`AT_STATX_*`).
-        sx_flags: u32,
-        /// The fields asked for (`STATX_*`).
-        sx_mask: u32,
-    },
+    /// STATX: a node's attributes as statx(2) has them.
+    Statx(Statx),
     /// SYNCFS: make the whole filesystem durable.
-    Syncfs,
+    Syncfs(Syncfs),
     /// An opcode the codecs do not know (ENOSYS).
     Unknown {
         /// The opcode.
@@ -348,7 +252,7 @@ pub enum Operation<'a> {
 impl Operation<'_> {
     /// True for the requests the kernel expects no reply to.
     pub fn no_reply(&self) -> bool {
-        matches!(self, Operation::Forget { .. } | Operation::BatchForget { .. } | Operation::Interrupt { .. })
+        matches!(self, Operation::Forget(_) | Operation::BatchForget(_) | Operation::Interrupt(_))
     }
 }
 
@@ -358,49 +262,49 @@ impl std::fmt::Display for Operation<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use Operation as O;
         match self {
-            O::Lookup { name } => write!(f, "LOOKUP name {name:?}"),
-            O::Forget { nlookup } => write!(f, "FORGET nlookup {nlookup}"),
-            O::BatchForget { nodes } => write!(f, "BATCH_FORGET {}", nodes.len() / 16),
-            O::Getattr { .. } => write!(f, "GETATTR"),
+            O::Lookup(Lookup { name, .. }) => write!(f, "LOOKUP name {name:?}"),
+            O::Forget(Forget { nlookup, .. }) => write!(f, "FORGET nlookup {nlookup}"),
+            O::BatchForget(b) => write!(f, "BATCH_FORGET {}", b.len()),
+            O::Getattr(_) => write!(f, "GETATTR"),
             O::Setattr(s) => write!(f, "SETATTR {s:?}"),
-            O::Readlink => write!(f, "READLINK"),
-            O::Symlink { name, target } => write!(f, "SYMLINK target {target:?}, link_name {name:?}"),
+            O::Readlink(_) => write!(f, "READLINK"),
+            O::Symlink(Symlink { name, target, .. }) => write!(f, "SYMLINK target {target:?}, link_name {name:?}"),
             O::Mknod(Mknod { name, mode, .. }) => write!(f, "MKNOD name {name:?}, mode {mode:#05o}"),
             O::Mkdir(Mkdir { name, mode, .. }) => write!(f, "MKDIR name {name:?}, mode {mode:#05o}"),
-            O::Unlink { name } => write!(f, "UNLINK name {name:?}"),
-            O::Rmdir { name } => write!(f, "RMDIR name {name:?}"),
-            O::Rename(Rename { name, newparent, newname, flags }) => {
+            O::Unlink(Unlink { name, .. }) => write!(f, "UNLINK name {name:?}"),
+            O::Rmdir(Rmdir { name, .. }) => write!(f, "RMDIR name {name:?}"),
+            O::Rename(Rename { name, newparent, newname, flags, .. }) => {
                 let (newdir, flags) = (newparent.0, flags.bits());
                 write!(f, "RENAME name {name:?}, newdir {newdir:#x}, newname {newname:?}, flags {flags:#x}")
             }
-            O::Link { oldnodeid, newname } => write!(f, "LINK ino {oldnodeid:#x}, newname {newname:?}"),
-            O::Open { flags, .. } => write!(f, "OPEN flags {flags:#x}"),
+            O::Link(Link { ino, newname, .. }) => write!(f, "LINK ino {:#x}, newname {newname:?}", ino.0),
+            O::Open(Open { flags, .. }) => write!(f, "OPEN flags {:#x}", flags.0),
             O::Read(Read { fh, offset, size, .. }) => write!(f, "READ fh {}, offset {offset}, size {size}", fh.0),
             O::Write(Write { fh, offset, data, .. }) => {
                 write!(f, "WRITE fh {}, offset {offset}, size {}", fh.0, data.len())
             }
-            O::Statfs => write!(f, "STATFS"),
+            O::Statfs(_) => write!(f, "STATFS"),
             O::Release(r) => write!(f, "RELEASE fh {}", r.fh.0),
-            O::Fsync { fh, .. } => write!(f, "FSYNC fh {fh}"),
+            O::Fsync(Fsync { fh, .. }) => write!(f, "FSYNC fh {}", fh.0),
             O::Setxattr(SetXattr { name, value, .. }) => write!(f, "SETXATTR name {name:?}, size {}", value.len()),
-            O::Getxattr { name, size } => write!(f, "GETXATTR name {name:?}, size {size}"),
-            O::Listxattr { size } => write!(f, "LISTXATTR size {size}"),
-            O::Removexattr { name } => write!(f, "REMOVEXATTR name {name:?}"),
-            O::Flush { fh, .. } => write!(f, "FLUSH fh {fh}"),
+            O::Getxattr(GetXattr { name, size, .. }) => write!(f, "GETXATTR name {name:?}, size {size}"),
+            O::Listxattr(ListXattr { size, .. }) => write!(f, "LISTXATTR size {size}"),
+            O::Removexattr(RemoveXattr { name, .. }) => write!(f, "REMOVEXATTR name {name:?}"),
+            O::Flush(Flush { fh, .. }) => write!(f, "FLUSH fh {}", fh.0),
             O::Init(i) => write!(f, "INIT kernel ABI {}.{}, flags {:#x}", i.major, i.minor, i.flags),
-            O::Opendir { .. } => write!(f, "OPENDIR"),
-            O::Readdir { offset, size, .. } => write!(f, "READDIR offset {offset}, size {size}"),
-            O::Readdirplus { offset, size, .. } => write!(f, "READDIRPLUS offset {offset}, size {size}"),
-            O::Releasedir { .. } => write!(f, "RELEASEDIR"),
-            O::Fsyncdir { .. } => write!(f, "FSYNCDIR"),
+            O::Opendir(_) => write!(f, "OPENDIR"),
+            O::Readdir(Readdir { offset, size, .. }) => write!(f, "READDIR offset {offset}, size {size}"),
+            O::Readdirplus(Readdir { offset, size, .. }) => write!(f, "READDIRPLUS offset {offset}, size {size}"),
+            O::Releasedir(_) => write!(f, "RELEASEDIR"),
+            O::Fsyncdir(_) => write!(f, "FSYNCDIR"),
             O::Lock => write!(f, "GETLK/SETLK"),
-            O::Access { mask } => write!(f, "ACCESS mask {mask:#o}"),
+            O::Access(Access { mask, .. }) => write!(f, "ACCESS mask {:#o}", mask.bits()),
             O::Create(Create { name, mode, flags, .. }) => {
                 write!(f, "CREATE name {name:?}, mode {mode:#05o}, flags {flags:#x}")
             }
             O::Tmpfile(Tmpfile { mode, flags, .. }) => write!(f, "TMPFILE mode {mode:#05o}, flags {flags:#x}"),
-            O::Interrupt { unique } => write!(f, "INTERRUPT unique {unique}"),
-            O::Bmap { block, .. } => write!(f, "BMAP block {block}"),
+            O::Interrupt(Interrupt { unique }) => write!(f, "INTERRUPT unique {unique}"),
+            O::Bmap(Bmap { block, .. }) => write!(f, "BMAP block {block}"),
             O::Destroy => write!(f, "DESTROY"),
             O::Ioctl(Ioctl { cmd, .. }) => write!(f, "IOCTL cmd {cmd:#x}"),
             O::Poll => write!(f, "POLL"),
@@ -411,8 +315,8 @@ impl std::fmt::Display for Operation<'_> {
             O::CopyFileRange(CopyFileRange { len, wide, .. }) => {
                 write!(f, "COPY_FILE_RANGE{} len {len}", if *wide { "_64" } else { "" })
             }
-            O::Statx { sx_mask, .. } => write!(f, "STATX mask {sx_mask:#x}"),
-            O::Syncfs => write!(f, "SYNCFS"),
+            O::Statx(Statx { mask, .. }) => write!(f, "STATX mask {mask:#x}"),
+            O::Syncfs(_) => write!(f, "SYNCFS"),
             O::Unknown { opcode } => write!(f, "opcode {opcode}"),
         }
     }
@@ -444,33 +348,35 @@ pub fn decode(buf: &[u8], cfg: DecodeConfig) -> Result<Decoded<'_>, Errno> {
     let ext = usize::from(header.total_extlen) * 8;
     let args = buf[abi::IN_HEADER_LEN..len].get(..len - abi::IN_HEADER_LEN - ext.min(len - abi::IN_HEADER_LEN));
     let args = args.ok_or(Errno::EIO)?;
-    let op = decode_args(header.opcode, args, cfg)?;
+    let op = decode_args(header.opcode, header.nodeid, args, cfg)?;
     Ok(Decoded { header, op })
 }
 
-/// Decodes the arguments of one request of `opcode` (the bytes after the
-/// in header, extensions removed).
-pub fn decode_args(opcode: u32, args: &[u8], cfg: DecodeConfig) -> Result<Operation<'_>, Errno> {
-    decode_split(opcode, Reader::new(args), cfg)
+/// Decodes the arguments of one request of `opcode` about node `nodeid`
+/// (the bytes after the in header, extensions removed).
+pub fn decode_args(opcode: u32, nodeid: u64, args: &[u8], cfg: DecodeConfig) -> Result<Operation<'_>, Errno> {
+    decode_split(opcode, nodeid, Reader::new(args), cfg)
 }
 
-/// Decodes the arguments of one request of `opcode` from `r` (one
-/// buffer, or a ring entry's op header and payload).
-pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result<Operation<'_>, Errno> {
+/// Decodes the arguments of one request of `opcode` about node `nodeid`
+/// (the in header's) from `r` (one buffer, or a ring entry's op header
+/// and payload).
+pub fn decode_split(opcode: u32, nodeid: u64, mut r: Reader<'_>, cfg: DecodeConfig) -> Result<Operation<'_>, Errno> {
+    let ino = INodeNo(nodeid);
     let o = match opcode {
-        op::LOOKUP => Operation::Lookup { name: r.cstr()? },
-        op::FORGET => Operation::Forget { nlookup: r.u64()? },
+        op::LOOKUP => Operation::Lookup(Lookup { parent: ino, name: r.cstr()? }),
+        op::FORGET => Operation::Forget(Forget { ino, nlookup: r.u64()? }),
         op::BATCH_FORGET => {
             let count = r.u32()? as usize;
             r.u32()?;
             let nodes = r.bytes(count.checked_mul(16).ok_or(Errno::EIO)?)?;
-            Operation::BatchForget { nodes }
+            Operation::BatchForget(BatchForget { nodes })
         }
         op::GETATTR => {
             let flags = r.u32()?;
             r.u32()?;
             let fh = r.u64()?;
-            Operation::Getattr { fh: (flags & abi::GETATTR_FH != 0).then_some(fh) }
+            Operation::Getattr(GetAttr { ino, fh: (flags & abi::GETATTR_FH != 0).then_some(FileHandle(fh)) })
         }
         op::SETATTR => {
             use abi::fattr;
@@ -483,6 +389,7 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             let (uid, gid) = (r.u32()?, r.u32()?);
             let has = |bit: u32| valid & bit != 0;
             Operation::Setattr(SetAttr {
+                ino,
                 mode: has(fattr::MODE).then_some(mode),
                 uid: has(fattr::UID).then_some(uid),
                 gid: has(fattr::GID).then_some(gid),
@@ -494,22 +401,22 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 kill_suidgid: has(fattr::KILL_SUIDGID),
             })
         }
-        op::READLINK => Operation::Readlink,
+        op::READLINK => Operation::Readlink(Readlink { ino }),
         op::SYMLINK => {
             let name = r.cstr()?;
-            Operation::Symlink { name, target: r.cstr()? }
+            Operation::Symlink(Symlink { parent: ino, name, target: Path::new(r.cstr()?) })
         }
         op::MKNOD => {
             let (mode, rdev, umask) = (r.u32()?, r.u32()?, r.u32()?);
             r.u32()?;
-            Operation::Mknod(Mknod { mode, rdev, umask, name: r.cstr()? })
+            Operation::Mknod(Mknod { parent: ino, mode, rdev, umask, name: r.cstr()? })
         }
         op::MKDIR => {
             let (mode, umask) = (r.u32()?, r.u32()?);
-            Operation::Mkdir(Mkdir { mode, umask, name: r.cstr()? })
+            Operation::Mkdir(Mkdir { parent: ino, mode, umask, name: r.cstr()? })
         }
-        op::UNLINK => Operation::Unlink { name: r.cstr()? },
-        op::RMDIR => Operation::Rmdir { name: r.cstr()? },
+        op::UNLINK => Operation::Unlink(Unlink { parent: ino, name: r.cstr()? }),
+        op::RMDIR => Operation::Rmdir(Rmdir { parent: ino, name: r.cstr()? }),
         op::RENAME | op::RENAME2 => {
             let newdir = r.u64()?;
             let flags = if opcode == op::RENAME2 {
@@ -521,27 +428,32 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             };
             let name = r.cstr()?;
             let flags = RenameFlags::from_bits_retain(flags);
-            Operation::Rename(Rename { name, newparent: INodeNo(newdir), newname: r.cstr()?, flags })
+            Operation::Rename(Rename { parent: ino, name, newparent: INodeNo(newdir), newname: r.cstr()?, flags })
         }
         op::LINK => {
             let oldnodeid = r.u64()?;
-            Operation::Link { oldnodeid, newname: r.cstr()? }
+            Operation::Link(Link { ino: INodeNo(oldnodeid), newparent: ino, newname: r.cstr()? })
         }
-        op::OPEN => Operation::Open { flags: r.u32()?, open_flags: r.u32()? },
-        op::OPENDIR => Operation::Opendir { flags: r.u32()? },
+        op::OPEN => {
+            let flags = OpenFlags(r.u32()? as i32);
+            Operation::Open(Open { ino, flags, open_flags: r.u32()? })
+        }
+        op::OPENDIR => Operation::Opendir(Opendir { ino, flags: OpenFlags(r.u32()? as i32) }),
         op::READ | op::READDIR | op::READDIRPLUS => {
             let (fh, offset, size, read_flags, lock_owner, flags) =
                 (r.u64()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?);
+            let fh = FileHandle(fh);
             match opcode {
                 op::READ => Operation::Read(Read {
-                    fh: FileHandle(fh),
+                    ino,
+                    fh,
                     offset,
                     size,
                     flags: OpenFlags(flags as i32),
                     lock_owner: (read_flags & abi::READ_LOCKOWNER != 0).then_some(LockOwner(lock_owner)),
                 }),
-                op::READDIR => Operation::Readdir { fh, offset, size },
-                _ => Operation::Readdirplus { fh, offset, size },
+                op::READDIR => Operation::Readdir(Readdir { ino, fh, offset, size }),
+                _ => Operation::Readdirplus(Readdir { ino, fh, offset, size }),
             }
         }
         op::WRITE => {
@@ -550,6 +462,7 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             r.u32()?;
             let data = r.bytes(size as usize)?;
             Operation::Write(Write {
+                ino,
                 fh: FileHandle(fh),
                 offset,
                 data,
@@ -558,26 +471,29 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 lock_owner: (write_flags & abi::WRITE_LOCKOWNER != 0).then_some(LockOwner(lock_owner)),
             })
         }
-        op::STATFS => Operation::Statfs,
+        op::STATFS => Operation::Statfs(Statfs { ino }),
         op::RELEASE | op::RELEASEDIR => {
             let (fh, flags, release_flags, lock_owner) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?);
+            let (fh, flags) = (FileHandle(fh), OpenFlags(flags as i32));
             if opcode == op::RELEASE {
                 Operation::Release(Release {
-                    fh: FileHandle(fh),
-                    flags: OpenFlags(flags as i32),
+                    ino,
+                    fh,
+                    flags,
                     lock_owner: Some(LockOwner(lock_owner)),
                     flush: release_flags & abi::RELEASE_FLUSH != 0,
                 })
             } else {
-                Operation::Releasedir { fh, flags }
+                Operation::Releasedir(Releasedir { ino, fh, flags })
             }
         }
         op::FSYNC | op::FSYNCDIR => {
             let (fh, fsync_flags) = (r.u64()?, r.u32()?);
+            let fsync = Fsync { ino, fh: FileHandle(fh), datasync: fsync_flags & abi::FSYNC_FDATASYNC != 0 };
             if opcode == op::FSYNC {
-                Operation::Fsync { fh, fsync_flags }
+                Operation::Fsync(fsync)
             } else {
-                Operation::Fsyncdir { fh, fsync_flags }
+                Operation::Fsyncdir(fsync)
             }
         }
         op::SETXATTR => {
@@ -590,19 +506,20 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
                 0
             };
             let name = r.cstr()?;
-            Operation::Setxattr(SetXattr { name, value: r.bytes(size as usize)?, flags: flags as i32, setxattr_flags })
+            let value = r.bytes(size as usize)?;
+            Operation::Setxattr(SetXattr { ino, name, value, flags: flags as i32, setxattr_flags })
         }
         op::GETXATTR => {
             let size = r.u32()?;
             r.u32()?;
-            Operation::Getxattr { size, name: r.cstr()? }
+            Operation::Getxattr(GetXattr { ino, size, name: r.cstr()? })
         }
-        op::LISTXATTR => Operation::Listxattr { size: r.u32()? },
-        op::REMOVEXATTR => Operation::Removexattr { name: r.cstr()? },
+        op::LISTXATTR => Operation::Listxattr(ListXattr { ino, size: r.u32()? }),
+        op::REMOVEXATTR => Operation::Removexattr(RemoveXattr { ino, name: r.cstr()? }),
         op::FLUSH => {
-            let fh = r.u64()?;
+            let fh = FileHandle(r.u64()?);
             r.u64()?;
-            Operation::Flush { fh, lock_owner: r.u64()? }
+            Operation::Flush(Flush { ino, fh, lock_owner: LockOwner(r.u64()?) })
         }
         op::INIT => {
             let (major, minor, max_readahead, flags) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
@@ -611,33 +528,35 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
             Operation::Init(InitIn { major, minor, max_readahead, flags: u64::from(flags) | u64::from(flags2) << 32 })
         }
         op::GETLK | op::SETLK | op::SETLKW => Operation::Lock,
-        op::ACCESS => Operation::Access { mask: r.u32()? },
+        op::ACCESS => Operation::Access(Access { ino, mask: AccessFlags::from_bits_retain(r.u32()? as i32) }),
         op::CREATE | op::TMPFILE => {
             let (flags, mode, umask, open_flags) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+            let flags = flags as i32;
             if opcode == op::CREATE {
-                Operation::Create(Create { name: r.cstr()?, mode, umask, flags: flags as i32, open_flags })
+                Operation::Create(Create { parent: ino, name: r.cstr()?, mode, umask, flags, open_flags })
             } else {
-                Operation::Tmpfile(Tmpfile { mode, umask, flags: flags as i32, open_flags })
+                Operation::Tmpfile(Tmpfile { parent: ino, mode, umask, flags, open_flags })
             }
         }
-        op::INTERRUPT => Operation::Interrupt { unique: r.u64()? },
-        op::BMAP => Operation::Bmap { block: r.u64()?, blocksize: r.u32()? },
+        op::INTERRUPT => Operation::Interrupt(Interrupt { unique: r.u64()? }),
+        op::BMAP => Operation::Bmap(Bmap { ino, block: r.u64()?, blocksize: r.u32()? }),
         op::DESTROY => Operation::Destroy,
         op::IOCTL => {
             let (fh, flags, cmd, arg, in_size, out_size) = (r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?, r.u32()?);
             let in_data = r.bytes(in_size as usize)?;
-            Operation::Ioctl(Ioctl { fh: FileHandle(fh), flags, cmd, arg, in_data, out_size })
+            Operation::Ioctl(Ioctl { ino, fh: FileHandle(fh), flags, cmd, arg, in_data, out_size })
         }
         op::POLL => Operation::Poll,
         op::FALLOCATE => {
             let (fh, offset, length, mode) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
-            Operation::Fallocate(Fallocate { fh: FileHandle(fh), offset, length, mode: mode as i32 })
+            Operation::Fallocate(Fallocate { ino, fh: FileHandle(fh), offset, length, mode: mode as i32 })
         }
         op::LSEEK => {
             let (fh, offset, whence) = (r.u64()?, r.u64()?, r.u32()?);
-            Operation::Lseek(Lseek { fh: FileHandle(fh), offset: offset as i64, whence: whence as i32 })
+            Operation::Lseek(Lseek { ino, fh: FileHandle(fh), offset: offset as i64, whence: whence as i32 })
         }
         op::COPY_FILE_RANGE | op::COPY_FILE_RANGE_64 => Operation::CopyFileRange(CopyFileRange {
+            ino,
             fh_in: FileHandle(r.u64()?),
             offset_in: r.u64()?,
             ino_out: INodeNo(r.u64()?),
@@ -650,9 +569,11 @@ pub fn decode_split(opcode: u32, mut r: Reader<'_>, cfg: DecodeConfig) -> Result
         op::STATX => {
             let getattr_flags = r.u32()?;
             r.u32()?;
-            Operation::Statx { getattr_flags, fh: r.u64()?, sx_flags: r.u32()?, sx_mask: r.u32()? }
+            let fh = FileHandle(r.u64()?);
+            let fh = (getattr_flags & abi::GETATTR_FH != 0).then_some(fh);
+            Operation::Statx(Statx { ino, fh, flags: r.u32()?, mask: r.u32()? })
         }
-        op::SYNCFS => Operation::Syncfs,
+        op::SYNCFS => Operation::Syncfs(Syncfs { ino }),
         opcode => Operation::Unknown { opcode },
     };
     Ok(o)

@@ -3,7 +3,12 @@
 //! lying lengths) answered with an errno, never a panic.
 
 use super::*;
-use crate::proto::types::{FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, TimeOrNow, WriteFlags};
+use crate::proto::request::*;
+use crate::proto::types::{AccessFlags, FileHandle, INodeNo, LockOwner, OpenFlags, RenameFlags, TimeOrNow, WriteFlags};
+use std::path::Path;
+
+/// The node of every request [`req`] builds: each decoded value names it.
+const N: INodeNo = INodeNo(5);
 
 /// A request: in header (unique 7, node 5, uid 1000, gid 100, pid 42)
 /// and `args`.
@@ -58,24 +63,25 @@ fn name(s: &str) -> &OsStr {
 
 #[test]
 fn names_and_entries() {
-    assert_eq!(op(op::LOOKUP, Args::default().s("a")), Operation::Lookup { name: name("a") });
-    assert_eq!(op(op::UNLINK, Args::default().s("b")), Operation::Unlink { name: name("b") });
-    assert_eq!(op(op::RMDIR, Args::default().s("c")), Operation::Rmdir { name: name("c") });
+    assert_eq!(op(op::LOOKUP, Args::default().s("a")), Operation::Lookup(Lookup { parent: N, name: name("a") }));
+    assert_eq!(op(op::UNLINK, Args::default().s("b")), Operation::Unlink(Unlink { parent: N, name: name("b") }));
+    assert_eq!(op(op::RMDIR, Args::default().s("c")), Operation::Rmdir(Rmdir { parent: N, name: name("c") }));
     assert_eq!(
         op(op::SYMLINK, Args::default().s("l").s("/t")),
-        Operation::Symlink { name: name("l"), target: name("/t") }
+        Operation::Symlink(Symlink { parent: N, name: name("l"), target: Path::new("/t") })
     );
     assert_eq!(
         op(op::MKNOD, Args::default().u32(0o10644).u32(0x801).u32(0o22).u32(0).s("n")),
-        Operation::Mknod(Mknod { name: name("n"), mode: 0o10644, umask: 0o22, rdev: 0x801 })
+        Operation::Mknod(Mknod { parent: N, name: name("n"), mode: 0o10644, umask: 0o22, rdev: 0x801 })
     );
     assert_eq!(
         op(op::MKDIR, Args::default().u32(0o755).u32(0o22).s("d")),
-        Operation::Mkdir(Mkdir { name: name("d"), mode: 0o755, umask: 0o22 })
+        Operation::Mkdir(Mkdir { parent: N, name: name("d"), mode: 0o755, umask: 0o22 })
     );
     assert_eq!(
         op(op::RENAME, Args::default().u64(9).s("x").s("y")),
         Operation::Rename(Rename {
+            parent: N,
             name: name("x"),
             newparent: INodeNo(9),
             newname: name("y"),
@@ -85,32 +91,46 @@ fn names_and_entries() {
     assert_eq!(
         op(op::RENAME2, Args::default().u64(9).u32(2).u32(0).s("x").s("y")),
         Operation::Rename(Rename {
+            parent: N,
             name: name("x"),
             newparent: INodeNo(9),
             newname: name("y"),
             flags: RenameFlags::RENAME_EXCHANGE
         })
     );
-    assert_eq!(op(op::LINK, Args::default().u64(12).s("h")), Operation::Link { oldnodeid: 12, newname: name("h") });
+    assert_eq!(
+        op(op::LINK, Args::default().u64(12).s("h")),
+        Operation::Link(Link { ino: INodeNo(12), newparent: N, newname: name("h") })
+    );
     assert_eq!(
         op(op::CREATE, Args::default().u32(0o102).u32(0o644).u32(0o22).u32(0).s("f")),
-        Operation::Create(Create { name: name("f"), mode: 0o644, umask: 0o22, flags: 0o102, open_flags: 0 })
+        Operation::Create(Create { parent: N, name: name("f"), mode: 0o644, umask: 0o22, flags: 0o102, open_flags: 0 })
     );
     assert_eq!(
         op(op::TMPFILE, Args::default().u32(0o20000002).u32(0o600).u32(0o22).u32(0).s("/")),
-        Operation::Tmpfile(Tmpfile { mode: 0o600, umask: 0o22, flags: 0o20000002, open_flags: 0 })
+        Operation::Tmpfile(Tmpfile { parent: N, mode: 0o600, umask: 0o22, flags: 0o20000002, open_flags: 0 })
     );
 }
 
 #[test]
 fn files_and_data() {
-    assert_eq!(op(op::OPEN, Args::default().u32(2).u32(1)), Operation::Open { flags: 2, open_flags: 1 });
+    assert_eq!(
+        op(op::OPEN, Args::default().u32(2).u32(1)),
+        Operation::Open(Open { ino: N, flags: OpenFlags(2), open_flags: 1 })
+    );
     // The lock owner is there only when read_flags / write_flags say so.
     for (read_flags, lock_owner) in [(2, Some(LockOwner(77))), (0, None)] {
         let read = Args::default().u64(3).u64(4096).u32(8192).u32(read_flags).u64(77).u32(0o2).u32(0);
         assert_eq!(
             op(op::READ, read),
-            Operation::Read(Read { fh: FileHandle(3), offset: 4096, size: 8192, flags: OpenFlags(0o2), lock_owner })
+            Operation::Read(Read {
+                ino: N,
+                fh: FileHandle(3),
+                offset: 4096,
+                size: 8192,
+                flags: OpenFlags(0o2),
+                lock_owner
+            })
         );
     }
     for (write_flags, lock_owner) in [(4, None), (2, Some(LockOwner(9)))] {
@@ -118,6 +138,7 @@ fn files_and_data() {
         assert_eq!(
             op(op::WRITE, write),
             Operation::Write(Write {
+                ino: N,
                 fh: FileHandle(3),
                 offset: 10,
                 data: b"hello",
@@ -131,6 +152,7 @@ fn files_and_data() {
         assert_eq!(
             op(op::RELEASE, Args::default().u64(3).u32(2).u32(release_flags).u64(5)),
             Operation::Release(Release {
+                ino: N,
                 fh: FileHandle(3),
                 flags: OpenFlags(2),
                 lock_owner: Some(LockOwner(5)),
@@ -138,21 +160,31 @@ fn files_and_data() {
             })
         );
     }
-    assert_eq!(op(op::FSYNC, Args::default().u64(3).u32(1).u32(0)), Operation::Fsync { fh: 3, fsync_flags: 1 });
-    assert_eq!(op(op::FLUSH, Args::default().u64(3).u32(0).u32(0).u64(9)), Operation::Flush { fh: 3, lock_owner: 9 });
+    // FUSE_FSYNC_FDATASYNC is bit 0.
+    for (fsync_flags, datasync) in [(1, true), (0, false)] {
+        assert_eq!(
+            op(op::FSYNC, Args::default().u64(3).u32(fsync_flags).u32(0)),
+            Operation::Fsync(Fsync { ino: N, fh: FileHandle(3), datasync })
+        );
+    }
+    assert_eq!(
+        op(op::FLUSH, Args::default().u64(3).u32(0).u32(0).u64(9)),
+        Operation::Flush(Flush { ino: N, fh: FileHandle(3), lock_owner: LockOwner(9) })
+    );
     assert_eq!(
         op(op::FALLOCATE, Args::default().u64(3).u64(1).u64(2).u32(3).u32(0)),
-        Operation::Fallocate(Fallocate { fh: FileHandle(3), offset: 1, length: 2, mode: 3 })
+        Operation::Fallocate(Fallocate { ino: N, fh: FileHandle(3), offset: 1, length: 2, mode: 3 })
     );
     assert_eq!(
         op(op::LSEEK, Args::default().u64(3).u64(100).u32(3).u32(0)),
-        Operation::Lseek(Lseek { fh: FileHandle(3), offset: 100, whence: 3 })
+        Operation::Lseek(Lseek { ino: N, fh: FileHandle(3), offset: 100, whence: 3 })
     );
     let cfr = || Args::default().u64(1).u64(2).u64(3).u64(4).u64(5).u64(6).u64(0);
     for (code, wide) in [(op::COPY_FILE_RANGE, false), (op::COPY_FILE_RANGE_64, true)] {
         assert_eq!(
             op(code, cfr()),
             Operation::CopyFileRange(CopyFileRange {
+                ino: N,
                 fh_in: FileHandle(1),
                 offset_in: 2,
                 ino_out: INodeNo(3),
@@ -168,6 +200,7 @@ fn files_and_data() {
     assert_eq!(
         op(op::IOCTL, ioctl),
         Operation::Ioctl(Ioctl {
+            ino: N,
             fh: FileHandle(3),
             flags: 0,
             cmd: 0x8008_6601,
@@ -176,15 +209,22 @@ fn files_and_data() {
             out_size: 8
         })
     );
-    assert_eq!(op(op::BMAP, Args::default().u64(9).u32(4096).u32(0)), Operation::Bmap { block: 9, blocksize: 4096 });
+    assert_eq!(
+        op(op::BMAP, Args::default().u64(9).u32(4096).u32(0)),
+        Operation::Bmap(Bmap { ino: N, block: 9, blocksize: 4096 })
+    );
 }
 
 #[test]
 fn attributes_xattrs_and_dirs() {
-    assert_eq!(op(op::GETATTR, Args::default().u32(0).u32(0).u64(3)), Operation::Getattr { fh: None });
-    assert_eq!(op(op::GETATTR, Args::default().u32(1).u32(0).u64(3)), Operation::Getattr { fh: Some(3) });
-    let statx = Args::default().u32(1).u32(0).u64(8).u32(0).u32(0xfff);
-    assert_eq!(op(op::STATX, statx), Operation::Statx { getattr_flags: 1, fh: 8, sx_flags: 0, sx_mask: 0xfff });
+    let getattr = |fh| Operation::Getattr(GetAttr { ino: N, fh });
+    assert_eq!(op(op::GETATTR, Args::default().u32(0).u32(0).u64(3)), getattr(None));
+    assert_eq!(op(op::GETATTR, Args::default().u32(1).u32(0).u64(3)), getattr(Some(FileHandle(3))));
+    // The handle counts only with FUSE_GETATTR_FH, as GETATTR's.
+    for (getattr_flags, fh) in [(1, Some(FileHandle(8))), (0, None)] {
+        let statx = Args::default().u32(getattr_flags).u32(0).u64(8).u32(0x800).u32(0xfff);
+        assert_eq!(op(op::STATX, statx), Operation::Statx(Statx { ino: N, fh, flags: 0x800, mask: 0xfff }));
+    }
     let mut sa = Args::default().u32(abi::fattr::MODE | abi::fattr::SIZE).u32(0);
     for v in [1u64, 4096, 0, 10, 20, 30] {
         sa = sa.u64(v);
@@ -195,7 +235,7 @@ fn attributes_xattrs_and_dirs() {
     // Only what `valid` names is set.
     assert_eq!(
         op(op::SETATTR, sa),
-        Operation::Setattr(SetAttr { mode: Some(0o644), size: Some(4096), ..SetAttr::default() })
+        Operation::Setattr(SetAttr { mode: Some(0o644), size: Some(4096), ..SetAttr::of(N) })
     );
     let every = abi::fattr::MODE
         | abi::fattr::UID
@@ -216,6 +256,7 @@ fn attributes_xattrs_and_dirs() {
     }
     let at = |sec: u64, nsec: u64| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(sec * 1_000_000_000 + nsec);
     let want = SetAttr {
+        ino: N,
         mode: Some(0o644),
         uid: Some(7),
         gid: Some(8),
@@ -229,13 +270,14 @@ fn attributes_xattrs_and_dirs() {
     assert_eq!(op(op::SETATTR, sa), Operation::Setattr(want));
     assert_eq!(
         op(op::SETXATTR, Args::default().u32(3).u32(1).s("user.a").raw(b"xyz")),
-        Operation::Setxattr(SetXattr { name: name("user.a"), value: b"xyz", flags: 1, setxattr_flags: 0 })
+        Operation::Setxattr(SetXattr { ino: N, name: name("user.a"), value: b"xyz", flags: 1, setxattr_flags: 0 })
     );
     let ext = req(op::SETXATTR, &Args::default().u32(2).u32(0).u32(1).u32(0).s("system.posix_acl_access").raw(b"ab").0);
     let d = decode(&ext, DecodeConfig { setxattr_ext: true }).unwrap();
     assert_eq!(
         d.op,
         Operation::Setxattr(SetXattr {
+            ino: N,
             name: name("system.posix_acl_access"),
             value: b"ab",
             flags: 0,
@@ -244,23 +286,36 @@ fn attributes_xattrs_and_dirs() {
     );
     assert_eq!(
         op(op::GETXATTR, Args::default().u32(64).u32(0).s("user.a")),
-        Operation::Getxattr { size: 64, name: name("user.a") }
+        Operation::Getxattr(GetXattr { ino: N, size: 64, name: name("user.a") })
     );
-    assert_eq!(op(op::LISTXATTR, Args::default().u32(0).u32(0)), Operation::Listxattr { size: 0 });
-    assert_eq!(op(op::REMOVEXATTR, Args::default().s("user.a")), Operation::Removexattr { name: name("user.a") });
-    let rd = || Args::default().u64(0).u64(5).u32(4096).u32(0).u64(0).u32(0).u32(0);
-    assert_eq!(op(op::READDIR, rd()), Operation::Readdir { fh: 0, offset: 5, size: 4096 });
-    assert_eq!(op(op::READDIRPLUS, rd()), Operation::Readdirplus { fh: 0, offset: 5, size: 4096 });
-    assert_eq!(op(op::OPENDIR, Args::default().u32(0).u32(0)), Operation::Opendir { flags: 0 });
+    assert_eq!(op(op::LISTXATTR, Args::default().u32(0).u32(0)), Operation::Listxattr(ListXattr { ino: N, size: 0 }));
     assert_eq!(
-        op(op::RELEASEDIR, Args::default().u64(0).u32(0).u32(0).u64(0)),
-        Operation::Releasedir { fh: 0, flags: 0 }
+        op(op::REMOVEXATTR, Args::default().s("user.a")),
+        Operation::Removexattr(RemoveXattr { ino: N, name: name("user.a") })
     );
-    assert_eq!(op(op::FSYNCDIR, Args::default().u64(0).u32(1).u32(0)), Operation::Fsyncdir { fh: 0, fsync_flags: 1 });
-    assert_eq!(op(op::ACCESS, Args::default().u32(2).u32(0)), Operation::Access { mask: 2 });
-    assert_eq!(op(op::STATFS, Args::default()), Operation::Statfs);
-    assert_eq!(op(op::SYNCFS, Args::default().u64(0)), Operation::Syncfs);
-    assert_eq!(op(op::READLINK, Args::default()), Operation::Readlink);
+    let rd = || Args::default().u64(2).u64(5).u32(4096).u32(0).u64(0).u32(0).u32(0);
+    let readdir = Readdir { ino: N, fh: FileHandle(2), offset: 5, size: 4096 };
+    assert_eq!(op(op::READDIR, rd()), Operation::Readdir(readdir));
+    assert_eq!(op(op::READDIRPLUS, rd()), Operation::Readdirplus(readdir));
+    assert_eq!(
+        op(op::OPENDIR, Args::default().u32(0o4000).u32(0)),
+        Operation::Opendir(Opendir { ino: N, flags: OpenFlags(0o4000) })
+    );
+    assert_eq!(
+        op(op::RELEASEDIR, Args::default().u64(2).u32(1).u32(0).u64(0)),
+        Operation::Releasedir(Releasedir { ino: N, fh: FileHandle(2), flags: OpenFlags(1) })
+    );
+    assert_eq!(
+        op(op::FSYNCDIR, Args::default().u64(2).u32(1).u32(0)),
+        Operation::Fsyncdir(Fsync { ino: N, fh: FileHandle(2), datasync: true })
+    );
+    assert_eq!(
+        op(op::ACCESS, Args::default().u32(2).u32(0)),
+        Operation::Access(Access { ino: N, mask: AccessFlags::W_OK })
+    );
+    assert_eq!(op(op::STATFS, Args::default()), Operation::Statfs(Statfs { ino: N }));
+    assert_eq!(op(op::SYNCFS, Args::default().u64(0)), Operation::Syncfs(Syncfs { ino: N }));
+    assert_eq!(op(op::READLINK, Args::default()), Operation::Readlink(Readlink { ino: N }));
     assert_eq!(op(op::DESTROY, Args::default()), Operation::Destroy);
     assert_eq!(op(op::GETLK, Args::default()), Operation::Lock);
     assert_eq!(op(op::POLL, Args::default()), Operation::Poll);
@@ -274,22 +329,26 @@ fn init_forget_interrupt() {
         op(op::INIT, init.raw(&[0; 44])),
         Operation::Init(InitIn { major: 7, minor: 41, max_readahead: 131072, flags: 1 << 30 | 1 | 1 << 41 })
     );
-    assert_eq!(op(op::FORGET, Args::default().u64(3)), Operation::Forget { nlookup: 3 });
+    assert_eq!(op(op::FORGET, Args::default().u64(3)), Operation::Forget(Forget { ino: N, nlookup: 3 }));
     let bf = op(op::BATCH_FORGET, Args::default().u32(2).u32(0).u64(5).u64(1).u64(6).u64(2));
-    assert!(matches!(bf, Operation::BatchForget { nodes } if nodes.len() == 32));
+    let Operation::BatchForget(b) = bf else { panic!("{bf:?}") };
+    assert_eq!(b.len(), 2);
+    let forgets: Vec<Forget> = b.forgets().collect();
+    let want = [Forget { ino: INodeNo(5), nlookup: 1 }, Forget { ino: INodeNo(6), nlookup: 2 }];
+    assert_eq!(forgets, want);
     assert!(bf.no_reply());
-    assert_eq!(op(op::INTERRUPT, Args::default().u64(99)), Operation::Interrupt { unique: 99 });
+    assert_eq!(op(op::INTERRUPT, Args::default().u64(99)), Operation::Interrupt(Interrupt { unique: 99 }));
 }
 
 #[test]
 fn split_reader_reads_header_then_payload() {
     let head = Args::default().u64(3).u64(10).u32(2).u32(0).u64(0).u32(0).u32(0).0;
-    let d = decode_split(op::WRITE, Reader::split(&head, b"hi"), DecodeConfig::default()).unwrap();
+    let d = decode_split(op::WRITE, 5, Reader::split(&head, b"hi"), DecodeConfig::default()).unwrap();
     assert!(matches!(d, Operation::Write(Write { data: b"hi", offset: 10, .. })));
-    let d = decode_split(op::LOOKUP, Reader::split(&[], b"name\0"), DecodeConfig::default()).unwrap();
-    assert_eq!(d, Operation::Lookup { name: name("name") });
+    let d = decode_split(op::LOOKUP, 5, Reader::split(&[], b"name\0"), DecodeConfig::default()).unwrap();
+    assert_eq!(d, Operation::Lookup(Lookup { parent: N, name: name("name") }));
     // A field may not straddle the two segments.
-    assert_eq!(decode_split(op::FORGET, Reader::split(&[0; 4], &[0; 4]), DecodeConfig::default()), Err(Errno::EIO));
+    assert_eq!(decode_split(op::FORGET, 5, Reader::split(&[0; 4], &[0; 4]), DecodeConfig::default()), Err(Errno::EIO));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The typed values requests carry and replies take: node ids, handles,
-//! attributes, flag sets and errors. Shaped like the types of the `fuser`
-//! crate the adapter was first written against, so that its code reads
-//! the same.
+//! attributes, flag sets and errors. The request structs of
+//! [`super::request`] and the reply objects are built from them, so that
+//! a node id, a handle or a flag set has one type from decode to reply.
 
 use std::time::SystemTime;
 

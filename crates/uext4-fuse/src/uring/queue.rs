@@ -9,7 +9,6 @@ use crate::notify::PageInval;
 use crate::proto::abi::{self, op};
 use crate::proto::decode::{decode_split, Decoded, InHeader, Operation, Reader};
 use crate::proto::encode;
-use crate::proto::types::INodeNo;
 use crate::reply::{Out, FIXED_REPLY_MAX};
 use crate::session::Negotiated;
 use crate::Backend;
@@ -137,7 +136,7 @@ fn serve_entry<F: Backend>(
 fn read_fast<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], payload: &mut [u8]) -> bool {
     let Ok(h) = InHeader::parse(&header[..abi::IN_HEADER_LEN]) else { return false };
     let op_len = (h.len as usize).saturating_sub(abi::IN_HEADER_LEN).min(OP_IN);
-    let Ok(op) = decode_split(h.opcode, Reader::split(&header[OP_IN..OP_IN + op_len], &[]), n.decode) else {
+    let Ok(op) = decode_split(h.opcode, h.nodeid, Reader::split(&header[OP_IN..OP_IN + op_len], &[]), n.decode) else {
         return false;
     };
     let d = Decoded { header: h, op };
@@ -147,7 +146,7 @@ fn read_fast<F: Backend>(fs: &F, n: Negotiated, header: &mut [u8; HEADER_LEN], p
         return false;
     }
     let want = (r.size as usize).min(payload.len());
-    let read = || fs.read_fast(INodeNo(h.nodeid), r, &mut payload[..want]);
+    let read = || fs.read_fast(r, &mut payload[..want]);
     // This calls the adapter without the dispatcher: the same boundary
     // catches a panic.
     let (error, len) = match guarded(fs, &d, read) {
@@ -170,7 +169,7 @@ fn header_parts(out: &Out<'_>) -> (i32, usize) {
 }
 
 fn serve<F: Backend>(fs: &F, h: InHeader, r: Reader<'_>, n: Negotiated, out: &mut Out<'_>) {
-    match decode_split(h.opcode, r, n.decode) {
+    match decode_split(h.opcode, h.nodeid, r, n.decode) {
         Ok(op) if !op.no_reply() => dispatch(fs, &Decoded { header: h, op }, n.owner, out),
         // FORGET and INTERRUPT come through /dev/fuse, never a ring.
         Ok(_) => crate::reply::ReplyEmpty::new(out).error(crate::proto::types::Errno::ENOSYS),
