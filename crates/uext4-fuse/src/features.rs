@@ -33,7 +33,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(MAX_TTL_SECS);
 const MAX_TTL_SECS: u64 = 86400;
 
 /// When the kernel asks for READDIRPLUS (names with attributes) instead of
-/// READDIR.
+/// READDIR ([`KernelFeatures::readdirplus`], `-o readdirplus=`): `On`
+/// for walks that stat what they list, `Off` when listings are read
+/// without touching the entries and their attributes are not worth
+/// sending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Readdirplus {
     /// Never: READDIR only.

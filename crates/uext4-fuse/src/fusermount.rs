@@ -23,7 +23,9 @@ fn helper() -> std::ffi::OsString {
 }
 
 /// Mounts `mountpoint` with the comma-separated `options` through
-/// `fusermount3` and returns the /dev/fuse descriptor of the mount.
+/// `fusermount3` and returns the /dev/fuse descriptor of the mount. [`crate::Mount::new`]
+/// calls it when mount(2) is refused (no privilege); call it directly only
+/// to serve the descriptor with a session of your own.
 pub fn mount(mountpoint: &Path, options: &str) -> io::Result<OwnedFd> {
     let (ours, theirs) = UnixStream::pair()?;
     let child_fd = theirs.as_raw_fd();
@@ -112,7 +114,9 @@ fn receive_fd(sock: &UnixStream) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `fusermount3 -u [-z] MOUNTPOINT`: true if it succeeded.
+/// `fusermount3 -u [-z] MOUNTPOINT`: true if it succeeded. The unmount
+/// of an ordinary user, who may not call umount(2) on a FUSE mount;
+/// [`crate::Unmounter::unmount`] falls back to it.
 pub fn unmount(mountpoint: &OsStr, lazy: bool) -> io::Result<bool> {
     let mut cmd = Command::new(helper());
     cmd.arg("-u");

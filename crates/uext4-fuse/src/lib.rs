@@ -59,10 +59,14 @@ use std::sync::{Arc, Mutex};
 
 /// Mount flags passed to the kernel as they are (mount(8)'s generic
 /// options). `nodev` and `nosuid` are the default, as for every FUSE mount.
+/// A command-line front end checks `-o` options against it to tell these
+/// from the daemon's own before filling [`MountConfig::kernel_flags`].
 pub const KERNEL_FLAGS: &[&str] =
     &["dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "async", "dirsync"];
 
-/// How to mount.
+/// How to mount: passed to [`Mount::new`] (and [`Mount::new_null`]).
+/// `MountConfig::default()` is what `uext4 mount IMAGE DIR` does without
+/// options; set the fields the mount's `-o` options name.
 #[derive(Debug, Clone)]
 pub struct MountConfig {
     /// Mount read-only (the kernel refuses writes with EROFS). The
@@ -140,7 +144,9 @@ impl Default for MountConfig {
 }
 
 /// `/dev/fuse` worker threads by default: one per CPU, at least 4
-/// (requests block on the device) and at most 16.
+/// (requests block on the device) and at most 16. What
+/// [`MountConfig::threads`] `None` means on `/dev/fuse`; call it to show
+/// the number a mount will use.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(4, 16)
 }
@@ -394,7 +400,10 @@ impl Mount {
     }
 }
 
-/// Unmounts a mount point (see [`Mount::unmounter`]).
+/// Unmounts a mount point (see [`Mount::unmounter`]): hand it to the
+/// thread that handles SIGINT/SIGTERM, so that a signal ends
+/// [`Mount::run`] with a clean unmount instead of killing the daemon with
+/// its journal dirty.
 #[derive(Debug, Clone)]
 pub struct Unmounter {
     /// The mount's auto-unmount handle, taken once unmounted here.
@@ -403,7 +412,8 @@ pub struct Unmounter {
     shown: PathBuf,
 }
 
-/// What [`Unmounter::unmount`] did.
+/// What [`Unmounter::unmount`] did: match on it to tell the user whether
+/// the mount is gone now or will go when its last file is closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unmounted {
     /// Unmounted.
@@ -421,7 +431,9 @@ impl Unmounter {
         &self.shown
     }
 
-    /// umount(2); if the mount is busy, a lazy unmount (MNT_DETACH).
+    /// umount(2); if the mount is busy, a lazy unmount (MNT_DETACH). As an
+    /// ordinary user (EPERM) through `fusermount3 -u`, as the mount was
+    /// made.
     pub fn unmount(&self) -> io::Result<Unmounted> {
         let done = match umount2(&self.path, 0) {
             Ok(()) => Unmounted::Now,

@@ -13,7 +13,9 @@ use std::fs::File;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 
-/// Where messages are written.
+/// Where messages are written, chosen with [`init_log`]: `Stderr` for a
+/// daemon in the foreground, `File` or `Syslog` for one in the
+/// background, whose stderr is /dev/null.
 #[derive(Debug)]
 pub enum LogTarget {
     /// The process's stderr (a foreground daemon).

@@ -492,6 +492,13 @@ impl std::fmt::Display for Corruption {
 }
 
 /// Errors returned by uext4.
+///
+/// Match on the variant to tell a caller's mistake (`NotFound`, `Exists`,
+/// `Invalid`, ...) from a damaged image ([`Error::Corrupt`],
+/// [`Error::Checksum`]) or a failing device ([`Error::Io`]);
+/// [`Error::errno`] gives the errno the kernel would return, and the
+/// `From` conversion into `std::io::Error` lets `?` work in `io::Result`
+/// code.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The underlying device failed.

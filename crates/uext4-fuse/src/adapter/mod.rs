@@ -74,7 +74,10 @@ pub(crate) use init::{negotiate, MAX_BACKGROUND};
 mod ioctl;
 pub use ioctl::UEXT4_IOC_SYNC;
 
-/// The FUSE adapter over a shared [`uext4::Filesystem`].
+/// The FUSE adapter over a shared [`uext4::Filesystem`]: what
+/// [`crate::Mount::new`] builds and serves, one library call per request.
+/// Programs mount through [`crate::Mount`] and need not make one
+/// themselves.
 #[derive(Debug)]
 pub struct Uext4Fuse {
     fs: Arc<Filesystem>,

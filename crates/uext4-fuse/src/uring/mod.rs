@@ -47,10 +47,14 @@ use std::thread::JoinHandle;
 
 mod queue;
 
-/// The module parameter that allows FUSE over io_uring.
+/// The module parameter that allows FUSE over io_uring: write `Y` to it
+/// (as root) before mounting for `transport=auto` to use io_uring.
 pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 
-/// Which transport carries the kernel's requests to the daemon.
+/// Which transport carries the kernel's requests to the daemon
+/// ([`crate::MountConfig::transport`], `-o transport=`): leave it at
+/// `Auto`; `Dev` or `Uring` pin one, to compare them or to work around a
+/// kernel's bug in the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
     /// read(2)/write(2) on `/dev/fuse`, one descriptor per worker.
@@ -78,7 +82,9 @@ impl std::str::FromStr for Transport {
     }
 }
 
-/// Why FUSE over io_uring cannot be used on this machine now, if it cannot.
+/// Why FUSE over io_uring cannot be used on this machine now, if it
+/// cannot: what a front end shows when the user asked for
+/// `transport=uring`, or tests check before running on that transport.
 pub fn unavailable_reason() -> Option<String> {
     match std::fs::read_to_string(ENABLE_PARAM) {
         Err(_) => Some(format!(

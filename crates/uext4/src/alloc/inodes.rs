@@ -32,7 +32,9 @@ use std::sync::Arc;
 /// moving it on, still spreads directories over the disk).
 const ORLOV_WINDOW: u32 = 64;
 
-/// Counters of the inode allocator's work (for tests and benchmarks).
+/// Counters of the inode allocator's work, from
+/// [`FsCore::inode_alloc_stats`](crate::FsCore::inode_alloc_stats): for
+/// tests and benchmarks that check how far inode allocation searched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InodeAllocStats {
     /// Inodes allocated.

@@ -204,7 +204,9 @@ impl Default for AllocConfig {
     }
 }
 
-/// A group's buddy summary.
+/// A group's buddy summary, one per group from
+/// [`group_summaries`](crate::diagnostics::group_summaries): what `uext4
+/// mbstats` prints to show how a group's free space is fragmented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSummary {
     /// Group number.

@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// The allocation criteria, in the order they are tried.
+/// The allocation criteria, in the order they are tried: the index of
+/// the per-criterion counters of [`AllocStats`], for telling how hard
+/// the allocator had to search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Criterion {
     /// The goal block itself was free for the goal length.
@@ -88,7 +90,9 @@ pub(crate) struct Counters {
     pub evictions: AtomicU64,
 }
 
-/// A snapshot of the allocator's counters.
+/// A snapshot of the allocator's counters (the kernel's mb_stats), from
+/// [`FsCore::alloc_stats`](crate::FsCore::alloc_stats): subtract two
+/// snapshots to see what a workload cost the block allocator.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllocStats {
     /// Allocation requests.

@@ -139,7 +139,9 @@ impl Check {
     }
 }
 
-/// Hit and miss counters.
+/// Hit and miss counters of the metadata block cache, returned by
+/// [`FsCore::cache_stats`](crate::FsCore::cache_stats): compare two
+/// snapshots to see how many metadata reads a workload missed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
     /// Lookups answered from memory.

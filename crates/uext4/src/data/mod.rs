@@ -130,7 +130,10 @@ pub type FileIo = InodeIo<FileData>;
 /// The inode lock table of the data path.
 pub type FileLocks = InodeLocks<FileData>;
 
-/// Which inode lock a direct write takes.
+/// Which inode lock a direct write takes
+/// ([`DataPathConfig::lock_policy`]): `Exclusive` reproduces the
+/// behaviour before the seeds (every direct write exclusive, with a
+/// journal handle), for benchmarks comparing the two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LockPolicy {
     /// The seeds' behaviour: overwrites (and, with the other switches,
@@ -155,8 +158,10 @@ impl std::str::FromStr for LockPolicy {
     }
 }
 
-/// The data path's switches; the defaults are the seeds' behaviour, the
-/// alternatives reproduce each seed's "before".
+/// The data path's switches ([`MountOptions::data`](crate::MountOptions::data));
+/// the defaults are the seeds' behaviour, the alternatives reproduce each
+/// seed's "before". Leave it at its default unless you are measuring what
+/// one of those changes is worth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataPathConfig {
     /// Seed 000 (and 001 for buffered writes).
@@ -296,7 +301,9 @@ pub struct IoStats {
     pub writeback_bytes: StripedCounter,
 }
 
-/// The data path's counters at one instant.
+/// The data path's counters at one instant, from
+/// [`FsCore::io_stats`](crate::FsCore::io_stats): subtract two snapshots
+/// to see how many device reads and writes a workload caused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub struct IoStatsSnapshot {

@@ -17,7 +17,9 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Which kinds of call a fault applies to (a bit set).
+/// Which kinds of call a fault of a [`FaultyDevice`] applies to (a bit
+/// set): combine them with `|` to fail, say, writes and flushes but not
+/// reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultOps(u8);
 
@@ -78,7 +80,9 @@ struct State {
     short: u16,
 }
 
-/// A [`BlockDevice`] wrapper that injects I/O errors (see the module docs).
+/// A [`BlockDevice`] wrapper that injects I/O errors (see the module docs):
+/// for tests of how the engine or a front end behaves when the disk fails
+/// once ([`FaultyDevice::fail_nth`]) or for good ([`FaultyDevice::kill`]).
 pub struct FaultyDevice {
     inner: Arc<dyn BlockDevice>,
     state: Mutex<State>,

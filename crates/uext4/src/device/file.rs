@@ -37,7 +37,11 @@ fn block_device_size(file: &File) -> io::Result<u64> {
 }
 
 impl FileDevice {
-    /// Opens an image file or block device, read-only or read-write.
+    /// Opens an image file or block device, read-only or read-write: the
+    /// device [`Filesystem::open`](crate::Filesystem::open) and its kin
+    /// build; open one yourself to hand it to
+    /// [`Filesystem::open_device`](crate::Filesystem::open_device) behind a
+    /// wrapper of your own.
     pub fn open(path: impl AsRef<Path>, writable: bool) -> io::Result<FileDevice> {
         let file = OpenOptions::new().read(true).write(writable).open(path.as_ref())?;
         let meta = file.metadata()?;

@@ -24,7 +24,11 @@ pub use memory::MemoryDevice;
 
 use std::io;
 
-/// A random-access store of bytes shared by many threads.
+/// A random-access store of bytes shared by many threads: what a
+/// filesystem lives on. [`FileDevice`] serves image files and block
+/// devices, [`MemoryDevice`] RAM; implement it to put a filesystem on
+/// storage of your own and open it with
+/// [`Filesystem::open_device`](crate::Filesystem::open_device).
 pub trait BlockDevice: Send + Sync {
     /// Fills `buf` from byte `offset`. Reading past the end is an
     /// `UnexpectedEof` error, never a short read.

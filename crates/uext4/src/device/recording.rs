@@ -12,7 +12,9 @@ use parking_lot::Mutex;
 use std::io;
 use std::sync::Arc;
 
-/// One recorded event.
+/// One recorded event of a [`RecordingDevice`]'s
+/// [`log`](RecordingDevice::log): a crash test picks crash points among
+/// them.
 #[derive(Debug, Clone)]
 pub enum Event {
     /// Bytes written at an offset.
@@ -26,7 +28,10 @@ pub enum Event {
     Flush,
 }
 
-/// Records writes and flushes on their way to an in-memory device.
+/// Records writes and flushes on their way to an in-memory device: for
+/// crash tests, which run a workload on it and then check the image
+/// [`RecordingDevice::crash_image`] builds for each crash point (every
+/// write before the last flush, any subset of those after it).
 pub struct RecordingDevice {
     base: Vec<u8>,
     live: MemoryDevice,

@@ -31,7 +31,10 @@ use crate::volume::Volume;
 /// Dirent file type of a directory ("." and "..").
 const FT_DIR: u8 = 2;
 
-/// One directory entry as returned by readdir.
+/// One directory entry, owning its name, as
+/// [`FsCore::readdir`](crate::FsCore::readdir) returns them. For long
+/// listings prefer [`FsCore::readdir_into`](crate::FsCore::readdir_into),
+/// which reuses one [`DirBatch`] instead of allocating per entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
     /// Inode the entry points to.

@@ -12,7 +12,10 @@ use crate::inode::extent_write as ew;
 use crate::inode::{self, MapKind};
 use crate::txn::Tx;
 
-/// fallocate(2) modes.
+/// fallocate(2) modes: what [`FsCore::fallocate`](crate::FsCore::fallocate)
+/// does to the range it is given. Front ends map the `FALLOC_FL_*` flags
+/// they receive onto one of these (combinations without a variant are
+/// not supported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallocMode {
     /// Allocate (unwritten) and extend the size.

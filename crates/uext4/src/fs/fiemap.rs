@@ -19,7 +19,9 @@ pub const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
 /// `fe_flags`: a block-mapped file's run, not an on-disk extent.
 pub const FIEMAP_EXTENT_MERGED: u32 = 0x1000;
 
-/// One `struct fiemap_extent`: byte offsets and length.
+/// One `struct fiemap_extent`: byte offsets and length, as
+/// [`FsCore::fiemap`](crate::FsCore::fiemap) returns them for a front end
+/// serving FS_IOC_FIEMAP or a tool that shows where a file lies on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FiemapExtent {
     /// Offset in the file.

@@ -104,8 +104,23 @@ impl std::ops::Deref for Filesystem {
     }
 }
 
+// The entry points of the facade: every way they fail is documented
+// (clippy::missing_errors_doc), as for the std-like API.
+#[warn(clippy::missing_errors_doc)]
 impl Filesystem {
-    /// Opens an image file or block device read-only.
+    /// Opens an image file or block device read-only: for inspecting or
+    /// copying out of an image with no risk of changing it (a journal
+    /// that needs recovery is replayed in memory only, see
+    /// [`Filesystem::open_device`]). [`Filesystem::open_rw`] to change it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the image cannot be opened or read;
+    /// [`Error::NotExt4`] when it holds no ext2/3/4 superblock (bad magic,
+    /// too small);
+    /// [`Error::Unsupported`] for INCOMPAT features uext4 does not know
+    /// (named in the message); [`Error::Corrupt`] or [`Error::Checksum`]
+    /// when the superblock, descriptors or root are damaged.
     pub fn open(path: impl AsRef<Path>) -> Result<Filesystem> {
         let dev = FileDevice::open(path, false)?;
         Filesystem::open_device(Arc::new(dev), MountOptions::default())
@@ -113,6 +128,13 @@ impl Filesystem {
 
     /// Opens an image file or block device read-write (journal replayed
     /// onto it first, if needed).
+    ///
+    /// # Errors
+    ///
+    /// As [`Filesystem::open`], and for writing also: [`Error::ReadOnly`]
+    /// for a read-only device or RO_COMPAT features uext4 cannot write;
+    /// [`Error::Busy`] when multi-mount protection finds the image in use
+    /// elsewhere; any error of replaying the journal onto the device.
     pub fn open_rw(path: impl AsRef<Path>) -> Result<Filesystem> {
         let dev = FileDevice::open(path, true)?;
         Filesystem::open_device(Arc::new(dev), MountOptions { write: true, ..Default::default() })
@@ -120,6 +142,11 @@ impl Filesystem {
 
     /// Opens an image file or block device with `opts` (read-write when
     /// `opts.write`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Filesystem::open`], or [`Filesystem::open_rw`] when
+    /// `opts.write`.
     pub fn open_with(path: impl AsRef<Path>, opts: MountOptions) -> Result<Filesystem> {
         let dev = FileDevice::open(path, opts.write)?;
         Filesystem::open_device(Arc::new(dev), opts)
@@ -133,6 +160,11 @@ impl Filesystem {
     /// never written) and the notices say so; if the replay fails, or
     /// with [`MountOptions::norecovery`], the filesystem is opened
     /// un-replayed (as `-o ro,noload`) with a notice.
+    ///
+    /// # Errors
+    ///
+    /// As [`Filesystem::open`], or [`Filesystem::open_rw`] when
+    /// `opts.write`, with `dev`'s errors as [`Error::Io`].
     pub fn open_device(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Filesystem> {
         if opts.write {
             return Filesystem::open_device_rw(dev, opts);
@@ -255,12 +287,14 @@ impl FsCore {
         &self.notices
     }
 
-    /// The superblock.
+    /// The superblock as the filesystem holds it now, for inspection
+    /// tools that show its fields (`uext4 info`).
     pub fn superblock(&self) -> &Superblock {
         &self.vol.sb
     }
 
-    /// All group descriptors.
+    /// All group descriptors as the filesystem holds them now, for
+    /// inspection tools that show per-group counts.
     pub fn group_descs(&self) -> &[GroupDesc] {
         &self.vol.groups
     }
@@ -285,7 +319,8 @@ impl FsCore {
         Ok(self.alloc.get_or_init(|| a))
     }
 
-    /// The allocator's counters (mb_stats).
+    /// The allocator's counters (mb_stats): take one before and one after
+    /// a workload to see what it cost the block allocator.
     pub fn alloc_stats(&self) -> Result<AllocStats> {
         Ok(self.allocator()?.stats())
     }
@@ -307,12 +342,14 @@ impl FsCore {
         &self.vol
     }
 
-    /// Metadata cache counters.
+    /// Metadata cache counters: take one before and one after a workload
+    /// to see its metadata cache misses.
     pub fn cache_stats(&self) -> crate::cache::CacheStats {
         self.vol.cache.stats()
     }
 
-    /// The root directory's inode number.
+    /// The root directory's inode number: where inode-level walks start
+    /// (path-based calls start there on their own).
     pub fn root(&self) -> u32 {
         ROOT_INO
     }

@@ -220,7 +220,9 @@ impl FsCore {
         self.live().map_or(0, |rw| rw.data.pages().dirty())
     }
 
-    /// The data path's switches in force.
+    /// The data path's switches in force (what
+    /// [`MountOptions::data`](crate::MountOptions::data) asked for), for
+    /// benchmarks that label their results.
     pub fn data_path_config(&self) -> DataPathConfig {
         self.live().map(|rw| *rw.data.config()).unwrap_or_default()
     }
@@ -245,16 +247,25 @@ impl FsCore {
         written
     }
 
-    /// Re-reads the primary superblock from the device (tests).
+    /// Re-reads the primary superblock from the device, as it is on disk
+    /// rather than as the filesystem holds it: for tests that check what
+    /// was written.
     pub fn read_superblock(&self) -> Result<Superblock> {
         read_sb(&self.vol)
     }
 }
 
+#[warn(clippy::missing_errors_doc)]
 impl Filesystem {
     /// Clean unmount: dirty data written back, commit, checkpoint,
     /// `needs_recovery` cleared (or `s_state` valid without a journal).
     /// The filesystem stays readable but refuses further writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when writing back, committing or checkpointing fails
+    /// (the journal is then left for recovery at the next open), or for a
+    /// writeback error no fsync reported.
     pub fn unmount(&mut self) -> Result<()> {
         self.core.shutdown()
     }

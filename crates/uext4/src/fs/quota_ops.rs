@@ -18,7 +18,10 @@ use crate::quota::{QuotaEntry, QuotaLimits, Quotas};
 const QUOTA_OP_CREDITS: usize = 4;
 
 /// A file's project and inheritance flag (the project fields of
-/// `struct fsxattr`).
+/// `struct fsxattr`), read and set with
+/// [`FsCore::project`](crate::FsCore::project) and
+/// [`FsCore::set_project`](crate::FsCore::set_project) (FS_IOC_FSGETXATTR,
+/// FS_IOC_FSSETXATTR, `chattr -p`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProjectAttr {
     /// The project id (`fsx_projid`).
@@ -59,7 +62,8 @@ impl FsCore {
         self.with_quotas(|q| q.get(ty, id))
     }
 
-    /// Every entry of the `ty` quota, by id.
+    /// Every entry of the `ty` quota, by id: usage and limits, for a
+    /// `repquota`-style report.
     pub fn quota_entries(&self, ty: QuotaType) -> Result<Vec<QuotaEntry>> {
         self.with_quotas(|q| q.entries(ty))
     }
@@ -107,7 +111,9 @@ impl FsCore {
         q.check([i.uid, i.gid, i.projid], bytes, 0)
     }
 
-    /// The project id and inheritance flag of inode `ino`.
+    /// The project id and inheritance flag of inode `ino`
+    /// (FS_IOC_FSGETXATTR, `lsattr -p`): which project quota its blocks
+    /// count against.
     pub fn project(&self, ino: u32) -> Result<ProjectAttr> {
         let i = self.load(ino)?;
         Ok(ProjectAttr { projid: i.projid, inherit: i.flags & FL_PROJINHERIT != 0 })

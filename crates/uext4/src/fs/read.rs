@@ -27,7 +27,9 @@ impl FsCore {
         Ok(i)
     }
 
-    /// stat(2) of an inode.
+    /// stat(2) of an inode, for code that holds inode numbers (from
+    /// [`FsCore::lookup`], [`FsCore::readdir`], [`FsCore::resolve`]);
+    /// path-based code calls [`Filesystem::metadata`](crate::Filesystem::metadata).
     pub fn stat(&self, ino: u32) -> Result<Stat> {
         self.stat_of(self.inode(ino)?)
     }
@@ -128,7 +130,9 @@ impl FsCore {
         self.read_inode_data(&i, offset, buf)
     }
 
-    /// Reads a whole regular file.
+    /// Reads a whole regular file by inode number into a new buffer: for
+    /// files known to be small; [`FsCore::read`] reads a range into the
+    /// caller's buffer.
     pub fn read_all(&self, ino: u32) -> Result<Vec<u8>> {
         let i = self.inode(ino)?;
         if i.file_type()? != FileType::Regular {
@@ -220,7 +224,8 @@ impl FsCore {
         i.size < i.block.len() as u64 && i.blocks_512.saturating_sub(ea_sectors) == 0
     }
 
-    /// The target of symlink `ino`.
+    /// The target of symlink `ino`, as stored (never resolved); the
+    /// path-based form is [`Filesystem::read_link`](crate::Filesystem::read_link).
     pub fn readlink(&self, ino: u32) -> Result<Vec<u8>> {
         let i = self.inode(ino)?;
         if i.file_type()? != FileType::Symlink {

@@ -7,7 +7,9 @@ use super::transactions::SHUTDOWN_WHY;
 use super::FsCore;
 use crate::error::{Error, Result};
 
-/// What a shutdown keeps (FS_IOC_SHUTDOWN's flags).
+/// What a shutdown keeps (FS_IOC_SHUTDOWN's flags): passed to
+/// [`FsCore::shutdown_now`](crate::FsCore::shutdown_now) by a front end
+/// that serves the ioctl, or by a test that simulates a dying disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownMode {
     /// EXT4_GOING_FLAGS_DEFAULT: everything written back and

@@ -3,7 +3,13 @@
 use crate::format::inode::{FileType, Timestamp};
 use std::time::Duration;
 
-/// How to open a filesystem.
+/// How to open a filesystem: pass it to
+/// [`Filesystem::open_with`](crate::Filesystem::open_with) or
+/// [`Filesystem::open_device`](crate::Filesystem::open_device) when the
+/// defaults of [`Filesystem::open`](crate::Filesystem::open) and
+/// [`Filesystem::open_rw`](crate::Filesystem::open_rw) do not fit (cache
+/// sizes, commit interval, `sync`, atime, recovery); build it with
+/// `..Default::default()`.
 #[derive(Debug, Clone)]
 pub struct MountOptions {
     /// Metadata blocks the buffer cache keeps (default 16384).
@@ -83,7 +89,10 @@ impl std::str::FromStr for AtimeMode {
     }
 }
 
-/// Everything `stat(2)` reports, plus the ext4-specific fields.
+/// Everything `stat(2)` reports, plus the ext4-specific fields, from the
+/// inode-level [`FsCore::stat`](crate::FsCore::stat) and the operations
+/// that create or change an inode. Path-based code gets it wrapped in a
+/// [`Metadata`](crate::Metadata) ([`Metadata::stat`](crate::Metadata::stat)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
     /// Inode number.
@@ -124,7 +133,9 @@ pub struct Stat {
     pub projid: u32,
 }
 
-/// Filesystem-wide counters, as statfs(2) reports them.
+/// Filesystem-wide counters, as statfs(2) reports them, from
+/// [`FsCore::statfs`](crate::FsCore::statfs): free space and inodes, for
+/// `df` or for deciding whether a write will fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
     /// Block size.

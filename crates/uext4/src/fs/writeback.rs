@@ -301,7 +301,10 @@ impl FsCore {
         self.finish_writeback(st, ino)
     }
 
-    /// Writes back every dirty file.
+    /// Writes back every dirty file, without committing the journal: to
+    /// push buffered data to the device early (the background writeback
+    /// does it anyway). [`FsCore::commit`] does this and then commits, which
+    /// is what makes completed operations survive a crash.
     pub fn writeback_all(&self) -> Result<()> {
         let Some(rw) = self.live() else { return Ok(()) };
         let mut first_err = None;

@@ -28,7 +28,8 @@ use crate::xattr::write::{self as xw, Presence};
 const XATTR_CREDITS: usize = 16;
 
 /// How [`FsCore::set_xattr`](crate::fs::FsCore::set_xattr) treats an existing attribute
-/// (setxattr(2)'s flags).
+/// (setxattr(2)'s flags): `Create` or `Replace` when the caller must know
+/// whether the name existed, `Any` otherwise.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum XattrSetMode {
     /// Create the attribute or replace its value (flags 0).
@@ -70,7 +71,9 @@ fn check_writable(i: &Inode, index: u8) -> Result<()> {
 }
 
 impl FsCore {
-    /// Names of the extended attributes of `ino`.
+    /// Names of the extended attributes of `ino`, every namespace
+    /// included (a front end hides what its caller may not see, as
+    /// `trusted.` from non-root).
     pub fn list_xattrs(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
         let _s = self.rw().ok().map(|rw| rw.data.locks().lock_shared(ino));
         let i = self.inode(ino)?;

@@ -22,7 +22,9 @@ use crate::format::block_number::{FileBlock, PhysicalBlock};
 use crate::format::inode::Inode;
 use crate::volume::Volume;
 
-/// What a run of logical blocks maps to.
+/// What a run of logical blocks maps to, in the [`Mapping`]s
+/// [`FsCore::extents`](crate::FsCore::extents) returns: match on it to
+/// tell data from holes and preallocated (unwritten) space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MapKind {
     /// Written data at the physical block.
@@ -33,7 +35,9 @@ pub enum MapKind {
     Hole,
 }
 
-/// A run of `len` logical blocks starting at `lblk` with one kind.
+/// A run of `len` logical blocks starting at `lblk` with one kind, as
+/// [`FsCore::extents`](crate::FsCore::extents) lists a file's block map
+/// (in blocks; [`FsCore::fiemap`](crate::FsCore::fiemap) gives bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapping {
     /// First logical block.

@@ -33,7 +33,10 @@ pub struct GroupMeta {
     pub inode_table: u64,
 }
 
-/// The computed layout.
+/// The computed layout of a new filesystem (where each group's metadata,
+/// the journal and the inode tables go), returned by
+/// [`mkfs_file`](crate::mkfs::mkfs_file) and [`Layout::compute`]: inspect
+/// it to know what `mkfs` made without reading the image back.
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// Block size.
@@ -381,7 +384,9 @@ impl Layout {
         self.used_runs_in_group(g).iter().map(|r| r.1).sum()
     }
 
-    /// Computes the layout for `opts`.
+    /// Computes the layout for `opts` without writing anything: to learn
+    /// what [`mkfs_file`](crate::mkfs::mkfs_file) would make (group count,
+    /// journal size), or that `opts` is refused, before creating a file.
     pub fn compute(opts: &MkfsOptions) -> Result<Layout> {
         let defaults = opts.size_defaults();
         let bs = opts.effective_block_size();

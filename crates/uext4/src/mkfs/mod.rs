@@ -39,7 +39,9 @@ use crate::error::{Error, Result};
 use std::path::Path;
 
 /// Creates (or truncates) the image file `path` of `opts.size` bytes and
-/// writes a fresh filesystem into it.
+/// writes a fresh filesystem into it: the library's `mke2fs`, for tests
+/// and image builders that need an empty ext4 to fill through
+/// [`Filesystem::open_rw`](crate::Filesystem::open_rw).
 pub fn mkfs_file(path: impl AsRef<Path>, opts: &MkfsOptions) -> Result<Layout> {
     let path = path.as_ref();
     if let Ok(m) = std::fs::metadata(path) {

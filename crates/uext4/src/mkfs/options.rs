@@ -4,7 +4,11 @@
 use super::profile::{Mke2fsProfile, SizeDefaults};
 use crate::error::{Error, Result};
 
-/// What to create.
+/// What to create: the size, block and inode geometry, features and
+/// label of a new filesystem, passed to
+/// [`mkfs_file`](crate::mkfs::mkfs_file). Build it with
+/// `..Default::default()`: the defaults are mke2fs's for an ext4 of that
+/// size.
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
     /// Device or image size in bytes.

@@ -54,7 +54,9 @@ impl Fields {
     }
 }
 
-/// What mkfs defaults to for one filesystem type and size.
+/// What mkfs defaults to for one filesystem type and size, from
+/// [`Mke2fsProfile::defaults`]: what an option left `None` in
+/// [`MkfsOptions`](crate::mkfs::MkfsOptions) becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SizeDefaults {
     /// Block size in bytes.
@@ -65,7 +67,11 @@ pub struct SizeDefaults {
     pub inode_ratio: u64,
 }
 
-/// The `[defaults]` and `[fs_types]` size fields of a mke2fs.conf.
+/// The `[defaults]` and `[fs_types]` size fields of a mke2fs.conf
+/// ([`MkfsOptions::profile`](crate::mkfs::MkfsOptions::profile)): use
+/// [`Mke2fsProfile::load`] to size new filesystems as the machine's mke2fs
+/// would, the default ([`Mke2fsProfile::builtin`]) for results that do not
+/// depend on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mke2fsProfile {
     defaults: Fields,

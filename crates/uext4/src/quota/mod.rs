@@ -81,7 +81,9 @@ pub fn ea_inode_refs(vol: &Volume, inode: &crate::format::inode::Inode) -> Resul
 pub type QuotaEntry = Dqblk;
 
 /// The limits of one id (block limits in bytes, rounded down to the
-/// format's 1 KiB units; 0: none).
+/// format's 1 KiB units; 0: none), as
+/// [`FsCore::set_quota_limits`](crate::FsCore::set_quota_limits) sets them
+/// (`setquota`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QuotaLimits {
     /// Hard limit on space, bytes.

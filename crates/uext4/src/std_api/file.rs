@@ -84,12 +84,26 @@ impl File {
     }
 
     /// The file's metadata (`fstat`).
+    ///
+    /// # Errors
+    ///
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn metadata(&self) -> Result<Metadata> {
         Ok(self.core.stat(self.ino)?.into())
     }
 
     /// Truncates or extends the file to `size` bytes (extending adds a
     /// hole). EINVAL unless the file is open for writing, as ftruncate.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid`](crate::Error::Invalid) unless the file is open for writing;
+    /// [`FileTooBig`](crate::Error::FileTooBig) beyond the largest file ext4 holds;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`NoSpace`](crate::Error::NoSpace), [`QuotaExceeded`](crate::Error::QuotaExceeded) when
+    /// blocks or inodes run out; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn set_len(&self, size: u64) -> Result<()> {
         if !self.access.write {
             return Err(Error::Invalid("set_len of a file not open for writing".into()));
@@ -104,6 +118,13 @@ impl File {
     /// yet is reported now, once (also when another `File`, or the
     /// background writeback, met it first). Nothing to do on a read-only
     /// filesystem.
+    ///
+    /// # Errors
+    ///
+    /// [`Io`](crate::Error::Io) when writing back or committing fails, or for a writeback error of
+    /// the file that this `File` has not reported yet (reported once); [`Io`](crate::Error::Io),
+    /// [`Corrupt`](crate::Error::Corrupt), [`Checksum`](crate::Error::Checksum) when the device or
+    /// the image fails.
     pub fn sync_all(&self) -> Result<()> {
         if self.core.is_read_only() {
             return Ok(());
@@ -114,23 +135,44 @@ impl File {
 
     /// As [`File::sync_all`] (ext4 commits the metadata a later read of
     /// the data needs in the same transaction as any other metadata).
+    ///
+    /// # Errors
+    ///
+    /// as [`File::sync_all`].
     pub fn sync_data(&self) -> Result<()> {
         self.sync_all()
     }
 
     /// Changes the permission bits (`fchmod`; allowed on any open).
+    ///
+    /// # Errors
+    ///
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn set_permissions(&self, perm: Permissions) -> Result<()> {
         self.core.setattr(self.ino, SetAttr { mode: Some((perm.mode() & 0o7777) as u16), ..Default::default() })?;
         Ok(())
     }
 
     /// Sets the access and/or modification time (`futimens`).
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid`](crate::Error::Invalid) for a time ext4 cannot store;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn set_times(&self, times: FileTimes) -> Result<()> {
         self.core.setattr(self.ino, times.to_setattr())?;
         Ok(())
     }
 
     /// Sets the modification time.
+    ///
+    /// # Errors
+    ///
+    /// as [`File::set_times`].
     pub fn set_modified(&self, t: std::time::SystemTime) -> Result<()> {
         self.set_times(FileTimes::new().set_modified(t))
     }

@@ -127,17 +127,30 @@ impl Metadata {
     }
 
     /// Last modification (mtime).
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid`](crate::Error::Invalid) when the stored time does not fit a `SystemTime`.
     pub fn modified(&self) -> Result<SystemTime> {
         time(self.stat.mtime)
     }
 
     /// Last access (atime).
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid`](crate::Error::Invalid) when the stored time does not fit a `SystemTime`.
     pub fn accessed(&self) -> Result<SystemTime> {
         time(self.stat.atime)
     }
 
     /// Creation (crtime); `Unsupported` when the inode is too small to
     /// record it (128-byte inodes), as std reports a missing birth time.
+    ///
+    /// # Errors
+    ///
+    /// [`Unsupported`](crate::Error::Unsupported) when the inode has no creation time;
+    /// [`Invalid`](crate::Error::Invalid) when it does not fit a `SystemTime`.
     pub fn created(&self) -> Result<SystemTime> {
         let t =
             self.stat.crtime.ok_or_else(|| Error::Unsupported("creation time: the inode has no room for it".into()))?;

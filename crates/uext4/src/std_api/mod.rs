@@ -25,6 +25,11 @@
 //! [`Filesystem::set_owner`] (default: the process's effective uid and
 //! gid) and the mode asked for masked by [`Filesystem::set_umask`]
 //! (default `0o022`), as a process with that umask gets from Linux.
+//!
+//! Every function here that returns a `Result` says how it fails under
+//! `# Errors` (checked: clippy's `missing_errors_doc` is on for this module).
+
+#![warn(clippy::missing_errors_doc)]
 
 mod file;
 mod metadata;

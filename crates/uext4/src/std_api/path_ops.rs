@@ -34,6 +34,19 @@ impl Filesystem {
     ///
     /// Unlike Linux, `create` through a dangling symlink does not create
     /// the symlink's target: it fails with `NotFound`.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Exists`](crate::Error::Exists) for
+    /// `create_new` when the name exists; [`IsDir`](crate::Error::IsDir) when opening a directory
+    /// for writing; [`Io`](crate::Error::Io) of kind `InvalidInput` for the option combinations std
+    /// refuses; [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only when opening
+    /// for writing or creating; [`NoSpace`](crate::Error::NoSpace),
+    /// [`QuotaExceeded`](crate::Error::QuotaExceeded) when blocks or inodes run out when creating;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn open_file(&self, path: impl AsRef<Path>, opts: &OpenOptions) -> Result<File> {
         let path = path.as_ref();
         let access = opts.access()?;
@@ -74,6 +87,14 @@ impl Filesystem {
     }
 
     /// The metadata of `path`, following symlinks (`std::fs::metadata`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Io`](crate::Error::Io),
+    /// [`Corrupt`](crate::Error::Corrupt), [`Checksum`](crate::Error::Checksum) when the device or
+    /// the image fails.
     pub fn metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
         let core = self.inodes();
         Ok(core.stat(core.resolve_follow(nonempty(path.as_ref())?)?)?.into())
@@ -81,6 +102,14 @@ impl Filesystem {
 
     /// The metadata of `path` itself, a symlink included
     /// (`std::fs::symlink_metadata`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Io`](crate::Error::Io),
+    /// [`Corrupt`](crate::Error::Corrupt), [`Checksum`](crate::Error::Checksum) when the device or
+    /// the image fails.
     pub fn symlink_metadata(&self, path: impl AsRef<Path>) -> Result<Metadata> {
         let core = self.inodes();
         Ok(core.stat(core.resolve(nonempty(path.as_ref())?)?)?.into())
@@ -88,6 +117,10 @@ impl Filesystem {
 
     /// True if `path` exists (following symlinks); errors other than "not
     /// found" are errors (`std::fs::exists`).
+    ///
+    /// # Errors
+    ///
+    /// any error of [`Filesystem::metadata`] but [`NotFound`](crate::Error::NotFound).
     pub fn try_exists(&self, path: impl AsRef<Path>) -> Result<bool> {
         match self.metadata(path) {
             Ok(_) => Ok(true),
@@ -103,6 +136,14 @@ impl Filesystem {
 
     /// The entries of directory `path`, without `.` and `..`
     /// (`std::fs::read_dir`). Entry paths are `path` joined with the name.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`NotDir`](crate::Error::NotDir) when `path` is
+    /// not a directory; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<ReadDir> {
         let path = path.as_ref();
         let core = self.shared_core();
@@ -115,6 +156,16 @@ impl Filesystem {
 
     /// Creates directory `path`, mode `0o777` masked by the umask
     /// (`std::fs::create_dir`).
+    ///
+    /// # Errors
+    ///
+    /// [`Exists`](crate::Error::Exists) when the name exists; the errors of resolving the parent
+    /// ([`NotFound`](crate::Error::NotFound), [`NotDir`](crate::Error::NotDir),
+    /// [`Loop`](crate::Error::Loop), [`NameTooLong`](crate::Error::NameTooLong));
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`NoSpace`](crate::Error::NoSpace), [`QuotaExceeded`](crate::Error::QuotaExceeded) when
+    /// blocks or inodes run out; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn create_dir(&self, path: impl AsRef<Path>) -> Result<()> {
         let core = self.inodes();
         let (parent, name) = split_parent(core, path.as_ref())?;
@@ -127,6 +178,12 @@ impl Filesystem {
     /// Creates `path` and every missing parent (`std::fs::create_dir_all`,
     /// with its algorithm: success if the path is, or becomes, a
     /// directory).
+    ///
+    /// # Errors
+    ///
+    /// the error of the first [`Filesystem::create_dir`] that fails on a component that is not, and
+    /// does not become, a directory (a file in the way: [`Exists`](crate::Error::Exists) or
+    /// [`NotDir`](crate::Error::NotDir)).
     pub fn create_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         if path.as_os_str().is_empty() {
@@ -155,6 +212,15 @@ impl Filesystem {
 
     /// Removes a file, symlink or other non-directory
     /// (`std::fs::remove_file`; a directory: `IsADirectory`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`IsDir`](crate::Error::IsDir) when `path` is a
+    /// directory; [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn remove_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let core = self.inodes();
         let (parent, name) = split_parent(core, path.as_ref())?;
@@ -162,6 +228,16 @@ impl Filesystem {
     }
 
     /// Removes an empty directory (`std::fs::remove_dir`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`NotDir`](crate::Error::NotDir) when `path` is
+    /// not a directory; [`NotEmpty`](crate::Error::NotEmpty) when it has entries;
+    /// [`Busy`](crate::Error::Busy) for the root; [`ReadOnly`](crate::Error::ReadOnly) on a
+    /// filesystem opened read-only; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn remove_dir(&self, path: impl AsRef<Path>) -> Result<()> {
         let core = self.inodes();
         let (parent, name) = split_parent(core, path.as_ref())?;
@@ -174,6 +250,16 @@ impl Filesystem {
     /// Removes a directory and everything under it
     /// (`std::fs::remove_dir_all`): a symlink is removed itself, never
     /// followed; a non-directory is `NotADirectory`.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`NotDir`](crate::Error::NotDir) when `path` is
+    /// not a directory; any error of removing an entry under it (what was removed before stays
+    /// removed); [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn remove_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let meta = self.symlink_metadata(path)?;
@@ -214,6 +300,17 @@ impl Filesystem {
     ///
     /// This shadows the inode-level `rename(parent, name, newparent,
     /// newname, flags)`; reach that one through [`Filesystem::inodes`].
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving both paths; [`IsDir`](crate::Error::IsDir) or
+    /// [`NotDir`](crate::Error::NotDir) when a directory would replace a non-directory or the
+    /// reverse; [`NotEmpty`](crate::Error::NotEmpty) when `to` is a non-empty directory;
+    /// [`Invalid`](crate::Error::Invalid) when `to` lies inside `from`;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`NoSpace`](crate::Error::NoSpace), [`QuotaExceeded`](crate::Error::QuotaExceeded) when
+    /// blocks or inodes run out; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn rename(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
         let core = self.inodes();
         let (p, n) = split_parent(core, from.as_ref())?;
@@ -223,6 +320,16 @@ impl Filesystem {
 
     /// Makes `link` a new name of `original` (not following a final
     /// symlink of `original`, as Linux's `link`; `std::fs::hard_link`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving both paths; [`Exists`](crate::Error::Exists) when `link` exists;
+    /// [`NotPermitted`](crate::Error::NotPermitted) when `original` is a directory;
+    /// [`TooManyLinks`](crate::Error::TooManyLinks) at ext4's link limit;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`NoSpace`](crate::Error::NoSpace), [`QuotaExceeded`](crate::Error::QuotaExceeded) when
+    /// blocks or inodes run out; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn hard_link(&self, original: impl AsRef<Path>, link: impl AsRef<Path>) -> Result<()> {
         let core = self.inodes();
         let ino = core.resolve(nonempty(original.as_ref())?)?;
@@ -237,6 +344,14 @@ impl Filesystem {
     ///
     /// This shadows the inode-level `symlink(parent, name, target, uid,
     /// gid)`; reach that one through [`Filesystem::inodes`].
+    ///
+    /// # Errors
+    ///
+    /// [`Exists`](crate::Error::Exists) when `link` exists; the errors of resolving its parent;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`NoSpace`](crate::Error::NoSpace), [`QuotaExceeded`](crate::Error::QuotaExceeded) when
+    /// blocks or inodes run out; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn symlink(&self, original: impl AsRef<Path>, link: impl AsRef<Path>) -> Result<()> {
         let core = self.inodes();
         let (p, n) = split_parent(core, link.as_ref())?;
@@ -247,6 +362,14 @@ impl Filesystem {
 
     /// The target of symlink `path` (`std::fs::read_link`; not a symlink:
     /// `InvalidInput`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Io`](crate::Error::Io) of kind `InvalidInput`
+    /// when `path` is not a symlink; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn read_link(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let core = self.inodes();
         let ino = core.resolve(nonempty(path.as_ref())?)?;
@@ -255,6 +378,14 @@ impl Filesystem {
 
     /// Sets the permission bits of `path`, following symlinks
     /// (`std::fs::set_permissions`).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`ReadOnly`](crate::Error::ReadOnly) on a
+    /// filesystem opened read-only; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn set_permissions(&self, path: impl AsRef<Path>, perm: Permissions) -> Result<()> {
         let core = self.inodes();
         let ino = core.resolve_follow(nonempty(path.as_ref())?)?;
@@ -264,6 +395,15 @@ impl Filesystem {
 
     /// Sets the access and/or modification time of `path`, following
     /// symlinks (`utimensat`; std has it on `File` only).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Invalid`](crate::Error::Invalid) for a time
+    /// ext4 cannot store; [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn set_times(&self, path: impl AsRef<Path>, times: FileTimes) -> Result<()> {
         let core = self.inodes();
         let ino = core.resolve_follow(nonempty(path.as_ref())?)?;
@@ -275,6 +415,15 @@ impl Filesystem {
     /// creating or truncating `to`, and gives `to` the permission bits of
     /// `from`; returns the bytes copied (`std::fs::copy`). `from` must be
     /// a regular file (or a symlink to one): else `InvalidInput`.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving both paths; [`Io`](crate::Error::Io) of kind `InvalidInput` when
+    /// `from` is not a regular file; [`IsDir`](crate::Error::IsDir) when `to` is a directory;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`NoSpace`](crate::Error::NoSpace), [`QuotaExceeded`](crate::Error::QuotaExceeded) when
+    /// blocks or inodes run out; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn copy(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64> {
         let mut src = self.open_file(from, OpenOptions::new().read(true))?;
         let meta = src.metadata()?;
@@ -301,6 +450,14 @@ impl Filesystem {
     ///
     /// This shadows the inode-level `read(ino, offset, buf)`; reach that
     /// one through [`Filesystem::inodes`].
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`IsDir`](crate::Error::IsDir) when `path` is a
+    /// directory; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn read(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
         let mut f = self.open_file(path, OpenOptions::new().read(true))?;
         let mut v = Vec::with_capacity(usize::try_from(f.metadata()?.len()).unwrap_or(0).min(1 << 30));
@@ -310,6 +467,11 @@ impl Filesystem {
 
     /// The whole contents of file `path` as UTF-8 (`std::fs::read_to_string`;
     /// not UTF-8: `InvalidData`).
+    ///
+    /// # Errors
+    ///
+    /// as [`Filesystem::read`], and [`Io`](crate::Error::Io) of kind `InvalidData` when the
+    /// contents are not UTF-8.
     pub fn read_to_string(&self, path: impl AsRef<Path>) -> Result<String> {
         let v = self.read(path)?;
         String::from_utf8(v).map_err(|e| Error::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
@@ -321,6 +483,17 @@ impl Filesystem {
     ///
     /// This shadows the inode-level `write(ino, offset, data)`; reach that
     /// one through [`Filesystem::inodes`].
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)) of the parent; [`IsDir`](crate::Error::IsDir)
+    /// when `path` is a directory; [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened
+    /// read-only; [`NoSpace`](crate::Error::NoSpace),
+    /// [`QuotaExceeded`](crate::Error::QuotaExceeded) when blocks or inodes run out;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn write(&self, path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> Result<()> {
         let f = self.open_file(path, OpenOptions::new().write(true).create(true).truncate(true))?;
         (&f).write_all(contents.as_ref())?;
@@ -329,6 +502,14 @@ impl Filesystem {
 
     /// The absolute path of `path` with every symlink resolved and no
     /// `.` or `..` left (`std::fs::canonicalize`, realpath(3)).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Io`](crate::Error::Io),
+    /// [`Corrupt`](crate::Error::Corrupt), [`Checksum`](crate::Error::Checksum) when the device or
+    /// the image fails.
     pub fn canonicalize(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
         let core = self.inodes();
         let path = path.as_ref();
@@ -367,6 +548,14 @@ impl Filesystem {
 
     /// The value of extended attribute `name` of `path` (following
     /// symlinks), None if it has none by that name.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Range`](crate::Error::Range) for an empty or
+    /// over-long name; [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn xattr_get(&self, path: impl AsRef<Path>, name: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let core = self.inodes();
         let ino = core.resolve_follow(nonempty(path.as_ref())?)?;
@@ -379,6 +568,16 @@ impl Filesystem {
 
     /// Sets extended attribute `name` (with its namespace prefix, e.g.
     /// `user.origin`) of `path` to `value`, creating or replacing it.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Range`](crate::Error::Range) for an empty or
+    /// over-long name; [`NoSpace`](crate::Error::NoSpace) when the value does not fit;
+    /// [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn xattr_set(&self, path: impl AsRef<Path>, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let core = self.inodes();
         let ino = core.resolve_follow(nonempty(path.as_ref())?)?;
@@ -386,6 +585,14 @@ impl Filesystem {
     }
 
     /// The names of the extended attributes of `path`.
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`Io`](crate::Error::Io),
+    /// [`Corrupt`](crate::Error::Corrupt), [`Checksum`](crate::Error::Checksum) when the device or
+    /// the image fails.
     pub fn xattr_list(&self, path: impl AsRef<Path>) -> Result<Vec<OsString>> {
         let core = self.inodes();
         let ino = core.resolve_follow(nonempty(path.as_ref())?)?;
@@ -394,6 +601,15 @@ impl Filesystem {
 
     /// Removes extended attribute `name` of `path` (none by that name:
     /// ENODATA, as removexattr).
+    ///
+    /// # Errors
+    ///
+    /// the errors of resolving `path` ([`NotFound`](crate::Error::NotFound),
+    /// [`NotDir`](crate::Error::NotDir), [`Loop`](crate::Error::Loop),
+    /// [`NameTooLong`](crate::Error::NameTooLong)); [`NoAttr`](crate::Error::NoAttr) when it has
+    /// none by that name; [`ReadOnly`](crate::Error::ReadOnly) on a filesystem opened read-only;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn xattr_remove(&self, path: impl AsRef<Path>, name: impl AsRef<[u8]>) -> Result<()> {
         let core = self.inodes();
         let ino = core.resolve_follow(nonempty(path.as_ref())?)?;

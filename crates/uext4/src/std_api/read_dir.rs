@@ -119,6 +119,12 @@ impl DirEntry {
     /// The file type, from the entry (no inode read) when the filesystem
     /// records types in entries (the `filetype` feature), else from the
     /// inode. A symlink is a symlink: it is not followed.
+    ///
+    /// # Errors
+    ///
+    /// only when the inode must be read (no `filetype` feature): [`Io`](crate::Error::Io),
+    /// [`Corrupt`](crate::Error::Corrupt), [`Checksum`](crate::Error::Checksum) when the device or
+    /// the image fails.
     pub fn file_type(&self) -> Result<FileType> {
         match self.file_type {
             Some(t) => Ok(t),
@@ -128,6 +134,12 @@ impl DirEntry {
 
     /// The metadata of the entry's inode, not following a symlink (as
     /// `std::fs::DirEntry::metadata`).
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::Error::NotFound) when the entry was removed since it was listed;
+    /// [`Io`](crate::Error::Io), [`Corrupt`](crate::Error::Corrupt),
+    /// [`Checksum`](crate::Error::Checksum) when the device or the image fails.
     pub fn metadata(&self) -> Result<Metadata> {
         Ok(self.core.stat(self.ino)?.into())
     }

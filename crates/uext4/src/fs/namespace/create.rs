@@ -92,7 +92,10 @@ impl FsCore {
         Ok((l, dir))
     }
 
-    /// Creates a regular file (exact owner and mode, as [`FsCore::mknod`]).
+    /// Creates a regular file (exact owner and mode, as [`FsCore::mknod`]):
+    /// for tools that copy owners and modes as they are. A front end that
+    /// creates on behalf of a caller uses [`FsCore::create_as`], which
+    /// applies the umask, set-group-ID directories and default ACLs.
     pub fn create(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         self.mknod(parent, name, S_IFREG | (mode & 0o7777), (0, 0), uid, gid)
     }
@@ -129,7 +132,8 @@ impl FsCore {
         self.stat(i.ino)
     }
 
-    /// Creates a directory (exact owner and mode, as [`FsCore::mknod`]).
+    /// Creates a directory (exact owner and mode, as [`FsCore::mknod`]);
+    /// [`FsCore::mkdir_as`] creates one for a caller, as mkdir(2) would.
     pub fn mkdir(&self, parent: u32, name: &[u8], mode: u16, uid: u32, gid: u32) -> Result<Stat> {
         self.namespace_synced(
             &[parent],
@@ -211,7 +215,9 @@ impl FsCore {
         self.finish_new_entry(tx, &mut dir, &mut i, added)
     }
 
-    /// Adds a hard link `newparent/newname` to `ino`.
+    /// Adds a hard link `newparent/newname` to `ino` (link(2) by inode
+    /// number; the path-based form is
+    /// [`Filesystem::hard_link`](crate::Filesystem::hard_link)).
     pub fn link(&self, ino: u32, newparent: u32, newname: &[u8]) -> Result<Stat> {
         // Growing the directory may need blocks a pending free holds.
         self.namespace_synced(&[newparent], self.retry_nospc(|| self.link_once(ino, newparent, newname)))

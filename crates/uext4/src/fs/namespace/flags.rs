@@ -146,7 +146,8 @@ pub(crate) fn check_unpinned(i: &Inode) -> Result<()> {
 }
 
 impl FsCore {
-    /// The user-visible flags of `ino` (FS_IOC_GETFLAGS, `lsattr`).
+    /// The user-visible flags of `ino` (FS_IOC_GETFLAGS, `lsattr`): test
+    /// them against the constants of [`flags`](crate::inode_api::flags).
     pub fn flags(&self, ino: u32) -> Result<u32> {
         Ok(self.inode(ino)?.flags & FL_USER_VISIBLE)
     }
@@ -282,7 +283,9 @@ impl FsCore {
         Ok(sync)
     }
 
-    /// Whether `ino` asks for synchronous writes (`chattr +S`).
+    /// Whether `ino` asks for synchronous writes (`chattr +S`): a front
+    /// end that answers writes itself checks it to make them durable
+    /// before replying.
     pub fn is_sync(&self, ino: u32) -> Result<bool> {
         Ok(self.inode(ino)?.flags & FL_SYNC != 0)
     }

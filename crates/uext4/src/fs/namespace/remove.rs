@@ -10,7 +10,11 @@ use crate::inode::extent_write as ew;
 use crate::txn::Tx;
 
 impl FsCore {
-    /// Removes the name `parent/name` of a non-directory.
+    /// Removes the name `parent/name` of a non-directory (unlink(2) by
+    /// inode number; path-based code calls
+    /// [`Filesystem::remove_file`](crate::Filesystem::remove_file)). The
+    /// inode is deleted with its last name, unless it is still open
+    /// ([`FsCore::open_inode`]) or held by a front end's kernel references.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.namespace_synced(&[parent], self.unlink_inner(parent, name))
     }
@@ -74,7 +78,11 @@ impl FsCore {
         Ok(())
     }
 
-    /// Removes the empty directory `parent/name`.
+    /// Removes the empty directory `parent/name` (rmdir(2) by inode
+    /// number; path-based code calls
+    /// [`Filesystem::remove_dir`](crate::Filesystem::remove_dir), or
+    /// [`Filesystem::remove_dir_all`](crate::Filesystem::remove_dir_all)
+    /// for a tree).
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
         self.namespace_synced(&[parent], self.rmdir_inner(parent, name))
     }

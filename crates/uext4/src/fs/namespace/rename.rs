@@ -7,7 +7,9 @@ use crate::format::dirent::file_type_of;
 use crate::format::inode::{FileType, Inode, Timestamp, ROOT_INO};
 use crate::fs::FsCore;
 
-/// `rename` flags (renameat2).
+/// `rename` flags (renameat2): passed to the inode-level
+/// [`FsCore::rename`](crate::FsCore::rename); `Default` is a plain
+/// rename(2) that replaces an existing target.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RenameFlags {
     /// Fail with EEXIST if the destination exists.
@@ -31,7 +33,9 @@ struct Move<'n> {
 }
 
 impl FsCore {
-    /// rename(2) / renameat2 with NOREPLACE and EXCHANGE.
+    /// rename(2) / renameat2 with NOREPLACE and EXCHANGE, by directory
+    /// inode and name: what a front end serving renameat2 calls; the
+    /// path-based form is [`Filesystem::rename`](crate::Filesystem::rename).
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], flags: RenameFlags) -> Result<()> {
         // The new name may need a directory block a pending free holds;
         // the new name is added first, so a failure leaves nothing done.

@@ -6,7 +6,10 @@ use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Timestamp, FL_EXTENTS, S_IFMT};
 use crate::fs::{FsCore, Stat};
 
-/// Attribute changes (None = leave as is).
+/// Attribute changes for [`FsCore::setattr`](crate::FsCore::setattr)
+/// (None = leave as is): one call changes several attributes in one
+/// transaction, as chown, chmod, truncate and utimensat do; build it with
+/// `..Default::default()` for the fields left alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SetAttr {
     /// Permission bits (the type bits are kept).

@@ -326,7 +326,8 @@ impl FsCore {
         self.retry_nospc(|| self.tmpfile_once(parent, mode, Owner::Caller { cred, umask }))
     }
 
-    /// Creates a node for `cred` (see [`FsCore::create_as`]).
+    /// Creates a device node, FIFO, socket or regular file for `cred`, as
+    /// mknod(2) would for that caller (see [`FsCore::create_as`]).
     pub fn mknod_as(
         &self,
         parent: u32,

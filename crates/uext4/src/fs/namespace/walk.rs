@@ -11,7 +11,9 @@ use crate::fs::FsCore;
 const MAX_SYMLINK_FOLLOWS: u32 = 40;
 
 impl FsCore {
-    /// Looks `name` up in directory `dir`.
+    /// Looks `name` up in directory `dir` and returns the inode it names:
+    /// one step of a walk, for front ends that resolve names one
+    /// directory at a time (LOOKUP); [`FsCore::resolve`] walks a whole path.
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
         let found = self.read_dir_with(dir, |d| dir::lookup(&self.vol, d, name))?;
         match found {
@@ -63,7 +65,9 @@ impl FsCore {
         self.walk(ROOT_INO, path.as_ref(), false, &mut follows)
     }
 
-    /// Like [`FsCore::resolve`] but also follows a final symlink.
+    /// Like [`FsCore::resolve`] but also follows a final symlink: the
+    /// inode a path's contents come from, as open(2) without
+    /// `O_NOFOLLOW` sees it.
     pub fn resolve_follow(&self, path: impl AsRef<[u8]>) -> Result<u32> {
         let mut follows = 0;
         self.walk(ROOT_INO, path.as_ref(), true, &mut follows)
