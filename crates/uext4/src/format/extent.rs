@@ -187,13 +187,46 @@ pub fn verify_block_checksum(b: &[u8], inode_seed: u32, block: u64) -> Result<()
 /// with capacity for `b`, then the entries. Entries beyond the capacity
 /// are an error.
 pub fn encode_node(node: &ExtentNode, b: &mut [u8]) -> Result<()> {
+    match node {
+        ExtentNode::Index(h, v) => encode_index(h.depth, v, b),
+        ExtentNode::Leaf(_, v) => encode_leaf(v, b),
+    }
+}
+
+/// Encodes an interior node at height `depth` with entries `v` into `b`,
+/// as [`encode_node`] does; for writers that keep the entries apart from
+/// a header.
+pub fn encode_index(depth: u16, v: &[ExtentIndex], b: &mut [u8]) -> Result<()> {
+    encode_header(depth, v.len(), b)?;
+    for (i, e) in v.iter().enumerate() {
+        let o = ENTRY_SIZE * (i + 1);
+        put_le32(b, o, e.block.0);
+        put_le32(b, o + 4, e.leaf.0 as u32);
+        put_le16(b, o + 8, (e.leaf.0 >> 32) as u16);
+    }
+    Ok(())
+}
+
+/// Encodes a leaf with extents `v` into `b`, as [`encode_node`] does.
+pub fn encode_leaf(v: &[Extent], b: &mut [u8]) -> Result<()> {
+    encode_header(0, v.len(), b)?;
+    for (i, e) in v.iter().enumerate() {
+        let o = ENTRY_SIZE * (i + 1);
+        let len = if e.unwritten { e.len + MAX_INIT_LEN } else { e.len };
+        put_le32(b, o, e.block.0);
+        put_le16(b, o + 4, len);
+        put_le16(b, o + 6, (e.start.0 >> 32) as u16);
+        put_le32(b, o + 8, e.start.0 as u32);
+    }
+    Ok(())
+}
+
+/// Zeroes `b` and writes a header for `n` entries at `depth`, with the
+/// capacity `b` allows; an error if `n` exceeds it.
+fn encode_header(depth: u16, n: usize, b: &mut [u8]) -> Result<()> {
     let capacity = (b.len().saturating_sub(ENTRY_SIZE)) / ENTRY_SIZE;
     // Blocks keep room for the checksum tail after `max` entries.
     let max = if b.len() > 60 { (b.len() - ENTRY_SIZE - 4) / ENTRY_SIZE } else { capacity };
-    let (depth, n) = match node {
-        ExtentNode::Index(h, v) => (h.depth, v.len()),
-        ExtentNode::Leaf(_, v) => (0, v.len()),
-    };
     if n > max {
         return Err(Error::Invalid(format!("{n} extent entries exceed node capacity {max}")));
     }
@@ -202,26 +235,6 @@ pub fn encode_node(node: &ExtentNode, b: &mut [u8]) -> Result<()> {
     put_le16(b, 2, n as u16);
     put_le16(b, 4, max as u16);
     put_le16(b, 6, depth);
-    match node {
-        ExtentNode::Index(_, v) => {
-            for (i, e) in v.iter().enumerate() {
-                let o = ENTRY_SIZE * (i + 1);
-                put_le32(b, o, e.block.0);
-                put_le32(b, o + 4, e.leaf.0 as u32);
-                put_le16(b, o + 8, (e.leaf.0 >> 32) as u16);
-            }
-        }
-        ExtentNode::Leaf(_, v) => {
-            for (i, e) in v.iter().enumerate() {
-                let o = ENTRY_SIZE * (i + 1);
-                let len = if e.unwritten { e.len + MAX_INIT_LEN } else { e.len };
-                put_le32(b, o, e.block.0);
-                put_le16(b, o + 4, len);
-                put_le16(b, o + 6, (e.start.0 >> 32) as u16);
-                put_le32(b, o + 8, e.start.0 as u32);
-            }
-        }
-    }
     Ok(())
 }
 

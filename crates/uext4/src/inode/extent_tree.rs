@@ -53,7 +53,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                 // write and read of a large file walks the same upper
                 // index blocks, and parsing a whole node (340 entries
                 // with 4 KiB blocks) at each step was most of a lookup.
-                let next = vol.cache.derived(&buf, PARSED_NODE, |b| parse_node(b.data(), child))?;
+                let next = parsed_node(vol, &buf, child)?;
                 if next.header().depth + 1 != h.depth {
                     return Err(Error::corruption(
                         Structure::Extent,
@@ -95,6 +95,15 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
             }
         }
     }
+}
+
+/// The parsed form of extent block `block` (its cached version `buf`),
+/// parsed once per version and shared by lookups and by the tree's
+/// writer: a random write into a large unwritten extent reads the leaf
+/// for the mapping and again for the conversion, and a full leaf is 340
+/// entries to decode and check each time.
+pub(crate) fn parsed_node(vol: &Volume, buf: &Arc<crate::cache::Buffer>, block: u64) -> Result<Arc<ExtentNode>> {
+    vol.cache.derived(buf, PARSED_NODE, |b| parse_node(b.data(), block))
 }
 
 fn hole(lblk: FileBlock, end: FileBlock) -> Mapping {

@@ -22,7 +22,7 @@ use crate::alloc::AllocRequest;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, LogicalBlock, PhysicalBlock};
 use crate::format::extent::{
-    encode_node, parse_node, set_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode, ENTRY_SIZE,
+    encode_index, encode_leaf, parse_node, set_block_checksum, Extent, ExtentIndex, ExtentNode, ENTRY_SIZE,
     EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
 };
 use crate::format::inode::{Inode, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFMT};
@@ -101,11 +101,12 @@ impl Node {
         }
     }
 
-    fn to_extent_node(&self, depth: u16) -> ExtentNode {
-        let h = ExtentHeader { entries: self.len() as u16, max: 0, depth };
+    /// Encodes the node at height `depth` into `b` (see [`encode_index`]
+    /// and [`encode_leaf`]).
+    fn encode(&self, depth: u16, b: &mut [u8]) -> Result<()> {
         match self {
-            Node::Index(v) => ExtentNode::Index(h, v.clone()),
-            Node::Leaf(v) => ExtentNode::Leaf(h, v.clone()),
+            Node::Index(v) => encode_index(depth, v, b),
+            Node::Leaf(v) => encode_leaf(v, b),
         }
     }
 
@@ -174,7 +175,8 @@ impl Ctx<'_, '_> {
         if let Some(seed) = self.seed {
             crate::inode::verify_extent_block(&buf, seed, block)?;
         }
-        let n = parse_node(buf.data(), block)?;
+        // The parse the lookups made of this version (or one they reuse).
+        let n = crate::inode::parsed_extent_node(vol, &buf, block)?;
         if n.header().depth != depth {
             return Err(Error::corruption(
                 Structure::Extent,
@@ -186,9 +188,9 @@ impl Ctx<'_, '_> {
                 },
             ));
         }
-        Ok(match n {
-            ExtentNode::Index(_, v) => Node::Index(v),
-            ExtentNode::Leaf(_, v) => Node::Leaf(v),
+        Ok(match &*n {
+            ExtentNode::Index(_, v) => Node::Index(v.clone()),
+            ExtentNode::Leaf(_, v) => Node::Leaf(v.clone()),
         })
     }
 
@@ -294,13 +296,12 @@ impl Ctx<'_, '_> {
 
     /// Writes a node: into `i_block` for the root, else into its block.
     fn write_level(&self, inode: &mut Inode, lv: &Level) -> Result<()> {
-        let en = lv.node.to_extent_node(lv.depth);
         if lv.block == PhysicalBlock(0) {
-            return encode_node(&en, &mut inode.block);
+            return lv.node.encode(lv.depth, &mut inode.block);
         }
         let seed = self.seed;
         let f = |b: &mut [u8]| {
-            encode_node(&en, b)?;
+            lv.node.encode(lv.depth, b)?;
             if let Some(seed) = seed {
                 set_block_checksum(b, seed);
             }
@@ -561,7 +562,40 @@ enum Edit {
 /// Rebuilds a leaf's extents with `edit` applied to `[a, b)`, plus the
 /// runs in `insert` (which must lie in holes), merging neighbours.
 /// Returns the physical ranges to free.
+///
+/// Only the window of extents the edit and the inserts reach, widened by
+/// one extent on each side (the neighbours a new run may merge with), is
+/// rebuilt; the rest is copied as it is. A leaf holds up to 340 extents,
+/// and a random write into a fragmented unwritten file converts one of
+/// them: rebuilding, sorting and re-merging the whole leaf was most of
+/// the conversion's CPU.
 fn edit_leaf(
+    v: &[Extent],
+    a: FileBlock,
+    b: FileBlock,
+    edit: Option<Edit>,
+    insert: &[Piece],
+) -> Result<(Vec<Extent>, Vec<FreeRange>)> {
+    let mut reach = edit.map(|_| (a, b));
+    for &(l, _, n, _) in insert {
+        let (lo, hi) = reach.unwrap_or((l, l + n));
+        reach = Some((lo.min(l), hi.max(l + n)));
+    }
+    let Some((lo_key, hi_key)) = reach else { return Ok((v.to_vec(), Vec::new())) };
+    // Extents are sorted and disjoint, so both predicates are monotone.
+    let lo = v.partition_point(|e| ext_end(e) < lo_key).saturating_sub(1);
+    let hi = (v.partition_point(|e| FileBlock::from(e.block) <= hi_key) + 1).min(v.len()).max(lo);
+    let (mid, frees) = rebuild(&v[lo..hi], a, b, edit, insert)?;
+    let mut out = Vec::with_capacity(lo + mid.len() + (v.len() - hi));
+    out.extend_from_slice(&v[..lo]);
+    out.extend_from_slice(&mid);
+    out.extend_from_slice(&v[hi..]);
+    Ok((out, frees))
+}
+
+/// [`edit_leaf`] over the extents `v` of its window: every extent split
+/// at `[a, b)`, the inserts added, all sorted and merged again.
+fn rebuild(
     v: &[Extent],
     a: FileBlock,
     b: FileBlock,
@@ -662,7 +696,9 @@ fn edit_range(tx: &Tx, inode: &mut Inode, from: FileBlock, to: FileBlock, edit: 
             ));
         };
         let (a, mut b) = (cursor, to.min(hi));
-        let touches = v.iter().any(|e| FileBlock::from(e.block) < b && ext_end(e) > a);
+        // The first extent ending after `a` (sorted and disjoint).
+        let first = v.partition_point(|e| ext_end(e) <= a);
+        let touches = v.get(first).is_some_and(|e| FileBlock::from(e.block) < b);
         if touches && bounded {
             let budget = tx.handle.credits_left().saturating_sub(tree_change_credits(path[0].depth) + FINISH_RESERVE);
             b = bounded_end(tx.vol, v, a, b, budget);
