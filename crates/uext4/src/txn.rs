@@ -477,9 +477,11 @@ impl<'a> Tx<'a> {
         self.ialloc.journal_group(g, self.handle.tid(), seq, |st| {
             let bitmap = &st.bitmap[..];
             self.handle.init(gd0.inode_bitmap, |b| {
-                // Bits past inodes_per_group are set, as the kernel pads them.
-                b.fill(0xFF);
-                b[..bitmap.len()].copy_from_slice(bitmap);
+                // Bits past inodes_per_group are set, as the kernel pads
+                // them (only those are filled: the rest is the copy).
+                let (head, pad) = b.split_at_mut(bitmap.len());
+                head.copy_from_slice(bitmap);
+                pad.fill(0xFF);
                 Ok(())
             })?;
             let csum = crate::alloc::inodes::bitmap_checksum(sb, bitmap);

@@ -841,3 +841,71 @@ fn racing_creates_of_one_name_make_one_file() {
     assert_eq!(fs.read_dir_all(dir).unwrap().len(), 2);
     finish(fs, &img);
 }
+
+/// Issue 25: the duplicate check of a create is also its search for room
+/// (one walk of the leaf, under the directory's lock). Threads adding one
+/// name at once by create, mkdir, symlink and link make one entry, the
+/// others get EEXIST, in a linear directory, an indexed one (the leaf a
+/// name hashes to, and slots freed by the unlinks between rounds) and a
+/// casefolded indexed one, where the threads spell the name differently.
+#[test]
+fn racing_adds_of_one_name_in_linear_indexed_and_casefolded_directories() {
+    let rounds = env_usize("UEXT4_NS_ROUNDS", 3000) / 30;
+    let Some((_d, img, fs)) = fresh(64, &["-b", "1024", "-O", "casefold", "-N", "8192"]) else { return };
+    let root = fs.root();
+    let linear = fs.mkdir(root, b"linear", 0o755, 0, 0).unwrap().ino;
+    let indexed = fs.mkdir(root, b"indexed", 0o755, 0, 0).unwrap().ino;
+    let folded = fs.mkdir(root, b"folded", 0o755, 0, 0).unwrap().ino;
+    fs.set_casefold(folded, true).unwrap();
+    let target = fs.create(root, b"target", 0o644, 0, 0).unwrap().ino;
+    for d in [indexed, folded] {
+        for k in 0..400 {
+            fs.create(d, format!("filler-{k:04}").as_bytes(), 0o644, 0, 0).unwrap();
+        }
+        assert_ne!(fs.inode(d).unwrap().flags & uext4::format::inode::FL_INDEX, 0, "an htree");
+    }
+    for r in 0..rounds {
+        for (dir, cases) in [(linear, false), (indexed, false), (folded, true)] {
+            let base = format!("Name-{}", r % 11);
+            let made = AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for t in 0..4usize {
+                    let name = if cases && t % 2 == 1 {
+                        base.to_uppercase()
+                    } else if cases {
+                        base.to_lowercase()
+                    } else {
+                        base.clone()
+                    };
+                    let (fs, made) = (&fs, &made);
+                    s.spawn(move || {
+                        let name = name.as_bytes();
+                        let r = match t {
+                            0 => fs.create(dir, name, 0o644, 0, 0).map(drop),
+                            1 => fs.mkdir(dir, name, 0o755, 0, 0).map(drop),
+                            2 => fs.inodes().symlink(dir, name, b"target", 0, 0).map(drop),
+                            _ => fs.link(target, dir, name).map(drop),
+                        };
+                        match r {
+                            Ok(()) => {
+                                made.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(Error::Exists(_)) => {}
+                            Err(e) => panic!("add {}: {e}", lossy(name)),
+                        }
+                    });
+                }
+            });
+            assert_eq!(made.load(Ordering::Relaxed), 1, "round {r}: one add of {base} succeeds");
+            let ino = fs.lookup(dir, base.as_bytes()).unwrap();
+            if fs.inode(ino).unwrap().file_type().unwrap() == FileType::Directory {
+                fs.rmdir(dir, base.as_bytes()).unwrap();
+            } else {
+                fs.unlink(dir, base.as_bytes()).unwrap();
+            }
+        }
+    }
+    assert_eq!(fs.read_dir_all(linear).unwrap().len(), 2);
+    assert_eq!(fs.read_dir_all(folded).unwrap().len(), 402);
+    finish(fs, &img);
+}

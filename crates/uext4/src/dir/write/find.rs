@@ -63,7 +63,7 @@ fn linear_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>
 }
 
 fn dx_find(ctx: &Ctx, dir: &Inode, name: &NameKey<'_>) -> Result<Option<Loc>> {
-    let p = probe(ctx, dir, name.name())?;
+    let p = probe(ctx.vol(), dir, name.name())?;
     let nblocks = dir.size / ctx.bs as u64;
     let mut path: htree::Path = p.frames.into_iter().map(|f| (f.node, f.pos)).collect();
     let (node, pos) = &path[path.len() - 1];

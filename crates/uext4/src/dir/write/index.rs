@@ -47,7 +47,7 @@ const MAX_RESTARTS: usize = 8;
 pub(super) fn dx_add(ctx: &Ctx, dir: &mut Inode, mut item: Item) -> Result<()> {
     let need = item.size();
     for _ in 0..MAX_RESTARTS {
-        let p = probe(ctx, dir, &item.name)?;
+        let p = probe(ctx.vol(), dir, &item.name)?;
         item.hash = p.hash;
         let bottom = p.frames.len() - 1;
         let leaf = p.frames[bottom].entries()[p.frames[bottom].pos].block;

@@ -171,7 +171,7 @@ impl<'t, 'a> Ctx<'t, 'a> {
     }
 
     /// What `slots` requires of a leaf before walking it.
-    fn check_leaf(&self, b: &[u8], pblk: u64) -> Result<()> {
+    pub(super) fn check_leaf(&self, b: &[u8], pblk: u64) -> Result<()> {
         if b.len() != self.bs {
             let kind = CorruptKind::Mismatch { field: "block length", value: b.len() as u64, expected: self.bs as u64 };
             return Err(Error::corruption(Structure::DirEntry, Location::from_block(pblk), kind));
@@ -267,19 +267,27 @@ pub(super) fn find_slot(v: &[Slot], b: &[u8], name: &[u8], need: usize) -> Resul
 /// `need` bytes: all of it if unused, its slack if live. A live entry
 /// named `name` is `Error::Exists`.
 fn fits(s: &Slot, s_name: &[u8], name: &[u8], need: usize) -> Result<bool> {
-    let used = if s.ino != 0 {
-        if s_name == name {
-            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-        }
-        rec_len_for(s.name_len)
-    } else {
-        0
-    };
-    Ok(s.rec_len.saturating_sub(used) >= need)
+    if s.ino != 0 && s_name == name {
+        return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+    }
+    Ok(room_for(s, need))
+}
+
+/// Whether slot `s` has room for an entry of `need` bytes: all of it if
+/// unused, its slack if live.
+pub(super) fn room_for(s: &Slot, need: usize) -> bool {
+    let used = if s.ino != 0 { rec_len_for(s.name_len) } else { 0 };
+    s.rec_len.saturating_sub(used) >= need
 }
 
 /// Writes `item` into slot `s` (splitting a live entry's slack off).
 pub(super) fn insert_at(ctx: &Ctx, b: &mut [u8], s: Slot, item: &Item) {
+    insert_entry(ctx, b, s, item.ino, item.file_type, &item.name);
+}
+
+/// Writes entry `name` -> `ino` of type `t` into slot `s` (splitting a
+/// live entry's slack off).
+pub(super) fn insert_entry(ctx: &Ctx, b: &mut [u8], s: Slot, ino: u32, t: u8, name: &[u8]) {
     let (off, len) = if s.ino != 0 {
         let used = rec_len_for(s.name_len);
         put_le16(b, s.off + 4, rec_len_to_disk(used, ctx.bs));
@@ -287,8 +295,11 @@ pub(super) fn insert_at(ctx: &Ctx, b: &mut [u8], s: Slot, item: &Item) {
     } else {
         (s.off, s.rec_len)
     };
-    b[off..off + len].fill(0);
-    ctx.write_entry(b, off, item.ino, len, &item.name, item.file_type);
+    // Only the new record's own bytes: the slack after it is zero in
+    // every block this engine wrote (removals zero what they free), and
+    // what the kernel leaves in its slack is as valid after as before.
+    b[off..off + rec_len_for(name.len()).min(len)].fill(0);
+    ctx.write_entry(b, off, ino, len, name, t);
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ mod inline;
 mod leaf;
 mod linear;
 mod probe;
+mod room;
 mod split;
 
 use crate::dir::{is_casefolded, is_htree, is_strict};
@@ -61,19 +62,14 @@ use find::find;
 use index::dx_add;
 use leaf::{Ctx, Item};
 use linear::linear_add;
+pub use room::{add_entry_at, find_room, Room};
 
 /// Adds entry `name` -> `ino` with dirent file type `file_type` (see
 /// [`dirent::file_type_of`](crate::format::dirent::file_type_of)). The
 /// caller has checked that the name does not exist, holds the directory's
 /// lock, and writes `dir` back (its size, block count and flags may change).
 pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8) -> Result<()> {
-    check_name(name)?;
-    if name == b"." || name == b".." {
-        return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-    }
-    if ino == 0 || ino > tx.vol.sb.inodes_count {
-        return Err(Error::Invalid(format!("directory entry for inode {ino}")));
-    }
+    check_new(tx.vol, name, ino)?;
     if is_inline(dir)? && inline::add(tx, dir, name, ino, file_type)? {
         return Ok(());
     }
@@ -93,6 +89,19 @@ pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8)
         }
     }
     linear_add(&ctx, dir, item, fallback)
+}
+
+/// What every new entry must be: a valid name other than "." and ".."
+/// (EEXIST), for an inode the filesystem has.
+fn check_new(vol: &Volume, name: &[u8], ino: u32) -> Result<()> {
+    check_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
+    }
+    if ino == 0 || ino > vol.sb.inodes_count {
+        return Err(Error::Invalid(format!("directory entry for inode {ino}")));
+    }
+    Ok(())
 }
 
 /// Removes entry `name` and returns the inode it pointed at. Its space

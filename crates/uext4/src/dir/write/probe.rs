@@ -3,7 +3,6 @@
 //! edits: each block's parsed entries, cached beside its buffer, not a
 //! copy of its bytes), with loops and out-of-range blocks reported.
 
-use super::leaf::Ctx;
 use crate::dir::block;
 use crate::dir::htree::{self, bad_dx};
 use crate::dir::name_hash;
@@ -12,6 +11,7 @@ use crate::format::block_number::FileBlock;
 use crate::format::dir_hash::HashVersion;
 use crate::format::dx::{DxEntry, DxNode};
 use crate::format::inode::Inode;
+use crate::volume::Volume;
 use std::sync::Arc;
 
 /// One index block on the path from the root to a leaf.
@@ -46,15 +46,16 @@ pub(super) struct Probe {
     pub(super) max_levels: usize,
 }
 
-/// Walks the index from the root to the leaf `name` hashes to.
-pub(super) fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
-    let vol = ctx.vol();
-    let nblocks = dir.size / ctx.bs as u64;
+/// Walks the index from the root to the leaf `name` hashes to (reads
+/// only: the duplicate-name check walks it before any handle exists).
+pub(super) fn probe(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Probe> {
+    let csum = vol.has_csum();
+    let nblocks = dir.size / vol.block_size as u64;
     let htree::Root { block: root, info, version } = htree::read_root(vol, dir)?;
     let hash = name_hash(vol, dir, name, version).major;
     let mut seen = [0u32; 4];
     let mut nseen = 1;
-    let mut cur = Frame { pblk: root.block, node: root.dx_node(vol, true, ctx.csum)?, pos: 0 };
+    let mut cur = Frame { pblk: root.block, node: root.dx_node(vol, true, csum)?, pos: 0 };
     drop(root);
     let mut frames = Vec::with_capacity(usize::from(info.indirect_levels) + 1);
     loop {
@@ -92,7 +93,7 @@ pub(super) fn probe(ctx: &Ctx, dir: &Inode, name: &[u8]) -> Result<Probe> {
             let kind = CorruptKind::WrongType { expected: "htree index node", found: 0 };
             return Err(bad_dx(Location::inode_block(dir.ino, b.block), kind));
         }
-        cur = Frame { pblk: b.block, node: b.dx_node(vol, false, ctx.csum)?, pos: 0 };
+        cur = Frame { pblk: b.block, node: b.dx_node(vol, false, csum)?, pos: 0 };
     }
     Ok(Probe { frames, hash, version, hash_version_raw: info.hash_version, max_levels: htree::max_levels(vol) })
 }

@@ -40,7 +40,7 @@ impl FsCore {
             return Err(Error::Invalid("mknod of a directory or symlink".into()));
         }
         let mode = t | (mode & 0o7777);
-        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let (_l, mut dir, room) = self.lock_for_new_entry(parent, name)?;
         let init = self.init_owner(&dir, mode, owner)?;
         let tx = self.begin(32 + init.credits())?;
         let mut i = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
@@ -53,7 +53,7 @@ impl FsCore {
         let added = init
             .store_acls(&tx, &mut i)
             .and_then(|()| tx.write_inode(&mut i))
-            .and_then(|()| dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(mode)));
+            .and_then(|()| dw::add_entry_at(&tx, &mut dir, name, i.ino, file_type_of(mode), room));
         if added.is_ok() && t == S_IFREG {
             self.seed_data_state(&i);
         }
@@ -78,18 +78,21 @@ impl FsCore {
     }
 
     /// Locks directory `parent` for adding `name` and returns it, loaded
-    /// under the lock; EEXIST if `name` is there (or is "." / "..").
-    fn lock_for_new_entry(&self, parent: u32, name: &[u8]) -> Result<(crate::locks::Locked, Inode)> {
+    /// under the lock, with where the entry goes; EEXIST if `name` is
+    /// there (or is "." / ".."). The lock is held until the entry is
+    /// added where the search found room (decided and done under one
+    /// lock: no other change of the directory comes in between).
+    fn lock_for_new_entry(&self, parent: u32, name: &[u8]) -> Result<(crate::locks::Locked, Inode, dw::Room)> {
         let rw = self.rw()?;
         let l = rw.data.locks().lock_exclusive(&[parent], &[]);
         let dir = self.load_dir(parent)?;
         Self::check_dir_addable(&dir)?;
-        if is_dot(name) || self.lookup_opt(&dir, name)?.is_some() {
-            return Err(Error::Exists(String::from_utf8_lossy(name).into_owned()));
-        }
+        // The duplicate check is the search for room: one walk of the
+        // leaf for both.
+        let room = dw::find_room(&self.vol, &dir, name)?;
         // Before the handle: a refused name must leave nothing half done.
         dw::check_encoding(&self.vol, &dir, name)?;
-        Ok((l, dir))
+        Ok((l, dir, room))
     }
 
     /// Creates a regular file (exact owner and mode, as [`FsCore::mknod`]):
@@ -143,7 +146,7 @@ impl FsCore {
 
     pub(super) fn mkdir_once(&self, parent: u32, name: &[u8], mode: u16, owner: Owner<'_>) -> Result<Stat> {
         check_name(name)?;
-        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let (_l, mut dir, room) = self.lock_for_new_entry(parent, name)?;
         let init = self.init_owner(&dir, S_IFDIR | (mode & 0o7777), owner)?;
         let tx = self.begin(48 + init.credits())?;
         let mut d = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
@@ -168,7 +171,7 @@ impl FsCore {
             }
             init.store_acls(&tx, &mut d)?;
             tx.write_inode(&mut d)?;
-            dw::add_entry(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR))
+            dw::add_entry_at(&tx, &mut dir, name, d.ino, file_type_of(S_IFDIR), room)
         })();
         self.finish_new_entry(tx, &mut dir, &mut d, added)
     }
@@ -190,7 +193,7 @@ impl FsCore {
         if target.len() >= self.vol.block_size.min(4096) {
             return Err(Error::NameTooLong("symlink target".into()));
         }
-        let (_l, mut dir) = self.lock_for_new_entry(parent, name)?;
+        let (_l, mut dir, room) = self.lock_for_new_entry(parent, name)?;
         let init = self.init_owner(&dir, S_IFLNK | 0o777, owner)?;
         let tx = self.begin(40)?;
         let mut i = self.new_inode(&tx, parent, init.mode, init.uid, init.gid)?;
@@ -210,7 +213,7 @@ impl FsCore {
                 self.vol.device().write_at(&buf, pblk.byte_offset(self.vol.block_size as u64))?;
             }
             tx.write_inode(&mut i)?;
-            dw::add_entry(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK))
+            dw::add_entry_at(&tx, &mut dir, name, i.ino, file_type_of(S_IFLNK), room)
         })();
         self.finish_new_entry(tx, &mut dir, &mut i, added)
     }
@@ -254,9 +257,7 @@ impl FsCore {
             return Err(Error::TooManyLinks(format!("inode {ino}")));
         }
         crate::fs::quota_ops::check_project_link(&dir, &i)?;
-        if is_dot(newname) || self.lookup_opt(&dir, newname)?.is_some() {
-            return Err(Error::Exists(String::from_utf8_lossy(newname).into_owned()));
-        }
+        let room = dw::find_room(&self.vol, &dir, newname)?;
         dw::check_encoding(&self.vol, &dir, newname)?;
         // The tmpfile's orphan-list exit: the superblock or the orphan
         // file's block and the previous orphan's inode.
@@ -264,7 +265,7 @@ impl FsCore {
         i.links_count += 1;
         i.ctime = Timestamp::now();
         tx.write_inode(&mut i)?;
-        if let Err(e) = dw::add_entry(&tx, &mut dir, newname, ino, file_type_of(i.mode)) {
+        if let Err(e) = dw::add_entry_at(&tx, &mut dir, newname, ino, file_type_of(i.mode), room) {
             // No new name (e.g. ENOSPC growing the directory): no new link.
             i.links_count -= 1;
             tx.write_inode(&mut i)?;

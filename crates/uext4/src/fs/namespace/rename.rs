@@ -145,26 +145,37 @@ impl FsCore {
         // (a number freed and reused meanwhile may be another file).
         let pd = self.load_dir(parent)?;
         let nd = if parent == newparent { pd.clone() } else { self.load_dir(newparent)? };
-        if self.lookup_opt(&pd, name)? != Some(src)
-            || self.lookup_opt(&nd, newname)? != dst
-            || is_dir(src)? != src_is_dir
-            || dst.map(is_dir).transpose()?.is_some_and(|d| d != dst_is_dir)
-        {
+        if self.lookup_opt(&pd, name)? != Some(src) {
             return Ok(false);
         }
-        self.rename_locked(m, (src, src_is_dir), (dst, dst_is_dir), pd, nd)?;
+        // A new name's check is the search for its slot (one walk of the
+        // leaf for both), used by the add under these same locks.
+        let room = match dst {
+            None => match dw::find_room(&self.vol, &nd, newname) {
+                Ok(room) => Some(room),
+                Err(Error::Exists(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            },
+            Some(_) if self.lookup_opt(&nd, newname)? != dst => return Ok(false),
+            Some(_) => None,
+        };
+        if is_dir(src)? != src_is_dir || dst.map(is_dir).transpose()?.is_some_and(|d| d != dst_is_dir) {
+            return Ok(false);
+        }
+        self.rename_locked(m, (src, src_is_dir), (dst, dst_is_dir), (pd, nd), room)?;
         Ok(true)
     }
 
     /// The change of a rename, everything locked and checked; `pd` and
-    /// `nd` are the parents loaded under the locks.
+    /// `nd` are the parents loaded under the locks, `room` where the new
+    /// name goes when it replaces nothing ([`dw::find_room`] under them).
     fn rename_locked(
         &self,
         m: Move<'_>,
         (src, src_is_dir): (u32, bool),
         (dst, dst_is_dir): (Option<u32>, bool),
-        mut pd: Inode,
-        mut nd: Inode,
+        (mut pd, mut nd): (Inode, Inode),
+        room: Option<dw::Room>,
     ) -> Result<()> {
         let Move { parent, name, newparent, newname, flags, .. } = m;
         // Before the handle: a refused name must leave nothing half done.
@@ -247,7 +258,10 @@ impl FsCore {
             Some(_) => {
                 dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
             }
-            None => dw::add_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?,
+            None => match room {
+                Some(room) => dw::add_entry_at(&tx, &mut nd, newname, src, file_type_of(s.mode), room)?,
+                None => dw::add_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?,
+            },
         }
         if parent == newparent {
             // nd is the same directory: continue with its newest state.
