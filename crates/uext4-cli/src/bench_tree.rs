@@ -12,7 +12,8 @@
 //! mean microseconds per file of each call (wall clock, so under load
 //! they include waits for the CPU), the calling threads' CPU time per
 //! file, and per file the journal handles, metadata cache lookups and
-//! misses, leaf walks (derived builds) and inode allocator work. The
+//! misses, leaf walks (derived builds), inode allocator work and group
+//! descriptor block changes. The
 //! image is a sparse file in `--dir` (uext4's mkfs), checked with
 //! `e2fsck -fn` when installed, and deleted.
 
@@ -85,6 +86,7 @@ struct Counters {
     ialloc_examined: u64,
     group_journals: u64,
     group_journals_shared: u64,
+    desc_writes: u64,
 }
 
 fn counters(fs: &Filesystem) -> Counters {
@@ -98,6 +100,7 @@ fn counters(fs: &Filesystem) -> Counters {
         ialloc_examined: ia.groups_examined,
         group_journals: ia.group_journals,
         group_journals_shared: ia.group_journals_shared,
+        desc_writes: fs.alloc_stats().map_or(0, |s| s.desc_writes),
     }
 }
 
@@ -228,7 +231,7 @@ fn report(
     writeln!(out, "  us/file (wall, summed over threads): {}", cells.join(", "))?;
     writeln!(
         out,
-        "  per file: CPU {:.1} us, handles {:.2}, cache lookups {:.1} (misses {:.2}), leaf walks {:.2}, inode groups examined {:.2}, inode group journals {:.2} (shared {:.2})",
+        "  per file: CPU {:.1} us, handles {:.2}, cache lookups {:.1} (misses {:.2}), leaf walks {:.2}, inode groups examined {:.2}, inode group journals {:.2} (shared {:.2}), descriptor writes {:.2}",
         cpu as f64 / 1000.0 / f,
         per(c1.handles - c0.handles),
         per(c1.hits - c0.hits + c1.misses - c0.misses),
@@ -237,6 +240,7 @@ fn report(
         per(c1.ialloc_examined - c0.ialloc_examined),
         per(c1.group_journals - c0.group_journals),
         per(c1.group_journals_shared - c0.group_journals_shared),
+        per(c1.desc_writes - c0.desc_writes),
     )?;
     Ok(())
 }

@@ -95,7 +95,32 @@ pub struct Tx<'a> {
     /// Inodes this handle allocated and has not written yet: their slot's
     /// old contents charged nothing, whatever they hold.
     pub new_inodes: parking_lot::Mutex<Vec<u32>>,
+    /// Group journaling put off to the end of a [`Tx::batch_groups`]
+    /// (None outside one).
+    pub deferred: parking_lot::Mutex<Option<DeferredGroups>>,
 }
+
+/// Bitmaps and descriptors whose journaling a [`Tx::batch_groups`] puts
+/// off to its end, when the changes of one deletion are journaled
+/// together: the block frees' group and the inode's group, whose
+/// descriptors usually share one descriptor block, in one change of that
+/// block instead of a copy each.
+#[derive(Debug, Default)]
+pub struct DeferredGroups {
+    /// Block groups freed from.
+    blocks: Vec<u32>,
+    /// Inode groups freed from, with the group's change number of the free.
+    inodes: Vec<(u32, u64)>,
+}
+
+/// Another group's descriptor change made in the same copy of the
+/// descriptor block: the group and the edit.
+type OtherDesc<'f> = (u32, &'f mut dyn FnMut(&mut GroupDesc));
+
+/// Credits a deferred group is charged ahead (its bitmap and descriptor),
+/// so that a bounded step sizing itself by the credits left counts the
+/// journaling it has not done yet.
+const DEFERRED_GROUP_CREDITS: usize = 2;
 
 impl std::fmt::Debug for Tx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -253,7 +278,7 @@ impl<'a> Tx<'a> {
             }
         }
         let a = self.alloc.allocate(&req)?;
-        if let Err(e) = self.journal_block_group(a.start) {
+        if let Err(e) = self.journal_block_group(self.block_group_of(a.start), None) {
             // Give the blocks back rather than leak them in memory.
             let _ = self.alloc.free(a.start, u64::from(a.len), None);
             return Err(e);
@@ -301,13 +326,79 @@ impl<'a> Tx<'a> {
                 self.handle.forget(start + i);
             }
         }
-        let bpg = u64::from(self.vol.sb.blocks_per_group);
-        let first = u64::from(self.vol.sb.first_data_block);
-        let (g0, g1) = ((start.get() - first) / bpg, (start.get() + len - 1 - first) / bpg);
+        let (g0, g1) = (self.block_group_of(start), self.block_group_of(start + (len - 1)));
         for g in g0..=g1 {
-            self.journal_block_group(PhysicalBlock(self.vol.group_first_block(g)).max(start))?;
+            if !self.defer_block_group(g) {
+                self.journal_block_group(g, None)?;
+            }
         }
         Ok(())
+    }
+
+    /// The block group of `block`.
+    fn block_group_of(&self, block: PhysicalBlock) -> u32 {
+        let sb = &self.vol.sb;
+        ((block.get() - u64::from(sb.first_data_block)) / u64::from(sb.blocks_per_group)) as u32
+    }
+
+    /// Puts off the journaling of block group `g` to the end of the batch
+    /// this handle is in, if it is in one (true), charging its credits
+    /// ahead the first time.
+    fn defer_block_group(&self, g: u32) -> bool {
+        let mut d = self.deferred.lock();
+        let Some(d) = d.as_mut() else { return false };
+        if !d.blocks.contains(&g) {
+            d.blocks.push(g);
+            self.handle.charge_ahead(DEFERRED_GROUP_CREDITS);
+        }
+        true
+    }
+
+    /// Runs `f` with the journaling of the block and inode groups it
+    /// frees from put off to its end, then journals them, each
+    /// descriptor block that holds both a block group's and an inode
+    /// group's descriptor changed once for both (the kernel's deletion
+    /// also modifies the group descriptor block once per handle, as its
+    /// buffer is simply dirtied again). What `f` frees is in the
+    /// allocators at once as before, and the groups are journaled in this
+    /// same handle whatever `f` returns: the bitmaps and descriptors are
+    /// in the transaction before it can commit. A batch inside a batch
+    /// is part of the outer one.
+    pub fn batch_groups<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        {
+            let mut d = self.deferred.lock();
+            if d.is_some() {
+                drop(d);
+                return f();
+            }
+            *d = Some(DeferredGroups::default());
+        }
+        let r = f();
+        let d = self.deferred.lock().take().unwrap_or_default();
+        let j = self.journal_deferred(d);
+        let v = r?;
+        j.map(|()| v)
+    }
+
+    /// Journals what a batch put off (see [`Tx::batch_groups`]).
+    fn journal_deferred(&self, d: DeferredGroups) -> Result<()> {
+        let DeferredGroups { mut blocks, inodes } = d;
+        self.handle.uncharge(DEFERRED_GROUP_CREDITS * (blocks.len() + inodes.len()));
+        let mut first_err = None;
+        for (g, seq) in inodes {
+            let desc = self.desc_location(g).0;
+            let k = blocks.iter().position(|&b| self.desc_location(b).0 == desc);
+            let with = k.map(|k| blocks.swap_remove(k));
+            if let Err(e) = self.journal_inode_group_of(g, seq, with) {
+                first_err.get_or_insert(e);
+            }
+        }
+        for g in blocks {
+            if let Err(e) = self.journal_block_group(g, None) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     }
 
     /// Marks `start..start+len` in use wherever it is free, through the
@@ -315,7 +406,7 @@ impl<'a> Tx<'a> {
     pub fn claim_blocks(&self, start: PhysicalBlock, len: u64) -> Result<Vec<(PhysicalBlock, u64)>> {
         let runs = self.alloc.claim(start, len)?;
         for &(s, _) in &runs {
-            self.journal_block_group(s)?;
+            self.journal_block_group(self.block_group_of(s), None)?;
         }
         Ok(runs)
     }
@@ -330,37 +421,68 @@ impl<'a> Tx<'a> {
         Ok(newly)
     }
 
-    /// Copies the allocator's view of `block`'s group bitmap into the
-    /// journal and updates the group's descriptor.
-    fn journal_block_group(&self, block: PhysicalBlock) -> Result<()> {
+    /// Copies the allocator's view of block group `g`'s bitmap into the
+    /// journal and updates the group's descriptor, under the group's lock
+    /// (so that no other thread's copy of an older state lands after it).
+    /// `also` is another group's descriptor change (group and edit), in
+    /// the same descriptor block, made in the same copy of that block.
+    fn journal_block_group(&self, g: u32, also: Option<OtherDesc<'_>>) -> Result<()> {
         let sb = &self.vol.sb;
-        let g = ((block.get() - u64::from(sb.first_data_block)) / u64::from(sb.blocks_per_group)) as u32;
         let gd0 = self.vol.groups[g as usize];
         self.alloc.with_group_bitmap(g, |bitmap, free| {
-            self.handle.init(gd0.block_bitmap, |b| {
-                b.copy_from_slice(bitmap);
-                Ok(())
-            })?;
+            let data = crate::cache::pool::copy_padded(bitmap, self.vol.block_size, 0);
+            self.handle.init_from(gd0.block_bitmap, data)?;
             let csum = block_bitmap_checksum(sb, bitmap);
-            self.modify_desc(g, |gd| {
+            let mut mine = |gd: &mut GroupDesc| {
                 gd.free_blocks_count = free;
                 gd.flags &= !BG_BLOCK_UNINIT;
                 gd.block_bitmap_csum = csum;
-            })
+            };
+            match also {
+                Some((g2, f2)) => self.modify_descs(g, &mut mine, Some((g2, f2))),
+                None => self.modify_descs(g, &mut mine, None),
+            }
         })?
     }
 
+    /// Where group `g`'s descriptor is: its block and byte offset.
+    fn desc_location(&self, g: u32) -> (u64, usize) {
+        let ds = usize::from(self.vol.sb.desc_size);
+        let per_block = self.vol.block_size / ds;
+        (self.vol.desc_block_location(u64::from(g) / per_block as u64), (g as usize % per_block) * ds)
+    }
+
     /// Read-modify-write of group `g`'s descriptor (checksum updated).
-    pub fn modify_desc(&self, g: u32, f: impl FnOnce(&mut GroupDesc)) -> Result<()> {
+    pub fn modify_desc(&self, g: u32, mut f: impl FnMut(&mut GroupDesc)) -> Result<()> {
+        self.modify_descs(g, &mut f, None)
+    }
+
+    /// [`Tx::modify_desc`] of group `g`, and of `also`'s group in the same
+    /// copy of the block (an error if its descriptor is in another block).
+    fn modify_descs(&self, g: u32, f: &mut dyn FnMut(&mut GroupDesc), also: Option<OtherDesc<'_>>) -> Result<()> {
         let sb = &self.vol.sb;
         let ds = usize::from(sb.desc_size);
-        let per_block = self.vol.block_size / ds;
-        let blk = self.vol.desc_block_location(u64::from(g) / per_block as u64);
-        let off = (g as usize % per_block) * ds;
+        let (blk, off) = self.desc_location(g);
+        let also = match also {
+            Some((g2, f2)) => {
+                let (blk2, off2) = self.desc_location(g2);
+                if blk2 != blk {
+                    return Err(Error::Invalid(format!("groups {g} and {g2}: descriptors in different blocks")));
+                }
+                Some((g2, off2, f2))
+            }
+            None => None,
+        };
+        self.alloc.note_desc_write();
         self.handle.modify(blk, |raw| {
             let mut gd = GroupDesc::parse(sb, g, &raw[off..off + ds], blk)?;
             f(&mut gd);
             gd.encode(sb, g, &mut raw[off..off + ds]);
+            if let Some((g2, off2, f2)) = also {
+                let mut gd = GroupDesc::parse(sb, g2, &raw[off2..off2 + ds], blk)?;
+                f2(&mut gd);
+                gd.encode(sb, g2, &mut raw[off2..off2 + ds]);
+            }
             Ok(())
         })
     }
@@ -455,6 +577,12 @@ impl<'a> Tx<'a> {
             q.transfer(self, charge, None)?;
         }
         let seq = self.ialloc.release(ino, is_dir)?;
+        let g = (ino - 1) / self.vol.sb.inodes_per_group;
+        if let Some(d) = self.deferred.lock().as_mut() {
+            d.inodes.push((g, seq));
+            self.handle.charge_ahead(DEFERRED_GROUP_CREDITS);
+            return Ok(());
+        }
         self.journal_inode_group(ino, seq)
     }
 
@@ -470,23 +598,33 @@ impl<'a> Tx<'a> {
     /// holds this change (number `seq` of the group), nothing is
     /// journaled again.
     fn journal_inode_group(&self, ino: u32, seq: u64) -> Result<()> {
+        self.journal_inode_group_of((ino - 1) / self.vol.sb.inodes_per_group, seq, None)
+    }
+
+    /// [`Tx::journal_inode_group`] of group `g`; with `blocks`, block
+    /// group `blocks` (whose descriptor is in the same block) is journaled
+    /// too, both descriptors in one change of their block. The block
+    /// group's lock is taken inside the inode group's journaling lock
+    /// (the order of `crate::locks`), after its state was copied.
+    fn journal_inode_group_of(&self, g: u32, seq: u64, blocks: Option<u32>) -> Result<()> {
         let sb = &self.vol.sb;
         let ipg = sb.inodes_per_group;
-        let g = (ino - 1) / ipg;
         let gd0 = self.vol.groups[g as usize];
+        if let Some(bg) = blocks {
+            // Loaded now, so that no group load (an outer lock) is needed
+            // inside the journaling lock; it stays loaded, as the free this
+            // handle made in it waits for this transaction's commit.
+            self.alloc.ensure_loaded(bg)?;
+        }
+        let mut blocks_done = false;
         self.ialloc.journal_group(g, self.handle.tid(), seq, |st| {
             let bitmap = &st.bitmap[..];
-            self.handle.init(gd0.inode_bitmap, |b| {
-                // Bits past inodes_per_group are set, as the kernel pads
-                // them (only those are filled: the rest is the copy).
-                let (head, pad) = b.split_at_mut(bitmap.len());
-                head.copy_from_slice(bitmap);
-                pad.fill(0xFF);
-                Ok(())
-            })?;
+            // Bits past inodes_per_group are set, as the kernel pads them.
+            let data = crate::cache::pool::copy_padded(bitmap, self.vol.block_size, 0xFF);
+            self.handle.init_from(gd0.inode_bitmap, data)?;
             let csum = crate::alloc::inodes::bitmap_checksum(sb, bitmap);
             let mut zero = None;
-            self.modify_desc(g, |gd| {
+            let mut edit = |gd: &mut GroupDesc| {
                 gd.free_inodes_count = st.free;
                 gd.used_dirs_count = st.dirs;
                 // A zeroed table (mkfs or lazy init did it) holds no stale
@@ -514,7 +652,14 @@ impl<'a> Tx<'a> {
                     }
                 }
                 zero = zero_from.map(|from| (from, st.high));
-            })?;
+            };
+            match blocks {
+                Some(bg) => {
+                    blocks_done = true;
+                    self.journal_block_group(bg, Some((g, &mut edit)))?;
+                }
+                None => self.modify_desc(g, &mut edit)?,
+            }
             // Free inode slots newly brought below the high-water mark must
             // be zero (the table may never have been initialised). Slots
             // whose bit is set are never touched: either another thread
@@ -525,7 +670,13 @@ impl<'a> Tx<'a> {
                 self.zero_free_inode_slots(g, bitmap, from, to)?;
             }
             Ok(())
-        })
+        })?;
+        match blocks {
+            // Another thread's copy of the inode group held this change
+            // already: the block group is journaled on its own.
+            Some(bg) if !blocks_done => self.journal_block_group(bg, None),
+            _ => Ok(()),
+        }
     }
 
     /// Zeroes the slots of `[from, to_excl)` that `bitmap` says are free.

@@ -414,3 +414,55 @@ fn chain_head_follows_adds_and_removes() {
     fsck_clean(&img);
     assert_eq!(Filesystem::open(&img).unwrap().superblock().last_orphan, 0);
 }
+
+/// Issue 25: a deletion frees its blocks and its inode in groups whose
+/// descriptors share a descriptor block; that block is changed once per
+/// deletion, not once for the block bitmap and again for the inode
+/// bitmap (`AllocStats::desc_writes`): the unlink of a closed file, the
+/// FORGET of an unlinked file the kernel still held, an rmdir. A file
+/// whose blocks lie in several groups has each of the others' descriptor
+/// changed on its own, and the image stays consistent.
+#[test]
+fn a_deletion_changes_its_descriptor_block_once() {
+    // 4 groups of 32 MiB, their descriptors in one block.
+    let Some((_d, img)) = orphan_image(128, &["-b", "4096", "-g", "8192"]) else { return };
+    let dev = uext4::FileDevice::open(&img, true).unwrap();
+    let mut fs = Filesystem::open_device(Arc::new(dev), MountOptions { write: true, ..Default::default() }).unwrap();
+    let root = fs.root();
+    for (k, len) in [(0u8, 8192usize), (1, 8192), (2, 48 << 20)] {
+        let ino = fs.create(root, format!("f{k}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+        fs.inodes().write(ino, 0, &vec![k + 1; len]).unwrap();
+    }
+    fs.mkdir(root, b"d", 0o755, 0, 0).unwrap();
+    // Written back: the files have blocks to free.
+    fs.commit().unwrap();
+    let descs = |fs: &Filesystem| fs.alloc_stats().unwrap().desc_writes;
+    let ino0 = fs.lookup(root, b"f0").unwrap();
+    assert!(fs.stat(ino0).unwrap().blocks > 0, "written back before the deletion");
+
+    // Closed, no kernel reference: the unlink deletes it.
+    let before = descs(&fs);
+    fs.unlink(root, b"f0").unwrap();
+    assert_eq!(descs(&fs) - before, 1, "unlink of a closed file");
+
+    // Held by the kernel: the unlink orphans it, its FORGET deletes it.
+    let ino1 = fs.lookup(root, b"f1").unwrap();
+    fs.kernel_ref(ino1);
+    fs.unlink(root, b"f1").unwrap();
+    let before = descs(&fs);
+    fs.kernel_forget(ino1, 1).unwrap();
+    assert_eq!(descs(&fs) - before, 1, "FORGET of an unlinked file");
+
+    let before = descs(&fs);
+    fs.rmdir(root, b"d").unwrap();
+    assert_eq!(descs(&fs) - before, 1, "rmdir (the directory's block and its inode)");
+
+    // 48 MiB: blocks in two groups at least; one of them goes with the
+    // inode's descriptor change, each other one is a change of its own.
+    let before = descs(&fs);
+    fs.unlink(root, b"f2").unwrap();
+    let d = descs(&fs) - before;
+    assert!((1..=4).contains(&d), "{d} descriptor changes for a file in at most 4 groups");
+    fs.unmount().unwrap();
+    fsck_clean(&img);
+}

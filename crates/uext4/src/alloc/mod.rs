@@ -874,6 +874,12 @@ impl Allocator {
         }
     }
 
+    /// Counts one journaled change of a group-descriptor block
+    /// ([`AllocStats::desc_writes`]).
+    pub(crate) fn note_desc_write(&self) {
+        self.counters.desc_writes.fetch_add(1, Relaxed);
+    }
+
     /// Runs `f(bitmap, free)` on group `g`'s on-disk view under the
     /// group's lock (the journal copies it into the transaction).
     pub fn with_group_bitmap<R>(&self, g: u32, f: impl FnOnce(&[u8], u32) -> R) -> Result<R> {

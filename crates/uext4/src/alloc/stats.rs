@@ -88,6 +88,7 @@ pub(crate) struct Counters {
     pub prealloc_discarded_blocks: AtomicU64,
     pub corrupt_groups: AtomicU64,
     pub evictions: AtomicU64,
+    pub desc_writes: AtomicU64,
 }
 
 /// A snapshot of the allocator's counters (the kernel's mb_stats), from
@@ -138,6 +139,10 @@ pub struct AllocStats {
     pub evictions: u64,
     /// Groups loaded now (bitmap and buddy in memory).
     pub loaded_groups: u64,
+    /// Changes of a group-descriptor block journaled for block and inode
+    /// bitmap updates (each a copy of the block): one per deletion whose
+    /// block and inode groups share a descriptor block, not one each.
+    pub desc_writes: u64,
 }
 
 impl Counters {
@@ -163,6 +168,7 @@ impl Counters {
             corrupt_groups: self.corrupt_groups.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
             loaded_groups: 0,
+            desc_writes: self.desc_writes.load(Relaxed),
         }
     }
 }

@@ -68,6 +68,27 @@ pub fn copy_of(src: &[u8]) -> Box<[u8]> {
     }
 }
 
+/// A block of `len` bytes in pooled memory: `src`, then `pad` up to
+/// `len` (`src` is cut at `len`). Each byte is written once: a bitmap
+/// block built from the allocator's copy (whose tail is padding) costs
+/// no zero fill first.
+pub fn copy_padded(src: &[u8], len: usize, pad: u8) -> Box<[u8]> {
+    let n = src.len().min(len);
+    match take(len) {
+        Some(mut b) => {
+            b[..n].copy_from_slice(&src[..n]);
+            b[n..].fill(pad);
+            b
+        }
+        None => {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(&src[..n]);
+            v.resize(len, pad);
+            v.into_boxed_slice()
+        }
+    }
+}
+
 /// `len` zero bytes in pooled memory.
 pub fn zeroed(len: usize) -> Box<[u8]> {
     match take(len) {
@@ -125,6 +146,20 @@ mod tests {
         assert!(c.iter().all(|&x| x == 0));
         let d = zeroed(4096);
         assert!(d.iter().all(|&x| x == 0), "pooled memory is zeroed when asked");
+    }
+
+    #[test]
+    fn padded_copies_overwrite_every_byte_of_a_reused_block() {
+        give(copy_of(&[7u8; 4096]));
+        let b = copy_padded(&[1, 2, 3], 4096, 0xFF);
+        assert_eq!(&b[..3], &[1, 2, 3]);
+        assert!(b[3..].iter().all(|&x| x == 0xFF), "no byte of the reused block's old contents is left");
+        let full = copy_padded(&[9u8; 4096], 4096, 0);
+        assert!(full.iter().all(|&x| x == 9));
+        // A pool miss builds the same block.
+        let fresh = copy_padded(&[5u8; 2], 1000, 0xAA);
+        assert_eq!(fresh.len(), 1000);
+        assert_eq!(&fresh[..3], &[5, 5, 0xAA]);
     }
 
     #[test]

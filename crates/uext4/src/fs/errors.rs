@@ -27,9 +27,10 @@ use super::superblock::save_error_info;
 use super::FsCore;
 use crate::device::BlockDevice;
 use crate::error::{Error, Result};
+use crate::int_hash::{IntMap, IntSet};
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 16;
@@ -60,23 +61,38 @@ struct FileErr {
     anon: u64,
 }
 
+/// One shard of [`WbErrors::unflushed`].
+#[derive(Debug, Default)]
+struct Shard {
+    inodes: Mutex<IntSet<u32>>,
+    /// How many `inodes` holds, changed under its lock: a deletion
+    /// ([`WbErrors::forget`]) looks at this, not the lock, of each shard,
+    /// and between flushes nearly all are empty.
+    len: AtomicUsize,
+}
+
 /// Per-file writeback errors and the device's flush windows.
 #[derive(Debug)]
 pub(crate) struct WbErrors {
     /// Inodes whose data reached the device since the current flush
     /// window began.
-    unflushed: Vec<Mutex<HashSet<u32>>>,
+    unflushed: Vec<Shard>,
     /// One flush at a time (see the module docs).
     flush_lock: Mutex<()>,
-    files: Mutex<HashMap<u32, FileErr>>,
+    files: Mutex<IntMap<u32, FileErr>>,
+    /// Shard locks [`WbErrors::forget`] took (for tests).
+    #[cfg(test)]
+    forget_locks: AtomicUsize,
 }
 
 impl Default for WbErrors {
     fn default() -> Self {
         WbErrors {
-            unflushed: (0..SHARDS).map(|_| Mutex::new(HashSet::new())).collect(),
+            unflushed: (0..SHARDS).map(|_| Shard::default()).collect(),
             flush_lock: Mutex::new(()),
-            files: Mutex::new(HashMap::new()),
+            files: Mutex::new(IntMap::default()),
+            #[cfg(test)]
+            forget_locks: AtomicUsize::new(0),
         }
     }
 }
@@ -88,7 +104,11 @@ impl WbErrors {
         // Sharded by thread, not by inode: threads writing one file (the
         // seeds' shared-lock direct overwrites) must not meet on one lock
         // for every write. A flush drains every shard.
-        self.unflushed[writer_shard()].lock().insert(ino);
+        let shard = &self.unflushed[writer_shard()];
+        let mut set = shard.inodes.lock();
+        if set.insert(ino) {
+            shard.len.store(set.len(), Ordering::Release);
+        }
     }
 
     /// Records a writeback error on `ino`.
@@ -141,11 +161,24 @@ impl WbErrors {
         }
     }
 
-    /// Forgets a deleted inode (its number may be reused).
+    /// Forgets a deleted inode (its number may be reused). Only shards
+    /// holding some inode are locked: every deletion would otherwise take
+    /// all of them. A shard read as empty had no entry of `ino` from a
+    /// write that finished before this call (its count is set under the
+    /// lock, after the insert); a write racing with the deletion may land
+    /// either side, as it may with the lock.
     pub(crate) fn forget(&self, ino: u32) {
         self.files.lock().remove(&ino);
         for shard in &self.unflushed {
-            shard.lock().remove(&ino);
+            if shard.len.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            #[cfg(test)]
+            self.forget_locks.fetch_add(1, Ordering::Relaxed);
+            let mut set = shard.inodes.lock();
+            if set.remove(&ino) {
+                shard.len.store(set.len(), Ordering::Release);
+            }
         }
     }
 
@@ -155,7 +188,9 @@ impl WbErrors {
         let _f = self.flush_lock.lock();
         let mut window = Vec::new();
         for s in &self.unflushed {
-            window.extend(s.lock().drain());
+            let mut set = s.inodes.lock();
+            window.extend(set.drain());
+            s.len.store(0, Ordering::Release);
         }
         let r = flush();
         if let Err(e) = &r {
@@ -285,5 +320,32 @@ impl FsCore {
         let r = self.fsync_inner(ino);
         let seen = rw.data.errors().check_and_advance(ino, Some(cursor));
         r.and(seen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forget_locks_only_shards_that_hold_inodes_and_a_forgotten_inode_gets_no_flush_error() {
+        let e = WbErrors::default();
+        // Nothing written since the last flush: a deletion takes no shard lock.
+        e.forget(9);
+        assert_eq!(e.forget_locks.load(Ordering::Relaxed), 0);
+        e.note_written(5);
+        e.note_written(6);
+        e.forget(7);
+        assert_eq!(e.forget_locks.load(Ordering::Relaxed), 1, "only this thread's shard holds inodes");
+        e.forget(5);
+        // A failed flush marks what its window wrote, not the deleted inode
+        // (whose number a new file may have by then).
+        let r = e.flush_window(|| Err(io::Error::other("injected")));
+        assert!(r.is_err());
+        assert!(e.check_and_advance(5, None).is_ok(), "the deleted inode's entry went with it");
+        assert!(e.check_and_advance(6, None).is_err(), "the file still written in the window gets the error");
+        // The drain emptied every shard: no lock again.
+        e.forget(6);
+        assert_eq!(e.forget_locks.load(Ordering::Relaxed), 2);
     }
 }

@@ -193,6 +193,7 @@ impl FsCore {
             order,
             quota,
             new_inodes: Default::default(),
+            deferred: Default::default(),
         })
     }
 

@@ -71,8 +71,17 @@ impl FsCore {
         if !rw.open.doom_if_open(i.ino) {
             // Its cached data goes before its blocks do.
             rw.data.inode(i.ino).data.pages.invalidate_all();
-            if self.free_blocks_bounded(tx, i, FileBlock(0))? && Self::drop_ea_refs_bounded(tx, i)? {
-                self.release_inode(tx, i)?;
+            // The groups of its blocks and of its inode are journaled once
+            // the inode is freed too: one change of their shared
+            // descriptor block (Tx::batch_groups).
+            let released = tx.batch_groups(|| {
+                if self.free_blocks_bounded(tx, i, FileBlock(0))? && Self::drop_ea_refs_bounded(tx, i)? {
+                    self.release_emptied_inode(tx, i)?;
+                    return Ok(true);
+                }
+                Ok(false)
+            })?;
+            if released {
                 return Ok(false);
             }
             self.orphan_add(tx, i)?;
@@ -164,16 +173,22 @@ impl FsCore {
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
             let mut i = crate::inode::read_inode(&self.vol, ino)?;
-            if !(self.free_blocks_bounded(&tx, &mut i, FileBlock(0))? && Self::drop_ea_refs_bounded(&tx, &mut i)?) {
-                self.write_orphan_inode(&tx, &mut i)?;
-                tx.settle();
-                continue;
-            }
-            self.orphan_remove(&tx, ino)?;
-            i.dtime = 0;
-            self.release_inode(&tx, &mut i)?;
+            // As in drop_last_link: the last step's block groups are
+            // journaled with the inode's, one descriptor change for both.
+            let released = tx.batch_groups(|| {
+                if !(self.free_blocks_bounded(&tx, &mut i, FileBlock(0))? && Self::drop_ea_refs_bounded(&tx, &mut i)?) {
+                    self.write_orphan_inode(&tx, &mut i)?;
+                    return Ok(false);
+                }
+                self.orphan_remove(&tx, ino)?;
+                i.dtime = 0;
+                self.release_emptied_inode(&tx, &mut i)?;
+                Ok(true)
+            })?;
             tx.settle();
-            return Ok(());
+            if released {
+                return Ok(());
+            }
         }
     }
 

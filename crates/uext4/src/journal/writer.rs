@@ -166,6 +166,9 @@ pub struct Handle {
     used: AtomicUsize,
     /// Credits kept aside (see [`Handle::set_reserve`]).
     reserve: usize,
+    /// Credits counted as used ahead of the changes they are for
+    /// ([`Handle::charge_ahead`]).
+    ahead: AtomicUsize,
 }
 
 impl std::fmt::Debug for Handle {
@@ -353,6 +356,7 @@ impl JournalWriter {
                 changed: Default::default(),
                 used: AtomicUsize::new(0),
                 reserve: 0,
+                ahead: AtomicUsize::new(0),
             });
         }
     }
@@ -481,6 +485,7 @@ impl JournalWriter {
                 changed: Default::default(),
                 used: AtomicUsize::new(0),
                 reserve: 0,
+                ahead: AtomicUsize::new(0),
             };
             hook(&h)?;
         }
@@ -723,6 +728,7 @@ impl Handle {
             changed: Default::default(),
             used: AtomicUsize::new(0),
             reserve: 0,
+            ahead: AtomicUsize::new(0),
         }
     }
 
@@ -735,7 +741,8 @@ impl Handle {
         if self.journal.is_none() || !self.counted {
             return usize::MAX;
         }
-        self.credits.saturating_sub(self.used.load(Ordering::Relaxed) + self.reserve)
+        self.credits
+            .saturating_sub(self.used.load(Ordering::Relaxed) + self.ahead.load(Ordering::Relaxed) + self.reserve)
     }
 
     /// Keeps `n` of the handle's credits out of [`Handle::credits_left`]:
@@ -744,6 +751,20 @@ impl Handle {
     /// by the credits left never uses them up.
     pub fn set_reserve(&mut self, n: usize) {
         self.reserve = n.min(self.credits);
+    }
+
+    /// Counts `n` credits as used before the blocks they are for are
+    /// changed (work put off to later in the handle, see
+    /// `Tx::batch_groups`), so that [`Handle::credits_left`] counts it;
+    /// [`Handle::uncharge`] gives them back just before that work, which
+    /// then uses what it really adds to the transaction.
+    pub fn charge_ahead(&self, n: usize) {
+        self.ahead.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Gives back credits of [`Handle::charge_ahead`].
+    pub fn uncharge(&self, n: usize) {
+        let _ = self.ahead.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| Some(u.saturating_sub(n)));
     }
 
     /// Credits reserved when the handle started.
@@ -840,6 +861,27 @@ impl Handle {
         let guard = self.cache.lock_block(block);
         let mut data = crate::cache::pool::zeroed(self.cache.block_size());
         f(&mut data)?;
+        let (_, replaced) = self.install(&guard, block, data)?;
+        drop(guard);
+        drop(replaced);
+        Ok(())
+    }
+
+    /// Sets the full contents of `block` to `data` (one block, built by
+    /// the caller in pooled memory, e.g. [`crate::cache::pool::copy_padded`]):
+    /// a block rewritten whole from another copy (a bitmap journaled from
+    /// the allocator's) needs neither the zeroed block of
+    /// [`Handle::init`] nor the copy of the current version of
+    /// [`Handle::modify`].
+    pub fn init_from(&self, block: u64, data: Box<[u8]>) -> Result<()> {
+        if data.len() != self.cache.block_size() {
+            return Err(Error::Invalid(format!(
+                "block {block}: {} bytes given for a block of {}",
+                data.len(),
+                self.cache.block_size()
+            )));
+        }
+        let guard = self.cache.lock_block(block);
         let (_, replaced) = self.install(&guard, block, data)?;
         drop(guard);
         drop(replaced);

@@ -138,23 +138,38 @@ impl FsCore {
     /// to EA inodes, its xattr block reference and its bitmap bit (dtime
     /// set, as the kernel does).
     pub(crate) fn release_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+        self.release_inode_with(tx, i, false)
+    }
+
+    /// [`FsCore::release_inode`] of an inode whose caller has dropped its
+    /// cached pages, freed all its blocks and its references to EA inodes
+    /// already, in this handle (the bounded deletions of `fs/orphan.rs`):
+    /// none of that is looked for again.
+    pub(crate) fn release_emptied_inode(&self, tx: &Tx, i: &mut Inode) -> Result<()> {
+        self.release_inode_with(tx, i, true)
+    }
+
+    fn release_inode_with(&self, tx: &Tx, i: &mut Inode, emptied: bool) -> Result<()> {
         let is_dir = ftype(i)? == FileType::Directory;
         if let Ok(rw) = self.rw() {
             let st = rw.data.inode(i.ino);
             st.data.deleted.store(true, std::sync::atomic::Ordering::Release);
             // Not the next user's of the number either.
             st.data.atime.take();
-            st.data.pages.invalidate_all();
+            if !emptied {
+                st.data.pages.invalidate_all();
+            }
             // Its errors are not the next user's of the number.
             rw.data.errors().forget(i.ino);
         }
-        // Extent-mapped or block-mapped alike.
-        if self.has_block_map(i)? {
-            ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
+        if !emptied {
+            // Extent-mapped or block-mapped alike.
+            if self.has_block_map(i)? {
+                ew::remove_range(tx, i, FileBlock(0), FileBlock(u64::MAX))?;
+            }
+            // References to EA inodes left, then (below) the xattr block.
+            crate::xattr::write::drop_ea_refs(tx, i, false, 0)?;
         }
-        // References to EA inodes left (the bounded callers dropped them
-        // already), then the xattr block.
-        crate::xattr::write::drop_ea_refs(tx, i, false, 0)?;
         if i.file_acl != 0 {
             crate::xattr::write::release_block(tx, i)?;
         }
