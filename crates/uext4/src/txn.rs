@@ -177,6 +177,18 @@ impl<'a> Tx<'a> {
         self.handle.modify(block, f)
     }
 
+    /// Read-modify-write in two steps, in place when the running
+    /// transaction alone holds the block (see [`Handle::modify_planned`]).
+    pub fn modify_planned<P, R>(
+        &self,
+        block: u64,
+        plan: impl FnOnce(&[u8]) -> Result<P>,
+        apply: impl FnOnce(P, &mut [u8]) -> R,
+    ) -> Result<R> {
+        self.check_block(block)?;
+        self.handle.modify_planned(block, plan, apply)
+    }
+
     /// Read-modify-write that installs only when `f` returns `Some` (see
     /// [`Handle::modify_if`]).
     pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
@@ -337,10 +349,7 @@ impl<'a> Tx<'a> {
         let g = ((block.get() - u64::from(sb.first_data_block)) / u64::from(sb.blocks_per_group)) as u32;
         let gd0 = self.vol.groups[g as usize];
         self.alloc.with_group_bitmap(g, |bitmap, free| {
-            self.handle.init(gd0.block_bitmap, |b| {
-                b.copy_from_slice(bitmap);
-                Ok(())
-            })?;
+            self.handle.overwrite(gd0.block_bitmap, |b| b.copy_from_slice(bitmap))?;
             let csum = block_bitmap_checksum(sb, bitmap);
             self.modify_desc(g, |gd| {
                 gd.free_blocks_count = free;
@@ -357,12 +366,15 @@ impl<'a> Tx<'a> {
         let per_block = self.vol.block_size / ds;
         let blk = self.vol.desc_block_location(u64::from(g) / per_block as u64);
         let off = (g as usize % per_block) * ds;
-        self.handle.modify(blk, |raw| {
-            let mut gd = GroupDesc::parse(sb, g, &raw[off..off + ds], blk)?;
-            f(&mut gd);
-            gd.encode(sb, g, &mut raw[off..off + ds]);
-            Ok(())
-        })
+        self.handle.modify_planned(
+            blk,
+            |raw| {
+                let mut gd = GroupDesc::parse(sb, g, &raw[off..off + ds], blk)?;
+                f(&mut gd);
+                Ok(gd)
+            },
+            |gd, raw| gd.encode(sb, g, &mut raw[off..off + ds]),
+        )
     }
 
     /// Allocates an inode (Orlov-like spreading for directories, near the
@@ -476,11 +488,10 @@ impl<'a> Tx<'a> {
         let gd0 = self.vol.groups[g as usize];
         self.ialloc.journal_group(g, self.handle.tid(), seq, |st| {
             let bitmap = &st.bitmap[..];
-            self.handle.init(gd0.inode_bitmap, |b| {
-                // Bits past inodes_per_group are set, as the kernel pads them.
-                b.fill(0xFF);
+            self.handle.overwrite(gd0.inode_bitmap, |b| {
                 b[..bitmap.len()].copy_from_slice(bitmap);
-                Ok(())
+                // Bits past inodes_per_group are set, as the kernel pads them.
+                b[bitmap.len()..].fill(0xFF);
             })?;
             let csum = crate::alloc::inodes::bitmap_checksum(sb, bitmap);
             let mut zero = None;
@@ -635,28 +646,34 @@ impl<'a> Tx<'a> {
         // What the record charged before this write (see QuotaAccount).
         let mut old = None;
         if own_dtime {
-            let raw = inode.encode(sb)?.to_vec();
-            self.handle.modify(block, |b| {
-                if let Some(q) = quota {
-                    old = q.charge_of(inode.ino, &b[off..off + isz]);
-                }
-                b[off..off + raw.len()].copy_from_slice(&raw);
-                Ok(())
-            })?;
+            let ino = inode.ino;
+            let raw = inode.encode(sb)?;
+            self.handle.modify_planned(
+                block,
+                |b| {
+                    if let Some(q) = quota {
+                        old = q.charge_of(ino, &b[off..off + isz]);
+                    }
+                    Ok(())
+                },
+                |(), b| b[off..off + raw.len()].copy_from_slice(raw),
+            )?;
         } else {
-            self.handle.modify(block, |b| {
-                // The slot's dtime wins (see write_inode). A never-used slot
-                // may not parse; its dtime is then ours.
-                let slot = &b[off..off + isz];
-                if let Some(q) = quota {
-                    old = q.charge_of(inode.ino, slot);
-                }
-                let dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
-                inode.dtime = dtime;
-                let raw = inode.encode(sb)?;
-                b[off..off + isz].copy_from_slice(raw);
-                Ok(())
-            })?;
+            let (inode, old) = (&mut *inode, &mut old);
+            self.handle.modify_planned(
+                block,
+                move |b| {
+                    // The slot's dtime wins (see write_inode). A never-used
+                    // slot may not parse; its dtime is then ours.
+                    let slot = &b[off..off + isz];
+                    if let Some(q) = quota {
+                        *old = q.charge_of(inode.ino, slot);
+                    }
+                    inode.dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
+                    inode.encode(sb)
+                },
+                |raw, b| b[off..off + isz].copy_from_slice(raw),
+            )?;
         }
         if let Some(q) = quota {
             let mut fresh = self.new_inodes.lock();
