@@ -116,7 +116,9 @@ fn collapse_insert_copy_range_like_the_kernel() {
         run(Command::new(BIN).arg("fallocate").arg(&fx.img).args(*cli));
     }
     fx.mount("rw");
-    let r = std::panic::catch_unwind(|| {
+    // AssertUnwindSafe: the fixtures are only read inside; after a panic
+    // they are unmounted below and dropped.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         assert!(contents(&fx.mnt) == contents(&kfx.mnt), "collapse/insert by the engine differ from the kernel's");
         // A punch without KEEP_SIZE and UNSHARE_RANGE: EOPNOTSUPP on
         // both, the file unchanged.
@@ -145,7 +147,7 @@ fn collapse_insert_copy_range_like_the_kernel() {
         let n = unsafe { libc::copy_file_range(f.as_raw_fd(), &mut a, f.as_raw_fd(), &mut b, 4096, 0) };
         assert_eq!(n, -1);
         assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EINVAL));
-    });
+    }));
     fx.unmount();
     unmount_retrying(tool("umount").arg(&kfx.mnt));
     if let Err(p) = r {

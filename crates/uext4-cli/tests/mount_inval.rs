@@ -9,7 +9,9 @@
 //!   many O_DIRECT writers (synchronous and AIO, small and large), buffered
 //!   readers and mapped readers and writers of the same files, on one or
 //!   two serving threads, finish; a hang fails the test (the connection is
-//!   aborted and the daemon killed) instead of hanging it.
+//!   aborted and the daemon killed: mount_support's watchdog, over the
+//!   whole test) instead of hanging it, as `a_hang_fails_the_test` shows
+//!   with a WRITE the daemon never answers.
 //!
 //! Each runs on the transport UEXT4_TEST_TRANSPORT names (dev or uring).
 //! Needs root and /dev/fuse.
@@ -25,6 +27,10 @@ use std::time::{Duration, Instant, SystemTime};
 mod mount_support;
 
 use mount_support::Fixture;
+
+/// How long each test may take before its watchdog fails it (they take
+/// seconds; a deadlock takes forever).
+const LIMIT: Duration = Duration::from_secs(300);
 
 /// Page-aligned buffer for O_DIRECT.
 struct Aligned {
@@ -171,41 +177,6 @@ fn odirect(path: &Path) -> File {
     OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path).expect("open O_DIRECT")
 }
 
-/// The FUSE connection number of the mount at `mnt` (its device minor),
-/// from /proc/self/mountinfo: a stat of the mount point would be a
-/// request to the daemon, which may be stuck.
-fn connection_of(mnt: &Path) -> Option<String> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let want = mnt.to_str()?;
-    let line = info.lines().find(|l| l.split(' ').nth(4) == Some(want))?;
-    Some(line.split(' ').nth(2)?.split(':').nth(1)?.to_string())
-}
-
-/// Runs `work` on a thread; if it has not finished within `limit` (a
-/// deadlock), aborts the mount's FUSE connection (which fails every
-/// request in flight, so the workers return) and fails the test.
-fn finishes_or_abort(fx: &Fixture, what: &str, limit: Duration, work: impl FnOnce() + Send + 'static) {
-    let conn = connection_of(&fx.mnt).expect("the mount's connection");
-    let t = std::thread::spawn(work);
-    let t0 = Instant::now();
-    while !t.is_finished() {
-        if t0.elapsed() > limit {
-            let dir = "/sys/fs/fuse/connections";
-            if !Path::new(&format!("{dir}/{conn}")).exists() {
-                let _ = mount_support::tool("mount").args(["-t", "fusectl", "fusectl", dir]).status();
-            }
-            let abort = format!("{dir}/{conn}/abort");
-            let r = fs::write(&abort, "1");
-            let _ = mount_support::tool("umount").arg("-l").arg(&fx.mnt).status();
-            panic!("{what}: not finished after {limit:?} (a deadlock?): aborted the connection ({abort}: {r:?})");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if let Err(e) = t.join() {
-        std::panic::resume_unwind(e);
-    }
-}
-
 /// A file of `len` bytes of `byte`, written through the mount.
 fn make_file(path: &Path, len: usize, byte: u8) {
     fs::write(path, vec![byte; len]).expect("write file");
@@ -219,6 +190,7 @@ fn make_file(path: &Path, len: usize, byte: u8) {
 /// the one set before it.
 fn aio_writer_and_cached_readers(opts: &str) {
     let fx = Fixture::with_mkfs_args("64M", &[]);
+    let _watchdog = fx.watchdog(&format!("AIO writer and cached readers ({opts})"), LIMIT);
     fx.mount(opts);
     const LEN: usize = 256 << 10;
     let path = fx.path("f");
@@ -241,9 +213,8 @@ fn aio_writer_and_cached_readers(opts: &str) {
         .collect();
     let check_times = !opts.contains("writeback_cache");
     let p = path.clone();
-    let stale = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let found = stale.clone();
-    finishes_or_abort(&fx, "AIO writer", Duration::from_secs(300), move || {
+    let mut stale = Vec::new();
+    {
         let w = odirect(&p);
         let aio = Aio::new(4);
         let mut buf = Aligned::new(LEN);
@@ -263,21 +234,20 @@ fn aio_writer_and_cached_readers(opts: &str) {
             // Checked through a new open, as generic/451's checker does.
             File::open(&p).expect("open checker").read_exact_at(&mut got, 0).expect("buffered read");
             if let Some(at) = got.iter().position(|&b| b != byte) {
-                found.lock().unwrap().push(format!("write {k}: byte {at} is {} after the write completed", got[at]));
+                stale.push(format!("write {k}: byte {at} is {} after the write completed", got[at]));
             }
             if check_times {
                 let m = fs::metadata(&p).expect("stat").modified().expect("mtime");
                 if m == old {
-                    found.lock().unwrap().push(format!("write {k}: stat shows the mtime from before the write"));
+                    stale.push(format!("write {k}: stat shows the mtime from before the write"));
                 }
             }
         }
-    });
+    }
     stop.store(true, Ordering::Relaxed);
     for r in readers {
         r.join().expect("reader");
     }
-    let stale = stale.lock().unwrap().clone();
     assert!(stale.is_empty(), "{opts}: {} stale results, first: {:?}", stale.len(), &stale[..stale.len().min(5)]);
     fx.unmount();
     fx.assert_clean();
@@ -302,6 +272,7 @@ fn aio_direct_writes_are_seen_by_cached_readers_writeback_cache() {
 /// must write back first), with `opts` (the serving threads).
 fn no_deadlock(opts: &str) {
     let fx = Fixture::with_mkfs_args("64M", &[]);
+    let _watchdog = fx.watchdog(&format!("direct writers against readers and mappings ({opts})"), LIMIT);
     fx.mount(opts);
     const LEN: usize = 1 << 20;
     let files: Vec<PathBuf> = (0..2).map(|i| fx.path(&format!("f{i}"))).collect();
@@ -355,9 +326,8 @@ fn no_deadlock(opts: &str) {
             }));
         }
     }
-    let writers_files = files.clone();
-    finishes_or_abort(&fx, opts, Duration::from_secs(300), move || {
-        let writers: Vec<_> = writers_files
+    {
+        let writers: Vec<_> = files
             .iter()
             .flat_map(|f| (0..3).map(move |kind| (f.clone(), kind)))
             .map(|(f, kind)| {
@@ -388,7 +358,7 @@ fn no_deadlock(opts: &str) {
         for w in writers {
             w.join().expect("writer");
         }
-    });
+    }
     stop.store(true, Ordering::Relaxed);
     for t in others {
         t.join().expect("reader");
@@ -413,4 +383,119 @@ fn direct_writes_against_readers_and_mappings_finish_two_threads() {
 fn direct_writes_against_readers_and_mappings_finish_writeback_cache() {
     require_fuse!();
     no_deadlock("threads=1,writeback_cache");
+}
+
+/// Set in the environment of the test process [`a_hang_fails_the_test`]
+/// starts: `hang` or `hang_unreturning`, which of the induced hangs to run.
+const SELFTEST: &str = "UEXT4_WATCHDOG_SELFTEST";
+/// The WRITE offset the daemon never answers in the induced hangs
+/// (UEXT4_TEST_HANG_OFFSET: uext4-fuse's test hooks).
+const HANG_AT: u64 = 3 * 4096;
+/// The watchdog limit of the induced hangs.
+const HANG_LIMIT: Duration = Duration::from_secs(5);
+
+/// The induced hang: a write the daemon never answers, made by the test's
+/// own thread outside any helper (as a fixture's setup writes are), or by a
+/// thread the test then waits for forever (`unreturning`: the abort ends
+/// the write but not the wait, so the watchdog ends the process). Run only
+/// by [`a_hang_fails_the_test`], in a test process of its own.
+fn induced_hang(unreturning: bool) {
+    let fx = Fixture::with_mkfs_args("64M", &[]);
+    // The daemon inherits UEXT4_TEST_HANG_OFFSET from this process.
+    fx.mount("");
+    println!("image: {}", fx.img.display());
+    let _watchdog = fx.watchdog("induced hang", HANG_LIMIT);
+    let path = fx.path("f");
+    make_file(&path, 4 * 4096, 1);
+    let write = move || {
+        let f = OpenOptions::new().write(true).open(&path).expect("open");
+        f.write_all_at(&[2; 4096], HANG_AT).expect("the write the daemon never answers");
+    };
+    if unreturning {
+        std::thread::spawn(write);
+        loop {
+            std::thread::park();
+        }
+    }
+    write();
+    unreachable!("the write at {HANG_AT} returned");
+}
+
+#[test]
+#[ignore = "run in a process of its own by a_hang_fails_the_test"]
+fn induced_hang_in_the_test_thread() {
+    if std::env::var(SELFTEST).is_ok_and(|v| v == "hang") {
+        induced_hang(false);
+    }
+}
+
+#[test]
+#[ignore = "run in a process of its own by a_hang_fails_the_test"]
+fn induced_hang_unreturning() {
+    if std::env::var(SELFTEST).is_ok_and(|v| v == "hang_unreturning") {
+        induced_hang(true);
+    }
+}
+
+/// Runs the induced hang `name` in a test process of its own and checks
+/// that it fails, with the watchdog's report, within the watchdog's limit
+/// and grace, leaving no mount and no daemon behind.
+fn hang_fails(name: &str, mode: &str) {
+    let t0 = Instant::now();
+    let mut child = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--include-ignored", "--nocapture", "--test-threads=1"])
+        .env(SELFTEST, mode)
+        .env("UEXT4_TEST_HANG_OFFSET", HANG_AT.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the test binary");
+    // Setting up (mkfs, mount) and unwinding take seconds; a watchdog that
+    // does not fire leaves the child hanging, and then it is killed here.
+    let bound = HANG_LIMIT + mount_support::watchdog::GRACE + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the test binary") {
+            break s;
+        }
+        if t0.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name}: the induced hang still hangs after {bound:?}: the watchdog did not end it");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = t0.elapsed();
+    let out = child.wait_with_output().expect("output");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!status.success(), "{name}: the induced hang passed ({took:?}):\n{stdout}\n{stderr}");
+    assert!(stderr.contains("watchdog: induced hang: not finished after"), "{name}: no watchdog report:\n{stderr}");
+    assert!(stderr.contains("aborted the connection"), "{name}: the connection was not aborted:\n{stderr}");
+    if mode == "hang_unreturning" {
+        assert_eq!(status.code(), Some(mount_support::watchdog::EXIT_HUNG), "{name}: {status}:\n{stderr}");
+        assert!(stderr.contains("did not return within"), "{name}:\n{stderr}");
+    }
+    let img = stdout.lines().find_map(|l| Some(&l[l.find("image: ")? + 7..])).map(PathBuf::from);
+    let img = img.unwrap_or_else(|| panic!("{name}: the image path was not printed:\n{stdout}"));
+    let dir = img.parent().expect("the fixture's directory").to_path_buf();
+    assert!(!mount_support::is_mounted(&dir.join("mnt")), "{name}: still mounted");
+    // SIGKILLed daemons are gone once they are reaped (by init).
+    let t1 = Instant::now();
+    while !mount_support::daemons_of(&img).is_empty() {
+        assert!(t1.elapsed() < Duration::from_secs(30), "{name}: daemons left: {:?}", mount_support::daemons_of(&img));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The unreturning test process left its fixture's directory.
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A deadlock through the mount fails its test instead of hanging it, on
+/// the transport UEXT4_TEST_TRANSPORT names: the daemon never answers one
+/// WRITE (the test hook), made by the test's own thread (which the abort
+/// frees: the test fails by itself) or by a thread it waits for forever
+/// (the watchdog ends the process).
+#[test]
+fn a_hang_fails_the_test() {
+    require_fuse!();
+    hang_fails("induced_hang_in_the_test_thread", "hang");
+    hang_fails("induced_hang_unreturning", "hang_unreturning");
 }

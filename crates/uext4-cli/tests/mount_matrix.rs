@@ -233,7 +233,7 @@ fn check_row(row: &Row) {
     }
     run(tool("e2fsck").arg("-fn").arg(&img));
     let mnt = mnt.canonicalize().unwrap();
-    let fx = Fixture { img: img.clone(), mnt: mnt.clone(), child: None, dir };
+    let fx = Fixture::at(dir, img.clone(), mnt.clone());
     match row.expect {
         Expect::Refused(feature) => {
             let out = Command::new(BIN).arg("mount").arg(&img).arg(&mnt).output().unwrap();

@@ -273,7 +273,7 @@ pub(crate) fn guarded<F: Filesystem + ?Sized, R>(fs: &F, d: &Decoded<'_>, serve:
     // more changes), rather than going on as if nothing happened.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         #[cfg(feature = "test-hooks")]
-        crate::test_hooks::panic_if_asked(d);
+        crate::test_hooks::on_request(d);
         serve()
     }));
     let payload = match caught {

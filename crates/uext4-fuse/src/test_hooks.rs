@@ -12,6 +12,9 @@
 //! - `UEXT4_TEST_PANIC_OFFSET=N`: every READ, WRITE or FALLOCATE at offset
 //!   N panics in the dispatcher, inside the boundary that catches a
 //!   request's panic (`dispatch::guarded`).
+//! - `UEXT4_TEST_HANG_OFFSET=N`: every WRITE at offset N is never
+//!   answered: the thread serving it sleeps until the process ends (a
+//!   deadlock on demand, for the mount tests' watchdog).
 
 use std::io;
 use std::path::Path;
@@ -50,20 +53,34 @@ pub fn faulty_device(image: &Path, write: bool) -> Option<io::Result<Arc<dyn uex
 }
 
 /// Panics when `d` is a READ, WRITE or FALLOCATE at the offset
-/// `UEXT4_TEST_PANIC_OFFSET` names.
+/// `UEXT4_TEST_PANIC_OFFSET` names; never returns when it is a WRITE at
+/// the offset `UEXT4_TEST_HANG_OFFSET` names.
 #[cfg(feature = "test-hooks")]
-pub(crate) fn panic_if_asked(d: &crate::proto::decode::Decoded<'_>) {
+pub(crate) fn on_request(d: &crate::proto::decode::Decoded<'_>) {
     use crate::proto::decode::Operation;
-    static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    let at = *AT.get_or_init(|| std::env::var("UEXT4_TEST_PANIC_OFFSET").ok().and_then(|v| v.parse().ok()));
-    let Some(at) = at else { return };
+    static PANIC_AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    static HANG_AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let offset_var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let panic_at = *PANIC_AT.get_or_init(|| offset_var("UEXT4_TEST_PANIC_OFFSET"));
+    let hang_at = *HANG_AT.get_or_init(|| offset_var("UEXT4_TEST_HANG_OFFSET"));
+    if panic_at.is_none() && hang_at.is_none() {
+        return;
+    }
     let offset = match d.op {
         Operation::Read(r) => r.offset,
-        Operation::Write(w) => w.offset,
+        Operation::Write(w) => {
+            if Some(w.offset) == hang_at {
+                log::warn!("UEXT4_TEST_HANG_OFFSET: a WRITE at offset {}: never answered", w.offset);
+                loop {
+                    std::thread::park();
+                }
+            }
+            w.offset
+        }
         Operation::Fallocate(f) => f.offset,
         _ => return,
     };
-    if offset == at {
-        panic!("UEXT4_TEST_PANIC_OFFSET: a request at offset {at}");
+    if Some(offset) == panic_at {
+        panic!("UEXT4_TEST_PANIC_OFFSET: a request at offset {offset}");
     }
 }

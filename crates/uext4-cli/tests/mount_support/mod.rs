@@ -15,6 +15,10 @@ use tempfile::TempDir;
 // Finding and running tools is the same for every end-to-end test.
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
+pub mod watchdog;
+#[allow(unused_imports)]
+pub use watchdog::{daemons_of, Watchdog};
+
 // Not every test file uses every one.
 #[allow(unused_imports)]
 pub use cli_support::{
@@ -35,9 +39,16 @@ pub fn as_nobody(script: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// How long a test may hold a [`Fixture`] before the fixture's own
+/// [`Watchdog`] takes it for a deadlock (mount tests take seconds to a
+/// few minutes; a hang would otherwise last until CI's timeout).
+pub const FIXTURE_LIMIT: Duration = Duration::from_secs(900);
+
 /// An image made by `uext4 mkfs` and a mount point in a temporary
 /// directory; whatever is still mounted there is lazily unmounted, and a
-/// foreground daemon killed, when it drops (failed tests).
+/// foreground daemon killed, when it drops (failed tests). A watchdog
+/// covers its whole life ([`FIXTURE_LIMIT`]; tests that could deadlock arm
+/// a tighter one with [`Fixture::watchdog`]).
 pub struct Fixture {
     /// The temporary directory holding both (and whatever else a test
     /// puts next to them).
@@ -48,6 +59,8 @@ pub struct Fixture {
     pub mnt: PathBuf,
     /// A daemon started in the foreground, if any.
     pub child: Option<Child>,
+    /// Fails the test if it holds the fixture past [`FIXTURE_LIMIT`].
+    _watchdog: Watchdog,
 }
 
 impl Fixture {
@@ -62,7 +75,14 @@ impl Fixture {
         fs::create_dir(&mnt).expect("mkdir mnt");
         let mnt = mnt.canonicalize().expect("canonicalize");
         run(Command::new(BIN).arg("mkfs").arg(&img).arg("--size").arg(size).args(extra));
-        Fixture { dir, img, mnt, child: None }
+        Fixture::at(dir, img, mnt)
+    }
+
+    /// A fixture of an image `img` made otherwise and a mount point `mnt`
+    /// (canonical), both in `dir`.
+    pub fn at(dir: TempDir, img: PathBuf, mnt: PathBuf) -> Fixture {
+        let _watchdog = Watchdog::arm("the test holding this fixture", &mnt, &img, FIXTURE_LIMIT);
+        Fixture { dir, img, mnt, child: None, _watchdog }
     }
 
     /// `rel` inside the mount.
@@ -112,6 +132,14 @@ impl Fixture {
         }
         wait_image_free(&self.img);
         assert!(!is_mounted(&self.mnt));
+    }
+
+    /// A [`Watchdog`] over the rest of the test (until it drops): past
+    /// `limit` it aborts this mount's connection, kills its daemon and
+    /// fails the test named `what`. Declare it after the fixture, so that
+    /// it drops first.
+    pub fn watchdog(&self, what: &str, limit: Duration) -> Watchdog {
+        Watchdog::arm(what, &self.mnt, &self.img, limit)
     }
 
     /// `dumpe2fs -h` of the image.
