@@ -255,11 +255,15 @@ pub fn unmount_retrying(cmd: &mut Command) {
 }
 
 pub fn is_mounted(mnt: &Path) -> bool {
+    mountinfo_line(mnt).is_some()
+}
+
+/// The line of /proc/self/mountinfo whose mount point (field 5) is `mnt`
+/// (the last one: a later mount over it hides the earlier).
+pub fn mountinfo_line(mnt: &Path) -> Option<Vec<u8>> {
     let want = mnt.as_os_str().as_bytes();
-    fs::read("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .split(|&c| c == b'\n')
-        .any(|l| l.split(|&c| c == b' ').nth(4) == Some(want))
+    let info = fs::read("/proc/self/mountinfo").ok()?;
+    info.split(|&c| c == b'\n').rfind(|l| l.split(|&c| c == b' ').nth(4) == Some(want)).map(<[u8]>::to_vec)
 }
 
 /// Waits until no process holds the image's lock: the daemon has

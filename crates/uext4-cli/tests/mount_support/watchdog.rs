@@ -137,10 +137,9 @@ fn fire(mnt: &Path, img: &Path) -> String {
 /// from /proc/self/mountinfo: a stat of the mount point would be a
 /// request to the daemon, which may be stuck.
 pub fn connection_of(mnt: &Path) -> Option<String> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let want = mnt.to_str()?;
-    let line = info.lines().find(|l| l.split(' ').nth(4) == Some(want))?;
-    Some(line.split(' ').nth(2)?.split(':').nth(1)?.to_string())
+    let line = super::mountinfo_line(mnt)?;
+    let dev = line.split(|&c| c == b' ').nth(2)?;
+    Some(String::from_utf8_lossy(dev.split(|&c| c == b':').nth(1)?).into_owned())
 }
 
 /// The processes (other than this one) whose command line names `img`:
