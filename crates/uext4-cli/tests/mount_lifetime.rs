@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 mod mount_support;
 
-use mount_support::{as_nobody, tool, Fixture};
+use mount_support::{as_nobody, free_bytes, free_counts, tool, Fixture};
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
@@ -41,21 +41,6 @@ fn write_synced(p: &Path, data: &[u8]) {
     let mut f = File::create(p).unwrap_or_else(|e| panic!("create {p:?}: {e}"));
     f.write_all(data).expect("write");
     f.sync_all().expect("fsync");
-}
-
-/// Free blocks and free inodes of the filesystem mounted at `mnt`.
-fn free_counts(mnt: &Path) -> (u64, u64) {
-    let c = CString::new(mnt.as_os_str().as_bytes()).expect("path");
-    // SAFETY: plain data, filled by statvfs.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a valid statvfs to fill.
-    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0, "statvfs: {}", std::io::Error::last_os_error());
-    (s.f_bfree as u64, s.f_ffree as u64)
-}
-
-/// Free blocks of the filesystem mounted at `mnt`.
-fn free_blocks(mnt: &Path) -> u64 {
-    free_counts(mnt).0
 }
 
 /// The file `held` (its name gone) still has `data` and takes a write
@@ -271,25 +256,14 @@ fn forget_after_unlink_frees_the_inode() {
     fx.mount("rw");
     let data = pattern(3, 4 << 20);
     write_synced(&fx.path("big"), &data);
-    let blocks = (data.len() / 4096) as u64;
-    let with_file = free_blocks(&fx.mnt);
+    let size = data.len() as u64;
+    let with_file = free_bytes(&fx.mnt);
     let held = open_path(&fx.path("big"));
     fs::remove_file(fx.path("big")).expect("unlink");
-    let held_free = free_blocks(&fx.mnt);
-    assert!(held_free < with_file + blocks / 2, "blocks freed while the node is held: {with_file} -> {held_free}");
+    let held_free = free_bytes(&fx.mnt);
+    assert!(held_free < with_file + size / 2, "blocks freed while the node is held: {with_file} -> {held_free}");
     drop(held);
-    // FORGET is asynchronous (the kernel queues it when it evicts the
-    // node): wait for the blocks to come back, however long that takes
-    // within reason.
-    let t0 = Instant::now();
-    loop {
-        let now = free_blocks(&fx.mnt);
-        if now >= with_file + blocks {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "blocks never came back: {with_file} -> {now}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    mount_support::wait_free_bytes(&fx.mnt, with_file + size);
     fx.unmount();
     fx.assert_clean();
 }

@@ -3,6 +3,7 @@
 //! of an image and its mount point.
 #![allow(dead_code)]
 
+use std::ffi::CString;
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -279,6 +280,48 @@ pub fn wait_image_free(img: &Path) {
             return;
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "the daemon did not release {}", img.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Free blocks and free inodes of the filesystem mounted at `mnt`.
+pub fn free_counts(mnt: &Path) -> (u64, u64) {
+    let s = statvfs(mnt);
+    (s.f_bfree as u64, s.f_ffree as u64)
+}
+
+/// Free blocks of the filesystem mounted at `mnt`.
+pub fn free_blocks(mnt: &Path) -> u64 {
+    free_counts(mnt).0
+}
+
+/// Free bytes of the filesystem mounted at `mnt`.
+pub fn free_bytes(mnt: &Path) -> u64 {
+    let s = statvfs(mnt);
+    s.f_bfree as u64 * s.f_frsize as u64
+}
+
+fn statvfs(mnt: &Path) -> libc::statvfs {
+    let c = CString::new(mnt.as_os_str().as_bytes()).expect("path");
+    // SAFETY: plain data, filled by statvfs.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a valid statvfs to fill.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0, "statvfs: {}", std::io::Error::last_os_error());
+    s
+}
+
+/// Waits (up to a minute) until the filesystem at `mnt` has at least
+/// `want` free bytes: a deleted file's blocks come back only when the
+/// kernel's FORGET of its node has been served, which the kernel queues
+/// asynchronously when it evicts the node.
+pub fn wait_free_bytes(mnt: &Path, want: u64) {
+    let t0 = Instant::now();
+    loop {
+        let now = free_bytes(mnt);
+        if now >= want {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "blocks never came back: {now} bytes free, {want} expected");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
