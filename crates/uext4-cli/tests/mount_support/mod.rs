@@ -287,7 +287,7 @@ pub fn wait_image_free(img: &Path) {
 /// Free blocks and free inodes of the filesystem mounted at `mnt`.
 pub fn free_counts(mnt: &Path) -> (u64, u64) {
     let s = statvfs(mnt);
-    (s.f_bfree as u64, s.f_ffree as u64)
+    (s.f_bfree, s.f_ffree)
 }
 
 /// Free blocks of the filesystem mounted at `mnt`.
@@ -298,7 +298,7 @@ pub fn free_blocks(mnt: &Path) -> u64 {
 /// Free bytes of the filesystem mounted at `mnt`.
 pub fn free_bytes(mnt: &Path) -> u64 {
     let s = statvfs(mnt);
-    s.f_bfree as u64 * s.f_frsize as u64
+    s.f_bfree * s.f_frsize
 }
 
 fn statvfs(mnt: &Path) -> libc::statvfs {
