@@ -236,6 +236,99 @@ fn enospc_leaves_a_clean_filesystem() {
     fsck_clean(&img);
 }
 
+/// Takes or gives back space (an allocated file `pad`, grown or cut a
+/// block at a time near the end) until exactly `target` blocks are free,
+/// with nothing left to commit.
+fn leave_free(fs: &Filesystem, pad: u32, target: u64) {
+    let bs = u64::from(fs.statfs().block_size);
+    loop {
+        fs.sync().unwrap();
+        let free = fs.statfs().free_blocks;
+        if free == target {
+            return;
+        }
+        let size = fs.stat(pad).unwrap().size;
+        if free > target {
+            // Extent blocks may come with a large request: close to the
+            // target, one block at a time.
+            let n = if free - target > 64 { (free - target) / 2 } else { 1 };
+            fs.fallocate(pad, FallocMode::Allocate, size, n * bs).unwrap();
+        } else {
+            assert!(size >= bs, "nothing left to give back");
+            fs.setattr(pad, SetAttr { size: Some(size - bs), ..Default::default() }).unwrap();
+        }
+    }
+}
+
+/// A one-block directory whose block is full turns into an htree on the
+/// next entry, which takes two new blocks. With one block free the
+/// second allocation fails (ENOSPC): the first block stays a part of the
+/// directory (an empty block of a linear directory), never a block marked
+/// in use that nothing references, and the journal goes on (the
+/// operation ended consistently). Create, link and rename each meet it,
+/// and mkdir with two free blocks (one for its own).
+#[test]
+fn enospc_while_a_directory_becomes_an_htree_leaks_no_block() {
+    let Some((_d, img)) = mkfs(8, &["-b", "1024", "-N", "256", "-m", "0"]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let root = fs.root();
+    let name = |k: usize| format!("entry-number-{k:04}");
+    // How many such names fill the first block (learned on a probe).
+    let probe = fs.mkdir(root, b"probe", 0o755, 0, 0).unwrap().ino;
+    let file = fs.create(root, b"file", 0o644, 0, 0).unwrap().ino;
+    let mut fit = 0;
+    while fs.stat(probe).unwrap().size == 1024 {
+        fs.link(file, probe, name(fit).as_bytes()).unwrap();
+        fit += 1;
+    }
+    // The entry that did not fit split the block: two new blocks.
+    assert_eq!(fs.stat(probe).unwrap().size, 3 * 1024);
+    fit -= 1;
+    let full_dir = |fs: &Filesystem, n: &str| {
+        let d = fs.mkdir(root, n.as_bytes(), 0o755, 0, 0).unwrap().ino;
+        for k in 0..fit {
+            fs.link(file, d, name(k).as_bytes()).unwrap();
+        }
+        assert_eq!(fs.stat(d).unwrap().size, 1024);
+        d
+    };
+    let dirs: Vec<u32> = ["create", "link", "rename", "mkdir"].iter().map(|n| full_dir(&fs, n)).collect();
+    let src = fs.create(root, b"src", 0o644, 0, 0).unwrap().ino;
+    let pad = fs.create(root, b"pad", 0o644, 0, 0).unwrap().ino;
+    let last = name(fit);
+    let last = last.as_bytes();
+    let nospc = |r: uext4::Result<()>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.errno(), libc::ENOSPC, "{what}: {e}");
+    };
+    leave_free(&fs, pad, 1);
+    nospc(fs.create(dirs[0], last, 0o644, 0, 0).map(drop), "create");
+    leave_free(&fs, pad, 1);
+    nospc(fs.link(src, dirs[1], last).map(drop), "link");
+    leave_free(&fs, pad, 1);
+    nospc(fs.inodes().rename(root, b"src", dirs[2], last, RenameFlags::default()), "rename");
+    // mkdir takes one block for itself and the first of the two; once
+    // its inode is undone, the retry after a commit (a block was freed)
+    // finds the directory grown and puts the entry in the new block.
+    leave_free(&fs, pad, 2);
+    let made = fs.mkdir(dirs[3], last, 0o755, 0, 0).unwrap().ino;
+    assert_eq!(fs.lookup(dirs[3], last).unwrap(), made);
+    // Each directory kept its new block, empty: the name fits there now,
+    // with no block to allocate.
+    leave_free(&fs, pad, 0);
+    for &d in &dirs {
+        assert_eq!(fs.stat(d).unwrap().size, 2 * 1024);
+        if d != dirs[3] {
+            fs.link(src, d, last).unwrap();
+            assert_eq!(fs.lookup(d, last).unwrap(), src);
+        }
+    }
+    assert_eq!(fs.lookup(root, b"src").unwrap(), src);
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
 #[test]
 fn crash_after_commit_recovers_everywhere() {
     for args in [&["-b", "1024"][..], &["-b", "4096", "-O", "^metadata_csum"]] {

@@ -68,6 +68,15 @@ pub use room::{add_entry_at, find_room, Room};
 /// [`dirent::file_type_of`](crate::format::dirent::file_type_of)). The
 /// caller has checked that the name does not exist, holds the directory's
 /// lock, and writes `dir` back (its size, block count and flags may change).
+///
+/// Also when it fails with ENOSPC or EDQUOT: each step that grows the
+/// directory leaves it whole (a one-block directory becoming an htree
+/// takes two blocks, and when only the first could be had it stays a
+/// linear directory with one more, empty, block; an htree gains a level
+/// or a node before the leaf that still does not fit), so the blocks
+/// already taken are the directory's, and `dir` says so only once it is
+/// written back. Not writing it would leave them marked in use with
+/// nothing referencing them.
 pub fn add_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: u8) -> Result<()> {
     check_new(tx.vol, name, ino)?;
     if is_inline(dir)? && inline::add(tx, dir, name, ino, file_type)? {

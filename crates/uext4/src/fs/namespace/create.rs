@@ -270,7 +270,7 @@ impl FsCore {
             i.links_count -= 1;
             tx.write_inode(&mut i)?;
             if matches!(e, Error::NoSpace(_) | Error::QuotaExceeded(_)) {
-                tx.settle();
+                self.keep_grown_dir(&tx, &mut dir)?;
             }
             return Err(e);
         }

@@ -155,6 +155,17 @@ impl FsCore {
         Ok(())
     }
 
+    /// Ends an operation that could not add its entry to `dir` for want
+    /// of space (ENOSPC, EDQUOT) once everything else it did is undone:
+    /// the blocks the directory grew by before that are kept (see
+    /// dw::add_entry), so `dir` is written back, and the operation ended
+    /// consistently.
+    pub(in crate::fs) fn keep_grown_dir(&self, tx: &Tx, dir: &mut Inode) -> Result<()> {
+        tx.write_inode(dir)?;
+        self.note_tid(tx, &[dir.ino]);
+        Ok(())
+    }
+
     /// Records `tx` as the last change of `inos` (for fsync), and the
     /// operation as ended consistently ([`Tx::settle`]).
     pub(in crate::fs) fn note_tid(&self, tx: &Tx, inos: &[u32]) {
@@ -249,12 +260,13 @@ impl FsCore {
     fn finish_new_entry(&self, tx: Tx, dir: &mut Inode, i: &mut Inode, added: Result<()>) -> Result<Stat> {
         if let Err(e) = added {
             self.release_inode(&tx, i)?;
-            // Growing a directory or a new inode's blocks fail with ENOSPC
-            // before changing what they grow: the inode was the only
-            // change, and it is undone. Any other failure may have left a
+            // A new inode's blocks fail with ENOSPC before changing what
+            // they grow, and the inode is undone; the directory may have
+            // grown whole steps before the one that failed, which stay
+            // (see dw::add_entry). Any other failure may have left a
             // half-changed directory: the journal aborts (Tx's Drop).
             if matches!(e, Error::NoSpace(_) | Error::QuotaExceeded(_)) {
-                tx.settle();
+                self.keep_grown_dir(&tx, dir)?;
             }
             return Err(e);
         }

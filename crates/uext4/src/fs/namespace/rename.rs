@@ -254,14 +254,23 @@ impl FsCore {
         };
         // New name first (the inode is then reachable by both names for
         // an instant inside the transaction, never on disk).
-        match dst {
-            Some(_) => {
-                dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?;
-            }
+        let added = match dst {
+            Some(_) => dw::replace_entry(&tx, &mut nd, newname, src, file_type_of(s.mode)).map(drop),
             None => match room {
-                Some(room) => dw::add_entry_at(&tx, &mut nd, newname, src, file_type_of(s.mode), room)?,
-                None => dw::add_entry(&tx, &mut nd, newname, src, file_type_of(s.mode))?,
+                Some(room) => dw::add_entry_at(&tx, &mut nd, newname, src, file_type_of(s.mode), room),
+                None => dw::add_entry(&tx, &mut nd, newname, src, file_type_of(s.mode)),
             },
+        };
+        if let Err(e) = added {
+            // No room for the new name: nothing else is changed yet but
+            // the whiteout, undone, and what the directory grew by, kept.
+            if matches!(e, Error::NoSpace(_) | Error::QuotaExceeded(_)) {
+                if let Some(mut w) = whiteout {
+                    self.release_inode(&tx, &mut w)?;
+                }
+                self.keep_grown_dir(&tx, &mut nd)?;
+            }
+            return Err(e);
         }
         if parent == newparent {
             // nd is the same directory: continue with its newest state.
