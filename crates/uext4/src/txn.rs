@@ -202,6 +202,18 @@ impl<'a> Tx<'a> {
         self.handle.modify(block, f)
     }
 
+    /// Read-modify-write in two steps, in place when the running
+    /// transaction alone holds the block (see [`Handle::modify_planned`]).
+    pub fn modify_planned<P, R>(
+        &self,
+        block: u64,
+        plan: impl FnOnce(&[u8]) -> Result<P>,
+        apply: impl FnOnce(P, &mut [u8]) -> R,
+    ) -> Result<R> {
+        self.check_block(block)?;
+        self.handle.modify_planned(block, plan, apply)
+    }
+
     /// Read-modify-write that installs only when `f` returns `Some` (see
     /// [`Handle::modify_if`]).
     pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
@@ -430,8 +442,7 @@ impl<'a> Tx<'a> {
         let sb = &self.vol.sb;
         let gd0 = self.vol.groups[g as usize];
         self.alloc.with_group_bitmap(g, |bitmap, free| {
-            let data = crate::cache::pool::copy_padded(bitmap, self.vol.block_size, 0);
-            self.handle.init_from(gd0.block_bitmap, data)?;
+            self.handle.overwrite_padded(gd0.block_bitmap, bitmap, 0)?;
             let csum = block_bitmap_checksum(sb, bitmap);
             let mut mine = |gd: &mut GroupDesc| {
                 gd.free_blocks_count = free;
@@ -474,17 +485,37 @@ impl<'a> Tx<'a> {
             None => None,
         };
         self.alloc.note_desc_write();
-        self.handle.modify(blk, |raw| {
-            let mut gd = GroupDesc::parse(sb, g, &raw[off..off + ds], blk)?;
-            f(&mut gd);
-            gd.encode(sb, g, &mut raw[off..off + ds]);
-            if let Some((g2, off2, f2)) = also {
-                let mut gd = GroupDesc::parse(sb, g2, &raw[off2..off2 + ds], blk)?;
-                f2(&mut gd);
-                gd.encode(sb, g2, &mut raw[off2..off2 + ds]);
-            }
-            Ok(())
-        })
+        self.handle.modify_planned(
+            blk,
+            |raw| {
+                let mut gd = GroupDesc::parse(sb, g, &raw[off..off + ds], blk)?;
+                f(&mut gd);
+                // Both changes are planned on the block as it is before
+                // either: the same group's two changes (a deletion
+                // freeing blocks and an inode of one group) go into one
+                // descriptor, or encoding the second would write back the
+                // group as it was before the first.
+                let second = match also {
+                    Some((g2, _, f2)) if g2 == g => {
+                        f2(&mut gd);
+                        None
+                    }
+                    Some((g2, off2, f2)) => {
+                        let mut gd2 = GroupDesc::parse(sb, g2, &raw[off2..off2 + ds], blk)?;
+                        f2(&mut gd2);
+                        Some((g2, off2, gd2))
+                    }
+                    None => None,
+                };
+                Ok((gd, second))
+            },
+            |(gd, second), raw| {
+                gd.encode(sb, g, &mut raw[off..off + ds]);
+                if let Some((g2, off2, gd2)) = second {
+                    gd2.encode(sb, g2, &mut raw[off2..off2 + ds]);
+                }
+            },
+        )
     }
 
     /// Allocates an inode (Orlov-like spreading for directories, near the
@@ -620,8 +651,7 @@ impl<'a> Tx<'a> {
         self.ialloc.journal_group(g, self.handle.tid(), seq, |st| {
             let bitmap = &st.bitmap[..];
             // Bits past inodes_per_group are set, as the kernel pads them.
-            let data = crate::cache::pool::copy_padded(bitmap, self.vol.block_size, 0xFF);
-            self.handle.init_from(gd0.inode_bitmap, data)?;
+            self.handle.overwrite_padded(gd0.inode_bitmap, bitmap, 0xFF)?;
             let csum = crate::alloc::inodes::bitmap_checksum(sb, bitmap);
             let mut zero = None;
             let mut edit = |gd: &mut GroupDesc| {
@@ -788,28 +818,34 @@ impl<'a> Tx<'a> {
         // What the record charged before this write (see QuotaAccount).
         let mut old = None;
         if own_dtime {
-            let raw = inode.encode(sb)?.to_vec();
-            self.handle.modify(block, |b| {
-                if let Some(q) = quota {
-                    old = q.charge_of(inode.ino, &b[off..off + isz]);
-                }
-                b[off..off + raw.len()].copy_from_slice(&raw);
-                Ok(())
-            })?;
+            let ino = inode.ino;
+            let raw = inode.encode(sb)?;
+            self.handle.modify_planned(
+                block,
+                |b| {
+                    if let Some(q) = quota {
+                        old = q.charge_of(ino, &b[off..off + isz]);
+                    }
+                    Ok(())
+                },
+                |(), b| b[off..off + raw.len()].copy_from_slice(raw),
+            )?;
         } else {
-            self.handle.modify(block, |b| {
-                // The slot's dtime wins (see write_inode). A never-used slot
-                // may not parse; its dtime is then ours.
-                let slot = &b[off..off + isz];
-                if let Some(q) = quota {
-                    old = q.charge_of(inode.ino, slot);
-                }
-                let dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
-                inode.dtime = dtime;
-                let raw = inode.encode(sb)?;
-                b[off..off + isz].copy_from_slice(raw);
-                Ok(())
-            })?;
+            let (inode, old) = (&mut *inode, &mut old);
+            self.handle.modify_planned(
+                block,
+                move |b| {
+                    // The slot's dtime wins (see write_inode). A never-used
+                    // slot may not parse; its dtime is then ours.
+                    let slot = &b[off..off + isz];
+                    if let Some(q) = quota {
+                        *old = q.charge_of(inode.ino, slot);
+                    }
+                    inode.dtime = u32::from_le_bytes([slot[0x14], slot[0x15], slot[0x16], slot[0x17]]);
+                    inode.encode(sb)
+                },
+                |raw, b| b[off..off + isz].copy_from_slice(raw),
+            )?;
         }
         if let Some(q) = quota {
             let mut fresh = self.new_inodes.lock();

@@ -38,6 +38,7 @@ use crate::device::BlockDevice;
 use crate::error::Result;
 use crate::int_hash::IntMap;
 use parking_lot::{Mutex, MutexGuard, RwLock};
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -48,22 +49,45 @@ const SHARDS: usize = 64;
 const STRIPES: usize = 256;
 
 /// One cached metadata block.
-#[derive(Debug)]
 pub struct Buffer {
     block: u64,
-    data: Box<[u8]>,
+    /// The bytes. Changed in place only through an [`Edit`], while no one
+    /// but the cache and the running transaction holds this version.
+    data: UnsafeCell<Box<[u8]>>,
     referenced: AtomicBool,
     /// Checks this version passed (see [`Buffer::is_verified`]).
     verified: AtomicU64,
     /// Inode records of this version whose checksum was verified, one bit
     /// per record slot (the first 64).
     verified_slots: AtomicU64,
+    /// The tag of the running transaction whose block list holds this
+    /// version ([`Buffer::set_owner`]), 0 if none: only that
+    /// transaction's handles may change it in place. Written only under
+    /// the block's stripe lock.
+    owner: AtomicU64,
+    /// An [`Edit`] is changing the bytes: [`BufferCache::get`] waits.
+    editing: AtomicBool,
+}
+
+// SAFETY: the bytes behind the `UnsafeCell` are written only through an
+// `Edit`, which exists only while this version is reachable by no other
+// thread: the cache's map (whose readers wait while `editing` is set,
+// set under the shard's write lock) and the running transaction's block
+// list (read by nobody while one of its handles is running) hold the
+// only references besides the editor's (see `BlockGuard::edit`).
+// Everything else is atomics or immutable.
+unsafe impl Sync for Buffer {}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer").field("block", &self.block).finish_non_exhaustive()
+    }
 }
 
 impl Drop for Buffer {
     /// The version's memory goes back to the block pool ([`pool`]).
     fn drop(&mut self) {
-        pool::give(std::mem::take(&mut self.data));
+        pool::give(std::mem::take(self.data.get_mut()));
     }
 }
 
@@ -71,16 +95,31 @@ impl Buffer {
     fn new(block: u64, data: Box<[u8]>, referenced: bool) -> Buffer {
         Buffer {
             block,
-            data,
+            data: UnsafeCell::new(data),
             referenced: AtomicBool::new(referenced),
             verified: AtomicU64::new(0),
             verified_slots: AtomicU64::new(0),
+            owner: AtomicU64::new(0),
+            editing: AtomicBool::new(false),
         }
     }
 
     /// The block's bytes.
     pub fn data(&self) -> &[u8] {
-        &self.data
+        // SAFETY: whoever can call this holds a reference to this version,
+        // and an `Edit` exists only while nobody but the editor does (see
+        // `unsafe impl Sync`); the editor reads through the `Edit`.
+        unsafe { &*self.data.get() }
+    }
+
+    /// Records that the running transaction tagged `tag` holds this
+    /// version in its block list (0: none holds it any more). The caller
+    /// holds the block's stripe lock ([`BufferCache::lock_block`]) and
+    /// says 0 before the transaction drops its reference while it runs;
+    /// the committer says 0 once the transaction is closed (no handle of
+    /// it is left to change the version in place).
+    pub(crate) fn set_owner(&self, tag: u64) {
+        self.owner.store(tag, Ordering::Relaxed);
     }
 
     /// True once [`Buffer::set_verified`] recorded that this version
@@ -310,31 +349,74 @@ impl BufferCache {
     }
 
     /// Returns block `block`, reading it from the device on a miss.
+    ///
+    /// A version being changed in place ([`BlockGuard::edit`]) is waited
+    /// for: the change is a few stores by a thread that takes no lock and
+    /// reads no other block meanwhile, and the reader then gets the
+    /// changed version, as if the change had been a new version installed
+    /// just before.
     pub fn get(&self, block: u64) -> Result<Arc<Buffer>> {
+        #[cfg(debug_assertions)]
+        edit_scope::check_not_editing(block);
+        self.get_inner(block)
+    }
+
+    fn get_inner(&self, block: u64) -> Result<Arc<Buffer>> {
         let shard = self.shard(block);
-        if let Some(b) = shard.read().map.get(&block) {
-            // Only a store when the bit changes: hot buffers are read by
-            // every core and must not bounce on a needless write.
-            if !b.referenced.load(Ordering::Relaxed) {
-                b.referenced.store(true, Ordering::Relaxed);
+        let mut data = None;
+        loop {
+            match self.lookup(shard, block, data.is_some()) {
+                Lookup::Hit(b) => return Ok(b),
+                Lookup::Editing => edit_scope::wait_for_edit(shard, block)?,
+                Lookup::Miss => {}
             }
+            let Some(d) = data.take() else {
+                self.misses.bump();
+                let offset = block.checked_mul(self.block_size as u64).ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
+                })?;
+                let mut d = pool::zeroed(self.block_size);
+                self.dev.read_at(&mut d, offset)?;
+                data = Some(d);
+                continue;
+            };
+            // Still a miss after the read: ours goes in, unless another
+            // thread inserted the block meanwhile (its version wins).
+            let buf = Arc::new(Buffer::new(block, d, false));
+            let mut shard = shard.write();
+            match shard.map.get(&block) {
+                Some(existing) if existing.editing.load(Ordering::Acquire) => {
+                    drop(shard);
+                    edit_scope::wait_for_edit(self.shard(block), block)?;
+                    continue;
+                }
+                Some(existing) => return Ok(existing.clone()),
+                None => {}
+            }
+            self.make_room(&mut shard, block);
+            shard.map.insert(block, buf.clone());
+            return Ok(buf);
+        }
+    }
+
+    /// One look in `shard` for `block` (a hit counts as one unless it
+    /// completes a miss that read the device).
+    fn lookup(&self, shard: &RwLock<Shard>, block: u64, after_read: bool) -> Lookup {
+        let map = shard.read();
+        let Some(b) = map.map.get(&block) else { return Lookup::Miss };
+        // Acquire: the bytes of an edit that just ended are seen.
+        if b.editing.load(Ordering::Acquire) {
+            return Lookup::Editing;
+        }
+        // Only a store when the bit changes: hot buffers are read by
+        // every core and must not bounce on a needless write.
+        if !b.referenced.load(Ordering::Relaxed) {
+            b.referenced.store(true, Ordering::Relaxed);
+        }
+        if !after_read {
             self.hits.bump();
-            return Ok(b.clone());
         }
-        self.misses.bump();
-        let offset = block.checked_mul(self.block_size as u64).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("block {block} out of range"))
-        })?;
-        let mut data = pool::zeroed(self.block_size);
-        self.dev.read_at(&mut data, offset)?;
-        let buf = Arc::new(Buffer::new(block, data, false));
-        let mut shard = shard.write();
-        if let Some(existing) = shard.map.get(&block) {
-            return Ok(existing.clone());
-        }
-        self.make_room(&mut shard, block);
-        shard.map.insert(block, buf.clone());
-        Ok(buf)
+        Lookup::Hit(b.clone())
     }
 
     /// Writes `data` (a whole block) to the device and makes it the cached
@@ -430,6 +512,109 @@ impl BufferCache {
     }
 }
 
+/// What one look in a shard found.
+enum Lookup {
+    Hit(Arc<Buffer>),
+    /// The version is being changed in place.
+    Editing,
+    Miss,
+}
+
+/// The thread's in-place change, if one is under way ([`Edit`]): its
+/// closures must not read the cache (a reader waits for the change to
+/// end, and this thread would wait for itself).
+mod edit_scope {
+    use super::{RwLock, Shard};
+    use std::cell::Cell;
+    use std::sync::atomic::Ordering;
+
+    thread_local! {
+        static EDITING: Cell<Option<u64>> = const { Cell::new(None) };
+    }
+
+    pub(super) fn enter(block: u64) {
+        EDITING.with(|e| e.set(Some(block)));
+    }
+
+    pub(super) fn leave() {
+        EDITING.with(|e| e.set(None));
+    }
+
+    fn editing() -> Option<u64> {
+        EDITING.try_with(Cell::get).ok().flatten()
+    }
+
+    /// A read of the cache during an in-place change is a bug of the
+    /// change's closure: found by any test that runs it, not only when
+    /// another edit happens to be under way.
+    #[cfg(debug_assertions)]
+    pub(super) fn check_not_editing(block: u64) {
+        if let Some(e) = editing() {
+            panic!("block {block} read from the cache while block {e} is changed in place");
+        }
+    }
+
+    /// Waits until `block`'s version in `shard` is no longer being
+    /// changed in place. A thread that is itself changing a block gets
+    /// an error instead (in release builds; debug ones panic earlier):
+    /// waiting could be waiting for itself, or for a thread waiting for
+    /// it.
+    pub(super) fn wait_for_edit(shard: &RwLock<Shard>, block: u64) -> crate::error::Result<()> {
+        if let Some(e) = editing() {
+            return Err(crate::error::Error::Invalid(format!(
+                "block {block} read from the cache while block {e} is changed in place"
+            )));
+        }
+        // The edit is short and takes no lock: spin, then yield to the
+        // editor (it may share this core).
+        for i in 0u32.. {
+            let busy = shard.read().map.get(&block).is_some_and(|b| b.editing.load(Ordering::Acquire));
+            if !busy {
+                return Ok(());
+            }
+            if i < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An in-place change of a block's current version ([`BlockGuard::edit`]):
+/// readers of the block wait until it drops.
+pub(crate) struct Edit<'g> {
+    buf: Arc<Buffer>,
+    /// Borrows the [`BlockGuard`]: the edit ends before the stripe lock.
+    _guard: std::marker::PhantomData<&'g ()>,
+}
+
+impl Edit<'_> {
+    /// The bytes as they are now.
+    pub fn data(&self) -> &[u8] {
+        self.buf.data()
+    }
+
+    /// The bytes, to change.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: nobody else can reach this version while the `Edit`
+        // exists (`BlockGuard::edit` checked that only the cache's map and
+        // the running transaction hold it, under the shard's write lock,
+        // and set `editing`, which makes readers of the map wait); the
+        // borrow of `self` keeps `data` and this apart.
+        unsafe { &mut *self.buf.data.get() }
+    }
+}
+
+impl Drop for Edit<'_> {
+    fn drop(&mut self) {
+        // Release: a reader that sees the flag clear sees the new bytes.
+        self.buf.editing.store(false, Ordering::Release);
+        edit_scope::leave();
+    }
+}
+
 /// Exclusive right to change one block (see [`BufferCache::lock_block`]).
 pub struct BlockGuard<'a> {
     cache: &'a BufferCache,
@@ -442,7 +627,48 @@ impl BlockGuard<'_> {
     /// stripe lock is then held across the read, which only happens for a
     /// block being changed that is not cached).
     pub fn current(&self) -> Result<Arc<Buffer>> {
-        self.cache.get(self.block)
+        // No wait and no check: only a holder of this stripe edits the block.
+        self.cache.get_inner(self.block)
+    }
+
+    /// The block's current version to change in place, if transaction
+    /// `tag` (non-zero) may: the version is cached, that running
+    /// transaction holds it ([`Buffer::set_owner`]), and nobody else does
+    /// (no reader, no value derived from it, no committing transaction or
+    /// checkpoint list: a version is owned only while its transaction
+    /// runs). Otherwise `None`, and the change must be made on a copy.
+    ///
+    /// The caller's transaction must stay running meanwhile (it holds a
+    /// handle of it), and while the [`Edit`] lives the thread must not
+    /// read the cache or wait for anything: readers of the block wait
+    /// for it. Its checks ([`Buffer::is_verified`]) are forgotten.
+    pub(crate) fn edit(&self, tag: u64) -> Option<Edit<'_>> {
+        if tag == 0 {
+            return None;
+        }
+        let shard = self.cache.shard(self.block).write();
+        let buf = shard.map.get(&self.block)?;
+        // The owner mark changes only under this block's stripe lock,
+        // held here: the transaction's list holds this version. Then
+        // exactly the map's and the list's references: readers take new
+        // ones from the map only under the shard's read lock (excluded
+        // here), the list is read only once the transaction is closed,
+        // and a value derived from the version holds a weak one (it would
+        // go stale).
+        if buf.owner.load(Ordering::Relaxed) != tag || Arc::strong_count(buf) != 2 || Arc::weak_count(buf) != 0 {
+            return None;
+        }
+        // Acquire: what readers that dropped their references read of the
+        // bytes happens before the change (their drop is a release).
+        std::sync::atomic::fence(Ordering::Acquire);
+        buf.editing.store(true, Ordering::Relaxed);
+        let buf = buf.clone();
+        drop(shard);
+        edit_scope::enter(self.block);
+        buf.verified.store(0, Ordering::Relaxed);
+        buf.verified_slots.store(0, Ordering::Relaxed);
+        buf.referenced.store(true, Ordering::Relaxed);
+        Some(Edit { buf, _guard: std::marker::PhantomData })
     }
 
     /// Installs `data` as the block's new version and returns it. Nothing

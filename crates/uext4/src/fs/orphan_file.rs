@@ -148,18 +148,23 @@ impl OrphanSlots {
             return Ok(false);
         };
         let (p, seed) = (f.blocks[b], f.seed);
-        let j = tx.modify(p, |d| {
-            let j = of::free_slot(d).ok_or_else(|| {
-                Error::corruption(
-                    Structure::Inode,
-                    Location::Block(p),
-                    CorruptKind::Mismatch { field: "orphan block free slots", value: 0, expected: 1 },
-                )
-            })?;
-            of::set_slot(d, j, ino);
-            of::seal(d, p, seed);
-            Ok(j)
-        })?;
+        let j = tx.modify_planned(
+            p,
+            |d| {
+                of::free_slot(d).ok_or_else(|| {
+                    Error::corruption(
+                        Structure::Inode,
+                        Location::Block(p),
+                        CorruptKind::Mismatch { field: "orphan block free slots", value: 0, expected: 1 },
+                    )
+                })
+            },
+            |j, d| {
+                of::set_slot(d, j, ino);
+                of::seal(d, p, seed);
+                j
+            },
+        )?;
         f.free[b] -= 1;
         self.slot_of.insert(ino, b * f.per_block + j);
         Ok(true)
@@ -172,11 +177,14 @@ impl OrphanSlots {
         let Some(f) = self.file.as_mut() else { return Ok(false) };
         let (b, j) = (idx / f.per_block, idx % f.per_block);
         let (Some(&p), seed) = (f.blocks.get(b), f.seed) else { return Ok(false) };
-        tx.modify(p, |d| {
-            of::set_slot(d, j, 0);
-            of::seal(d, p, seed);
-            Ok(())
-        })?;
+        tx.modify_planned(
+            p,
+            |_| Ok(()),
+            |(), d| {
+                of::set_slot(d, j, 0);
+                of::seal(d, p, seed);
+            },
+        )?;
         f.free[b] += 1;
         self.slot_of.remove(&ino);
         Ok(true)

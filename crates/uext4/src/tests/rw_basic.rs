@@ -63,3 +63,38 @@ fn journaled_alloc_and_free_stay_consistent() {
         let _ = free0;
     }
 }
+
+/// A deletion whose blocks and inode are in the same group journals that
+/// group's descriptor once for both frees (`Tx::batch_groups`): both
+/// changes must land in it. Planning the inode group's change on the
+/// descriptor as it was before the block group's (and encoding it after)
+/// wrote back the old free block count and block bitmap checksum.
+#[test]
+fn a_deletion_in_one_group_keeps_both_descriptor_changes() {
+    use std::sync::Arc;
+    use uext4::device::{BlockDevice, FileDevice};
+    use uext4::volume::Volume;
+    let descs = |img: &std::path::Path| {
+        let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, false).unwrap());
+        let vol = Volume::open(dev, 64).unwrap();
+        vol.groups.iter().map(|g| (g.free_blocks_count, g.free_inodes_count)).collect::<Vec<_>>()
+    };
+    // One group: the file's blocks and its inode are in group 0.
+    for (args, mb) in
+        [(&["-b", "4096"][..], 16), (&["-b", "4096", "-O", "bigalloc", "-C", "16384"], 16), (&["-b", "1024"], 8)]
+    {
+        let Some((_d, img)) = mkfs(mb, args) else { return };
+        let before = descs(&img);
+        assert_eq!(before.len(), 1, "{args:?}: one group");
+        let mut fs = Filesystem::open_rw(&img).unwrap();
+        let ino = fs.create(2, b"f", 0o644, 0, 0).unwrap().ino;
+        fs.inodes().write(ino, 0, &vec![7u8; 1 << 20]).unwrap();
+        // Written back and committed: the unlink frees blocks and the inode.
+        fs.sync().unwrap();
+        fs.unlink(2, b"f").unwrap();
+        fs.unmount().unwrap();
+        drop(fs);
+        assert_eq!(descs(&img), before, "{args:?}: (free blocks, free inodes) of the group after the deletion");
+        fsck_clean(&img);
+    }
+}
