@@ -290,11 +290,6 @@ pub fn free_counts(mnt: &Path) -> (u64, u64) {
     (s.f_bfree, s.f_ffree)
 }
 
-/// Free blocks of the filesystem mounted at `mnt`.
-pub fn free_blocks(mnt: &Path) -> u64 {
-    free_counts(mnt).0
-}
-
 /// Free bytes of the filesystem mounted at `mnt`.
 pub fn free_bytes(mnt: &Path) -> u64 {
     let s = statvfs(mnt);
