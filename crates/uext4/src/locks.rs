@@ -73,12 +73,15 @@
 //! 8. Buffer-cache stripe locks ([`crate::cache::BufferCache::lock_block`]),
 //!    one at a time.
 //! 9. The journal's state lock, then cache shard locks (innermost, short).
+//!    Also innermost: a slot of the names lookups found absent
+//!    (`fs/namespace/absent.rs`), taken under a directory's I/O lock for
+//!    a compare and a copy, nothing taken inside it.
 //!
 //! Checked: in debug builds every acquisition of 1-8 and of the journal
 //! state lock is checked against this order by [`crate::lock_order`] (a
 //! panic naming both locks on a violation); nothing is checked in release
 //! builds. Not checked: try-locks (they never wait: eviction's folio
-//! try-lock), the cache shard locks (innermost), the allocator's internal
+//! try-lock), the cache shard locks and absent-name slots (innermost), the allocator's internal
 //! locks other than the group locks (see [`crate::alloc`]), and that
 //! several folio locks belong to one file.
 //!
@@ -111,17 +114,17 @@ use parking_lot::{
     ArcRwLockReadGuard, ArcRwLockWriteGuard, Condvar, Mutex, RawRwLock, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 const SHARDS: usize = 64;
 
 /// A reader-writer lock of one inode whose acquisitions are checked
 /// against the lock order (see [`crate::lock_order`]; debug builds).
 #[derive(Debug)]
-pub struct OrderedLock {
+pub struct OrderedLock<T = ()> {
     class: Class,
     ino: u32,
-    lock: Arc<RwLock<()>>,
+    lock: Arc<RwLock<T>>,
 }
 
 /// A guard of an [`OrderedLock`]: the lock and its record in the
@@ -165,31 +168,33 @@ pub fn ordered<G>(class: Class, key: u64, lock: impl FnOnce() -> G) -> Ordered<G
     Ordered { _guard: lock(), _held: held }
 }
 
-impl OrderedLock {
+impl<T: Default> OrderedLock<T> {
     fn new(class: Class, ino: u32) -> Self {
         OrderedLock { class, ino, lock: Arc::default() }
     }
+}
 
+impl<T> OrderedLock<T> {
     /// Locks shared.
-    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, ()>> {
+    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, T>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.read(), _held: held }
     }
 
     /// Locks exclusively.
-    pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, ()>> {
+    pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, T>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.write(), _held: held }
     }
 
     /// Locks shared, with a guard that owns a reference to the lock.
-    pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
+    pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, T>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.read_arc(), _held: held }
     }
 
     /// Locks exclusively, with a guard that owns a reference to the lock.
-    pub fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, ()>> {
+    pub fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, T>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.write_arc(), _held: held }
     }
@@ -203,8 +208,41 @@ impl OrderedLock {
 /// The I/O lock itself (`i_rwsem`): exclusive for any change of the
 /// inode, its directory entries or its data layout; shared for reads
 /// (directory lookups and listings included) and the data path's
-/// overwrites.
-pub type IoLock = OrderedLock;
+/// overwrites. It guards the count of its exclusive holds that ended
+/// ([`IoStamp`]).
+pub type IoLock = OrderedLock<u64>;
+
+/// Where an inode's I/O lock stood when a holder looked: which lock (the
+/// table may drop the state of an inode nobody holds and make it anew,
+/// its count at 0 again) and how many exclusive holds of it had ended.
+/// Two stamps are [`IoStamp::same`] only if no exclusive hold ended in
+/// between, and nothing changes an inode or a directory's entries but an
+/// exclusive holder: what a reader decided under the shared lock about a
+/// directory (a name is absent, its entry would go here) still holds for
+/// an exclusive holder whose stamp is the same (the rule of
+/// CONCURRENCY.md: re-validated after the lock is taken again).
+#[derive(Debug, Clone)]
+pub struct IoStamp {
+    /// The lock. Weak: a stamp keeps the allocation (so no other lock can
+    /// have its address while the stamp lives) but not the table entry.
+    lock: Weak<RwLock<u64>>,
+    ended: u64,
+}
+
+impl IoStamp {
+    /// True if `self` and `other` are stamps of the same lock with the
+    /// same count of ended exclusive holds.
+    pub fn same(&self, other: &IoStamp) -> bool {
+        Weak::ptr_eq(&self.lock, &other.lock) && self.ended == other.ended
+    }
+}
+
+impl Ordered<ArcRwLockReadGuard<RawRwLock, u64>> {
+    /// The stamp of the I/O lock this shared guard holds.
+    pub fn stamp(&self) -> IoStamp {
+        IoStamp { lock: Arc::downgrade(ArcRwLockReadGuard::rwlock(&self._guard)), ended: *self._guard }
+    }
+}
 
 /// What a user of the lock table keeps per inode besides the locks (the
 /// data path keeps its cached folios there: [`crate::data::FileData`]),
@@ -312,9 +350,31 @@ impl<X> Default for InodeLocks<X> {
     }
 }
 
-/// Exclusive I/O locks on several inodes, released on drop.
+/// Exclusive I/O locks on several inodes, released on drop (each
+/// counted then as one more ended exclusive hold: [`IoStamp`]).
 pub struct Locked {
-    guards: Vec<Ordered<ArcRwLockWriteGuard<RawRwLock, ()>>>,
+    guards: Vec<(u32, Ordered<ArcRwLockWriteGuard<RawRwLock, u64>>)>,
+}
+
+impl Locked {
+    /// The stamp of `ino`'s I/O lock while this holds it, if it does:
+    /// the same as a shared holder's since the last exclusive hold
+    /// before this one ended.
+    pub fn stamp(&self, ino: u32) -> Option<IoStamp> {
+        let (_, g) = self.guards.iter().find(|(i, _)| *i == ino)?;
+        Some(IoStamp { lock: Arc::downgrade(ArcRwLockWriteGuard::rwlock(&g._guard)), ended: *g._guard })
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // Counted before the unlock: a shared holder that comes next sees
+        // the new count, so its stamp differs from any taken before this
+        // hold began.
+        for (_, g) in &mut self.guards {
+            **g = g.wrapping_add(1);
+        }
+    }
 }
 
 impl std::fmt::Debug for Locked {
@@ -379,14 +439,14 @@ impl<X: InodeState> InodeLocks<X> {
         let mut guards = Vec::with_capacity(all.len());
         for ino in all {
             let st = self.inode(ino);
-            guards.push(st.io.write_arc());
+            guards.push((ino, st.io.write_arc()));
             st.dio_wait();
         }
         Locked { guards }
     }
 
     /// Locks `ino` shared (a reader of a directory: lookups, listings).
-    pub fn lock_shared(&self, ino: u32) -> Ordered<ArcRwLockReadGuard<RawRwLock, ()>> {
+    pub fn lock_shared(&self, ino: u32) -> Ordered<ArcRwLockReadGuard<RawRwLock, u64>> {
         self.inode(ino).io.read_arc()
     }
 
@@ -397,7 +457,7 @@ impl<X: InodeState> InodeLocks<X> {
     /// that only needs to be ordered with a change under way, and would
     /// otherwise make state for every inode it passes (a LOOKUP of each
     /// file of a walked tree).
-    pub fn lock_shared_if_held(&self, ino: u32) -> Option<Ordered<ArcRwLockReadGuard<RawRwLock, ()>>> {
+    pub fn lock_shared_if_held(&self, ino: u32) -> Option<Ordered<ArcRwLockReadGuard<RawRwLock, u64>>> {
         self.get(ino).map(|st| st.io.read_arc())
     }
 }

@@ -127,3 +127,130 @@ fn dirstress_concurrent_creates() {
     drop(fs);
     fsck_clean(&img);
 }
+
+/// Lookups that find a name absent leave where its entry would go for
+/// the create that follows (`fs/namespace/absent.rs`); the create may use
+/// it only if nothing changed the directory since. Threads race lookups
+/// followed by creates, links, renames and removals over a few shared
+/// names in one directory (indexed: 3,000 entries, and a one-block
+/// linear one), so that other threads' changes land between most lookups
+/// and their creates. A create that trusted a stale answer would add a
+/// second entry of a name (e2fsck pass 2: "Duplicate entry") or write
+/// over a slot another entry took; both directories must list each name
+/// once, every listed name must look up to its entry, and the image must
+/// be fsck-clean.
+#[test]
+fn lookups_then_creates_race_other_changes_of_the_directory() {
+    use std::collections::BTreeSet;
+    use uext4::Error;
+    let rounds: u64 = std::env::var("UEXT4_ABSENT_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000);
+    let Some((_d, img)) = mkfs(256, &["-b", "4096"]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let root = fs.root();
+    let big = fs.mkdir(root, b"big", 0o755, 0, 0).unwrap().ino;
+    for i in 0..3000 {
+        fs.create(big, format!("filler-{i:05}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    let small = fs.mkdir(root, b"small", 0o755, 0, 0).unwrap().ino;
+    let target = fs.create(root, b"target", 0o644, 0, 0).unwrap().ino;
+    let names: Vec<Vec<u8>> = (0..6).map(|i| format!("shared-name-{i}").into_bytes()).collect();
+    let tolerated = |r: uext4::Result<()>, what: &str| match r {
+        Ok(())
+        | Err(Error::NotFound(_) | Error::Exists(_) | Error::NotEmpty(_) | Error::IsDir(_) | Error::NotDir(_)) => {}
+        Err(e) => panic!("{what}: {e}"),
+    };
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (fs, names) = (&fs, &names);
+            s.spawn(move || {
+                let mut rng = rw_support::Rng(t + 1);
+                for r in 0..rounds {
+                    let dir = if r % 2 == 0 { big } else { small };
+                    let a = &names[rng.below(names.len() as u64) as usize];
+                    let b = &names[rng.below(names.len() as u64) as usize];
+                    match fs.lookup(dir, a) {
+                        Err(Error::NotFound(_)) => {
+                            let made = match rng.below(4) {
+                                0 => fs.create(dir, a, 0o644, 0, 0).map(|_| ()),
+                                1 => fs.mkdir(dir, a, 0o755, 0, 0).map(|_| ()),
+                                2 => fs.inodes().symlink(dir, a, b"somewhere", 0, 0).map(|_| ()),
+                                _ => fs.link(target, dir, a).map(|_| ()),
+                            };
+                            tolerated(made, "create");
+                        }
+                        Ok(_) => {
+                            let r = match rng.below(2) {
+                                0 => fs.inodes().rename(dir, a, dir, b, RenameFlags::default()),
+                                _ => match fs.unlink(dir, a) {
+                                    Err(Error::IsDir(_)) => fs.rmdir(dir, a),
+                                    r => r,
+                                },
+                            };
+                            tolerated(r, "change");
+                        }
+                        Err(e) => panic!("lookup: {e}"),
+                    }
+                }
+            });
+        }
+    });
+    for dir in [big, small] {
+        let listed: Vec<Vec<u8>> = fs.read_dir_all(dir).unwrap().into_iter().map(|e| e.name).collect();
+        let unique: BTreeSet<&Vec<u8>> = listed.iter().collect();
+        assert_eq!(unique.len(), listed.len(), "a name listed twice in inode {dir}");
+        for e in fs.read_dir_all(dir).unwrap() {
+            if e.name != b"." && e.name != b".." {
+                assert_eq!(fs.lookup(dir, &e.name).unwrap(), e.ino, "{}", String::from_utf8_lossy(&e.name));
+            }
+        }
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}
+
+/// The cases of the race above, one at a time: after a lookup found a
+/// name absent, a rename to that name, a create of another name (which
+/// takes the slot the lookup found) and a removal each come before the
+/// create of it; the create must see each change.
+#[test]
+fn a_create_sees_every_change_since_its_lookup() {
+    use uext4::Error;
+    let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
+    let mut fs = Filesystem::open_rw(&img).unwrap();
+    let root = fs.root();
+    let big = fs.mkdir(root, b"big", 0o755, 0, 0).unwrap().ino;
+    for i in 0..1000 {
+        fs.create(big, format!("filler-{i:05}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    let small = fs.mkdir(root, b"small", 0o755, 0, 0).unwrap().ino;
+    for dir in [big, small] {
+        // A rename to the name: the create finds it there.
+        fs.create(dir, b"y", 0o644, 0, 0).unwrap();
+        assert!(matches!(fs.lookup(dir, b"x"), Err(Error::NotFound(_))));
+        fs.inodes().rename(dir, b"y", dir, b"x", RenameFlags::default()).unwrap();
+        assert!(matches!(fs.create(dir, b"x", 0o644, 0, 0), Err(Error::Exists(_))));
+        // Another name takes the room the lookup found.
+        assert!(matches!(fs.lookup(dir, b"a-longer-name-0"), Err(Error::NotFound(_))));
+        let other = fs.create(dir, b"a-longer-name-1", 0o644, 0, 0).unwrap().ino;
+        let made = fs.create(dir, b"a-longer-name-0", 0o644, 0, 0).unwrap().ino;
+        assert_eq!(fs.lookup(dir, b"a-longer-name-1").unwrap(), other);
+        assert_eq!(fs.lookup(dir, b"a-longer-name-0").unwrap(), made);
+        // A removal of the entry whose slack the lookup found.
+        assert!(matches!(fs.lookup(dir, b"z"), Err(Error::NotFound(_))));
+        fs.unlink(dir, b"a-longer-name-1").unwrap();
+        let z = fs.create(dir, b"z", 0o644, 0, 0).unwrap().ino;
+        assert_eq!(fs.lookup(dir, b"z").unwrap(), z);
+        // The lookup's answer, used: the next create of the name is EEXIST.
+        assert!(matches!(fs.lookup(dir, b"w"), Err(Error::NotFound(_))));
+        fs.mkdir(dir, b"w", 0o755, 0, 0).unwrap();
+        assert!(matches!(fs.create(dir, b"w", 0o644, 0, 0), Err(Error::Exists(_))));
+        let names: Vec<Vec<u8>> = fs.read_dir_all(dir).unwrap().into_iter().map(|e| e.name).collect();
+        for n in [&b"x"[..], b"a-longer-name-0", b"z", b"w"] {
+            assert_eq!(names.iter().filter(|m| m.as_slice() == n).count(), 1, "{}", String::from_utf8_lossy(n));
+        }
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&img);
+}

@@ -62,7 +62,7 @@ use find::find;
 use index::dx_add;
 use leaf::{Ctx, Item};
 use linear::linear_add;
-pub use room::{add_entry_at, find_room, Room};
+pub use room::{add_entry_at, find_room, search, Room, Search};
 
 /// Adds entry `name` -> `ino` with dirent file type `file_type` (see
 /// [`dirent::file_type_of`](crate::format::dirent::file_type_of)). The

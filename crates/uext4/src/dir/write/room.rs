@@ -5,7 +5,12 @@
 //! The answer holds while the caller keeps the directory's lock (taken
 //! exclusively before the check, released after the insert): nothing else
 //! changes the directory's blocks meanwhile, so the slot found is still
-//! free and the name still absent when the entry is written. The insert
+//! free and the name still absent when the entry is written. A lookup
+//! that finds no entry ([`search`], under the lock shared) makes the same
+//! answer on its way; a create that follows may use it instead of its own
+//! search only if no exclusive hold of the lock ended in between
+//! ([`crate::locks::IoStamp`]: then the directory is as the lookup saw
+//! it, and the search would answer the same). The insert
 //! checks that the slot is as found all the same, as [`super::remove_found`]
 //! does, so that a block changed behind the lock (a corrupt image in
 //! which it belongs to something else too) is an error, not a silent edit.
@@ -18,6 +23,7 @@ use crate::format::block_number::FileBlock;
 use crate::format::bytes::{le16, le32};
 use crate::format::dirent::{self, rec_len_for, rec_len_from_disk, DIRENT_HEADER, TAIL_SIZE};
 use crate::format::features::incompat;
+use crate::format::file_type::FileType;
 use crate::format::inode::{Inode, FL_INDEX};
 use crate::txn::Tx;
 use crate::volume::Volume;
@@ -28,6 +34,14 @@ use crate::volume::Volume;
 #[derive(Debug)]
 pub struct Room(Option<Spot>);
 
+#[cfg(test)]
+impl Room {
+    /// No room found: the insert searches on its own.
+    pub(crate) fn unknown() -> Room {
+        Room(None)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Spot {
     pblk: u64,
@@ -36,10 +50,19 @@ struct Spot {
 
 /// What a walk of a leaf (of a directory) found.
 enum Scan<S> {
-    /// A live entry that matches the name.
-    Exists,
+    /// A live entry that matches the name: its inode and dirent type.
+    Exists(u32, Option<FileType>),
     /// No such entry; the first slot with room, if any was looked for.
     Absent(Option<S>),
+}
+
+/// What [`search`] found.
+#[derive(Debug)]
+pub enum Search {
+    /// The entry [`crate::dir::lookup`] finds: its inode and dirent type.
+    Found(u32, Option<FileType>),
+    /// No entry: where [`add_entry_at`] puts one, as [`find_room`] answers.
+    Absent(Room),
 }
 
 fn exists(name: &[u8]) -> Error {
@@ -55,14 +78,26 @@ pub fn find_room(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Room> {
     if name == b"." || name == b".." {
         return Err(exists(name));
     }
+    match search(vol, dir, name)? {
+        Search::Found(..) => Err(exists(name)),
+        Search::Absent(room) => Ok(room),
+    }
+}
+
+/// Looks `name` (a valid name, not "." or "..") up in directory `dir`:
+/// the entry [`crate::dir::lookup`] finds, or, if there is none, what
+/// [`find_room`] answers, in one walk. The caller holds the directory's
+/// lock (shared is enough for the answer; see the module's comment for
+/// when a create may use it).
+pub fn search(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Search> {
     if !dir.has_inline_data() && super::check_dir(vol, dir).is_ok() {
         let key = NameKey::new(vol, dir, name)?;
         let need = rec_len_for(name.len());
         let walked =
             if is_htree(vol, dir) { walk_index(vol, dir, &key, need) } else { walk_linear(vol, dir, &key, need) };
         match walked {
-            Ok(Scan::Exists) => return Err(exists(name)),
-            Ok(Scan::Absent(spot)) => return Ok(Room(spot)),
+            Ok(Scan::Exists(ino, ft)) => return Ok(Search::Found(ino, ft)),
+            Ok(Scan::Absent(spot)) => return Ok(Search::Absent(Room(spot))),
             // A damaged block or index: the lookup's answer, with its
             // fallbacks (an index abandoned for a scan of the leaves),
             // decides, and the insert searches on its own.
@@ -70,10 +105,10 @@ pub fn find_room(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Room> {
             Err(e) => return Err(e),
         }
     }
-    match crate::dir::lookup(vol, dir, name)? {
-        Some(_) => Err(exists(name)),
-        None => Ok(Room(None)),
-    }
+    Ok(match crate::dir::lookup(vol, dir, name)? {
+        Some((ino, ft)) => Search::Found(ino, ft),
+        None => Search::Absent(Room(None)),
+    })
 }
 
 /// Walks leaf `b` once: a live entry matching `key`, else (when `need`
@@ -93,13 +128,13 @@ fn scan(vol: &Volume, b: &block::DirBlock, key: &NameKey<'_>, need: Option<usize
     }
     let space = data.len() - if csum { TAIL_SIZE } else { 0 };
     let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
-    let (mut found, mut room) = (false, None);
+    let (mut found, mut room) = (None, None);
     dirent::walk_leaf(&data[..space], ft, b.block, |e| {
-        if found {
+        if found.is_some() {
             return;
         }
         if e.inode != 0 && key.matches(e.name) {
-            found = true;
+            found = Some((e.inode, FileType::from_dirent(e.file_type)));
             return;
         }
         if let Some(need) = need.filter(|_| room.is_none()) {
@@ -109,7 +144,10 @@ fn scan(vol: &Volume, b: &block::DirBlock, key: &NameKey<'_>, need: Option<usize
             }
         }
     })?;
-    Ok(if found { Scan::Exists } else { Scan::Absent(room) })
+    Ok(match found {
+        Some((ino, ft)) => Scan::Exists(ino, ft),
+        None => Scan::Absent(room),
+    })
 }
 
 /// The walk of an indexed directory: the leaf the name hashes to (where
@@ -126,7 +164,7 @@ fn walk_index(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Resu
     loop {
         if let Ok(b) = block::read(vol, dir, FileBlock::from(leaf), false)? {
             match scan(vol, &b, key, Some(need).filter(|_| first))? {
-                Scan::Exists => return Ok(Scan::Exists),
+                Scan::Exists(ino, ft) => return Ok(Scan::Exists(ino, ft)),
                 Scan::Absent(slot) => {
                     if first {
                         spot = slot.map(|slot| Spot { pblk: b.block, slot });
@@ -154,7 +192,7 @@ fn walk_linear(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Res
         match block::read(vol, dir, lblk, false)? {
             Ok(b) => {
                 match scan(vol, &b, key, Some(need).filter(|_| spot.is_none()))? {
-                    Scan::Exists => return Ok(Scan::Exists),
+                    Scan::Exists(ino, ft) => return Ok(Scan::Exists(ino, ft)),
                     Scan::Absent(slot) => {
                         if spot.is_none() {
                             spot = slot.map(|slot| Spot { pblk: b.block, slot });

@@ -87,12 +87,23 @@ impl FsCore {
         let l = rw.data.locks().lock_exclusive(&[parent], &[]);
         let dir = self.load_dir(parent)?;
         Self::check_dir_addable(&dir)?;
-        // The duplicate check is the search for room: one walk of the
-        // leaf for both.
-        let room = dw::find_room(&self.vol, &dir, name)?;
+        let room = self.room_for_new_entry(&l, parent, &dir, name)?;
         // Before the handle: a refused name must leave nothing half done.
         dw::check_encoding(&self.vol, &dir, name)?;
         Ok((l, dir, room))
+    }
+
+    /// Where entry `name` goes in directory `dir` (inode `parent`, locked
+    /// exclusively by `l`), EEXIST if it is there: the answer of the
+    /// lookup that just found it absent if the directory has not changed
+    /// since (see `absent`), else the search. The duplicate check is the
+    /// search for room: one walk of the leaf for both.
+    fn room_for_new_entry(&self, l: &crate::locks::Locked, parent: u32, dir: &Inode, name: &[u8]) -> Result<dw::Room> {
+        let rw = self.rw()?;
+        if let Some(room) = l.stamp(parent).and_then(|now| rw.ns.absent.take(parent, name, &now)) {
+            return Ok(room);
+        }
+        dw::find_room(&self.vol, dir, name)
     }
 
     /// Creates a regular file (exact owner and mode, as [`FsCore::mknod`]):
@@ -237,7 +248,7 @@ impl FsCore {
             return Err(Error::NotPermitted("hard link to a directory".into()));
         }
         let rw = self.rw()?;
-        let _l = rw.data.locks().lock_exclusive(&[newparent], &[ino]);
+        let l = rw.data.locks().lock_exclusive(&[newparent], &[ino]);
         let mut dir = self.load_dir(newparent)?;
         let mut i = self.load(ino)?;
         if ftype(&i)? == FileType::Directory {
@@ -257,7 +268,7 @@ impl FsCore {
             return Err(Error::TooManyLinks(format!("inode {ino}")));
         }
         crate::fs::quota_ops::check_project_link(&dir, &i)?;
-        let room = dw::find_room(&self.vol, &dir, newname)?;
+        let room = self.room_for_new_entry(&l, newparent, &dir, newname)?;
         dw::check_encoding(&self.vol, &dir, newname)?;
         // The tmpfile's orphan-list exit: the superblock or the orphan
         // file's block and the previous orphan's inode.

@@ -12,6 +12,7 @@
 //! (an entry is added only after its inode is written, removed before its
 //! inode is freed).
 
+mod absent;
 mod casefold;
 mod create;
 pub mod flags;
@@ -25,14 +26,15 @@ pub use rename::RenameFlags;
 pub use setattr::SetAttr;
 pub use setid::Cred;
 
-/// The namespace's own state: the rename lock and the source of inode
-/// generation numbers.
+/// The namespace's own state: the rename lock, the source of inode
+/// generation numbers, and the names lookups just found absent.
 #[derive(Debug)]
 pub(crate) struct NamespaceState {
     /// Only renames that move an entry between two directories (first in
     /// the lock order, see [`crate::locks`]).
     rename_lock: parking_lot::Mutex<()>,
     generation: std::sync::atomic::AtomicU32,
+    absent: absent::AbsentNames,
 }
 
 impl NamespaceState {
@@ -49,7 +51,11 @@ impl NamespaceState {
             Some(t) => (t as u32).wrapping_mul(2_654_435_761),
             None => random_u32(),
         };
-        NamespaceState { rename_lock: parking_lot::Mutex::new(()), generation: std::sync::atomic::AtomicU32::new(seed) }
+        NamespaceState {
+            rename_lock: parking_lot::Mutex::new(()),
+            generation: std::sync::atomic::AtomicU32::new(seed),
+            absent: absent::AbsentNames::new(),
+        }
     }
 
     /// Takes the rename lock (first in the lock order: the caller holds

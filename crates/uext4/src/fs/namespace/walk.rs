@@ -1,6 +1,7 @@
 //! Path resolution and directory lookups: the read side of the namespace.
 
-use crate::dir::{self};
+use super::{check_name, is_dot};
+use crate::dir::{self, write as dw};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::dirent::NAME_MAX;
 use crate::format::inode::{FileType, Inode, FL_EA_INODE, ROOT_INO};
@@ -15,7 +16,24 @@ impl FsCore {
     /// one step of a walk, for front ends that resolve names one
     /// directory at a time (LOOKUP); [`FsCore::resolve`] walks a whole path.
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
-        let found = self.read_dir_with(dir, |d| dir::lookup(&self.vol, d, name))?;
+        let found = match self.live() {
+            Some(rw) if !is_dot(name) => {
+                let shared = rw.data.locks().lock_shared(dir);
+                let d = self.dir_inode(dir)?;
+                check_name(name)?;
+                // One walk for the entry or, if there is none, the room a
+                // create of the name (which FUSE sends next) would search
+                // for again: kept for it, with the lock's stamp.
+                match dw::search(&self.vol, &d, name)? {
+                    dw::Search::Found(ino, ft) => Some((ino, ft)),
+                    dw::Search::Absent(room) => {
+                        rw.ns.absent.note(dir, name, shared.stamp(), room);
+                        None
+                    }
+                }
+            }
+            _ => self.read_dir_with(dir, |d| dir::lookup(&self.vol, d, name))?,
+        };
         match found {
             Some((ino, _)) => {
                 self.named_inode(ino)?;
@@ -51,11 +69,16 @@ impl FsCore {
     /// block) is seen whole or not at all. The caller holds no inode lock.
     pub(in crate::fs) fn read_dir_with<T>(&self, ino: u32, f: impl FnOnce(&Inode) -> Result<T>) -> Result<T> {
         let _shared = self.live().map(|rw| rw.data.locks().lock_shared(ino));
+        f(&self.dir_inode(ino)?)
+    }
+
+    /// Inode `ino`, which must be a directory.
+    fn dir_inode(&self, ino: u32) -> Result<Inode> {
         let d = self.inode(ino)?;
         if d.file_type()? != FileType::Directory {
             return Err(Error::NotDir(format!("inode {ino}")));
         }
-        f(&d)
+        Ok(d)
     }
 
     /// Resolves `path` (absolute, or relative to the root) to an inode,
