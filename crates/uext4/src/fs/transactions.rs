@@ -24,6 +24,28 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 const DIRTY_SHARDS: usize = 64;
+/// Entries of a shard of [`Transactions::note_dirty`]'s table before the
+/// first sweep of the committed ones.
+const DIRTY_SWEEP_MIN: usize = 1024;
+
+/// One shard of the inodes changed in transactions that may not be
+/// committed yet: inode -> the last such transaction.
+#[derive(Debug)]
+struct DirtyShard {
+    map: IntMap<u32, u64>,
+    /// The size past which the next addition first drops the entries of
+    /// committed transactions.
+    sweep_at: usize,
+    /// Entries those sweeps looked at (for tests: the work must stay
+    /// proportional to what is added).
+    swept: usize,
+}
+
+impl Default for DirtyShard {
+    fn default() -> Self {
+        DirtyShard { map: IntMap::default(), sweep_at: DIRTY_SWEEP_MIN, swept: 0 }
+    }
+}
 
 /// The journal writer and what goes with it.
 pub(crate) struct Transactions {
@@ -32,7 +54,7 @@ pub(crate) struct Transactions {
     committer: Mutex<Option<Committer>>,
     /// Transaction that last changed each inode (fsync commits only
     /// when that one has not committed yet).
-    dirty: Vec<Mutex<IntMap<u32, u64>>>,
+    dirty: Vec<Mutex<DirtyShard>>,
     /// Operations may use the blocks reserved for root.
     use_reserved: bool,
     /// The claim on an `mmp` filesystem (marked clean at shutdown).
@@ -125,7 +147,7 @@ impl Transactions {
         Ok(Transactions {
             journal,
             committer: Mutex::new(committer),
-            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
+            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(DirtyShard::default())).collect(),
             use_reserved,
             mmp_lost: mmp.as_ref().map(|m| m.lost()),
             mmp: Mutex::new(mmp),
@@ -141,7 +163,7 @@ impl Transactions {
         Transactions {
             journal: None,
             committer: Mutex::new(None),
-            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
+            dirty: (0..DIRTY_SHARDS).map(|_| Mutex::new(DirtyShard::default())).collect(),
             use_reserved: true,
             mmp_lost: None,
             mmp: Mutex::new(None),
@@ -216,18 +238,24 @@ impl Transactions {
         }
         let committed = self.journal.as_ref().map_or(0, |j| j.committed_tid());
         for &ino in inos.iter().filter(|&&i| i != 0) {
-            let mut m = self.dirty[ino as usize % DIRTY_SHARDS].lock();
-            if m.len() > 1024 {
-                m.retain(|_, t| *t > committed);
+            let mut s = self.dirty[ino as usize % DIRTY_SHARDS].lock();
+            if s.map.len() > s.sweep_at {
+                s.swept += s.map.len();
+                s.map.retain(|_, t| *t > committed);
+                // The next sweep waits for as many additions as entries
+                // stayed: when most are of the running transaction (a
+                // hundred thousand creates between two commits), sweeping
+                // at every addition would cost the whole shard each.
+                s.sweep_at = (2 * s.map.len()).max(DIRTY_SWEEP_MIN);
             }
-            m.insert(ino, tid);
+            s.map.insert(ino, tid);
         }
     }
 
     /// The transaction that last changed `ino`, if it may be uncommitted.
     pub(crate) fn dirty_tid(&self, ino: u32) -> Option<u64> {
         let committed = self.journal.as_ref()?.committed_tid();
-        self.dirty[ino as usize % DIRTY_SHARDS].lock().get(&ino).copied().filter(|&t| t > committed)
+        self.dirty[ino as usize % DIRTY_SHARDS].lock().map.get(&ino).copied().filter(|&t| t > committed)
     }
 
     /// Commits the running transaction and waits for it (a device flush
@@ -318,4 +346,24 @@ fn spawn_committer(j: Weak<JournalWriter>, every: Duration) -> Committer {
         })
         .ok();
     Committer { stop, thread }
+}
+
+#[cfg(test)]
+mod dirty_tests {
+    use super::*;
+
+    /// Inodes changed in one transaction that does not commit (no journal
+    /// here: nothing ever commits) are all kept, and adding n of them to
+    /// one shard looks at O(n) entries in all, not O(n) per addition.
+    #[test]
+    fn noting_many_inodes_of_one_transaction_costs_constant_per_inode() {
+        let t = Transactions::unjournaled();
+        let n = 20 * DIRTY_SWEEP_MIN;
+        for i in 1..=n as u32 {
+            t.note_dirty(&[i * DIRTY_SHARDS as u32], 7);
+        }
+        let s = t.dirty[0].lock();
+        assert_eq!(s.map.len(), n);
+        assert!(s.swept <= 4 * n, "{} entries swept to add {n}", s.swept);
+    }
 }
