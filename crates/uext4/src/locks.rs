@@ -119,12 +119,16 @@ use std::sync::{Arc, Weak};
 const SHARDS: usize = 64;
 
 /// A reader-writer lock of one inode whose acquisitions are checked
-/// against the lock order (see [`crate::lock_order`]; debug builds).
+/// against the lock order (see [`crate::lock_order`]; debug builds), in
+/// an allocation of its own so that a guard can own a reference to it
+/// (the I/O lock, [`IoLock`]). It guards the count of its exclusive
+/// holds that ended ([`IoStamp`]): exclusive holds are taken only by
+/// [`InodeLocks::lock_exclusive`], whose [`Locked`] raises the count.
 #[derive(Debug)]
-pub struct OrderedLock<T = ()> {
+pub struct OrderedLock {
     class: Class,
     ino: u32,
-    lock: Arc<RwLock<T>>,
+    lock: Arc<RwLock<u64>>,
 }
 
 /// A guard of an [`OrderedLock`]: the lock and its record in the
@@ -168,33 +172,26 @@ pub fn ordered<G>(class: Class, key: u64, lock: impl FnOnce() -> G) -> Ordered<G
     Ordered { _guard: lock(), _held: held }
 }
 
-impl<T: Default> OrderedLock<T> {
+impl OrderedLock {
     fn new(class: Class, ino: u32) -> Self {
         OrderedLock { class, ino, lock: Arc::default() }
     }
-}
 
-impl<T> OrderedLock<T> {
     /// Locks shared.
-    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, T>> {
+    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, u64>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.read(), _held: held }
     }
 
-    /// Locks exclusively.
-    pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, T>> {
-        let held = lock_order::acquire(self.class, self.ino.into());
-        Ordered { _guard: self.lock.write(), _held: held }
-    }
-
     /// Locks shared, with a guard that owns a reference to the lock.
-    pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, T>> {
+    pub fn read_arc(&self) -> Ordered<ArcRwLockReadGuard<RawRwLock, u64>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.read_arc(), _held: held }
     }
 
-    /// Locks exclusively, with a guard that owns a reference to the lock.
-    pub fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, T>> {
+    /// Locks exclusively, with a guard that owns a reference to the lock:
+    /// only for [`InodeLocks::lock_exclusive`], which counts the hold.
+    fn write_arc(&self) -> Ordered<ArcRwLockWriteGuard<RawRwLock, u64>> {
         let held = lock_order::acquire(self.class, self.ino.into());
         Ordered { _guard: self.lock.write_arc(), _held: held }
     }
@@ -205,12 +202,41 @@ impl<T> OrderedLock<T> {
     }
 }
 
+/// A lock of the order like [`OrderedLock`], kept inline (no allocation of
+/// its own) because it is only ever taken with borrowed guards: the
+/// mapping and invalidate locks, one allocation fewer each per inode
+/// state made (every new file makes one).
+#[derive(Debug)]
+pub struct InlineLock {
+    class: Class,
+    ino: u32,
+    lock: RwLock<()>,
+}
+
+impl InlineLock {
+    fn new(class: Class, ino: u32) -> Self {
+        InlineLock { class, ino, lock: RwLock::new(()) }
+    }
+
+    /// Locks shared.
+    pub fn read(&self) -> Ordered<RwLockReadGuard<'_, ()>> {
+        let held = lock_order::acquire(self.class, self.ino.into());
+        Ordered { _guard: self.lock.read(), _held: held }
+    }
+
+    /// Locks exclusively.
+    pub fn write(&self) -> Ordered<RwLockWriteGuard<'_, ()>> {
+        let held = lock_order::acquire(self.class, self.ino.into());
+        Ordered { _guard: self.lock.write(), _held: held }
+    }
+}
+
 /// The I/O lock itself (`i_rwsem`): exclusive for any change of the
 /// inode, its directory entries or its data layout; shared for reads
 /// (directory lookups and listings included) and the data path's
 /// overwrites. It guards the count of its exclusive holds that ended
 /// ([`IoStamp`]).
-pub type IoLock = OrderedLock<u64>;
+pub type IoLock = OrderedLock;
 
 /// Where an inode's I/O lock stood when a holder looked: which lock (the
 /// table may drop the state of an inode nobody holds and make it anew,
@@ -267,7 +293,7 @@ pub struct InodeIo<X = ()> {
     pub io: IoLock,
     /// `i_data_sem`: the extent tree and the inode record under a shared
     /// I/O lock (see the lock order above).
-    pub map: OrderedLock,
+    pub map: InlineLock,
     /// Direct I/Os submitted and not completed.
     dio: AtomicUsize,
     dio_done: (Mutex<()>, Condvar),
@@ -275,7 +301,7 @@ pub struct InodeIo<X = ()> {
     /// from the device (buffered readers hold no I/O lock), exclusive
     /// while blocks are freed or moved (truncate, punch, zero range), so a
     /// fill never reads a block that is being freed.
-    pub invalidate: OrderedLock,
+    pub invalidate: InlineLock,
     /// The lock table user's state of this inode.
     pub data: X,
 }
@@ -285,10 +311,10 @@ impl<X: Default> InodeIo<X> {
     pub fn new(ino: u32) -> InodeIo<X> {
         InodeIo {
             io: OrderedLock::new(Class::Io, ino),
-            map: OrderedLock::new(Class::Map, ino),
+            map: InlineLock::new(Class::Map, ino),
             dio: AtomicUsize::new(0),
             dio_done: Default::default(),
-            invalidate: OrderedLock::new(Class::Invalidate, ino),
+            invalidate: InlineLock::new(Class::Invalidate, ino),
             data: X::default(),
         }
     }

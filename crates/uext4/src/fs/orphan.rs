@@ -198,7 +198,7 @@ impl FsCore {
     /// for each step (after the handle: the data path's order). An
     /// unlinked open file (no links) stays on the list for its last close
     /// to delete (as ext4_truncate's orphan_del only with links).
-    pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&crate::locks::OrderedLock>) -> Result<()> {
+    pub(crate) fn finish_truncate(&self, ino: u32, map: Option<&crate::locks::InlineLock>) -> Result<()> {
         let bs = self.vol.block_size as u64;
         loop {
             let tx = self.begin(TRUNCATE_CREDITS)?;
