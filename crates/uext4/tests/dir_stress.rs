@@ -128,6 +128,16 @@ fn dirstress_concurrent_creates() {
     fsck_clean(&img);
 }
 
+/// Directories `big` (indexed: `fillers` entries) and `small` (one
+/// linear block) under the root.
+fn big_and_small(fs: &Filesystem, fillers: u32) -> (u32, u32) {
+    let big = fs.mkdir(fs.root(), b"big", 0o755, 0, 0).unwrap().ino;
+    for i in 0..fillers {
+        fs.create(big, format!("filler-{i:05}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    (big, fs.mkdir(fs.root(), b"small", 0o755, 0, 0).unwrap().ino)
+}
+
 /// Lookups that find a name absent leave where its entry would go for
 /// the create that follows (`fs/namespace/absent.rs`); the create may use
 /// it only if nothing changed the directory since. Threads race lookups
@@ -147,11 +157,7 @@ fn lookups_then_creates_race_other_changes_of_the_directory() {
     let Some((_d, img)) = mkfs(256, &["-b", "4096"]) else { return };
     let mut fs = Filesystem::open_rw(&img).unwrap();
     let root = fs.root();
-    let big = fs.mkdir(root, b"big", 0o755, 0, 0).unwrap().ino;
-    for i in 0..3000 {
-        fs.create(big, format!("filler-{i:05}").as_bytes(), 0o644, 0, 0).unwrap();
-    }
-    let small = fs.mkdir(root, b"small", 0o755, 0, 0).unwrap().ino;
+    let (big, small) = big_and_small(&fs, 3000);
     let target = fs.create(root, b"target", 0o644, 0, 0).unwrap().ino;
     let names: Vec<Vec<u8>> = (0..6).map(|i| format!("shared-name-{i}").into_bytes()).collect();
     let tolerated = |r: uext4::Result<()>, what: &str| match r {
@@ -218,12 +224,7 @@ fn a_create_sees_every_change_since_its_lookup() {
     use uext4::Error;
     let Some((_d, img)) = mkfs(64, &["-b", "4096"]) else { return };
     let mut fs = Filesystem::open_rw(&img).unwrap();
-    let root = fs.root();
-    let big = fs.mkdir(root, b"big", 0o755, 0, 0).unwrap().ino;
-    for i in 0..1000 {
-        fs.create(big, format!("filler-{i:05}").as_bytes(), 0o644, 0, 0).unwrap();
-    }
-    let small = fs.mkdir(root, b"small", 0o755, 0, 0).unwrap().ino;
+    let (big, small) = big_and_small(&fs, 1000);
     for dir in [big, small] {
         // A rename to the name: the create finds it there.
         fs.create(dir, b"y", 0o644, 0, 0).unwrap();
