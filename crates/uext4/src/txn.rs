@@ -239,6 +239,17 @@ impl<'a> Tx<'a> {
         self.handle.init(block, f)
     }
 
+    /// Sets the whole of metadata block `block` and returns the new
+    /// version (see [`Handle::rewrite`]).
+    pub fn rewrite(
+        &self,
+        block: u64,
+        f: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<std::sync::Arc<crate::cache::Buffer>> {
+        self.check_block(block)?;
+        self.handle.rewrite(block, f)
+    }
+
     fn check_block(&self, block: u64) -> Result<()> {
         if !self.vol.valid_range(block, 1) && block != 0 {
             // The number came from the image (an extent or xattr pointer).

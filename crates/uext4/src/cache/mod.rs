@@ -302,12 +302,45 @@ impl BufferCache {
         kind: u64,
         build: impl FnOnce(&Buffer) -> Result<T>,
     ) -> Result<Arc<T>> {
+        let (set, ways) = self.derived_ways(buf, kind);
+        let free = match Self::derived_find::<T>(ways, buf, kind) {
+            Ok(v) => return Ok(v),
+            Err(free) => free,
+        };
+        self.derived_builds.add(1);
+        let v = Arc::new(build(buf)?);
+        self.derived_put(set, ways, free, buf, kind, v.clone());
+        Ok(v)
+    }
+
+    /// Records `value` as what [`BufferCache::derived`] with `kind` would
+    /// build from `buf`, for a writer that made the version from that
+    /// value (an extent node it encoded): the next reader finds it instead
+    /// of decoding the block again. `value` must be exactly what the
+    /// builder would return for `buf`'s bytes.
+    pub(crate) fn seed_derived<T: std::any::Any + Send + Sync>(&self, buf: &Arc<Buffer>, kind: u64, value: Arc<T>) {
+        let (set, ways) = self.derived_ways(buf, kind);
+        if let Err(free) = Self::derived_find::<T>(ways, buf, kind) {
+            self.derived_put(set, ways, free, buf, kind, value);
+        }
+    }
+
+    /// The set of [`BufferCache::derived`]'s table `buf`'s `kind` goes to.
+    fn derived_ways(&self, buf: &Buffer, kind: u64) -> (usize, &[Mutex<Option<DerivedValue>>]) {
         let sets = DERIVED_SLOTS / DERIVED_WAYS;
         let h = (buf.block ^ kind.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48;
         let set = h as usize % sets;
-        let ways = &self.derived.slots[set * DERIVED_WAYS..(set + 1) * DERIVED_WAYS];
-        // A way to take if the value is not there: an empty one, or one
-        // whose buffer version is gone (it can never be asked for again).
+        (set, &self.derived.slots[set * DERIVED_WAYS..(set + 1) * DERIVED_WAYS])
+    }
+
+    /// The value of `buf`'s `kind` in `ways`, else the way a new one may
+    /// take without displacing a live value (an empty one, or one whose
+    /// buffer version is gone: it can never be asked for again).
+    fn derived_find<T: std::any::Any + Send + Sync>(
+        ways: &[Mutex<Option<DerivedValue>>],
+        buf: &Arc<Buffer>,
+        kind: u64,
+    ) -> std::result::Result<Arc<T>, Option<usize>> {
         let mut free = None;
         for (w, slot) in ways.iter().enumerate() {
             match &*slot.lock() {
@@ -321,14 +354,24 @@ impl BufferCache {
                 _ => free = free.or(Some(w)),
             }
         }
-        self.derived_builds.add(1);
-        let v = Arc::new(build(buf)?);
-        let value: Arc<dyn std::any::Any + Send + Sync> = v.clone();
+        Err(free)
+    }
+
+    /// Stores `value` in way `free` of set `set`, or, with none free, in
+    /// the set's next victim.
+    fn derived_put(
+        &self,
+        set: usize,
+        ways: &[Mutex<Option<DerivedValue>>],
+        free: Option<usize>,
+        buf: &Arc<Buffer>,
+        kind: u64,
+        value: Arc<dyn std::any::Any + Send + Sync>,
+    ) {
         let w = free.unwrap_or_else(|| {
             usize::from(self.derived.next_victim[set].fetch_add(1, Ordering::Relaxed)) % DERIVED_WAYS
         });
         *ways[w].lock() = Some(DerivedValue { buf: Arc::downgrade(buf), kind, value });
-        Ok(v)
     }
 
     /// The device under the cache.
@@ -736,6 +779,29 @@ mod tests {
             }
         }
         assert_eq!(c.stats().derived_builds - before, 4);
+    }
+
+    /// A value seeded for a version is what `derived` returns for it,
+    /// with no build; a newer version still builds its own.
+    #[test]
+    fn seeded_values_are_found_without_a_build() {
+        let dev = Arc::new(MemoryDevice::new(1 << 20));
+        let c = BufferCache::new(dev, 1024, 256);
+        let g = c.lock_block(4);
+        let v1 = g.install(vec![5u8; 1024].into_boxed_slice()).unwrap();
+        drop(g);
+        c.seed_derived(&v1, 2, Arc::new(55u8));
+        let first = |b: &Buffer| -> Result<u8> { Ok(b.data()[0]) };
+        assert_eq!(*c.derived(&v1, 2, first).unwrap(), 55);
+        assert_eq!(c.stats().derived_builds, 0);
+        // Seeding again takes no second way of the set.
+        c.seed_derived(&v1, 2, Arc::new(56u8));
+        assert_eq!(*c.derived(&v1, 2, first).unwrap(), 55);
+        let g = c.lock_block(4);
+        let v2 = g.install(vec![6u8; 1024].into_boxed_slice()).unwrap();
+        drop(g);
+        assert_eq!(*c.derived(&v2, 2, first).unwrap(), 6);
+        assert_eq!(c.stats().derived_builds, 1);
     }
 
     /// Buffers in use (held by a transaction or the checkpoint list) are

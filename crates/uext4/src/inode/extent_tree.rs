@@ -106,6 +106,21 @@ pub(crate) fn parsed_node(vol: &Volume, buf: &Arc<crate::cache::Buffer>, block: 
     vol.cache.derived(buf, PARSED_NODE, |b| parse_node(b.data(), block))
 }
 
+/// Records that `buf`, a version of extent block `block` just encoded
+/// from `node` with its checksum set from `seed` (if any), passes its
+/// checks and parses as `node`: the lookup and conversion that follow a
+/// tree change then neither checksum nor decode the block again (a full
+/// leaf is 340 entries; a random write into an unwritten file changes
+/// its leaf at every conversion).
+pub(crate) fn seed_parsed(vol: &Volume, buf: &Arc<crate::cache::Buffer>, node: ExtentNode, seed: Option<u32>) {
+    debug_assert_eq!(parse_node(buf.data(), 0).ok().as_ref(), Some(&node), "seeded extent node");
+    if let Some(seed) = seed {
+        debug_assert!(verify_block_checksum(buf.data(), seed, 0).is_ok());
+        buf.set_verified(crate::cache::Check::ExtentBlock, seed);
+    }
+    vol.cache.seed_derived(buf, PARSED_NODE, Arc::new(node));
+}
+
 fn hole(lblk: FileBlock, end: FileBlock) -> Mapping {
     Mapping { lblk, len: end.saturating_sub(lblk).max(1), kind: MapKind::Hole }
 }

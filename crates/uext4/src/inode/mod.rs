@@ -16,6 +16,7 @@ pub mod inline;
 pub mod map_write;
 
 pub(crate) use extent_tree::parsed_node as parsed_extent_node;
+pub(crate) use extent_tree::seed_parsed as seed_parsed_extent_node;
 pub(crate) use extent_tree::verify_cached as verify_extent_block;
 
 use crate::error::{CorruptKind, Error, Location, Result, Structure};

@@ -21,9 +21,10 @@
 use crate::alloc::AllocRequest;
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::{FileBlock, LogicalBlock, PhysicalBlock};
+use crate::format::bytes::le16;
 use crate::format::extent::{
-    encode_index, encode_leaf, parse_node, set_block_checksum, Extent, ExtentIndex, ExtentNode, ENTRY_SIZE,
-    EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
+    encode_index, encode_leaf, parse_node, set_block_checksum, Extent, ExtentHeader, ExtentIndex, ExtentNode,
+    ENTRY_SIZE, EXTENT_MAGIC, MAX_DEPTH, MAX_INIT_LEN,
 };
 use crate::format::inode::{Inode, FL_EXTENTS, I_BLOCK_SIZE, S_IFDIR, S_IFMT};
 use crate::txn::{FreeKind, Tx};
@@ -71,8 +72,6 @@ struct Level {
     node: Node,
     /// Index of the entry followed to the next level (interior nodes).
     pos: usize,
-    /// A newly allocated block: written whole, its old contents unread.
-    fresh: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -212,7 +211,7 @@ impl Ctx<'_, '_> {
         loop {
             match &node {
                 Node::Leaf(_) => {
-                    path.push(Level { block, depth, node, pos: 0, fresh: false });
+                    path.push(Level { block, depth, node, pos: 0 });
                     return Ok(path);
                 }
                 Node::Index(v) => {
@@ -226,7 +225,7 @@ impl Ctx<'_, '_> {
                     let pos = v.partition_point(|e| FileBlock::from(e.block) <= lblk).saturating_sub(1);
                     let child = v[pos].leaf;
                     let next = self.read_node(child, depth - 1, inode.ino)?;
-                    path.push(Level { block, depth, node, pos, fresh: false });
+                    path.push(Level { block, depth, node, pos });
                     node = next;
                     block = child;
                     depth -= 1;
@@ -300,18 +299,25 @@ impl Ctx<'_, '_> {
             return lv.node.encode(lv.depth, &mut inode.block);
         }
         let seed = self.seed;
-        let f = |b: &mut [u8]| {
+        let mut header = None;
+        // The node is encoded whole (header, entries, zeros, tail), new
+        // block or not: nothing of the current version is needed.
+        let buf = self.tx.rewrite(lv.block.get(), |b| {
             lv.node.encode(lv.depth, b)?;
             if let Some(seed) = seed {
                 set_block_checksum(b, seed);
             }
+            header = Some(ExtentHeader { entries: lv.node.len() as u16, max: le16(b, 4), depth: lv.depth });
             Ok(())
-        };
-        if lv.fresh {
-            self.tx.init(lv.block.get(), f)
-        } else {
-            self.tx.modify(lv.block.get(), f)
+        })?;
+        if let Some(h) = header {
+            let node = match &lv.node {
+                Node::Index(v) => ExtentNode::Index(h, v.clone()),
+                Node::Leaf(v) => ExtentNode::Leaf(h, v.clone()),
+            };
+            crate::inode::seed_parsed_extent_node(self.tx.vol, &buf, node, seed);
         }
+        Ok(())
     }
 
     /// Writes `path[l]` after its entries changed, and everything above it
@@ -388,7 +394,7 @@ impl Ctx<'_, '_> {
                 let root = &mut path[0];
                 let entries = std::mem::replace(&mut root.node, Node::Index(Vec::new()));
                 let key = entries.first_key().unwrap_or(0);
-                let child = Level { block: blk, depth: root.depth, node: entries, pos: root.pos, fresh: true };
+                let child = Level { block: blk, depth: root.depth, node: entries, pos: root.pos };
                 root.node = Node::Index(vec![ExtentIndex { block: LogicalBlock(key), leaf: blk }]);
                 root.depth += 1;
                 root.pos = 0;
@@ -436,7 +442,7 @@ impl Ctx<'_, '_> {
             while !rest.is_empty() {
                 let tail = rest.split_off(per.min(rest.len()));
                 let blk = self.spare_or_alloc(inode, goal, spare)?;
-                let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0, fresh: true };
+                let lv = Level { block: blk, depth: path[l].depth, node: rest, pos: 0 };
                 self.write_level(inode, &lv)?;
                 new_entries.push(ExtentIndex { block: LogicalBlock(lv.node.first_key().unwrap_or(0)), leaf: blk });
                 rest = tail;
@@ -472,7 +478,7 @@ impl Ctx<'_, '_> {
             if node.len() > ROOT_CAPACITY {
                 return Ok(());
             }
-            let lv = Level { block: PhysicalBlock(0), depth: h.depth - 1, node, pos: 0, fresh: false };
+            let lv = Level { block: PhysicalBlock(0), depth: h.depth - 1, node, pos: 0 };
             self.write_level(inode, &lv)?;
             self.free_node_block(inode, child)?;
         }

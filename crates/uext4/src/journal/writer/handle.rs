@@ -222,13 +222,23 @@ impl Handle {
     /// Sets the full contents of a block that is being (re)initialised
     /// (a newly allocated metadata block): nothing is read.
     pub fn init(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
+        self.rewrite(block, f).map(drop)
+    }
+
+    /// Sets the full contents of metadata block `block`, new or not, from
+    /// zeros (for a writer that encodes the whole block: nothing of the
+    /// current version is read or copied), and returns the new version,
+    /// for the caller to record what it knows of it (its checks passed,
+    /// its decoded form: [`Buffer::set_verified`],
+    /// [`crate::cache::BufferCache::seed_derived`]).
+    pub fn rewrite(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Arc<Buffer>> {
         let guard = self.cache.lock_block(block);
         let mut data = crate::cache::pool::zeroed(self.cache.block_size());
         f(&mut data)?;
-        let (_, replaced) = self.install(&guard, block, data)?;
+        let (buf, replaced) = self.install(&guard, block, data)?;
         drop(guard);
         drop(replaced);
-        Ok(())
+        Ok(buf)
     }
 
     /// True once this handle has changed or freed a metadata block.
