@@ -214,23 +214,17 @@ impl<'a> Tx<'a> {
         self.handle.modify_planned(block, plan, apply)
     }
 
-    /// Read-modify-write that installs only when `f` returns `Some` (see
-    /// [`Handle::modify_if`]).
-    pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
-        self.check_block(block)?;
-        self.handle.modify_if(block, f)
-    }
-
-    /// [`Tx::modify_if`] whose change leaves the block passing `check`
-    /// (see [`Handle::modify_if_checked`]).
-    pub fn modify_if_checked<R>(
+    /// Planned read-modify-write that may change nothing and marks the
+    /// result verified (see [`Handle::modify_planned_if`]).
+    pub fn modify_planned_if<P, R>(
         &self,
         block: u64,
-        check: (crate::cache::Check, u32),
-        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
+        check: Option<(crate::cache::Check, u32)>,
+        plan: impl FnOnce(&[u8]) -> Result<Option<P>>,
+        apply: impl FnOnce(P, &mut [u8]) -> R,
     ) -> Result<Option<R>> {
         self.check_block(block)?;
-        self.handle.modify_if_checked(block, check, f)
+        self.handle.modify_planned_if(block, check, plan, apply)
     }
 
     /// Initialises a newly allocated metadata block (see [`Handle::init`]).

@@ -639,6 +639,13 @@ impl Edit<'_> {
         self.buf.data()
     }
 
+    /// Records that the bytes as changed pass `check` with `seed` (see
+    /// [`Buffer::set_verified`]; the edit forgot the checks the version
+    /// had passed before it).
+    pub fn set_verified(&self, check: Check, seed: u32) {
+        self.buf.set_verified(check, seed);
+    }
+
     /// The bytes, to change.
     pub fn data_mut(&mut self) -> &mut [u8] {
         // SAFETY: nobody else can reach this version while the `Edit`

@@ -134,40 +134,46 @@ impl<'t, 'a> Ctx<'t, 'a> {
     /// False, and nothing changed, when it has no room.
     pub(super) fn insert_in_place(&self, pblk: u64, item: &Item) -> Result<bool> {
         let need = item.size();
-        let done = self.modify_leaf(pblk, |b| {
-            self.check_leaf(b, pblk)?;
-            // find_slot's answer: the first slot with room; a live entry
-            // of the same name before it is EEXIST.
-            let mut found: Result<Option<Slot>> = Ok(None);
-            dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| {
-                if matches!(found, Ok(None)) {
-                    let s = Slot::from(&e);
-                    found = fits(&s, e.name, &item.name, need).map(|room| room.then_some(s));
-                }
-            })?;
-            let Some(s) = found? else { return Ok(None) };
-            insert_at(self, b, s, item);
-            self.finish_leaf(b);
-            Ok(Some(()))
-        })?;
+        let done = self.change_leaf(
+            pblk,
+            |b| {
+                self.check_leaf(b, pblk)?;
+                // find_slot's answer: the first slot with room; a live
+                // entry of the same name before it is EEXIST.
+                let mut found: Result<Option<Slot>> = Ok(None);
+                dirent::walk_leaf(&b[..self.space()], self.ft, pblk, |e| {
+                    if matches!(found, Ok(None)) {
+                        let s = Slot::from(&e);
+                        found = fits(&s, e.name, &item.name, need).map(|room| room.then_some(s));
+                    }
+                })?;
+                found
+            },
+            |s, b| insert_at(self, b, s, item),
+        )?;
         Ok(done.is_some())
     }
 
-    /// Read-modify-write of leaf block `pblk` through the transaction,
-    /// installed when `f` returns `Some`. `f` ends with
-    /// [`Ctx::finish_leaf`], so with metadata_csum the new version is
-    /// marked verified: the checksum just computed is not computed again
-    /// by the next reader of the block.
-    pub(super) fn modify_leaf<R>(
+    /// Changes leaf block `pblk` through the transaction: `plan` checks
+    /// the block as it is and decides (`None`: no change), `apply` makes
+    /// the change, which cannot fail, and the leaf's tail is finished
+    /// ([`Ctx::finish_leaf`]). The block is changed in place when the
+    /// running transaction alone holds it (a directory a transaction
+    /// inserts into or removes from again and again), else in a new
+    /// version; with metadata_csum either is marked verified, so the
+    /// checksum just computed is not computed again by the next reader.
+    pub(super) fn change_leaf<P, R>(
         &self,
         pblk: u64,
-        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
+        plan: impl FnOnce(&[u8]) -> Result<Option<P>>,
+        apply: impl FnOnce(P, &mut [u8]) -> R,
     ) -> Result<Option<R>> {
-        if self.csum {
-            self.tx.modify_if_checked(pblk, (crate::cache::Check::DirLeaf, self.seed), f)
-        } else {
-            self.tx.modify_if(pblk, f)
-        }
+        let check = self.csum.then_some((crate::cache::Check::DirLeaf, self.seed));
+        self.tx.modify_planned_if(pblk, check, plan, |p, b| {
+            let r = apply(p, b);
+            self.finish_leaf(b);
+            r
+        })
     }
 
     /// What `slots` requires of a leaf before walking it.

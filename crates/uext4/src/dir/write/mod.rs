@@ -169,24 +169,25 @@ pub fn remove_found(tx: &Tx, dir: &mut Inode, name: &[u8], found: Found) -> Resu
     let ctx = Ctx::new(tx, dir);
     // One copy of the block (the transaction's), edited where the walk
     // that found the entry left it.
-    ctx.modify_leaf(loc.pblk, |b| {
-        let s = loc.slot;
-        check_unmoved(b, &loc)?;
-        match loc.prev {
-            Some(prev) => {
-                put_le16(b, prev.off + 4, rec_len_to_disk(prev.rec_len + s.rec_len, ctx.bs));
-                b[s.off..s.off + s.rec_len].fill(0);
+    ctx.change_leaf(
+        loc.pblk,
+        |b| check_unmoved(b, &loc).map(Some),
+        |(), b| {
+            let s = loc.slot;
+            match loc.prev {
+                Some(prev) => {
+                    put_le16(b, prev.off + 4, rec_len_to_disk(prev.rec_len + s.rec_len, ctx.bs));
+                    b[s.off..s.off + s.rec_len].fill(0);
+                }
+                None => {
+                    // The block's first entry: keep the record (its
+                    // rec_len) but wipe inode, name length, type and name.
+                    put_le32(b, s.off, 0);
+                    b[s.off + 6..s.off + s.rec_len].fill(0);
+                }
             }
-            None => {
-                // The block's first entry: keep the record (its rec_len)
-                // but wipe inode, name length, type and name.
-                put_le32(b, s.off, 0);
-                b[s.off + 6..s.off + s.rec_len].fill(0);
-            }
-        }
-        ctx.finish_leaf(b);
-        Ok(Some(()))
-    })?;
+        },
+    )?;
     Ok(loc.ino())
 }
 
@@ -223,16 +224,17 @@ pub fn replace_entry(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type:
     check_dir(tx.vol, dir)?;
     let ctx = Ctx::new(tx, dir);
     let loc = find(&ctx, dir, name)?.ok_or_else(|| not_found(name))?;
-    ctx.modify_leaf(loc.pblk, |b| {
-        check_unmoved(b, &loc)?;
-        let off = loc.slot.off;
-        put_le32(b, off, ino);
-        if ctx.ft {
-            b[off + 7] = ctx.file_type(file_type);
-        }
-        ctx.finish_leaf(b);
-        Ok(Some(()))
-    })?;
+    ctx.change_leaf(
+        loc.pblk,
+        |b| check_unmoved(b, &loc).map(Some),
+        |(), b| {
+            let off = loc.slot.off;
+            put_le32(b, off, ino);
+            if ctx.ft {
+                b[off + 7] = ctx.file_type(file_type);
+            }
+        },
+    )?;
     Ok(loc.ino())
 }
 

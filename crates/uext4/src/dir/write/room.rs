@@ -223,15 +223,17 @@ pub fn add_entry_at(tx: &Tx, dir: &mut Inode, name: &[u8], ino: u32, file_type: 
         dir.flags &= !FL_INDEX;
     }
     let ctx = Ctx::new(tx, dir);
-    ctx.modify_leaf(pblk, |b| {
-        ctx.check_leaf(b, pblk)?;
-        if !unmoved(b, ctx.space(), ctx.ft, slot) {
-            return Err(super::moved(pblk));
-        }
-        insert_entry(&ctx, b, slot, ino, file_type, name);
-        ctx.finish_leaf(b);
-        Ok(Some(()))
-    })?;
+    ctx.change_leaf(
+        pblk,
+        |b| {
+            ctx.check_leaf(b, pblk)?;
+            if !unmoved(b, ctx.space(), ctx.ft, slot) {
+                return Err(super::moved(pblk));
+            }
+            Ok(Some(()))
+        },
+        |(), b| insert_entry(&ctx, b, slot, ino, file_type, name),
+    )?;
     Ok(())
 }
 

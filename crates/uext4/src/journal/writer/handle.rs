@@ -99,64 +99,14 @@ impl Handle {
     /// this handle's transaction (or is written through at once without
     /// a journal). `f` must not touch the cache.
     pub fn modify<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
-        self.modify_then(block, |d| f(d).map(|r| (r, true)))
-    }
-
-    /// [`Handle::modify`] that may decide to change nothing: the new
-    /// version is installed only when `f` returns `Some`.
-    pub fn modify_if<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<Option<R>>) -> Result<Option<R>> {
-        self.modify_then(block, |d| {
-            f(d).map(|r| {
-                let changed = r.is_some();
-                (r, changed)
-            })
-        })
-    }
-
-    /// [`Handle::modify_if`] for a change that leaves the block passing
-    /// `check` with `seed` (its checksum recomputed by `f`): the new
-    /// version is marked verified ([`Buffer::set_verified`]), so that the
-    /// next reader does not compute the checksum just written again.
-    pub fn modify_if_checked<R>(
-        &self,
-        block: u64,
-        check: (crate::cache::Check, u32),
-        f: impl FnOnce(&mut [u8]) -> Result<Option<R>>,
-    ) -> Result<Option<R>> {
-        self.modify_marking(block, Some(check), |d| {
-            f(d).map(|r| {
-                let changed = r.is_some();
-                (r, changed)
-            })
-        })
-    }
-
-    /// Both of the above: `f` edits a copy of the current version and says
-    /// whether to install it.
-    fn modify_then<R>(&self, block: u64, f: impl FnOnce(&mut [u8]) -> Result<(R, bool)>) -> Result<R> {
-        self.modify_marking(block, None, f)
-    }
-
-    /// [`Handle::modify_then`], the new version marked as passing `check`.
-    fn modify_marking<R>(
-        &self,
-        block: u64,
-        check: Option<(crate::cache::Check, u32)>,
-        f: impl FnOnce(&mut [u8]) -> Result<(R, bool)>,
-    ) -> Result<R> {
         let guard = self.cache.lock_block(block);
         let cur = guard.current()?;
         let mut data = crate::cache::pool::copy_of(cur.data());
         drop(cur);
-        let (r, install) = f(&mut data)?;
-        if install {
-            let (buf, replaced) = self.install(&guard, block, data)?;
-            if let Some((check, seed)) = check {
-                buf.set_verified(check, seed);
-            }
-            drop(guard);
-            drop(replaced);
-        }
+        let r = f(&mut data)?;
+        let (_, replaced) = self.install(&guard, block, data)?;
+        drop(guard);
+        drop(replaced);
         Ok(r)
     }
 
@@ -193,6 +143,44 @@ impl Handle {
         drop(guard);
         drop(replaced);
         Ok(r)
+    }
+
+    /// [`Handle::modify_planned`] for a change that may not be made
+    /// (`plan` answers `None`: nothing changes) and that leaves the block
+    /// passing `check` (its checksum recomputed by `apply`): the new
+    /// bytes, in place or in a new version, are marked verified
+    /// ([`Buffer::set_verified`]). A directory leaf that a transaction
+    /// inserts into again and again is then changed where it is, as an
+    /// inode-table block is, instead of copied at every insert.
+    pub fn modify_planned_if<P, R>(
+        &self,
+        block: u64,
+        check: Option<(crate::cache::Check, u32)>,
+        plan: impl FnOnce(&[u8]) -> Result<Option<P>>,
+        apply: impl FnOnce(P, &mut [u8]) -> R,
+    ) -> Result<Option<R>> {
+        let guard = self.cache.lock_block(block);
+        if let Some(mut edit) = guard.edit(self.tag) {
+            let Some(p) = plan(edit.data())? else { return Ok(None) };
+            self.changed.store(true, Ordering::Relaxed);
+            let r = apply(p, edit.data_mut());
+            if let Some((check, seed)) = check {
+                edit.set_verified(check, seed);
+            }
+            return Ok(Some(r));
+        }
+        let cur = guard.current()?;
+        let Some(p) = plan(cur.data())? else { return Ok(None) };
+        let mut data = crate::cache::pool::copy_of(cur.data());
+        drop(cur);
+        let r = apply(p, &mut data);
+        let (buf, replaced) = self.install(&guard, block, data)?;
+        if let Some((check, seed)) = check {
+            buf.set_verified(check, seed);
+        }
+        drop(guard);
+        drop(replaced);
+        Ok(Some(r))
     }
 
     /// Sets metadata block `block` to `src` followed by `pad` bytes (a

@@ -94,6 +94,45 @@ fn in_place_only_when_the_running_transaction_alone_holds_the_version() {
     j.commit().unwrap();
 }
 
+/// A planned change that may decide against itself: `None` leaves the
+/// block as it was (no new version, none in the transaction); a change
+/// is made in place when it may be, and either way the bytes are marked
+/// as passing the check given.
+#[test]
+fn planned_changes_that_may_not_happen_and_mark_their_check() {
+    use crate::cache::Check;
+    let (cache, j) = journal();
+    let h = j.start_handle(4).unwrap();
+    let check = Some((Check::DirLeaf, 9));
+    let v0 = cache.get(B).unwrap();
+    let p0 = Arc::as_ptr(&v0);
+    drop(v0);
+    let r = h.modify_planned_if(B, check, |_| Ok(None::<()>), |(), d| d.fill(1)).unwrap();
+    assert!(r.is_none());
+    let v = cache.get(B).unwrap();
+    assert_eq!((Arc::as_ptr(&v), uniform(v.data())), (p0, Some(0)), "a change that was not made");
+    drop(v);
+    assert!(!h.has_changes());
+    // The first change copies (the transaction does not hold the
+    // version yet), the second is made in place; both are verified.
+    assert_eq!(h.modify_planned_if(B, check, |_| Ok(Some(7u8)), |p, d| d.fill(p)).unwrap(), Some(()));
+    let v1 = cache.get(B).unwrap();
+    assert!(v1.is_verified(Check::DirLeaf, 9) && uniform(v1.data()) == Some(7));
+    let p1 = Arc::as_ptr(&v1);
+    drop(v1);
+    h.modify_planned_if(B, check, |_| Ok(Some(8)), |p, d| d.fill(p)).unwrap();
+    let v2 = cache.get(B).unwrap();
+    assert_eq!(Arc::as_ptr(&v2), p1, "a version only its transaction held was copied");
+    assert!(v2.is_verified(Check::DirLeaf, 9) && uniform(v2.data()) == Some(8));
+    drop(v2);
+    // A failing plan changes nothing either.
+    let e = h.modify_planned_if(B, check, |_| Err::<Option<u8>, _>(Error::Invalid("no".into())), |p, d| d.fill(p));
+    assert!(e.is_err());
+    assert_eq!(uniform(cache.get(B).unwrap().data()), Some(8));
+    drop(h);
+    j.commit().unwrap();
+}
+
 /// A panic in an in-place change (or a read of the cache from one,
 /// which debug builds report) leaves no reader waiting for ever.
 #[test]
