@@ -41,7 +41,8 @@
 #   target/bench-fio), SVG (chart, default docs/bench-fio.svg), W5_MAX (default 200000),
 #   UEXT4_OPTS (extra mount options of the uext4 targets, default rw), W5_FSYNC (0), LOOP_DIO (1: the kernel's loop device with --direct-io=on, no double
 #   caching; default 0, a plain `mount -o loop` as bench/io-compare.sh), CARGO_TARGET_DIR
-#   (where uext4 is built), NULL_CAP (file data the null targets keep, default 1G).
+#   (where uext4 is built), NULL_CAP (file data the null targets keep, default 5G: all the data of
+#   every workload at the seeds' job counts, W3 at 16 jobs writes 4 GiB).
 # Prints a markdown table (IOPS, read / write where both, ratios uext4/kernel and
 # uext4/fuse2fs on total IOPS; then the ceiling: uext4/null and null/kernel per transport; peak RSS of the uext4 daemons (dev/io_uring) per run from VmHWM),
 # e2fsck -fn of every uext4 and fuse2fs image after its runs, and writes the chart.
@@ -60,7 +61,7 @@ svg=${SVG:-$root/docs/bench-fio.svg}
 w5_max=${W5_MAX:-200000}
 w5_fsync=${W5_FSYNC:-0}
 loop_dio=${LOOP_DIO:-0}
-null_cap=${NULL_CAP:-1G}
+null_cap=${NULL_CAP:-5G}
 case $secs in '' | *[!0-9]*) echo "SECONDS must be a whole number: $secs" >&2; exit 1 ;; esac
 [ "$(id -u)" = 0 ] || { echo "needs root (loop and FUSE mounts)" >&2; exit 1; }
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
