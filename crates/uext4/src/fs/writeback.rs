@@ -357,8 +357,11 @@ impl FsCore {
         let size = self.file_size(st, ino)?;
         let dev = self.vol.device();
         // Dirty blocks needing allocation, grouped into runs of adjacent
-        // bytes: (start, bytes, indexes into `folios`).
-        let mut runs: Vec<(u64, Vec<u8>, Vec<usize>)> = Vec::new();
+        // bytes: (start, length, pieces as (index into `folios`, byte
+        // range in its data)). The bytes are gathered only for a run of
+        // several pieces; a one-piece run (a small file's one folio) is
+        // written from the folio itself.
+        let mut runs: Vec<(u64, usize, Vec<Piece>)> = Vec::new();
         let mut left_dirty = false;
         for (k, (f, g)) in folios.iter().zip(guards.iter_mut()).enumerate() {
             let mut needs_alloc = false;
@@ -368,7 +371,8 @@ impl FsCore {
                 if hi <= lo {
                     continue; // past EOF: not file data any more
                 }
-                let bytes = &g.data[(lo - f.start()) as usize..(hi - f.start()) as usize];
+                let (from, to) = ((lo - f.start()) as usize, (hi - f.start()) as usize);
+                let bytes = &g.data[from..to];
                 if all_written(&g.runs, FileBlock::of_byte(lo, bs), FileBlock(hi.div_ceil(bs))) {
                     for r in &g.runs {
                         let (a, b) = (r.lblk.byte_offset(bs).max(lo), r.end().byte_offset(bs).min(hi));
@@ -386,13 +390,11 @@ impl FsCore {
                     continue;
                 }
                 match runs.last_mut() {
-                    Some((start, buf, idx)) if *start + buf.len() as u64 == lo => {
-                        buf.extend_from_slice(bytes);
-                        if idx.last() != Some(&k) {
-                            idx.push(k);
-                        }
+                    Some((start, len, pieces)) if *start + *len as u64 == lo => {
+                        *len += to - from;
+                        pieces.push((k, from, to));
                     }
-                    _ => runs.push((lo, bytes.to_vec(), vec![k])),
+                    _ => runs.push((lo, to - from, vec![(k, from, to)])),
                 }
             }
             if !needs_alloc {
@@ -404,14 +406,27 @@ impl FsCore {
             return Ok(left_dirty);
         }
         let mut failed = None;
-        for (start, buf, idx) in runs {
+        for (start, len, pieces) in runs {
+            let joined: Vec<u8>;
+            let buf: &[u8] = match pieces[..] {
+                [(k, from, to)] => &guards[k].data[from..to],
+                _ => {
+                    let mut v = Vec::with_capacity(len);
+                    for &(k, from, to) in &pieces {
+                        v.extend_from_slice(&guards[k].data[from..to]);
+                    }
+                    joined = v;
+                    &joined
+                }
+            };
+            debug_assert_eq!(buf.len(), len);
             // ENOSPC while blocks freed by an uncommitted transaction
             // wait: commit and go on (the reservation counted them free).
-            let r = self.write_retrying(start, &buf, false, |off, data| {
+            let r = self.write_retrying(start, buf, false, |off, data| {
                 self.write_locked(ino, off, data, super::write::WriteMode::Writeback { size_hint: size })
             });
             let n = match r {
-                Ok(n) if n == buf.len() => n,
+                Ok(n) if n == len => n,
                 Ok(n) => {
                     failed = Some(crate::error::Error::NoSpace(format!(
                         "writeback of inode {ino} stopped at byte {}: the filesystem is full",
@@ -426,7 +441,12 @@ impl FsCore {
             };
             rw.data.stats().writeback_alloc_runs.bump();
             rw.data.stats().writeback_bytes.add(n as u64);
-            for k in idx {
+            let mut last = None;
+            for &(k, _, _) in &pieces {
+                if last == Some(k) {
+                    continue;
+                }
+                last = Some(k);
                 // Their blocks are allocated now (or some are, on failure).
                 guards[k].runs = self.folio_runs(st, ino, &folios[k])?.1;
             }
@@ -471,3 +491,8 @@ impl FsCore {
         Ok(())
     }
 }
+
+/// A dirty byte range of one folio that writeback allocates for: the
+/// folio's index in the batch, then the range's first and end byte in its
+/// data.
+type Piece = (usize, usize, usize);
