@@ -128,21 +128,9 @@ impl Handle {
         plan: impl FnOnce(&[u8]) -> Result<P>,
         apply: impl FnOnce(P, &mut [u8]) -> R,
     ) -> Result<R> {
-        let guard = self.cache.lock_block(block);
-        if let Some(mut edit) = guard.edit(self.tag) {
-            let p = plan(edit.data())?;
-            self.changed.store(true, Ordering::Relaxed);
-            return Ok(apply(p, edit.data_mut()));
-        }
-        let cur = guard.current()?;
-        let p = plan(cur.data())?;
-        let mut data = crate::cache::pool::copy_of(cur.data());
-        drop(cur);
-        let r = apply(p, &mut data);
-        let (_, replaced) = self.install(&guard, block, data)?;
-        drop(guard);
-        drop(replaced);
-        Ok(r)
+        // A plan that always decides to change: the answer is always Some.
+        let r = self.modify_planned_if(block, None, |b| plan(b).map(Some), apply)?;
+        r.ok_or_else(|| crate::error::Error::Invalid(format!("block {block}: a planned change was not made")))
     }
 
     /// [`Handle::modify_planned`] for a change that may not be made
