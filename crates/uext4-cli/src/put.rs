@@ -204,6 +204,9 @@ fn meta_attr(m: &Metadata, clamp: Option<Timestamp>) -> SetAttr {
         mtime: Some(mtime),
         size: None,
         ctime: None,
+        // The copy's times are given values (refused on an append-only
+        // file, as utimensat refuses them).
+        times_given: true,
     }
 }
 

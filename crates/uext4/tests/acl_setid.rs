@@ -181,6 +181,32 @@ fn chown_truncate_and_chmod_by_a_caller() {
     finish(fs, &img);
 }
 
+/// `setattr_as_lazily`: the same rules as `setattr_as`, with the caller's
+/// credentials built only when a rule depends on them (set-id bits on the
+/// file, or set-group-ID in the new mode).
+#[test]
+fn credentials_are_built_only_when_a_rule_needs_them() {
+    let Some((_d, img, fs)) = fresh() else { return };
+    let root = fs.root();
+    let built = std::cell::Cell::new(0);
+    let n = || {
+        built.set(built.get() + 1);
+        nobody()
+    };
+    let plain = fs.create(root, b"plain", 0o644, 65534, 0).expect("create").ino;
+    fs.setattr_as_lazily(plain, SetAttr { uid: Some(65534), gid: Some(0), ..Default::default() }, &n).expect("chown");
+    fs.setattr_as_lazily(plain, SetAttr { size: Some(10), ..Default::default() }, &n).expect("truncate");
+    assert_eq!(built.get(), 0, "no set-id bits: root's answer, no credentials");
+    assert_eq!((mode(&fs, plain), fs.stat(plain).expect("stat").size), (0o644, 10));
+    let s = fs.create(root, b"s", 0o644, 65534, 0).expect("create").ino;
+    fs.setattr(s, SetAttr { mode: Some(0o6777), ..Default::default() }).expect("chmod");
+    fs.setattr_as_lazily(s, SetAttr { size: Some(1), ..Default::default() }, &n).expect("truncate");
+    assert_eq!((built.get(), mode(&fs, s)), (1, 0o777), "truncate by nobody removes both bits");
+    fs.setattr_as_lazily(s, SetAttr { mode: Some(0o2755), ..Default::default() }, &n).expect("chmod");
+    assert_eq!((built.get(), mode(&fs, s)), (2, 0o755), "chmod g+s outside the group");
+    finish(fs, &img);
+}
+
 #[test]
 fn default_acls_are_inherited() {
     let Some((_d, img, fs)) = fresh() else { return };

@@ -224,18 +224,7 @@ fn workload(fs: &Filesystem, rng: &mut Rng, durable: &mut Durable) -> uext4::Res
                     Ok(i) => i,
                     Err(_) => fs.create(d, name.as_bytes(), 0o644, 0, 0)?.ino,
                 };
-                fs.setattr(
-                    ino,
-                    uext4::inode_api::SetAttr {
-                        size: Some(0),
-                        mode: None,
-                        uid: None,
-                        gid: None,
-                        atime: None,
-                        mtime: None,
-                        ctime: None,
-                    },
-                )?;
+                fs.setattr(ino, uext4::inode_api::SetAttr { size: Some(0), ..Default::default() })?;
                 fs.inodes().write(ino, 0, &data)?;
                 fs.fsync(ino)?;
                 durable.retain(|(p, _)| *p != path);

@@ -112,8 +112,12 @@ fn append_only_allows_appending_only() {
     assert_eq!(c.stat(f).unwrap().size, 8200);
     assert_eq!(errno(c.setattr(f, SetAttr { size: Some(0), ..Default::default() })), eperm);
     assert_eq!(errno(c.setattr(f, SetAttr { mode: Some(0o600), ..Default::default() })), eperm);
-    // Times ("now", the front end refuses given ones) may change.
+    // Times set to now may change; times given as values may not.
     c.setattr(f, SetAttr { mtime: Some(uext4::Timestamp::now()), ..Default::default() }).unwrap();
+    let past = uext4::Timestamp { sec: 1_000_000_000, nsec: 0 };
+    let given = SetAttr { atime: Some(past), mtime: Some(past), times_given: true, ..Default::default() };
+    assert_eq!(errno(c.setattr(f, given)), eperm, "given times");
+    assert_ne!(c.stat(f).unwrap().mtime.sec, past.sec);
     assert_eq!(errno(c.fallocate(f, FallocMode::PunchHole, 0, 4096)), eperm);
     c.fallocate(f, FallocMode::KeepSize, 8192, 65536).unwrap();
     assert_eq!(errno(c.unlink(d, b"f")), eperm);

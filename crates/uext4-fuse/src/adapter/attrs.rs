@@ -65,17 +65,7 @@ impl Uext4Fuse {
             Some(TimeOrNow::SpecificTime(x)) => ctime != Some(x),
             _ => false,
         };
-        if given(atime) || given(mtime) {
-            // notify_change: times set to a given value (not "now") are
-            // refused on an append-only file too; the library refuses
-            // the rest.
-            let st = tri!(reply, self.stat("setattr", ino));
-            if st.flags & uext4::inode_api::flags::FL_APPEND != 0 {
-                reply.error(Errno::EPERM);
-                return;
-            }
-        }
-        let mut change = SetAttr {
+        let change = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
             gid,
@@ -85,30 +75,38 @@ impl Uext4Fuse {
             // Sent only by a kernel that keeps the file's times itself
             // (the writeback cache): the ctime it shows is the one kept.
             ctime: ctime.map(conv::timestamp),
+            // notify_change: times set to a given value (not "now") are
+            // refused on an append-only file too; the library checks.
+            times_given: given(atime) || given(mtime),
         };
         // FUSE_HANDLE_KILLPRIV_V2 leaves the set-id bits a chown or a
         // truncate removes to us, and which ones depends on the caller
-        // (setattr_as; the request's `kill_suidgid` is not needed: the
-        // caller's credentials say what the kernel looked at). A SETATTR
-        // with nothing to set is what the kernel sends for
-        // chown(f, -1, -1), which on ext4 clears them as any chown does.
-        // Only for a file that has such bits: reading /proc is not free.
+        // (the request's `kill_suidgid` is not needed: the caller's
+        // credentials say what the kernel looked at). The library asks
+        // for them only for a file that has such bits, checked under its
+        // lock: reading /proc is not free. A SETATTR with nothing to set
+        // is what the kernel sends for chown(f, -1, -1), which on ext4
+        // clears them as any chown does: a chown to the current owner.
         // (The ctime a writeback-cache kernel sends along is no change.)
         let empty = SetAttr { ctime: None, ..change } == SetAttr::default();
-        let setid = if uid.is_some() || gid.is_some() || size.is_some() || empty {
-            Some(tri!(reply, self.stat("setattr", ino))).filter(|cur| cur.mode & 0o6000 != 0)
-        } else {
-            None
-        };
-        let st = if let Some(cur) = setid {
-            if empty {
-                change.uid = Some(cur.uid);
+        let cred = || super::entries::cred(req);
+        let done = if empty {
+            match self.stat("setattr", ino) {
+                Ok(cur) if cur.mode & 0o6000 != 0 => {
+                    self.fs.setattr_as_lazily(ino, SetAttr { uid: Some(cur.uid), ..change }, &cred)
+                }
+                Ok(_) => self.fs.setattr(ino, change),
+                Err(e) => {
+                    reply.error(e);
+                    return;
+                }
             }
-            let cred = super::entries::cred(req);
-            tri!(reply, self.fs.setattr_as(ino, change, &cred).map_err(|e| self.fail("setattr", ino, e)))
+        } else if uid.is_some() || gid.is_some() || size.is_some() {
+            self.fs.setattr_as_lazily(ino, change, &cred)
         } else {
-            tri!(reply, self.fs.setattr(ino, change).map_err(|e| self.fail("setattr", ino, e)))
+            self.fs.setattr(ino, change)
         };
+        let st = tri!(reply, done.map_err(|e| self.fail("setattr", ino, e)));
         reply.attr(&self.features.attr_ttl, &attr(&st));
     }
 

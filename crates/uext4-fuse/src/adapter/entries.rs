@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 use uext4::inode_api::Cred;
 use uext4::inode_api::RenameFlags as LibRename;
-use uext4::{Error, Stat};
+use uext4::Stat;
 
 /// Longest name ext4 stores.
 const NAME_MAX: usize = 255;
@@ -91,9 +91,13 @@ impl Uext4Fuse {
             self.entry(reply, &st);
             return;
         }
-        let ino = match self.fs.lookup(parent, name) {
-            Ok(ino) => ino,
-            Err(Error::NotFound(_)) if !self.features.negative_ttl.is_zero() => {
+        let ino = match self.fs.find(parent, name) {
+            Ok(Some(ino)) => ino,
+            Ok(None) if self.features.negative_ttl.is_zero() => {
+                reply.error(Errno::ENOENT);
+                return;
+            }
+            Ok(None) => {
                 // A negative entry (node id 0): the kernel remembers the
                 // name is absent. Every create or rename of a name goes
                 // through this mount, and the kernel replaces the entry

@@ -19,13 +19,16 @@ const PARSED_NODE: u64 = 0x6578_7400_0000_0000;
 
 /// Maps `lblk`; see [`super::map_block`].
 pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
-    let mut node = Arc::new(parse_node(&inode.block, 0).map_err(|e| retag(e, inode.ino))?);
+    // The root lives in the inode (no Arc for it: most files and
+    // directories have no other level).
+    let root = parse_node(&inode.block, 0).map_err(|e| retag(e, inode.ino))?;
+    let mut below: Option<Arc<ExtentNode>> = None;
     let mut node_block = 0u64;
     // Upper bound of the subtree we are in (start of the next sibling).
     let mut limit = MAX_LBLK;
     let seed = vol.has_csum().then(|| vol.inode_csum_seed(inode.ino, inode.generation));
     loop {
-        match &*node {
+        let (next, child) = match below.as_deref().unwrap_or(&root) {
             ExtentNode::Index(h, idx) => {
                 // Last index whose start is <= lblk.
                 let pos = idx.partition_point(|e| FileBlock::from(e.block) <= lblk);
@@ -65,8 +68,7 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                         },
                     ));
                 }
-                node = next;
-                node_block = child;
+                (next, child)
             }
             ExtentNode::Leaf(_, ext) => {
                 let pos = ext.partition_point(|e| FileBlock::from(e.block) <= lblk);
@@ -93,7 +95,9 @@ pub fn map(vol: &Volume, inode: &Inode, lblk: FileBlock) -> Result<Mapping> {
                 let end = ext.get(pos).map_or(limit, |e| FileBlock::from(e.block)).min(limit);
                 return Ok(hole(lblk, end));
             }
-        }
+        };
+        below = Some(next);
+        node_block = child;
     }
 }
 

@@ -320,6 +320,8 @@ impl FileTimes {
         crate::fs::SetAttr {
             atime: self.accessed.map(from_system_time),
             mtime: self.modified.map(from_system_time),
+            // Values, not "now" (File::set_times has no "now").
+            times_given: self.accessed.is_some() || self.modified.is_some(),
             ..Default::default()
         }
     }

@@ -1,7 +1,8 @@
 //! setattr: mode, owner, size (truncate or extend) and times.
 
-use super::setid::{self, Cred, S_ISGID};
-use super::{flags, ftype};
+use super::flags::{self, FL_APPEND};
+use super::ftype;
+use super::setid::{self, Cred, S_ISGID, S_ISUID};
 use crate::error::{Error, Result};
 use crate::format::inode::{FileType, Timestamp, FL_EXTENTS, S_IFMT};
 use crate::fs::{FsCore, Stat};
@@ -28,6 +29,21 @@ pub struct SetAttr {
     /// writeback cache keeps the times of a cached file and writes them
     /// back as it took them); None: now, as every change.
     pub ctime: Option<Timestamp>,
+    /// `atime`/`mtime` are times the caller gave (utimensat with values,
+    /// not UTIME_NOW): refused on an append-only file (EPERM), as
+    /// notify_change refuses them; times set to now are allowed there.
+    pub times_given: bool,
+}
+
+/// Whose rules a setattr follows (see [`FsCore::setattr_as`]).
+#[derive(Clone, Copy)]
+enum Caller<'a> {
+    /// Root's, with no credentials (the library's own callers).
+    Root,
+    /// These credentials'.
+    Is(&'a Cred),
+    /// The credentials this builds, built only if a rule needs them.
+    Lazy(&'a dyn Fn() -> Cred),
 }
 
 impl FsCore {
@@ -38,7 +54,7 @@ impl FsCore {
     /// truncate by an unprivileged caller removes are
     /// [`FsCore::remove_privs`]'s).
     pub fn setattr(&self, ino: u32, attr: SetAttr) -> Result<Stat> {
-        self.attrs_synced(ino, self.setattr_by(ino, attr, None))
+        self.attrs_synced(ino, self.setattr_by(ino, attr, Caller::Root))
     }
 
     /// [`FsCore::setattr`] for `cred`, with the rules of the kernel's
@@ -56,10 +72,21 @@ impl FsCore {
     /// Permission to make the change (owner or capability) is the
     /// caller's to check, as the kernel does before asking ext4.
     pub fn setattr_as(&self, ino: u32, attr: SetAttr, cred: &Cred) -> Result<Stat> {
-        self.attrs_synced(ino, self.setattr_by(ino, attr, Some(cred)))
+        self.attrs_synced(ino, self.setattr_by(ino, attr, Caller::Is(cred)))
     }
 
-    fn setattr_by(&self, ino: u32, attr: SetAttr, caller: Option<&Cred>) -> Result<Stat> {
+    /// [`FsCore::setattr_as`] with the caller's credentials built by
+    /// `cred` only when a rule depends on them: the file has set-id bits
+    /// or the new mode sets set-group-ID (without either, every rule
+    /// gives root's answer). For front ends to which credentials cost
+    /// something (a FUSE daemon reads the caller's groups and
+    /// capabilities from /proc): the check is made on the inode under
+    /// its lock, not on a stat taken before.
+    pub fn setattr_as_lazily(&self, ino: u32, attr: SetAttr, cred: &dyn Fn() -> Cred) -> Result<Stat> {
+        self.attrs_synced(ino, self.setattr_by(ino, attr, Caller::Lazy(cred)))
+    }
+
+    fn setattr_by(&self, ino: u32, attr: SetAttr, caller: Caller<'_>) -> Result<Stat> {
         let rw = self.rw()?;
         let _l = rw.data.locks().lock_exclusive(&[], &[ino]);
         if let Some(size) = attr.size {
@@ -81,6 +108,19 @@ impl FsCore {
         if attr.mode.is_some() || attr.uid.is_some() || attr.gid.is_some() || attr.size.is_some() {
             flags::check_unpinned(&i)?;
         }
+        if attr.times_given && i.flags & FL_APPEND != 0 {
+            return Err(Error::NotPermitted(format!("inode {ino} is append-only: its times are set to now only")));
+        }
+        let built;
+        let caller = match caller {
+            Caller::Root => None,
+            Caller::Is(c) => Some(c),
+            Caller::Lazy(f) if i.mode & (S_ISUID | S_ISGID) != 0 || attr.mode.is_some_and(|m| m & S_ISGID != 0) => {
+                built = f();
+                Some(&built)
+            }
+            Caller::Lazy(_) => None,
+        };
         let now = Timestamp::now();
         if let Some(size) = attr.size {
             match ftype(&i)? {

@@ -16,6 +16,13 @@ impl FsCore {
     /// one step of a walk, for front ends that resolve names one
     /// directory at a time (LOOKUP); [`FsCore::resolve`] walks a whole path.
     pub fn lookup(&self, dir: u32, name: &[u8]) -> Result<u32> {
+        self.find(dir, name)?.ok_or_else(|| Error::NotFound(String::from_utf8_lossy(name).into_owned()))
+    }
+
+    /// [`FsCore::lookup`] with an absent name as `None`, not as an error:
+    /// for front ends that answer most lookups of new names (a FUSE
+    /// LOOKUP before every create), an answer that builds no message.
+    pub fn find(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
         let found = match self.live() {
             Some(rw) if !is_dot(name) => {
                 let shared = rw.data.locks().lock_shared(dir);
@@ -37,9 +44,9 @@ impl FsCore {
         match found {
             Some((ino, _)) => {
                 self.named_inode(ino)?;
-                Ok(ino)
+                Ok(Some(ino))
             }
-            None => Err(Error::NotFound(String::from_utf8_lossy(name).into_owned())),
+            None => Ok(None),
         }
     }
 
