@@ -909,3 +909,72 @@ fn racing_adds_of_one_name_in_linear_indexed_and_casefolded_directories() {
     assert_eq!(fs.read_dir_all(folded).unwrap().len(), 402);
     finish(fs, &img);
 }
+
+/// A lookup keeps where it found an entry for the unlink that follows
+/// (rm -rf through FUSE: LOOKUP, then UNLINK); the answer serves only
+/// while no change of the directory came in between. Each case below
+/// makes it stale in another way, and the unlink must still remove the
+/// entry the name has now (and free the right inode), in linear, indexed
+/// and one-block directories; racing threads do the same.
+#[test]
+fn unlinks_after_lookups_remove_what_the_name_names_now() {
+    let Some((_d, img, fs)) = fresh(64, &[]) else { return };
+    let root = fs.root();
+    for (k, n) in [1usize, 40, 3000].into_iter().enumerate() {
+        let d = fs.mkdir(root, format!("d{k}").as_bytes(), 0o755, 0, 0).unwrap().ino;
+        for i in 0..n {
+            fs.create(d, format!("f{i}").as_bytes(), 0o644, 0, 0).unwrap();
+        }
+        // Fresh answer: used.
+        let a = fs.lookup(d, b"f0").unwrap();
+        fs.unlink(d, b"f0").unwrap();
+        assert!(matches!(fs.lookup(d, b"f0"), Err(Error::NotFound(_))));
+        assert!(fs.stat(a).map_or(true, |s| s.nlink == 0), "inode {a} unlinked");
+        // A create in between: stale, searched again.
+        let b = fs.create(d, b"g", 0o644, 0, 0).unwrap().ino;
+        assert_eq!(fs.lookup(d, b"g").unwrap(), b);
+        fs.create(d, b"h", 0o644, 0, 0).unwrap();
+        fs.unlink(d, b"g").unwrap();
+        assert!(fs.stat(b).map_or(true, |s| s.nlink == 0));
+        // The name moved away and made again: the unlink removes the new one.
+        let old = fs.lookup(d, b"h").unwrap();
+        fs.inodes().rename(d, b"h", root, format!("kept{k}").as_bytes(), RenameFlags::default()).unwrap();
+        let new = fs.create(d, b"h", 0o644, 0, 0).unwrap().ino;
+        fs.unlink(d, b"h").unwrap();
+        assert!(fs.stat(new).map_or(true, |s| s.nlink == 0));
+        assert_eq!(fs.lookup(root, format!("kept{k}").as_bytes()).unwrap(), old);
+        // A lookup of one name, an unlink of another: each its own.
+        if n > 2 {
+            let x = fs.lookup(d, b"f1").unwrap();
+            fs.unlink(d, b"f2").unwrap();
+            fs.unlink(d, b"f1").unwrap();
+            assert!(fs.stat(x).map_or(true, |s| s.nlink == 0));
+        }
+    }
+    // Threads looking up and removing names of one directory.
+    let d = fs.mkdir(root, b"race", 0o755, 0, 0).unwrap().ino;
+    let per = env_usize("UEXT4_NS_ROUNDS", 3000) / 10;
+    for t in 0..4 {
+        for i in 0..per {
+            fs.create(d, format!("t{t}-{i}").as_bytes(), 0o644, 0, 0).unwrap();
+        }
+    }
+    let workers: Vec<Box<dyn FnOnce() + Send>> = (0..4)
+        .map(|t| {
+            let fs = fs.clone();
+            Box::new(move || {
+                for i in 0..per {
+                    let name = format!("t{t}-{i}");
+                    let other = format!("t{}-{i}", (t + 1) % 4);
+                    let _ = fs.lookup(d, other.as_bytes());
+                    let ino = fs.lookup(d, name.as_bytes()).unwrap();
+                    fs.unlink(d, name.as_bytes()).unwrap();
+                    assert!(fs.stat(ino).map_or(true, |s| s.nlink == 0), "{name}: inode {ino} unlinked");
+                }
+            }) as Box<dyn FnOnce() + Send>
+        })
+        .collect();
+    run_watched("lookups and unlinks", workers);
+    assert_eq!(fs.inodes().readdir(d, 0, 100).unwrap().len(), 2, "only . and ..");
+    finish(fs, &img);
+}

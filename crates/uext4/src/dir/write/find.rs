@@ -14,6 +14,7 @@ use crate::format::inode::Inode;
 /// the block (the record that absorbs it when it is removed), found in
 /// one walk of the block (the version the directory's lock keeps
 /// current: the caller changes that version through the transaction).
+#[derive(Debug)]
 pub(super) struct Loc {
     pub(super) pblk: u64,
     pub(super) slot: Slot,

@@ -121,10 +121,12 @@ pub fn remove_entry(tx: &Tx, dir: &mut Inode, name: &[u8]) -> Result<u32> {
     remove_found(tx, dir, name, found)
 }
 
-/// Where [`find_entry`] found a live entry: what [`remove_found`]
-/// removes without searching the directory again.
+/// Where [`find_entry`] (or [`search`]) found a live entry: what
+/// [`remove_found`] removes without searching the directory again.
+#[derive(Debug)]
 pub struct Found(FoundAt);
 
+#[derive(Debug)]
 enum FoundAt {
     /// In a block of the directory (the version its lock keeps current).
     Block(find::Loc),
@@ -134,6 +136,10 @@ enum FoundAt {
 }
 
 impl Found {
+    fn at(loc: find::Loc) -> Found {
+        Found(FoundAt::Block(loc))
+    }
+
     /// The inode the entry names.
     pub fn ino(&self) -> u32 {
         match &self.0 {

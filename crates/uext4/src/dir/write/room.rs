@@ -15,8 +15,10 @@
 //! does, so that a block changed behind the lock (a corrupt image in
 //! which it belongs to something else too) is an error, not a silent edit.
 
+use super::find::Loc;
 use super::leaf::{insert_entry, room_for, Ctx, Slot};
 use super::probe::probe;
+use super::Found;
 use crate::dir::{block, htree, is_htree, NameKey};
 use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::block_number::FileBlock;
@@ -49,9 +51,10 @@ struct Spot {
 }
 
 /// What a walk of a leaf (of a directory) found.
-enum Scan<S> {
-    /// A live entry that matches the name: its inode and dirent type.
-    Exists(u32, Option<FileType>),
+enum Scan<S, E> {
+    /// A live entry that matches the name: its dirent type and where it
+    /// is (`E`: in the leaf, its slot and the one before it).
+    Exists(Option<FileType>, E),
     /// No such entry; the first slot with room, if any was looked for.
     Absent(Option<S>),
 }
@@ -59,8 +62,12 @@ enum Scan<S> {
 /// What [`search`] found.
 #[derive(Debug)]
 pub enum Search {
-    /// The entry [`crate::dir::lookup`] finds: its inode and dirent type.
-    Found(u32, Option<FileType>),
+    /// The entry [`crate::dir::lookup`] finds: its inode, its dirent type
+    /// and, when the walk went through the directory's blocks (not after
+    /// a fallback), where it is: what [`super::remove_found`] removes with
+    /// no search of its own while the answer holds (see the module's
+    /// comment: the same rule as for a create's room).
+    Found(u32, Option<FileType>, Option<Found>),
     /// No entry: where [`add_entry_at`] puts one, as [`find_room`] answers.
     Absent(Room),
 }
@@ -96,7 +103,7 @@ pub fn search(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Search> {
         let walked =
             if is_htree(vol, dir) { walk_index(vol, dir, &key, need) } else { walk_linear(vol, dir, &key, need) };
         match walked {
-            Ok(Scan::Exists(ino, ft)) => return Ok(Search::Found(ino, ft)),
+            Ok(Scan::Exists(ft, loc)) => return Ok(Search::Found(loc.ino(), ft, Some(Found::at(loc)))),
             Ok(Scan::Absent(spot)) => return Ok(Search::Absent(Room(spot))),
             // A damaged block or index: the lookup's answer, with its
             // fallbacks (an index abandoned for a scan of the leaves),
@@ -106,15 +113,20 @@ pub fn search(vol: &Volume, dir: &Inode, name: &[u8]) -> Result<Search> {
         }
     }
     Ok(match crate::dir::lookup(vol, dir, name)? {
-        Some((ino, ft)) => Search::Found(ino, ft),
+        Some((ino, ft)) => Search::Found(ino, ft, None),
         None => Search::Absent(Room(None)),
     })
 }
 
-/// Walks leaf `b` once: a live entry matching `key`, else (when `need`
-/// is given) the first slot with room for `need` bytes, the one
-/// [`Ctx::insert_in_place`] would take.
-fn scan(vol: &Volume, b: &block::DirBlock, key: &NameKey<'_>, need: Option<usize>) -> Result<Scan<Slot>> {
+/// Walks leaf `b` once: a live entry matching `key` (with the entry
+/// before it), else (when `need` is given) the first slot with room for
+/// `need` bytes, the one [`Ctx::insert_in_place`] would take.
+fn scan(
+    vol: &Volume,
+    b: &block::DirBlock,
+    key: &NameKey<'_>,
+    need: Option<usize>,
+) -> Result<Scan<Slot, (Option<Slot>, Slot)>> {
     let data = b.buf.data();
     let csum = vol.has_csum();
     // What Ctx::check_leaf requires of a block an entry is inserted into.
@@ -128,24 +140,25 @@ fn scan(vol: &Volume, b: &block::DirBlock, key: &NameKey<'_>, need: Option<usize
     }
     let space = data.len() - if csum { TAIL_SIZE } else { 0 };
     let ft = vol.sb.features.has_incompat(incompat::FILETYPE);
-    let (mut found, mut room) = (None, None);
+    let (mut found, mut room, mut prev) = (None, None, None);
     dirent::walk_leaf(&data[..space], ft, b.block, |e| {
         if found.is_some() {
             return;
         }
+        let s = Slot::from(&e);
         if e.inode != 0 && key.matches(e.name) {
-            found = Some((e.inode, FileType::from_dirent(e.file_type)));
+            found = Some((FileType::from_dirent(e.file_type), (prev, s)));
             return;
         }
         if let Some(need) = need.filter(|_| room.is_none()) {
-            let s = Slot::from(&e);
             if room_for(&s, need) {
                 room = Some(s);
             }
         }
+        prev = Some(s);
     })?;
     Ok(match found {
-        Some((ino, ft)) => Scan::Exists(ino, ft),
+        Some((ft, at)) => Scan::Exists(ft, at),
         None => Scan::Absent(room),
     })
 }
@@ -153,7 +166,7 @@ fn scan(vol: &Volume, b: &block::DirBlock, key: &NameKey<'_>, need: Option<usize
 /// The walk of an indexed directory: the leaf the name hashes to (where
 /// [`super::index`]'s insert goes), then the leaves that continue its
 /// hash, as [`crate::dir::lookup`] searches them; room only in the first.
-fn walk_index(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Result<Scan<Spot>> {
+fn walk_index(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Result<Scan<Spot, Loc>> {
     let p = probe(vol, dir, key.name())?;
     let nblocks = dir.size / vol.block_size as u64;
     let mut path: htree::Path = p.frames.into_iter().map(|f| (f.node, f.pos)).collect();
@@ -164,7 +177,7 @@ fn walk_index(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Resu
     loop {
         if let Ok(b) = block::read(vol, dir, FileBlock::from(leaf), false)? {
             match scan(vol, &b, key, Some(need).filter(|_| first))? {
-                Scan::Exists(ino, ft) => return Ok(Scan::Exists(ino, ft)),
+                Scan::Exists(ft, (prev, slot)) => return Ok(Scan::Exists(ft, Loc { pblk: b.block, slot, prev })),
                 Scan::Absent(slot) => {
                     if first {
                         spot = slot.map(|slot| Spot { pblk: b.block, slot });
@@ -184,7 +197,7 @@ fn walk_index(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Resu
 
 /// The walk of a linear directory: every block, room in the first block
 /// that has it (where [`super::linear`]'s insert goes).
-fn walk_linear(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Result<Scan<Spot>> {
+fn walk_linear(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Result<Scan<Spot, Loc>> {
     let nblocks = FileBlock::of_byte(dir.size, vol.block_size as u64);
     let mut lblk = FileBlock(0);
     let mut spot = None;
@@ -192,7 +205,7 @@ fn walk_linear(vol: &Volume, dir: &Inode, key: &NameKey<'_>, need: usize) -> Res
         match block::read(vol, dir, lblk, false)? {
             Ok(b) => {
                 match scan(vol, &b, key, Some(need).filter(|_| spot.is_none()))? {
-                    Scan::Exists(ino, ft) => return Ok(Scan::Exists(ino, ft)),
+                    Scan::Exists(ft, (prev, slot)) => return Ok(Scan::Exists(ft, Loc { pblk: b.block, slot, prev })),
                     Scan::Absent(slot) => {
                         if spot.is_none() {
                             spot = slot.map(|slot| Spot { pblk: b.block, slot });

@@ -12,12 +12,12 @@
 //! (an entry is added only after its inode is written, removed before its
 //! inode is freed).
 
-mod absent;
 mod casefold;
 mod create;
 pub mod flags;
 mod remove;
 mod rename;
+mod seen;
 mod setattr;
 pub mod setid;
 mod walk;
@@ -27,14 +27,16 @@ pub use setattr::SetAttr;
 pub use setid::Cred;
 
 /// The namespace's own state: the rename lock, the source of inode
-/// generation numbers, and the names lookups just found absent.
+/// generation numbers, and the answers of the last lookups (names found
+/// absent, for the creates that follow; names found, for the unlinks).
 #[derive(Debug)]
 pub(crate) struct NamespaceState {
     /// Only renames that move an entry between two directories (first in
     /// the lock order, see [`crate::locks`]).
     rename_lock: parking_lot::Mutex<()>,
     generation: std::sync::atomic::AtomicU32,
-    absent: absent::AbsentNames,
+    absent: seen::SeenNames<dw::Room>,
+    present: seen::SeenNames<dw::Found>,
 }
 
 impl NamespaceState {
@@ -54,7 +56,8 @@ impl NamespaceState {
         NamespaceState {
             rename_lock: parking_lot::Mutex::new(()),
             generation: std::sync::atomic::AtomicU32::new(seed),
-            absent: absent::AbsentNames::new(),
+            absent: seen::SeenNames::new(),
+            present: seen::SeenNames::new(),
         }
     }
 
@@ -85,11 +88,13 @@ fn random_u32() -> u32 {
     (t.subsec_nanos() ^ (t.as_secs() as u32).rotate_left(16) ^ std::process::id()).wrapping_mul(2_654_435_761)
 }
 
+use crate::dir::write as dw;
 use crate::error::{Error, Result};
 use crate::format::dirent::NAME_MAX;
 use crate::format::inode::{FileType, Inode, Timestamp, S_IFDIR, S_IFMT, S_IFREG};
 use crate::fs::{FsCore, Stat};
 use crate::inode::extent_write as ew;
+use crate::locks::IoStamp;
 use crate::txn::Tx;
 
 /// Largest link count; directories beyond it count 1 (dir_nlink).
@@ -145,6 +150,34 @@ impl FsCore {
         let _s = self.rw()?.data.locks().lock_shared(dir);
         let found = self.lookup_opt(&self.load_dir(dir)?, name)?;
         if let Some(ino) = found {
+            self.named_inode(ino)?;
+        }
+        Ok(found)
+    }
+
+    /// [`FsCore::lookup_unlocked`] for a removal: the inode `name` names
+    /// and, when the walk found it in a leaf, where, with the stamp of
+    /// the lock it was found under (an answer the removal may use once it
+    /// holds the lock exclusively, if the stamp is still the
+    /// directory's). A LOOKUP's answer of the same name (rm -rf: LOOKUP,
+    /// then UNLINK), if kept, serves instead of a walk.
+    #[allow(clippy::type_complexity)]
+    fn locate_unlocked(&self, dir: u32, name: &[u8]) -> Result<Option<(u32, Option<(IoStamp, dw::Found)>)>> {
+        let rw = self.rw()?;
+        if let Some((stamp, found)) = rw.ns.present.take_stamped(dir, name) {
+            let ino = found.ino();
+            self.named_inode(ino)?;
+            return Ok(Some((ino, Some((stamp, found)))));
+        }
+        let shared = rw.data.locks().lock_shared(dir);
+        let d = self.load_dir(dir)?;
+        check_name(name)?;
+        let found = match dw::search(&self.vol, &d, name)? {
+            dw::Search::Found(ino, _, at) => Some((ino, at.map(|f| (shared.stamp(), f)))),
+            dw::Search::Absent(_) => None,
+        };
+        drop(shared);
+        if let Some((ino, _)) = found {
             self.named_inode(ino)?;
         }
         Ok(found)

@@ -7,6 +7,7 @@ use crate::format::block_number::FileBlock;
 use crate::format::inode::{FileType, Inode, Timestamp, ROOT_INO};
 use crate::fs::FsCore;
 use crate::inode::extent_write as ew;
+use crate::locks::Locked;
 use crate::txn::Tx;
 
 impl FsCore {
@@ -19,29 +20,51 @@ impl FsCore {
         self.namespace_synced(&[parent], self.unlink_inner(parent, name))
     }
 
+    /// The victim of a removal of `parent/name` (a directory if
+    /// `is_dir`), locked with its parent: found before locking, locked in
+    /// inode-number order, checked again under the locks; if the name
+    /// changed meanwhile, again. Returns the locks, the handle, the
+    /// parent loaded under them, the victim and its entry.
+    ///
+    /// The handle starts before the check under the locks, and the entry
+    /// that check finds is the one removed: one search of the directory
+    /// under the locks, not two (a handle that changed nothing ends
+    /// without effect on the paths that return early). None at all when
+    /// the search before locking found the entry in a leaf and no
+    /// exclusive hold of the directory ended since (its lock's stamp):
+    /// the directory is as that search saw it.
+    fn lock_named(&self, parent: u32, name: &[u8], is_dir: bool) -> Result<(Locked, Tx<'_>, Inode, u32, dw::Found)> {
+        let rw = self.rw()?;
+        loop {
+            let (victim, seen) = self.locate_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
+            if is_dir && victim == ROOT_INO {
+                return Err(Error::Busy("the root directory".into()));
+            }
+            let l = if is_dir {
+                rw.data.locks().lock_exclusive(&[parent, victim], &[])
+            } else {
+                rw.data.locks().lock_exclusive(&[parent], &[victim])
+            };
+            let dir = self.load_dir(parent)?;
+            let tx = self.begin(64)?;
+            let still = seen.filter(|(then, _)| l.stamp(parent).is_some_and(|now| then.same(&now)));
+            let found = match still {
+                Some((_, found)) => Some(found),
+                None => dw::find_entry(&tx, &dir, name)?,
+            };
+            match found {
+                Some(found) if found.ino() == victim => return Ok((l, tx, dir, victim, found)),
+                _ => {}
+            }
+        }
+    }
+
     fn unlink_inner(&self, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
         if is_dot(name) {
             return Err(Error::IsDir(lossy(name)));
         }
-        let rw = self.rw()?;
-        // The victim is found before locking and locked with its parent
-        // in inode-number order; if the name changed meanwhile, again.
-        //
-        // The handle starts before the check under the locks, and the
-        // entry that check finds is the one removed: one search of the
-        // directory under the locks, not two (a handle that changed
-        // nothing ends without effect on the paths that return early).
-        let (_l, tx, mut dir, victim, found) = loop {
-            let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
-            let l = rw.data.locks().lock_exclusive(&[parent], &[victim]);
-            let dir = self.load_dir(parent)?;
-            let tx = self.begin(64)?;
-            match dw::find_entry(&tx, &dir, name)? {
-                Some(found) if found.ino() == victim => break (l, tx, dir, victim, found),
-                _ => {}
-            }
-        };
+        let (_l, tx, mut dir, victim, found) = self.lock_named(parent, name, false)?;
         let mut i = self.load(victim)?;
         if ftype(&i)? == FileType::Directory {
             return Err(Error::IsDir(lossy(name)));
@@ -95,22 +118,7 @@ impl FsCore {
             return Err(Error::NotEmpty("rmdir of \"..\"".into()));
         }
         check_name(name)?;
-        let rw = self.rw()?;
-        // As unlink: found, locked in inode-number order, checked again
-        // (the entry found is the one removed).
-        let (_l, tx, mut dir, victim, found) = loop {
-            let victim = self.lookup_unlocked(parent, name)?.ok_or_else(|| Error::NotFound(lossy(name)))?;
-            if victim == ROOT_INO {
-                return Err(Error::Busy("the root directory".into()));
-            }
-            let l = rw.data.locks().lock_exclusive(&[parent, victim], &[]);
-            let dir = self.load_dir(parent)?;
-            let tx = self.begin(64)?;
-            match dw::find_entry(&tx, &dir, name)? {
-                Some(found) if found.ino() == victim => break (l, tx, dir, victim, found),
-                _ => {}
-            }
-        };
+        let (_l, tx, mut dir, victim, found) = self.lock_named(parent, name, true)?;
         let mut d = self.load(victim)?;
         if ftype(&d)? != FileType::Directory {
             return Err(Error::NotDir(lossy(name)));

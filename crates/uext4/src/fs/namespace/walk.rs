@@ -30,9 +30,15 @@ impl FsCore {
                 check_name(name)?;
                 // One walk for the entry or, if there is none, the room a
                 // create of the name (which FUSE sends next) would search
-                // for again: kept for it, with the lock's stamp.
+                // for again: kept for it, with the lock's stamp; and an
+                // entry found, where it is, for an unlink that may follow.
                 match dw::search(&self.vol, &d, name)? {
-                    dw::Search::Found(ino, ft) => Some((ino, ft)),
+                    dw::Search::Found(ino, ft, at) => {
+                        if let Some(at) = at {
+                            rw.ns.present.note(dir, name, shared.stamp(), at);
+                        }
+                        Some((ino, ft))
+                    }
                     dw::Search::Absent(room) => {
                         rw.ns.absent.note(dir, name, shared.stamp(), room);
                         None

@@ -1,4 +1,6 @@
-//! Names a lookup just found absent, kept for the create that follows.
+//! Answers of lookups kept for the change that follows them: names a
+//! lookup found absent, for the create, and names it found, for the
+//! unlink.
 //!
 //! Through FUSE every create, mkdir, mknod, symlink and link of a new name
 //! comes right after a LOOKUP of that name (the kernel's atomic_open and
@@ -11,41 +13,48 @@
 //! the lookup held it shared ([`IoStamp`]). Otherwise the create searches
 //! as before, so a wrong guess costs a search, never an entry.
 //!
-//! Bounded: [`SLOTS`] answers, each slot chosen by directory and name; a
-//! newer answer replaces whatever held its slot, and a create takes its
-//! answer out. Each slot's mutex is a leaf lock (held for a compare and a
-//! copy; nothing is locked inside it), taken under the directory's I/O
-//! lock.
+//! An unlink (rm -rf: a LOOKUP, then the UNLINK) needs the victim's
+//! number before it locks (the victim is locked with the directory, in
+//! inode-number order), and then the entry under the locks: a lookup's
+//! answer with its place in the leaf gives both, under the same rule
+//! ([`crate::dir::write::Found`]; the removal checks the entry is still
+//! where it was found all the same).
+//!
+//! Bounded: [`SLOTS`] answers of each kind, each slot chosen by
+//! directory and name; a newer answer replaces whatever held its slot,
+//! and the change that uses an answer takes it out. Each slot's mutex is
+//! a leaf lock (held for a compare and a copy; nothing is locked inside
+//! it), taken with or without the directory's I/O lock.
 
-use crate::dir::write::Room;
 use crate::locks::IoStamp;
 use parking_lot::Mutex;
 
 /// Answers kept at once: more than the creates in flight at a time.
 const SLOTS: usize = 64;
 
-/// The answers, by slot.
+/// The answers of one kind (`T`: where a name's entry would go, or where
+/// it is), by slot.
 #[derive(Debug)]
-pub(crate) struct AbsentNames {
-    slots: Box<[Mutex<Option<Absent>>]>,
+pub(crate) struct SeenNames<T> {
+    slots: Box<[Mutex<Option<Seen<T>>>]>,
 }
 
-/// One lookup's answer: `name` is not in directory `dir`, and its entry
-/// would go to `room`, as long as `stamp` is the directory's.
+/// One lookup's answer about `name` in directory `dir`, `what`, which
+/// holds as long as `stamp` is the directory's.
 #[derive(Debug)]
-struct Absent {
+struct Seen<T> {
     dir: u32,
     name: Vec<u8>,
     stamp: IoStamp,
-    room: Room,
+    what: T,
 }
 
-impl AbsentNames {
-    pub(crate) fn new() -> AbsentNames {
-        AbsentNames { slots: (0..SLOTS).map(|_| Mutex::new(None)).collect() }
+impl<T> SeenNames<T> {
+    pub(crate) fn new() -> SeenNames<T> {
+        SeenNames { slots: (0..SLOTS).map(|_| Mutex::new(None)).collect() }
     }
 
-    fn slot(&self, dir: u32, name: &[u8]) -> &Mutex<Option<Absent>> {
+    fn slot(&self, dir: u32, name: &[u8]) -> &Mutex<Option<Seen<T>>> {
         // FNV-1a of the name, mixed with the directory: names of one
         // directory spread over the slots.
         let mut h: u32 = 0x811c_9dc5 ^ dir.wrapping_mul(0x9E37_79B9);
@@ -55,9 +64,9 @@ impl AbsentNames {
         &self.slots[h as usize % SLOTS]
     }
 
-    /// Keeps the answer of a lookup that found `name` absent from `dir`
-    /// under the directory's lock held shared, with that lock's stamp.
-    pub(crate) fn note(&self, dir: u32, name: &[u8], stamp: IoStamp, room: Room) {
+    /// Keeps the answer of a lookup of `name` in `dir` made under the
+    /// directory's lock held shared, with that lock's stamp.
+    pub(crate) fn note(&self, dir: u32, name: &[u8], stamp: IoStamp, what: T) {
         let mut slot = self.slot(dir, name).lock();
         match &mut *slot {
             // The slot's name buffer is reused.
@@ -66,32 +75,42 @@ impl AbsentNames {
                 a.name.clear();
                 a.name.extend_from_slice(name);
                 a.stamp = stamp;
-                a.room = room;
+                a.what = what;
             }
-            None => *slot = Some(Absent { dir, name: name.to_vec(), stamp, room }),
+            None => *slot = Some(Seen { dir, name: name.to_vec(), stamp, what }),
         }
     }
 
-    /// The room a lookup found for `name` in `dir`, taken out, if the
-    /// directory's lock (held exclusively by the caller) still has the
-    /// stamp it had then: `name` is absent and its entry goes there.
-    pub(crate) fn take(&self, dir: u32, name: &[u8], now: &IoStamp) -> Option<Room> {
+    /// The answer kept for `name` in `dir`, taken out, with the stamp it
+    /// holds for: the caller compares it with the directory's once it
+    /// holds the lock exclusively ([`IoStamp::same`]).
+    pub(crate) fn take_stamped(&self, dir: u32, name: &[u8]) -> Option<(IoStamp, T)> {
         let mut slot = self.slot(dir, name).lock();
         let a = slot.as_ref()?;
         if a.dir != dir || a.name != name {
             return None;
         }
-        // Taken out whether or not it still holds: once the caller's hold
-        // ends, it never will.
         let a = slot.take()?;
-        a.stamp.same(now).then_some(a.room)
+        Some((a.stamp, a.what))
+    }
+
+    /// The answer kept for `name` in `dir`, taken out, if the directory's
+    /// lock (held exclusively by the caller) still has the stamp it had
+    /// then. Taken out whether or not it still holds: once the caller's
+    /// hold ends, it never will.
+    pub(crate) fn take(&self, dir: u32, name: &[u8], now: &IoStamp) -> Option<T> {
+        let (stamp, what) = self.take_stamped(dir, name)?;
+        stamp.same(now).then_some(what)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dir::write::Room;
     use crate::locks::InodeLocks;
+
+    type AbsentNames = SeenNames<Room>;
 
     fn noted(names: &AbsentNames, locks: &InodeLocks, dir: u32, name: &[u8]) {
         let shared = locks.lock_shared(dir);
