@@ -777,13 +777,19 @@ impl<'a> Tx<'a> {
         let (block, off) = self.inode_slot(ino)?;
         let sb = &self.vol.sb;
         let isz = usize::from(sb.inode_size);
-        self.handle.modify(block, |b| {
-            let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
-            cur.dtime = dtime;
-            let raw = cur.encode(sb)?;
-            b[off..off + isz].copy_from_slice(raw);
-            Ok(())
-        })
+        // Planned (parsed and encoded before the block is touched): in
+        // place when the running transaction alone holds the block, as
+        // every unlink and deletion links or unlinks an orphan.
+        self.handle.modify_planned(
+            block,
+            |b| {
+                let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
+                cur.dtime = dtime;
+                cur.encode(sb)?;
+                Ok(cur)
+            },
+            |cur, b| b[off..off + isz].copy_from_slice(&cur.raw[..isz]),
+        )
     }
 
     /// Read-modify-write of inode `ino` in its slot, all under the slot
@@ -794,13 +800,19 @@ impl<'a> Tx<'a> {
         let (block, off) = self.inode_slot(ino)?;
         let sb = &self.vol.sb;
         let isz = usize::from(sb.inode_size);
-        self.handle.modify(block, |b| {
-            let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
-            let r = f(&mut cur)?;
-            let raw = cur.encode(sb)?;
-            b[off..off + isz].copy_from_slice(raw);
-            Ok(r)
-        })
+        self.handle.modify_planned(
+            block,
+            |b| {
+                let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
+                let r = f(&mut cur)?;
+                cur.encode(sb)?;
+                Ok((cur, r))
+            },
+            |(cur, r), b| {
+                b[off..off + isz].copy_from_slice(&cur.raw[..isz]);
+                r
+            },
+        )
     }
 
     fn inode_slot(&self, ino: u32) -> Result<(u64, usize)> {

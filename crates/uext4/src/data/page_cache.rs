@@ -338,7 +338,16 @@ impl FileCache {
     /// Removes every folio, dirty ones included (file deleted), and
     /// forgets the in-memory size.
     pub fn invalidate_all(&self) {
-        self.invalidate(0, u64::MAX);
+        // As `invalidate` of everything, in one step: the whole map is
+        // taken (no list of keys, no search per folio: every deletion of
+        // a cached file comes here).
+        if !self.folios.read().is_empty() {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            let victims = std::mem::take(&mut *self.folios.write());
+            for f in victims.values() {
+                f.removed.store(true, Ordering::Release);
+            }
+        }
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.pending_size.store(0, Ordering::Release);
         self.dirty_index.lock().clear();

@@ -21,11 +21,16 @@ use crate::txn::Tx;
 fn set_last_orphan(tx: &Tx, o: &mut OrphanSlots, ino: u32) -> Result<()> {
     let (blk, off) = tx.vol.sb_location();
     let csum = tx.vol.sb.has_metadata_csum();
-    tx.modify(blk, |b| {
-        let raw = b.get_mut(off..off + SUPERBLOCK_SIZE).ok_or_else(|| Error::Invalid("superblock offset".into()))?;
-        Superblock::patch_last_orphan(raw, csum, ino);
-        Ok(())
-    })?;
+    // Planned: in place when the running transaction alone holds the
+    // superblock's block (every deletion sets the field twice).
+    tx.modify_planned(
+        blk,
+        |b| match b.len() >= off + SUPERBLOCK_SIZE {
+            true => Ok(()),
+            false => Err(Error::Invalid("superblock offset".into())),
+        },
+        |(), b| Superblock::patch_last_orphan(&mut b[off..off + SUPERBLOCK_SIZE], csum, ino),
+    )?;
     o.head = Some(ino);
     Ok(())
 }
