@@ -263,28 +263,19 @@ impl Tx<'_> {
 
     /// Sets only the `i_dtime` of inode `ino` (an orphan-list link).
     pub fn set_inode_dtime(&self, ino: u32, dtime: u32) -> Result<()> {
-        let (block, off) = self.inode_slot(ino)?;
-        let sb = &self.vol.sb;
-        let isz = usize::from(sb.inode_size);
-        // Planned (parsed and encoded before the block is touched): in
-        // place when the running transaction alone holds the block, as
-        // every unlink and deletion links or unlinks an orphan.
-        self.handle.modify_planned(
-            block,
-            |b| {
-                let mut cur = Inode::parse(sb, ino, &b[off..off + isz], block)?;
-                cur.dtime = dtime;
-                cur.encode(sb)?;
-                Ok(cur)
-            },
-            |cur, b| b[off..off + isz].copy_from_slice(&cur.raw[..isz]),
-        )
+        self.modify_inode(ino, |i| {
+            i.dtime = dtime;
+            Ok(())
+        })
     }
 
     /// Read-modify-write of inode `ino` in its slot, all under the slot
     /// block's lock: `f` sees the inode as it is now and decides on it
     /// (e.g. an EA inode's reference count, which other inodes' handles
-    /// change too); the inode is written back unless `f` fails.
+    /// change too); the inode is written back unless `f` fails. Planned
+    /// (parsed, decided and encoded before the block is touched): in place
+    /// when the running transaction alone holds the block, as for the
+    /// orphan links every unlink and deletion writes.
     pub fn modify_inode<R>(&self, ino: u32, f: impl FnOnce(&mut Inode) -> Result<R>) -> Result<R> {
         let (block, off) = self.inode_slot(ino)?;
         let sb = &self.vol.sb;

@@ -169,14 +169,10 @@ impl FsCore {
             self.named_inode(ino)?;
             return Ok(Some((ino, Some((stamp, found)))));
         }
-        let shared = rw.data.locks().lock_shared(dir);
-        let d = self.load_dir(dir)?;
-        check_name(name)?;
-        let found = match dw::search(&self.vol, &d, name)? {
-            dw::Search::Found(ino, _, at) => Some((ino, at.map(|f| (shared.stamp(), f)))),
-            dw::Search::Absent(_) => None,
+        let found = match self.search_shared(dir, name)? {
+            (stamp, dw::Search::Found(ino, _, at)) => Some((ino, at.map(|f| (stamp, f)))),
+            (_, dw::Search::Absent(_)) => None,
         };
-        drop(shared);
         if let Some((ino, _)) = found {
             self.named_inode(ino)?;
         }

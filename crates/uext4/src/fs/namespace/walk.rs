@@ -6,6 +6,7 @@ use crate::error::{CorruptKind, Error, Location, Result, Structure};
 use crate::format::dirent::NAME_MAX;
 use crate::format::inode::{FileType, Inode, FL_EA_INODE, ROOT_INO};
 use crate::fs::FsCore;
+use crate::locks::IoStamp;
 
 /// Symlinks followed while resolving one path before giving up (ELOOP),
 /// the kernel's limit.
@@ -25,22 +26,19 @@ impl FsCore {
     pub fn find(&self, dir: u32, name: &[u8]) -> Result<Option<u32>> {
         let found = match self.live() {
             Some(rw) if !is_dot(name) => {
-                let shared = rw.data.locks().lock_shared(dir);
-                let d = self.dir_inode(dir)?;
-                check_name(name)?;
                 // One walk for the entry or, if there is none, the room a
                 // create of the name (which FUSE sends next) would search
                 // for again: kept for it, with the lock's stamp; and an
                 // entry found, where it is, for an unlink that may follow.
-                match dw::search(&self.vol, &d, name)? {
-                    dw::Search::Found(ino, ft, at) => {
+                match self.search_shared(dir, name)? {
+                    (stamp, dw::Search::Found(ino, ft, at)) => {
                         if let Some(at) = at {
-                            rw.ns.present.note(dir, name, shared.stamp(), at);
+                            rw.ns.present.note(dir, name, stamp, at);
                         }
                         Some((ino, ft))
                     }
-                    dw::Search::Absent(room) => {
-                        rw.ns.absent.note(dir, name, shared.stamp(), room);
+                    (stamp, dw::Search::Absent(room)) => {
+                        rw.ns.absent.note(dir, name, stamp, room);
                         None
                     }
                 }
@@ -54,6 +52,17 @@ impl FsCore {
             }
             None => Ok(None),
         }
+    }
+
+    /// One walk of directory `dir` for `name` (a valid name, not a dot)
+    /// under the directory's I/O lock shared ([`dw::search`]), with the
+    /// lock's stamp: while the stamp holds, the answer does too (see
+    /// `seen.rs`). Open read-write only.
+    pub(super) fn search_shared(&self, dir: u32, name: &[u8]) -> Result<(IoStamp, dw::Search)> {
+        let shared = self.rw()?.data.locks().lock_shared(dir);
+        let d = self.dir_inode(dir)?;
+        check_name(name)?;
+        Ok((shared.stamp(), dw::search(&self.vol, &d, name)?))
     }
 
     /// Reads inode `ino` that a directory entry names, refusing one that
