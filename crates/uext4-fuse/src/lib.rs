@@ -25,6 +25,21 @@
 
 #![warn(missing_docs)]
 
+/// Replies with the error and returns from the method on `Err` (the
+/// request handlers of the adapter and of the null backend; defined
+/// before their modules, so that it is in scope in them).
+macro_rules! tri {
+    ($reply:ident, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(errno) => {
+                $reply.error(errno);
+                return;
+            }
+        }
+    };
+}
+
 mod adapter;
 mod conv;
 mod dirty_limit;

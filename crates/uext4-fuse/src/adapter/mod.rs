@@ -52,19 +52,6 @@ fn sys_resource(req: &Request) -> uext4::inode_api::SysResourceScope {
     uext4::inode_api::sys_resource(req.uid() == 0)
 }
 
-/// Replies with the error and returns from the method on `Err`.
-macro_rules! tri {
-    ($reply:ident, $e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(errno) => {
-                $reply.error(errno);
-                return;
-            }
-        }
-    };
-}
-
 mod attrs;
 mod dirs;
 mod entries;

@@ -30,19 +30,6 @@ fn time_of(t: TimeOrNow) -> SystemTime {
     }
 }
 
-/// Replies with the error and returns on `Err`.
-macro_rules! tri {
-    ($reply:ident, $e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(errno) => {
-                $reply.error(errno);
-                return;
-            }
-        }
-    };
-}
-
 impl Filesystem for NullFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         crate::adapter::negotiate(&self.features, self.want_uring, config);
